@@ -1,0 +1,146 @@
+//! The [`Store`] trait: the contract every backend honours.
+
+use std::fmt::Debug;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::cell::{Cell, CellWrite, KeyPage, PageCursor, RowQuery, Table, WriteOptions};
+use crate::error::StoreError;
+
+/// Cassandra's storage model as lockshift uses it: tables of rows, each row a
+/// sorted set of cells.
+///
+/// # Contract
+///
+/// Every backend — the embedded reference ([`crate::MemoryStore`]), the CQL
+/// backend and anything wrapping them — behaves as one Cassandra cluster read
+/// and written at QUORUM:
+///
+/// 1. **Last write wins per cell.** Each version of a cell carries the
+///    timestamp it was written or deleted with; the highest timestamp wins,
+///    whatever order the operations arrive in.
+/// 2. **Ties go to the tombstone.** A delete at `T` shadows every version with
+///    timestamp `<= T`; a write at `T + 1` survives it. Between two live
+///    versions with the same timestamp the one that expires later wins, then
+///    the greater value (Cassandra's rule), so all replicas agree.
+/// 3. **TTL.** A cell written with a TTL stops being visible once the TTL has
+///    passed on the *store's* clock, counted from when the store applied the
+///    write (not from its timestamp). An expired cell then acts as a tombstone
+///    at its own timestamp.
+/// 4. **Order.** [`read`](Store::read) returns live cells in ascending byte
+///    order of the column name, at most `limit` of them, starting at
+///    `start_column` inclusive. Tombstones and expired cells never count
+///    towards the limit.
+/// 5. **Read your writes.** Once a write or delete has returned `Ok`, every
+///    later read sees it (or a newer version). This is Lemma 1 of the thesis
+///    (§5.1): if two clients each write a cell into one row and then read the
+///    row, at least one of them sees both cells.
+/// 6. **One row, one write.** The cells of one [`write`](Store::write) or
+///    [`delete`](Store::delete) are applied together (a single-partition batch).
+///
+/// # Errors
+///
+/// A failure is a [`StoreError`] whose [`kind`](StoreError::kind) tells the
+/// caller whether the operation may have taken effect; see
+/// [`crate::StoreErrorKind`]. A backend never reports success for an
+/// operation that was not applied.
+///
+/// # Cancel safety
+///
+/// Dropping a returned future is like a timeout: a write or delete may or may
+/// not have been applied.
+#[async_trait]
+pub trait Store: Send + Sync + Debug {
+    /// Writes `cells` into `row` of `table`, all with the timestamp and TTL of
+    /// `options`. An empty `cells` is a no-op.
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes `columns` of `row` of `table` with tombstones at `timestamp`:
+    /// versions at or before it disappear, later ones survive.
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: crate::Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// Reads live cells of `row` of `table` in column order (see contract 4).
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError>;
+
+    /// One page of the keys of rows in `table` that hold live cells, starting
+    /// after `cursor` (or at the beginning). Keys come in the backend's
+    /// partition order, each once per complete scan; a page holds at most
+    /// `page_size` keys and may hold fewer even when more follow.
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError>;
+
+    /// A short description of the backend for logs and `migrate status`
+    /// ("embedded", "cql 127.0.0.1:9042/lockshift").
+    fn describe(&self) -> String;
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for Arc<S> {
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        (**self).write(table, row, cells, options).await
+    }
+
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: crate::Timestamp,
+    ) -> Result<(), StoreError> {
+        (**self).delete(table, row, columns, timestamp).await
+    }
+
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        (**self).read(table, row, query).await
+    }
+
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        (**self).scan_keys(table, cursor, page_size).await
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// A shared, type-erased store: what lock code holds.
+pub type SharedStore = Arc<dyn Store>;

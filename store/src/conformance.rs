@@ -1,0 +1,519 @@
+//! The backend conformance suite: the [`Store`] contract as executable checks,
+//! written once and run against every backend.
+//!
+//! Each check takes a [`Target`] (a store plus the means to let time pass on
+//! its clock) and panics with a message naming the broken rule. Test crates
+//! instantiate the whole suite with [`conformance_tests!`](crate::conformance_tests):
+//!
+//! ```ignore
+//! lockshift_store::conformance_tests!(my_target());
+//! ```
+//!
+//! Rows are named with [`Target::unique`] so the suite can share a keyspace
+//! with other runs on a real cluster; everything lives in
+//! [`schema::SCRATCH`](crate::schema::SCRATCH).
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::cell::{CellWrite, RowQuery, Timestamp, Ttl, WriteOptions};
+use crate::clock::ManualClock;
+use crate::schema::SCRATCH;
+use crate::{Clock, MemoryStore, Store};
+
+/// A backend under test.
+#[async_trait]
+pub trait Target: Send + Sync + Debug {
+    /// The store under test.
+    fn store(&self) -> &dyn Store;
+    /// A timestamp base for writes: the client's "now".
+    fn now(&self) -> Timestamp;
+    /// Lets `d` pass on the store's TTL clock: a manual clock moves, a real
+    /// cluster is waited for.
+    async fn advance(&self, d: Duration);
+    /// A row key unique to this run and `name`.
+    fn unique(&self, name: &str) -> String;
+}
+
+/// The embedded store on a manual clock: time passes instantly.
+#[derive(Debug)]
+pub struct MemoryTarget {
+    clock: Arc<ManualClock>,
+    store: MemoryStore,
+}
+
+impl MemoryTarget {
+    /// A fresh embedded store on a manual clock.
+    pub fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        MemoryTarget {
+            store: MemoryStore::with_clock(clock.clone()),
+            clock,
+        }
+    }
+}
+
+impl Default for MemoryTarget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Target for MemoryTarget {
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+    async fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+    fn unique(&self, name: &str) -> String {
+        name.to_string()
+    }
+}
+
+fn at(t: Timestamp, offset: i64) -> WriteOptions {
+    WriteOptions::at(t.offset_micros(offset))
+}
+
+fn cell(column: &str, value: &str) -> CellWrite {
+    CellWrite::new(column, value.as_bytes().to_vec())
+}
+
+async fn values(t: &dyn Target, row: &str) -> Vec<(String, String)> {
+    t.store()
+        .read(SCRATCH, row, &RowQuery::all())
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|c| (c.column, String::from_utf8_lossy(&c.value).into_owned()))
+        .collect()
+}
+
+async fn value_of(t: &dyn Target, row: &str, column: &str) -> Option<String> {
+    values(t, row)
+        .await
+        .into_iter()
+        .find(|(c, _)| c == column)
+        .map(|(_, v)| v)
+}
+
+/// I1: the higher timestamp wins whatever order writes arrive in, and
+/// `writetime()` reports the winner's timestamp.
+pub async fn last_write_wins(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("lww");
+    let base = t.now();
+    s.write(SCRATCH, &row, &[cell("c", "new")], at(base, 20))
+        .await
+        .expect("write");
+    s.write(SCRATCH, &row, &[cell("c", "old")], at(base, 10))
+        .await
+        .expect("write");
+    let cells = s.read(SCRATCH, &row, &RowQuery::all()).await.expect("read");
+    assert_eq!(cells.len(), 1, "one column, one cell");
+    assert_eq!(
+        cells[0].value, b"new",
+        "a write with an older timestamp must lose"
+    );
+    assert_eq!(
+        cells[0].writetime,
+        base.offset_micros(20),
+        "writetime is the winner's"
+    );
+    s.write(SCRATCH, &row, &[cell("c", "newer")], at(base, 30))
+        .await
+        .expect("write");
+    assert_eq!(value_of(t, &row, "c").await.as_deref(), Some("newer"));
+}
+
+/// I2: on a timestamp tie the tombstone wins, whichever arrives first; between
+/// two live values with the same timestamp the greater value wins.
+pub async fn tie_goes_to_tombstone(t: &dyn Target) {
+    let s = t.store();
+    let base = t.now();
+    let row = t.unique("tie-write-first");
+    s.write(SCRATCH, &row, &[cell("c", "v")], at(base, 10))
+        .await
+        .expect("write");
+    s.delete(SCRATCH, &row, &["c".into()], base.offset_micros(10))
+        .await
+        .expect("delete");
+    assert_eq!(
+        values(t, &row).await,
+        vec![],
+        "delete at T must remove a write at T"
+    );
+
+    let row = t.unique("tie-delete-first");
+    s.delete(SCRATCH, &row, &["c".into()], base.offset_micros(10))
+        .await
+        .expect("delete");
+    s.write(SCRATCH, &row, &[cell("c", "v")], at(base, 10))
+        .await
+        .expect("write");
+    assert_eq!(
+        values(t, &row).await,
+        vec![],
+        "a write at T must not survive a delete at T"
+    );
+
+    let row = t.unique("tie-values");
+    s.write(SCRATCH, &row, &[cell("c", "b")], at(base, 10))
+        .await
+        .expect("write");
+    s.write(SCRATCH, &row, &[cell("c", "a")], at(base, 10))
+        .await
+        .expect("write");
+    s.write(SCRATCH, &row, &[cell("d", "a")], at(base, 10))
+        .await
+        .expect("write");
+    s.write(SCRATCH, &row, &[cell("d", "b")], at(base, 10))
+        .await
+        .expect("write");
+    assert_eq!(
+        values(t, &row).await,
+        vec![("c".into(), "b".into()), ("d".into(), "b".into())],
+        "on a live tie the greater value wins in either order"
+    );
+}
+
+/// I2: a delete at `T` shadows versions at or before `T`, never later ones —
+/// a renewal racing `migrate clean` survives.
+pub async fn delete_shadows_older_not_newer(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("shadow");
+    let base = t.now();
+    s.write(SCRATCH, &row, &[cell("c", "v1")], at(base, 10))
+        .await
+        .expect("write");
+    s.delete(SCRATCH, &row, &["c".into()], base.offset_micros(20))
+        .await
+        .expect("delete");
+    assert_eq!(
+        value_of(t, &row, "c").await,
+        None,
+        "delete at 20 hides write at 10"
+    );
+    s.write(SCRATCH, &row, &[cell("c", "v2")], at(base, 15))
+        .await
+        .expect("write");
+    assert_eq!(
+        value_of(t, &row, "c").await,
+        None,
+        "a late write at 15 stays hidden behind the delete at 20"
+    );
+    s.write(SCRATCH, &row, &[cell("c", "v3")], at(base, 30))
+        .await
+        .expect("write");
+    assert_eq!(
+        value_of(t, &row, "c").await.as_deref(),
+        Some("v3"),
+        "write at 30 survives delete at 20"
+    );
+    s.delete(SCRATCH, &row, &["c".into()], base.offset_micros(25))
+        .await
+        .expect("delete");
+    assert_eq!(
+        value_of(t, &row, "c").await.as_deref(),
+        Some("v3"),
+        "an older delete does not remove a newer write"
+    );
+    s.delete(SCRATCH, &row, &["other".into()], base.offset_micros(99))
+        .await
+        .expect("delete");
+    assert_eq!(
+        value_of(t, &row, "c").await.as_deref(),
+        Some("v3"),
+        "a delete touches only its columns"
+    );
+}
+
+/// I3: a cell with a TTL is visible until the TTL has passed, then gone; its
+/// remaining TTL is reported; the TTL counts from when the write was applied,
+/// not from its timestamp; an expired cell shadows older writes.
+pub async fn ttl_expiry(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("ttl");
+    let base = t.now();
+    let ttl = Ttl::from_secs(3).expect("ttl");
+    s.write(
+        SCRATCH,
+        &row,
+        &[cell("short", "v")],
+        at(base, 0).with_ttl(ttl),
+    )
+    .await
+    .expect("write");
+    s.write(SCRATCH, &row, &[cell("forever", "v")], at(base, 0))
+        .await
+        .expect("write");
+    // Stamped an hour in the past: the TTL must still count from now.
+    let past = base.saturating_sub(Duration::from_secs(3600));
+    s.write(
+        SCRATCH,
+        &row,
+        &[cell("past", "v")],
+        WriteOptions::at(past).with_ttl(ttl),
+    )
+    .await
+    .expect("write");
+    let cells = s.read(SCRATCH, &row, &RowQuery::all()).await.expect("read");
+    let short = cells
+        .iter()
+        .find(|c| c.column == "short")
+        .expect("fresh TTL cell is visible");
+    let left = short.ttl.expect("a TTL cell reports its TTL");
+    assert!(
+        left <= Duration::from_secs(3) && left >= Duration::from_secs(1),
+        "ttl left {left:?}"
+    );
+    assert!(
+        cells.iter().any(|c| c.column == "past"),
+        "TTL counts from apply time, not the timestamp"
+    );
+    let forever = cells
+        .iter()
+        .find(|c| c.column == "forever")
+        .expect("forever");
+    assert_eq!(forever.ttl, None, "a cell without TTL reports none");
+
+    t.advance(Duration::from_secs(1)).await;
+    assert!(
+        value_of(t, &row, "short").await.is_some(),
+        "still live before the TTL"
+    );
+    t.advance(Duration::from_secs(3)).await;
+    let left: Vec<String> = values(t, &row).await.into_iter().map(|(c, _)| c).collect();
+    assert_eq!(
+        left,
+        vec!["forever".to_string()],
+        "TTL cells expire, others stay"
+    );
+
+    s.write(SCRATCH, &row, &[cell("short", "older")], at(base, -1))
+        .await
+        .expect("write");
+    assert_eq!(
+        value_of(t, &row, "short").await,
+        None,
+        "an expired cell shadows older writes"
+    );
+}
+
+/// I4: live cells come back in ascending byte order of column names.
+pub async fn column_order(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("order");
+    let base = t.now();
+    let columns = [
+        "zeta",
+        "Alpha",
+        "é",
+        "a",
+        "00000000000000000010-b",
+        "00000000000000000009-z",
+        "aa",
+        "_",
+    ];
+    for (i, c) in columns.iter().enumerate() {
+        s.write(SCRATCH, &row, &[cell(c, "v")], at(base, i as i64))
+            .await
+            .expect("write");
+    }
+    let got: Vec<String> = values(t, &row).await.into_iter().map(|(c, _)| c).collect();
+    let mut want: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    want.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    assert_eq!(
+        got, want,
+        "cells must come back in byte order of their column names"
+    );
+}
+
+/// I4: `limit` counts live cells only; `start_column` is inclusive and may
+/// name a column that does not exist.
+pub async fn limit_and_start_column(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("slice");
+    let base = t.now();
+    let cells: Vec<CellWrite> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|c| cell(c, c))
+        .collect();
+    s.write(SCRATCH, &row, &cells, at(base, 1))
+        .await
+        .expect("write");
+    let names = |cells: Vec<crate::Cell>| cells.into_iter().map(|c| c.column).collect::<Vec<_>>();
+    let read = |q: RowQuery| {
+        let row = row.clone();
+        async move { names(s.read(SCRATCH, &row, &q).await.expect("read")) }
+    };
+    assert_eq!(read(RowQuery::first(2)).await, ["a", "b"], "limit 2");
+    assert_eq!(
+        read(RowQuery::first(9)).await,
+        ["a", "b", "c", "d", "e"],
+        "limit past the end"
+    );
+    assert_eq!(
+        read(RowQuery::all().starting_at("c")).await,
+        ["c", "d", "e"],
+        "start is inclusive"
+    );
+    assert_eq!(
+        read(RowQuery::first(1).starting_at("bb")).await,
+        ["c"],
+        "start between columns"
+    );
+    assert_eq!(
+        read(RowQuery::all().starting_at("f")).await,
+        Vec::<String>::new(),
+        "start past the end"
+    );
+    s.delete(
+        SCRATCH,
+        &row,
+        &["a".into(), "b".into()],
+        base.offset_micros(2),
+    )
+    .await
+    .expect("delete");
+    assert_eq!(
+        read(RowQuery::first(1)).await,
+        ["c"],
+        "tombstones do not count towards the limit"
+    );
+    let missing = t.unique("slice-missing");
+    assert_eq!(
+        read_row_names(s, &missing).await,
+        Vec::<String>::new(),
+        "a missing row reads empty"
+    );
+}
+
+async fn read_row_names(s: &dyn Store, row: &str) -> Vec<String> {
+    s.read(SCRATCH, row, &RowQuery::all())
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|c| c.column)
+        .collect()
+}
+
+/// Paging through row keys: every row with live cells exactly once, pages no
+/// larger than asked, rows whose cells are all deleted left out.
+pub async fn scan_pages_through_keys(t: &dyn Target) {
+    let s = t.store();
+    let base = t.now();
+    let ours: BTreeSet<String> = (0..7).map(|i| t.unique(&format!("scan-{i}"))).collect();
+    for key in &ours {
+        s.write(SCRATCH, key, &[cell("c", "v")], at(base, 1))
+            .await
+            .expect("write");
+    }
+    let gone = t.unique("scan-deleted");
+    s.write(SCRATCH, &gone, &[cell("c", "v")], at(base, 1))
+        .await
+        .expect("write");
+    s.delete(SCRATCH, &gone, &["c".into()], base.offset_micros(2))
+        .await
+        .expect("delete");
+
+    let page_size = NonZeroU32::new(3).expect("3 > 0");
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    for page_no in 0.. {
+        assert!(page_no < 10_000, "scan does not terminate");
+        let page = s
+            .scan_keys(SCRATCH, cursor.as_ref(), page_size)
+            .await
+            .expect("scan");
+        assert!(
+            page.keys.len() <= 3,
+            "page {page_no} holds {} keys, asked for 3",
+            page.keys.len()
+        );
+        seen.extend(page.keys);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let seen_ours: Vec<&String> = seen.iter().filter(|k| ours.contains(*k)).collect();
+    assert_eq!(
+        seen_ours.len(),
+        ours.len(),
+        "each of our rows appears once: {seen:?}"
+    );
+    let unique: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no key twice in one scan");
+    assert!(
+        !seen.contains(&gone),
+        "a row with only deleted cells is not listed"
+    );
+}
+
+/// Concurrent writers: distinct columns all land; on a contested column the
+/// highest timestamp wins regardless of arrival.
+pub async fn concurrent_writers(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("concurrent");
+    let base = t.now();
+    let writers = 16i64;
+    let tasks = (0..writers).map(|i| {
+        let row = row.clone();
+        async move {
+            let own = cell(&format!("w{i:02}"), "v");
+            let contested = cell("contested", &format!("{i:02}"));
+            s.write(SCRATCH, &row, &[own], at(base, i))
+                .await
+                .expect("write own");
+            // Reverse the timestamps relative to spawn order.
+            s.write(SCRATCH, &row, &[contested], at(base, 1000 - i))
+                .await
+                .expect("write contested");
+        }
+    });
+    futures::future::join_all(tasks).await;
+    let got = values(t, &row).await;
+    assert_eq!(
+        got.len(),
+        writers as usize + 1,
+        "every writer's column is present: {got:?}"
+    );
+    assert_eq!(
+        value_of(t, &row, "contested").await.as_deref(),
+        Some("00"),
+        "the contested column holds the highest-timestamp write"
+    );
+}
+
+/// Instantiates every conformance check as a `#[tokio::test]`. `$make` is an
+/// expression evaluating to a future of a [`Target`]; it runs once per test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            last_write_wins, tie_goes_to_tombstone, delete_shadows_older_not_newer,
+            ttl_expiry, column_order, limit_and_start_column, scan_pages_through_keys,
+            concurrent_writers);
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let target = $make.await;
+                $crate::conformance::$name(&target).await;
+            }
+        )*
+    };
+}

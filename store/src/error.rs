@@ -1,0 +1,169 @@
+//! Store errors, classified by what they mean for the caller's lock state.
+
+use std::fmt;
+
+use crate::cell::{OpKind, Table};
+
+/// What a failed store operation means for the data it touched.
+///
+/// Lock code must react differently to each: after [`NotApplied`] or
+/// [`Unavailable`] nothing changed and the step can simply be retried; after
+/// [`MaybeApplied`] the cell may or may not be there, so the caller must either
+/// re-read or clean up as if it were (a lock that wrote its main cell and timed
+/// out may be the holder).
+///
+/// [`NotApplied`]: StoreErrorKind::NotApplied
+/// [`Unavailable`]: StoreErrorKind::Unavailable
+/// [`MaybeApplied`]: StoreErrorKind::MaybeApplied
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The operation certainly did not take effect: rejected before it was
+    /// applied (overloaded coordinator, connection failed before sending).
+    NotApplied,
+    /// The operation timed out after it was sent: it may or may not have been
+    /// applied, now or later.
+    MaybeApplied,
+    /// Too few replicas were alive to reach the consistency level; nothing was
+    /// applied.
+    Unavailable,
+    /// The request itself is wrong (bad argument, schema mismatch); retrying
+    /// will not help.
+    Invalid,
+    /// The keyspace or a table is missing.
+    SchemaMissing,
+    /// No connection to the database could be established.
+    Connection,
+}
+
+impl StoreErrorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            StoreErrorKind::NotApplied => "was not applied",
+            StoreErrorKind::MaybeApplied => "timed out and may have been applied",
+            StoreErrorKind::Unavailable => "failed: not enough replicas available",
+            StoreErrorKind::Invalid => "was rejected as invalid",
+            StoreErrorKind::SchemaMissing => "failed: schema missing",
+            StoreErrorKind::Connection => "failed: no connection",
+        }
+    }
+}
+
+/// A failed store operation: which operation, on which table, and what it
+/// means (its [`StoreErrorKind`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{op}{on} {}: {message}", kind.describe(), on = TableSuffix(*table))]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    op: OpKind,
+    table: Option<Table>,
+    message: String,
+}
+
+struct TableSuffix(Option<Table>);
+
+impl fmt::Display for TableSuffix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(t) => write!(f, " on table {t}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl StoreError {
+    /// An error of `kind` for `op` on `table`.
+    pub fn new(
+        kind: StoreErrorKind,
+        op: OpKind,
+        table: Option<Table>,
+        message: impl Into<String>,
+    ) -> Self {
+        StoreError {
+            kind,
+            op,
+            table,
+            message: message.into(),
+        }
+    }
+
+    /// What the error means for the data.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The operation that failed.
+    pub fn op(&self) -> OpKind {
+        self.op
+    }
+
+    /// The table it touched, if one.
+    pub fn table(&self) -> Option<Table> {
+        self.table
+    }
+
+    /// The backend's description of the failure.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the write or delete may have taken effect despite the error.
+    pub fn may_have_applied(&self) -> bool {
+        self.kind == StoreErrorKind::MaybeApplied && self.op.is_mutation()
+    }
+
+    /// Whether retrying the same operation can succeed (transient failures).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind,
+            StoreErrorKind::NotApplied
+                | StoreErrorKind::MaybeApplied
+                | StoreErrorKind::Unavailable
+                | StoreErrorKind::Connection
+        )
+    }
+}
+
+/// A caller passed a value the store cannot represent (a TTL out of range, an
+/// empty row key).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid argument: {0}")]
+pub struct InvalidArgument(String);
+
+impl InvalidArgument {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        InvalidArgument(message.into())
+    }
+
+    /// Turns the argument error into a store error for `op` on `table`.
+    pub fn into_store_error(self, op: OpKind, table: Table) -> StoreError {
+        StoreError::new(StoreErrorKind::Invalid, op, Some(table), self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    #[test]
+    fn message_names_operation_table_and_meaning() {
+        let e = StoreError::new(
+            StoreErrorKind::MaybeApplied,
+            OpKind::Write,
+            Some(schema::MAIN),
+            "coordinator timeout (2 of 3 acks)",
+        );
+        assert_eq!(
+            e.to_string(),
+            "write on table main timed out and may have been applied: coordinator timeout (2 of 3 acks)"
+        );
+        assert!(e.may_have_applied());
+        assert!(e.is_retryable());
+        let read_timeout = StoreError::new(StoreErrorKind::MaybeApplied, OpKind::Read, None, "x");
+        assert!(!read_timeout.may_have_applied(), "a read changes nothing");
+        let invalid = StoreError::new(StoreErrorKind::Invalid, OpKind::Read, None, "bad");
+        assert!(!invalid.is_retryable());
+        assert_eq!(invalid.to_string(), "read was rejected as invalid: bad");
+    }
+}

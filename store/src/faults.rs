@@ -1,0 +1,572 @@
+//! A wrapper for any backend that injects latency, failures and timestamp skew
+//! from a seed, and counts operations per table and kind.
+//!
+//! Concurrency bugs in lock code show up only in particular interleavings.
+//! [`FaultyStore`] widens the space of interleavings a test explores: each
+//! operation takes a random round-trip time and is applied at a random point
+//! inside it (so two concurrent operations may land in either order), may fail
+//! before being applied (nothing changed) or after (it took effect but the
+//! caller hears a timeout), and may carry a timestamp that is off by up to a
+//! skew bound. Every random choice comes from one seeded generator, so a
+//! failing run replays from its seed (given the same scheduling, which a
+//! paused single-threaded tokio runtime provides).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::api::Store;
+use crate::cell::{
+    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
+    duration_micros,
+};
+use crate::error::{StoreError, StoreErrorKind};
+
+/// Which operations faults apply to; latency and counting apply to all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultScope {
+    /// Only these tables; `None` for all.
+    pub tables: Option<Vec<Table>>,
+    /// Only these kinds; `None` for all.
+    pub ops: Option<Vec<OpKind>>,
+}
+
+impl FaultScope {
+    fn covers(&self, table: Table, op: OpKind) -> bool {
+        self.tables.as_ref().is_none_or(|t| t.contains(&table))
+            && self.ops.as_ref().is_none_or(|o| o.contains(&op))
+    }
+}
+
+/// What to inject. The default injects nothing (a pure counter).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FaultPlan {
+    /// Fixed round-trip time of every operation.
+    pub latency: Duration,
+    /// Extra round-trip time, uniform in `[0, jitter)`.
+    pub jitter: Duration,
+    /// Probability that an operation in scope fails before it is applied
+    /// (`Unavailable` or `NotApplied`).
+    pub fail_before: f64,
+    /// Probability that an operation in scope is applied and then reported as
+    /// a timeout (`MaybeApplied`).
+    pub fail_after: f64,
+    /// Each write's and delete's timestamp is moved by a uniform amount in
+    /// `[-max_skew, +max_skew]`, as if stamped by a clock that is off.
+    pub max_skew: Duration,
+    /// Which operations the failures and skew apply to.
+    pub scope: FaultScope,
+}
+
+impl FaultPlan {
+    /// A plan with only latency: `fixed` plus up to `jitter`.
+    pub fn latency(fixed: Duration, jitter: Duration) -> Self {
+        FaultPlan {
+            latency: fixed,
+            jitter,
+            ..FaultPlan::default()
+        }
+    }
+}
+
+/// Where a forced failure strikes, for [`FaultyStore::fail_next`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailPoint {
+    /// Before the operation is applied: nothing changes.
+    Before,
+    /// After it is applied: the caller hears a timeout.
+    After,
+}
+
+/// Operations seen by a [`FaultyStore`], per table and kind, failed ones included.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts(BTreeMap<(Table, OpKind), u64>);
+
+impl OpCounts {
+    /// Operations of `op` on `table`.
+    pub fn get(&self, table: Table, op: OpKind) -> u64 {
+        self.0.get(&(table, op)).copied().unwrap_or(0)
+    }
+
+    /// Operations of `op` on any table.
+    pub fn of_kind(&self, op: OpKind) -> u64 {
+        self.0
+            .iter()
+            .filter(|((_, o), _)| *o == op)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// All operations.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// Reads and scans.
+    pub fn reads(&self) -> u64 {
+        self.of_kind(OpKind::Read) + self.of_kind(OpKind::Scan)
+    }
+
+    /// Writes and deletes.
+    pub fn writes(&self) -> u64 {
+        self.of_kind(OpKind::Write) + self.of_kind(OpKind::Delete)
+    }
+
+    /// The counts added since `earlier` (a previous snapshot of the same store).
+    pub fn since(&self, earlier: &OpCounts) -> OpCounts {
+        OpCounts(
+            self.0
+                .iter()
+                .map(|(k, n)| (*k, n.saturating_sub(earlier.0.get(k).copied().unwrap_or(0))))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        )
+    }
+
+    /// Every non-zero count.
+    pub fn iter(&self) -> impl Iterator<Item = (Table, OpKind, u64)> + '_ {
+        self.0.iter().map(|((t, o), n)| (*t, *o, *n))
+    }
+}
+
+impl fmt::Display for OpCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (table, op, n) in self.iter() {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{table}.{op}={n}")?;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    plan: FaultPlan,
+    rng: StdRng,
+    forced: Vec<FailPoint>,
+    partitioned: bool,
+    counts: OpCounts,
+}
+
+/// The decisions for one operation, drawn up front under one lock.
+struct Draw {
+    before: Duration,
+    after: Duration,
+    fail: Option<(FailPoint, StoreErrorKind)>,
+    skew_micros: i64,
+}
+
+/// A [`Store`] wrapper that injects faults and counts operations.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockshift_store::{FaultPlan, FaultyStore, MemoryStore, OpKind, RowQuery, Store, schema};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// let store = FaultyStore::new(MemoryStore::new(), 42)
+///     .with_plan(FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(1)));
+/// store.read(schema::MAIN, "lock-1", &RowQuery::all()).await.unwrap();
+/// assert_eq!(store.op_counts().get(schema::MAIN, OpKind::Read), 1);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct FaultyStore<S> {
+    inner: S,
+    seed: u64,
+    state: Mutex<State>,
+}
+
+impl<S: Store> FaultyStore<S> {
+    /// Wraps `inner`; random choices come from `seed`. No faults until a plan is set.
+    pub fn new(inner: S, seed: u64) -> Self {
+        FaultyStore {
+            inner,
+            seed,
+            state: Mutex::new(State {
+                plan: FaultPlan::default(),
+                rng: StdRng::seed_from_u64(seed),
+                forced: Vec::new(),
+                partitioned: false,
+                counts: OpCounts::default(),
+            }),
+        }
+    }
+
+    /// This wrapper with `plan`.
+    pub fn with_plan(self, plan: FaultPlan) -> Self {
+        self.set_plan(plan);
+        self
+    }
+
+    /// The seed this wrapper was made with: print it when a test fails.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Replaces the plan; takes effect for operations that start afterwards.
+    pub fn set_plan(&self, plan: FaultPlan) {
+        self.state().plan = plan;
+    }
+
+    /// The current plan.
+    pub fn plan(&self) -> FaultPlan {
+        self.state().plan.clone()
+    }
+
+    /// Makes the next `n` operations in scope fail at `point`, regardless of
+    /// the plan's probabilities.
+    pub fn fail_next(&self, n: usize, point: FailPoint) {
+        self.state().forced.extend(std::iter::repeat_n(point, n));
+    }
+
+    /// While `true`, every operation in scope fails as `Unavailable` before
+    /// being applied: the node is cut off from the cluster.
+    pub fn set_partitioned(&self, partitioned: bool) {
+        self.state().partitioned = partitioned;
+    }
+
+    /// A snapshot of the operation counts.
+    pub fn op_counts(&self) -> OpCounts {
+        self.state().counts.clone()
+    }
+
+    /// Sets every count back to zero.
+    pub fn reset_counts(&self) {
+        self.state().counts = OpCounts::default();
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn draw(&self, table: Table, op: OpKind) -> Draw {
+        let mut st = self.state();
+        *st.counts.0.entry((table, op)).or_insert(0) += 1;
+        let State {
+            plan,
+            rng,
+            forced,
+            partitioned,
+            ..
+        } = &mut *st;
+        let jitter = if plan.jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            rng.random_range(Duration::ZERO..plan.jitter)
+        };
+        let total = plan.latency + jitter;
+        // Apply at a uniformly random point of the round trip, so concurrent
+        // operations land in every possible order.
+        let before = if total.is_zero() {
+            Duration::ZERO
+        } else {
+            rng.random_range(Duration::ZERO..=total)
+        };
+        let after = total - before;
+        let in_scope = plan.scope.covers(table, op);
+        let not_applied_kind = |rng: &mut StdRng| {
+            if rng.random_bool(0.5) {
+                StoreErrorKind::Unavailable
+            } else {
+                StoreErrorKind::NotApplied
+            }
+        };
+        let fail = if !in_scope {
+            None
+        } else if *partitioned {
+            Some((FailPoint::Before, StoreErrorKind::Unavailable))
+        } else if !forced.is_empty() {
+            let point = forced.remove(0);
+            match point {
+                FailPoint::Before => Some((point, not_applied_kind(rng))),
+                FailPoint::After => Some((point, StoreErrorKind::MaybeApplied)),
+            }
+        } else if plan.fail_before > 0.0 && rng.random_bool(plan.fail_before.min(1.0)) {
+            Some((FailPoint::Before, not_applied_kind(rng)))
+        } else if plan.fail_after > 0.0 && rng.random_bool(plan.fail_after.min(1.0)) {
+            Some((FailPoint::After, StoreErrorKind::MaybeApplied))
+        } else {
+            None
+        };
+        let max_skew = duration_micros(plan.max_skew);
+        let skew_micros = if in_scope && op.is_mutation() && max_skew > 0 {
+            rng.random_range(-max_skew..=max_skew)
+        } else {
+            0
+        };
+        Draw {
+            before,
+            after,
+            fail,
+            skew_micros,
+        }
+    }
+
+    async fn run<T>(
+        &self,
+        table: Table,
+        op: OpKind,
+        apply: impl AsyncFnOnce(i64) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let draw = self.draw(table, op);
+        sleep(draw.before).await;
+        if let Some((FailPoint::Before, kind)) = draw.fail {
+            sleep(draw.after).await;
+            return Err(StoreError::new(
+                kind,
+                op,
+                Some(table),
+                "injected failure before apply",
+            ));
+        }
+        let result = apply(draw.skew_micros).await;
+        sleep(draw.after).await;
+        match (draw.fail, result) {
+            (Some((FailPoint::After, kind)), Ok(_)) => Err(StoreError::new(
+                kind,
+                op,
+                Some(table),
+                "injected timeout after apply",
+            )),
+            (_, result) => result,
+        }
+    }
+}
+
+async fn sleep(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
+#[async_trait]
+impl<S: Store> Store for FaultyStore<S> {
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        self.run(table, OpKind::Write, async |skew| {
+            let options = WriteOptions {
+                timestamp: options.timestamp.offset_micros(skew),
+                ..options
+            };
+            self.inner.write(table, row, cells, options).await
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.run(table, OpKind::Delete, async |skew| {
+            self.inner
+                .delete(table, row, columns, timestamp.offset_micros(skew))
+                .await
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        self.run(table, OpKind::Read, async |_| {
+            self.inner.read(table, row, query).await
+        })
+        .await
+    }
+
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        self.run(table, OpKind::Scan, async |_| {
+            self.inner.scan_keys(table, cursor, page_size).await
+        })
+        .await
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (fault injection, seed {})",
+            self.inner.describe(),
+            self.seed
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemoryStore, schema};
+
+    fn cell() -> [CellWrite; 1] {
+        [CellWrite::new("c", b"v".to_vec())]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failure_before_apply_changes_nothing_after_apply_changes_data() {
+        let store = FaultyStore::new(MemoryStore::new(), 7);
+        store.fail_next(1, FailPoint::Before);
+        let err = store
+            .write(
+                schema::SCRATCH,
+                "r",
+                &cell(),
+                WriteOptions::at(Timestamp::from_micros(1)),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            StoreErrorKind::Unavailable | StoreErrorKind::NotApplied
+        ));
+        assert!(
+            store
+                .inner()
+                .read(schema::SCRATCH, "r", &RowQuery::all())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        store.fail_next(1, FailPoint::After);
+        let err = store
+            .write(
+                schema::SCRATCH,
+                "r",
+                &cell(),
+                WriteOptions::at(Timestamp::from_micros(1)),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.may_have_applied());
+        assert_eq!(
+            store
+                .inner()
+                .read(schema::SCRATCH, "r", &RowQuery::all())
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(store.op_counts().get(schema::SCRATCH, OpKind::Write), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn latency_is_within_bounds_and_scope_limits_failures() {
+        let store = FaultyStore::new(MemoryStore::new(), 3).with_plan(FaultPlan {
+            latency: Duration::from_millis(10),
+            jitter: Duration::from_millis(5),
+            fail_before: 1.0,
+            scope: FaultScope {
+                tables: Some(vec![schema::QUEUE]),
+                ops: None,
+            },
+            ..FaultPlan::default()
+        });
+        for _ in 0..20 {
+            let started = tokio::time::Instant::now();
+            store
+                .read(schema::MAIN, "r", &RowQuery::all())
+                .await
+                .unwrap();
+            let took = started.elapsed();
+            // Tokio's timer rounds each of the two sleeps up to a whole millisecond.
+            assert!(
+                took >= Duration::from_millis(10) && took <= Duration::from_millis(17),
+                "{took:?}"
+            );
+        }
+        assert!(
+            store
+                .read(schema::QUEUE, "r", &RowQuery::all())
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn skew_moves_timestamps_within_bound_and_replays_from_seed() {
+        async fn stamps(seed: u64) -> Vec<i64> {
+            let store = FaultyStore::new(MemoryStore::new(), seed).with_plan(FaultPlan {
+                max_skew: Duration::from_micros(500),
+                ..FaultPlan::default()
+            });
+            let mut out = Vec::new();
+            for i in 0..50 {
+                let row = format!("r{i}");
+                store
+                    .write(
+                        schema::SCRATCH,
+                        &row,
+                        &cell(),
+                        WriteOptions::at(Timestamp::from_micros(10_000)),
+                    )
+                    .await
+                    .unwrap();
+                let c = store
+                    .read(schema::SCRATCH, &row, &RowQuery::all())
+                    .await
+                    .unwrap();
+                out.push(c[0].writetime.as_micros());
+            }
+            out
+        }
+        let a = stamps(11).await;
+        assert!(a.iter().all(|t| (9_500..=10_500).contains(t)), "{a:?}");
+        assert!(a.iter().any(|t| *t != 10_000), "skew was applied");
+        assert_eq!(a, stamps(11).await, "same seed, same run");
+        assert_ne!(a, stamps(12).await, "another seed, another run");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn partition_fails_everything_until_healed() {
+        let store = FaultyStore::new(MemoryStore::new(), 1);
+        store.set_partitioned(true);
+        let err = store
+            .read(schema::MAIN, "r", &RowQuery::all())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), StoreErrorKind::Unavailable);
+        store.set_partitioned(false);
+        store
+            .read(schema::MAIN, "r", &RowQuery::all())
+            .await
+            .unwrap();
+        let counts = store.op_counts();
+        assert_eq!(counts.get(schema::MAIN, OpKind::Read), 2);
+        assert_eq!(counts.to_string(), "main.read=2");
+    }
+}

@@ -1,0 +1,73 @@
+//! Cassandra's cell model as one async interface, for lockshift's locks.
+//!
+//! Every lock algorithm in lockshift is written against [`Store`] alone, so the
+//! same code runs on the embedded backend ([`MemoryStore`]), on the local CQL
+//! endpoint and on a real ScyllaDB or Cassandra cluster (the CQL backend). The
+//! exclusion proofs of the thesis rest on a handful of storage facts; the
+//! trait states them as its contract and every backend must honour them.
+//!
+//! # Invariants every backend keeps
+//!
+//! - **I1. Last write wins per cell**, by the write timestamp the caller chose.
+//! - **I2. On a timestamp tie the tombstone wins**, so a delete at `T` removes a
+//!   write at `T`, and a renewal at `T + 1` survives a delete at `T` (what
+//!   `migrate clean` relies on).
+//! - **I3. TTL** counts from when the store applied the write, on the store's
+//!   clock; an expired cell is a tombstone at its own timestamp.
+//! - **I4. Order**: a row's live cells come back in ascending byte order of
+//!   column names; `limit` and `start_column` select a contiguous run.
+//! - **I5. Read-your-writes** (QUORUM writes and reads): a write that returned
+//!   `Ok` is seen by every later read — the basis of the thesis' Lemma 1.
+//!
+//! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],
+//! [`StoreErrorKind::Unavailable`] (nothing changed) and
+//! [`StoreErrorKind::MaybeApplied`] (a timeout: it may have changed).
+//!
+//! # Example
+//!
+//! ```
+//! use lockshift_store::{CellWrite, MemoryStore, RowQuery, Store, Timestamp, WriteOptions, schema};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! let t = |us| WriteOptions::at(Timestamp::from_micros(us));
+//! store.write(schema::QUEUE, "lock-1", &[CellWrite::new("00000000000000000002-b", vec![])], t(2)).await?;
+//! store.write(schema::QUEUE, "lock-1", &[CellWrite::new("00000000000000000001-a", vec![])], t(1)).await?;
+//! let head = store.read(schema::QUEUE, "lock-1", &RowQuery::first(1)).await?;
+//! assert_eq!(head[0].column, "00000000000000000001-a"); // byte order, not arrival order
+//! # Ok::<(), lockshift_store::StoreError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Modules
+//!
+//! - [`cell`](crate::Cell) types: [`Timestamp`], [`Ttl`], [`Table`], [`Cell`], [`RowQuery`].
+//! - [`Store`]: the trait and its contract.
+//! - [`MemoryStore`]: the embedded reference backend; [`reconcile`] its rule.
+//! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
+//! - [`clock`]: injectable clocks; [`schema`]: every table.
+//! - [`settings`]: how a store is chosen and connected.
+
+mod api;
+mod cell;
+pub mod clock;
+mod error;
+mod faults;
+mod memory;
+pub mod reconcile;
+pub mod schema;
+pub mod settings;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use api::{SharedStore, Store};
+pub use cell::{
+    Cell, CellWrite, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table, Timestamp, Ttl,
+    WriteOptions, check_key,
+};
+pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock};
+pub use error::{InvalidArgument, StoreError, StoreErrorKind};
+pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
+pub use memory::{DEFAULT_GC_GRACE, MemoryStore};
+pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};

@@ -1,0 +1,170 @@
+//! Cassandra's per-cell reconciliation rule, as one small value type.
+//!
+//! Kept apart from [`crate::MemoryStore`] so that the local CQL endpoint,
+//! which stores arbitrary CQL schemas, resolves every cell with the very same
+//! rule as the embedded backend.
+//!
+//! # The rule (thesis listing 1, Cassandra 3+ `Cells.reconcile`)
+//!
+//! 1. The higher timestamp wins.
+//! 2. On a tie, a dead version (tombstone, or a cell whose TTL has run out)
+//!    wins over a live one.
+//! 3. On a tie between two dead or two live versions, the one whose
+//!    deletion time is later wins (a cell without TTL never dies, so it beats
+//!    an expiring one); then the greater value.
+//!
+//! An expired cell is a tombstone at its own timestamp: a late write with an
+//! older timestamp does not bring the column back.
+
+use crate::cell::Timestamp;
+
+/// One version of a cell as a replica holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CellVersion {
+    /// A written value.
+    Live {
+        /// Value bytes.
+        value: Vec<u8>,
+        /// Write timestamp.
+        timestamp: Timestamp,
+        /// When the TTL runs out, on the store's clock; `None` never.
+        expires_at: Option<Timestamp>,
+    },
+    /// A deletion marker.
+    Tombstone {
+        /// Delete timestamp.
+        timestamp: Timestamp,
+        /// When the store applied the delete, on its clock (for purging).
+        deleted_at: Timestamp,
+    },
+}
+
+impl CellVersion {
+    /// The version's timestamp.
+    pub fn timestamp(&self) -> Timestamp {
+        match self {
+            CellVersion::Live { timestamp, .. } | CellVersion::Tombstone { timestamp, .. } => {
+                *timestamp
+            }
+        }
+    }
+
+    /// Whether the version is a visible value at `now`.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        match self {
+            CellVersion::Live { expires_at, .. } => expires_at.is_none_or(|at| at > now),
+            CellVersion::Tombstone { .. } => false,
+        }
+    }
+
+    /// The value and remaining lifetime if live at `now`.
+    pub fn live_value(&self, now: Timestamp) -> Option<(&[u8], Option<Timestamp>)> {
+        match self {
+            CellVersion::Live {
+                value, expires_at, ..
+            } if self.is_live(now) => Some((value, *expires_at)),
+            _ => None,
+        }
+    }
+
+    /// When the version stops (or stopped) being live; `None` if never.
+    fn death_time(&self) -> Option<Timestamp> {
+        match self {
+            CellVersion::Live { expires_at, .. } => *expires_at,
+            CellVersion::Tombstone { deleted_at, .. } => Some(*deleted_at),
+        }
+    }
+
+    /// Whether a dead version may be forgotten: dead at `now` for longer than
+    /// `gc_grace` (Cassandra's `gc_grace_seconds`). Forgetting it earlier would
+    /// let a delayed older write resurrect the cell.
+    pub fn is_purgeable(&self, now: Timestamp, gc_grace: std::time::Duration) -> bool {
+        !self.is_live(now)
+            && self
+                .death_time()
+                .is_some_and(|dead| dead.saturating_add(gc_grace) <= now)
+    }
+
+    /// Whether `self` (arriving) beats `existing` under the rule above.
+    pub fn supersedes(&self, existing: &CellVersion, now: Timestamp) -> bool {
+        use std::cmp::Ordering::*;
+        match self.timestamp().cmp(&existing.timestamp()) {
+            Greater => return true,
+            Less => return false,
+            Equal => {}
+        }
+        match (self.is_live(now), existing.is_live(now)) {
+            (false, true) => return true,
+            (true, false) => return false,
+            _ => {}
+        }
+        // Later death wins; "never" is latest of all.
+        let death = |v: &CellVersion| v.death_time().map_or(i64::MAX, Timestamp::as_micros);
+        match death(self).cmp(&death(existing)) {
+            Greater => return true,
+            Less => return false,
+            Equal => {}
+        }
+        match (self, existing) {
+            (CellVersion::Live { value: a, .. }, CellVersion::Live { value: b, .. }) => a > b,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(value: &[u8], ts: i64, expires: Option<i64>) -> CellVersion {
+        CellVersion::Live {
+            value: value.to_vec(),
+            timestamp: Timestamp::from_micros(ts),
+            expires_at: expires.map(Timestamp::from_micros),
+        }
+    }
+
+    fn dead(ts: i64, at: i64) -> CellVersion {
+        CellVersion::Tombstone {
+            timestamp: Timestamp::from_micros(ts),
+            deleted_at: Timestamp::from_micros(at),
+        }
+    }
+
+    const NOW: Timestamp = Timestamp::from_micros(1_000);
+
+    #[test]
+    fn higher_timestamp_wins_either_way() {
+        assert!(live(b"a", 2, None).supersedes(&dead(1, 0), NOW));
+        assert!(!live(b"a", 1, None).supersedes(&dead(2, 0), NOW));
+        assert!(dead(2, 0).supersedes(&live(b"a", 1, None), NOW));
+    }
+
+    #[test]
+    fn tie_goes_to_tombstone_and_expired_cell_is_a_tombstone() {
+        assert!(dead(5, 0).supersedes(&live(b"a", 5, None), NOW));
+        assert!(!live(b"a", 5, None).supersedes(&dead(5, 0), NOW));
+        // Expired at 500 < NOW: acts as a tombstone at ts 5.
+        assert!(!live(b"b", 5, None).supersedes(&live(b"a", 5, Some(500)), NOW));
+        assert!(!live(b"b", 4, None).supersedes(&live(b"a", 5, Some(500)), NOW));
+    }
+
+    #[test]
+    fn live_tie_prefers_later_expiry_then_greater_value() {
+        assert!(live(b"a", 5, None).supersedes(&live(b"z", 5, Some(5_000)), NOW));
+        assert!(live(b"a", 5, Some(6_000)).supersedes(&live(b"z", 5, Some(5_000)), NOW));
+        assert!(live(b"b", 5, None).supersedes(&live(b"a", 5, None), NOW));
+        assert!(!live(b"a", 5, None).supersedes(&live(b"b", 5, None), NOW));
+        assert!(!live(b"a", 5, None).supersedes(&live(b"a", 5, None), NOW));
+    }
+
+    #[test]
+    fn purge_only_after_gc_grace() {
+        let grace = std::time::Duration::from_micros(100);
+        assert!(!dead(1, 950).is_purgeable(NOW, grace));
+        assert!(dead(1, 900).is_purgeable(NOW, grace));
+        assert!(!live(b"a", 1, None).is_purgeable(NOW, grace));
+        assert!(live(b"a", 1, Some(850)).is_purgeable(NOW, grace));
+        assert!(!live(b"a", 1, Some(950)).is_purgeable(NOW, grace));
+    }
+}

@@ -1,0 +1,334 @@
+//! How a store is chosen and connected: the `[store]` section of lockshift's
+//! settings.
+//!
+//! ```toml
+//! [store]
+//! backend = "cql"            # or "embedded" (the default)
+//!
+//! [store.cql]
+//! contact_points = ["10.0.0.1:9042", "10.0.0.2:9042"]
+//! keyspace = "lockshift"
+//! consistency = "quorum"     # or "local_quorum"
+//! connect_timeout = "5s"
+//! request_timeout = "2s"
+//! create_schema = true
+//! replication = { class = "SimpleStrategy", replication_factor = 3 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::memory::DEFAULT_GC_GRACE;
+
+/// Which backend serves the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreBackend {
+    /// In-process [`crate::MemoryStore`]: nothing to install, nothing shared
+    /// between processes.
+    #[default]
+    Embedded,
+    /// A CQL cluster (ScyllaDB, Cassandra, or the local endpoint).
+    Cql,
+}
+
+/// The `[store]` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// The backend.
+    pub backend: StoreBackend,
+    /// Connection settings, used when `backend = "cql"`.
+    pub cql: CqlSettings,
+    /// Embedded-backend settings.
+    pub embedded: EmbeddedSettings,
+}
+
+/// The `[store.embedded]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddedSettings {
+    /// How long dead cells shadow late, older writes before being forgotten.
+    #[serde(with = "humantime_serde")]
+    pub gc_grace: Duration,
+}
+
+impl Default for EmbeddedSettings {
+    fn default() -> Self {
+        EmbeddedSettings {
+            gc_grace: DEFAULT_GC_GRACE,
+        }
+    }
+}
+
+/// Consistency level for every lockshift read and write.
+///
+/// The exclusion proofs need read-your-writes across clients (Lemma 1), which
+/// QUORUM writes plus QUORUM reads give. `LOCAL_QUORUM` gives it only among
+/// clients of one datacenter: use it only when every client of a lock lives in
+/// the same datacenter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consistency {
+    /// `QUORUM`.
+    #[default]
+    Quorum,
+    /// `LOCAL_QUORUM`.
+    LocalQuorum,
+}
+
+impl fmt::Display for Consistency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Consistency::Quorum => "QUORUM",
+            Consistency::LocalQuorum => "LOCAL_QUORUM",
+        })
+    }
+}
+
+/// Keyspace replication, as in `CREATE KEYSPACE … WITH replication = {…}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "class", deny_unknown_fields)]
+pub enum Replication {
+    /// `SimpleStrategy` with one replication factor.
+    SimpleStrategy {
+        /// Replicas per row.
+        replication_factor: u32,
+    },
+    /// `NetworkTopologyStrategy` with a factor per datacenter.
+    NetworkTopologyStrategy {
+        /// Replicas per row in each datacenter.
+        datacenters: BTreeMap<String, u32>,
+    },
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication::SimpleStrategy {
+            replication_factor: 1,
+        }
+    }
+}
+
+impl Replication {
+    /// The CQL map literal: `{'class': 'SimpleStrategy', 'replication_factor': 3}`.
+    pub fn to_cql(&self) -> String {
+        match self {
+            Replication::SimpleStrategy { replication_factor } => {
+                format!("{{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}")
+            }
+            Replication::NetworkTopologyStrategy { datacenters } => {
+                let mut s = String::from("{'class': 'NetworkTopologyStrategy'");
+                for (dc, rf) in datacenters {
+                    s.push_str(&format!(", '{}': {rf}", dc.replace('\'', "''")));
+                }
+                s.push('}');
+                s
+            }
+        }
+    }
+}
+
+/// The `[store.cql]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CqlSettings {
+    /// `host:port` of one or more nodes; the driver discovers the rest.
+    pub contact_points: Vec<String>,
+    /// The keyspace holding lockshift's tables.
+    pub keyspace: String,
+    /// Replication used when lockshift creates the keyspace.
+    pub replication: Replication,
+    /// Consistency of every read and write.
+    pub consistency: Consistency,
+    /// How long to wait for the first connection.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Client-side limit on one request; on expiry a write counts as
+    /// "may have been applied".
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Create the keyspace and tables if missing (`IF NOT EXISTS`). Operators
+    /// who manage schema themselves turn it off.
+    pub create_schema: bool,
+}
+
+impl Default for CqlSettings {
+    fn default() -> Self {
+        CqlSettings {
+            contact_points: vec!["127.0.0.1:9042".to_string()],
+            keyspace: "lockshift".to_string(),
+            replication: Replication::default(),
+            consistency: Consistency::default(),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            create_schema: true,
+        }
+    }
+}
+
+/// A setting that breaks a rule: which key, and the rule in words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidSetting {
+    /// The dotted key, e.g. `store.cql.keyspace`.
+    pub key: String,
+    /// The whole message, naming the key and the rule.
+    pub message: String,
+}
+
+impl InvalidSetting {
+    /// A problem with `key`: `message` should name the key and the rule.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        InvalidSetting {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl StoreSettings {
+    /// Every rule these settings break; empty when valid.
+    pub fn problems(&self) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        if self.backend == StoreBackend::Cql {
+            out.extend(self.cql.problems());
+        }
+        out
+    }
+}
+
+impl CqlSettings {
+    /// Every rule these settings break; empty when valid.
+    pub fn problems(&self) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        if self.contact_points.is_empty() {
+            out.push(InvalidSetting::new(
+                "store.cql.contact_points",
+                "store.cql.contact_points must list at least one host:port",
+            ));
+        }
+        for (i, point) in self.contact_points.iter().enumerate() {
+            if let Err(why) = check_contact_point(point) {
+                out.push(InvalidSetting::new(
+                    "store.cql.contact_points",
+                    format!("store.cql.contact_points[{i}] ({point:?}) {why}"),
+                ));
+            }
+        }
+        if !is_cql_identifier(&self.keyspace) {
+            out.push(InvalidSetting::new(
+                "store.cql.keyspace",
+                format!(
+                    "store.cql.keyspace ({:?}) must be 1-48 characters of a-z, 0-9 and _, starting with a letter",
+                    self.keyspace
+                ),
+            ));
+        }
+        match &self.replication {
+            Replication::SimpleStrategy {
+                replication_factor: 0,
+            } => out.push(InvalidSetting::new(
+                "store.cql.replication.replication_factor",
+                "store.cql.replication.replication_factor must be at least 1",
+            )),
+            Replication::NetworkTopologyStrategy { datacenters } if datacenters.is_empty() => out
+                .push(InvalidSetting::new(
+                    "store.cql.replication.datacenters",
+                    "store.cql.replication.datacenters must name at least one datacenter",
+                )),
+            _ => {}
+        }
+        for (key, value) in [
+            ("store.cql.connect_timeout", self.connect_timeout),
+            ("store.cql.request_timeout", self.request_timeout),
+        ] {
+            if value.is_zero() {
+                out.push(InvalidSetting::new(
+                    key,
+                    format!("{key} must be greater than 0"),
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn check_contact_point(point: &str) -> Result<(), &'static str> {
+    let (host, port) = point
+        .rsplit_once(':')
+        .ok_or("must be host:port, e.g. 127.0.0.1:9042")?;
+    if host.is_empty() {
+        return Err("has an empty host");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err("has a port that is not a number from 1 to 65535"),
+    }
+}
+
+fn is_cql_identifier(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 48
+        && bytes[0].is_ascii_lowercase()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_even_for_cql() {
+        let s = StoreSettings {
+            backend: StoreBackend::Cql,
+            ..StoreSettings::default()
+        };
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+    }
+
+    #[test]
+    fn each_problem_names_its_key() {
+        let s = StoreSettings {
+            backend: StoreBackend::Cql,
+            cql: CqlSettings {
+                contact_points: vec!["nohost".into(), "h:0".into()],
+                keyspace: "Bad-Name".into(),
+                replication: Replication::SimpleStrategy {
+                    replication_factor: 0,
+                },
+                request_timeout: Duration::ZERO,
+                ..CqlSettings::default()
+            },
+            ..StoreSettings::default()
+        };
+        let msgs: Vec<String> = s.problems().iter().map(|p| p.to_string()).collect();
+        assert_eq!(msgs.len(), 5, "{msgs:#?}");
+        assert!(msgs[0].starts_with("store.cql.contact_points[0] (\"nohost\") must be host:port"));
+        assert!(msgs[1].contains("contact_points[1]") && msgs[1].contains("port"));
+        assert!(msgs[2].starts_with("store.cql.keyspace (\"Bad-Name\")"));
+        assert!(msgs[3].contains("replication_factor must be at least 1"));
+        assert_eq!(msgs[4], "store.cql.request_timeout must be greater than 0");
+    }
+
+    #[test]
+    fn replication_renders_as_cql() {
+        let mut dcs = BTreeMap::new();
+        dcs.insert("dc1".to_string(), 3);
+        dcs.insert("dc2".to_string(), 2);
+        assert_eq!(
+            Replication::NetworkTopologyStrategy { datacenters: dcs }.to_cql(),
+            "{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}"
+        );
+        assert_eq!(
+            Replication::default().to_cql(),
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        );
+    }
+}

@@ -1,0 +1,4 @@
+//! Shared harness for lockshift's cross-crate tests: targets for the store
+//! conformance suite and (as the lock crates land) simulated fleets.
+
+pub mod targets;
