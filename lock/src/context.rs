@@ -1,0 +1,198 @@
+//! What every locker is built from: store, clock, node identity, lease
+//! settings and a seeded random source; plus the wait helper that enforces
+//! deadlines and cancellation.
+
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use lockshift_store::settings::InvalidSetting;
+use lockshift_store::{SharedClock, SharedStore, Ttl};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{AcquireOptions, Algorithm};
+use crate::error::AcquireError;
+use crate::id::{LockId, NodeId, OwnerId};
+use crate::lease::Lease;
+use crate::settings::LeaseSettings;
+
+/// The parts every locker shares.
+pub struct LockContext {
+    store: SharedStore,
+    clock: SharedClock,
+    node: NodeId,
+    lease: LeaseSettings,
+    ttl: Ttl,
+    rng: Mutex<StdRng>,
+}
+
+impl fmt::Debug for LockContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockContext")
+            .field("store", &self.store.describe())
+            .field("node", &self.node)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl LockContext {
+    /// A context over `store`, stamping with `clock`, creating owners for
+    /// `node`. `seed` makes owner ids and backoff reproducible (tests,
+    /// simulations); `None` seeds from the OS.
+    ///
+    /// # Errors
+    /// The first rule the lease settings break.
+    pub fn new(
+        store: SharedStore,
+        clock: SharedClock,
+        node: NodeId,
+        lease: LeaseSettings,
+        seed: Option<u64>,
+    ) -> Result<Self, InvalidSetting> {
+        if let Some(problem) = lease.problems().into_iter().next() {
+            return Err(problem);
+        }
+        let ttl = lease.ttl()?;
+        let rng = match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        Ok(LockContext {
+            store,
+            clock,
+            node,
+            lease,
+            ttl,
+            rng: Mutex::new(rng),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    /// The clock writes are stamped with.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// This node.
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// The lease settings.
+    pub fn lease_settings(&self) -> &LeaseSettings {
+        &self.lease
+    }
+
+    /// A fresh owner id for one acquisition.
+    pub fn new_owner(&self) -> OwnerId {
+        let nonce = self.with_rng(|rng| rng.random::<u64>());
+        OwnerId::new(&self.node, nonce)
+    }
+
+    /// Starts the lease of an acquisition.
+    pub fn start_lease(&self, lock: &LockId, owner: &OwnerId, algorithm: Algorithm) -> Lease {
+        Lease::start(
+            self.store.clone(),
+            self.clock.clone(),
+            self.lease.clone(),
+            self.ttl,
+            lock.clone(),
+            owner.clone(),
+            algorithm.as_str(),
+        )
+    }
+
+    /// A uniformly random duration in `[0, max)` (zero if `max` is zero).
+    pub fn random_below(&self, max: Duration) -> Duration {
+        if max.is_zero() {
+            return Duration::ZERO;
+        }
+        self.with_rng(|rng| rng.random_range(Duration::ZERO..max))
+    }
+
+    fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        f(&mut self.rng.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Why a wait was cut short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupted {
+    /// The deadline passed.
+    Timeout,
+    /// The cancellation token fired.
+    Cancelled,
+}
+
+/// The deadline and cancellation of one acquisition.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    started: Instant,
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+}
+
+impl Waiting {
+    /// Starts the clock for an acquisition with `options`.
+    pub fn new(options: &AcquireOptions) -> Self {
+        let started = Instant::now();
+        Waiting {
+            started,
+            deadline: options.timeout.map(|t| started + t),
+            cancel: options.cancel.clone().unwrap_or_default(),
+        }
+    }
+
+    /// How long the acquisition has taken so far.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Whether the acquisition must stop now.
+    pub fn check(&self) -> Result<(), Interrupted> {
+        if self.cancel.is_cancelled() {
+            return Err(Interrupted::Cancelled);
+        }
+        match self.deadline {
+            Some(d) if Instant::now() >= d => Err(Interrupted::Timeout),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sleeps for `d`, cut short by the deadline or cancellation.
+    ///
+    /// # Errors
+    /// The interruption, if one happened.
+    pub async fn pause(&self, d: Duration) -> Result<(), Interrupted> {
+        self.check()?;
+        let wake = Instant::now() + d;
+        let until = self.deadline.map_or(wake, |dl| dl.min(wake));
+        tokio::select! {
+            _ = self.cancel.cancelled() => Err(Interrupted::Cancelled),
+            _ = tokio::time::sleep_until(until) => if until < wake { Err(Interrupted::Timeout) } else { Ok(()) },
+        }
+    }
+
+    /// The error for an interruption of the acquisition of `lock` by `owner`.
+    pub fn error(&self, why: Interrupted, lock: &LockId, owner: &OwnerId) -> AcquireError {
+        match why {
+            Interrupted::Timeout => AcquireError::Timeout {
+                lock: lock.clone(),
+                owner: owner.clone(),
+                waited: self.elapsed(),
+            },
+            Interrupted::Cancelled => AcquireError::Cancelled {
+                lock: lock.clone(),
+                owner: owner.clone(),
+            },
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Errors of the lock API: one enum per operation, each naming the lock and
+//! owner, keeping store failures (one attempt) apart from lock outcomes.
+
+use std::time::Duration;
+
+use lockshift_store::{StoreError, Table};
+
+use crate::id::{LockId, OwnerId};
+
+/// An identifier broke its rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid id: {0}")]
+pub struct InvalidId(String);
+
+impl InvalidId {
+    pub(crate) fn new(message: String) -> Self {
+        InvalidId(message)
+    }
+}
+
+/// Why a lease can no longer be proven.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseLostReason {
+    /// No renewal has been proven for too long: the cells may expire soon.
+    #[error("no renewal proven for {overdue_for:?} (limit {limit:?})")]
+    RenewalOverdue {
+        /// Time since the last proven renewal was sent.
+        overdue_for: Duration,
+        /// The configured limit (`lost_after_fraction` × `lease_ttl`).
+        limit: Duration,
+    },
+    /// A renewal found the cell already gone (expired or deleted).
+    #[error("the {table} cell {column:?} is gone")]
+    CellGone {
+        /// The table of the missing cell.
+        table: Table,
+        /// Its column.
+        column: String,
+    },
+}
+
+/// `acquire` did not produce a guard.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The deadline passed first; everything written was removed (best effort).
+    #[error("acquiring lock {lock} as {owner} timed out after {waited:?}")]
+    Timeout {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// The caller's cancellation token fired first.
+    #[error("acquiring lock {lock} as {owner} was cancelled")]
+    Cancelled {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+    },
+    /// A store failure that retrying cannot fix (invalid request, missing
+    /// schema), or transient failures outlasted the deadline.
+    #[error("acquiring lock {lock} as {owner} failed: {source}")]
+    Store {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+        /// The last store error.
+        #[source]
+        source: StoreError,
+    },
+}
+
+impl AcquireError {
+    /// The lock the error is about.
+    pub fn lock(&self) -> &LockId {
+        match self {
+            AcquireError::Timeout { lock, .. }
+            | AcquireError::Cancelled { lock, .. }
+            | AcquireError::Store { lock, .. } => lock,
+        }
+    }
+
+    /// Whether trying again later could succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AcquireError::Timeout { .. } | AcquireError::Cancelled { .. } => true,
+            AcquireError::Store { source, .. } => source.is_retryable(),
+        }
+    }
+}
+
+/// `try_acquire` did not produce a guard.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TryAcquireError {
+    /// Someone else holds the lock or is entering it right now.
+    #[error("lock {lock} is held by {}", holder.as_ref().map_or("another owner", |h| h.as_str()))]
+    Held {
+        /// The lock.
+        lock: LockId,
+        /// The holder seen, when one was.
+        holder: Option<OwnerId>,
+    },
+    /// The attempt itself failed.
+    #[error(transparent)]
+    Failed(#[from] AcquireError),
+}
+
+impl TryAcquireError {
+    /// Whether the lock was simply busy.
+    pub fn is_held(&self) -> bool {
+        matches!(self, TryAcquireError::Held { .. })
+    }
+}
+
+/// `release` could not remove every cell; the rest expire within the lease TTL.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("releasing lock {lock} as {owner} left cells behind (they expire within {ttl:?}): {source}")]
+pub struct ReleaseError {
+    /// The lock.
+    pub lock: LockId,
+    /// The owner.
+    pub owner: OwnerId,
+    /// The lease TTL: the cells are gone by then at the latest.
+    pub ttl: Duration,
+    /// The store error.
+    #[source]
+    pub source: StoreError,
+}

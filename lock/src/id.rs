@@ -1,0 +1,246 @@
+//! Identifiers: locks, nodes, and owners (one per acquisition).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::InvalidId;
+
+/// The longest lock id accepted. Lock ids are row keys; Cassandra allows 64 KiB
+/// but an id that long is a bug, and ids appear in every log line.
+pub const MAX_LOCK_ID_LEN: usize = 256;
+
+/// The longest node id accepted (it prefixes every owner id).
+pub const MAX_NODE_ID_LEN: usize = 64;
+
+/// The name of a lock: the row key of its cells in every table.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LockId(String);
+
+impl LockId {
+    /// A lock id: 1 to [`MAX_LOCK_ID_LEN`] bytes of printable characters
+    /// without whitespace at either end.
+    ///
+    /// # Errors
+    /// [`InvalidId`] naming the rule broken.
+    pub fn new(id: impl Into<String>) -> Result<Self, InvalidId> {
+        let id = id.into();
+        check_printable("lock id", &id, MAX_LOCK_ID_LEN)?;
+        Ok(LockId(id))
+    }
+
+    /// The id as a string (the row key).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for LockId {
+    type Err = InvalidId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LockId::new(s)
+    }
+}
+
+impl TryFrom<String> for LockId {
+    type Error = InvalidId;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        LockId::new(s)
+    }
+}
+
+impl From<LockId> for String {
+    fn from(id: LockId) -> String {
+        id.0
+    }
+}
+
+/// The identity of one service process in the fleet (its registry row and the
+/// prefix of every owner id it creates).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeId(String);
+
+impl NodeId {
+    /// A node id: 1 to [`MAX_NODE_ID_LEN`] characters of `A-Z a-z 0-9 . _ - :`.
+    /// The restriction keeps owner ids (`node/random`) parseable.
+    ///
+    /// # Errors
+    /// [`InvalidId`] naming the rule broken.
+    pub fn new(id: impl Into<String>) -> Result<Self, InvalidId> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_NODE_ID_LEN {
+            return Err(InvalidId::new(format!(
+                "node id {id:?} must be 1 to {MAX_NODE_ID_LEN} characters long"
+            )));
+        }
+        if let Some(bad) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')))
+        {
+            return Err(InvalidId::new(format!(
+                "node id {id:?} contains {bad:?}; only A-Z, a-z, 0-9, '.', '_', '-' and ':' are allowed"
+            )));
+        }
+        Ok(NodeId(id))
+    }
+
+    /// A node id for this process: `host-pid`, sanitised to the allowed characters.
+    pub fn for_this_process() -> Self {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "node".to_string());
+        let mut id: String = host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(MAX_NODE_ID_LEN - 12)
+            .collect();
+        id.push('-');
+        id.push_str(&std::process::id().to_string());
+        NodeId(id)
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for NodeId {
+    type Err = InvalidId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NodeId::new(s)
+    }
+}
+
+impl TryFrom<String> for NodeId {
+    type Error = InvalidId;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        NodeId::new(s)
+    }
+}
+
+impl From<NodeId> for String {
+    fn from(id: NodeId) -> String {
+        id.0
+    }
+}
+
+/// Who holds or waits for a lock: unique per acquisition, `node/16-hex-digits`.
+///
+/// It is the column name in `main` and `shadow` and the suffix of the queue
+/// column. Carrying the node id lets operators (and the legacy-activity
+/// detector) tell which node an owner belongs to; binaries that predate
+/// lockshift write owner ids without a registered node prefix.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OwnerId(String);
+
+impl OwnerId {
+    /// A fresh owner id for `node`; `nonce` makes it unique (lockers draw it
+    /// from their seeded generator so simulations replay).
+    pub fn new(node: &NodeId, nonce: u64) -> Self {
+        OwnerId(format!("{node}/{nonce:016x}"))
+    }
+
+    /// An owner id read back from the store, as is (it may come from a
+    /// binary that predates lockshift).
+    pub fn from_stored(column: impl Into<String>) -> Self {
+        OwnerId(column.into())
+    }
+
+    /// The node that created this owner id, if it has lockshift's shape.
+    pub fn node(&self) -> Option<&str> {
+        let (node, nonce) = self.0.rsplit_once('/')?;
+        (nonce.len() == 16 && nonce.bytes().all(|b| b.is_ascii_hexdigit()) && !node.is_empty())
+            .then_some(node)
+    }
+
+    /// The id as a string (the column name).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn check_printable(what: &str, s: &str, max: usize) -> Result<(), InvalidId> {
+    if s.is_empty() {
+        return Err(InvalidId::new(format!("{what} must not be empty")));
+    }
+    if s.len() > max {
+        return Err(InvalidId::new(format!(
+            "{what} is {} bytes long, the limit is {max}",
+            s.len()
+        )));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(InvalidId::new(format!(
+            "{what} {s:?} contains a control character"
+        )));
+    }
+    if s.trim() != s {
+        return Err(InvalidId::new(format!(
+            "{what} {s:?} starts or ends with whitespace"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_ids_are_checked() {
+        assert!(LockId::new("accounts/42").is_ok());
+        let e = LockId::new("").unwrap_err();
+        assert_eq!(e.to_string(), "invalid id: lock id must not be empty");
+        assert!(LockId::new(" x").unwrap_err().to_string().contains("whitespace"));
+        assert!(LockId::new("a\nb").unwrap_err().to_string().contains("control"));
+        assert!(LockId::new("x".repeat(257)).unwrap_err().to_string().contains("limit is 256"));
+    }
+
+    #[test]
+    fn owner_ids_carry_their_node() {
+        let node = NodeId::new("web-1.dc1").unwrap();
+        let owner = OwnerId::new(&node, 0xabc);
+        assert_eq!(owner.as_str(), "web-1.dc1/0000000000000abc");
+        assert_eq!(owner.node(), Some("web-1.dc1"));
+        assert_eq!(OwnerId::from_stored("3f2504e0-4f89-11d3-9a0c-0305e82c3301").node(), None);
+        assert_eq!(OwnerId::from_stored("/0000000000000abc").node(), None);
+    }
+
+    #[test]
+    fn node_ids_are_checked_and_derived() {
+        assert!(NodeId::new("a/b").unwrap_err().to_string().contains("'/'"));
+        assert!(NodeId::new("").is_err());
+        let here = NodeId::for_this_process();
+        assert!(NodeId::new(here.as_str()).is_ok(), "{here}");
+    }
+}

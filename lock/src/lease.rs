@@ -1,0 +1,579 @@
+//! Leases (thesis §5.3): every cell an acquisition writes carries a TTL, is
+//! rewritten in the background, is removed on release — and the holder is told
+//! the moment the lease can no longer be proven.
+//!
+//! A [`Lease`] is created when an acquisition starts (waiters' queue cells need
+//! renewing too) and moves into the [`LockGuard`](crate::LockGuard) on success.
+//! All of an acquisition's writes and deletes go through it, so it knows every
+//! cell to renew and to remove, whichever algorithm wrote them.
+//!
+//! # Invariants
+//!
+//! - **L1. Stamps increase.** Every write and delete of one lease carries a
+//!   timestamp greater than all earlier ones of that lease, even if the clock
+//!   steps back, so the release's delete always beats the last renewal.
+//! - **L2. No resurrection.** A renewal rewrites a cell only after a read shows
+//!   it still there, and never after its deletion was stamped: a renewal whose
+//!   stamp precedes a delete's loses to it by L1; one that would follow it is
+//!   not sent. So a lease never brings back a cell that expired, was deleted by
+//!   its owner, or was cleaned by an operator.
+//! - **L3. Told before the TTL.** A cell's lease counts from the moment its
+//!   last successful write was *sent* (the store applied it no earlier, so its
+//!   TTL runs out no earlier than `sent + ttl`). The lost signal fires once
+//!   that moment is older than `lost_after_fraction × ttl` — strictly before
+//!   the TTL can run out — or as soon as a renewal finds the cell gone. It is
+//!   a [`CancellationToken`]: once fired it stays fired.
+//! - **L4. Clean exit.** Dropping a lease that was not released stops its
+//!   renewals and removes its cells in the background (best effort; the TTL
+//!   removes them otherwise).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use lockshift_store::{
+    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, Table, Timestamp, Ttl, WriteOptions,
+};
+use futures::future::join_all;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::error::LeaseLostReason;
+use crate::id::{LockId, OwnerId};
+use crate::settings::LeaseSettings;
+
+/// How many times `release` retries a transient delete failure before
+/// leaving the cells to their TTL.
+const RELEASE_ATTEMPTS: u32 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CellState {
+    /// Written (or being written); `proven` is when the last successful write
+    /// was sent, `None` until one succeeds.
+    Live { proven: Option<Instant> },
+    /// Its delete has been stamped: no longer renewed (L2), not part of the
+    /// lease's validity.
+    Deleting,
+}
+
+#[derive(Debug, Clone)]
+struct LeaseCell {
+    value: Vec<u8>,
+    state: CellState,
+}
+
+#[derive(Debug)]
+struct State {
+    cells: BTreeMap<(Table, String), LeaseCell>,
+    last_stamp: i64,
+    lost: Option<LeaseLostReason>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    store: SharedStore,
+    clock: SharedClock,
+    ttl: Ttl,
+    settings: LeaseSettings,
+    lock: LockId,
+    owner: OwnerId,
+    algorithm: &'static str,
+    state: Mutex<State>,
+    lost: CancellationToken,
+}
+
+/// The cells one acquisition wrote, kept alive in the background.
+///
+/// Created by a locker at the start of an acquisition; see the module docs.
+pub struct Lease {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("lock", &self.shared.lock)
+            .field("owner", &self.shared.owner)
+            .field("algorithm", &self.shared.algorithm)
+            .field("lost", &self.shared.lost.is_cancelled())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// Starts a lease for `owner` on `lock`: nothing is written yet, the
+    /// renewal task is spawned and renews whatever cells get written.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (it spawns the renewal task).
+    pub fn start(
+        store: SharedStore,
+        clock: SharedClock,
+        settings: LeaseSettings,
+        ttl: Ttl,
+        lock: LockId,
+        owner: OwnerId,
+        algorithm: &'static str,
+    ) -> Lease {
+        let shared = Arc::new(Shared {
+            store,
+            clock,
+            ttl,
+            settings,
+            lock,
+            owner,
+            algorithm,
+            state: Mutex::new(State {
+                cells: BTreeMap::new(),
+                last_stamp: i64::MIN,
+                lost: None,
+            }),
+            lost: CancellationToken::new(),
+        });
+        let stop = CancellationToken::new();
+        let span = info_span!("lease", lock = %shared.lock, owner = %shared.owner, algorithm = shared.algorithm);
+        let renewer = tokio::spawn(renew_loop(shared.clone(), stop.clone()).instrument(span));
+        Lease {
+            shared,
+            stop,
+            renewer: Some(renewer),
+        }
+    }
+
+    /// The lock.
+    pub fn lock(&self) -> &LockId {
+        &self.shared.lock
+    }
+
+    /// The owner.
+    pub fn owner(&self) -> &OwnerId {
+        &self.shared.owner
+    }
+
+    /// The TTL on every cell.
+    pub fn ttl(&self) -> Ttl {
+        self.shared.ttl
+    }
+
+    /// The one-way lost signal (L3).
+    pub fn lost_token(&self) -> CancellationToken {
+        self.shared.lost.clone()
+    }
+
+    /// Why the lease was lost, once it was.
+    pub fn lost_reason(&self) -> Option<LeaseLostReason> {
+        self.shared.state().lost.clone()
+    }
+
+    /// A timestamp for the next operation (L1).
+    pub fn stamp(&self) -> Timestamp {
+        self.shared.stamp(&mut self.shared.state())
+    }
+
+    /// Writes the cell `column` of this lock's row in `table` with the lease's
+    /// TTL, and renews it from then on.
+    ///
+    /// # Errors
+    /// The store error. The cell stays registered either way, so a write that
+    /// may have been applied is still removed on release.
+    ///
+    /// # Cancel safety
+    /// If dropped, the write may or may not land; the cell stays registered
+    /// and is removed on release.
+    pub async fn write(&self, table: Table, column: &str, value: &[u8]) -> Result<(), StoreError> {
+        let stamp = {
+            let mut st = self.shared.state();
+            let entry = st
+                .cells
+                .entry((table, column.to_string()))
+                .or_insert(LeaseCell {
+                    value: value.to_vec(),
+                    state: CellState::Live { proven: None },
+                });
+            entry.value = value.to_vec();
+            if entry.state == CellState::Deleting {
+                entry.state = CellState::Live { proven: None };
+            }
+            self.shared.stamp(&mut st)
+        };
+        let sent = Instant::now();
+        let result = self
+            .shared
+            .store
+            .write(
+                table,
+                self.shared.lock.as_str(),
+                &[CellWrite::new(column, value.to_vec())],
+                WriteOptions::at(stamp).with_ttl(self.shared.ttl),
+            )
+            .await;
+        if result.is_ok() {
+            self.shared.mark_proven(table, column, sent);
+        }
+        result
+    }
+
+    /// Deletes the cell `column` of this lock's row in `table` and stops
+    /// renewing it.
+    ///
+    /// # Errors
+    /// The store error; the cell then stays registered for release to retry.
+    pub async fn delete(&self, table: Table, column: &str) -> Result<(), StoreError> {
+        let stamp = {
+            let mut st = self.shared.state();
+            if let Some(cell) = st.cells.get_mut(&(table, column.to_string())) {
+                // L2: from here on the renewer leaves this cell alone.
+                cell.state = CellState::Deleting;
+            }
+            self.shared.stamp(&mut st)
+        };
+        let result = self
+            .shared
+            .store
+            .delete(table, self.shared.lock.as_str(), &[column.to_string()], stamp)
+            .await;
+        if result.is_ok() {
+            let mut st = self.shared.state();
+            let key = (table, column.to_string());
+            if st.cells.get(&key).is_some_and(|c| c.state == CellState::Deleting) {
+                st.cells.remove(&key);
+            }
+        }
+        result
+    }
+
+    /// Whether the lease is still proven now: not lost, and every live cell's
+    /// last successful write was sent less than `lost_after` ago. Lockers call
+    /// it just before `acquire` returns (a lesson from etcd's bug tracker: the
+    /// lease can run out while an acquisition is slow).
+    ///
+    /// # Errors
+    /// The reason it is not.
+    pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
+        let st = self.shared.state();
+        if let Some(reason) = &st.lost {
+            return Err(reason.clone());
+        }
+        match self.shared.overdue(&st, Instant::now()) {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the cell is registered, live and proven.
+    pub fn is_proven(&self, table: Table, column: &str) -> bool {
+        matches!(
+            self.shared.state().cells.get(&(table, column.to_string())),
+            Some(LeaseCell {
+                state: CellState::Live { proven: Some(_) },
+                ..
+            })
+        )
+    }
+
+    /// Stops renewing and deletes every cell written, retrying transient
+    /// failures a few times.
+    ///
+    /// # Errors
+    /// The last store error if some cells could not be deleted; they expire
+    /// within the TTL.
+    ///
+    /// # Cancel safety
+    /// If dropped midway, the remaining cells are removed in the background
+    /// (the lease's drop does it).
+    pub async fn release(mut self) -> Result<(), StoreError> {
+        self.stop_renewing().await;
+        let result = self.delete_all().await;
+        if result.is_ok() {
+            // Nothing left for Drop to clean.
+            self.shared.state().cells.clear();
+        }
+        result
+    }
+
+    async fn stop_renewing(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.renewer.take() {
+            // The task only ends by the stop token or after losing the lease;
+            // a join error means it panicked, which it has no path to do.
+            if let Err(e) = task.await {
+                warn!(error = %e, "lease renewal task ended abnormally");
+            }
+        }
+    }
+
+    async fn delete_all(&self) -> Result<(), StoreError> {
+        let mut last_error = None;
+        for attempt in 0..RELEASE_ATTEMPTS {
+            let by_table = self.shared.mark_all_deleting();
+            if by_table.is_empty() {
+                return Ok(());
+            }
+            let stamp = self.stamp();
+            let shared = &self.shared;
+            // One delete per table, all at once: release costs one round trip.
+            let results = join_all(by_table.into_iter().map(|(table, columns)| async move {
+                let r = shared
+                    .store
+                    .delete(table, shared.lock.as_str(), &columns, stamp)
+                    .await;
+                if r.is_ok() {
+                    let mut st = shared.state();
+                    for c in &columns {
+                        st.cells.remove(&(table, c.clone()));
+                    }
+                }
+                r
+            }))
+            .await;
+            match results.into_iter().find_map(Result::err) {
+                None => return Ok(()),
+                Some(e) if e.is_retryable() && attempt + 1 < RELEASE_ATTEMPTS => {
+                    debug!(error = %e, attempt, "release delete failed, retrying");
+                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                    last_error = Some(e);
+                }
+                Some(e) => return Err(e),
+            }
+        }
+        match last_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.renewer.take() {
+            task.abort();
+        }
+        let leftover = self.shared.mark_all_deleting();
+        if leftover.is_empty() {
+            return;
+        }
+        // L4: remove what is left in the background if a runtime is around.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            warn!(lock = %self.shared.lock, owner = %self.shared.owner,
+                "lease dropped outside a tokio runtime; its cells expire by TTL");
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move {
+            let stamp = shared.stamp(&mut shared.state());
+            for (table, columns) in leftover {
+                if let Err(e) = shared
+                    .store
+                    .delete(table, shared.lock.as_str(), &columns, stamp)
+                    .await
+                {
+                    warn!(lock = %shared.lock, owner = %shared.owner, %table, error = %e,
+                        "cleanup of a dropped lease failed; its cells expire by TTL");
+                }
+            }
+        });
+    }
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every critical section is a few field updates; none can panic midway.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stamp(&self, st: &mut State) -> Timestamp {
+        let next = self.clock.now().as_micros().max(st.last_stamp.saturating_add(1));
+        st.last_stamp = next;
+        Timestamp::from_micros(next)
+    }
+
+    fn mark_proven(&self, table: Table, column: &str, sent: Instant) {
+        let mut st = self.state();
+        if let Some(cell) = st.cells.get_mut(&(table, column.to_string()))
+            && let CellState::Live { proven } = &mut cell.state
+        {
+            *proven = Some(proven.map_or(sent, |p| p.max(sent)));
+        }
+    }
+
+    fn mark_all_deleting(&self) -> BTreeMap<Table, Vec<String>> {
+        let mut st = self.state();
+        let mut by_table: BTreeMap<Table, Vec<String>> = BTreeMap::new();
+        for ((table, column), cell) in st.cells.iter_mut() {
+            cell.state = CellState::Deleting;
+            by_table.entry(*table).or_default().push(column.clone());
+        }
+        by_table
+    }
+
+    /// The oldest proof among live cells, if any is older than `lost_after`.
+    fn overdue(&self, st: &State, now: Instant) -> Option<LeaseLostReason> {
+        let limit = self.settings.lost_after();
+        st.cells
+            .values()
+            .filter_map(|c| match c.state {
+                CellState::Live { proven } => proven,
+                CellState::Deleting => None,
+            })
+            .min()
+            .map(|oldest| now.saturating_duration_since(oldest))
+            .filter(|age| *age >= limit)
+            .map(|overdue_for| LeaseLostReason::RenewalOverdue { overdue_for, limit })
+    }
+
+    /// When the watchdog must look next: the oldest proof + `lost_after`.
+    fn next_deadline(&self, st: &State) -> Option<Instant> {
+        st.cells
+            .values()
+            .filter_map(|c| match c.state {
+                CellState::Live { proven } => proven,
+                CellState::Deleting => None,
+            })
+            .min()
+            .map(|oldest| oldest + self.settings.lost_after())
+    }
+
+    fn declare_lost(&self, reason: LeaseLostReason) {
+        let mut st = self.state();
+        if st.lost.is_none() {
+            warn!(lock = %self.lock, owner = %self.owner, algorithm = self.algorithm, %reason, "lease lost");
+            st.lost = Some(reason);
+        }
+        drop(st);
+        self.lost.cancel();
+    }
+
+    /// Proven live cells to renew: (table, column, value).
+    fn renewable(&self) -> Vec<(Table, String, Vec<u8>)> {
+        self.state()
+            .cells
+            .iter()
+            .filter(|(_, c)| matches!(c.state, CellState::Live { proven: Some(_) }))
+            .map(|((t, col), c)| (*t, col.clone(), c.value.clone()))
+            .collect()
+    }
+
+    /// Renews one cell: read to prove it is still there (L2), then rewrite.
+    async fn renew_cell(&self, table: Table, column: &str, value: &[u8]) -> Result<(), RenewFailure> {
+        let query = RowQuery::first(1).starting_at(column);
+        let found = self
+            .store
+            .read(table, self.lock.as_str(), &query)
+            .await
+            .map_err(RenewFailure::Store)?;
+        let present = found.first().is_some_and(|c| c.column == column);
+        let stamp = {
+            let mut st = self.state();
+            match st.cells.get(&(table, column.to_string())) {
+                Some(LeaseCell {
+                    state: CellState::Live { .. },
+                    ..
+                }) => {}
+                // Deleted or being deleted by the lease's owner meanwhile.
+                _ => return Ok(()),
+            }
+            if !present {
+                return Err(RenewFailure::Gone);
+            }
+            self.stamp(&mut st)
+        };
+        let sent = Instant::now();
+        self.store
+            .write(
+                table,
+                self.lock.as_str(),
+                &[CellWrite::new(column, value.to_vec())],
+                WriteOptions::at(stamp).with_ttl(self.ttl),
+            )
+            .await
+            .map_err(RenewFailure::Store)?;
+        self.mark_proven(table, column, sent);
+        Ok(())
+    }
+}
+
+enum RenewFailure {
+    Store(StoreError),
+    Gone,
+}
+
+/// The background task: renew every `renew_every` (sooner after a failure),
+/// and fire the lost signal at the watchdog deadline (L3).
+async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
+    let every = shared.settings.renew_every;
+    let retry = (every / 4).max(Duration::from_millis(10));
+    let mut next_renewal = Instant::now() + every;
+    loop {
+        let deadline = shared.next_deadline(&shared.state());
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            _ = sleep_until_opt(deadline) => {
+                let overdue = shared.overdue(&shared.state(), Instant::now());
+                if let Some(reason) = overdue {
+                    shared.declare_lost(reason);
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(next_renewal) => {
+                let cells = shared.renewable();
+                if cells.is_empty() {
+                    next_renewal = Instant::now() + every;
+                    continue;
+                }
+                let mut renewal =
+                    std::pin::pin!(join_all(cells.iter().map(|(t, c, v)| shared.renew_cell(*t, c, v))));
+                // A renewal stuck in a slow store must not hold back the
+                // watchdog: race it against the (moving) deadline.
+                let outcomes = loop {
+                    let deadline = shared.next_deadline(&shared.state());
+                    tokio::select! {
+                        biased;
+                        _ = stop.cancelled() => return,
+                        outcomes = &mut renewal => break outcomes,
+                        _ = sleep_until_opt(deadline) => {
+                            // Bind first: the state guard must be gone before declare_lost locks it.
+                            let overdue = shared.overdue(&shared.state(), Instant::now());
+                            if let Some(reason) = overdue {
+                                shared.declare_lost(reason);
+                                return;
+                            }
+                        }
+                    }
+                };
+                let mut failed = false;
+                for ((table, column, _), outcome) in cells.iter().zip(outcomes) {
+                    match outcome {
+                        Ok(()) => debug!(%table, column, "renewed"),
+                        Err(RenewFailure::Gone) => {
+                            shared.declare_lost(LeaseLostReason::CellGone { table: *table, column: column.clone() });
+                            return;
+                        }
+                        Err(RenewFailure::Store(e)) => {
+                            debug!(%table, column, error = %e, "renewal failed, retrying soon");
+                            failed = true;
+                        }
+                    }
+                }
+                next_renewal = Instant::now() + if failed { retry } else { every };
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+#[path = "lease_tests.rs"]
+mod tests;

@@ -1,0 +1,185 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockshift_store::{
+    Clock, FaultyStore, ManualClock, MemoryStore, RowQuery, SharedClock, Store, Timestamp, TokioClock, Ttl,
+    schema,
+};
+
+use super::*;
+use crate::id::NodeId;
+
+fn settings() -> LeaseSettings {
+    LeaseSettings {
+        lease_ttl: Duration::from_secs(60),
+        renew_every: Duration::from_secs(10),
+        lost_after_fraction: 0.5,
+    }
+}
+
+struct Fixture {
+    clock: SharedClock,
+    store: Arc<FaultyStore<MemoryStore>>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let clock: SharedClock = Arc::new(TokioClock::new());
+        let store = Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1));
+        Fixture { clock, store }
+    }
+
+    fn lease(&self, owner: &str) -> Lease {
+        let s = settings();
+        let ttl = s.ttl().unwrap();
+        Lease::start(
+            self.store.clone(),
+            self.clock.clone(),
+            s,
+            ttl,
+            LockId::new("L").unwrap(),
+            OwnerId::new(&NodeId::new("n").unwrap(), owner.len() as u64),
+            "test",
+        )
+    }
+
+    async fn main_columns(&self) -> Vec<String> {
+        self.store
+            .inner()
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.column)
+            .collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewal_keeps_cells_far_past_the_ttl() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await; // ten TTLs
+    assert_eq!(f.main_columns().await, ["me"]);
+    assert!(!lease.lost_token().is_cancelled());
+    lease.check_valid().unwrap();
+    lease.release().await.unwrap();
+    assert!(f.main_columns().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_renewals_fire_lost_before_the_ttl_runs_out() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    let written_at = Instant::now();
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.set_partitioned(true);
+    let lost = lease.lost_token();
+    lost.cancelled().await;
+    let fired_after = written_at.elapsed();
+    let ttl = Duration::from_secs(60);
+    // Fired at lost_after (30 s) after the last proven renewal; the first
+    // renewal at 10 s already failed, so the proof is the initial write.
+    assert!(fired_after <= Duration::from_secs(30), "fired after {fired_after:?}");
+    assert!(ttl - fired_after >= Duration::from_secs(30), "margin before the TTL: {:?}", ttl - fired_after);
+    // The cell is in fact still there when the holder is told.
+    assert_eq!(f.main_columns().await, ["me"]);
+    assert!(matches!(lease.lost_reason(), Some(LeaseLostReason::RenewalOverdue { .. })));
+    assert!(lease.check_valid().is_err());
+    f.store.set_partitioned(false);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(lost.is_cancelled(), "never un-fired");
+    assert!(f.main_columns().await.is_empty(), "not renewed after loss: expired");
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_succeeding_late_still_fire_at_the_limit_when_too_slow() {
+    // Every operation takes 20 s: each renewal (read + write) takes 40 s, so
+    // no proof is ever younger than lost_after; the lost signal must not wait
+    // for the stuck renewal to finish.
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    let written_at = Instant::now();
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.set_plan(lockshift_store::FaultPlan::latency(Duration::from_secs(20), Duration::ZERO));
+    lease.lost_token().cancelled().await;
+    assert!(written_at.elapsed() <= Duration::from_secs(30), "{:?}", written_at.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vanished_cell_fires_lost_and_is_not_resurrected() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    // An operator's clean (or expiry) removes it behind the lease's back.
+    let observed = f.store.inner().read(schema::MAIN, "L", &RowQuery::all()).await.unwrap();
+    f.store
+        .inner()
+        .delete(schema::MAIN, "L", &["me".into()], observed[0].writetime)
+        .await
+        .unwrap();
+    lease.lost_token().cancelled().await;
+    assert!(matches!(lease.lost_reason(), Some(LeaseLostReason::CellGone { .. })), "{:?}", lease.lost_reason());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(f.main_columns().await.is_empty(), "the renewal did not bring it back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_cell_is_never_renewed_even_with_slow_renewals_in_flight() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.set_plan(lockshift_store::FaultPlan::latency(Duration::from_secs(1), Duration::from_secs(2)));
+    // Let a renewal start, then delete while it is in flight.
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    lease.delete(schema::MAIN, "me").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    assert!(f.main_columns().await.is_empty());
+    assert!(!lease.lost_token().is_cancelled(), "deleting its own cell is not a loss");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_lease_removes_its_cells() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    lease.write(schema::QUEUE, "00000000000000000001me", b"v").await.unwrap();
+    drop(lease);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(f.main_columns().await.is_empty());
+    assert!(f.store.inner().read(schema::QUEUE, "L", &RowQuery::all()).await.unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn stamps_increase_even_when_the_clock_steps_back() {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000)));
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let lease = Lease::start(
+        store.clone(),
+        clock.clone(),
+        settings(),
+        Ttl::from_secs(60).unwrap(),
+        LockId::new("L").unwrap(),
+        OwnerId::from_stored("o"),
+        "test",
+    );
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    clock.set(Timestamp::from_micros(10)); // NTP steps the clock back
+    lease.release().await.unwrap();
+    assert!(
+        store.read(schema::MAIN, "L", &RowQuery::all()).await.unwrap().is_empty(),
+        "the release delete must beat the write despite the clock"
+    );
+    assert!(clock.now().as_micros() < 1_000_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_retries_transient_failures() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.fail_next(2, lockshift_store::FailPoint::Before);
+    lease.release().await.unwrap();
+    assert!(f.main_columns().await.is_empty());
+}
