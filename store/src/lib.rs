@@ -44,6 +44,8 @@
 //! - [`cell`](crate::Cell) types: [`Timestamp`], [`Ttl`], [`Table`], [`Cell`], [`RowQuery`].
 //! - [`Store`]: the trait and its contract.
 //! - [`MemoryStore`]: the embedded reference backend; [`reconcile`] its rule.
+//! - [`CqlStore`]: the CQL backend (ScyllaDB, Cassandra, the local endpoint)
+//!   on the `scylla` driver.
 //! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
 //! - [`clock`]: injectable clocks; [`schema`]: every table.
 //! - [`settings`]: how a store is chosen and connected.
@@ -51,6 +53,7 @@
 mod api;
 mod cell;
 pub mod clock;
+mod cql;
 mod error;
 mod faults;
 mod memory;
@@ -67,6 +70,7 @@ pub use cell::{
     WriteOptions, check_key,
 };
 pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock};
+pub use cql::CqlStore;
 pub use error::{InvalidArgument, StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
 pub use memory::{DEFAULT_GC_GRACE, MemoryStore};

@@ -1,11 +1,35 @@
 //! Conformance targets beyond the embedded one the store crate ships.
 //!
 //! `LOCKSHIFT_TEST_CONTACT_POINTS` (comma-separated `host:port`) points the
-//! suite at a real ScyllaDB or Cassandra cluster as well.
+//! suite at a real ScyllaDB or Cassandra cluster as well; the suite then
+//! creates (if missing) and uses the keyspace named by
+//! `LOCKSHIFT_TEST_KEYSPACE`, `lockshift_test` by default, writing only rows
+//! whose keys start with a per-run random prefix in the `scratch` table.
+//!
+//! [`CqlTarget`] serves both a real cluster (time passes by sleeping) and
+//! the local CQL endpoint (time passes by moving the endpoint's
+//! [`ManualClock`]); only the [`TimeAdvance`] differs.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lockshift_store::conformance::Target;
+use lockshift_store::{
+    Clock, CqlSettings, CqlStore, ManualClock, Store, StoreError, SystemClock, Timestamp,
+};
+
+/// The environment variable naming a real cluster's contact points.
+pub const CONTACT_POINTS_VAR: &str = "LOCKSHIFT_TEST_CONTACT_POINTS";
+
+/// The environment variable naming the keyspace to test in.
+pub const KEYSPACE_VAR: &str = "LOCKSHIFT_TEST_KEYSPACE";
 
 /// The contact points of a real cluster to test against, if configured.
 pub fn real_cluster_contact_points() -> Option<Vec<String>> {
-    let raw = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS").ok()?;
+    let raw = std::env::var(CONTACT_POINTS_VAR).ok()?;
     let points: Vec<String> = raw
         .split(',')
         .map(str::trim)
@@ -13,4 +37,122 @@ pub fn real_cluster_contact_points() -> Option<Vec<String>> {
         .map(String::from)
         .collect();
     (!points.is_empty()).then_some(points)
+}
+
+/// Settings for the real cluster named by the environment, if any: its
+/// contact points, the test keyspace, schema created on demand, everything
+/// else at its default (QUORUM, 5 s timeouts, replication factor 1).
+pub fn real_cluster_settings() -> Option<CqlSettings> {
+    let contact_points = real_cluster_contact_points()?;
+    let keyspace = std::env::var(KEYSPACE_VAR)
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+        .unwrap_or_else(|| "lockshift_test".to_string());
+    Some(CqlSettings {
+        contact_points,
+        keyspace,
+        create_schema: true,
+        ..CqlSettings::default()
+    })
+}
+
+/// How time passes on a CQL target's TTL clock when the suite asks.
+#[derive(Clone, Debug)]
+pub enum TimeAdvance {
+    /// A real cluster: its nodes' clocks cannot be moved, so wait. Write
+    /// timestamps come from this machine's clock.
+    Sleep,
+    /// The local endpoint serving a store on this manual clock: move it.
+    /// Write timestamps come from the same clock.
+    Manual(Arc<ManualClock>),
+}
+
+/// A [`CqlStore`] under the conformance suite.
+///
+/// ```ignore
+/// // A real cluster:
+/// let target = CqlTarget::connect(&settings, TimeAdvance::Sleep).await?;
+/// // The local endpoint, whose store runs on `clock`:
+/// let target = CqlTarget::connect(&settings, TimeAdvance::Manual(clock)).await?;
+/// ```
+#[derive(Debug)]
+pub struct CqlTarget {
+    store: CqlStore,
+    time: TimeAdvance,
+    prefix: String,
+}
+
+impl CqlTarget {
+    /// Connects a [`CqlStore`] with `settings`; `time` says how the suite's
+    /// "let time pass" reaches the server's TTL clock.
+    ///
+    /// # Errors
+    /// Whatever [`CqlStore::connect`] returns.
+    pub async fn connect(settings: &CqlSettings, time: TimeAdvance) -> Result<Self, StoreError> {
+        let store = CqlStore::connect(settings).await?;
+        Ok(CqlTarget {
+            store,
+            time,
+            prefix: run_prefix(),
+        })
+    }
+
+    /// The prefix of every row key this target hands out.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+#[async_trait]
+impl Target for CqlTarget {
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+
+    fn now(&self) -> Timestamp {
+        match &self.time {
+            TimeAdvance::Sleep => SystemClock.now(),
+            TimeAdvance::Manual(clock) => clock.now(),
+        }
+    }
+
+    async fn advance(&self, d: Duration) {
+        match &self.time {
+            TimeAdvance::Sleep => tokio::time::sleep(d).await,
+            TimeAdvance::Manual(clock) => clock.advance(d),
+        }
+    }
+
+    fn unique(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+}
+
+/// `run-` and 16 random hex digits: row keys of concurrent or repeated runs
+/// on a shared cluster never meet.
+///
+/// The randomness only names rows, it decides nothing a test checks, so it
+/// needs no seed to replay (STYLE §6.8): std's per-process random hasher keys
+/// are enough and cost no dependency.
+fn run_prefix() -> String {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("run-{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_prefixes_differ() {
+        let a = run_prefix();
+        let b = run_prefix();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "run-".len() + 16, "{a}");
+    }
 }

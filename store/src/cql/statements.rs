@@ -1,0 +1,381 @@
+//! The CQL the backend sends, as text and as prepared statements.
+//!
+//! The text is fixed by the agreement with the local CQL endpoint
+//! (`briefs/cql-statements.md`): the endpoint parses exactly these shapes, so
+//! a change here is a change to that agreement. Every table of
+//! [`schema::ALL`] has the same columns, so one set of statements, rendered
+//! per table, serves them all.
+//!
+//! # Statement settings, and why
+//!
+//! - **Consistency** from [`CqlSettings::consistency`] on every hot-path
+//!   statement and batch: QUORUM writes plus QUORUM reads give the
+//!   read-your-writes the exclusion proofs need (store invariant I5, thesis
+//!   Lemma 1).
+//! - **Request timeout** from [`CqlSettings::request_timeout`]: the driver's
+//!   client-side limit, reported as "may have been applied".
+//! - **Idempotent**: every statement is. Writes and deletes carry a timestamp
+//!   chosen by the caller (`USING TIMESTAMP ?`), so applying one twice yields
+//!   the same cell version, and reconciliation (I1, I2) makes the order of a
+//!   duplicate and any other write irrelevant. One nuance: a write with a TTL
+//!   re-applied later counts its TTL from the later apply, so the cell may
+//!   outlive the first apply by up to the time between the attempts (bounded
+//!   by the request timeout) — the same slack a slow coordinator already
+//!   causes, and one the lease arithmetic must tolerate anyway. Reads change
+//!   nothing.
+//! - **Retry policy** for writes and deletes: [`MutationRetryPolicy`], so the
+//!   error after retries still tells whether the write may have landed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use scylla::client::session::Session;
+use scylla::statement::Consistency as DriverConsistency;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+
+use super::errors::{MutationRetryPolicy, at_connect, classify_prepare};
+use crate::cell::{OpKind, Table};
+use crate::error::{StoreError, StoreErrorKind};
+use crate::schema;
+use crate::settings::{Consistency, CqlSettings};
+
+// ===== CQL text =====
+
+/// `CREATE KEYSPACE IF NOT EXISTS …` with the configured replication.
+pub(crate) fn create_keyspace(settings: &CqlSettings) -> String {
+    format!(
+        "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {} AND durable_writes = true",
+        settings.keyspace,
+        settings.replication.to_cql()
+    )
+}
+
+/// `CREATE TABLE IF NOT EXISTS <ks>.<t> …`: the one shape of every table.
+pub(crate) fn create_table(keyspace: &str, table: Table) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (row_key text, column_name text, value blob, \
+         PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC)"
+    )
+}
+
+/// Lists the tables of a keyspace (bind: the keyspace name).
+pub(crate) const LIST_TABLES: &str =
+    "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?";
+
+/// Binds: row_key text, column_name text, value blob, ttl int (0 = none),
+/// timestamp bigint (µs).
+pub(crate) fn insert(keyspace: &str, table: Table) -> String {
+    format!(
+        "INSERT INTO {keyspace}.{table} (row_key, column_name, value) VALUES (?, ?, ?) \
+         USING TTL ? AND TIMESTAMP ?"
+    )
+}
+
+/// Binds: timestamp bigint, row_key text, column_name text.
+pub(crate) fn delete(keyspace: &str, table: Table) -> String {
+    format!(
+        "DELETE FROM {keyspace}.{table} USING TIMESTAMP ? WHERE row_key = ? AND column_name = ?"
+    )
+}
+
+/// Binds: row_key text, limit int. Rows: column_name text, value blob,
+/// writetime bigint, ttl int (null when none).
+pub(crate) fn select_first(keyspace: &str, table: Table) -> String {
+    format!(
+        "SELECT column_name, value, writetime(value), ttl(value) FROM {keyspace}.{table} \
+         WHERE row_key = ? LIMIT ?"
+    )
+}
+
+/// Binds: row_key text, start column text (inclusive), limit int.
+pub(crate) fn select_from(keyspace: &str, table: Table) -> String {
+    format!(
+        "SELECT column_name, value, writetime(value), ttl(value) FROM {keyspace}.{table} \
+         WHERE row_key = ? AND column_name >= ? LIMIT ?"
+    )
+}
+
+/// No binds; executed one page at a time.
+pub(crate) fn scan(keyspace: &str, table: Table) -> String {
+    format!("SELECT DISTINCT row_key FROM {keyspace}.{table}")
+}
+
+/// The DDL, in order: the keyspace, then every table of [`schema::ALL`].
+pub(crate) fn schema_cql(settings: &CqlSettings) -> Vec<String> {
+    std::iter::once(create_keyspace(settings))
+        .chain(
+            schema::ALL
+                .iter()
+                .map(|t| create_table(&settings.keyspace, *t)),
+        )
+        .collect()
+}
+
+pub(crate) fn driver_consistency(c: Consistency) -> DriverConsistency {
+    match c {
+        Consistency::Quorum => DriverConsistency::Quorum,
+        Consistency::LocalQuorum => DriverConsistency::LocalQuorum,
+    }
+}
+
+// ===== prepared statements =====
+
+/// The hot-path statements of one table, prepared and configured.
+#[derive(Debug)]
+pub(crate) struct TableStatements {
+    pub(crate) insert: PreparedStatement,
+    pub(crate) delete: PreparedStatement,
+    pub(crate) select_first: PreparedStatement,
+    pub(crate) select_from: PreparedStatement,
+    pub(crate) scan: PreparedStatement,
+}
+
+/// Every table's statements, plus an empty, configured batch to copy.
+pub(crate) struct Statements {
+    tables: HashMap<Table, TableStatements>,
+    batch: Batch,
+}
+
+impl std::fmt::Debug for Statements {
+    // `Batch` has no Debug; the prepared statements say everything.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Statements")
+            .field("tables", &self.tables)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Statements {
+    /// Prepares all five statements of every table (35 PREPAREs, issued
+    /// concurrently), once per connect.
+    pub(crate) async fn prepare(
+        session: &Session,
+        settings: &CqlSettings,
+    ) -> Result<Statements, StoreError> {
+        let config = StatementConfig::new(settings);
+        let ks = settings.keyspace.as_str();
+        let per_table = schema::ALL.iter().map(|&table| {
+            let config = &config;
+            async move {
+                let (insert, delete, select_first, select_from, scan) = futures::try_join!(
+                    config.prepare(session, table, OpKind::Write, insert(ks, table)),
+                    config.prepare(session, table, OpKind::Delete, delete(ks, table)),
+                    config.prepare(session, table, OpKind::Read, select_first(ks, table)),
+                    config.prepare(session, table, OpKind::Read, select_from(ks, table)),
+                    config.prepare(session, table, OpKind::Scan, scan(ks, table)),
+                )?;
+                Ok::<_, StoreError>((
+                    table,
+                    TableStatements {
+                        insert,
+                        delete,
+                        select_first,
+                        select_from,
+                        scan,
+                    },
+                ))
+            }
+        });
+        let tables = try_join_all(per_table).await?.into_iter().collect();
+        Ok(Statements {
+            tables,
+            batch: config.batch(),
+        })
+    }
+
+    /// The statements of `table`.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Invalid`] for a [`Table`] outside [`schema::ALL`]
+    /// (`Table::new` is public, so one can be made; nothing was prepared for it).
+    pub(crate) fn get(&self, table: Table, op: OpKind) -> Result<&TableStatements, StoreError> {
+        self.tables.get(&table).ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::Invalid,
+                op,
+                Some(table),
+                format!("table {table} is not one of lockshift's tables (schema::ALL)"),
+            )
+        })
+    }
+
+    /// An UNLOGGED batch executing `statement` once per value row.
+    ///
+    /// Unlogged is right here: every statement hits one partition (the row),
+    /// which Cassandra applies as a single mutation — atomic and isolated per
+    /// replica, store contract 6 — and a logged batch's batchlog would only
+    /// add a round trip to guard multi-partition atomicity we do not need.
+    pub(crate) fn batch_of(&self, statement: &PreparedStatement, count: usize) -> Batch {
+        let mut batch = self.batch.clone();
+        batch.statements.reserve(count);
+        for _ in 0..count {
+            batch.append_statement(statement.clone());
+        }
+        batch
+    }
+}
+
+/// PREPAREs `text`, giving up after `timeout`: the driver puts no time limit
+/// on PREPARE (its own comment on `Session::prepare_on_all`: "just one stuck
+/// node freezes the driver here, potentially indefinitely long"). The error
+/// is already in connect terms.
+pub(crate) async fn prepare_within(
+    session: &Session,
+    text: &str,
+    timeout: Duration,
+) -> Result<PreparedStatement, (StoreErrorKind, String)> {
+    match tokio::time::timeout(timeout, session.prepare(text)).await {
+        Ok(Ok(statement)) => Ok(statement),
+        Ok(Err(e)) => Err((
+            at_connect(classify_prepare(&e, OpKind::Read)),
+            format!("preparing `{text}`: {e}"),
+        )),
+        Err(_) => Err((
+            StoreErrorKind::Connection,
+            format!("preparing `{text}`: no answer within {timeout:?}"),
+        )),
+    }
+}
+
+/// The settings applied to every statement (see the module docs).
+struct StatementConfig {
+    consistency: DriverConsistency,
+    request_timeout: Duration,
+    mutation_retry: Arc<MutationRetryPolicy>,
+}
+
+impl StatementConfig {
+    fn new(settings: &CqlSettings) -> Self {
+        StatementConfig {
+            consistency: driver_consistency(settings.consistency),
+            request_timeout: settings.request_timeout,
+            mutation_retry: Arc::new(MutationRetryPolicy::default()),
+        }
+    }
+
+    async fn prepare(
+        &self,
+        session: &Session,
+        table: Table,
+        op: OpKind,
+        text: String,
+    ) -> Result<PreparedStatement, StoreError> {
+        let mut statement = prepare_within(session, &text, self.request_timeout)
+            .await
+            .map_err(|(kind, why)| StoreError::new(kind, op, Some(table), why))?;
+        statement.set_consistency(self.consistency);
+        statement.set_request_timeout(Some(self.request_timeout));
+        // Idempotent: see the module docs.
+        statement.set_is_idempotent(true);
+        if op.is_mutation() {
+            statement.set_retry_policy(Some(self.mutation_retry.clone()));
+        }
+        Ok(statement)
+    }
+
+    /// A batch carries its own settings; those of its statements are ignored.
+    fn batch(&self) -> Batch {
+        let mut batch = Batch::new(BatchType::Unlogged);
+        batch.set_consistency(self.consistency);
+        batch.set_request_timeout(Some(self.request_timeout));
+        batch.set_is_idempotent(true);
+        batch.set_retry_policy(Some(self.mutation_retry.clone()));
+        batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Replication;
+
+    /// The statements, byte for byte as agreed with the local endpoint
+    /// (`briefs/cql-statements.md`).
+    #[test]
+    fn statement_text_is_exactly_the_agreed_cql() {
+        let ks = "lockshift";
+        let t = schema::MAIN;
+        assert_eq!(
+            insert(ks, t),
+            "INSERT INTO lockshift.main (row_key, column_name, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?"
+        );
+        assert_eq!(
+            delete(ks, t),
+            "DELETE FROM lockshift.main USING TIMESTAMP ? WHERE row_key = ? AND column_name = ?"
+        );
+        assert_eq!(
+            select_first(ks, t),
+            "SELECT column_name, value, writetime(value), ttl(value) FROM lockshift.main WHERE row_key = ? LIMIT ?"
+        );
+        assert_eq!(
+            select_from(ks, t),
+            "SELECT column_name, value, writetime(value), ttl(value) FROM lockshift.main WHERE row_key = ? AND column_name >= ? LIMIT ?"
+        );
+        assert_eq!(
+            scan(ks, schema::QUEUE),
+            "SELECT DISTINCT row_key FROM lockshift.queue"
+        );
+        assert_eq!(
+            LIST_TABLES,
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?"
+        );
+    }
+
+    #[test]
+    fn schema_cql_creates_the_keyspace_then_every_table() {
+        let settings = CqlSettings::default();
+        let ddl = schema_cql(&settings);
+        assert_eq!(ddl.len(), 1 + schema::ALL.len());
+        assert_eq!(
+            ddl[0],
+            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
+             {'class': 'SimpleStrategy', 'replication_factor': 1} AND durable_writes = true"
+        );
+        assert_eq!(
+            ddl[1],
+            "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
+             PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC)"
+        );
+        for (i, table) in schema::ALL.iter().enumerate() {
+            assert!(
+                ddl[i + 1].starts_with(&format!("CREATE TABLE IF NOT EXISTS lockshift.{table} (")),
+                "statement #{} is for {table}: {}",
+                i + 1,
+                ddl[i + 1]
+            );
+        }
+    }
+
+    #[test]
+    fn schema_cql_follows_keyspace_and_replication_settings() {
+        let settings = CqlSettings {
+            keyspace: "locks_prod".into(),
+            replication: Replication::NetworkTopologyStrategy {
+                datacenters: [("dc1".to_string(), 3)].into_iter().collect(),
+            },
+            ..CqlSettings::default()
+        };
+        let ddl = schema_cql(&settings);
+        assert_eq!(
+            ddl[0],
+            "CREATE KEYSPACE IF NOT EXISTS locks_prod WITH replication = \
+             {'class': 'NetworkTopologyStrategy', 'dc1': 3} AND durable_writes = true"
+        );
+        assert!(ddl[7].starts_with("CREATE TABLE IF NOT EXISTS locks_prod.scratch ("));
+    }
+
+    #[test]
+    fn consistency_maps_one_to_one() {
+        assert_eq!(
+            driver_consistency(Consistency::Quorum),
+            DriverConsistency::Quorum
+        );
+        assert_eq!(
+            driver_consistency(Consistency::LocalQuorum),
+            DriverConsistency::LocalQuorum
+        );
+    }
+}

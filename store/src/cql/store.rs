@@ -1,0 +1,343 @@
+//! The handle: [`CqlStore`] and its [`Store`] impl. Each method checks its
+//! arguments as the embedded store does, then sends one request.
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use async_trait::async_trait;
+use scylla::client::session::Session;
+use scylla::errors::ExecutionError;
+use scylla::response::{PagingState, PagingStateResponse};
+use tracing::Instrument;
+
+use super::connect::{CONNECT_OP, check_schema, create_schema, open_session};
+use super::errors::execution_error;
+use super::rows::{
+    CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
+};
+use super::statements::{self, Statements};
+use crate::api::Store;
+use crate::cell::{
+    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
+    check_key,
+};
+use crate::error::{StoreError, StoreErrorKind};
+use crate::settings::CqlSettings;
+
+/// A [`Store`] on a CQL cluster: ScyllaDB, Cassandra, or lockshift's local
+/// CQL endpoint.
+///
+/// One `CqlStore` holds one driver session (a connection pool per node) and
+/// every statement prepared; share it behind an `Arc` (e.g. as a
+/// [`SharedStore`](crate::SharedStore)) rather than connecting twice.
+///
+/// Every read and write runs at the configured consistency (QUORUM unless
+/// configured `LOCAL_QUORUM`) with the configured client-side request
+/// timeout; see [`StoreErrorKind`] for what each failure means.
+///
+/// # Examples
+///
+/// ```no_run
+/// use lockshift_store::{CellWrite, CqlSettings, CqlStore, RowQuery, Store, Timestamp, WriteOptions, schema};
+///
+/// # async fn example() -> Result<(), lockshift_store::StoreError> {
+/// let settings = CqlSettings {
+///     contact_points: vec!["10.0.0.1:9042".into(), "10.0.0.2:9042".into()],
+///     ..CqlSettings::default()
+/// };
+/// let store = CqlStore::connect(&settings).await?;
+/// let at = WriteOptions::at(Timestamp::from_micros(1_700_000_000_000_000));
+/// store.write(schema::MAIN, "lock-1", &[CellWrite::new("owner-a", vec![])], at).await?;
+/// let cells = store.read(schema::MAIN, "lock-1", &RowQuery::all()).await?;
+/// assert_eq!(cells[0].column, "owner-a");
+/// # Ok(())
+/// # }
+/// ```
+pub struct CqlStore {
+    session: Session,
+    statements: Statements,
+    description: String,
+}
+
+impl fmt::Debug for CqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CqlStore")
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+// ===== impl CqlStore =====
+
+impl CqlStore {
+    /// Connects to the cluster, makes sure lockshift's schema is there, and
+    /// prepares every statement.
+    ///
+    /// With `create_schema = true` the keyspace and every table of
+    /// [`schema::ALL`](crate::schema::ALL) are created if missing ([`CqlStore::schema_cql`], run
+    /// in order, then a wait for schema agreement); otherwise their presence
+    /// is checked.
+    ///
+    /// # Errors
+    ///
+    /// - [`StoreErrorKind::Invalid`]: a setting breaks a rule (the message
+    ///   names the key), or the cluster rejected a statement (wrong table
+    ///   shape, missing permission).
+    /// - [`StoreErrorKind::Connection`]: no node could be reached or read,
+    ///   or a DDL or PREPARE failed transiently. Retrying may help.
+    /// - [`StoreErrorKind::SchemaMissing`]: `create_schema = false` and the
+    ///   keyspace or a table is missing; the message names them.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the half-built session; DDL already sent
+    /// may have been applied, which is harmless (`IF NOT EXISTS`).
+    pub async fn connect(settings: &CqlSettings) -> Result<CqlStore, StoreError> {
+        if let Some(problem) = settings.problems().into_iter().next() {
+            return Err(StoreError::new(
+                StoreErrorKind::Invalid,
+                CONNECT_OP,
+                None,
+                format!("invalid settings: {}", problem.message),
+            ));
+        }
+        let description = format!(
+            "cql {}/{} ({})",
+            settings.contact_points.join(","),
+            settings.keyspace,
+            settings.consistency
+        );
+        let span = tracing::debug_span!("cql.connect", store = %description);
+        async {
+            let session = open_session(settings).await?;
+            if settings.create_schema {
+                create_schema(&session, settings).await?;
+            } else {
+                check_schema(&session, settings).await?;
+            }
+            let statements = Statements::prepare(&session, settings).await?;
+            tracing::debug!("connected");
+            Ok(CqlStore {
+                session,
+                statements,
+                description,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The DDL that creates lockshift's keyspace and tables for `settings`,
+    /// one statement per string, in the order to run them — what `connect`
+    /// runs when `create_schema = true`, for operators who manage schema
+    /// themselves.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockshift_store::{CqlSettings, CqlStore};
+    ///
+    /// let ddl = CqlStore::schema_cql(&CqlSettings::default());
+    /// assert!(ddl[0].starts_with("CREATE KEYSPACE IF NOT EXISTS lockshift"));
+    /// assert!(ddl[1].starts_with("CREATE TABLE IF NOT EXISTS lockshift.main"));
+    /// ```
+    pub fn schema_cql(settings: &CqlSettings) -> Vec<String> {
+        statements::schema_cql(settings)
+    }
+}
+
+/// The embedded store's argument checks (`check_key` on the row key and
+/// every column), so both backends reject the same calls the same way.
+pub(super) fn check_keys<'a>(
+    op: OpKind,
+    table: Table,
+    row: &str,
+    columns: impl IntoIterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let invalid = |e: crate::InvalidArgument| e.into_store_error(op, table);
+    check_key("row key", row).map_err(invalid)?;
+    for column in columns {
+        check_key("column", column).map_err(invalid)?;
+    }
+    Ok(())
+}
+
+/// Maps a driver failure, logging it (never the values) at debug level.
+fn failed(err: ExecutionError, op: OpKind, table: Table) -> StoreError {
+    let error = execution_error(&err, op, table);
+    tracing::debug!(kind = ?error.kind(), error = %err, "cql request failed");
+    error
+}
+
+// ===== impl Store for CqlStore =====
+
+#[async_trait]
+impl Store for CqlStore {
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        let op = OpKind::Write;
+        check_keys(op, table, row, cells.iter().map(|c| c.column.as_str()))?;
+        if cells.is_empty() {
+            return Ok(());
+        }
+        let statements = self.statements.get(table, op)?;
+        let ttl = ttl_bind(&options);
+        // C1: the caller's timestamp, always.
+        let timestamp = options.timestamp.as_micros();
+        let bind = |c| insert_values(row, c, ttl, timestamp);
+        let span = tracing::debug_span!("cql", %op, %table, cells = cells.len());
+        async {
+            match cells {
+                [cell] => self
+                    .session
+                    .execute_unpaged(&statements.insert, bind(cell))
+                    .await
+                    .map(drop),
+                _ => {
+                    // C2: one batch, one partition.
+                    let batch = self.statements.batch_of(&statements.insert, cells.len());
+                    let values: Vec<_> = cells.iter().map(bind).collect();
+                    self.session.batch(&batch, values).await.map(drop)
+                }
+            }
+            .map_err(|e| failed(e, op, table))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        let op = OpKind::Delete;
+        check_keys(op, table, row, columns.iter().map(String::as_str))?;
+        if columns.is_empty() {
+            return Ok(());
+        }
+        let statements = self.statements.get(table, op)?;
+        // C1: tombstones at the caller's timestamp, so a later renewal survives.
+        let timestamp = timestamp.as_micros();
+        let bind = |c| delete_values(timestamp, row, c);
+        let span = tracing::debug_span!("cql", %op, %table, cells = columns.len());
+        async {
+            match columns {
+                [column] => self
+                    .session
+                    .execute_unpaged(&statements.delete, bind(column.as_str()))
+                    .await
+                    .map(drop),
+                _ => {
+                    let batch = self.statements.batch_of(&statements.delete, columns.len());
+                    let values: Vec<_> = columns.iter().map(String::as_str).map(bind).collect();
+                    self.session.batch(&batch, values).await.map(drop)
+                }
+            }
+            .map_err(|e| failed(e, op, table))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        let op = OpKind::Read;
+        check_keys(op, table, row, [])?;
+        if let Some(start) = &query.start_column {
+            check_key("start column", start).map_err(|e| e.into_store_error(op, table))?;
+        }
+        let statements = self.statements.get(table, op)?;
+        let limit = limit_bind(query.limit);
+        let span = tracing::debug_span!("cql", %op, %table, limit);
+        async {
+            // Unpaged: lock rows hold a handful of cells; a queue row holds
+            // one per waiter. The LIMIT bounds what a caller asks for.
+            let result = match &query.start_column {
+                None => {
+                    self.session
+                        .execute_unpaged(&statements.select_first, (row, limit))
+                        .await
+                }
+                Some(start) => {
+                    self.session
+                        .execute_unpaged(&statements.select_from, (row, start.as_str(), limit))
+                        .await
+                }
+            }
+            .map_err(|e| failed(e, op, table))?;
+            decode_rows::<CellRow>(result, op, Some(table))?
+                .into_iter()
+                .map(|r| {
+                    cell_from_row(r).map_err(|why| {
+                        StoreError::new(StoreErrorKind::Invalid, op, Some(table), why)
+                    })
+                })
+                .collect()
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        let op = OpKind::Scan;
+        let statements = self.statements.get(table, op)?;
+        // The page size lives on the statement; a clone shares the prepared
+        // state and costs a few reference counts.
+        let mut scan = statements.scan.clone();
+        scan.set_page_size(i32::try_from(page_size.get()).unwrap_or(i32::MAX));
+        let paging = match cursor {
+            Some(c) => PagingState::new_from_raw_bytes(c.0.as_slice()),
+            None => PagingState::start(),
+        };
+        let span = tracing::debug_span!("cql", %op, %table, page_size = page_size.get());
+        async {
+            let (result, paging) = self
+                .session
+                .execute_single_page(&scan, (), paging)
+                .await
+                .map_err(|e| failed(e, op, table))?;
+            let keys = decode_rows::<(String,)>(result, op, Some(table))?
+                .into_iter()
+                .map(|(key,)| key)
+                .collect();
+            let next = match paging {
+                PagingStateResponse::NoMorePages => None,
+                PagingStateResponse::HasMorePages { state } => match state.as_bytes_slice() {
+                    Some(bytes) => Some(PageCursor(bytes.to_vec())),
+                    None => {
+                        return Err(StoreError::new(
+                            StoreErrorKind::Invalid,
+                            op,
+                            Some(table),
+                            "the server reported more pages but sent no paging state",
+                        ));
+                    }
+                },
+            };
+            Ok(KeyPage { keys, next })
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}
