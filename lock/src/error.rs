@@ -121,7 +121,9 @@ impl TryAcquireError {
 
 /// `release` could not remove every cell; the rest expire within the lease TTL.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("releasing lock {lock} as {owner} left cells behind (they expire within {ttl:?}): {source}")]
+#[error(
+    "releasing lock {lock} as {owner} left cells behind (they expire within {ttl:?}): {source}"
+)]
 pub struct ReleaseError {
     /// The lock.
     pub lock: LockId,

@@ -221,9 +221,24 @@ mod tests {
         assert!(LockId::new("accounts/42").is_ok());
         let e = LockId::new("").unwrap_err();
         assert_eq!(e.to_string(), "invalid id: lock id must not be empty");
-        assert!(LockId::new(" x").unwrap_err().to_string().contains("whitespace"));
-        assert!(LockId::new("a\nb").unwrap_err().to_string().contains("control"));
-        assert!(LockId::new("x".repeat(257)).unwrap_err().to_string().contains("limit is 256"));
+        assert!(
+            LockId::new(" x")
+                .unwrap_err()
+                .to_string()
+                .contains("whitespace")
+        );
+        assert!(
+            LockId::new("a\nb")
+                .unwrap_err()
+                .to_string()
+                .contains("control")
+        );
+        assert!(
+            LockId::new("x".repeat(257))
+                .unwrap_err()
+                .to_string()
+                .contains("limit is 256")
+        );
     }
 
     #[test]
@@ -232,7 +247,10 @@ mod tests {
         let owner = OwnerId::new(&node, 0xabc);
         assert_eq!(owner.as_str(), "web-1.dc1/0000000000000abc");
         assert_eq!(owner.node(), Some("web-1.dc1"));
-        assert_eq!(OwnerId::from_stored("3f2504e0-4f89-11d3-9a0c-0305e82c3301").node(), None);
+        assert_eq!(
+            OwnerId::from_stored("3f2504e0-4f89-11d3-9a0c-0305e82c3301").node(),
+            None
+        );
         assert_eq!(OwnerId::from_stored("/0000000000000abc").node(), None);
     }
 

@@ -32,10 +32,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures::future::join_all;
 use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, StoreError, Table, Timestamp, Ttl, WriteOptions,
 };
-use futures::future::join_all;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -235,12 +235,21 @@ impl Lease {
         let result = self
             .shared
             .store
-            .delete(table, self.shared.lock.as_str(), &[column.to_string()], stamp)
+            .delete(
+                table,
+                self.shared.lock.as_str(),
+                &[column.to_string()],
+                stamp,
+            )
             .await;
         if result.is_ok() {
             let mut st = self.shared.state();
             let key = (table, column.to_string());
-            if st.cells.get(&key).is_some_and(|c| c.state == CellState::Deleting) {
+            if st
+                .cells
+                .get(&key)
+                .is_some_and(|c| c.state == CellState::Deleting)
+            {
                 st.cells.remove(&key);
             }
         }
@@ -388,7 +397,11 @@ impl Shared {
     }
 
     fn stamp(&self, st: &mut State) -> Timestamp {
-        let next = self.clock.now().as_micros().max(st.last_stamp.saturating_add(1));
+        let next = self
+            .clock
+            .now()
+            .as_micros()
+            .max(st.last_stamp.saturating_add(1));
         st.last_stamp = next;
         Timestamp::from_micros(next)
     }
@@ -460,7 +473,12 @@ impl Shared {
     }
 
     /// Renews one cell: read to prove it is still there (L2), then rewrite.
-    async fn renew_cell(&self, table: Table, column: &str, value: &[u8]) -> Result<(), RenewFailure> {
+    async fn renew_cell(
+        &self,
+        table: Table,
+        column: &str,
+        value: &[u8],
+    ) -> Result<(), RenewFailure> {
         let query = RowQuery::first(1).starting_at(column);
         let found = self
             .store

@@ -2,8 +2,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_store::{
-    Clock, FaultyStore, ManualClock, MemoryStore, RowQuery, SharedClock, Store, Timestamp, TokioClock, Ttl,
-    schema,
+    Clock, FaultyStore, ManualClock, MemoryStore, RowQuery, SharedClock, Store, Timestamp,
+    TokioClock, Ttl, schema,
 };
 
 use super::*;
@@ -81,16 +81,29 @@ async fn failing_renewals_fire_lost_before_the_ttl_runs_out() {
     let ttl = Duration::from_secs(60);
     // Fired at lost_after (30 s) after the last proven renewal; the first
     // renewal at 10 s already failed, so the proof is the initial write.
-    assert!(fired_after <= Duration::from_secs(30), "fired after {fired_after:?}");
-    assert!(ttl - fired_after >= Duration::from_secs(30), "margin before the TTL: {:?}", ttl - fired_after);
+    assert!(
+        fired_after <= Duration::from_secs(30),
+        "fired after {fired_after:?}"
+    );
+    assert!(
+        ttl - fired_after >= Duration::from_secs(30),
+        "margin before the TTL: {:?}",
+        ttl - fired_after
+    );
     // The cell is in fact still there when the holder is told.
     assert_eq!(f.main_columns().await, ["me"]);
-    assert!(matches!(lease.lost_reason(), Some(LeaseLostReason::RenewalOverdue { .. })));
+    assert!(matches!(
+        lease.lost_reason(),
+        Some(LeaseLostReason::RenewalOverdue { .. })
+    ));
     assert!(lease.check_valid().is_err());
     f.store.set_partitioned(false);
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert!(lost.is_cancelled(), "never un-fired");
-    assert!(f.main_columns().await.is_empty(), "not renewed after loss: expired");
+    assert!(
+        f.main_columns().await.is_empty(),
+        "not renewed after loss: expired"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -102,9 +115,16 @@ async fn renewals_succeeding_late_still_fire_at_the_limit_when_too_slow() {
     let lease = f.lease("a");
     let written_at = Instant::now();
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
-    f.store.set_plan(lockshift_store::FaultPlan::latency(Duration::from_secs(20), Duration::ZERO));
+    f.store.set_plan(lockshift_store::FaultPlan::latency(
+        Duration::from_secs(20),
+        Duration::ZERO,
+    ));
     lease.lost_token().cancelled().await;
-    assert!(written_at.elapsed() <= Duration::from_secs(30), "{:?}", written_at.elapsed());
+    assert!(
+        written_at.elapsed() <= Duration::from_secs(30),
+        "{:?}",
+        written_at.elapsed()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -113,16 +133,28 @@ async fn a_vanished_cell_fires_lost_and_is_not_resurrected() {
     let lease = f.lease("a");
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
     // An operator's clean (or expiry) removes it behind the lease's back.
-    let observed = f.store.inner().read(schema::MAIN, "L", &RowQuery::all()).await.unwrap();
+    let observed = f
+        .store
+        .inner()
+        .read(schema::MAIN, "L", &RowQuery::all())
+        .await
+        .unwrap();
     f.store
         .inner()
         .delete(schema::MAIN, "L", &["me".into()], observed[0].writetime)
         .await
         .unwrap();
     lease.lost_token().cancelled().await;
-    assert!(matches!(lease.lost_reason(), Some(LeaseLostReason::CellGone { .. })), "{:?}", lease.lost_reason());
+    assert!(
+        matches!(lease.lost_reason(), Some(LeaseLostReason::CellGone { .. })),
+        "{:?}",
+        lease.lost_reason()
+    );
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(f.main_columns().await.is_empty(), "the renewal did not bring it back");
+    assert!(
+        f.main_columns().await.is_empty(),
+        "the renewal did not bring it back"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,13 +162,19 @@ async fn a_deleted_cell_is_never_renewed_even_with_slow_renewals_in_flight() {
     let f = Fixture::new();
     let lease = f.lease("a");
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
-    f.store.set_plan(lockshift_store::FaultPlan::latency(Duration::from_secs(1), Duration::from_secs(2)));
+    f.store.set_plan(lockshift_store::FaultPlan::latency(
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    ));
     // Let a renewal start, then delete while it is in flight.
     tokio::time::sleep(Duration::from_millis(10_500)).await;
     lease.delete(schema::MAIN, "me").await.unwrap();
     tokio::time::sleep(Duration::from_secs(100)).await;
     assert!(f.main_columns().await.is_empty());
-    assert!(!lease.lost_token().is_cancelled(), "deleting its own cell is not a loss");
+    assert!(
+        !lease.lost_token().is_cancelled(),
+        "deleting its own cell is not a loss"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,11 +182,21 @@ async fn dropping_a_lease_removes_its_cells() {
     let f = Fixture::new();
     let lease = f.lease("a");
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
-    lease.write(schema::QUEUE, "00000000000000000001me", b"v").await.unwrap();
+    lease
+        .write(schema::QUEUE, "00000000000000000001me", b"v")
+        .await
+        .unwrap();
     drop(lease);
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert!(f.main_columns().await.is_empty());
-    assert!(f.store.inner().read(schema::QUEUE, "L", &RowQuery::all()).await.unwrap().is_empty());
+    assert!(
+        f.store
+            .inner()
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -168,7 +216,11 @@ async fn stamps_increase_even_when_the_clock_steps_back() {
     clock.set(Timestamp::from_micros(10)); // NTP steps the clock back
     lease.release().await.unwrap();
     assert!(
-        store.read(schema::MAIN, "L", &RowQuery::all()).await.unwrap().is_empty(),
+        store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty(),
         "the release delete must beat the write despite the clock"
     );
     assert!(clock.now().as_micros() < 1_000_000);

@@ -48,14 +48,18 @@ impl LeaseSettings {
         Ttl::from_duration(self.lease_ttl).map_err(|e| {
             InvalidSetting::new(
                 "lock.lease_ttl",
-                format!("lock.lease_ttl ({}) is not a valid TTL: {e}", fmt_duration(self.lease_ttl)),
+                format!(
+                    "lock.lease_ttl ({}) is not a valid TTL: {e}",
+                    fmt_duration(self.lease_ttl)
+                ),
             )
         })
     }
 
     /// How long after the last proven renewal the lease counts as lost.
     pub fn lost_after(&self) -> Duration {
-        self.lease_ttl.mul_f64(self.lost_after_fraction.clamp(0.0, 1.0))
+        self.lease_ttl
+            .mul_f64(self.lost_after_fraction.clamp(0.0, 1.0))
     }
 
     /// Every rule these settings break; empty when valid.
@@ -114,7 +118,10 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         assert!(LeaseSettings::default().problems().is_empty());
-        assert_eq!(LeaseSettings::default().lost_after(), Duration::from_secs(30));
+        assert_eq!(
+            LeaseSettings::default().lost_after(),
+            Duration::from_secs(30)
+        );
     }
 
     #[test]
@@ -143,7 +150,11 @@ mod tests {
             lost_after_fraction: 0.1,
             ..LeaseSettings::default()
         };
-        assert!(s.problems()[0].to_string().contains("counts as lost between two renewals"));
+        assert!(
+            s.problems()[0]
+                .to_string()
+                .contains("counts as lost between two renewals")
+        );
         let s = LeaseSettings {
             lease_ttl: Duration::ZERO,
             renew_every: Duration::ZERO,

@@ -19,7 +19,8 @@ use crate::cell::{OpKind, Table};
 #[non_exhaustive]
 pub enum StoreErrorKind {
     /// The operation certainly did not take effect: rejected before it was
-    /// applied (overloaded coordinator, connection failed before sending).
+    /// applied (no node reachable, connection failed before sending, a
+    /// bootstrapping coordinator).
     NotApplied,
     /// The operation timed out after it was sent: it may or may not have been
     /// applied, now or later.

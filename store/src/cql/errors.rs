@@ -20,9 +20,8 @@
 //!   `IsBootstrapping` (Cassandra checks it before reading anything),
 //!   `Unprepared` (the coordinator did not know the statement), and Scylla's
 //!   `RateLimitReached` when `rejected_by_coordinator` is set (Scylla documents
-//!   that such writes reach no replica). `Overloaded` is in this group because
-//!   the store's contract says so ([`StoreErrorKind::NotApplied`]: "overloaded
-//!   coordinator"), but see the doubt at [`classify_db`].
+//!   that such writes reach no replica). `Overloaded` is here for reads only; an
+//!   overloaded write may have reached some replicas (see [`classify_db`]).
 //! - **Outcome unknown** — everything that can happen after the frame may have
 //!   been written: timeouts on the server or the client, a broken connection,
 //!   a server error, an answer we could not parse. These are
@@ -134,16 +133,14 @@ pub(crate) fn classify_db(err: &DbError, message: &str, op: OpKind) -> StoreErro
         // Replicas failed the read (e.g. too many tombstones): nothing
         // applied, retry may help.
         DbError::ReadFailure { .. } => StoreErrorKind::NotApplied,
-        // Refused before execution. Doubt about Overloaded: Cassandra's
-        // "too many in-flight hints" OverloadedException comes from a
-        // per-replica check (`checkHintOverload`) inside
-        // `StorageProxy.sendToHintedReplicas`. From memory of the 3.x/4.0
-        // sources (not re-checked for this change) the messages go out only
-        // after that loop, so a single-partition write — every lockshift
-        // write is one — is refused whole; but that rests on server code,
-        // not on the protocol. The store contract lists "overloaded
-        // coordinator" as NotApplied, so we follow it.
-        DbError::Overloaded | DbError::IsBootstrapping => StoreErrorKind::NotApplied,
+        // A bootstrapping node refuses before executing anything.
+        DbError::IsBootstrapping => StoreErrorKind::NotApplied,
+        // Cassandra raises OverloadedException ("too many in-flight hints")
+        // from a per-replica check while dispatching a mutation, so some
+        // replicas may already have it. For a lock, wrongly believing
+        // "nothing changed" is the dangerous mistake: a write is MaybeApplied.
+        DbError::Overloaded if op.is_mutation() => StoreErrorKind::MaybeApplied,
+        DbError::Overloaded => StoreErrorKind::NotApplied,
         // Scylla: "Writes rejected on the coordinator are guaranteed not to
         // be applied on any replica"; otherwise a replica refused after the
         // coordinator may have sent the write to others.

@@ -86,8 +86,10 @@ fn execution_errors_map_to_store_kinds() {
             Read,
             MaybeApplied,
         ),
+        // An overloaded write may have reached some replicas; a read did nothing.
+        (last(db(DbError::Overloaded, "")), Write, MaybeApplied),
+        (last(db(DbError::Overloaded, "")), Read, NotApplied),
         // Refused by the coordinator before execution.
-        (last(db(DbError::Overloaded, "")), Write, NotApplied),
         (last(db(DbError::IsBootstrapping, "")), Write, NotApplied),
         (last(db(rate_limited(true), "")), Write, NotApplied),
         (last(db(rate_limited(false), "")), Write, MaybeApplied),
@@ -302,6 +304,7 @@ fn mutation_retries_stop_at_ambiguous_attempts() {
         db(write_timeout(), ""),
         db(DbError::ServerError, ""),
         db(rate_limited(false), ""),
+        db(DbError::Overloaded, ""),
         RequestAttemptError::UnexpectedResponse(CqlResponseKind::Ready),
     ];
     for (i, e) in stop.iter().enumerate() {
@@ -309,7 +312,6 @@ fn mutation_retries_stop_at_ambiguous_attempts() {
     }
     let may_retry = [
         db(unavailable(), ""),
-        db(DbError::Overloaded, ""),
         db(DbError::IsBootstrapping, ""),
         RequestAttemptError::UnableToAllocStreamId,
         db(rate_limited(true), ""),
