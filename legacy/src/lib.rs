@@ -1,4 +1,54 @@
-//! The legacy main/shadow-table lock (thesis listings 4-5).
+//! The legacy lock: main and shadow tables, faithful to the thesis (§4,
+//! listings 4–5), on the `store` interface only.
 //!
-//! Not implemented yet: this crate is filled by issue 4. It exports nothing,
-//! so nothing can mistake it for a working implementation.
+//! Row = lock id in both tables; column = owner id. `TryLock` reads `main`;
+//! if it holds exactly one cell the answer is `Success` (mine) or
+//! `AnotherThreadIsOwner`. Otherwise it writes its `shadow` cell, reads
+//! `shadow`, and — if its cell is the only one and a fresh read of `main` is
+//! empty — writes its `main` cell, deletes its `shadow` cell and succeeds;
+//! else it deletes its `shadow` cell: `ConcurrentAttempt`. `GetLock` repeats
+//! `TryLock`, pausing U[0, 1 s) after another owner and U[0, 50 ms × attempt)
+//! after a concurrent attempt (or the shipped C# lock's 50 ms × e^min(attempt, 5)).
+//!
+//! # Invariants
+//!
+//! - **G1.** A contender writes `main` only while its own `shadow` cell is
+//!   the only one it saw, and only after a fresh read of `main` was empty.
+//! - **G2.** Every cell carries the lease TTL and is renewed while needed
+//!   (see `lockshift_lock::lease`); a failed step's cells are deleted before
+//!   the next attempt.
+//!
+//! # Safety argument (legacy + legacy)
+//!
+//! Suppose A and B both succeed. Each wrote its shadow cell and then read
+//! shadow seeing only its own, which Lemma 1 (thesis §5.1) forbids if their
+//! shadow cells were both present — so their shadow phases did not overlap:
+//! say A deleted its shadow cell before B wrote its own. A wrote main before
+//! deleting its shadow cell, so B's fresh read of main (after B's shadow
+//! write) sees A's cell and B does not write main (G1). Hence at most one
+//! holder, as long as A's main cell lives — which its lease guarantees for
+//! as long as A is told it holds the lock.
+//!
+//! The argument needs every contender to respect shadow. A queue-lock holder
+//! writes main without shadow, so legacy and queue must never run together
+//! (DESIGN.md §3); the combined lock enters main through this very protocol.
+//!
+//! # Fairness
+//!
+//! None: the winner of a release is whoever retries first, which starves
+//! others under contention (thesis table 2: 5 processes, max wait 502 s).
+//!
+//! # Modules
+//! [`LegacyLocker`], [`try_lock`] (listing 4, reused by the combined lock),
+//! [`LegacySettings`].
+
+mod locker;
+mod protocol;
+mod settings;
+
+pub use locker::{CELL_VALUE, LegacyLocker};
+pub use protocol::{TryLockOutcome, try_lock};
+pub use settings::{Backoff, LegacySettings};
+
+#[cfg(test)]
+mod tests;

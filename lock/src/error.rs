@@ -62,6 +62,17 @@ pub enum AcquireError {
         /// The would-be owner.
         owner: OwnerId,
     },
+    /// The lock was entered, but by then its lease could no longer be proven
+    /// (the store was too slow); the cells were removed and nothing is held.
+    #[error("lock {lock} was entered as {owner} but its lease could not be proven: {reason}")]
+    LeaseLost {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+        /// Why the lease failed.
+        reason: LeaseLostReason,
+    },
     /// A store failure that retrying cannot fix (invalid request, missing
     /// schema), or transient failures outlasted the deadline.
     #[error("acquiring lock {lock} as {owner} failed: {source}")]
@@ -82,6 +93,7 @@ impl AcquireError {
         match self {
             AcquireError::Timeout { lock, .. }
             | AcquireError::Cancelled { lock, .. }
+            | AcquireError::LeaseLost { lock, .. }
             | AcquireError::Store { lock, .. } => lock,
         }
     }
@@ -89,7 +101,9 @@ impl AcquireError {
     /// Whether trying again later could succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            AcquireError::Timeout { .. } | AcquireError::Cancelled { .. } => true,
+            AcquireError::Timeout { .. }
+            | AcquireError::Cancelled { .. }
+            | AcquireError::LeaseLost { .. } => true,
             AcquireError::Store { source, .. } => source.is_retryable(),
         }
     }

@@ -256,6 +256,30 @@ impl Lease {
         result
     }
 
+    /// Columns of `table` this lease wrote and has not yet deleted for sure
+    /// (including cells whose write or delete failed in an unknown way).
+    pub fn columns_in(&self, table: Table) -> Vec<String> {
+        self.shared
+            .state()
+            .cells
+            .keys()
+            .filter(|(t, _)| *t == table)
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    /// Deletes every cell this lease still has in `table`: the tidy-up after a
+    /// step failed in an unknown way. No round trip when there is none.
+    ///
+    /// # Errors
+    /// The first store error; the cells stay registered.
+    pub async fn delete_all_in(&self, table: Table) -> Result<(), StoreError> {
+        for column in self.columns_in(table) {
+            self.delete(table, &column).await?;
+        }
+        Ok(())
+    }
+
     /// Whether the lease is still proven now: not lost, and every live cell's
     /// last successful write was sent less than `lost_after` ago. Lockers call
     /// it just before `acquire` returns (a lesson from etcd's bug tracker: the

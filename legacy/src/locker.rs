@@ -1,0 +1,208 @@
+//! [`LegacyLocker`]: GetLock (listing 5) and a single TryLock as try-acquire.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, Interrupted, Lease, LockContext, LockGuard, LockId,
+    Locker, OwnerId, TryAcquireError, Waiting,
+};
+use lockshift_store::{StoreError, schema};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::protocol::{TryLockOutcome, try_lock};
+use crate::settings::LegacySettings;
+
+/// The value legacy writes into its cells (operators see it in `inspect`).
+pub const CELL_VALUE: &[u8] = b"legacy";
+
+/// The legacy main/shadow lock.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use lockshift_legacy::{LegacyLocker, LegacySettings};
+/// use lockshift_lock::{LeaseSettings, LockContext, LockId, Locker, NodeId};
+/// use lockshift_store::{MemoryStore, SystemClock};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let ctx = LockContext::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock),
+///     NodeId::new("n1")?, LeaseSettings::default(), None)?;
+/// let locker = LegacyLocker::new(Arc::new(ctx), LegacySettings::default());
+/// let lock = LockId::new("accounts")?;
+/// let guard = locker.acquire(&lock).await?;
+/// assert!(locker.try_acquire(&lock).await.unwrap_err().is_held());
+/// guard.release().await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct LegacyLocker {
+    ctx: Arc<LockContext>,
+    settings: LegacySettings,
+}
+
+impl LegacyLocker {
+    /// A legacy locker over `ctx`.
+    pub fn new(ctx: Arc<LockContext>, settings: LegacySettings) -> Self {
+        LegacyLocker { ctx, settings }
+    }
+
+    fn fresh(&self, lock: &LockId) -> (OwnerId, Lease) {
+        let owner = self.ctx.new_owner();
+        let lease = self.ctx.start_lease(lock, &owner, Algorithm::Legacy);
+        (owner, lease)
+    }
+
+    async fn get_lock(
+        &self,
+        lock: &LockId,
+        waiting: &Waiting,
+        owner: &mut OwnerId,
+        lease: &mut Lease,
+    ) -> Result<(), Exit> {
+        let store = self.ctx.store().as_ref();
+        let mut contention: u32 = 1;
+        let mut attempts: u32 = 0;
+        loop {
+            waiting.check().map_err(Exit::Interrupted)?;
+            if lease.lost_token().is_cancelled() {
+                // A fresh identity: the old lease's background cleanup then
+                // cannot touch any cell of the new attempts.
+                (*owner, *lease) = self.fresh(lock);
+            }
+            // Leftovers of a step that failed in an unknown way.
+            let tidy = async {
+                lease.delete_all_in(schema::SHADOW).await?;
+                lease.delete_all_in(schema::MAIN).await
+            };
+            let step = match tidy.await {
+                Ok(()) => {
+                    attempts += 1;
+                    try_lock(store, lease, CELL_VALUE).await
+                }
+                Err(e) => Err(e),
+            };
+            let pause = match step {
+                Ok(TryLockOutcome::Success) => match lease.check_valid() {
+                    Ok(()) => {
+                        info!(attempts, waited = ?waiting.elapsed(), "acquired");
+                        return Ok(());
+                    }
+                    Err(reason) => {
+                        warn!(%reason, "entered the lock but the lease is no longer proven; retrying");
+                        (*owner, *lease) = self.fresh(lock);
+                        continue;
+                    }
+                },
+                Ok(TryLockOutcome::AnotherThreadIsOwner(holder)) => {
+                    debug!(%holder, "held by another owner");
+                    self.ctx.random_below(self.settings.owner_wait_max)
+                }
+                Ok(TryLockOutcome::ConcurrentAttempt) => {
+                    debug!(contention, "concurrent attempt");
+                    let max = self.settings.contention_wait_max(contention);
+                    contention = contention.saturating_add(1);
+                    self.ctx.random_below(max)
+                }
+                Err(e) if e.is_retryable() => {
+                    debug!(error = %e, "store error, retrying");
+                    let max = self.settings.contention_wait_max(contention);
+                    contention = contention.saturating_add(1);
+                    self.ctx.random_below(max)
+                }
+                Err(e) => return Err(Exit::Store(e)),
+            };
+            waiting.pause(pause).await.map_err(Exit::Interrupted)?;
+        }
+    }
+}
+
+enum Exit {
+    Interrupted(Interrupted),
+    Store(StoreError),
+}
+
+async fn abandon(lease: Lease) {
+    if let Err(e) = lease.release().await {
+        debug!(error = %e, "cleanup after a failed acquisition left cells to their TTL");
+    }
+}
+
+#[async_trait]
+impl Locker for LegacyLocker {
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::Legacy
+    }
+
+    async fn acquire_with(
+        &self,
+        lock: &LockId,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let waiting = Waiting::new(&options);
+        let (mut owner, mut lease) = self.fresh(lock);
+        let span = info_span!("acquire", lock = %lock, owner = %owner, algorithm = "legacy");
+        let outcome = self
+            .get_lock(lock, &waiting, &mut owner, &mut lease)
+            .instrument(span)
+            .await;
+        match outcome {
+            Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy, None)),
+            Err(exit) => {
+                abandon(lease).await;
+                Err(match exit {
+                    Exit::Interrupted(why) => waiting.error(why, lock, &owner),
+                    Exit::Store(source) => AcquireError::Store {
+                        lock: lock.clone(),
+                        owner,
+                        source,
+                    },
+                })
+            }
+        }
+    }
+
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+        let (owner, lease) = self.fresh(lock);
+        let span = info_span!("try_acquire", lock = %lock, owner = %owner, algorithm = "legacy");
+        let outcome = try_lock(self.ctx.store().as_ref(), &lease, CELL_VALUE)
+            .instrument(span)
+            .await;
+        let held = |holder| TryAcquireError::Held {
+            lock: lock.clone(),
+            holder,
+        };
+        match outcome {
+            Ok(TryLockOutcome::Success) => match lease.check_valid() {
+                Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy, None)),
+                Err(reason) => {
+                    abandon(lease).await;
+                    Err(AcquireError::LeaseLost {
+                        lock: lock.clone(),
+                        owner,
+                        reason,
+                    }
+                    .into())
+                }
+            },
+            Ok(TryLockOutcome::AnotherThreadIsOwner(holder)) => {
+                abandon(lease).await;
+                Err(held(Some(holder)))
+            }
+            Ok(TryLockOutcome::ConcurrentAttempt) => {
+                abandon(lease).await;
+                Err(held(None))
+            }
+            Err(source) => {
+                abandon(lease).await;
+                Err(AcquireError::Store {
+                    lock: lock.clone(),
+                    owner,
+                    source,
+                }
+                .into())
+            }
+        }
+    }
+}
