@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Interrupted, Lease, LockContext, LockGuard, LockId,
-    Locker, OwnerId, TryAcquireError, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
+    OwnerId, Stop, TryAcquireError, Waiting,
 };
-use lockshift_store::{StoreError, schema};
+use lockshift_store::schema;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::protocol::{TryLockOutcome, try_lock};
@@ -60,12 +60,12 @@ impl LegacyLocker {
         waiting: &Waiting,
         owner: &mut OwnerId,
         lease: &mut Lease,
-    ) -> Result<(), Exit> {
+    ) -> Result<(), Stop> {
         let store = self.ctx.store().as_ref();
         let mut contention: u32 = 1;
         let mut attempts: u32 = 0;
         loop {
-            waiting.check().map_err(Exit::Interrupted)?;
+            waiting.check().map_err(Stop::Interrupted)?;
             if lease.lost_token().is_cancelled() {
                 // A fresh identity: the old lease's background cleanup then
                 // cannot touch any cell of the new attempts.
@@ -111,16 +111,11 @@ impl LegacyLocker {
                     contention = contention.saturating_add(1);
                     self.ctx.random_below(max)
                 }
-                Err(e) => return Err(Exit::Store(e)),
+                Err(e) => return Err(Stop::Store(e)),
             };
-            waiting.pause(pause).await.map_err(Exit::Interrupted)?;
+            waiting.pause(pause).await.map_err(Stop::Interrupted)?;
         }
     }
-}
-
-enum Exit {
-    Interrupted(Interrupted),
-    Store(StoreError),
 }
 
 async fn abandon(lease: Lease) {
@@ -151,14 +146,7 @@ impl Locker for LegacyLocker {
             Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy, None)),
             Err(exit) => {
                 abandon(lease).await;
-                Err(match exit {
-                    Exit::Interrupted(why) => waiting.error(why, lock, &owner),
-                    Exit::Store(source) => AcquireError::Store {
-                        lock: lock.clone(),
-                        owner,
-                        source,
-                    },
-                })
+                Err(exit.into_error(&waiting, lock, &owner))
             }
         }
     }

@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_store::settings::InvalidSetting;
-use lockshift_store::{SharedClock, SharedStore, Ttl};
+use lockshift_store::{SharedClock, SharedStore, StoreError, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
@@ -192,6 +192,35 @@ impl Waiting {
             Interrupted::Cancelled => AcquireError::Cancelled {
                 lock: lock.clone(),
                 owner: owner.clone(),
+            },
+        }
+    }
+}
+
+/// Why an acquisition loop stopped without the lock.
+#[derive(Debug)]
+pub enum Stop {
+    /// Deadline or cancellation.
+    Interrupted(Interrupted),
+    /// A store error retrying cannot fix.
+    Store(StoreError),
+}
+
+impl From<Interrupted> for Stop {
+    fn from(why: Interrupted) -> Self {
+        Stop::Interrupted(why)
+    }
+}
+
+impl Stop {
+    /// The caller-facing error for `lock` and `owner`.
+    pub fn into_error(self, waiting: &Waiting, lock: &LockId, owner: &OwnerId) -> AcquireError {
+        match self {
+            Stop::Interrupted(why) => waiting.error(why, lock, owner),
+            Stop::Store(source) => AcquireError::Store {
+                lock: lock.clone(),
+                owner: owner.clone(),
+                source,
             },
         }
     }

@@ -65,7 +65,7 @@ pub mod lease;
 mod settings;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
-pub use context::{Interrupted, LockContext, Waiting};
+pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::LockGuard;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};

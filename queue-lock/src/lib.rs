@@ -1,4 +1,59 @@
-//! The fair queue lock (thesis listings 6-9): leases, time service, fencing tokens.
+//! The fair queue lock of the thesis (§5, listings 6–9), with leases that
+//! tell the holder when they are lost, a non-decreasing time service and
+//! fencing tokens — on the `store` interface only.
 //!
-//! Not implemented yet: this crate is filled by issue 4. It exports nothing,
-//! so nothing can mistake it for a working implementation.
+//! Per lock, a **queue row** orders waiters and the **main row** (the same
+//! `main` table the legacy lock uses) records the holder. A waiter writes a
+//! queue cell named `20-digit time ‖ owner id` (listing 6), so the row's
+//! byte order is arrival order. When its cell is the first live one, it
+//! writes its `main` cell and re-reads `main`: if only its own cell is there
+//! it holds the lock, otherwise it deletes its `main` cell and tries again
+//! (listing 7). Release deletes the `main` and queue cells.
+//!
+//! # Invariants
+//!
+//! - **Q1.** A waiter holds the lock only after a read of `main`, made after
+//!   its own `main` write, showed its cell alone.
+//! - **Q2.** A waiter that is not first in line has no `main` cell (it removes
+//!   any leftover before waiting on).
+//! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
+//!   while their owner waits or holds; a waiter whose queue cell is gone
+//!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
+//! - **Q4.** Only the first two live waiters poll fast (`head_poll`); the
+//!   rest poll at `waiter_poll`.
+//!
+//! # Safety argument (queue + queue; thesis theorem 1)
+//!
+//! If A and B both hold the lock, each wrote its `main` cell and then read
+//! `main` seeing only its own (Q1) — impossible by Lemma 1 while both cells
+//! live. Both cells live while their holders believe they hold (the lease
+//! fires its lost signal before a cell can expire). The queue only orders
+//! entries: nothing about exclusion depends on it, which is why skipping a
+//! dead head (a cell not renewed for `stale_after`) is safe. A legacy holder
+//! writes `main` without re-reading it, which breaks this argument: see
+//! DESIGN.md §3 for why legacy and queue must never run together.
+//!
+//! # Fairness (theorem 2)
+//!
+//! Waiters enter in queue order; with a non-decreasing time service a new
+//! arrival queues behind everyone already waiting. Dead waiters are skipped
+//! after `stale_after`, a crashed holder's `main` cell expires after the TTL.
+//!
+//! # Modules
+//! [`QueueLocker`]; [`Line`] and [`MainEntry`] (the waiting loop, shared with
+//! the combined lock); [`queue`] (naming, positions); [`time`] (the time
+//! service); [`QueueSettings`], [`TimeSettings`].
+
+mod line;
+mod locker;
+pub mod queue;
+mod settings;
+pub mod time;
+
+pub use line::{Entry, Line, MainEntry};
+pub use locker::{QueueEntry, QueueLocker};
+pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
+pub use time::{TimeService, TimeSource};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,442 @@
+//! The waiting line: enqueue, wait to be first, enter `main` (listings 7–8).
+//!
+//! How the first waiter enters `main` is the only difference between the
+//! queue lock and the combined lock, so it is a [`MainEntry`] and the rest —
+//! enqueueing, polling, re-enqueueing a lost cell, deadlines, cleanup — is
+//! one loop, [`Line`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Stop,
+    TryAcquireError, Waiting,
+};
+use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::queue::{Position, position, queue_column};
+use crate::settings::QueueSettings;
+use crate::time::TimeSource;
+
+/// What one attempt at entering `main` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `main` holds exactly my cell: the lock is mine.
+    Acquired,
+    /// Someone else is in `main` (named if known); my `main` cell, if any,
+    /// was removed.
+    Busy(Option<OwnerId>),
+}
+
+/// How the first waiter in line enters `main`.
+#[async_trait]
+pub trait MainEntry: Send + Sync + fmt::Debug {
+    /// The algorithm this entry belongs to.
+    fn algorithm(&self) -> Algorithm;
+
+    /// One attempt at entering `main` for `lease.owner()`. Every write goes
+    /// through `lease`.
+    ///
+    /// # Errors
+    /// A store error; cells it may have written stay registered with the
+    /// lease and [`tidy`](MainEntry::tidy) removes them.
+    async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError>;
+
+    /// Removes what a failed `enter` may have left (by default, any `main`
+    /// cell of this lease).
+    ///
+    /// # Errors
+    /// A store error; the cells stay registered.
+    async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {
+        lease.delete_all_in(schema::MAIN).await
+    }
+}
+
+/// One place in line: an owner, its lease, its queue cell.
+struct Ticket {
+    owner: OwnerId,
+    lease: Lease,
+    column: String,
+    time: Timestamp,
+}
+
+/// The waiting line of one algorithm: queue lock or combined lock.
+#[derive(Clone)]
+pub struct Line {
+    ctx: Arc<LockContext>,
+    time: Arc<dyn TimeSource>,
+    settings: QueueSettings,
+    entry: Arc<dyn MainEntry>,
+}
+
+impl fmt::Debug for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Line")
+            .field("algorithm", &self.entry.algorithm())
+            .field("settings", &self.settings)
+            .field("time", &self.time)
+            .finish()
+    }
+}
+
+impl Line {
+    /// A line over `ctx` naming queue cells with `time` and entering `main`
+    /// with `entry`.
+    pub fn new(
+        ctx: Arc<LockContext>,
+        time: Arc<dyn TimeSource>,
+        settings: QueueSettings,
+        entry: Arc<dyn MainEntry>,
+    ) -> Self {
+        Line {
+            ctx,
+            time,
+            settings,
+            entry,
+        }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<LockContext> {
+        &self.ctx
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.ctx.store().as_ref()
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        self.entry.algorithm()
+    }
+
+    /// Takes a place at the end of the line: one time-service call and one
+    /// write (the queue cell, listing 7 line 1).
+    async fn enqueue(
+        &self,
+        lock: &LockId,
+        owner: OwnerId,
+    ) -> Result<Ticket, (OwnerId, StoreError)> {
+        let time = match self.time.now().await {
+            Ok(t) => t,
+            Err(e) => return Err((owner, e)),
+        };
+        let lease = self.ctx.start_lease(lock, &owner, self.algorithm());
+        let column = queue_column(time, &owner);
+        match lease
+            .write(schema::QUEUE, &column, self.algorithm().as_str().as_bytes())
+            .await
+        {
+            Ok(()) => {
+                debug!(%owner, column, "enqueued");
+                Ok(Ticket {
+                    owner,
+                    lease,
+                    column,
+                    time,
+                })
+            }
+            // Dropping the lease removes a cell that may have been written.
+            Err(e) => Err((owner, e)),
+        }
+    }
+
+    async fn where_am_i(&self, lock: &LockId, ticket: &Ticket) -> Result<Position, StoreError> {
+        position(
+            self.store(),
+            lock.as_str(),
+            &ticket.column,
+            self.ctx.clock().now(),
+            self.settings.stale_after,
+        )
+        .await
+    }
+
+    fn pause_after_error(&self) -> std::time::Duration {
+        // Spread retries over a few head polls so a flapping store is not
+        // hammered in lock step by every waiter.
+        self.settings.head_poll + self.ctx.random_below(self.settings.head_poll * 4)
+    }
+
+    /// Listing 7 with leases, polling, dead-waiter skipping and
+    /// re-enqueueing. See [`lockshift_lock::Locker::acquire_with`].
+    ///
+    /// # Errors
+    /// As `Locker::acquire_with`.
+    pub async fn acquire(
+        &self,
+        lock: &LockId,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let waiting = Waiting::new(&options);
+        let mut last_owner = self.ctx.new_owner();
+        let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
+        let result = self
+            .wait_and_enter(lock, &waiting, &mut last_owner)
+            .instrument(span)
+            .await;
+        match result {
+            Ok(guard) => Ok(guard),
+            Err((stop, ticket)) => {
+                // Leave the line before reporting, so a timed-out waiter does
+                // not hold up the others.
+                if let Some(ticket) = ticket {
+                    abandon(ticket.lease).await;
+                }
+                Err(stop.into_error(&waiting, lock, &last_owner))
+            }
+        }
+    }
+
+    async fn wait_and_enter(
+        &self,
+        lock: &LockId,
+        waiting: &Waiting,
+        last_owner: &mut OwnerId,
+    ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
+        let mut ticket: Option<Ticket> = None;
+        // Set once an entry found main taken: then the head polls main with
+        // one cheap read until it empties instead of writing and deleting.
+        let mut main_busy = false;
+        // Set when an enter failed in an unknown way and may have left cells.
+        let mut dirty = false;
+        let mut polls: u64 = 0;
+        loop {
+            if let Err(why) = waiting.check() {
+                return Err((why.into(), ticket));
+            }
+            let current = match ticket.take() {
+                Some(t) if !t.lease.lost_token().is_cancelled() => t,
+                lost => {
+                    if let Some(old) = lost {
+                        warn!(owner = %old.owner, "waiter's lease lost; re-enqueueing");
+                    }
+                    match self.enqueue(lock, self.ctx.new_owner()).await {
+                        Ok(t) => {
+                            tracing::Span::current()
+                                .record("owner", tracing::field::display(&t.owner));
+                            *last_owner = t.owner.clone();
+                            main_busy = false;
+                            dirty = false;
+                            t
+                        }
+                        Err((owner, e)) => {
+                            *last_owner = owner;
+                            if !e.is_retryable() {
+                                return Err((Stop::Store(e), None));
+                            }
+                            debug!(error = %e, "enqueue failed, retrying");
+                            if let Err(why) = waiting.pause(self.pause_after_error()).await {
+                                return Err((why.into(), None));
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let ticket_ref = ticket.insert(current);
+            polls += 1;
+            let step = self
+                .step(lock, ticket_ref, &mut main_busy, &mut dirty)
+                .await;
+            let pause = match step {
+                Ok(Step::Acquired) => {
+                    let Some(t) = ticket.take() else {
+                        continue;
+                    };
+                    match t.lease.check_valid() {
+                        Ok(()) => {
+                            info!(polls, waited = ?waiting.elapsed(), fencing_token = t.time.as_micros(), "acquired");
+                            let token = u64::try_from(t.time.as_micros()).ok();
+                            return Ok(LockGuard::new(t.lease, self.algorithm(), token));
+                        }
+                        Err(reason) => {
+                            warn!(%reason, "entered main but the lease is no longer proven; re-enqueueing");
+                            tokio::spawn(abandon(t.lease));
+                            continue;
+                        }
+                    }
+                }
+                Ok(Step::Reenqueue) => {
+                    if let Some(t) = ticket.take() {
+                        warn!(owner = %t.owner, "own queue cell is gone; re-enqueueing");
+                        tokio::spawn(abandon(t.lease));
+                    }
+                    continue;
+                }
+                Ok(Step::Wait(d)) => d,
+                Err(e) if e.is_retryable() => {
+                    debug!(error = %e, "store error while waiting, retrying");
+                    self.pause_after_error()
+                }
+                Err(e) => return Err((Stop::Store(e), ticket)),
+            };
+            if let Err(why) = waiting.pause(pause).await {
+                return Err((why.into(), ticket));
+            }
+        }
+    }
+
+    /// One poll of the line.
+    async fn step(
+        &self,
+        lock: &LockId,
+        ticket: &Ticket,
+        main_busy: &mut bool,
+        dirty: &mut bool,
+    ) -> Result<Step, StoreError> {
+        // Listing 7 line 2: am I first?
+        let pos = self.where_am_i(lock, ticket).await?;
+        match pos {
+            Position::Missing => Ok(Step::Reenqueue),
+            Position::Next | Position::Behind => {
+                // Not first (any more): a main cell of mine must not linger.
+                if *dirty || !ticket.lease.columns_in(schema::MAIN).is_empty() {
+                    self.entry.tidy(&ticket.lease).await?;
+                    *dirty = false;
+                }
+                *main_busy = false;
+                Ok(Step::Wait(if pos == Position::Next {
+                    self.settings.head_poll
+                } else {
+                    self.settings.waiter_poll
+                }))
+            }
+            Position::First => {
+                if *main_busy {
+                    // One read instead of a write, a read and a delete while
+                    // the previous holder is still in main.
+                    let main = self
+                        .store()
+                        .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
+                        .await?;
+                    if !main.is_empty() {
+                        return Ok(Step::Wait(self.settings.head_poll));
+                    }
+                    *main_busy = false;
+                }
+                if *dirty {
+                    self.entry.tidy(&ticket.lease).await?;
+                    *dirty = false;
+                }
+                match self.entry.enter(self.store(), &ticket.lease).await {
+                    Ok(Entry::Acquired) => Ok(Step::Acquired),
+                    Ok(Entry::Busy(holder)) => {
+                        debug!(holder = ?holder.as_ref().map(OwnerId::as_str), "first in line, main busy");
+                        *main_busy = true;
+                        Ok(Step::Wait(self.settings.head_poll))
+                    }
+                    Err(e) => {
+                        *dirty = true;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Listing 8: take the lock only if it is free now. See
+    /// [`lockshift_lock::Locker::try_acquire`].
+    ///
+    /// # Errors
+    /// As `Locker::try_acquire`.
+    pub async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+        let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
+        self.try_inner(lock).instrument(span).await
+    }
+
+    async fn try_inner(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+        let owner = self.ctx.new_owner();
+        let store_error = |owner: &OwnerId, source| -> TryAcquireError {
+            AcquireError::Store {
+                lock: lock.clone(),
+                owner: owner.clone(),
+                source,
+            }
+            .into()
+        };
+        let held = |holder| TryAcquireError::Held {
+            lock: lock.clone(),
+            holder,
+        };
+        // Line 1: someone in main — busy, without touching the queue.
+        let main = self
+            .store()
+            .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
+            .await
+            .map_err(|e| store_error(&owner, e))?;
+        if let Some(cell) = main.first() {
+            return Err(held(Some(OwnerId::from_stored(&cell.column))));
+        }
+        // Line 3.
+        let ticket = self
+            .enqueue(lock, owner)
+            .await
+            .map_err(|(owner, e)| store_error(&owner, e))?;
+        let mut last_holder = None;
+        for attempt in 0..self.settings.try_attempts {
+            let outcome = async {
+                match self.where_am_i(lock, &ticket).await? {
+                    Position::First => self
+                        .entry
+                        .enter(self.store(), &ticket.lease)
+                        .await
+                        .map(Some),
+                    _ => Ok(None),
+                }
+            }
+            .await;
+            match outcome {
+                Ok(Some(Entry::Acquired)) => {
+                    return match ticket.lease.check_valid() {
+                        Ok(()) => {
+                            let token = u64::try_from(ticket.time.as_micros()).ok();
+                            Ok(LockGuard::new(ticket.lease, self.algorithm(), token))
+                        }
+                        Err(reason) => {
+                            let owner = ticket.owner.clone();
+                            abandon(ticket.lease).await;
+                            Err(AcquireError::LeaseLost {
+                                lock: lock.clone(),
+                                owner,
+                                reason,
+                            }
+                            .into())
+                        }
+                    };
+                }
+                // Lines 8–10: busy while first — look again shortly.
+                Ok(Some(Entry::Busy(holder))) => {
+                    last_holder = holder;
+                    if attempt + 1 < self.settings.try_attempts {
+                        tokio::time::sleep(self.settings.head_poll).await;
+                    }
+                }
+                // Lines 11–13: not first — someone else is ahead.
+                Ok(None) => break,
+                Err(e) => {
+                    let owner = ticket.owner.clone();
+                    abandon(ticket.lease).await;
+                    return Err(store_error(&owner, e));
+                }
+            }
+        }
+        abandon(ticket.lease).await;
+        Err(held(last_holder))
+    }
+}
+
+enum Step {
+    Acquired,
+    Reenqueue,
+    Wait(std::time::Duration),
+}
+
+/// Gives a place in line up: deletes its cells (the queue cell and any
+/// `main` cell), best effort.
+async fn abandon(lease: Lease) {
+    if let Err(e) = lease.release().await {
+        debug!(error = %e, "leaving the line left cells to their TTL");
+    }
+}

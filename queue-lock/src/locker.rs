@@ -1,0 +1,103 @@
+//! [`QueueLocker`]: the fair queue lock — a [`Line`] whose first waiter
+//! writes `main` and re-reads it (listing 7 lines 3–8).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
+    OwnerId, TryAcquireError,
+};
+use lockshift_store::{RowQuery, Store, StoreError, schema};
+
+use crate::line::{Entry, Line, MainEntry};
+use crate::settings::QueueSettings;
+use crate::time::TimeSource;
+
+/// The queue lock's entry: write my `main` cell, re-read `main`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueEntry;
+
+#[async_trait]
+impl MainEntry for QueueEntry {
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::Queue
+    }
+
+    async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
+        let me = lease.owner().as_str();
+        // Line 3: my main cell.
+        lease
+            .write(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes())
+            .await?;
+        // Line 4: Lemma 1 on main — of two writers, at least one sees both
+        // cells here. Two cells are enough to know "only mine".
+        let main = store
+            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
+            .await?;
+        if matches!(main.as_slice(), [only] if only.column == me) {
+            return Ok(Entry::Acquired);
+        }
+        // Lines 6–7.
+        lease.delete(schema::MAIN, me).await?;
+        let holder = main
+            .iter()
+            .find(|c| c.column != me)
+            .map(|c| OwnerId::from_stored(&c.column));
+        Ok(Entry::Busy(holder))
+    }
+}
+
+/// The fair queue lock.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use lockshift_lock::{LeaseSettings, LockContext, LockId, Locker, NodeId};
+/// use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
+/// use lockshift_store::{MemoryStore, SharedStore, SystemClock};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store: SharedStore = Arc::new(MemoryStore::new());
+/// let time = TimeService::start(&TimeSettings::default(), store.clone(), Arc::new(SystemClock));
+/// let ctx = LockContext::new(store, Arc::new(SystemClock), NodeId::new("n1")?,
+///     LeaseSettings::default(), None)?;
+/// let locker = QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
+/// let guard = locker.acquire(&LockId::new("accounts")?).await?;
+/// assert!(guard.fencing_token().is_some());
+/// guard.release().await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueueLocker {
+    line: Line,
+}
+
+impl QueueLocker {
+    /// A queue locker over `ctx`, naming queue cells with `time`.
+    pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
+        QueueLocker {
+            line: Line::new(ctx, time, settings, Arc::new(QueueEntry)),
+        }
+    }
+}
+
+#[async_trait]
+impl Locker for QueueLocker {
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::Queue
+    }
+
+    async fn acquire_with(
+        &self,
+        lock: &LockId,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        self.line.acquire(lock, options).await
+    }
+
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+        self.line.try_acquire(lock).await
+    }
+}

@@ -1,0 +1,182 @@
+//! The queue row: cell names (listing 6) and where a waiter stands.
+
+use std::time::Duration;
+
+use lockshift_lock::OwnerId;
+use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
+
+/// Digits of the time prefix of a queue column (listing 6).
+pub const TIME_DIGITS: usize = 20;
+
+/// The queue column for a waiter that arrived at `time`: the time in µs,
+/// zero-padded to 20 digits, then the owner id. Byte order of the names is
+/// arrival order; equal times fall back to owner-id order.
+pub fn queue_column(time: Timestamp, owner: &OwnerId) -> String {
+    let micros = u64::try_from(time.as_micros()).unwrap_or(0);
+    format!("{micros:0width$}{owner}", width = TIME_DIGITS)
+}
+
+/// Splits a queue column into its time prefix and owner; `None` if it does
+/// not have listing 6's shape (written by something else).
+pub fn parse_queue_column(column: &str) -> Option<(u64, OwnerId)> {
+    let prefix = column.get(..TIME_DIGITS)?;
+    if !prefix.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let owner = &column[TIME_DIGITS..];
+    if owner.is_empty() {
+        return None;
+    }
+    Some((prefix.parse().ok()?, OwnerId::from_stored(owner)))
+}
+
+/// Where a waiter stands, counting only live (non-stale) cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// First in line: may try to enter `main`.
+    First,
+    /// Second: next after the current head (usually the holder), so it polls
+    /// fast to take over as soon as the head leaves.
+    Next,
+    /// Further back: polls slowly.
+    Behind,
+    /// The waiter's own cell is not in the row (expired or deleted).
+    Missing,
+}
+
+/// The most cells one position check reads when the front of the queue is
+/// full of dead waiters.
+const MAX_SCAN: u32 = 512;
+
+/// Finds `me` in the queue of `lock`. Cells older than `stale_after` (by
+/// write time, against `now`) are dead waiters and are skipped; `me` never
+/// is.
+///
+/// Reads the first two cells — enough to tell first, next and behind apart —
+/// and only reads further when dead waiters fill the front.
+///
+/// # Errors
+/// The store error of a read.
+pub async fn position(
+    store: &dyn Store,
+    lock: &str,
+    me: &str,
+    now: Timestamp,
+    stale_after: Duration,
+) -> Result<Position, StoreError> {
+    let mut limit = 2;
+    loop {
+        let cells = store
+            .read(schema::QUEUE, lock, &RowQuery::first(limit))
+            .await?;
+        let mut ahead = 0;
+        for cell in &cells {
+            if cell.column == me {
+                return Ok(match ahead {
+                    0 => Position::First,
+                    1 => Position::Next,
+                    _ => Position::Behind,
+                });
+            }
+            if now.duration_since(cell.writetime) > stale_after {
+                continue;
+            }
+            ahead += 1;
+            if ahead >= 2 {
+                return Ok(Position::Behind);
+            }
+        }
+        if cells.len() < limit as usize {
+            // The whole row was read and I am not in it.
+            return Ok(Position::Missing);
+        }
+        if limit >= MAX_SCAN {
+            // A long run of dead waiters: treat as behind and look again
+            // later; they expire within one lease TTL.
+            return Ok(Position::Behind);
+        }
+        limit = (limit * 8).min(MAX_SCAN);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lockshift_lock::NodeId;
+    use lockshift_store::{CellWrite, MemoryStore, WriteOptions};
+
+    use super::*;
+
+    #[test]
+    fn columns_sort_by_time_and_parse_back() {
+        let node = NodeId::new("n").unwrap();
+        let (a, b) = (OwnerId::new(&node, 2), OwnerId::new(&node, 1));
+        let early = queue_column(Timestamp::from_micros(999), &a);
+        let late = queue_column(Timestamp::from_micros(1_000), &b);
+        assert_eq!(early, "00000000000000000999n/0000000000000002");
+        assert!(early < late, "time first, owner second");
+        assert_eq!(parse_queue_column(&late), Some((1_000, b)));
+        assert_eq!(parse_queue_column("garbage"), None);
+        assert_eq!(parse_queue_column("0000000000000000000x-owner"), None);
+        assert_eq!(parse_queue_column("00000000000000000001"), None);
+    }
+
+    async fn queue(cells: &[(&str, i64)]) -> MemoryStore {
+        let store = MemoryStore::new();
+        for (column, writetime) in cells {
+            store
+                .write(
+                    schema::QUEUE,
+                    "L",
+                    &[CellWrite::new(*column, Vec::new())],
+                    WriteOptions::at(Timestamp::from_micros(*writetime)),
+                )
+                .await
+                .unwrap();
+        }
+        store
+    }
+
+    #[tokio::test]
+    async fn positions_skip_dead_waiters_but_never_me() {
+        let now = Timestamp::from_micros(100_000_000);
+        let stale = Duration::from_secs(30);
+        let fresh = now.as_micros() - 1_000_000;
+        let dead = now.as_micros() - 31_000_000;
+        let pos = |store: MemoryStore, me: &'static str| async move {
+            position(&store, "L", me, now, stale).await.unwrap()
+        };
+        assert_eq!(
+            pos(queue(&[("a", fresh), ("b", fresh)]).await, "a").await,
+            Position::First
+        );
+        assert_eq!(
+            pos(queue(&[("a", fresh), ("b", fresh)]).await, "b").await,
+            Position::Next
+        );
+        assert_eq!(
+            pos(
+                queue(&[("a", fresh), ("b", fresh), ("c", fresh)]).await,
+                "c"
+            )
+            .await,
+            Position::Behind
+        );
+        assert_eq!(
+            pos(queue(&[("a", fresh)]).await, "z").await,
+            Position::Missing
+        );
+        // A dead head is skipped: the next one is first.
+        assert_eq!(
+            pos(queue(&[("a", dead), ("b", fresh)]).await, "b").await,
+            Position::First
+        );
+        // Many dead waiters in front: read further.
+        let mut cells: Vec<(String, i64)> = (0..40).map(|i| (format!("d{i:02}"), dead)).collect();
+        cells.push(("x".into(), fresh));
+        cells.push(("y".into(), fresh));
+        let refs: Vec<(&str, i64)> = cells.iter().map(|(c, t)| (c.as_str(), *t)).collect();
+        assert_eq!(pos(queue(&refs).await, "y").await, Position::Next);
+        // My own old cell is not skipped.
+        assert_eq!(pos(queue(&[("a", dead)]).await, "a").await, Position::First);
+    }
+}

@@ -1,0 +1,170 @@
+//! `[lock.queue]` and `[time]`: polling of waiters, stale-waiter threshold,
+//! and which time service names queue cells.
+
+use std::time::Duration;
+
+use lockshift_lock::{LeaseSettings, fmt_duration};
+use lockshift_store::settings::InvalidSetting;
+use serde::{Deserialize, Serialize};
+
+/// ```toml
+/// [lock.queue]
+/// waiter_poll = "250ms"  # a waiter further back checks its place this often
+/// head_poll = "10ms"     # the first waiter (and the head) polls this often
+/// stale_after = "30s"    # a queue cell not renewed for this long is skipped
+/// try_attempts = 3       # try-acquire: entries into main while first in line
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueSettings {
+    /// Poll interval of waiters behind the first waiter: they cannot be next,
+    /// so they poll slowly and keep load off the store.
+    #[serde(with = "humantime_serde")]
+    pub waiter_poll: Duration,
+    /// Poll interval of the first waiter and of the head waiting for `main`
+    /// to empty: the hand-off latency is about one of these.
+    #[serde(with = "humantime_serde")]
+    pub head_poll: Duration,
+    /// A queue cell whose write time is older than this is a dead waiter and
+    /// is skipped. Safe at any value (exclusion rests on `main`), but below
+    /// the renewal period plus clock skew live waiters get skipped.
+    #[serde(with = "humantime_serde")]
+    pub stale_after: Duration,
+    /// How many times `try_acquire` tries to enter `main` while first in
+    /// line before giving up (listing 8 loops; a bound keeps "try" prompt).
+    pub try_attempts: u32,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings {
+            waiter_poll: Duration::from_millis(250),
+            head_poll: Duration::from_millis(10),
+            stale_after: Duration::from_secs(30),
+            try_attempts: 3,
+        }
+    }
+}
+
+impl QueueSettings {
+    /// Every rule these settings break, given the lease settings.
+    pub fn problems(&self, lease: &LeaseSettings) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        if self.head_poll.is_zero() {
+            out.push(InvalidSetting::new(
+                "lock.queue.head_poll",
+                "lock.queue.head_poll must be greater than 0 (a zero poll is a hot loop against the store)",
+            ));
+        }
+        if self.waiter_poll < self.head_poll {
+            out.push(InvalidSetting::new(
+                "lock.queue.waiter_poll",
+                format!(
+                    "lock.queue.waiter_poll ({}) must be at least lock.queue.head_poll ({})",
+                    fmt_duration(self.waiter_poll),
+                    fmt_duration(self.head_poll)
+                ),
+            ));
+        }
+        if self.stale_after < lease.renew_every * 2 {
+            out.push(InvalidSetting::new(
+                "lock.queue.stale_after",
+                format!(
+                    "lock.queue.stale_after ({}) must be at least twice lock.renew_every ({}), or live waiters are skipped between renewals",
+                    fmt_duration(self.stale_after),
+                    fmt_duration(lease.renew_every)
+                ),
+            ));
+        }
+        if self.try_attempts == 0 {
+            out.push(InvalidSetting::new(
+                "lock.queue.try_attempts",
+                "lock.queue.try_attempts must be at least 1",
+            ));
+        }
+        out
+    }
+}
+
+/// Which time names queue cells (thesis §5.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeSourceKind {
+    /// `max(last + 1 µs, local clock, cached GlobalTime)`: never decreases on
+    /// a node, never stalls, and no store round trip per acquisition.
+    #[default]
+    Hybrid,
+    /// The thesis' service: the current `GlobalTime` value (one store read per
+    /// acquisition); stalls if the fastest updater dies (§7.1).
+    Global,
+    /// This node's clock, made strictly increasing; no coordination at all.
+    Local,
+}
+
+/// ```toml
+/// [time]
+/// source = "hybrid"       # or "global" (thesis), "local"
+/// update_every = "500ms"  # GlobalTime updates (listing 9)
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeSettings {
+    /// The time service.
+    pub source: TimeSourceKind,
+    /// How often this node pushes its clock into `GlobalTime`.
+    #[serde(with = "humantime_serde")]
+    pub update_every: Duration,
+}
+
+impl Default for TimeSettings {
+    fn default() -> Self {
+        TimeSettings {
+            source: TimeSourceKind::Hybrid,
+            update_every: Duration::from_millis(500),
+        }
+    }
+}
+
+impl TimeSettings {
+    /// Every rule these settings break.
+    pub fn problems(&self) -> Vec<InvalidSetting> {
+        if self.source != TimeSourceKind::Local && self.update_every.is_zero() {
+            return vec![InvalidSetting::new(
+                "time.update_every",
+                "time.update_every must be greater than 0",
+            )];
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_rules_name_keys() {
+        let lease = LeaseSettings::default();
+        assert!(QueueSettings::default().problems(&lease).is_empty());
+        assert!(TimeSettings::default().problems().is_empty());
+        let bad = QueueSettings {
+            waiter_poll: Duration::from_millis(5),
+            head_poll: Duration::from_millis(10),
+            stale_after: Duration::from_secs(15),
+            try_attempts: 0,
+        };
+        let msgs: Vec<String> = bad
+            .problems(&lease)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "lock.queue.waiter_poll (5ms) must be at least lock.queue.head_poll (10ms)",
+                "lock.queue.stale_after (15s) must be at least twice lock.renew_every (10s), or live waiters are skipped between renewals",
+                "lock.queue.try_attempts must be at least 1",
+            ]
+        );
+    }
+}

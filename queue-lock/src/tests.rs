@@ -1,0 +1,295 @@
+//! Unit tests of the queue lock on the embedded store and paused clock; the
+//! contention and fault tests shared by all algorithms live in `tests/`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockshift_lock::{
+    AcquireError, AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId,
+};
+use lockshift_store::{
+    CellWrite, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
+    Timestamp, TokioClock, Ttl, WriteOptions, schema,
+};
+
+use super::*;
+use crate::queue::{parse_queue_column, queue_column};
+
+struct Fixture {
+    clock: SharedClock,
+    store: Arc<FaultyStore<MemoryStore>>,
+    time: TimeService,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let clock: SharedClock = Arc::new(TokioClock::new());
+        let store = Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 9));
+        let time = TimeService::start(
+            &TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            store.clone(),
+            clock.clone(),
+        );
+        Fixture { clock, store, time }
+    }
+
+    fn locker(&self, node: &str) -> QueueLocker {
+        let ctx = LockContext::new(
+            self.store.clone(),
+            self.clock.clone(),
+            NodeId::new(node).unwrap(),
+            LeaseSettings::default(),
+            Some(node.len() as u64),
+        )
+        .unwrap();
+        QueueLocker::new(Arc::new(ctx), self.time.source(), QueueSettings::default())
+    }
+
+    async fn columns(&self, table: lockshift_store::Table) -> Vec<String> {
+        self.store
+            .inner()
+            .read(table, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.column)
+            .collect()
+    }
+}
+
+fn lock() -> LockId {
+    LockId::new("L").unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn uncontended_acquire_costs_four_round_trips_and_release_one() {
+    let f = Fixture::new();
+    let locker = f.locker("n1");
+    let guard = locker.acquire(&lock()).await.unwrap();
+    let c = f.store.op_counts();
+    // Enqueue, am-I-first, write main, re-read main (listing 7 lines 1–4).
+    assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
+    assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");
+    assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+    assert_eq!(c.get(schema::MAIN, OpKind::Read), 1, "{c}");
+    assert_eq!(c.total(), 4, "{c}");
+    assert_eq!(f.columns(schema::MAIN).await, [guard.owner().as_str()]);
+    let queue = f.columns(schema::QUEUE).await;
+    let (time, owner) = parse_queue_column(&queue[0]).unwrap();
+    assert_eq!(&owner, guard.owner());
+    assert_eq!(guard.fencing_token(), Some(time));
+    f.store.reset_counts();
+    guard.release().await.unwrap();
+    let c = f.store.op_counts();
+    assert_eq!((c.total(), c.of_kind(OpKind::Delete)), (2, 2), "{c}");
+    assert!(f.columns(schema::MAIN).await.is_empty());
+    assert!(f.columns(schema::QUEUE).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_acquire_in_arrival_order() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let locker = f.locker(&format!("w{i}"));
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = locker.acquire(&lock()).await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            g.release().await.unwrap();
+        }));
+        // Arrive one after another.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    holder.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_head_does_not_block_past_the_stale_threshold() {
+    let f = Fixture::new();
+    // A waiter that enqueued and crashed: its cell is never renewed.
+    let dead = queue_column(
+        f.clock.now(),
+        &lockshift_lock::OwnerId::from_stored("dead/0000000000000001"),
+    );
+    f.store
+        .inner()
+        .write(
+            schema::QUEUE,
+            "L",
+            &[CellWrite::new(dead, b"queue".to_vec())],
+            WriteOptions::at(f.clock.now()).with_ttl(Ttl::from_secs(60).unwrap()),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = tokio::time::Instant::now();
+    let guard = f.locker("live").acquire(&lock()).await.unwrap();
+    let waited = started.elapsed();
+    let stale_after = QueueSettings::default().stale_after;
+    assert!(waited <= stale_after, "waited {waited:?}");
+    assert!(
+        waited >= stale_after - Duration::from_secs(2),
+        "the dead head was respected until stale: {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_whose_queue_cell_vanishes_re_enqueues_and_still_acquires() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let waiter = {
+        let locker = f.locker("w");
+        tokio::spawn(async move { locker.acquire(&lock()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let queue = f
+        .store
+        .inner()
+        .read(schema::QUEUE, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(queue.len(), 2);
+    let theirs = &queue[1];
+    f.store
+        .inner()
+        .delete(
+            schema::QUEUE,
+            "L",
+            &[theirs.column.clone()],
+            theirs.writetime,
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let queue = f.columns(schema::QUEUE).await;
+    assert_eq!(queue.len(), 2, "re-enqueued under a new name: {queue:?}");
+    assert_ne!(queue[1], theirs.column);
+    holder.release().await.unwrap();
+    let g = waiter.await.unwrap().unwrap();
+    g.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_on_a_held_lock_returns_at_once_and_leaves_nothing() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    f.store.reset_counts();
+    let err = f.locker("t").try_acquire(&lock()).await.unwrap_err();
+    assert!(err.is_held());
+    assert_eq!(
+        err.to_string(),
+        format!("lock L is held by {}", holder.owner())
+    );
+    assert_eq!(
+        f.store.op_counts().total(),
+        1,
+        "one read of main, nothing written"
+    );
+    // Different ids are independent.
+    let other = f
+        .locker("t")
+        .try_acquire(&LockId::new("M").unwrap())
+        .await
+        .unwrap();
+    other.release().await.unwrap();
+    holder.release().await.unwrap();
+    let g = f.locker("t").try_acquire(&lock()).await.unwrap();
+    g.release().await.unwrap();
+    assert!(f.columns(schema::QUEUE).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_behind_a_waiter_dequeues() {
+    let f = Fixture::new();
+    // Someone is first in line but not yet in main.
+    let ahead = queue_column(
+        Timestamp::from_micros(1),
+        &lockshift_lock::OwnerId::from_stored("x/0000000000000001"),
+    );
+    f.store
+        .inner()
+        .write(
+            schema::QUEUE,
+            "L",
+            &[CellWrite::new(ahead.clone(), Vec::new())],
+            WriteOptions::at(f.clock.now()),
+        )
+        .await
+        .unwrap();
+    let err = f.locker("t").try_acquire(&lock()).await.unwrap_err();
+    assert!(err.is_held());
+    assert_eq!(
+        f.columns(schema::QUEUE).await,
+        [ahead],
+        "own queue cell removed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_and_cancellation_leave_the_line() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let err = f
+        .locker("w")
+        .acquire_with(
+            &lock(),
+            AcquireOptions::with_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AcquireError::Timeout { .. }), "{err}");
+    let token = tokio_util::sync::CancellationToken::new();
+    let cancel = token.clone();
+    let waiter = {
+        let locker = f.locker("c");
+        tokio::spawn(async move {
+            locker
+                .acquire_with(&lock(), AcquireOptions::default().cancelled_by(token))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    let err = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(err, AcquireError::Cancelled { .. }), "{err}");
+    assert_eq!(
+        f.columns(schema::QUEUE).await.len(),
+        1,
+        "only the holder is left in line"
+    );
+    holder.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn fencing_tokens_grow_across_holders() {
+    let f = Fixture::new();
+    let store: SharedStore = f.store.clone();
+    let mut last = 0;
+    for i in 0..5 {
+        let g = f.locker(&format!("n{i}")).acquire(&lock()).await.unwrap();
+        let token = g.fencing_token().unwrap();
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        g.release().await.unwrap();
+    }
+    assert!(
+        store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

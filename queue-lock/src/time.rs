@@ -1,0 +1,359 @@
+//! The time service (thesis §5.4): where queue cells get their time prefix.
+//!
+//! Queue order is time order, so a node whose clock lags would jump the
+//! queue. The thesis keeps a `GlobalTime` cell holding the maximum of the
+//! updaters' clocks, written with a timestamp equal to its value (listing 9),
+//! so it never decreases (theorem 5: last-write-wins can only raise it).
+//! Its weakness (§7.1): if the fastest updater dies the value stalls until
+//! the others' clocks catch up, and every queue cell in between gets the same
+//! prefix. Three sources, chosen by `[time] source`:
+//!
+//! - [`TimeSourceKind::Global`] — the thesis: the current `GlobalTime` value,
+//!   read from the store per request (one extra round trip per acquisition).
+//! - [`TimeSourceKind::Hybrid`] (default) — `max(last + 1 µs, local clock,
+//!   cached GlobalTime)`: never decreases on a node, never stalls (the local
+//!   clock moves), and a lagging node is pulled up to the fleet's maximum as of
+//!   the last update. No round trip on the acquire path.
+//! - [`TimeSourceKind::Local`] — the node's clock, strictly increasing.
+//!
+//! Every node running a global or hybrid source is an updater: it runs
+//! listing 9 every `update_every`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use async_trait::async_trait;
+use lockshift_store::{
+    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, Timestamp, WriteOptions, schema,
+};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::settings::{TimeSettings, TimeSourceKind};
+
+/// The row and column of the `GlobalTime` cell.
+pub const GLOBAL_TIME_ROW: &str = "global";
+/// See [`GLOBAL_TIME_ROW`].
+pub const GLOBAL_TIME_COLUMN: &str = "time";
+
+/// A source of queue times.
+#[async_trait]
+pub trait TimeSource: Send + Sync + fmt::Debug {
+    /// The time to name a queue cell with. Never less than an earlier answer
+    /// of the same source.
+    ///
+    /// # Errors
+    /// A store error, for sources that read the store.
+    async fn now(&self) -> Result<Timestamp, StoreError>;
+}
+
+/// Raises `cell` to at least `value` and returns the new maximum.
+fn raise(cell: &AtomicI64, value: i64) -> i64 {
+    cell.fetch_max(value, Ordering::SeqCst).max(value)
+}
+
+/// Listing 9, once: read `GlobalTime`; if the local clock is ahead, write it
+/// with a timestamp equal to its value. Returns the global time now known.
+///
+/// # Errors
+/// The store error of the read or write.
+pub async fn try_update_global_time(
+    store: &dyn lockshift_store::Store,
+    clock: &dyn lockshift_store::Clock,
+) -> Result<Timestamp, StoreError> {
+    let local = clock.now();
+    let global = read_global_time(store).await?;
+    if global.is_none_or(|g| local > g) {
+        // Theorem 5: the value equals the write timestamp, so a smaller value
+        // can never overwrite a larger one.
+        store
+            .write(
+                schema::GLOBAL_TIME,
+                GLOBAL_TIME_ROW,
+                &[CellWrite::new(
+                    GLOBAL_TIME_COLUMN,
+                    local.as_micros().to_string().into_bytes(),
+                )],
+                WriteOptions::at(local),
+            )
+            .await?;
+        return Ok(local);
+    }
+    Ok(global.unwrap_or(local))
+}
+
+/// The current `GlobalTime` value, `None` before the first update.
+///
+/// # Errors
+/// The store error of the read.
+pub async fn read_global_time(
+    store: &dyn lockshift_store::Store,
+) -> Result<Option<Timestamp>, StoreError> {
+    let cells = store
+        .read(
+            schema::GLOBAL_TIME,
+            GLOBAL_TIME_ROW,
+            &RowQuery::first(1).starting_at(GLOBAL_TIME_COLUMN),
+        )
+        .await?;
+    // The write timestamp *is* the value (listing 9); reading it rather than
+    // parsing the bytes also copes with a value written by another tool.
+    Ok(cells
+        .into_iter()
+        .find(|c| c.column == GLOBAL_TIME_COLUMN)
+        .map(|c| c.writetime))
+}
+
+/// A running time service: the source plus, for global and hybrid, the
+/// background updater (stopped on drop).
+pub struct TimeService {
+    source: Arc<dyn TimeSource>,
+    updater: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for TimeService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeService")
+            .field("source", &self.source)
+            .field("updating", &self.updater.is_some())
+            .finish()
+    }
+}
+
+impl Drop for TimeService {
+    fn drop(&mut self) {
+        if let Some(task) = self.updater.take() {
+            task.abort();
+        }
+    }
+}
+
+impl TimeService {
+    /// Starts the source `settings` ask for.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, for sources with an updater.
+    pub fn start(settings: &TimeSettings, store: SharedStore, clock: SharedClock) -> Self {
+        match settings.source {
+            TimeSourceKind::Local => TimeService {
+                source: Arc::new(LocalTime::new(clock)),
+                updater: None,
+            },
+            kind => {
+                let cached = Arc::new(AtomicI64::new(i64::MIN));
+                let source: Arc<dyn TimeSource> = match kind {
+                    TimeSourceKind::Global => Arc::new(GlobalTime {
+                        store: store.clone(),
+                        clock: clock.clone(),
+                        last: AtomicI64::new(i64::MIN),
+                    }),
+                    _ => Arc::new(HybridTime {
+                        clock: clock.clone(),
+                        cached: cached.clone(),
+                        last: AtomicI64::new(i64::MIN),
+                    }),
+                };
+                let every = settings.update_every;
+                let updater = tokio::spawn(async move {
+                    let mut ticker = tokio::time::interval(every);
+                    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        ticker.tick().await;
+                        match try_update_global_time(store.as_ref(), clock.as_ref()).await {
+                            Ok(t) => {
+                                raise(&cached, t.as_micros());
+                                debug!(global_time = %t, "GlobalTime updated");
+                            }
+                            Err(e) => warn!(error = %e, "GlobalTime update failed"),
+                        }
+                    }
+                });
+                TimeService {
+                    source,
+                    updater: Some(updater),
+                }
+            }
+        }
+    }
+
+    /// The source, to hand to lockers.
+    pub fn source(&self) -> Arc<dyn TimeSource> {
+        self.source.clone()
+    }
+}
+
+/// The node's clock, strictly increasing.
+#[derive(Debug)]
+pub struct LocalTime {
+    clock: SharedClock,
+    last: AtomicI64,
+}
+
+impl LocalTime {
+    /// Over `clock`.
+    pub fn new(clock: SharedClock) -> Self {
+        LocalTime {
+            clock,
+            last: AtomicI64::new(i64::MIN),
+        }
+    }
+}
+
+#[async_trait]
+impl TimeSource for LocalTime {
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        Ok(Timestamp::from_micros(next_after(
+            &self.last,
+            self.clock.now().as_micros(),
+        )))
+    }
+}
+
+/// `max(last + 1, candidate)`, stored as the new `last`.
+fn next_after(last: &AtomicI64, candidate: i64) -> i64 {
+    let mut current = last.load(Ordering::SeqCst);
+    loop {
+        let next = candidate.max(current.saturating_add(1));
+        match last.compare_exchange_weak(current, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return next,
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+/// The thesis' time service: the current `GlobalTime` value.
+#[derive(Debug)]
+pub struct GlobalTime {
+    store: SharedStore,
+    clock: SharedClock,
+    last: AtomicI64,
+}
+
+#[async_trait]
+impl TimeSource for GlobalTime {
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        let value = match read_global_time(self.store.as_ref()).await? {
+            Some(t) => t,
+            // No updater has run yet anywhere: run listing 9 ourselves.
+            None => try_update_global_time(self.store.as_ref(), self.clock.as_ref()).await?,
+        };
+        // Faithful to the thesis: the value may repeat (ties are then broken
+        // by owner id); it only never decreases.
+        Ok(Timestamp::from_micros(raise(&self.last, value.as_micros())))
+    }
+}
+
+/// The non-stalling variant: `max(last + 1, local, cached GlobalTime)`.
+#[derive(Debug)]
+pub struct HybridTime {
+    clock: SharedClock,
+    cached: Arc<AtomicI64>,
+    last: AtomicI64,
+}
+
+#[async_trait]
+impl TimeSource for HybridTime {
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        let candidate = self
+            .clock
+            .now()
+            .as_micros()
+            .max(self.cached.load(Ordering::SeqCst));
+        Ok(Timestamp::from_micros(next_after(&self.last, candidate)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lockshift_store::{ManualClock, MemoryStore, SkewedClock, Store};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn global_time_never_decreases_whoever_updates() {
+        // Theorem 5: a slow updater cannot pull the value back.
+        let store = MemoryStore::new();
+        let fast = SkewedClock::new(ManualClock::new(Timestamp::from_micros(1_000)), 500);
+        let slow = ManualClock::new(Timestamp::from_micros(1_000));
+        assert_eq!(
+            try_update_global_time(&store, &fast)
+                .await
+                .unwrap()
+                .as_micros(),
+            1_500
+        );
+        assert_eq!(
+            try_update_global_time(&store, &slow)
+                .await
+                .unwrap()
+                .as_micros(),
+            1_500
+        );
+        // Even a write racing past the check cannot lower it: LWW on the timestamp.
+        store
+            .write(
+                schema::GLOBAL_TIME,
+                GLOBAL_TIME_ROW,
+                &[CellWrite::new(GLOBAL_TIME_COLUMN, b"1200".to_vec())],
+                WriteOptions::at(Timestamp::from_micros(1_200)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            read_global_time(&store).await.unwrap().unwrap().as_micros(),
+            1_500
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn thesis_service_stalls_when_the_fastest_updater_dies_hybrid_does_not() {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let base = Arc::new(ManualClock::new(Timestamp::from_micros(10_000_000)));
+        // The fast node (1 s ahead) updates once, then dies.
+        let fast = SkewedClock::new(base.clone(), 1_000_000);
+        try_update_global_time(store.as_ref(), &fast).await.unwrap();
+        let settings = |source| TimeSettings {
+            source,
+            update_every: Duration::from_millis(500),
+        };
+        let global = TimeService::start(
+            &settings(TimeSourceKind::Global),
+            store.clone(),
+            base.clone(),
+        );
+        let hybrid = TimeService::start(
+            &settings(TimeSourceKind::Hybrid),
+            store.clone(),
+            base.clone(),
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await; // first update tick
+        let (g1, h1) = (
+            global.source().now().await.unwrap(),
+            hybrid.source().now().await.unwrap(),
+        );
+        base.advance(Duration::from_millis(300));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let (g2, h2) = (
+            global.source().now().await.unwrap(),
+            hybrid.source().now().await.unwrap(),
+        );
+        assert_eq!(g1, g2, "the thesis service repeats the stalled value");
+        assert_eq!(g1.as_micros(), 11_000_000);
+        assert!(
+            h1.as_micros() >= 11_000_000,
+            "hybrid is pulled up to the fleet maximum"
+        );
+        assert!(h2 > h1, "hybrid keeps moving");
+    }
+
+    #[tokio::test]
+    async fn local_time_is_strictly_increasing_even_on_a_stopped_clock() {
+        let local = LocalTime::new(Arc::new(ManualClock::new(Timestamp::from_micros(5))));
+        let a = local.now().await.unwrap();
+        let b = local.now().await.unwrap();
+        assert!(b > a);
+    }
+}
