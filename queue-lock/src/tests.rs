@@ -168,7 +168,7 @@ async fn a_waiter_whose_queue_cell_vanishes_re_enqueues_and_still_acquires() {
         .delete(
             schema::QUEUE,
             "L",
-            &[theirs.column.clone()],
+            std::slice::from_ref(&theirs.column),
             theirs.writetime,
         )
         .await
