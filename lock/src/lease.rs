@@ -341,43 +341,8 @@ impl Lease {
     }
 
     async fn delete_all(&self) -> Result<(), StoreError> {
-        let mut last_error = None;
-        for attempt in 0..RELEASE_ATTEMPTS {
-            let by_table = self.shared.mark_all_deleting();
-            if by_table.is_empty() {
-                return Ok(());
-            }
-            let stamp = self.stamp();
-            let shared = &self.shared;
-            // One delete per table, all at once: release costs one round trip.
-            let results = join_all(by_table.into_iter().map(|(table, columns)| async move {
-                let r = shared
-                    .store
-                    .delete(table, shared.lock.as_str(), &columns, stamp)
-                    .await;
-                if r.is_ok() {
-                    let mut st = shared.state();
-                    for c in &columns {
-                        st.cells.remove(&(table, c.clone()));
-                    }
-                }
-                r
-            }))
-            .await;
-            match results.into_iter().find_map(Result::err) {
-                None => return Ok(()),
-                Some(e) if e.is_retryable() && attempt + 1 < RELEASE_ATTEMPTS => {
-                    debug!(error = %e, attempt, "release delete failed, retrying");
-                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
-                    last_error = Some(e);
-                }
-                Some(e) => return Err(e),
-            }
-        }
-        match last_error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let cells = self.shared.mark_all_deleting();
+        self.shared.delete_with_retries(cells).await
     }
 }
 
@@ -399,22 +364,62 @@ impl Drop for Lease {
         };
         let shared = self.shared.clone();
         runtime.spawn(async move {
-            let stamp = shared.stamp(&mut shared.state());
-            for (table, columns) in leftover {
-                if let Err(e) = shared
-                    .store
-                    .delete(table, shared.lock.as_str(), &columns, stamp)
-                    .await
-                {
-                    warn!(lock = %shared.lock, owner = %shared.owner, %table, error = %e,
-                        "cleanup of a dropped lease failed; its cells expire by TTL");
-                }
+            if let Err(e) = shared.delete_with_retries(leftover).await {
+                warn!(lock = %shared.lock, owner = %shared.owner, error = %e,
+                    "cleanup of a dropped lease failed; its cells expire by TTL");
             }
         });
     }
 }
 
 impl Shared {
+    /// Deletes `cells` — one delete per table, all at once, so a release
+    /// costs one round trip — retrying transient failures a few times.
+    async fn delete_with_retries(
+        &self,
+        mut cells: BTreeMap<Table, Vec<String>>,
+    ) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            if cells.is_empty() {
+                return Ok(());
+            }
+            let stamp = self.stamp(&mut self.state());
+            let results = join_all(cells.iter().map(|(table, columns)| async move {
+                (
+                    *table,
+                    self.store
+                        .delete(*table, self.lock.as_str(), columns, stamp)
+                        .await,
+                )
+            }))
+            .await;
+            let mut last_error = None;
+            for (table, result) in results {
+                match result {
+                    Ok(()) => {
+                        if let Some(columns) = cells.remove(&table) {
+                            let mut st = self.state();
+                            for c in columns {
+                                st.cells.remove(&(table, c));
+                            }
+                        }
+                    }
+                    Err(e) => last_error = Some(e),
+                }
+            }
+            match last_error {
+                None => return Ok(()),
+                Some(e) if e.is_retryable() && attempt + 1 < RELEASE_ATTEMPTS => {
+                    debug!(error = %e, attempt, "delete failed, retrying");
+                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                    attempt += 1;
+                }
+                Some(e) => return Err(e),
+            }
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // Every critical section is a few field updates; none can panic midway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)

@@ -196,11 +196,7 @@ impl Line {
         last_owner: &mut OwnerId,
     ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
-        // Set once an entry found main taken: then the head polls main with
-        // one cheap read until it empties instead of writing and deleting.
-        let mut main_busy = false;
-        // Set when an enter failed in an unknown way and may have left cells.
-        let mut dirty = false;
+        let mut progress = Progress::default();
         let mut polls: u64 = 0;
         loop {
             if let Err(why) = waiting.check() {
@@ -217,8 +213,7 @@ impl Line {
                             tracing::Span::current()
                                 .record("owner", tracing::field::display(&t.owner));
                             *last_owner = t.owner.clone();
-                            main_busy = false;
-                            dirty = false;
+                            progress = Progress::default();
                             t
                         }
                         Err((owner, e)) => {
@@ -237,9 +232,7 @@ impl Line {
             };
             let ticket_ref = ticket.insert(current);
             polls += 1;
-            let step = self
-                .step(lock, ticket_ref, &mut main_busy, &mut dirty)
-                .await;
+            let step = self.step(lock, ticket_ref, &mut progress).await;
             let pause = match step {
                 Ok(Step::Acquired) => {
                     let Some(t) = ticket.take() else {
@@ -278,57 +271,80 @@ impl Line {
         }
     }
 
+    /// The interval of the `n`-th consecutive fast poll: `head_poll`,
+    /// growing 3 % per poll up to `waiter_poll`. A short hold is handed over
+    /// within about one `head_poll`; a holder that keeps the lock for
+    /// seconds is not polled a hundred times a second for all that time.
+    fn fast_poll(&self, n: u32) -> std::time::Duration {
+        let grown = self.settings.head_poll.mul_f64(
+            FAST_POLL_GROWTH
+                .powi(i32::try_from(n).unwrap_or(i32::MAX))
+                .min(1e6),
+        );
+        grown.min(self.settings.waiter_poll.max(self.settings.head_poll))
+    }
+
     /// One poll of the line.
     async fn step(
         &self,
         lock: &LockId,
         ticket: &Ticket,
-        main_busy: &mut bool,
-        dirty: &mut bool,
+        progress: &mut Progress,
     ) -> Result<Step, StoreError> {
         // Listing 7 line 2: am I first?
         let pos = self.where_am_i(lock, ticket).await?;
         match pos {
             Position::Missing => Ok(Step::Reenqueue),
             Position::Next | Position::Behind => {
-                // Not first (any more): a main cell of mine must not linger.
-                if *dirty || !ticket.lease.columns_in(schema::MAIN).is_empty() {
+                // Q2: not first (any more), so no main cell of mine may linger.
+                if progress.dirty || !ticket.lease.columns_in(schema::MAIN).is_empty() {
                     self.entry.tidy(&ticket.lease).await?;
-                    *dirty = false;
+                    progress.dirty = false;
                 }
-                *main_busy = false;
-                Ok(Step::Wait(if pos == Position::Next {
-                    self.settings.head_poll
-                } else {
-                    self.settings.waiter_poll
-                }))
+                progress.main_busy = false;
+                if pos == Position::Behind {
+                    progress.fast_polls = 0;
+                    return Ok(Step::Wait(self.settings.waiter_poll));
+                }
+                progress.fast_polls += 1;
+                Ok(Step::Wait(self.fast_poll(progress.fast_polls)))
             }
             Position::First => {
-                if *main_busy {
+                if progress.main_busy {
                     // One read instead of a write, a read and a delete while
                     // the previous holder is still in main.
                     let main = self
                         .store()
                         .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
                         .await?;
-                    if !main.is_empty() {
-                        return Ok(Step::Wait(self.settings.head_poll));
+                    if let Some(holder) = main.first() {
+                        progress.fast_polls += 1;
+                        let stale = self.ctx.clock().now().duration_since(holder.writetime)
+                            > self.settings.stale_after;
+                        // A holder that stopped renewing is dead: its cell
+                        // goes only with its TTL, no point polling fast.
+                        return Ok(Step::Wait(if stale {
+                            self.settings.waiter_poll
+                        } else {
+                            self.fast_poll(progress.fast_polls)
+                        }));
                     }
-                    *main_busy = false;
+                    progress.main_busy = false;
                 }
-                if *dirty {
+                if progress.dirty {
                     self.entry.tidy(&ticket.lease).await?;
-                    *dirty = false;
+                    progress.dirty = false;
                 }
                 match self.entry.enter(self.store(), &ticket.lease).await {
                     Ok(Entry::Acquired) => Ok(Step::Acquired),
                     Ok(Entry::Busy(holder)) => {
                         debug!(holder = ?holder.as_ref().map(OwnerId::as_str), "first in line, main busy");
-                        *main_busy = true;
-                        Ok(Step::Wait(self.settings.head_poll))
+                        progress.main_busy = true;
+                        progress.fast_polls += 1;
+                        Ok(Step::Wait(self.fast_poll(progress.fast_polls)))
                     }
                     Err(e) => {
-                        *dirty = true;
+                        progress.dirty = true;
                         Err(e)
                     }
                 }
@@ -432,6 +448,21 @@ enum Step {
     Reenqueue,
     Wait(std::time::Duration),
 }
+
+/// What a waiter remembers between polls.
+#[derive(Debug, Default)]
+struct Progress {
+    /// An entry found main taken: the head then polls main with one cheap
+    /// read until it empties instead of writing and deleting.
+    main_busy: bool,
+    /// An enter failed in an unknown way and may have left cells.
+    dirty: bool,
+    /// Consecutive fast polls (as next in line or as a blocked head).
+    fast_polls: u32,
+}
+
+/// Growth per fast poll of the fast-poll interval (see [`Line::fast_poll`]).
+const FAST_POLL_GROWTH: f64 = 1.03;
 
 /// Gives a place in line up: deletes its cells (the queue cell and any
 /// `main` cell), best effort.

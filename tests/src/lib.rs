@@ -1,4 +1,6 @@
 //! Shared harness for lockshift's cross-crate tests: targets for the store
 //! conformance suite and (as the lock crates land) simulated fleets.
 
+pub mod fleet;
+pub mod sim;
 pub mod targets;

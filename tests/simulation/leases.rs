@@ -1,0 +1,163 @@
+//! Leases at the lock level (issue 4, thesis §5.3): a crashed holder frees
+//! the lock after the TTL, a renewing holder keeps it far past it, and a
+//! holder cut off from the store is told before its TTL can run out.
+
+use std::time::Duration;
+
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_store::{FaultPlan, RowQuery, Store, schema};
+use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::sim::{Cluster, NodeEnv, paused};
+use tokio::time::Instant;
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn lock() -> LockId {
+    LockId::new("L").unwrap()
+}
+
+fn node(cluster: &Cluster, i: usize) -> NodeEnv {
+    cluster.node(
+        i,
+        7,
+        FaultPlan::latency(Duration::from_millis(1), Duration::from_millis(2)),
+        0,
+        LeaseSettings::default(),
+    )
+}
+
+fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+    paused(async {
+        let cluster = Cluster::new();
+        let (a, b) = (node(&cluster, 0), node(&cluster, 1));
+        let (la, lb) = (make(&a), make(&b));
+        let guard = la.locker.acquire(&lock()).await.unwrap();
+        // The holder's process dies: nothing it sends reaches the store again.
+        a.store.set_partitioned(true);
+        let started = Instant::now();
+        let early = lb
+            .locker
+            .acquire_with(
+                &lock(),
+                AcquireOptions::with_timeout(TTL - Duration::from_secs(5)),
+            )
+            .await;
+        assert!(early.is_err(), "the lock stays held until the TTL");
+        let g = lb.locker.acquire(&lock()).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            waited >= TTL - Duration::from_secs(1),
+            "freed after {waited:?}, before the TTL"
+        );
+        assert!(
+            waited <= TTL + Duration::from_secs(2),
+            "freed after {waited:?}, long after the TTL"
+        );
+        assert!(guard.is_lost(), "the crashed holder's lease counts as lost");
+        g.release().await.unwrap();
+        drop(guard);
+    });
+}
+
+fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+    paused(async {
+        let cluster = Cluster::new();
+        let (a, b) = (node(&cluster, 0), node(&cluster, 1));
+        let (la, lb) = (make(&a), make(&b));
+        let guard = la.locker.acquire(&lock()).await.unwrap();
+        let err = lb
+            .locker
+            .acquire_with(&lock(), AcquireOptions::with_timeout(TTL * 10))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, lockshift_lock::AcquireError::Timeout { .. }),
+            "{err}"
+        );
+        assert!(!guard.is_lost());
+        let main = cluster
+            .store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap();
+        assert_eq!(main.len(), 1);
+        assert_eq!(main[0].column, guard.owner().as_str());
+        guard.release().await.unwrap();
+        lb.locker
+            .acquire(&lock())
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    });
+}
+
+fn lost_signal_fires_before_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+    paused(async {
+        let cluster = Cluster::new();
+        let a = node(&cluster, 0);
+        let la = make(&a);
+        let guard = la.locker.acquire(&lock()).await.unwrap();
+        let acquired = Instant::now();
+        // Renewals start failing; reads and writes both, as in a partition.
+        a.store.set_plan(FaultPlan {
+            fail_before: 1.0,
+            ..FaultPlan::default()
+        });
+        guard.lost().cancelled().await;
+        let told_after = acquired.elapsed();
+        let margin = TTL.saturating_sub(told_after);
+        // Default lost_after_fraction ½: told at most 30 s after the last
+        // proven renewal, which was at most 10 s before the failures began.
+        assert!(
+            told_after <= Duration::from_secs(31),
+            "told after {told_after:?}"
+        );
+        assert!(
+            margin >= Duration::from_secs(29),
+            "only {margin:?} before the TTL"
+        );
+        let main = cluster
+            .store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap();
+        assert_eq!(
+            main.len(),
+            1,
+            "told while the cell still exists, not after it expired"
+        );
+        assert!(guard.lost_reason().is_some());
+    });
+}
+
+#[test]
+fn legacy_crashed_holder_frees_the_lock_after_the_ttl() {
+    crashed_holder_frees_the_lock_after_the_ttl(fleet::legacy);
+}
+
+#[test]
+fn queue_crashed_holder_frees_the_lock_after_the_ttl() {
+    crashed_holder_frees_the_lock_after_the_ttl(fleet::queue);
+}
+
+#[test]
+fn legacy_renewing_holder_keeps_the_lock_far_past_the_ttl() {
+    renewing_holder_keeps_the_lock_far_past_the_ttl(fleet::legacy);
+}
+
+#[test]
+fn queue_renewing_holder_keeps_the_lock_far_past_the_ttl() {
+    renewing_holder_keeps_the_lock_far_past_the_ttl(fleet::queue);
+}
+
+#[test]
+fn legacy_lost_signal_fires_before_the_ttl() {
+    lost_signal_fires_before_the_ttl(fleet::legacy);
+}
+
+#[test]
+fn queue_lost_signal_fires_before_the_ttl() {
+    lost_signal_fires_before_the_ttl(fleet::queue);
+}

@@ -1,0 +1,7 @@
+//! Seeded simulations of fleets on the embedded store with a paused clock:
+//! exclusion under contention with latency, failures and skew; leases;
+//! fairness. Every run prints its seed on failure; `LOCKSHIFT_SEED=<n>`
+//! replays it.
+
+mod exclusion;
+mod leases;

@@ -1,0 +1,382 @@
+//! Seeded fleet simulations: nodes hammering locks through faulty stores on a
+//! paused clock, watched by an exclusion oracle.
+//!
+//! Each run is one seed on a single-threaded tokio runtime with time paused,
+//! so the interleaving is a function of the seed alone: a failure prints its
+//! seed, and `LOCKSHIFT_SEED=<seed>` replays exactly that run (see
+//! [`for_each_seed`]).
+//!
+//! The oracle checks exclusion directly (two holders of one lock inside their
+//! critical sections at once) and indirectly, with the thesis' "two ATMs"
+//! counter: every holder reads the lock's counter, sleeps, writes it plus one.
+//! Overlapping holders lose increments, so the final counter equals the
+//! number of acquisitions only if exclusion held.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId};
+use lockshift_store::{
+    FaultPlan, FaultyStore, MemoryStore, SharedClock, SharedStore, SkewedClock, TokioClock,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::Instant;
+
+/// The environment variable that replays one seed.
+pub const SEED_VAR: &str = "LOCKSHIFT_SEED";
+
+/// Runs `run(seed)` for `count` seeds starting at `first` — or only for the
+/// seed in `LOCKSHIFT_SEED` when it is set. A failing seed is printed with the
+/// command to replay it, then the panic continues.
+pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
+    let seeds: Vec<u64> = match std::env::var(SEED_VAR).ok().and_then(|s| s.parse().ok()) {
+        Some(seed) => vec![seed],
+        None => (first..first + count).collect(),
+    };
+    for seed in seeds {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(seed))) {
+            let function = test.split('/').next().unwrap_or(test);
+            eprintln!(
+                "\n{test}: seed {seed} failed; replay with {SEED_VAR}={seed} cargo test -p lockshift-tests {function}\n"
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// Runs `future` on a fresh single-threaded runtime with time paused.
+///
+/// # Panics
+/// If the runtime cannot be built (out of file descriptors), which no test
+/// can recover from.
+pub fn paused<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime")
+        .block_on(future)
+}
+
+/// A violation of exclusion seen by the [`Oracle`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The lock.
+    pub lock: String,
+    /// Who was inside.
+    pub inside: String,
+    /// Who entered anyway.
+    pub entered: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} entered lock {} while {} held it",
+            self.entered, self.lock, self.inside
+        )
+    }
+}
+
+/// Watches critical sections: who is inside which lock, and every time two
+/// were inside one lock at once.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    inside: Mutex<HashMap<String, Vec<String>>>,
+    violations: Mutex<Vec<Violation>>,
+    entries: Mutex<Vec<(String, String)>>,
+}
+
+impl Oracle {
+    /// `who` enters the critical section of `lock`.
+    pub fn enter(&self, lock: &str, who: &str) {
+        let mut inside = self.inside.lock().unwrap_or_else(PoisonError::into_inner);
+        let holders = inside.entry(lock.to_string()).or_default();
+        for other in holders.iter() {
+            self.violations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Violation {
+                    lock: lock.to_string(),
+                    inside: other.clone(),
+                    entered: who.to_string(),
+                });
+        }
+        holders.push(who.to_string());
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((lock.to_string(), who.to_string()));
+    }
+
+    /// `who` leaves the critical section of `lock`.
+    pub fn exit(&self, lock: &str, who: &str) {
+        let mut inside = self.inside.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(holders) = inside.get_mut(lock) {
+            holders.retain(|h| h != who);
+        }
+    }
+
+    /// Every violation so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every entry so far, in order: (lock, who).
+    pub fn entries(&self) -> Vec<(String, String)> {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// One node's view of the world: its store wrapper, its (possibly skewed)
+/// clock, its context.
+#[derive(Debug, Clone)]
+pub struct NodeEnv {
+    /// The node's index in the fleet.
+    pub index: usize,
+    /// The node's store (faults injected per node).
+    pub store: Arc<FaultyStore<Arc<MemoryStore>>>,
+    /// The node's clock.
+    pub clock: SharedClock,
+    /// The node's lock context.
+    pub ctx: Arc<LockContext>,
+}
+
+/// A shared embedded store plus the server clock, for a simulated cluster.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// The server's clock (TTL expiry); follows tokio's paused clock.
+    pub clock: Arc<TokioClock>,
+    /// The one store every node talks to.
+    pub store: Arc<MemoryStore>,
+}
+
+impl Cluster {
+    /// A fresh cluster. Call inside the runtime (the clock reads tokio's time).
+    pub fn new() -> Self {
+        let clock = Arc::new(TokioClock::new());
+        Cluster {
+            store: Arc::new(MemoryStore::with_clock(clock.clone())),
+            clock,
+        }
+    }
+
+    /// Node `index` of a fleet: its own fault wrapper seeded from `seed`,
+    /// its clock off by `skew_micros`.
+    ///
+    /// # Panics
+    /// On invalid lease settings (a test bug).
+    pub fn node(
+        &self,
+        index: usize,
+        seed: u64,
+        plan: FaultPlan,
+        skew_micros: i64,
+        lease: LeaseSettings,
+    ) -> NodeEnv {
+        let node_seed = seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(index as u64);
+        let store = Arc::new(FaultyStore::new(self.store.clone(), node_seed).with_plan(plan));
+        let clock: SharedClock = Arc::new(SkewedClock::new(self.clock.clone(), skew_micros));
+        let shared: SharedStore = store.clone();
+        let ctx = LockContext::new(
+            shared,
+            clock.clone(),
+            NodeId::new(format!("node{index}")).expect("valid node id"),
+            lease,
+            Some(node_seed),
+        )
+        .expect("valid lease settings");
+        NodeEnv {
+            index,
+            store,
+            clock,
+            ctx: Arc::new(ctx),
+        }
+    }
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a contention run measured.
+#[derive(Debug, Default, Clone)]
+pub struct ContentionReport {
+    /// Acquisitions that completed their critical section.
+    pub acquisitions: u64,
+    /// Acquisitions whose lease was lost inside the critical section (they
+    /// skipped their write, as a careful holder must).
+    pub lost_inside: u64,
+    /// Final counter per lock.
+    pub counters: HashMap<String, u64>,
+    /// Exclusion violations seen.
+    pub violations: Vec<Violation>,
+    /// Acquisitions that failed, with the error.
+    pub failures: Vec<String>,
+    /// Longest wait for one acquisition.
+    pub max_wait: Duration,
+}
+
+impl ContentionReport {
+    /// Asserts the run was clean: no violation, no failed acquisition, and
+    /// every counter equal to its acquisitions (no lost increment).
+    ///
+    /// # Panics
+    /// When it was not.
+    pub fn assert_exclusive(&self, what: &str) {
+        assert!(
+            self.violations.is_empty(),
+            "{what}: exclusion violated: {:?}",
+            self.violations
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{what}: acquisitions failed: {:?}",
+            self.failures
+        );
+        let total: u64 = self.counters.values().sum();
+        assert_eq!(
+            total, self.acquisitions,
+            "{what}: the counters lost increments (overlapping holders)"
+        );
+        assert!(self.acquisitions > 0, "{what}: nothing was acquired");
+    }
+}
+
+/// One critical section of the two-ATMs check: read the counter, hold for a
+/// while, write it back plus one — unless the lease was lost meanwhile.
+/// Returns whether the write happened.
+pub async fn critical_section(
+    oracle: &Oracle,
+    counters: &Mutex<HashMap<String, u64>>,
+    guard: &lockshift_lock::LockGuard,
+    hold: Duration,
+) -> bool {
+    let lock = guard.lock_id().as_str().to_string();
+    let who = guard.owner().as_str().to_string();
+    oracle.enter(&lock, &who);
+    let read = *counters
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(lock.clone())
+        .or_default();
+    tokio::time::sleep(hold).await;
+    let wrote = !guard.is_lost();
+    if wrote {
+        counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(lock.clone(), read + 1);
+    }
+    oracle.exit(&lock, &who);
+    wrote
+}
+
+/// A contention run: each locker takes random locks from `locks`,
+/// `per_node` times, holding each for up to `max_hold`.
+pub async fn contend(
+    lockers: Vec<Arc<dyn Locker>>,
+    locks: &[LockId],
+    per_node: u32,
+    max_hold: Duration,
+    seed: u64,
+    oracle: Arc<Oracle>,
+) -> ContentionReport {
+    let counters = Arc::new(Mutex::new(HashMap::new()));
+    let report = Arc::new(Mutex::new(ContentionReport::default()));
+    let mut tasks = Vec::new();
+    for (i, locker) in lockers.into_iter().enumerate() {
+        let locks = locks.to_vec();
+        let counters = counters.clone();
+        let report = report.clone();
+        let oracle = oracle.clone();
+        let mut rng =
+            StdRng::seed_from_u64(seed ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per_node {
+                let lock = &locks[rng.random_range(0..locks.len())];
+                let hold = if max_hold.is_zero() {
+                    Duration::ZERO
+                } else {
+                    rng.random_range(Duration::ZERO..max_hold)
+                };
+                let started = Instant::now();
+                let guard = match locker
+                    .acquire_with(
+                        lock,
+                        AcquireOptions::with_timeout(Duration::from_secs(3600)),
+                    )
+                    .await
+                {
+                    Ok(g) => g,
+                    Err(e) => {
+                        lock_report(&report).failures.push(e.to_string());
+                        continue;
+                    }
+                };
+                let waited = started.elapsed();
+                let wrote = critical_section(&oracle, &counters, &guard, hold).await;
+                {
+                    let mut r = lock_report(&report);
+                    r.max_wait = r.max_wait.max(waited);
+                    if wrote {
+                        r.acquisitions += 1;
+                    } else {
+                        r.lost_inside += 1;
+                    }
+                }
+                // A release that fails leaves cells to their TTL; others wait.
+                let _ = guard.release().await;
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for t in tasks {
+        if let Err(e) = t.await {
+            lock_report(&report)
+                .failures
+                .push(format!("worker panicked: {e}"));
+        }
+    }
+    let mut r = lock_report(&report).clone();
+    r.counters = counters
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    r.violations = oracle.violations();
+    r
+}
+
+fn lock_report(report: &Mutex<ContentionReport>) -> std::sync::MutexGuard<'_, ContentionReport> {
+    report.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Random clock offsets for `n` nodes, each within `±max`.
+pub fn skews(seed: u64, n: usize, max: Duration) -> Vec<i64> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let max = i64::try_from(max.as_micros()).unwrap_or(i64::MAX);
+    (0..n)
+        .map(|_| {
+            if max == 0 {
+                0
+            } else {
+                rng.random_range(-max..=max)
+            }
+        })
+        .collect()
+}
