@@ -1,4 +1,7 @@
 //! Integration tests across crates, on the embedded backend and (where
 //! configured) the local CQL endpoint or a real cluster.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used)]
+
 mod store_conformance;

@@ -3,5 +3,8 @@
 //! fairness. Every run prints its seed on failure; `LOCKSHIFT_SEED=<n>`
 //! replays it.
 
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used)]
+
 mod exclusion;
 mod leases;
