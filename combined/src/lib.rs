@@ -1,4 +1,12 @@
-//! The combined locker, rollout stages, node registry and settings.
+//! The combined locker, the rollout state machine, the node registry and
+//! lockshift's settings.
 //!
-//! Not implemented yet: this crate is filled by issue 5. It exports nothing,
-//! so nothing can mistake it for a working implementation.
+//! The locker and the stages are filled by issue 5; for now this crate
+//! provides the settings every lockshift process loads ([`Settings`]) and
+//! the configured [`Mode`].
+
+pub mod config;
+mod mode;
+
+pub use config::{Settings, SettingsError};
+pub use mode::Mode;

@@ -148,9 +148,13 @@ impl Line {
             lock.as_str(),
             &ticket.column,
             self.ctx.clock().now(),
-            self.settings.stale_after,
+            self.stale_after(),
         )
         .await
+    }
+
+    fn stale_after(&self) -> std::time::Duration {
+        self.settings.stale_after(self.ctx.lease_settings())
     }
 
     fn pause_after_error(&self) -> std::time::Duration {
@@ -320,7 +324,7 @@ impl Line {
                     if let Some(holder) = main.first() {
                         progress.fast_polls += 1;
                         let stale = self.ctx.clock().now().duration_since(holder.writetime)
-                            > self.settings.stale_after;
+                            > self.stale_after();
                         // A holder that stopped renewing is dead: its cell
                         // goes only with its TTL, no point polling fast.
                         return Ok(Step::Wait(if stale {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// waiter_poll = "250ms"  # a waiter further back checks its place this often
 /// head_poll = "10ms"     # the first waiter (and the head) polls this often
 /// stale_after = "30s"    # a queue cell not renewed for this long is skipped
+///                        # (default: 3 × lock.renew_every)
 /// try_attempts = 3       # try-acquire: entries into main while first in line
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,9 +28,10 @@ pub struct QueueSettings {
     pub head_poll: Duration,
     /// A queue cell whose write time is older than this is a dead waiter and
     /// is skipped. Safe at any value (exclusion rests on `main`), but below
-    /// the renewal period plus clock skew live waiters get skipped.
-    #[serde(with = "humantime_serde")]
-    pub stale_after: Duration,
+    /// the renewal period plus clock skew live waiters get skipped. `None`:
+    /// three renewal periods.
+    #[serde(with = "humantime_serde::option")]
+    pub stale_after: Option<Duration>,
     /// How many times `try_acquire` tries to enter `main` while first in
     /// line before giving up (listing 8 loops; a bound keeps "try" prompt).
     pub try_attempts: u32,
@@ -40,13 +42,18 @@ impl Default for QueueSettings {
         QueueSettings {
             waiter_poll: Duration::from_millis(250),
             head_poll: Duration::from_millis(10),
-            stale_after: Duration::from_secs(30),
+            stale_after: None,
             try_attempts: 3,
         }
     }
 }
 
 impl QueueSettings {
+    /// The stale-waiter threshold in effect with `lease`.
+    pub fn stale_after(&self, lease: &LeaseSettings) -> Duration {
+        self.stale_after.unwrap_or(lease.renew_every * 3)
+    }
+
     /// Every rule these settings break, given the lease settings.
     pub fn problems(&self, lease: &LeaseSettings) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
@@ -66,12 +73,13 @@ impl QueueSettings {
                 ),
             ));
         }
-        if self.stale_after < lease.renew_every * 2 {
+        let stale_after = self.stale_after(lease);
+        if stale_after < lease.renew_every * 2 {
             out.push(InvalidSetting::new(
                 "lock.queue.stale_after",
                 format!(
                     "lock.queue.stale_after ({}) must be at least twice lock.renew_every ({}), or live waiters are skipped between renewals",
-                    fmt_duration(self.stale_after),
+                    fmt_duration(stale_after),
                     fmt_duration(lease.renew_every)
                 ),
             ));
@@ -150,7 +158,7 @@ mod tests {
         let bad = QueueSettings {
             waiter_poll: Duration::from_millis(5),
             head_poll: Duration::from_millis(10),
-            stale_after: Duration::from_secs(15),
+            stale_after: Some(Duration::from_secs(15)),
             try_attempts: 0,
         };
         let msgs: Vec<String> = bad

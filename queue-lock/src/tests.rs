@@ -137,7 +137,7 @@ async fn a_dead_head_does_not_block_past_the_stale_threshold() {
     let started = tokio::time::Instant::now();
     let guard = f.locker("live").acquire(&lock()).await.unwrap();
     let waited = started.elapsed();
-    let stale_after = QueueSettings::default().stale_after;
+    let stale_after = QueueSettings::default().stale_after(&LeaseSettings::default());
     assert!(waited <= stale_after, "waited {waited:?}");
     assert!(
         waited >= stale_after - Duration::from_secs(2),

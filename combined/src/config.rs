@@ -1,0 +1,360 @@
+//! lockshift's settings: one TOML file plus `LOCKSHIFT__…` environment
+//! overrides, typed with serde and validated with messages that name the key
+//! and the rule.
+//!
+//! ```toml
+//! [node]
+//! id = "web-1"               # default: <hostname>-<pid>
+//! mode = "auto"              # legacy | combined | queue | auto
+//!
+//! [store]
+//! backend = "cql"            # or "embedded"
+//! [store.cql]
+//! contact_points = ["10.0.0.1:9042"]
+//!
+//! [lock]
+//! lease_ttl = "60s"
+//! renew_every = "10s"
+//! lost_after_fraction = 0.5
+//! [lock.legacy]
+//! backoff = "thesis"
+//! [lock.queue]
+//! head_poll = "10ms"
+//!
+//! [time]
+//! source = "hybrid"
+//!
+//! [rollout]
+//! stage_reread_every = "10s"
+//! quiet_period = "2m"
+//! ```
+//!
+//! Every key can be overridden from the environment: `LOCKSHIFT__` then the
+//! dotted path with `__` for the dots, e.g. `LOCKSHIFT__LOCK__RENEW_EVERY=20s`,
+//! `LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042,10.0.0.2:9042`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use config::{Config, Environment, File, FileFormat};
+use lockshift_legacy::LegacySettings;
+use lockshift_lock::{LeaseSettings, NodeId, fmt_duration};
+use lockshift_queue_lock::{QueueSettings, TimeSettings};
+use lockshift_store::StoreSettings;
+use lockshift_store::settings::InvalidSetting;
+use serde::{Deserialize, Serialize};
+
+use crate::mode::Mode;
+
+/// The prefix of environment overrides.
+pub const ENV_PREFIX: &str = "LOCKSHIFT";
+
+/// Keys whose environment value is a comma-separated list.
+const LIST_KEYS: [&str; 1] = ["store.cql.contact_points"];
+
+/// All of lockshift's settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// This node.
+    pub node: NodeSettings,
+    /// The store.
+    pub store: StoreSettings,
+    /// Leases and the algorithms.
+    pub lock: LockSettings,
+    /// The time service.
+    pub time: TimeSettings,
+    /// The rollout state machine and node registry.
+    pub rollout: RolloutSettings,
+}
+
+/// `[node]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeSettings {
+    /// This node's id; `None` derives `<hostname>-<pid>`.
+    pub id: Option<String>,
+    /// The algorithm for new acquisitions.
+    pub mode: Mode,
+}
+
+impl NodeSettings {
+    /// The node id, configured or derived.
+    ///
+    /// # Errors
+    /// When the configured id is invalid (also reported by
+    /// [`Settings::problems`]).
+    pub fn node_id(&self) -> Result<NodeId, InvalidSetting> {
+        match &self.id {
+            Some(id) => NodeId::new(id.clone()).map_err(|e| {
+                InvalidSetting::new("node.id", format!("node.id ({id:?}) is invalid: {e}"))
+            }),
+            None => Ok(NodeId::for_this_process()),
+        }
+    }
+}
+
+/// `[lock]`: the lease keys shared by every algorithm, and each algorithm's
+/// own section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LockSettings {
+    /// See [`LeaseSettings::lease_ttl`].
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    /// See [`LeaseSettings::renew_every`].
+    #[serde(with = "humantime_serde")]
+    pub renew_every: Duration,
+    /// See [`LeaseSettings::lost_after_fraction`].
+    pub lost_after_fraction: f64,
+    /// `[lock.legacy]`.
+    pub legacy: LegacySettings,
+    /// `[lock.queue]`.
+    pub queue: QueueSettings,
+}
+
+impl Default for LockSettings {
+    fn default() -> Self {
+        let lease = LeaseSettings::default();
+        LockSettings {
+            lease_ttl: lease.lease_ttl,
+            renew_every: lease.renew_every,
+            lost_after_fraction: lease.lost_after_fraction,
+            legacy: LegacySettings::default(),
+            queue: QueueSettings::default(),
+        }
+    }
+}
+
+impl LockSettings {
+    /// The lease part.
+    pub fn lease(&self) -> LeaseSettings {
+        LeaseSettings {
+            lease_ttl: self.lease_ttl,
+            renew_every: self.renew_every,
+            lost_after_fraction: self.lost_after_fraction,
+        }
+    }
+}
+
+/// `[rollout]`: how nodes follow the stage and announce themselves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RolloutSettings {
+    /// How often a node re-reads the stage (and its config file).
+    #[serde(with = "humantime_serde")]
+    pub stage_reread_every: Duration,
+    /// How long no legacy activity must have been seen before `dual`.
+    #[serde(with = "humantime_serde")]
+    pub quiet_period: Duration,
+    /// The clock skew the fleet is assumed to stay within.
+    #[serde(with = "humantime_serde")]
+    pub clock_skew_margin: Duration,
+    /// How often a node refreshes its registry row.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_every: Duration,
+    /// TTL of the registry row: a node silent this long counts as gone.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_ttl: Duration,
+}
+
+impl Default for RolloutSettings {
+    fn default() -> Self {
+        RolloutSettings {
+            stage_reread_every: Duration::from_secs(10),
+            quiet_period: Duration::from_secs(120),
+            clock_skew_margin: Duration::from_secs(5),
+            heartbeat_every: Duration::from_secs(5),
+            heartbeat_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The file is missing or unreadable, or not valid TOML.
+    #[error("cannot read settings file {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: config::ConfigError,
+    },
+    /// A value has the wrong type or an unknown key was given.
+    #[error("invalid settings: {message}")]
+    Parse {
+        /// The parser's message, naming the key where it can.
+        message: String,
+    },
+    /// Values parse but break rules.
+    #[error("invalid settings:\n  - {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  - "))]
+    Invalid {
+        /// Every rule broken.
+        problems: Vec<InvalidSetting>,
+    },
+}
+
+impl Settings {
+    /// Loads `path` (if given; it must then exist) with the process
+    /// environment's `LOCKSHIFT__…` overrides on top, and validates.
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming the file, key and rule.
+    pub fn load(path: Option<&Path>) -> Result<Settings, SettingsError> {
+        Self::load_with_env(path, None)
+    }
+
+    /// As [`load`](Self::load) with an explicit environment instead of the
+    /// process's (for tests).
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming the file, key and rule.
+    pub fn load_with_env(
+        path: Option<&Path>,
+        env: Option<HashMap<String, String>>,
+    ) -> Result<Settings, SettingsError> {
+        let mut builder = Config::builder();
+        if let Some(path) = path {
+            if !path.is_file() {
+                return Err(SettingsError::File {
+                    path: path.to_path_buf(),
+                    source: config::ConfigError::Message("no such file".to_string()),
+                });
+            }
+            builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
+        }
+        let mut environment = Environment::with_prefix(ENV_PREFIX)
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .list_separator(",")
+            .source(env);
+        for key in LIST_KEYS {
+            environment = environment.with_list_parse_key(key);
+        }
+        let built = builder
+            .add_source(environment)
+            .build()
+            .map_err(|e| match path {
+                Some(p)
+                    if matches!(
+                        e,
+                        config::ConfigError::FileParse { .. } | config::ConfigError::Foreign(_)
+                    ) =>
+                {
+                    SettingsError::File {
+                        path: p.to_path_buf(),
+                        source: e,
+                    }
+                }
+                _ => SettingsError::Parse {
+                    message: e.to_string(),
+                },
+            })?;
+        let settings: Settings = built.try_deserialize().map_err(|e| SettingsError::Parse {
+            message: e.to_string(),
+        })?;
+        settings.validated()
+    }
+
+    /// Parses TOML text and validates.
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming the key and rule.
+    pub fn from_toml(text: &str) -> Result<Settings, SettingsError> {
+        let built = Config::builder()
+            .add_source(File::from_str(text, FileFormat::Toml))
+            .build()
+            .map_err(|e| SettingsError::Parse {
+                message: e.to_string(),
+            })?;
+        let settings: Settings = built.try_deserialize().map_err(|e| SettingsError::Parse {
+            message: e.to_string(),
+        })?;
+        settings.validated()
+    }
+
+    /// These settings if they break no rule.
+    ///
+    /// # Errors
+    /// [`SettingsError::Invalid`] listing every rule broken.
+    pub fn validated(self) -> Result<Settings, SettingsError> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(self)
+        } else {
+            Err(SettingsError::Invalid { problems })
+        }
+    }
+
+    /// Every rule these settings break; empty when valid.
+    pub fn problems(&self) -> Vec<InvalidSetting> {
+        let lease = self.lock.lease();
+        let mut out = Vec::new();
+        if let Err(e) = self.node.node_id() {
+            out.push(e);
+        }
+        out.extend(self.store.problems());
+        out.extend(lease.problems());
+        out.extend(self.lock.legacy.problems());
+        out.extend(self.lock.queue.problems(&lease));
+        out.extend(self.time.problems());
+        out.extend(self.rollout.problems(&lease));
+        out
+    }
+}
+
+impl RolloutSettings {
+    /// The shortest quiet period that is safe: a node may act on a stale
+    /// stage for one re-read period, a legacy holder's cells live one lease
+    /// TTL, and clocks disagree by up to the skew margin (DESIGN.md §4).
+    pub fn minimum_quiet_period(&self, lease: &LeaseSettings) -> Duration {
+        self.stage_reread_every + lease.lease_ttl + self.clock_skew_margin
+    }
+
+    /// Every rule these settings break, given the lease settings.
+    pub fn problems(&self, lease: &LeaseSettings) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        for (key, value) in [
+            ("rollout.stage_reread_every", self.stage_reread_every),
+            ("rollout.heartbeat_every", self.heartbeat_every),
+        ] {
+            if value.is_zero() {
+                out.push(InvalidSetting::new(
+                    key,
+                    format!("{key} must be greater than 0"),
+                ));
+            }
+        }
+        let minimum = self.minimum_quiet_period(lease);
+        if self.quiet_period <= minimum {
+            out.push(InvalidSetting::new(
+                "rollout.quiet_period",
+                format!(
+                    "rollout.quiet_period ({}) must exceed rollout.stage_reread_every + lock.lease_ttl + rollout.clock_skew_margin ({})",
+                    fmt_duration(self.quiet_period),
+                    fmt_duration(minimum)
+                ),
+            ));
+        }
+        if self.heartbeat_ttl <= self.heartbeat_every * 2 {
+            out.push(InvalidSetting::new(
+                "rollout.heartbeat_ttl",
+                format!(
+                    "rollout.heartbeat_ttl ({}) must be more than twice rollout.heartbeat_every ({}), or live nodes vanish from the registry between heartbeats",
+                    fmt_duration(self.heartbeat_ttl),
+                    fmt_duration(self.heartbeat_every)
+                ),
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

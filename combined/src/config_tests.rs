@@ -1,0 +1,160 @@
+use std::collections::HashMap;
+use std::io::Write;
+
+use lockshift_store::{Consistency, StoreBackend};
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+#[test]
+fn defaults_are_valid() {
+    assert!(
+        Settings::default().problems().is_empty(),
+        "{:?}",
+        Settings::default().problems()
+    );
+    let loaded = Settings::load_with_env(None, env(&[])).unwrap();
+    assert_eq!(loaded, Settings::default());
+}
+
+#[test]
+fn the_file_is_read_and_the_environment_overrides_it() {
+    let f = file(
+        r#"
+        [node]
+        id = "web-1"
+        mode = "combined"
+        [store]
+        backend = "cql"
+        [store.cql]
+        contact_points = ["10.0.0.1:9042"]
+        consistency = "local_quorum"
+        [lock]
+        lease_ttl = "90s"
+        [lock.queue]
+        head_poll = "5ms"
+        "#,
+    );
+    let s = Settings::load_with_env(
+        Some(f.path()),
+        env(&[
+            ("LOCKSHIFT__LOCK__RENEW_EVERY", "20s"),
+            ("LOCKSHIFT__NODE__MODE", "queue"),
+            (
+                "LOCKSHIFT__STORE__CQL__CONTACT_POINTS",
+                "10.0.0.7:9042,10.0.0.8:9042",
+            ),
+            ("OTHER__LOCK__RENEW_EVERY", "1s"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.node.id.as_deref(), Some("web-1"));
+    assert_eq!(s.node.mode, Mode::Queue, "env wins over the file");
+    assert_eq!(s.store.backend, StoreBackend::Cql);
+    assert_eq!(
+        s.store.cql.contact_points,
+        ["10.0.0.7:9042", "10.0.0.8:9042"]
+    );
+    assert_eq!(s.store.cql.consistency, Consistency::LocalQuorum);
+    assert_eq!(s.lock.lease_ttl, Duration::from_secs(90));
+    assert_eq!(s.lock.renew_every, Duration::from_secs(20));
+    assert_eq!(s.lock.queue.head_poll, Duration::from_millis(5));
+}
+
+#[test]
+fn a_broken_rule_names_the_key_and_the_rule() {
+    let err =
+        Settings::load_with_env(None, env(&[("LOCKSHIFT__LOCK__RENEW_EVERY", "40s")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid settings:\n  - lock.renew_every (40s) must be less than half of lock.lease_ttl (1m)"
+    );
+    let SettingsError::Invalid { problems } = err else {
+        panic!("not Invalid")
+    };
+    assert_eq!(problems[0].key, "lock.renew_every");
+}
+
+#[test]
+fn every_broken_rule_is_listed() {
+    let err = Settings::from_toml(
+        r#"
+        [node]
+        id = "has space"
+        [rollout]
+        quiet_period = "30s"
+        heartbeat_ttl = "5s"
+        "#,
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("node.id (\"has space\") is invalid"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rollout.quiet_period (30s) must exceed rollout.stage_reread_every + lock.lease_ttl + rollout.clock_skew_margin (1m 15s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rollout.heartbeat_ttl (5s) must be more than twice"),
+        "{text}"
+    );
+}
+
+#[test]
+fn wrong_types_and_unknown_keys_are_named() {
+    let message = |r: Result<Settings, SettingsError>| r.unwrap_err().to_string();
+    assert_eq!(
+        message(Settings::from_toml("[lock]\nrenew_every = \"soon\"\n")),
+        "invalid settings: invalid value: string \"soon\", expected a duration for key `lock.renew_every`"
+    );
+    let unknown = message(Settings::from_toml("[lock]\nrenew_evry = \"5s\"\n"));
+    assert!(
+        unknown.contains("unknown field `renew_evry`") && unknown.contains("for key `lock`"),
+        "{unknown}"
+    );
+    assert_eq!(
+        message(Settings::from_toml("[node]\nmode = \"fast\"\n")),
+        "invalid settings: unknown mode \"fast\"; expected legacy, combined, queue or auto for key `node.mode`"
+    );
+    let negative = message(Settings::load_with_env(
+        None,
+        env(&[("LOCKSHIFT__LOCK__LEASE_TTL", "-3s")]),
+    ));
+    assert!(
+        negative.contains("\"-3s\", expected a duration for key `lock.lease_ttl`"),
+        "{negative}"
+    );
+}
+
+#[test]
+fn a_missing_or_malformed_file_is_named() {
+    let err = Settings::load_with_env(Some(Path::new("/nonexistent/lockshift.toml")), env(&[]))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot read settings file /nonexistent/lockshift.toml: no such file"
+    );
+    let f = file("[lock\nlease_ttl = ");
+    let err = Settings::load_with_env(Some(f.path()), env(&[])).unwrap_err();
+    assert!(matches!(err, SettingsError::File { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&f.path().display().to_string()),
+        "{err}"
+    );
+}
