@@ -19,8 +19,10 @@
 //! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
 //!   while their owner waits or holds; a waiter whose queue cell is gone
 //!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
-//! - **Q4.** Only the first two live waiters poll fast (`head_poll`); the
-//!   rest poll at `waiter_poll`.
+//! - **Q4.** A waiter `k` live cells from the front polls every
+//!   `k × head_poll` (at most `waiter_poll`), backing off while the line
+//!   stands still: only the next waiter polls at full speed, and no waiter
+//!   loops hot against the store.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!

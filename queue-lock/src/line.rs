@@ -149,8 +149,17 @@ impl Line {
             &ticket.column,
             self.ctx.clock().now(),
             self.stale_after(),
+            self.window(),
         )
         .await
+    }
+
+    /// How far back distance still changes the poll interval: a waiter
+    /// `window` places back already polls at `waiter_poll`.
+    fn window(&self) -> u32 {
+        let ratio = self.settings.waiter_poll.as_secs_f64()
+            / self.settings.head_poll.as_secs_f64().max(1e-6);
+        (ratio.ceil() as u32).clamp(1, 64)
     }
 
     fn stale_after(&self) -> std::time::Duration {
@@ -275,17 +284,22 @@ impl Line {
         }
     }
 
-    /// The interval of the `n`-th consecutive fast poll: `head_poll`,
-    /// growing 3 % per poll up to `waiter_poll`. A short hold is handed over
-    /// within about one `head_poll`; a holder that keeps the lock for
-    /// seconds is not polled a hundred times a second for all that time.
-    fn fast_poll(&self, n: u32) -> std::time::Duration {
-        let grown = self.settings.head_poll.mul_f64(
-            FAST_POLL_GROWTH
-                .powi(i32::try_from(n).unwrap_or(i32::MAX))
-                .min(1e6),
-        );
-        grown.min(self.settings.waiter_poll.max(self.settings.head_poll))
+    /// The poll interval of a waiter `ahead` places from the front after
+    /// `n` polls at that distance: `head_poll × ahead`, growing 3 % per poll,
+    /// at most `waiter_poll`. A waiter k places back is k hand-overs from
+    /// its turn, so it looks k times less often than the next one — total
+    /// polling grows like ln(queue length), not like the queue length — and
+    /// when the queue stops moving (a long hold) everyone backs off; when it
+    /// moves, the count restarts.
+    fn poll_interval(&self, ahead: u32, n: u32) -> std::time::Duration {
+        let growth = FAST_POLL_GROWTH
+            .powi(i32::try_from(n).unwrap_or(i32::MAX))
+            .min(1e6);
+        let interval = self
+            .settings
+            .head_poll
+            .mul_f64(f64::from(ahead.max(1)) * growth);
+        interval.min(self.settings.waiter_poll.max(self.settings.head_poll))
     }
 
     /// One poll of the line.
@@ -299,19 +313,20 @@ impl Line {
         let pos = self.where_am_i(lock, ticket).await?;
         match pos {
             Position::Missing => Ok(Step::Reenqueue),
-            Position::Next | Position::Behind => {
+            Position::Behind { ahead } => {
                 // Q2: not first (any more), so no main cell of mine may linger.
                 if progress.dirty || !ticket.lease.columns_in(schema::MAIN).is_empty() {
                     self.entry.tidy(&ticket.lease).await?;
                     progress.dirty = false;
                 }
                 progress.main_busy = false;
-                if pos == Position::Behind {
-                    progress.fast_polls = 0;
-                    return Ok(Step::Wait(self.settings.waiter_poll));
+                if progress.last_ahead != Some(ahead) {
+                    // The line moved: look again soon.
+                    progress.last_ahead = Some(ahead);
+                    progress.polls_here = 0;
                 }
-                progress.fast_polls += 1;
-                Ok(Step::Wait(self.fast_poll(progress.fast_polls)))
+                progress.polls_here += 1;
+                Ok(Step::Wait(self.poll_interval(ahead, progress.polls_here)))
             }
             Position::First => {
                 if progress.main_busy {
@@ -322,7 +337,7 @@ impl Line {
                         .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
                         .await?;
                     if let Some(holder) = main.first() {
-                        progress.fast_polls += 1;
+                        progress.polls_here += 1;
                         let stale = self.ctx.clock().now().duration_since(holder.writetime)
                             > self.stale_after();
                         // A holder that stopped renewing is dead: its cell
@@ -330,7 +345,7 @@ impl Line {
                         return Ok(Step::Wait(if stale {
                             self.settings.waiter_poll
                         } else {
-                            self.fast_poll(progress.fast_polls)
+                            self.poll_interval(1, progress.polls_here)
                         }));
                     }
                     progress.main_busy = false;
@@ -344,8 +359,9 @@ impl Line {
                     Ok(Entry::Busy(holder)) => {
                         debug!(holder = ?holder.as_ref().map(OwnerId::as_str), "first in line, main busy");
                         progress.main_busy = true;
-                        progress.fast_polls += 1;
-                        Ok(Step::Wait(self.fast_poll(progress.fast_polls)))
+                        progress.last_ahead = Some(0);
+                        progress.polls_here += 1;
+                        Ok(Step::Wait(self.poll_interval(1, progress.polls_here)))
                     }
                     Err(e) => {
                         progress.dirty = true;
@@ -461,11 +477,14 @@ struct Progress {
     main_busy: bool,
     /// An enter failed in an unknown way and may have left cells.
     dirty: bool,
-    /// Consecutive fast polls (as next in line or as a blocked head).
-    fast_polls: u32,
+    /// The distance seen at the last poll (0: first, blocked on main).
+    last_ahead: Option<u32>,
+    /// Consecutive polls at that distance.
+    polls_here: u32,
 }
 
-/// Growth per fast poll of the fast-poll interval (see [`Line::fast_poll`]).
+/// Growth per poll of the poll interval while the line stands still (see
+/// [`Line::poll_interval`]).
 const FAST_POLL_GROWTH: f64 = 1.03;
 
 /// Gives a place in line up: deletes its cells (the queue cell and any

@@ -35,11 +35,12 @@ pub fn parse_queue_column(column: &str) -> Option<(u64, OwnerId)> {
 pub enum Position {
     /// First in line: may try to enter `main`.
     First,
-    /// Second: next after the current head (usually the holder), so it polls
-    /// fast to take over as soon as the head leaves.
-    Next,
-    /// Further back: polls slowly.
-    Behind,
+    /// Behind `ahead` live cells (1: next after the head, usually the
+    /// holder). `ahead` saturates at the scan window: "far back".
+    Behind {
+        /// Live cells ahead, at most the window.
+        ahead: u32,
+    },
     /// The waiter's own cell is not in the row (expired or deleted).
     Missing,
 }
@@ -48,12 +49,11 @@ pub enum Position {
 /// full of dead waiters.
 const MAX_SCAN: u32 = 512;
 
-/// Finds `me` in the queue of `lock`. Cells older than `stale_after` (by
-/// write time, against `now`) are dead waiters and are skipped; `me` never
-/// is.
-///
-/// Reads the first two cells — enough to tell first, next and behind apart —
-/// and only reads further when dead waiters fill the front.
+/// Finds `me` in the queue of `lock`, reading at most `window` live cells
+/// ahead of it (the waiter polls in proportion to its distance, so beyond
+/// the window the exact distance does not matter). Cells older than
+/// `stale_after` (by write time, against `now`) are dead waiters and are
+/// skipped; `me` never is.
 ///
 /// # Errors
 /// The store error of a read.
@@ -63,8 +63,10 @@ pub async fn position(
     me: &str,
     now: Timestamp,
     stale_after: Duration,
+    window: u32,
 ) -> Result<Position, StoreError> {
-    let mut limit = 2;
+    let window = window.max(1);
+    let mut limit = window.saturating_add(1).min(MAX_SCAN);
     loop {
         let cells = store
             .read(schema::QUEUE, lock, &RowQuery::first(limit))
@@ -72,18 +74,18 @@ pub async fn position(
         let mut ahead = 0;
         for cell in &cells {
             if cell.column == me {
-                return Ok(match ahead {
-                    0 => Position::First,
-                    1 => Position::Next,
-                    _ => Position::Behind,
+                return Ok(if ahead == 0 {
+                    Position::First
+                } else {
+                    Position::Behind { ahead }
                 });
             }
             if now.duration_since(cell.writetime) > stale_after {
                 continue;
             }
             ahead += 1;
-            if ahead >= 2 {
-                return Ok(Position::Behind);
+            if ahead >= window {
+                return Ok(Position::Behind { ahead });
             }
         }
         if cells.len() < limit as usize {
@@ -91,11 +93,11 @@ pub async fn position(
             return Ok(Position::Missing);
         }
         if limit >= MAX_SCAN {
-            // A long run of dead waiters: treat as behind and look again
+            // A long run of dead waiters: treat as far back and look again
             // later; they expire within one lease TTL.
-            return Ok(Position::Behind);
+            return Ok(Position::Behind { ahead: window });
         }
-        limit = (limit * 8).min(MAX_SCAN);
+        limit = limit.saturating_mul(8).min(MAX_SCAN);
     }
 }
 
@@ -143,7 +145,7 @@ mod tests {
         let fresh = now.as_micros() - 1_000_000;
         let dead = now.as_micros() - 31_000_000;
         let pos = |store: MemoryStore, me: &'static str| async move {
-            position(&store, "L", me, now, stale).await.unwrap()
+            position(&store, "L", me, now, stale, 2).await.unwrap()
         };
         assert_eq!(
             pos(queue(&[("a", fresh), ("b", fresh)]).await, "a").await,
@@ -151,7 +153,7 @@ mod tests {
         );
         assert_eq!(
             pos(queue(&[("a", fresh), ("b", fresh)]).await, "b").await,
-            Position::Next
+            Position::Behind { ahead: 1 }
         );
         assert_eq!(
             pos(
@@ -159,7 +161,28 @@ mod tests {
                 "c"
             )
             .await,
-            Position::Behind
+            Position::Behind { ahead: 2 }
+        );
+        let five = [
+            ("a", fresh),
+            ("b", fresh),
+            ("c", fresh),
+            ("d", fresh),
+            ("e", fresh),
+        ];
+        let far = || queue(&five);
+        assert_eq!(
+            position(&far().await, "L", "e", now, stale, 8)
+                .await
+                .unwrap(),
+            Position::Behind { ahead: 4 }
+        );
+        assert_eq!(
+            position(&far().await, "L", "e", now, stale, 3)
+                .await
+                .unwrap(),
+            Position::Behind { ahead: 3 },
+            "saturates at the window"
         );
         assert_eq!(
             pos(queue(&[("a", fresh)]).await, "z").await,
@@ -175,7 +198,10 @@ mod tests {
         cells.push(("x".into(), fresh));
         cells.push(("y".into(), fresh));
         let refs: Vec<(&str, i64)> = cells.iter().map(|(c, t)| (c.as_str(), *t)).collect();
-        assert_eq!(pos(queue(&refs).await, "y").await, Position::Next);
+        assert_eq!(
+            pos(queue(&refs).await, "y").await,
+            Position::Behind { ahead: 1 }
+        );
         // My own old cell is not skipped.
         assert_eq!(pos(queue(&[("a", dead)]).await, "a").await, Position::First);
     }
