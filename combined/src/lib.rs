@@ -1,12 +1,80 @@
-//! The combined locker, the rollout state machine, the node registry and
-//! lockshift's settings.
+//! The combined lock, the rollout state machine, the node registry and
+//! lockshift's settings: how a running fleet moves from the legacy lock to
+//! the queue lock with no downtime and never two holders at once.
 //!
-//! The locker and the stages are filled by issue 5; for now this crate
-//! provides the settings every lockshift process loads ([`Settings`]) and
-//! the configured [`Mode`].
+//! # The combined lock (thesis §7.2)
+//!
+//! Enqueue like the queue lock. When first in line: **C1** enter `main`
+//! through the legacy shadow arbitration (write my `shadow` cell, read
+//! `shadow` — alone? — fresh read of `main` — empty? — write my `main` cell);
+//! then **C2** re-read `main` and hold the lock only if it holds just my cell,
+//! else delete my `main` cell and retry. Release removes every cell the
+//! acquisition wrote (`main`, `queue`, `shadow`). Uncontended it costs
+//! 8 store operations in 7 round trips (the queue lock: 4 in 4).
+//!
+//! # Safety table (DESIGN.md §3): why each pair excludes
+//!
+//! All arguments use only Lemma 1 (thesis §5.1: of two clients that each
+//! write a cell into one row and then read the row, at least one sees both
+//! cells) and the lease guarantee that a holder's cells live while it holds.
+//!
+//! - **legacy + legacy** — holds. Two legacy winners each saw only their own
+//!   `shadow` cell; by Lemma 1 their shadow phases did not overlap, so the
+//!   later one's fresh read of `main` (after its shadow write) came after the
+//!   earlier one's `main` write and saw it (see `lockshift_legacy`).
+//! - **queue + queue** — holds. Each winner wrote `main`, then read `main`
+//!   seeing only its own cell: Lemma 1 on `main` (thesis theorem 1).
+//! - **legacy + combined** — holds. A combined winner passed C1, which is
+//!   exactly the legacy arbitration, so against a legacy winner the
+//!   legacy + legacy argument applies unchanged; C2 only removes successes.
+//! - **combined + combined** — holds, by either argument: both passed C1
+//!   (legacy + legacy), and both passed C2 (queue + queue).
+//! - **combined + queue** — holds. The combined winner wrote `main` (in C1)
+//!   and then re-read it in C2 seeing only its own cell; the queue winner
+//!   wrote `main` and then read it seeing only its own: Lemma 1 on `main`.
+//! - **legacy + queue** — **breaks**. The legacy writer decides on a fresh
+//!   read of `main` *before* its `main` write and never reads again; a queue
+//!   writer can write and verify `main` in between, and a legacy writer that
+//!   read "empty" just before then writes too. Both hold the lock.
+//!   `tests/simulation` keeps a negative control showing the checker finds
+//!   it. The stages below make the pair impossible.
+//!
+//! # Stages (DESIGN.md §4)
+//!
+//! `legacy` (legacy, combined) → `dual` (combined) → `queue` (combined,
+//! queue) → `complete` (queue), and back. No stage, and no two adjacent
+//! stages, allow both legacy and queue — a node acting on the previous
+//! stage for one re-read period is safe. Transitions are guarded
+//! ([`rollout`]) on the registry, activity records and a census of lock
+//! cells.
+//!
+//! # Invariants
+//!
+//! - **I1.** A node resolves its algorithm from its configured mode and the
+//!   stage; a forbidden mode degrades to combined, never elsewhere
+//!   ([`resolve`]).
+//! - **I2.** Transitions move one stage at a time, under the rollout lock,
+//!   only when every guard holds on evidence read under that lock.
+//! - **I3.** The stage record's write timestamp exceeds its predecessor's.
+//!
+//! # Modules
+//! [`CombinedLocker`]; [`Node`] / [`NodeLocker`] (what services embed);
+//! [`stage`], [`rollout`], [`registry`], [`census`]; [`config`] (all settings).
 
+pub mod census;
 pub mod config;
+mod error;
+mod locker;
 mod mode;
+mod node;
+pub mod registry;
+pub mod rollout;
+pub mod stage;
 
 pub use config::{Settings, SettingsError};
+pub use error::{RolloutError, StartError};
+pub use locker::{CombinedEntry, CombinedLocker};
 pub use mode::Mode;
+pub use node::{Node, NodeLocker, NodeOptions, NodeStatus};
+pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
+pub use stage::{Resolution, Stage, resolve};

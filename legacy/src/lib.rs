@@ -39,7 +39,8 @@
 //! others under contention (thesis table 2: 5 processes, max wait 502 s).
 //!
 //! # Modules
-//! [`LegacyLocker`], [`try_lock`] (listing 4, reused by the combined lock),
+//! [`LegacyLocker`], [`try_lock`] (listing 4) and [`enter_through_shadow`]
+//! (its lines 7–15, reused by the combined lock),
 //! [`LegacySettings`].
 
 mod locker;
@@ -47,7 +48,7 @@ mod protocol;
 mod settings;
 
 pub use locker::{CELL_VALUE, LegacyLocker};
-pub use protocol::{TryLockOutcome, try_lock};
+pub use protocol::{ShadowEntry, TryLockOutcome, enter_through_shadow, try_lock};
 pub use settings::{Backoff, LegacySettings};
 
 #[cfg(test)]

@@ -47,6 +47,51 @@ pub async fn try_lock(
             TryLockOutcome::AnotherThreadIsOwner(OwnerId::from_stored(&only.column))
         });
     }
+    Ok(match enter_through_shadow(store, lease, value).await? {
+        ShadowEntry::Entered => {
+            // Line 12.
+            if let Err(e) = lease.delete(schema::SHADOW, lease.owner().as_str()).await {
+                // The lock is ours; the lingering shadow cell only makes
+                // contenders retry, and release or its TTL removes it.
+                trace!(error = %e, "shadow cell not removed after entry");
+            }
+            TryLockOutcome::Success
+        }
+        ShadowEntry::Contended | ShadowEntry::MainTaken => TryLockOutcome::ConcurrentAttempt,
+    })
+}
+
+/// What the shadow arbitration (listing 4 lines 7–15) found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShadowEntry {
+    /// My `main` cell is written; my `shadow` cell is still there for the
+    /// caller to delete (line 12) when it suits it.
+    Entered,
+    /// Another contender was in `shadow`.
+    Contended,
+    /// I was alone in `shadow` but `main` was not empty on the fresh read.
+    MainTaken,
+}
+
+/// Listing 4 lines 7–11 and 14–15: enter `main` through the shadow arbitration. The
+/// legacy lock runs it after finding `main` not held by exactly one owner;
+/// the combined lock runs it when first in its queue, so that legacy
+/// contenders and combined contenders arbitrate through the same `shadow`
+/// row.
+///
+/// Round trips: 4 on entry (write shadow, read shadow, fresh read of main,
+/// write main; the caller then deletes its shadow cell), 3 or 4 otherwise.
+///
+/// # Errors
+/// A store error from any step; cells that may have been written stay
+/// registered with the lease.
+pub async fn enter_through_shadow(
+    store: &dyn Store,
+    lease: &Lease,
+    value: &[u8],
+) -> Result<ShadowEntry, StoreError> {
+    let lock = lease.lock().as_str();
+    let me = lease.owner().as_str();
     // Line 7: announce myself in shadow.
     lease.write(schema::SHADOW, me, value).await?;
     // Line 8: who else is announcing? Lemma 1 on shadow: of two contenders
@@ -55,23 +100,22 @@ pub async fn try_lock(
         .read(schema::SHADOW, lock, &RowQuery::first(2))
         .await?;
     let alone = matches!(shadow.as_slice(), [only] if only.column == me);
-    if alone {
-        // Line 10: a fresh read — main may have been taken since line 1.
+    let outcome = if !alone {
+        ShadowEntry::Contended
+    } else {
+        // Line 10: a fresh read — main may have been taken since the caller
+        // last looked.
         let main = store.read(schema::MAIN, lock, &RowQuery::first(1)).await?;
         if main.is_empty() {
-            // Lines 11–13. No re-read of main after this write: that is the
-            // legacy algorithm, and why it must never run beside the queue
-            // lock (DESIGN.md §3).
+            // Lines 11–13. The legacy lock does not re-read main after this
+            // write: that is why it must never run beside the queue lock
+            // (DESIGN.md §3).
             lease.write(schema::MAIN, me, value).await?;
-            if let Err(e) = lease.delete(schema::SHADOW, me).await {
-                // The lock is ours; the lingering shadow cell only makes
-                // contenders retry, and release or its TTL removes it.
-                trace!(error = %e, "shadow cell not removed after success");
-            }
-            return Ok(TryLockOutcome::Success);
+            return Ok(ShadowEntry::Entered);
         }
-    }
+        ShadowEntry::MainTaken
+    };
     // Lines 14–15.
     lease.delete(schema::SHADOW, me).await?;
-    Ok(TryLockOutcome::ConcurrentAttempt)
+    Ok(outcome)
 }

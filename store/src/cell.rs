@@ -16,7 +16,9 @@ use crate::error::InvalidArgument;
 /// Cassandra reconciles versions of a cell by this number alone (higher wins),
 /// so lockshift always chooses it itself (`USING TIMESTAMP`) rather than leaving
 /// it to a driver or a coordinator whose clock it cannot see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(i64);
 

@@ -1,0 +1,383 @@
+//! A census of lock cells: every cell of `main`, `shadow` and `queue`,
+//! classified by algorithm, owner and age — for rollout guards, `migrate
+//! status`, `inspect` and `clean`.
+//!
+//! Binaries that predate lockshift do not register and do not name their
+//! cells lockshift's way; a cell whose owner is not `node/nonce`, or whose
+//! value says `legacy`, is legacy activity.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use lockshift_lock::{Algorithm, OwnerId};
+use lockshift_queue_lock::queue::parse_queue_column;
+use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
+use serde::Serialize;
+
+use crate::registry::LiveNode;
+
+/// Who wrote a cell, as far as can be told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CellOwner {
+    /// The owner id (the column, or the queue column's suffix).
+    pub owner: String,
+    /// The lockshift node in the owner id, if it has lockshift's shape.
+    pub node: Option<String>,
+    /// Whether that node is in the registry now.
+    pub registered: bool,
+    /// The algorithm the value names; `None` for a foreign value (an old
+    /// binary).
+    pub algorithm: Option<Algorithm>,
+}
+
+impl CellOwner {
+    fn classify(column_owner: &str, value: &[u8], registered: &BTreeSet<String>) -> Self {
+        let owner = OwnerId::from_stored(column_owner);
+        let algorithm = std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse::<Algorithm>().ok());
+        // Only a lockshift-shaped owner id with a lockshift value is
+        // lockshift's; anything else was written by something older.
+        match owner.node().zip(algorithm) {
+            Some((node, algorithm)) => CellOwner {
+                owner: column_owner.to_string(),
+                registered: registered.contains(node),
+                node: Some(node.to_string()),
+                algorithm: Some(algorithm),
+            },
+            None => CellOwner {
+                owner: column_owner.to_string(),
+                node: None,
+                registered: false,
+                algorithm: None,
+            },
+        }
+    }
+
+    /// Whether the cell is evidence of the legacy algorithm: written by
+    /// lockshift's legacy mode or by something that is not lockshift.
+    pub fn is_legacy_activity(&self) -> bool {
+        matches!(self.algorithm, None | Some(Algorithm::Legacy))
+    }
+}
+
+/// One cell as the census saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CensusCell {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key).
+    pub lock: String,
+    /// The column.
+    pub column: String,
+    /// Who wrote it.
+    pub owner: CellOwner,
+    /// Its write time.
+    pub writetime: Timestamp,
+    /// Time since it was last written (renewed), by the observer's clock.
+    pub age: Duration,
+    /// TTL left, if any.
+    pub ttl_left: Option<Duration>,
+    /// Queue cells: the position among the lock's live queue cells (0 = head).
+    pub queue_position: Option<usize>,
+    /// Not renewed for longer than the staleness threshold.
+    pub stale: bool,
+}
+
+fn serialize_table<S: serde::Serializer>(t: &Table, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
+}
+
+/// Everything the census found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Census {
+    /// Every cell of `main`, `shadow` and `queue`, by table, lock, column.
+    pub cells: Vec<CensusCell>,
+    /// When the census was taken.
+    pub taken_at: Timestamp,
+}
+
+impl Census {
+    /// Cells of `table`.
+    pub fn in_table(&self, table: Table) -> impl Iterator<Item = &CensusCell> {
+        self.cells.iter().filter(move |c| c.table == table)
+    }
+
+    /// Locks with a holder in `main`.
+    pub fn held(&self) -> impl Iterator<Item = &CensusCell> {
+        self.in_table(schema::MAIN)
+    }
+
+    /// Queue cells of waiters (not the head), with the oldest first.
+    pub fn waiting(&self) -> Vec<&CensusCell> {
+        let mut w: Vec<&CensusCell> = self
+            .in_table(schema::QUEUE)
+            .filter(|c| c.queue_position.is_some_and(|p| p > 0))
+            .collect();
+        w.sort_by_key(|c| std::cmp::Reverse(c.age));
+        w
+    }
+
+    /// Cells in `main` or `shadow` that are evidence of legacy activity now.
+    pub fn legacy_activity(&self) -> impl Iterator<Item = &CensusCell> {
+        self.cells
+            .iter()
+            .filter(|c| c.table != schema::QUEUE && c.owner.is_legacy_activity())
+    }
+
+    /// Cells in `main` held by `algorithm`.
+    pub fn held_by(&self, algorithm: Algorithm) -> impl Iterator<Item = &CensusCell> {
+        self.held()
+            .filter(move |c| c.owner.algorithm == Some(algorithm))
+    }
+
+    /// Stale cells.
+    pub fn stale(&self) -> impl Iterator<Item = &CensusCell> {
+        self.cells.iter().filter(|c| c.stale)
+    }
+}
+
+/// How a census pages through row keys and what counts as stale.
+#[derive(Clone, Copy, Debug)]
+pub struct CensusOptions {
+    /// Cells not renewed for longer than this are stale.
+    pub stale_after: Duration,
+    /// Row keys per scan page.
+    pub page_size: NonZeroU32,
+}
+
+/// Reads one lock's cells in all three tables.
+///
+/// # Errors
+/// The store error.
+pub async fn inspect_lock(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    nodes: &[LiveNode],
+    lock: &str,
+    stale_after: Duration,
+) -> Result<Vec<CensusCell>, StoreError> {
+    let registered = registered(nodes);
+    let now = clock.now();
+    let mut out = Vec::new();
+    for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+        let cells = store.read(table, lock, &RowQuery::all()).await?;
+        out.extend(classify_row(
+            table,
+            lock,
+            cells,
+            &registered,
+            now,
+            stale_after,
+        ));
+    }
+    Ok(out)
+}
+
+/// Takes a census of every lock, calling `progress(table, rows_done)` after
+/// each page.
+///
+/// # Errors
+/// The first store error.
+pub async fn take_census(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    nodes: &[LiveNode],
+    options: CensusOptions,
+    mut progress: impl FnMut(Table, usize),
+) -> Result<Census, StoreError> {
+    let registered = registered(nodes);
+    let mut census = Census {
+        cells: Vec::new(),
+        taken_at: clock.now(),
+    };
+    for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+        let mut cursor = None;
+        let mut rows = 0;
+        loop {
+            let page = store
+                .scan_keys(table, cursor.as_ref(), options.page_size)
+                .await?;
+            for lock in &page.keys {
+                let cells = store.read(table, lock, &RowQuery::all()).await?;
+                census.cells.extend(classify_row(
+                    table,
+                    lock,
+                    cells,
+                    &registered,
+                    clock.now(),
+                    options.stale_after,
+                ));
+            }
+            rows += page.keys.len();
+            progress(table, rows);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    Ok(census)
+}
+
+fn registered(nodes: &[LiveNode]) -> BTreeSet<String> {
+    nodes.iter().map(|n| n.info.node.clone()).collect()
+}
+
+fn classify_row(
+    table: Table,
+    lock: &str,
+    cells: Vec<Cell>,
+    registered: &BTreeSet<String>,
+    now: Timestamp,
+    stale_after: Duration,
+) -> Vec<CensusCell> {
+    let mut live_position = 0;
+    let mut out = Vec::with_capacity(cells.len());
+    for cell in cells {
+        let age = now.duration_since(cell.writetime);
+        let stale = age > stale_after;
+        let (owner_text, queue_position) = if table == schema::QUEUE {
+            let owner = parse_queue_column(&cell.column)
+                .map(|(_, o)| o.as_str().to_string())
+                .unwrap_or_else(|| cell.column.clone());
+            let position = if stale {
+                None
+            } else {
+                live_position += 1;
+                Some(live_position - 1)
+            };
+            (owner, position)
+        } else {
+            (cell.column.clone(), None)
+        };
+        out.push(CensusCell {
+            table,
+            lock: lock.to_string(),
+            owner: CellOwner::classify(&owner_text, &cell.value, registered),
+            column: cell.column,
+            writetime: cell.writetime,
+            age,
+            ttl_left: cell.ttl,
+            queue_position,
+            stale,
+        });
+    }
+    out
+}
+
+/// Counts per algorithm of `main` holders (`None`: foreign).
+pub fn holders_by_algorithm(census: &Census) -> BTreeMap<Option<Algorithm>, usize> {
+    let mut out = BTreeMap::new();
+    for c in census.held() {
+        *out.entry(c.owner.algorithm).or_insert(0) += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use lockshift_store::{CellWrite, ManualClock, MemoryStore, WriteOptions};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn cells_are_classified_by_owner_shape_value_and_age() {
+        let clock = ManualClock::new(Timestamp::from_micros(100_000_000));
+        let store = MemoryStore::new();
+        let put =
+            |table, lock: &'static str, column: &'static str, value: &'static str, at: i64| {
+                let store = &store;
+                async move {
+                    store
+                        .write(
+                            table,
+                            lock,
+                            &[CellWrite::new(column, value.as_bytes().to_vec())],
+                            WriteOptions::at(Timestamp::from_micros(at)),
+                        )
+                        .await
+                        .unwrap();
+                }
+            };
+        let now = 100_000_000;
+        put(
+            schema::MAIN,
+            "a",
+            "n1/0000000000000001",
+            "queue",
+            now - 1_000_000,
+        )
+        .await;
+        put(
+            schema::MAIN,
+            "b",
+            "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+            "whatever",
+            now - 2_000_000,
+        )
+        .await;
+        put(
+            schema::SHADOW,
+            "b",
+            "n2/0000000000000002",
+            "legacy",
+            now - 50_000_000,
+        )
+        .await;
+        put(
+            schema::QUEUE,
+            "a",
+            "00000000000000000001n1/0000000000000001",
+            "queue",
+            now - 1_000_000,
+        )
+        .await;
+        put(
+            schema::QUEUE,
+            "a",
+            "00000000000000000002n3/0000000000000003",
+            "combined",
+            now - 1_000_000,
+        )
+        .await;
+        let census = take_census(
+            &store,
+            &clock,
+            &[],
+            CensusOptions {
+                stale_after: Duration::from_secs(30),
+                page_size: NonZeroU32::new(1).unwrap(),
+            },
+            |_, _| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(census.cells.len(), 5);
+        let legacy: Vec<&str> = census
+            .legacy_activity()
+            .map(|c| c.column.as_str())
+            .collect();
+        assert_eq!(
+            legacy,
+            [
+                "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+                "n2/0000000000000002"
+            ]
+        );
+        assert_eq!(census.held_by(Algorithm::Queue).count(), 1);
+        let stale: Vec<&str> = census.stale().map(|c| c.column.as_str()).collect();
+        assert_eq!(stale, ["n2/0000000000000002"]);
+        let waiting = census.waiting();
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(waiting[0].owner.owner, "n3/0000000000000003");
+        assert_eq!(waiting[0].owner.algorithm, Some(Algorithm::Combined));
+        assert_eq!(
+            holders_by_algorithm(&census)[&None],
+            1,
+            "the foreign holder"
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! Errors of the rollout and of starting a node.
+
+use lockshift_lock::AcquireError;
+use lockshift_store::StoreError;
+use lockshift_store::settings::InvalidSetting;
+
+use crate::stage::Stage;
+
+/// A rollout transition could not be evaluated or made. A refusal by the
+/// guards is not an error (see [`crate::rollout::TransitionReport`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RolloutError {
+    /// The edge is not one step forward or back.
+    #[error("cannot move from stage {from} to {to}: {why}")]
+    InvalidTransition {
+        /// The current stage.
+        from: Stage,
+        /// The stage asked for.
+        to: Stage,
+        /// Why not.
+        why: String,
+    },
+    /// Reading or writing the rollout state failed.
+    #[error("rollout state unavailable: {0}")]
+    Store(#[from] StoreError),
+    /// The rollout lock could not be taken.
+    #[error("could not take the rollout lock: {0}")]
+    Lock(#[from] AcquireError),
+    /// An internal inconsistency (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// A node could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The settings break a rule.
+    #[error("invalid settings: {0}")]
+    Settings(#[from] InvalidSetting),
+}

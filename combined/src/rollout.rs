@@ -1,0 +1,677 @@
+//! The rollout state machine: the stage stored in the database, guarded
+//! transitions, and their history.
+//!
+//! The `rollout` table holds row [`STAGE_ROW`] (one cell, the current
+//! [`StageRecord`]) and row [`HISTORY_ROW`] (one cell per transition or
+//! refusal, named by time). A transition is a compare-and-check: under the
+//! rollout lock (a combined lock — safe whatever the stage), read the stage,
+//! check the edge and every guard on fresh evidence, and only then write the
+//! new record with a timestamp above the old one's.
+//!
+//! # Guards (DESIGN.md §4)
+//!
+//! | edge | guards |
+//! |---|---|
+//! | legacy → dual | no live node runs legacy; no legacy activity within the quiet period |
+//! | dual → queue | no live node runs legacy; every live node has seen `dual`; no legacy activity within the quiet period |
+//! | queue → complete | no live node runs legacy or combined; every live node has seen `queue`; no lock held by a combined holder; no legacy activity within the quiet period |
+//! | complete → queue | none: combined and queue are safe together |
+//! | queue → dual | none: combined and queue are safe together |
+//! | dual → legacy | no live node runs queue; every live node has seen `dual`; no lock held by a queue holder; no queue activity within the quiet period |
+//!
+//! The quiet period covers what the registry cannot see: a node acting on a
+//! stale stage for one re-read period, a holder's cells living one lease
+//! TTL, clocks off by the skew margin, and binaries that predate lockshift
+//! (they never register; their cells are the evidence).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockshift_lock::{
+    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, fmt_duration,
+};
+use lockshift_queue_lock::{QueueSettings, TimeService, TimeSettings, TimeSourceKind};
+use lockshift_store::{
+    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Timestamp,
+    WriteOptions, schema,
+};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::census::{Census, CensusOptions, take_census};
+use crate::config::RolloutSettings;
+use crate::error::RolloutError;
+use crate::locker::CombinedLocker;
+use crate::registry::{LiveNode, last_activity, live_nodes};
+use crate::stage::Stage;
+
+/// The `rollout` row holding the current stage.
+pub const STAGE_ROW: &str = "stage";
+/// The column of the current stage.
+pub const STAGE_COLUMN: &str = "current";
+/// The `rollout` row holding the history.
+pub const HISTORY_ROW: &str = "history";
+/// The lock serialising transitions.
+pub const ROLLOUT_LOCK: &str = "lockshift.rollout";
+
+/// The stage as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// The stage.
+    pub stage: Stage,
+    /// Increases by one with every transition; 0 before the first.
+    pub version: u64,
+    /// When it was set (µs since the epoch); 0 before the first.
+    pub changed_at: i64,
+    /// Who set it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl StageRecord {
+    /// The stage of a cluster where no transition was ever made.
+    pub fn initial() -> Self {
+        StageRecord {
+            stage: Stage::Legacy,
+            version: 0,
+            changed_at: 0,
+            by: "initial".to_string(),
+            reason: "no stage recorded yet".to_string(),
+        }
+    }
+}
+
+/// Reads the current stage (the initial record when none was ever written),
+/// with the write timestamp of its cell.
+///
+/// # Errors
+/// A store error, or `Invalid` when the cell does not decode.
+pub async fn read_stage(
+    store: &dyn lockshift_store::Store,
+) -> Result<(StageRecord, Option<Timestamp>), StoreError> {
+    let cells = store
+        .read(
+            schema::ROLLOUT,
+            STAGE_ROW,
+            &RowQuery::first(1).starting_at(STAGE_COLUMN),
+        )
+        .await?;
+    match cells.into_iter().find(|c| c.column == STAGE_COLUMN) {
+        Some(cell) => {
+            let record = serde_json::from_slice(&cell.value).map_err(|e| {
+                StoreError::new(
+                    StoreErrorKind::Invalid,
+                    lockshift_store::OpKind::Read,
+                    Some(schema::ROLLOUT),
+                    format!("the stored rollout stage does not decode: {e}"),
+                )
+            })?;
+            Ok((record, Some(cell.writetime)))
+        }
+        None => Ok((StageRecord::initial(), None)),
+    }
+}
+
+/// What happened, for the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryAction {
+    /// The stage changed.
+    Transition,
+    /// A transition was refused by its guards.
+    Refusal,
+}
+
+/// One line of the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// When (µs since the epoch).
+    pub at: i64,
+    /// Who asked.
+    pub by: String,
+    /// Transition or refusal.
+    pub action: HistoryAction,
+    /// From which stage.
+    pub from: Stage,
+    /// To which stage.
+    pub to: Stage,
+    /// The operator's reason.
+    pub reason: String,
+    /// For refusals, every failing guard.
+    #[serde(default)]
+    pub failed_guards: Vec<String>,
+}
+
+/// One guard's verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Guard {
+    /// What it checks.
+    pub name: String,
+    /// Whether it holds.
+    pub passed: bool,
+    /// The evidence, in words.
+    pub detail: String,
+}
+
+/// Whether a transition is safe now, guard by guard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The current stage.
+    pub from: Stage,
+    /// The target stage.
+    pub to: Stage,
+    /// Every guard of the edge.
+    pub guards: Vec<Guard>,
+}
+
+impl Verdict {
+    /// Whether every guard holds.
+    pub fn is_safe(&self) -> bool {
+        self.guards.iter().all(|g| g.passed)
+    }
+
+    /// The failing guards' details.
+    pub fn failures(&self) -> Vec<String> {
+        self.guards
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.detail.clone())
+            .collect()
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_safe() {
+            write!(f, "safe to move from {} to {}: yes", self.from, self.to)
+        } else {
+            write!(
+                f,
+                "safe to move from {} to {}: no, because {}",
+                self.from,
+                self.to,
+                self.failures().join("; ")
+            )
+        }
+    }
+}
+
+/// Everything guards look at.
+#[derive(Clone, Debug)]
+pub struct Evidence {
+    /// The current stage.
+    pub current: StageRecord,
+    /// The live registry.
+    pub nodes: Vec<LiveNode>,
+    /// Lock cells now.
+    pub census: Census,
+    /// Recorded last use per algorithm.
+    pub activity: BTreeMap<Algorithm, Timestamp>,
+    /// When the evidence was gathered.
+    pub now: Timestamp,
+}
+
+impl Evidence {
+    /// The last time `algorithm` was seen in use: recorded activity, or now
+    /// if the census sees its cells (for legacy: any foreign cell too).
+    pub fn last_seen(&self, algorithm: Algorithm) -> Option<Timestamp> {
+        let seen_now = match algorithm {
+            Algorithm::Legacy => self.census.legacy_activity().next().is_some(),
+            other => self
+                .census
+                .cells
+                .iter()
+                .any(|c| c.table != schema::QUEUE && c.owner.algorithm == Some(other)),
+        };
+        let recorded = self.activity.get(&algorithm).copied();
+        if seen_now { Some(self.now) } else { recorded }
+    }
+}
+
+/// Checks the edge `from → to`: adjacent stages only.
+///
+/// # Errors
+/// [`RolloutError::InvalidTransition`] saying why.
+pub fn check_edge(from: Stage, to: Stage) -> Result<(), RolloutError> {
+    if from == to {
+        return Err(RolloutError::InvalidTransition {
+            from,
+            to,
+            why: format!("the stage already is {to}"),
+        });
+    }
+    if from.next() == Some(to) || from.previous() == Some(to) {
+        return Ok(());
+    }
+    let step = if to > from {
+        from.next()
+    } else {
+        from.previous()
+    };
+    Err(RolloutError::InvalidTransition {
+        from,
+        to,
+        why: match step {
+            Some(step) => format!("stages cannot be skipped; move to {step} first"),
+            None => "there is no such step".to_string(),
+        },
+    })
+}
+
+/// The guards of `from → to` evaluated on `evidence` (pure: no I/O).
+pub fn evaluate(evidence: &Evidence, to: Stage, settings: &RolloutSettings) -> Verdict {
+    let from = evidence.current.stage;
+    let quiet = settings.quiet_period;
+    let g = Guards { evidence };
+    let guards = match (from, to) {
+        (Stage::Legacy, Stage::Dual) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.quiet(Algorithm::Legacy, quiet),
+        ],
+        (Stage::Dual, Stage::Queue) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.all_saw_current(),
+            g.quiet(Algorithm::Legacy, quiet),
+        ],
+        (Stage::Queue, Stage::Complete) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.no_node_runs(Algorithm::Combined),
+            g.all_saw_current(),
+            g.none_held_by(Algorithm::Combined),
+            g.quiet(Algorithm::Legacy, quiet),
+        ],
+        (Stage::Dual, Stage::Legacy) => vec![
+            g.no_node_runs(Algorithm::Queue),
+            g.all_saw_current(),
+            g.none_held_by(Algorithm::Queue),
+            g.quiet(Algorithm::Queue, quiet),
+        ],
+        _ => Vec::new(),
+    };
+    Verdict { from, to, guards }
+}
+
+struct Guards<'a> {
+    evidence: &'a Evidence,
+}
+
+impl Guards<'_> {
+    fn no_node_runs(&self, algorithm: Algorithm) -> Guard {
+        let running: Vec<String> = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.effective == algorithm)
+            .map(|n| {
+                format!(
+                    "node {} runs {algorithm} (heartbeat {} ago)",
+                    n.info.node,
+                    fmt_duration(round_secs(self.evidence.now.duration_since(n.heartbeat_at)))
+                )
+            })
+            .collect();
+        Guard {
+            name: format!("no live node runs {algorithm}"),
+            passed: running.is_empty(),
+            detail: if running.is_empty() {
+                format!("no live node runs {algorithm}")
+            } else {
+                running.join(", ")
+            },
+        }
+    }
+
+    fn all_saw_current(&self) -> Guard {
+        let current = &self.evidence.current;
+        let behind: Vec<String> = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.seen_version != Some(current.version))
+            .map(|n| {
+                format!(
+                    "node {} still acts on stage {}",
+                    n.info.node,
+                    n.info.seen_stage.map_or("unknown", Stage::as_str)
+                )
+            })
+            .collect();
+        Guard {
+            name: format!("every live node has seen stage {}", current.stage),
+            passed: behind.is_empty(),
+            detail: if behind.is_empty() {
+                format!("every live node has seen stage {}", current.stage)
+            } else {
+                behind.join(", ")
+            },
+        }
+    }
+
+    fn none_held_by(&self, algorithm: Algorithm) -> Guard {
+        let held: Vec<String> = self
+            .evidence
+            .census
+            .held_by(algorithm)
+            .map(|c| format!("{} (by {})", c.lock, c.owner.owner))
+            .collect();
+        Guard {
+            name: format!("no lock held by a {algorithm} holder"),
+            passed: held.is_empty(),
+            detail: if held.is_empty() {
+                format!("no lock held by a {algorithm} holder")
+            } else {
+                format!(
+                    "{} lock(s) held by {algorithm} holders: {}",
+                    held.len(),
+                    held.join(", ")
+                )
+            },
+        }
+    }
+
+    fn quiet(&self, algorithm: Algorithm, quiet: Duration) -> Guard {
+        let name = format!("no {algorithm} activity within the quiet period");
+        match self.evidence.last_seen(algorithm) {
+            None => Guard {
+                name,
+                passed: true,
+                detail: format!("no {algorithm} activity ever seen"),
+            },
+            Some(at) => {
+                let ago = self.evidence.now.duration_since(at);
+                let passed = ago > quiet;
+                Guard {
+                    name,
+                    passed,
+                    detail: format!(
+                        "{algorithm} activity seen {} ago (quiet period {})",
+                        fmt_duration(round_secs(ago)),
+                        fmt_duration(quiet)
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn round_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs())
+}
+
+/// What the operator asked for.
+#[derive(Clone, Debug)]
+pub struct TransitionRequest {
+    /// The target stage.
+    pub to: Stage,
+    /// Who asks (recorded).
+    pub by: String,
+    /// Why (recorded).
+    pub reason: String,
+    /// Only evaluate: change nothing, record nothing.
+    pub dry_run: bool,
+}
+
+/// What a transition did.
+#[derive(Clone, Debug, Serialize)]
+pub struct TransitionReport {
+    /// The guards' verdict.
+    pub verdict: Verdict,
+    /// Whether the stage changed.
+    pub applied: bool,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// The new record, when applied.
+    pub record: Option<StageRecord>,
+}
+
+/// Reads and changes the rollout stage.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    store: SharedStore,
+    clock: SharedClock,
+    settings: RolloutSettings,
+    lease: LeaseSettings,
+    queue: QueueSettings,
+    stale_after: Duration,
+}
+
+impl Rollout {
+    /// Over `store`, with the fleet's settings.
+    pub fn new(
+        store: SharedStore,
+        clock: SharedClock,
+        settings: RolloutSettings,
+        lease: LeaseSettings,
+        queue: QueueSettings,
+    ) -> Self {
+        let stale_after = queue.stale_after(&lease);
+        Rollout {
+            store,
+            clock,
+            settings,
+            lease,
+            queue,
+            stale_after,
+        }
+    }
+
+    /// The current stage.
+    ///
+    /// # Errors
+    /// The store error.
+    pub async fn current(&self) -> Result<StageRecord, StoreError> {
+        Ok(read_stage(self.store.as_ref()).await?.0)
+    }
+
+    /// The history, oldest first.
+    ///
+    /// # Errors
+    /// The store error.
+    pub async fn history(&self) -> Result<Vec<HistoryEntry>, StoreError> {
+        let cells = self
+            .store
+            .read(schema::ROLLOUT, HISTORY_ROW, &RowQuery::all())
+            .await?;
+        Ok(cells
+            .into_iter()
+            .filter_map(|c| serde_json::from_slice(&c.value).ok())
+            .collect())
+    }
+
+    /// Gathers the evidence guards look at: stage, registry, activity and a
+    /// census of every lock cell.
+    ///
+    /// # Errors
+    /// The store error.
+    pub async fn evidence(&self) -> Result<Evidence, StoreError> {
+        let store = self.store.as_ref();
+        let (current, _) = read_stage(store).await?;
+        let (nodes, _) = live_nodes(store).await?;
+        let activity = last_activity(store).await?;
+        let census = take_census(
+            store,
+            self.clock.as_ref(),
+            &nodes,
+            CensusOptions {
+                stale_after: self.stale_after,
+                page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
+            },
+            |_, _| {},
+        )
+        .await?;
+        Ok(Evidence {
+            current,
+            nodes,
+            census,
+            activity,
+            now: self.clock.now(),
+        })
+    }
+
+    /// Moves the stage to `request.to` if the edge is valid and every guard
+    /// holds, recording the transition — or the refusal — in the history.
+    ///
+    /// # Errors
+    /// [`RolloutError::InvalidTransition`] for a non-adjacent or unchanged
+    /// stage; store or lock errors. A refusal is not an error: the report
+    /// says `applied: false` with the verdict.
+    pub async fn transition(
+        &self,
+        request: TransitionRequest,
+    ) -> Result<TransitionReport, RolloutError> {
+        if request.dry_run {
+            let evidence = self.evidence().await?;
+            check_edge(evidence.current.stage, request.to)?;
+            return Ok(TransitionReport {
+                verdict: evaluate(&evidence, request.to, &self.settings),
+                applied: false,
+                dry_run: true,
+                record: None,
+            });
+        }
+        let (_time, locker) = self.rollout_locker(&request.by)?;
+        let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| RolloutError::Internal(e.to_string()))?;
+        let guard = locker
+            .acquire_with(&lock, AcquireOptions::with_timeout(Duration::from_secs(60)))
+            .await?;
+        let result = self.transition_locked(&request).await;
+        if let Err(e) = guard.release().await {
+            warn!(error = %e, "rollout lock release failed; it expires with its TTL");
+        }
+        result
+    }
+
+    async fn transition_locked(
+        &self,
+        request: &TransitionRequest,
+    ) -> Result<TransitionReport, RolloutError> {
+        let (_, stage_written_at) = read_stage(self.store.as_ref()).await?;
+        let evidence = self.evidence().await?;
+        let from = evidence.current.stage;
+        check_edge(from, request.to)?;
+        let verdict = evaluate(&evidence, request.to, &self.settings);
+        let now = self.clock.now();
+        if !verdict.is_safe() {
+            info!(%from, to = %request.to, failures = ?verdict.failures(), "transition refused");
+            self.record_history(HistoryEntry {
+                at: now.as_micros(),
+                by: request.by.clone(),
+                action: HistoryAction::Refusal,
+                from,
+                to: request.to,
+                reason: request.reason.clone(),
+                failed_guards: verdict.failures(),
+            })
+            .await?;
+            return Ok(TransitionReport {
+                verdict,
+                applied: false,
+                dry_run: false,
+                record: None,
+            });
+        }
+        let record = StageRecord {
+            stage: request.to,
+            version: evidence.current.version + 1,
+            changed_at: now.as_micros(),
+            by: request.by.clone(),
+            reason: request.reason.clone(),
+        };
+        // Above the old record's timestamp whatever this machine's clock says:
+        // last-write-wins must pick the new stage.
+        let stamp = stage_written_at.map_or(now, |old| now.max(old.offset_micros(1)));
+        let value =
+            serde_json::to_vec(&record).map_err(|e| RolloutError::Internal(e.to_string()))?;
+        self.store
+            .write(
+                schema::ROLLOUT,
+                STAGE_ROW,
+                &[CellWrite::new(STAGE_COLUMN, value)],
+                WriteOptions::at(stamp),
+            )
+            .await?;
+        self.record_history(HistoryEntry {
+            at: now.as_micros(),
+            by: request.by.clone(),
+            action: HistoryAction::Transition,
+            from,
+            to: request.to,
+            reason: request.reason.clone(),
+            failed_guards: Vec::new(),
+        })
+        .await?;
+        info!(%from, to = %request.to, version = record.version, by = %request.by, "stage changed");
+        Ok(TransitionReport {
+            verdict,
+            applied: true,
+            dry_run: false,
+            record: Some(record),
+        })
+    }
+
+    async fn record_history(&self, entry: HistoryEntry) -> Result<(), RolloutError> {
+        let column = format!("{:020}-{}", entry.at.max(0), entry.by);
+        let value =
+            serde_json::to_vec(&entry).map_err(|e| RolloutError::Internal(e.to_string()))?;
+        self.store
+            .write(
+                schema::ROLLOUT,
+                HISTORY_ROW,
+                &[CellWrite::new(column, value)],
+                WriteOptions::at(Timestamp::from_micros(entry.at)),
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn rollout_locker(&self, by: &str) -> Result<(TimeService, CombinedLocker), RolloutError> {
+        let node =
+            NodeId::new(sanitize_node(by)).map_err(|e| RolloutError::Internal(e.to_string()))?;
+        let ctx = LockContext::new(
+            self.store.clone(),
+            self.clock.clone(),
+            node,
+            self.lease.clone(),
+            None,
+        )
+        .map_err(|e| RolloutError::Internal(e.to_string()))?;
+        let time = TimeService::start(
+            &TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            self.store.clone(),
+            self.clock.clone(),
+        );
+        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), self.queue.clone());
+        Ok((time, locker))
+    }
+}
+
+/// A node id derived from a free-form operator name.
+fn sanitize_node(by: &str) -> String {
+    let cleaned: String = by
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(lockshift_lock::MAX_NODE_ID_LEN)
+        .collect();
+    if cleaned.is_empty() {
+        "operator".to_string()
+    } else {
+        cleaned
+    }
+}
+
+#[cfg(test)]
+#[path = "rollout_tests.rs"]
+mod tests;

@@ -1,0 +1,387 @@
+use std::sync::Arc;
+
+use lockshift_store::{
+    CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Store, WriteOptions,
+};
+
+use super::*;
+use crate::census::{CellOwner, CensusCell};
+use crate::mode::Mode;
+use crate::registry::{NodeInfo, heartbeat, record_activity};
+
+const NOW: i64 = 1_700_000_000_000_000;
+
+fn node(
+    name: &str,
+    effective: Algorithm,
+    seen: Option<(Stage, u64)>,
+    heartbeat_secs_ago: u64,
+) -> LiveNode {
+    LiveNode {
+        info: NodeInfo {
+            node: name.to_string(),
+            version: "0.1.0".to_string(),
+            configured_mode: Mode::Auto,
+            effective,
+            degraded: false,
+            seen_stage: seen.map(|s| s.0),
+            seen_version: seen.map(|s| s.1),
+            started_at: 0,
+            last_used: BTreeMap::new(),
+        },
+        heartbeat_at: Timestamp::from_micros(NOW)
+            .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),
+        ttl_left: Some(Duration::from_secs(25)),
+    }
+}
+
+fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
+    CensusCell {
+        table: schema::MAIN,
+        lock: lock.to_string(),
+        column: owner.to_string(),
+        owner: CellOwner {
+            owner: owner.to_string(),
+            node: algorithm.map(|_| owner.split('/').next().unwrap_or_default().to_string()),
+            registered: algorithm.is_some(),
+            algorithm,
+        },
+        writetime: Timestamp::from_micros(NOW),
+        age: Duration::ZERO,
+        ttl_left: Some(Duration::from_secs(60)),
+        queue_position: None,
+        stale: false,
+    }
+}
+
+fn evidence(stage: Stage, version: u64) -> Evidence {
+    Evidence {
+        current: StageRecord {
+            stage,
+            version,
+            changed_at: 0,
+            by: "t".into(),
+            reason: "t".into(),
+        },
+        nodes: Vec::new(),
+        census: Census::default(),
+        activity: BTreeMap::new(),
+        now: Timestamp::from_micros(NOW),
+    }
+}
+
+fn settings() -> RolloutSettings {
+    RolloutSettings::default()
+}
+
+#[test]
+fn stages_cannot_be_skipped_or_repeated() {
+    let err = check_edge(Stage::Legacy, Stage::Queue).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot move from stage legacy to queue: stages cannot be skipped; move to dual first"
+    );
+    let err = check_edge(Stage::Complete, Stage::Dual).unwrap_err();
+    assert!(err.to_string().ends_with("move to queue first"), "{err}");
+    let err = check_edge(Stage::Dual, Stage::Dual).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot move from stage dual to dual: the stage already is dual"
+    );
+    for s in Stage::ALL {
+        for t in [s.next(), s.previous()].into_iter().flatten() {
+            check_edge(s, t).unwrap();
+        }
+    }
+}
+
+#[test]
+fn legacy_to_dual_is_refused_while_a_legacy_node_lives_or_legacy_was_active_recently() {
+    let mut e = evidence(Stage::Legacy, 0);
+    assert!(
+        evaluate(&e, Stage::Dual, &settings()).is_safe(),
+        "a quiet fleet may advance"
+    );
+
+    e.nodes.push(node(
+        "web-3",
+        Algorithm::Legacy,
+        Some((Stage::Legacy, 0)),
+        2,
+    ));
+    e.nodes.push(node(
+        "web-4",
+        Algorithm::Combined,
+        Some((Stage::Legacy, 0)),
+        1,
+    ));
+    e.activity
+        .insert(Algorithm::Legacy, Timestamp::from_micros(NOW - 10_000_000));
+    let v = evaluate(&e, Stage::Dual, &settings());
+    assert!(!v.is_safe());
+    assert_eq!(
+        v.failures(),
+        [
+            "node web-3 runs legacy (heartbeat 2s ago)",
+            "legacy activity seen 10s ago (quiet period 2m)"
+        ]
+    );
+    assert_eq!(
+        v.to_string(),
+        "safe to move from legacy to dual: no, because node web-3 runs legacy (heartbeat 2s ago); legacy activity seen 10s ago (quiet period 2m)"
+    );
+
+    // Activity long ago, and the legacy node gone: safe.
+    e.nodes.remove(0);
+    e.activity.insert(
+        Algorithm::Legacy,
+        Timestamp::from_micros(NOW - 3_600_000_000),
+    );
+    assert!(evaluate(&e, Stage::Dual, &settings()).is_safe());
+    // An old binary holding a lock right now (not registered, foreign cell).
+    e.census.cells.push(held(
+        "accounts",
+        "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+        None,
+    ));
+    let v = evaluate(&e, Stage::Dual, &settings());
+    assert_eq!(
+        v.failures(),
+        ["legacy activity seen 0s ago (quiet period 2m)"]
+    );
+}
+
+#[test]
+fn dual_to_queue_waits_until_every_node_has_seen_dual() {
+    let mut e = evidence(Stage::Dual, 1);
+    e.nodes
+        .push(node("a", Algorithm::Combined, Some((Stage::Dual, 1)), 1));
+    e.nodes
+        .push(node("b", Algorithm::Combined, Some((Stage::Legacy, 0)), 1));
+    let v = evaluate(&e, Stage::Queue, &settings());
+    assert_eq!(v.failures(), ["node b still acts on stage legacy"]);
+    e.nodes[1] = node("b", Algorithm::Combined, Some((Stage::Dual, 1)), 1);
+    assert!(evaluate(&e, Stage::Queue, &settings()).is_safe());
+}
+
+#[test]
+fn queue_to_complete_needs_no_combined_node_and_no_combined_holder() {
+    let mut e = evidence(Stage::Queue, 2);
+    e.nodes
+        .push(node("a", Algorithm::Combined, Some((Stage::Queue, 2)), 1));
+    e.census.cells.push(held(
+        "accounts",
+        "a/0000000000000001",
+        Some(Algorithm::Combined),
+    ));
+    let v = evaluate(&e, Stage::Complete, &settings());
+    assert_eq!(
+        v.failures(),
+        [
+            "node a runs combined (heartbeat 1s ago)",
+            "1 lock(s) held by combined holders: accounts (by a/0000000000000001)"
+        ]
+    );
+}
+
+#[test]
+fn rollback_to_legacy_needs_the_queue_to_be_quiet_while_other_rollbacks_are_free() {
+    let mut e = evidence(Stage::Dual, 3);
+    e.nodes
+        .push(node("q", Algorithm::Queue, Some((Stage::Dual, 3)), 1));
+    e.activity
+        .insert(Algorithm::Queue, Timestamp::from_micros(NOW - 5_000_000));
+    let v = evaluate(&e, Stage::Legacy, &settings());
+    assert_eq!(
+        v.failures(),
+        [
+            "node q runs queue (heartbeat 1s ago)",
+            "queue activity seen 5s ago (quiet period 2m)"
+        ]
+    );
+    // complete → queue and queue → dual never mix legacy with queue.
+    for (from, to) in [(Stage::Complete, Stage::Queue), (Stage::Queue, Stage::Dual)] {
+        let mut e = evidence(from, 4);
+        e.nodes
+            .push(node("q", Algorithm::Queue, Some((Stage::Legacy, 0)), 1));
+        let v = evaluate(&e, to, &settings());
+        assert!(v.guards.is_empty() && v.is_safe(), "{from} -> {to}");
+    }
+}
+
+struct World {
+    clock: Arc<ManualClock>,
+    store: SharedStore,
+    rollout: Rollout,
+}
+
+fn world() -> World {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_micros(NOW)));
+    let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let rollout = Rollout::new(
+        store.clone(),
+        clock.clone(),
+        settings(),
+        LeaseSettings::default(),
+        QueueSettings::default(),
+    );
+    World {
+        clock,
+        store,
+        rollout,
+    }
+}
+
+fn request(to: Stage, dry_run: bool) -> TransitionRequest {
+    TransitionRequest {
+        to,
+        by: "alice".into(),
+        reason: "rollout".into(),
+        dry_run,
+    }
+}
+
+#[tokio::test]
+async fn transitions_are_recorded_and_refusals_too() {
+    let w = world();
+    assert_eq!(w.rollout.current().await.unwrap(), StageRecord::initial());
+
+    // A legacy node is alive: refused, stage unchanged, refusal recorded.
+    let mut info = node("web-3", Algorithm::Legacy, Some((Stage::Legacy, 0)), 0).info;
+    heartbeat(
+        w.store.as_ref(),
+        w.clock.as_ref(),
+        &info,
+        lockshift_store::Ttl::from_secs(30).unwrap(),
+    )
+    .await
+    .unwrap();
+    let report = w
+        .rollout
+        .transition(request(Stage::Dual, false))
+        .await
+        .unwrap();
+    assert!(!report.applied);
+    assert_eq!(
+        report.verdict.failures(),
+        ["node web-3 runs legacy (heartbeat 0s ago)"]
+    );
+    assert_eq!(w.rollout.current().await.unwrap().stage, Stage::Legacy);
+
+    // The node switches to combined (its next heartbeat, a second later);
+    // its legacy use is recorded activity.
+    w.clock.advance(Duration::from_secs(1));
+    info.effective = Algorithm::Combined;
+    heartbeat(
+        w.store.as_ref(),
+        w.clock.as_ref(),
+        &info,
+        lockshift_store::Ttl::from_secs(30).unwrap(),
+    )
+    .await
+    .unwrap();
+    record_activity(w.store.as_ref(), Algorithm::Legacy, w.clock.now())
+        .await
+        .unwrap();
+    let dry = w
+        .rollout
+        .transition(request(Stage::Dual, true))
+        .await
+        .unwrap();
+    assert!(dry.dry_run && !dry.applied);
+    assert_eq!(
+        dry.verdict.failures(),
+        ["legacy activity seen 0s ago (quiet period 2m)"]
+    );
+
+    // After the quiet period: applied.
+    w.clock.advance(Duration::from_secs(121));
+    heartbeat(
+        w.store.as_ref(),
+        w.clock.as_ref(),
+        &info,
+        lockshift_store::Ttl::from_secs(30).unwrap(),
+    )
+    .await
+    .unwrap();
+    let dry = w
+        .rollout
+        .transition(request(Stage::Dual, true))
+        .await
+        .unwrap();
+    assert!(
+        dry.verdict.is_safe() && !dry.applied,
+        "a dry run changes nothing"
+    );
+    assert_eq!(w.rollout.current().await.unwrap().stage, Stage::Legacy);
+    let done = w
+        .rollout
+        .transition(request(Stage::Dual, false))
+        .await
+        .unwrap();
+    assert!(done.applied);
+    let current = w.rollout.current().await.unwrap();
+    assert_eq!(
+        (current.stage, current.version, current.by.as_str()),
+        (Stage::Dual, 1, "alice")
+    );
+
+    // Skipping is an error, not a refusal, and is not recorded.
+    let err = w
+        .rollout
+        .transition(request(Stage::Complete, false))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RolloutError::InvalidTransition { .. }),
+        "{err}"
+    );
+
+    let history = w.rollout.history().await.unwrap();
+    let actions: Vec<(HistoryAction, Stage, Stage)> =
+        history.iter().map(|h| (h.action, h.from, h.to)).collect();
+    assert_eq!(
+        actions,
+        [
+            (HistoryAction::Refusal, Stage::Legacy, Stage::Dual),
+            (HistoryAction::Transition, Stage::Legacy, Stage::Dual)
+        ]
+    );
+    assert_eq!(
+        history[0].failed_guards,
+        ["node web-3 runs legacy (heartbeat 0s ago)"]
+    );
+    assert_eq!(history[1].by, "alice");
+}
+
+#[tokio::test]
+async fn a_new_stage_wins_even_when_the_operators_clock_is_behind() {
+    let w = world();
+    // The current record was written by someone whose clock ran far ahead.
+    let record = StageRecord {
+        stage: Stage::Dual,
+        version: 1,
+        changed_at: NOW + 3_600_000_000,
+        by: "fast".into(),
+        reason: "r".into(),
+    };
+    w.store
+        .write(
+            schema::ROLLOUT,
+            STAGE_ROW,
+            &[CellWrite::new(
+                STAGE_COLUMN,
+                serde_json::to_vec(&record).unwrap(),
+            )],
+            WriteOptions::at(Timestamp::from_micros(NOW + 3_600_000_000)),
+        )
+        .await
+        .unwrap();
+    let report = w
+        .rollout
+        .transition(request(Stage::Queue, false))
+        .await
+        .unwrap();
+    assert!(report.applied);
+    assert_eq!(w.rollout.current().await.unwrap().stage, Stage::Queue);
+}
