@@ -13,7 +13,7 @@ use lockshift_tests::sim::{
 };
 
 /// The fault mixes every algorithm is run under.
-fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
+pub fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
     let latency = FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4));
     [
         ("latency", latency.clone(), Duration::ZERO),
@@ -43,19 +43,39 @@ fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
     ]
 }
 
+/// A node factory: which algorithm node `i` runs.
+pub type Make = fn(&NodeEnv) -> NodeLocker;
+
 fn run(
     seed: u64,
     nodes: usize,
     plan: &FaultPlan,
     clock_skew: Duration,
-    make: fn(&NodeEnv) -> NodeLocker,
+    make: Make,
+) -> ContentionReport {
+    run_mixed(seed, nodes, plan, clock_skew, &[make])
+}
+
+/// A contention run where node `i` runs `makes[i % makes.len()]`.
+pub fn run_mixed(
+    seed: u64,
+    nodes: usize,
+    plan: &FaultPlan,
+    clock_skew: Duration,
+    makes: &[Make],
 ) -> ContentionReport {
     paused(async {
         let cluster = Cluster::new();
         let offsets = skews(seed, nodes, clock_skew);
         let lockers: Vec<NodeLocker> = (0..nodes)
             .map(|i| {
-                make(&cluster.node(i, seed, plan.clone(), offsets[i], LeaseSettings::default()))
+                makes[i % makes.len()](&cluster.node(
+                    i,
+                    seed,
+                    plan.clone(),
+                    offsets[i],
+                    LeaseSettings::default(),
+                ))
             })
             .collect();
         let locks = [

@@ -6,5 +6,6 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used)]
 
-mod exclusion;
+pub mod exclusion;
 mod leases;
+mod mixed;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use lockshift_combined::CombinedLocker;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
 use lockshift_lock::Locker;
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
@@ -41,6 +42,23 @@ pub fn queue_with(env: &NodeEnv, settings: QueueSettings, time: TimeSettings) ->
             env.ctx.clone(),
             service.source(),
             settings,
+        )),
+        time: Some(service),
+    }
+}
+
+/// A combined locker for `env` with the default (hybrid) time service.
+pub fn combined(env: &NodeEnv) -> NodeLocker {
+    let service = TimeService::start(
+        &TimeSettings::default(),
+        env.store.clone(),
+        env.clock.clone(),
+    );
+    NodeLocker {
+        locker: Arc::new(CombinedLocker::new(
+            env.ctx.clone(),
+            service.source(),
+            QueueSettings::default(),
         )),
         time: Some(service),
     }
