@@ -221,11 +221,11 @@ impl Evidence {
     pub fn last_seen(&self, algorithm: Algorithm) -> Option<Timestamp> {
         let seen_now = match algorithm {
             Algorithm::Legacy => self.census.legacy_activity().next().is_some(),
-            other => self
-                .census
-                .cells
-                .iter()
-                .any(|c| c.table != schema::QUEUE && c.owner.algorithm == Some(other)),
+            other => self.census.cells.iter().any(|c| {
+                c.table != schema::QUEUE
+                    && c.lock != ROLLOUT_LOCK
+                    && c.owner.algorithm == Some(other)
+            }),
         };
         let recorded = self.activity.get(&algorithm).copied();
         if seen_now { Some(self.now) } else { recorded }
@@ -356,6 +356,8 @@ impl Guards<'_> {
             .evidence
             .census
             .held_by(algorithm)
+            // The transition's own lock is not fleet activity.
+            .filter(|c| c.lock != ROLLOUT_LOCK)
             .map(|c| format!("{} (by {})", c.lock, c.owner.owner))
             .collect();
         Guard {
@@ -467,7 +469,7 @@ impl Rollout {
         Ok(read_stage(self.store.as_ref()).await?.0)
     }
 
-    /// The history, oldest first.
+    /// The history, in stage-version order (oldest first).
     ///
     /// # Errors
     /// The store error.
@@ -557,15 +559,18 @@ impl Rollout {
         let now = self.clock.now();
         if !verdict.is_safe() {
             info!(%from, to = %request.to, failures = ?verdict.failures(), "transition refused");
-            self.record_history(HistoryEntry {
-                at: now.as_micros(),
-                by: request.by.clone(),
-                action: HistoryAction::Refusal,
-                from,
-                to: request.to,
-                reason: request.reason.clone(),
-                failed_guards: verdict.failures(),
-            })
+            self.record_history(
+                evidence.current.version,
+                HistoryEntry {
+                    at: now.as_micros(),
+                    by: request.by.clone(),
+                    action: HistoryAction::Refusal,
+                    from,
+                    to: request.to,
+                    reason: request.reason.clone(),
+                    failed_guards: verdict.failures(),
+                },
+            )
             .await?;
             return Ok(TransitionReport {
                 verdict,
@@ -594,15 +599,18 @@ impl Rollout {
                 WriteOptions::at(stamp),
             )
             .await?;
-        self.record_history(HistoryEntry {
-            at: now.as_micros(),
-            by: request.by.clone(),
-            action: HistoryAction::Transition,
-            from,
-            to: request.to,
-            reason: request.reason.clone(),
-            failed_guards: Vec::new(),
-        })
+        self.record_history(
+            record.version,
+            HistoryEntry {
+                at: now.as_micros(),
+                by: request.by.clone(),
+                action: HistoryAction::Transition,
+                from,
+                to: request.to,
+                reason: request.reason.clone(),
+                failed_guards: Vec::new(),
+            },
+        )
         .await?;
         info!(%from, to = %request.to, version = record.version, by = %request.by, "stage changed");
         Ok(TransitionReport {
@@ -613,8 +621,20 @@ impl Rollout {
         })
     }
 
-    async fn record_history(&self, entry: HistoryEntry) -> Result<(), RolloutError> {
-        let column = format!("{:020}-{}", entry.at.max(0), entry.by);
+    /// Records `entry` made at stage version `version` (a transition: the
+    /// version it created). Columns sort by version — immune to operators'
+    /// clocks — then the transition into it before refusals made at it,
+    /// then time; a random suffix keeps two entries in one microsecond apart.
+    async fn record_history(&self, version: u64, entry: HistoryEntry) -> Result<(), RolloutError> {
+        let kind = match entry.action {
+            HistoryAction::Transition => 0,
+            HistoryAction::Refusal => 1,
+        };
+        let column = format!(
+            "{version:010}-{kind}-{:020}-{:016x}",
+            entry.at.max(0),
+            rand::random::<u64>()
+        );
         let value =
             serde_json::to_vec(&entry).map_err(|e| RolloutError::Internal(e.to_string()))?;
         self.store

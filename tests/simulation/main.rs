@@ -9,3 +9,4 @@
 pub mod exclusion;
 mod leases;
 mod mixed;
+mod rollout;
