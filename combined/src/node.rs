@@ -477,3 +477,7 @@ impl Locker for NodeLocker {
         Ok(guard)
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

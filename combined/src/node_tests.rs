@@ -1,0 +1,184 @@
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockshift_store::{MemoryStore, RowQuery, SharedClock, Store, TokioClock, schema};
+
+use super::*;
+use crate::registry::live_nodes;
+use crate::rollout::{Rollout, TransitionRequest};
+
+fn write_config(path: &std::path::Path, mode: &str) {
+    let mut f = std::fs::File::create(path).unwrap();
+    writeln!(f, "[node]\nid = \"web-1\"\nmode = \"{mode}\"").unwrap();
+}
+
+struct World {
+    store: Arc<MemoryStore>,
+    clock: SharedClock,
+}
+
+fn world() -> World {
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    World {
+        store: Arc::new(MemoryStore::with_clock(clock.clone())),
+        clock,
+    }
+}
+
+async fn start(w: &World, path: &std::path::Path) -> Node {
+    let settings = Settings::load_with_env(Some(path), Some(Default::default())).unwrap();
+    let mut options = NodeOptions::new(settings);
+    options.config_path = Some(path.to_path_buf());
+    options.env = Some(Default::default());
+    options.seed = Some(1);
+    Node::start(w.store.clone(), w.clock.clone(), options)
+        .await
+        .unwrap()
+}
+
+async fn main_value(w: &World, lock: &str) -> String {
+    let cells = w
+        .store
+        .read(schema::MAIN, lock, &RowQuery::all())
+        .await
+        .unwrap();
+    String::from_utf8(cells[0].value.clone()).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
+    let w = world();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    write_config(&path, "queue");
+    let node = start(&w, &path).await;
+    let status = node.status();
+    assert_eq!(status.stage.as_ref().map(|s| s.stage), Some(Stage::Legacy));
+    assert_eq!(status.effective, Algorithm::Combined);
+    assert_eq!(status.degraded_from, Some(Mode::Queue));
+    let guard = node
+        .locker()
+        .acquire(&LockId::new("L").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(guard.algorithm(), Algorithm::Combined);
+    assert_eq!(main_value(&w, "L").await, "combined");
+    // The registry says so too.
+    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].info.configured_mode, Mode::Queue);
+    assert_eq!(nodes[0].info.effective, Algorithm::Combined);
+    assert!(nodes[0].info.degraded);
+    guard.release().await.unwrap();
+    node.shutdown().await;
+    assert!(
+        live_nodes(w.store.as_ref()).await.unwrap().0.is_empty(),
+        "deregistered"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_release_as_taken() {
+    let w = world();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    write_config(&path, "combined");
+    let node = start(&w, &path).await;
+    let locker = node.locker();
+    let held = locker.acquire(&LockId::new("A").unwrap()).await.unwrap();
+    assert_eq!(held.algorithm(), Algorithm::Combined);
+
+    write_config(&path, "legacy");
+    // Picked up by the periodic re-read (10 s by default), no restart.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(node.status().effective, Algorithm::Legacy);
+    let new = locker.acquire(&LockId::new("B").unwrap()).await.unwrap();
+    assert_eq!(new.algorithm(), Algorithm::Legacy);
+    assert_eq!(main_value(&w, "B").await, "legacy");
+
+    // The lock taken before the switch is released by the combined lock:
+    // its main, queue and (if any) shadow cells all go.
+    held.release().await.unwrap();
+    for table in [schema::MAIN, schema::QUEUE, schema::SHADOW] {
+        assert!(
+            w.store
+                .read(table, "A", &RowQuery::all())
+                .await
+                .unwrap()
+                .is_empty(),
+            "{table}"
+        );
+    }
+    new.release().await.unwrap();
+
+    // A broken edit keeps the current mode.
+    std::fs::write(&path, "[node\nmode = ").unwrap();
+    node.refresh().await.unwrap();
+    assert_eq!(node.status().configured, Mode::Legacy);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
+    let w = world();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    write_config(&path, "auto");
+    let node = start(&w, &path).await;
+    assert_eq!(
+        node.status().effective,
+        Algorithm::Combined,
+        "auto at legacy runs combined"
+    );
+    let settings = Settings::default();
+    let rollout = Rollout::new(
+        w.store.clone(),
+        w.clock.clone(),
+        settings.rollout.clone(),
+        settings.lock.lease(),
+        settings.lock.queue.clone(),
+    );
+    for to in [Stage::Dual, Stage::Queue] {
+        let report = rollout
+            .transition(TransitionRequest {
+                to,
+                by: "op".into(),
+                reason: "test".into(),
+                dry_run: false,
+            })
+            .await
+            .unwrap();
+        assert!(report.applied, "{}", report.verdict);
+        // Within one re-read period every node acts on the new stage.
+        tokio::time::sleep(settings.rollout.stage_reread_every + Duration::from_secs(1)).await;
+        assert_eq!(node.status().stage.map(|s| s.stage), Some(to));
+    }
+    assert_eq!(node.status().effective, Algorithm::Queue);
+    tokio::time::sleep(settings.rollout.heartbeat_every + Duration::from_secs(1)).await;
+    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    assert_eq!(nodes[0].info.seen_stage, Some(Stage::Queue));
+    assert_eq!(nodes[0].info.seen_version, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_stage_at_start_means_combined() {
+    let w = world();
+    let faulty = Arc::new(lockshift_store::FaultyStore::new(w.store.clone(), 3));
+    faulty.set_partitioned(true);
+    let mut settings = Settings::default();
+    settings.node.mode = Mode::Queue;
+    settings.node.id = Some("n".into());
+    let node = Node::start(faulty.clone(), w.clock.clone(), NodeOptions::new(settings))
+        .await
+        .unwrap();
+    assert_eq!(node.status().stage, None);
+    assert_eq!(node.status().effective, Algorithm::Combined);
+    faulty.set_partitioned(false);
+    node.refresh().await.unwrap();
+    assert_eq!(node.status().stage.map(|s| s.stage), Some(Stage::Legacy));
+    assert_eq!(
+        node.status().effective,
+        Algorithm::Combined,
+        "queue is still not allowed at legacy"
+    );
+}
