@@ -191,6 +191,20 @@ impl InvalidSetting {
 }
 
 impl StoreSettings {
+    /// Opens the store these settings describe: a fresh embedded store (on
+    /// the system clock), or a connection to the CQL cluster.
+    ///
+    /// # Errors
+    /// Invalid settings, or the CQL connection's error.
+    pub async fn open(&self) -> Result<crate::SharedStore, crate::StoreError> {
+        match self.backend {
+            StoreBackend::Embedded => Ok(std::sync::Arc::new(
+                crate::MemoryStore::new().with_gc_grace(self.embedded.gc_grace),
+            )),
+            StoreBackend::Cql => Ok(std::sync::Arc::new(crate::CqlStore::connect(&self.cql).await?)),
+        }
+    }
+
     /// Every rule these settings break; empty when valid.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
