@@ -1,0 +1,583 @@
+//! One client connection: a reader loop, a writer task, and one task per
+//! QUERY / PREPARE / EXECUTE / BATCH so pipelined requests run concurrently
+//! and answer in whatever order they finish, each with its stream id.
+//!
+//! # Invariants
+//!
+//! - **C1.** Nothing a client sends can panic the server: decoding never
+//!   indexes past a length it has not checked, and all engine work runs
+//!   under [`guarded`], which turns a bug's panic into a `ServerError`
+//!   answer for that one request.
+//! - **C2.** A frame's body is only buffered once its header passed the
+//!   version and size checks (see [`crate::frame`]).
+//! - **C3.** STARTUP, OPTIONS and REGISTER are answered inline, in order, so
+//!   a request after STARTUP always sees the connection started.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, trace};
+
+use crate::engine::{Engine, ExecOptions, Outcome, Prepared};
+use crate::error::{CqlError, ErrorKind};
+use crate::faults::{Fault, FaultController};
+use crate::frame::{self, HEADER_LEN, HeaderCheck};
+use crate::messages::{self, BatchQuery, QueryParams, Request, Response};
+use crate::murmur3;
+use crate::wire::Value;
+
+/// At most this many prepared statements are kept; beyond it the cache is
+/// emptied and drivers re-prepare on `Unprepared`, as they do after a
+/// Cassandra restart.
+const MAX_PREPARED: usize = 50_000;
+
+/// State shared by every connection of an endpoint.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) engine: Mutex<Engine>,
+    pub(crate) prepared: Mutex<std::collections::HashMap<Vec<u8>, Arc<Prepared>>>,
+    pub(crate) faults: FaultController,
+    pub(crate) max_frame_bytes: usize,
+}
+
+impl Shared {
+    fn engine(&self) -> MutexGuard<'_, Engine> {
+        // C1: a panic under the lock is caught by `guarded`; the engine's
+        // maps stay structurally valid, so keep serving.
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn prepared(&self) -> MutexGuard<'_, std::collections::HashMap<Vec<u8>, Arc<Prepared>>> {
+        self.prepared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Runs `f`, turning a panic into a `ServerError` (C1).
+fn guarded<T>(f: impl FnOnce() -> Result<T, CqlError>) -> Result<T, CqlError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(CqlError::server(
+            "internal error in the lockshift CQL emulator (a bug: see its log)",
+        ))
+    })
+}
+
+/// Per-connection session state.
+#[derive(Debug, Default)]
+struct Session {
+    keyspace: Mutex<Option<String>>,
+    started: AtomicBool,
+}
+
+impl Session {
+    fn keyspace(&self) -> Option<String> {
+        self.keyspace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_keyspace(&self, ks: String) {
+        *self.keyspace.lock().unwrap_or_else(PoisonError::into_inner) = Some(ks);
+    }
+}
+
+/// What a request task produced.
+enum Reply {
+    Send(Response),
+    /// The DropConnection fault: close without answering.
+    Drop,
+}
+
+/// Serves one accepted connection until the client leaves, a fault drops
+/// it, or `shutdown` fires.
+pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: CancellationToken) {
+    let peer = stream.peer_addr().ok();
+    debug!(?peer, "CQL connection opened");
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let conn = shutdown.child_token();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(4096);
+    let writer = tokio::spawn(write_loop(wr, rx, conn.clone()));
+    let session = Arc::new(Session::default());
+    read_loop(rd, &shared, &session, &tx, &conn).await;
+    drop(tx);
+    // The writer drains what is queued, then exits; it also stops at once
+    // if the connection was dropped by a fault or shutdown.
+    let _ = writer.await;
+    debug!(?peer, "CQL connection closed");
+}
+
+async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, conn: CancellationToken) {
+    let mut out = BufWriter::with_capacity(64 * 1024, wr);
+    loop {
+        let frame = tokio::select! {
+            f = rx.recv() => f,
+            _ = conn.cancelled() => break,
+        };
+        let Some(frame) = frame else { break };
+        if out.write_all(&frame).await.is_err() {
+            conn.cancel();
+            break;
+        }
+        // Batch whatever else is ready into the same flush.
+        while let Ok(more) = rx.try_recv() {
+            if out.write_all(&more).await.is_err() {
+                conn.cancel();
+                return;
+            }
+        }
+        if out.flush().await.is_err() {
+            conn.cancel();
+            break;
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}
+
+async fn read_loop(
+    mut rd: OwnedReadHalf,
+    shared: &Arc<Shared>,
+    session: &Arc<Session>,
+    tx: &mpsc::Sender<Vec<u8>>,
+    conn: &CancellationToken,
+) {
+    loop {
+        let mut header = [0u8; HEADER_LEN];
+        let read = tokio::select! {
+            r = rd.read_exact(&mut header) => r,
+            _ = conn.cancelled() => return,
+        };
+        if read.is_err() {
+            return;
+        }
+        let h = match frame::check_header(&header, shared.max_frame_bytes) {
+            HeaderCheck::Request(h) => h,
+            HeaderCheck::WrongVersion { version, stream } => {
+                trace!(version, "refusing protocol version");
+                let e = messages::error(&frame::unsupported_version(version));
+                let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
+                linger(&mut rd, conn).await;
+                return;
+            }
+            HeaderCheck::Fatal {
+                stream,
+                error_message,
+            } => {
+                let e = messages::error(&CqlError::protocol(error_message));
+                let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
+                linger(&mut rd, conn).await;
+                return;
+            }
+        };
+        let mut body = vec![0u8; h.length];
+        let read = tokio::select! {
+            r = rd.read_exact(&mut body) => r,
+            _ = conn.cancelled() => return,
+        };
+        if read.is_err() {
+            return;
+        }
+        let stream = h.stream;
+        let decoded = frame::request_body(&h, &body).and_then(|b| messages::decode(h.opcode, b));
+        let request = match decoded {
+            Ok(r) => r,
+            Err(e) => {
+                let r = messages::error(&e);
+                if tx
+                    .send(frame::response(stream, r.opcode, &r.body))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        // C3: connection-level requests inline.
+        let inline = match &request {
+            Request::Options => Some(messages::supported()),
+            Request::Startup(opts) => Some(startup(opts, session)),
+            Request::Register | Request::AuthResponse => Some(messages::ready()),
+            _ if !session.started.load(Ordering::Acquire) => Some(messages::error(
+                &CqlError::protocol("the connection has not been started: send STARTUP first"),
+            )),
+            _ => None,
+        };
+        if let Some(r) = inline {
+            if tx
+                .send(frame::response(stream, r.opcode, &r.body))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            continue;
+        }
+        let (shared, session, tx, conn) =
+            (shared.clone(), session.clone(), tx.clone(), conn.clone());
+        tokio::spawn(async move {
+            let reply = handle(&shared, &session, h.opcode, &body).await;
+            match reply {
+                Reply::Send(r) => {
+                    let _ = tx.send(frame::response(stream, r.opcode, &r.body)).await;
+                }
+                Reply::Drop => {
+                    debug!("dropping a connection (injected fault)");
+                    conn.cancel();
+                }
+            }
+        });
+    }
+}
+
+/// After a fatal error: let the writer send the answer, then wait briefly
+/// for the client to close, so the kernel does not reset the connection
+/// (and discard the answer) over unread input.
+async fn linger(rd: &mut OwnedReadHalf, conn: &CancellationToken) {
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = rd.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = drain => {}
+        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        _ = conn.cancelled() => {}
+    }
+}
+
+fn startup(opts: &[(&str, &str)], session: &Session) -> Response {
+    for (k, v) in opts {
+        if k.eq_ignore_ascii_case("COMPRESSION") {
+            return messages::error(&CqlError::protocol(format!(
+                "Unknown compression algorithm: {v} (the lockshift CQL emulator supports none)"
+            )));
+        }
+    }
+    // CQL_VERSION is not checked strictly: the scylla driver sends "4.0.0".
+    session.started.store(true, Ordering::Release);
+    messages::ready()
+}
+
+/// Handles one QUERY, PREPARE, EXECUTE or BATCH.
+async fn handle(shared: &Shared, session: &Session, op: u8, body: &[u8]) -> Reply {
+    // The body was decoded once already to validate it; decode again here
+    // (cheap, borrow-only) rather than ship borrowed data across the spawn.
+    let request = match messages::decode(op, body) {
+        Ok(r) => r,
+        Err(e) => return Reply::Send(messages::error(&e)),
+    };
+    let result = match request {
+        Request::Query(text, params) => query(shared, session, text, &params).await,
+        Request::Prepare(text) => prepare(shared, session, text).map(Reply::Send),
+        Request::Execute(id, params) => execute(shared, session, id, &params).await,
+        Request::Batch(b) => batch(shared, session, &b).await,
+        _ => Err(CqlError::protocol(format!("unexpected opcode 0x{op:02x}"))),
+    };
+    result.unwrap_or_else(|e| {
+        trace!(code = e.code(), message = %e.message, "request failed");
+        Reply::Send(messages::error(&e))
+    })
+}
+
+/// Cassandra's prepared id: a hash of the keyspace and the query text, so
+/// every connection (and a restarted endpoint) agrees on it.
+fn statement_id(keyspace: Option<&str>, text: &str) -> Vec<u8> {
+    let mut input = keyspace.unwrap_or("").as_bytes().to_vec();
+    input.push(0);
+    input.extend_from_slice(text.as_bytes());
+    let (a, b) = murmur3::hash3_x64_128(&input);
+    let mut id = a.to_be_bytes().to_vec();
+    id.extend_from_slice(&b.to_be_bytes());
+    id
+}
+
+fn prepare(shared: &Shared, session: &Session, text: &str) -> Result<Response, CqlError> {
+    let ks = session.keyspace();
+    let prepared = guarded(|| {
+        let stmt = crate::parse::parse(text)?;
+        shared.engine().compile(ks.as_deref(), &stmt)
+    })?;
+    let id = statement_id(ks.as_deref(), text);
+    let response = messages::prepared(&id, &prepared);
+    let mut cache = shared.prepared();
+    if cache.len() >= MAX_PREPARED {
+        cache.clear();
+    }
+    cache.insert(id, Arc::new(prepared));
+    Ok(response)
+}
+
+fn fault_error(fault: Fault, consistency: u16, write_type: &'static str) -> CqlError {
+    let note = "(injected by the lockshift CQL emulator)";
+    match fault {
+        Fault::Unavailable => CqlError::new(
+            ErrorKind::Unavailable {
+                consistency,
+                required: 1,
+                alive: 0,
+            },
+            format!("Cannot achieve consistency level: 1 replica required, 0 alive {note}"),
+        ),
+        Fault::WriteTimeout => CqlError::new(
+            ErrorKind::WriteTimeout {
+                consistency,
+                received: 0,
+                block_for: 1,
+                write_type,
+            },
+            format!("Operation timed out - received only 0 responses {note}"),
+        ),
+        Fault::ReadTimeout => CqlError::new(
+            ErrorKind::ReadTimeout {
+                consistency,
+                received: 0,
+                block_for: 1,
+                data_present: false,
+            },
+            format!("Operation timed out - received only 0 responses {note}"),
+        ),
+        Fault::Overloaded => CqlError::new(
+            ErrorKind::Overloaded,
+            format!("Server is overloaded {note}"),
+        ),
+        Fault::Latency(_) | Fault::DropConnection => CqlError::server("not an error fault"),
+    }
+}
+
+fn fault_reply(fault: Fault, consistency: u16, write_type: &'static str) -> Reply {
+    match fault {
+        Fault::DropConnection => Reply::Drop,
+        f => Reply::Send(messages::error(&fault_error(f, consistency, write_type))),
+    }
+}
+
+/// Runs a compiled statement with the fault rules around it.
+async fn run(
+    shared: &Shared,
+    session: &Session,
+    prepared: &Prepared,
+    params: &QueryParams,
+    values: &[Value],
+    recompile: Option<&str>,
+) -> Result<Reply, CqlError> {
+    let decision = shared.faults.decide(prepared.op, &prepared.table_names());
+    if !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    if let Some(f) = decision.before {
+        return Ok(fault_reply(f, params.consistency, prepared.write_type));
+    }
+    let opts = ExecOptions {
+        values,
+        page_size: params.page_size,
+        paging_state: params.paging_state.as_deref(),
+        default_timestamp: params.default_timestamp,
+    };
+    let ks = session.keyspace();
+    let outcome = guarded(|| {
+        let mut engine = shared.engine();
+        if engine.is_current(prepared) {
+            return engine.execute(prepared, &opts);
+        }
+        // The schema changed between compiling and running (a drop and
+        // re-create in between): a QUERY compiles again, an EXECUTE asks
+        // the driver to re-prepare.
+        match recompile {
+            Some(text) => {
+                let stmt = crate::parse::parse(text)?;
+                let fresh = engine.compile(ks.as_deref(), &stmt)?;
+                engine.execute(&fresh, &opts)
+            }
+            None => Err(CqlError::new(
+                ErrorKind::Unprepared { id: Vec::new() },
+                "stale",
+            )),
+        }
+    })?;
+    if let Some(f) = decision.after {
+        return Ok(fault_reply(f, params.consistency, prepared.write_type));
+    }
+    Ok(Reply::Send(match outcome {
+        Outcome::Void => messages::void(),
+        Outcome::Rows(page) => messages::rows(&prepared.result, &page),
+        Outcome::SetKeyspace(ks) => {
+            let r = messages::set_keyspace(&ks);
+            session.set_keyspace(ks);
+            r
+        }
+        Outcome::SchemaChange(c) => messages::schema_change(&c),
+    }))
+}
+
+async fn query(
+    shared: &Shared,
+    session: &Session,
+    text: &str,
+    params: &QueryParams,
+) -> Result<Reply, CqlError> {
+    let ks = session.keyspace();
+    let prepared = guarded(|| {
+        let stmt = crate::parse::parse(text)?;
+        shared.engine().compile(ks.as_deref(), &stmt)
+    })?;
+    let values = by_name(&prepared, params)?;
+    run(shared, session, &prepared, params, &values, Some(text)).await
+}
+
+fn unprepared(id: &[u8]) -> CqlError {
+    CqlError::new(
+        ErrorKind::Unprepared { id: id.to_vec() },
+        format!("Prepared query with ID {} not found", hex(id)),
+    )
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Looks up a prepared statement, dropping it if its tables changed.
+fn lookup(shared: &Shared, id: &[u8]) -> Result<Arc<Prepared>, CqlError> {
+    let found = shared.prepared().get(id).cloned();
+    let Some(p) = found else {
+        return Err(unprepared(id));
+    };
+    if !guarded(|| Ok(shared.engine().is_current(&p)))? {
+        shared.prepared().remove(id);
+        return Err(unprepared(id));
+    }
+    Ok(p)
+}
+
+async fn execute(
+    shared: &Shared,
+    session: &Session,
+    id: &[u8],
+    params: &QueryParams,
+) -> Result<Reply, CqlError> {
+    let p = lookup(shared, id)?;
+    let values = by_name(&p, params)?;
+    match run(shared, session, &p, params, &values, None).await {
+        Err(e) if matches!(e.kind, ErrorKind::Unprepared { .. }) => {
+            shared.prepared().remove(id);
+            Err(unprepared(id))
+        }
+        other => other,
+    }
+}
+
+/// Values in marker order: as sent, or matched by name.
+fn by_name(p: &Prepared, params: &QueryParams) -> Result<Vec<Value>, CqlError> {
+    let Some(names) = &params.names else {
+        return Ok(params.values.clone());
+    };
+    p.binds
+        .iter()
+        .map(|spec| {
+            names
+                .iter()
+                .position(|n| *n == spec.name.to_ascii_lowercase())
+                .and_then(|i| params.values.get(i).cloned())
+                .ok_or_else(|| {
+                    CqlError::invalid(format!("No value was bound for the marker {}", spec.name))
+                })
+        })
+        .collect()
+}
+
+async fn batch(
+    shared: &Shared,
+    session: &Session,
+    b: &messages::BatchRequest<'_>,
+) -> Result<Reply, CqlError> {
+    let write_type = match b.kind {
+        0 => "BATCH",
+        1 => "UNLOGGED_BATCH",
+        2 => {
+            return Err(CqlError::invalid(
+                "counter batches are not supported by the lockshift CQL emulator",
+            ));
+        }
+        k => return Err(CqlError::protocol(format!("invalid batch type {k}"))),
+    };
+    let ks = session.keyspace();
+    let mut statements = Vec::new();
+    for (q, values) in &b.items {
+        let p = match q {
+            BatchQuery::Prepared(id) => lookup(shared, id)?,
+            BatchQuery::Text(text) => Arc::new(guarded(|| {
+                let stmt = crate::parse::parse(text)?;
+                shared.engine().compile(ks.as_deref(), &stmt)
+            })?),
+        };
+        statements.push((p, values.as_slice()));
+    }
+    let mut tables = Vec::new();
+    for (p, _) in &statements {
+        for t in p.table_names() {
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+    }
+    let decision = shared
+        .faults
+        .decide(crate::faults::RequestOp::Write, &tables);
+    if !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    if let Some(f) = decision.before {
+        return Ok(fault_reply(f, b.consistency, write_type));
+    }
+    guarded(|| {
+        let mut engine = shared.engine();
+        if let Some((p, _)) = statements.iter().find(|(p, _)| !engine.is_current(p)) {
+            // Re-prepare: the driver handles Unprepared for batches too.
+            let id = shared
+                .prepared()
+                .iter()
+                .find(|(_, v)| Arc::ptr_eq(v, p))
+                .map(|(k, _)| k.clone())
+                .unwrap_or_default();
+            return Err(unprepared(&id));
+        }
+        let items: Vec<(&Prepared, &[Value])> =
+            statements.iter().map(|(p, v)| (p.as_ref(), *v)).collect();
+        engine.execute_batch(&items, b.default_timestamp)
+    })?;
+    if let Some(f) = decision.after {
+        return Ok(fault_reply(f, b.consistency, write_type));
+    }
+    Ok(Reply::Send(messages::void()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_ids_depend_on_keyspace_and_text_only() {
+        let a = statement_id(Some("ks"), "SELECT 1");
+        assert_eq!(a, statement_id(Some("ks"), "SELECT 1"));
+        assert_eq!(a.len(), 16);
+        assert_ne!(a, statement_id(None, "SELECT 1"));
+        assert_ne!(a, statement_id(Some("ks"), "SELECT 2"));
+    }
+
+    #[test]
+    fn guarded_turns_a_panic_into_a_server_error() {
+        let r: Result<(), CqlError> = guarded(|| panic!("boom"));
+        assert_eq!(r.unwrap_err().kind, ErrorKind::Server);
+    }
+}
