@@ -106,11 +106,15 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: Canc
     let (tx, rx) = mpsc::channel::<Vec<u8>>(4096);
     let writer = tokio::spawn(write_loop(wr, rx, conn.clone()));
     let session = Arc::new(Session::default());
-    read_loop(rd, &shared, &session, &tx, &conn).await;
+    let mut rd = rd;
+    let fatal = read_loop(&mut rd, &shared, &session, &tx, &conn).await;
     drop(tx);
-    // The writer drains what is queued, then exits; it also stops at once
-    // if the connection was dropped by a fault or shutdown.
+    // The writer drains what is queued, then shuts our side down; it stops
+    // at once if the connection was dropped by a fault or shutdown.
     let _ = writer.await;
+    if fatal {
+        linger(&mut rd, &conn).await;
+    }
     debug!(?peer, "CQL connection closed");
 }
 
@@ -142,21 +146,23 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, conn: C
     let _ = out.shutdown().await;
 }
 
+/// Reads and dispatches requests; true if it stopped on a fatal protocol
+/// error (after queueing the answer).
 async fn read_loop(
-    mut rd: OwnedReadHalf,
+    rd: &mut OwnedReadHalf,
     shared: &Arc<Shared>,
     session: &Arc<Session>,
     tx: &mpsc::Sender<Vec<u8>>,
     conn: &CancellationToken,
-) {
+) -> bool {
     loop {
         let mut header = [0u8; HEADER_LEN];
         let read = tokio::select! {
             r = rd.read_exact(&mut header) => r,
-            _ = conn.cancelled() => return,
+            _ = conn.cancelled() => return false,
         };
         if read.is_err() {
-            return;
+            return false;
         }
         let h = match frame::check_header(&header, shared.max_frame_bytes) {
             HeaderCheck::Request(h) => h,
@@ -164,8 +170,7 @@ async fn read_loop(
                 trace!(version, "refusing protocol version");
                 let e = messages::error(&frame::unsupported_version(version));
                 let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
-                linger(&mut rd, conn).await;
-                return;
+                return true;
             }
             HeaderCheck::Fatal {
                 stream,
@@ -173,20 +178,37 @@ async fn read_loop(
             } => {
                 let e = messages::error(&CqlError::protocol(error_message));
                 let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
-                linger(&mut rd, conn).await;
-                return;
+                return true;
             }
         };
         let mut body = vec![0u8; h.length];
         let read = tokio::select! {
             r = rd.read_exact(&mut body) => r,
-            _ = conn.cancelled() => return,
+            _ = conn.cancelled() => return false,
         };
         if read.is_err() {
-            return;
+            return false;
         }
         let stream = h.stream;
-        let decoded = frame::request_body(&h, &body).and_then(|b| messages::decode(h.opcode, b));
+        // Drop the custom payload (if flagged) so the body is the message.
+        match frame::request_body(&h, &body) {
+            Ok(message) => {
+                let skip = body.len() - message.len();
+                body.drain(..skip);
+            }
+            Err(e) => {
+                let r = messages::error(&e);
+                if tx
+                    .send(frame::response(stream, r.opcode, &r.body))
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+                continue;
+            }
+        }
+        let decoded = messages::decode(h.opcode, &body);
         let request = match decoded {
             Ok(r) => r,
             Err(e) => {
@@ -196,7 +218,7 @@ async fn read_loop(
                     .await
                     .is_err()
                 {
-                    return;
+                    return false;
                 }
                 continue;
             }
@@ -217,7 +239,7 @@ async fn read_loop(
                 .await
                 .is_err()
             {
-                return;
+                return false;
             }
             continue;
         }
@@ -238,9 +260,9 @@ async fn read_loop(
     }
 }
 
-/// After a fatal error: let the writer send the answer, then wait briefly
-/// for the client to close, so the kernel does not reset the connection
-/// (and discard the answer) over unread input.
+/// After a fatal error (the answer sent, our side shut down): read what the
+/// client still sends, briefly, so the kernel does not reset the connection
+/// over unread input and discard the answer before the client reads it.
 async fn linger(rd: &mut OwnedReadHalf, conn: &CancellationToken) {
     let mut sink = [0u8; 4096];
     let drain = async {

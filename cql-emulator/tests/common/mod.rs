@@ -7,6 +7,8 @@
 // Test helpers: a failed unwrap is a failed test (clippy only exempts #[test] fns).
 #![allow(clippy::unwrap_used)]
 
+pub mod raw;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
