@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
@@ -28,7 +28,7 @@ use tracing::{debug, trace};
 use crate::engine::{Engine, ExecOptions, Outcome, Prepared};
 use crate::error::{CqlError, ErrorKind};
 use crate::faults::{Fault, FaultController};
-use crate::frame::{self, HEADER_LEN, HeaderCheck};
+use crate::frame::{self, HEADER_LEN, HeaderCheck, opcode};
 use crate::messages::{self, BatchQuery, QueryParams, Request, Response};
 use crate::murmur3;
 use crate::wire::Value;
@@ -106,7 +106,9 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: Canc
     let (tx, rx) = mpsc::channel::<Vec<u8>>(4096);
     let writer = tokio::spawn(write_loop(wr, rx, conn.clone()));
     let session = Arc::new(Session::default());
-    let mut rd = rd;
+    // Buffered: a header and its body usually arrive together, and many
+    // pipelined requests per read keep syscalls well below one per request.
+    let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let fatal = read_loop(&mut rd, &shared, &session, &tx, &conn).await;
     drop(tx);
     // The writer drains what is queued, then shuts our side down; it stops
@@ -149,7 +151,7 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, conn: C
 /// Reads and dispatches requests; true if it stopped on a fatal protocol
 /// error (after queueing the answer).
 async fn read_loop(
-    rd: &mut OwnedReadHalf,
+    rd: &mut BufReader<OwnedReadHalf>,
     shared: &Arc<Shared>,
     session: &Arc<Session>,
     tx: &mpsc::Sender<Vec<u8>>,
@@ -208,26 +210,17 @@ async fn read_loop(
                 continue;
             }
         }
-        let decoded = messages::decode(h.opcode, &body);
-        let request = match decoded {
-            Ok(r) => r,
-            Err(e) => {
-                let r = messages::error(&e);
-                if tx
-                    .send(frame::response(stream, r.opcode, &r.body))
-                    .await
-                    .is_err()
-                {
-                    return false;
-                }
-                continue;
+        // C3: connection-level requests inline; statements in their own
+        // task, which decodes the body (once).
+        let inline = match h.opcode {
+            opcode::OPTIONS | opcode::STARTUP | opcode::REGISTER | opcode::AUTH_RESPONSE => {
+                Some(match messages::decode(h.opcode, &body) {
+                    Ok(Request::Startup(opts)) => startup(&opts, session),
+                    Ok(Request::Options) => messages::supported(),
+                    Ok(_) => messages::ready(),
+                    Err(e) => messages::error(&e),
+                })
             }
-        };
-        // C3: connection-level requests inline.
-        let inline = match &request {
-            Request::Options => Some(messages::supported()),
-            Request::Startup(opts) => Some(startup(opts, session)),
-            Request::Register | Request::AuthResponse => Some(messages::ready()),
             _ if !session.started.load(Ordering::Acquire) => Some(messages::error(
                 &CqlError::protocol("the connection has not been started: send STARTUP first"),
             )),
@@ -243,27 +236,50 @@ async fn read_loop(
             }
             continue;
         }
+        // Without fault rules nothing can make a request wait, so run it
+        // here: no task spawn, no cross-thread wake-up per request. With
+        // rules, a latency fault must not hold up the requests behind it,
+        // so each request gets its own task and answers when it finishes.
+        if !shared.faults.is_armed() {
+            let reply = handle(shared, session, h.opcode, &body).await;
+            if !deliver(reply, stream, tx, conn).await {
+                return false;
+            }
+            continue;
+        }
         let (shared, session, tx, conn) =
             (shared.clone(), session.clone(), tx.clone(), conn.clone());
         tokio::spawn(async move {
             let reply = handle(&shared, &session, h.opcode, &body).await;
-            match reply {
-                Reply::Send(r) => {
-                    let _ = tx.send(frame::response(stream, r.opcode, &r.body)).await;
-                }
-                Reply::Drop => {
-                    debug!("dropping a connection (injected fault)");
-                    conn.cancel();
-                }
-            }
+            deliver(reply, stream, &tx, &conn).await;
         });
+    }
+}
+
+/// Queues a reply (or drops the connection); false if the connection is gone.
+async fn deliver(
+    reply: Reply,
+    stream: i16,
+    tx: &mpsc::Sender<Vec<u8>>,
+    conn: &CancellationToken,
+) -> bool {
+    match reply {
+        Reply::Send(r) => tx
+            .send(frame::response(stream, r.opcode, &r.body))
+            .await
+            .is_ok(),
+        Reply::Drop => {
+            debug!("dropping a connection (injected fault)");
+            conn.cancel();
+            false
+        }
     }
 }
 
 /// After a fatal error (the answer sent, our side shut down): read what the
 /// client still sends, briefly, so the kernel does not reset the connection
 /// over unread input and discard the answer before the client reads it.
-async fn linger(rd: &mut OwnedReadHalf, conn: &CancellationToken) {
+async fn linger(rd: &mut BufReader<OwnedReadHalf>, conn: &CancellationToken) {
     let mut sink = [0u8; 4096];
     let drain = async {
         while let Ok(n) = rd.read(&mut sink).await {
@@ -294,8 +310,6 @@ fn startup(opts: &[(&str, &str)], session: &Session) -> Response {
 
 /// Handles one QUERY, PREPARE, EXECUTE or BATCH.
 async fn handle(shared: &Shared, session: &Session, op: u8, body: &[u8]) -> Reply {
-    // The body was decoded once already to validate it; decode again here
-    // (cheap, borrow-only) rather than ship borrowed data across the spawn.
     let request = match messages::decode(op, body) {
         Ok(r) => r,
         Err(e) => return Reply::Send(messages::error(&e)),
@@ -394,7 +408,7 @@ async fn run(
     values: &[Value],
     recompile: Option<&str>,
 ) -> Result<Reply, CqlError> {
-    let decision = shared.faults.decide(prepared.op, &prepared.table_names());
+    let decision = shared.faults.decide(prepared.op, &prepared.table_names);
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
@@ -469,17 +483,14 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Looks up a prepared statement, dropping it if its tables changed.
+/// Looks up a prepared statement. Whether its tables still exist is
+/// checked under the engine lock when it runs.
 fn lookup(shared: &Shared, id: &[u8]) -> Result<Arc<Prepared>, CqlError> {
-    let found = shared.prepared().get(id).cloned();
-    let Some(p) = found else {
-        return Err(unprepared(id));
-    };
-    if !guarded(|| Ok(shared.engine().is_current(&p)))? {
-        shared.prepared().remove(id);
-        return Err(unprepared(id));
-    }
-    Ok(p)
+    shared
+        .prepared()
+        .get(id)
+        .cloned()
+        .ok_or_else(|| unprepared(id))
 }
 
 async fn execute(
@@ -536,20 +547,23 @@ async fn batch(
     let ks = session.keyspace();
     let mut statements = Vec::new();
     for (q, values) in &b.items {
-        let p = match q {
-            BatchQuery::Prepared(id) => lookup(shared, id)?,
-            BatchQuery::Text(text) => Arc::new(guarded(|| {
-                let stmt = crate::parse::parse(text)?;
-                shared.engine().compile(ks.as_deref(), &stmt)
-            })?),
+        let (p, id) = match q {
+            BatchQuery::Prepared(id) => (lookup(shared, id)?, Some(*id)),
+            BatchQuery::Text(text) => (
+                Arc::new(guarded(|| {
+                    let stmt = crate::parse::parse(text)?;
+                    shared.engine().compile(ks.as_deref(), &stmt)
+                })?),
+                None,
+            ),
         };
-        statements.push((p, values.as_slice()));
+        statements.push((p, values.as_slice(), id));
     }
     let mut tables = Vec::new();
-    for (p, _) in &statements {
-        for t in p.table_names() {
-            if !tables.contains(&t) {
-                tables.push(t);
+    for (p, _, _) in &statements {
+        for t in &p.table_names {
+            if !tables.contains(t) {
+                tables.push(t.clone());
             }
         }
     }
@@ -564,18 +578,17 @@ async fn batch(
     }
     guarded(|| {
         let mut engine = shared.engine();
-        if let Some((p, _)) = statements.iter().find(|(p, _)| !engine.is_current(p)) {
-            // Re-prepare: the driver handles Unprepared for batches too.
-            let id = shared
-                .prepared()
-                .iter()
-                .find(|(_, v)| Arc::ptr_eq(v, p))
-                .map(|(k, _)| k.clone())
-                .unwrap_or_default();
-            return Err(unprepared(&id));
+        if let Some((_, _, id)) = statements.iter().find(|(p, _, _)| !engine.is_current(p)) {
+            // The driver re-prepares on Unprepared, for batches too. A text
+            // statement cannot be stale: it was compiled just now.
+            let id = id.unwrap_or_default();
+            shared.prepared().remove(id);
+            return Err(unprepared(id));
         }
-        let items: Vec<(&Prepared, &[Value])> =
-            statements.iter().map(|(p, v)| (p.as_ref(), *v)).collect();
+        let items: Vec<(&Prepared, &[Value])> = statements
+            .iter()
+            .map(|(p, v, _)| (p.as_ref(), *v))
+            .collect();
         engine.execute_batch(&items, b.default_timestamp)
     })?;
     if let Some(f) = decision.after {

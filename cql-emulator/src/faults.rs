@@ -317,6 +317,11 @@ impl FaultController {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether any rule exists.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Acquire)
+    }
+
     /// Adds `rule` after the existing ones and returns its id.
     ///
     /// # Errors

@@ -272,6 +272,15 @@ impl Row {
         }
     }
 
+    /// Whether [`Row::purge`] would forget anything.
+    pub(crate) fn has_purgeable(&self, now: Timestamp, gc_grace: Duration) -> bool {
+        self.marker
+            .as_ref()
+            .is_some_and(|m| m.is_purgeable(now, gc_grace))
+            || self.cells.values().any(|c| c.is_purgeable(now, gc_grace))
+            || self.deletion.is_some_and(|d| d.purgeable(now, gc_grace))
+    }
+
     fn purge(&mut self, now: Timestamp, gc_grace: Duration) {
         if self
             .marker
@@ -534,14 +543,29 @@ impl TableData {
         }
     }
 
-    /// Purges one partition, dropping it if nothing is left.
-    pub(crate) fn purge_partition(&mut self, key: &PartitionKey, now: Timestamp) {
+    /// Purges the given rows of one partition (those a read passed over),
+    /// dropping the partition if nothing is left. Purging only what a read
+    /// visits keeps a read's cost proportional to what it returns, as in the
+    /// embedded store.
+    pub(crate) fn purge_rows(&mut self, key: &PartitionKey, rows: &[Clustering], now: Timestamp) {
         let grace = self.schema.gc_grace();
-        if let Some(p) = self.partitions.get_mut(key) {
-            p.purge(now, grace);
-            if p.is_empty() {
-                self.partitions.remove(key);
+        let Some(p) = self.partitions.get_mut(key) else {
+            return;
+        };
+        for ck in rows {
+            if let Some(r) = p.rows.get_mut(ck) {
+                r.purge(now, grace);
+                if r.is_empty() {
+                    p.rows.remove(ck);
+                }
             }
+        }
+        p.ranges.retain(|rt| !rt.deletion.purgeable(now, grace));
+        if p.deletion.is_some_and(|d| d.purgeable(now, grace)) {
+            p.deletion = None;
+        }
+        if p.is_empty() {
+            self.partitions.remove(key);
         }
     }
 }

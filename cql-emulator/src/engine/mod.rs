@@ -57,19 +57,11 @@ pub(crate) struct Prepared {
     /// Tables the statement reads or writes, with the schema ids it was
     /// compiled against.
     pub(crate) tables: Vec<(String, String, Uuid)>,
+    /// The same tables as `(keyspace, table)`, for fault matching.
+    pub(crate) table_names: Vec<(String, String)>,
     pub(crate) op: RequestOp,
     /// The WriteTimeout write type a fault on this statement reports.
     pub(crate) write_type: &'static str,
-}
-
-impl Prepared {
-    /// `(keyspace, table)` pairs, for fault matching.
-    pub(crate) fn table_names(&self) -> Vec<(String, String)> {
-        self.tables
-            .iter()
-            .map(|(k, t, _)| (k.clone(), t.clone()))
-            .collect()
-    }
 }
 
 /// What a prepared statement does.
@@ -217,6 +209,10 @@ impl Engine {
                     binds: b.finish()?,
                     pk_indexes: pk,
                     result,
+                    table_names: tables
+                        .iter()
+                        .map(|s| (s.keyspace.clone(), s.name.clone()))
+                        .collect(),
                     tables: tables
                         .into_iter()
                         .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))

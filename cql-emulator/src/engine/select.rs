@@ -137,6 +137,10 @@ struct Walk<'a> {
     out: Vec<Emitted>,
     counted: u64,
     count_only: bool,
+    /// gc grace of the table, and the dead rows passed over that hold
+    /// something to purge.
+    grace: std::time::Duration,
+    dead: Vec<Clustering>,
 }
 
 impl Walk<'_> {
@@ -200,7 +204,13 @@ impl Walk<'_> {
                         continue;
                     }
                 }
-                if !row.is_live(self.now) || !self.passes(schema, key, ck, row) {
+                if !row.is_live(self.now) {
+                    if row.has_purgeable(self.now, self.grace) {
+                        self.dead.push(ck.clone());
+                    }
+                    continue;
+                }
+                if !self.passes(schema, key, ck, row) {
                     continue;
                 }
                 in_partition += 1;
@@ -530,6 +540,8 @@ pub(crate) fn run(
         out: Vec::new(),
         counted: 0,
         count_only,
+        grace: schema.gc_grace(),
+        dead: Vec::new(),
     };
 
     match &plan.partition {
@@ -543,10 +555,13 @@ pub(crate) fn run(
                 if walk.resume.as_ref().is_some_and(|(rk, _, _)| &key < rk) {
                     continue;
                 }
-                table.purge_partition(&key, now);
-                if let Some(part) = table.partitions.get(&key)
-                    && !walk.partition(&key, part, &schema)
-                {
+                let Some(part) = table.partitions.get(&key) else {
+                    continue;
+                };
+                let more = walk.partition(&key, part, &schema);
+                let dead = std::mem::take(&mut walk.dead);
+                table.purge_rows(&key, &dead, now);
+                if !more {
                     break;
                 }
             }
@@ -571,7 +586,10 @@ pub(crate) fn run(
                         emptied.push(key.clone());
                         continue;
                     }
-                    if !walk.partition(key, part, &schema) {
+                    let more = walk.partition(key, part, &schema);
+                    // The partition was purged whole above.
+                    walk.dead.clear();
+                    if !more {
                         break;
                     }
                 }
