@@ -501,118 +501,12 @@ impl Engine {
         }
         virtual_faults::apply(&self.faults, fault_ops)
     }
-
-    /// Writes a row into a system table with a server timestamp.
-    fn put_system_row(&mut self, ks: &str, table: &str, cells: Vec<(&str, Option<Vec<u8>>)>) {
-        let ts = self.next_timestamp();
-        let now = self.clock.now();
-        let Ok(schema) = self.schema(ks, table) else {
-            return;
-        };
-        let find = |name: &str| {
-            cells
-                .iter()
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, v)| v.clone())
-        };
-        let key_parts: Vec<Vec<u8>> = schema
-            .partition_key
-            .iter()
-            .map(|&i| find(&schema.columns[i].name).unwrap_or_default())
-            .collect();
-        let ck: Vec<Vec<u8>> = schema
-            .clustering
-            .iter()
-            .map(|&i| find(&schema.columns[i].name).unwrap_or_default())
-            .collect();
-        let refs: Vec<&[u8]> = key_parts.iter().map(Vec::as_slice).collect();
-        let key = PartitionKey::new(&refs);
-        let regular: Vec<(usize, Option<Vec<u8>>)> = schema
-            .regular
-            .iter()
-            .filter_map(|&i| {
-                cells
-                    .iter()
-                    .find(|(n, _)| *n == schema.columns[i].name)
-                    .map(|(_, v)| (i, v.clone()))
-            })
-            .collect();
-        let change = Change::Upsert {
-            clustering: schema.clustering_key(ck),
-            marker: true,
-            cells: regular,
-            timestamp: ts,
-            ttl: None,
-        };
-        if let Ok(t) = self.table_mut(ks, table) {
-            t.apply(key, change, now);
-        }
-    }
-
-    fn bootstrap(&mut self) {
-        for ks in system::SYSTEM_KEYSPACES {
-            self.keyspaces.insert(
-                ks.to_string(),
-                KeyspaceData {
-                    tables: BTreeMap::new(),
-                },
-            );
-        }
-        let tables = system::system_tables();
-        for t in &tables {
-            if let Some(k) = self.keyspaces.get_mut(&t.keyspace) {
-                k.tables.insert(
-                    t.name.clone(),
-                    TableData::new(std::sync::Arc::new(t.clone())),
-                );
-            }
-        }
-        for ks in system::SYSTEM_KEYSPACES {
-            self.put_system_row(
-                "system_schema",
-                "keyspaces",
-                system::keyspace_row(&system::system_keyspace(ks)),
-            );
-        }
-        for t in &tables {
-            self.write_table_schema(t);
-        }
-        // The fault table is listed in system_schema so clients that check
-        // statements against their schema metadata (cqlsh) accept it.
-        let faults = virtual_faults::schema();
-        self.put_system_row(
-            "system_schema",
-            "keyspaces",
-            system::keyspace_row(&system::system_keyspace(FAULTS_KEYSPACE)),
-        );
-        self.write_table_schema(&faults);
-        self.keyspaces.insert(
-            FAULTS_KEYSPACE.to_string(),
-            KeyspaceData {
-                tables: BTreeMap::from([(
-                    "faults".to_string(),
-                    TableData::new(std::sync::Arc::new(faults)),
-                )]),
-            },
-        );
-        self.bump_schema_version();
-    }
-
-    fn write_table_schema(&mut self, t: &schema::TableSchema) {
-        self.put_system_row("system_schema", "tables", system::table_row(t));
-        for row in system::column_rows(t) {
-            self.put_system_row("system_schema", "columns", row);
-        }
-    }
-
-    /// A new schema version, published in `system.local`.
-    fn bump_schema_version(&mut self) {
-        self.schema_version = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-        let row = system::local_row(&self.node, self.schema_version);
-        self.put_system_row("system", "local", row);
-    }
 }
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod model_tests;

@@ -25,87 +25,13 @@ use crate::engine::data::{Clustering, Edge, Partition, PartitionKey, Row, TableD
 use crate::engine::schema::{ColumnKind, TableSchema};
 use crate::error::CqlError;
 use crate::parse::ast::Op;
-use crate::wire::{Reader, Value};
+use crate::wire::Value;
 
 /// One page of a SELECT.
 #[derive(Debug, Default)]
 pub(crate) struct Page {
     pub(crate) rows: Vec<Vec<Option<Vec<u8>>>>,
     pub(crate) paging_state: Option<Vec<u8>>,
-}
-
-const PAGING_VERSION: u8 = 0xC5;
-
-/// Where the previous page stopped.
-#[derive(Debug, PartialEq)]
-struct PagingState {
-    partition: Vec<u8>,
-    clustering: Option<Vec<Vec<u8>>>,
-    remaining: Option<u32>,
-    partition_remaining: Option<u32>,
-}
-
-impl PagingState {
-    fn encode(&self) -> Vec<u8> {
-        let mut w = crate::wire::Writer::new();
-        w.byte(PAGING_VERSION);
-        w.bytes(Some(&self.partition));
-        match &self.clustering {
-            None => w.int(-1),
-            Some(parts) => {
-                w.len_int(parts.len());
-                for p in parts {
-                    w.bytes(Some(p));
-                }
-            }
-        }
-        for n in [self.remaining, self.partition_remaining] {
-            w.long(n.map_or(-1, i64::from));
-        }
-        w.buf
-    }
-
-    fn decode(b: &[u8], schema: &TableSchema) -> Result<PagingState, CqlError> {
-        let bad = || CqlError::protocol("Invalid value for the paging state");
-        let mut r = Reader::new(b);
-        if r.byte().map_err(|_| bad())? != PAGING_VERSION {
-            return Err(bad());
-        }
-        let partition = r.bytes().map_err(|_| bad())?.ok_or_else(bad)?.to_vec();
-        let n = r.int().map_err(|_| bad())?;
-        let clustering = if n < 0 {
-            None
-        } else {
-            let n = usize::try_from(n).map_err(|_| bad())?;
-            if n > schema.clustering.len() {
-                return Err(bad());
-            }
-            let mut parts = Vec::with_capacity(n);
-            for _ in 0..n {
-                parts.push(r.bytes().map_err(|_| bad())?.ok_or_else(bad)?.to_vec());
-            }
-            Some(parts)
-        };
-        let mut count = || -> Result<Option<u32>, CqlError> {
-            let v = r.long().map_err(|_| bad())?;
-            if v < 0 {
-                Ok(None)
-            } else {
-                u32::try_from(v).map(Some).map_err(|_| bad())
-            }
-        };
-        let remaining = count()?;
-        let partition_remaining = count()?;
-        if r.remaining() != 0 {
-            return Err(bad());
-        }
-        Ok(PagingState {
-            partition,
-            clustering,
-            remaining,
-            partition_remaining,
-        })
-    }
 }
 
 /// One emitted row and where it sits.
@@ -651,25 +577,6 @@ pub(crate) fn run(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod paging;
 
-    #[test]
-    fn paging_state_round_trips_and_rejects_garbage() {
-        let schema = crate::engine::system::test_schema();
-        let s = PagingState {
-            partition: b"row".to_vec(),
-            clustering: Some(vec![b"col".to_vec()]),
-            remaining: Some(7),
-            partition_remaining: None,
-        };
-        assert_eq!(PagingState::decode(&s.encode(), &schema).unwrap(), s);
-        for garbage in [&b""[..], &[0xC5], &[0, 1, 2], &s.encode()[..5]] {
-            assert!(PagingState::decode(garbage, &schema).is_err());
-        }
-        let mut trailing = s.encode();
-        trailing.push(0);
-        assert!(PagingState::decode(&trailing, &schema).is_err());
-    }
-}
+use paging::PagingState;

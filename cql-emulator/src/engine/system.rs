@@ -10,7 +10,12 @@
 
 use std::net::IpAddr;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::data::{Change, PartitionKey, TableData};
 use crate::engine::schema::{ColumnKind, KeyspaceDef, TableSchema};
+use crate::engine::{Engine, FAULTS_KEYSPACE, KeyspaceData, virtual_faults};
 use crate::parse::ast::{Order, Statement};
 use crate::value;
 
@@ -231,6 +236,120 @@ pub(crate) fn local_row(node: &NodeInfo, schema_version: uuid::Uuid) -> SystemRo
         ("schema_version", Some(schema_version.as_bytes().to_vec())),
         ("tokens", Some(value::text_collection(&[TOKEN]))),
     ]
+}
+
+// ===== Upkeep =====
+
+impl Engine {
+    /// Writes a row into a system table with a server timestamp.
+    pub(super) fn put_system_row(
+        &mut self,
+        ks: &str,
+        table: &str,
+        cells: Vec<(&str, Option<Vec<u8>>)>,
+    ) {
+        let ts = self.next_timestamp();
+        let now = self.clock.now();
+        let Ok(schema) = self.schema(ks, table) else {
+            return;
+        };
+        let find = |name: &str| {
+            cells
+                .iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.clone())
+        };
+        let key_parts: Vec<Vec<u8>> = schema
+            .partition_key
+            .iter()
+            .map(|&i| find(&schema.columns[i].name).unwrap_or_default())
+            .collect();
+        let ck: Vec<Vec<u8>> = schema
+            .clustering
+            .iter()
+            .map(|&i| find(&schema.columns[i].name).unwrap_or_default())
+            .collect();
+        let refs: Vec<&[u8]> = key_parts.iter().map(Vec::as_slice).collect();
+        let key = PartitionKey::new(&refs);
+        let regular: Vec<(usize, Option<Vec<u8>>)> = schema
+            .regular
+            .iter()
+            .filter_map(|&i| {
+                cells
+                    .iter()
+                    .find(|(n, _)| *n == schema.columns[i].name)
+                    .map(|(_, v)| (i, v.clone()))
+            })
+            .collect();
+        let change = Change::Upsert {
+            clustering: schema.clustering_key(ck),
+            marker: true,
+            cells: regular,
+            timestamp: ts,
+            ttl: None,
+        };
+        if let Ok(t) = self.table_mut(ks, table) {
+            t.apply(key, change, now);
+        }
+    }
+
+    pub(super) fn bootstrap(&mut self) {
+        for ks in SYSTEM_KEYSPACES {
+            self.keyspaces.insert(
+                ks.to_string(),
+                KeyspaceData {
+                    tables: BTreeMap::new(),
+                },
+            );
+        }
+        let tables = system_tables();
+        for t in &tables {
+            if let Some(k) = self.keyspaces.get_mut(&t.keyspace) {
+                k.tables
+                    .insert(t.name.clone(), TableData::new(Arc::new(t.clone())));
+            }
+        }
+        for ks in SYSTEM_KEYSPACES {
+            self.put_system_row(
+                "system_schema",
+                "keyspaces",
+                keyspace_row(&system_keyspace(ks)),
+            );
+        }
+        for t in &tables {
+            self.write_table_schema(t);
+        }
+        // The fault table is listed in system_schema so clients that check
+        // statements against their schema metadata (cqlsh) accept it.
+        let faults = virtual_faults::schema();
+        self.put_system_row(
+            "system_schema",
+            "keyspaces",
+            keyspace_row(&system_keyspace(FAULTS_KEYSPACE)),
+        );
+        self.write_table_schema(&faults);
+        self.keyspaces.insert(
+            FAULTS_KEYSPACE.to_string(),
+            KeyspaceData {
+                tables: BTreeMap::from([("faults".to_string(), TableData::new(Arc::new(faults)))]),
+            },
+        );
+        self.bump_schema_version();
+    }
+
+    pub(super) fn write_table_schema(&mut self, t: &TableSchema) {
+        self.put_system_row("system_schema", "tables", table_row(t));
+        for row in column_rows(t) {
+            self.put_system_row("system_schema", "columns", row);
+        }
+    }
+
+    /// A new schema version, published in `system.local`.
+    pub(super) fn bump_schema_version(&mut self) {
+        self.schema_version = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+        let row = local_row(&self.node, self.schema_version);
+        self.put_system_row("system", "local", row);
+    }
 }
 
 /// lockshift's table shape, for unit tests.
