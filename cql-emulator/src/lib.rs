@@ -67,8 +67,11 @@
 //!   stored as one value (like `frozen`), so `c = c + …` and element updates are refused.
 //! - Functions: `now()`, `uuid()`, `currentTimestamp()` in values.
 //!
+//! - `DESCRIBE KEYSPACES | TABLES | CLUSTER | [FULL] SCHEMA | KEYSPACE k | TABLE t | name`,
+//!   answered server-side as Cassandra 4 does (cqlsh 6 sends it as a statement).
+//!
 //! Anything else (LWT `IF …`, counters, static columns, secondary indexes, UDTs, ALTER,
-//! JSON, GROUP BY, DESCRIBE) is answered with a SyntaxError or Invalid that names what is
+//! JSON, GROUP BY) is answered with a SyntaxError or Invalid that names what is
 //! unsupported — never a hang.
 //!
 //! # Fault injection

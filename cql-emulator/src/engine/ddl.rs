@@ -110,6 +110,7 @@ impl Engine {
                 self.keyspaces.insert(
                     c.name.clone(),
                     KeyspaceData {
+                        def,
                         tables: BTreeMap::new(),
                     },
                 );

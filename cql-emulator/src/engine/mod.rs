@@ -8,6 +8,7 @@
 //! - [`bind`]: resolving a plan's operands against bound values.
 //! - [`select`] / [`modify`]: running plans; paging state.
 //! - [`ddl`]: CREATE / DROP / USE / TRUNCATE, keeping `system_schema` in step.
+//! - [`describe`]: server-side DESCRIBE (what cqlsh 6 sends).
 //! - [`system`]: the `system` and `system_schema` tables drivers read.
 //! - [`virtual_faults`]: the `lockshift_emulator.faults` table.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod bind;
 pub(crate) mod compile;
 pub(crate) mod data;
 mod ddl;
+mod describe;
 mod modify;
 pub(crate) mod schema;
 pub(crate) mod select;
@@ -33,7 +35,7 @@ use uuid::Uuid;
 use crate::engine::bind::Bound;
 use crate::engine::compile::{BindSpec, Binder, ModifyPlan, Operand, ResultColumn, SelectPlan};
 use crate::engine::data::{Change, PartitionKey, TableData};
-use crate::engine::schema::SharedSchema;
+use crate::engine::schema::{KeyspaceDef, SharedSchema};
 use crate::engine::select::Page;
 use crate::engine::system::NodeInfo;
 use crate::error::CqlError;
@@ -75,6 +77,7 @@ pub(crate) enum PreparedKind {
     },
     Ddl(ddl::Ddl),
     Use(String),
+    Describe(describe::DescribeTarget),
 }
 
 /// How one execution was asked for.
@@ -106,6 +109,7 @@ pub(crate) enum Outcome {
 
 #[derive(Debug)]
 struct KeyspaceData {
+    def: KeyspaceDef,
     tables: BTreeMap<String, TableData>,
 }
 
@@ -327,6 +331,18 @@ impl Engine {
                     "SIMPLE",
                 )
             }
+            Statement::Describe(d) => {
+                let (target, cols) = describe::resolve(d, session)?;
+                prepared(
+                    PreparedKind::Describe(target),
+                    b,
+                    Vec::new(),
+                    cols,
+                    Vec::new(),
+                    RequestOp::Schema,
+                    "SIMPLE",
+                )
+            }
             Statement::CreateKeyspace(_)
             | Statement::CreateTable(_)
             | Statement::DropKeyspace { .. }
@@ -437,6 +453,7 @@ impl Engine {
                 Ok(Outcome::Void)
             }
             PreparedKind::Ddl(d) => self.ddl(d),
+            PreparedKind::Describe(t) => Ok(Outcome::Rows(self.describe(t)?)),
             PreparedKind::Use(ks) => {
                 if self.keyspaces.contains_key(ks) {
                     Ok(Outcome::SetKeyspace(ks.clone()))

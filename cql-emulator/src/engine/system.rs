@@ -298,6 +298,7 @@ impl Engine {
             self.keyspaces.insert(
                 ks.to_string(),
                 KeyspaceData {
+                    def: system_keyspace(ks),
                     tables: BTreeMap::new(),
                 },
             );
@@ -331,6 +332,7 @@ impl Engine {
         self.keyspaces.insert(
             FAULTS_KEYSPACE.to_string(),
             KeyspaceData {
+                def: system_keyspace(FAULTS_KEYSPACE),
                 tables: BTreeMap::from([("faults".to_string(), TableData::new(Arc::new(faults)))]),
             },
         );

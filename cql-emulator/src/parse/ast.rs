@@ -21,6 +21,24 @@ pub(crate) enum Statement {
     DropTable { table: TableName, if_exists: bool },
     Use(String),
     Truncate(TableName),
+    Describe(Describe),
+}
+
+/// What a `DESCRIBE` asks for (Cassandra 4's server-side DESCRIBE, which
+/// cqlsh 6 sends as a statement).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Describe {
+    Keyspaces,
+    Tables,
+    Cluster,
+    Schema {
+        full: bool,
+    },
+    /// `DESCRIBE KEYSPACE [name]` (none: the session keyspace).
+    Keyspace(Option<String>),
+    Table(TableName),
+    /// `DESCRIBE name`: a keyspace, or a table of the session keyspace.
+    Name(TableName),
 }
 
 impl Statement {

@@ -83,14 +83,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "list",
         "LIST is not supported: the lockshift CQL emulator has no authorization",
     ),
-    (
-        "describe",
-        "DESCRIBE is not supported by the lockshift CQL emulator; query system_schema instead",
-    ),
-    (
-        "desc",
-        "DESCRIBE is not supported by the lockshift CQL emulator; query system_schema instead",
-    ),
 ];
 
 /// Parses one statement (a trailing `;` is allowed).
@@ -260,6 +252,8 @@ impl Parser {
             self.drop()
         } else if self.eat_kw("use") {
             Ok(Statement::Use(self.ident("a keyspace name")?))
+        } else if self.eat_kw("describe") || self.eat_kw("desc") {
+            self.describe().map(Statement::Describe)
         } else if self.eat_kw("truncate") {
             if !self.eat_kw("table") {
                 self.eat_kw("columnfamily");

@@ -115,6 +115,10 @@ def cqlsh(host, port):
     check(re.search(r"^\s*c\s*\|\s*0xcafe\s*\|\s*3\s*$", out.stdout, re.M) is not None,
           "cqlsh reads back its write with its writetime")
     check("write_timeout" in out.stdout, "cqlsh reads the fault table")
+    desc = subprocess.run([exe, host, str(port), "-e", "DESCRIBE TABLE lockshift.main; DESCRIBE KEYSPACES"],
+                          capture_output=True, text=True, timeout=60)
+    check("CREATE TABLE lockshift.main" in desc.stdout and "PRIMARY KEY (row_key, column_name)" in desc.stdout
+          and "lockshift_emulator" in desc.stdout, "cqlsh DESCRIBE (server side)")
     bad = subprocess.run([exe, host, str(port), "-e", "SELEC nope;"], capture_output=True, text=True, timeout=60)
     check("SyntaxException" in bad.stderr, "cqlsh shows a syntax error")
 

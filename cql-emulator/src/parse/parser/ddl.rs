@@ -226,6 +226,53 @@ impl Parser {
         Ok((name, value))
     }
 
+    pub(super) fn describe(&mut self) -> Result<Describe, CqlError> {
+        let end = |p: &Parser| matches!(p.peek(), Tok::Eof | Tok::Sym(";"));
+        if self.eat_kw("keyspaces") {
+            return Ok(Describe::Keyspaces);
+        }
+        if self.eat_kw("tables") || self.eat_kw("columnfamilies") {
+            return Ok(Describe::Tables);
+        }
+        if self.eat_kw("cluster") {
+            return Ok(Describe::Cluster);
+        }
+        if self.eat_kw("full") {
+            self.expect_kw("schema")?;
+            return Ok(Describe::Schema { full: true });
+        }
+        if self.eat_kw("schema") {
+            return Ok(Describe::Schema { full: false });
+        }
+        if self.eat_kw("keyspace") {
+            if end(self) {
+                return Ok(Describe::Keyspace(None));
+            }
+            return Ok(Describe::Keyspace(Some(self.ident("a keyspace name")?)));
+        }
+        if self.eat_kw("table") || self.eat_kw("columnfamily") {
+            return Ok(Describe::Table(self.table_name()?));
+        }
+        for what in [
+            "types",
+            "type",
+            "functions",
+            "function",
+            "aggregates",
+            "aggregate",
+            "index",
+            "materialized",
+        ] {
+            if self.is_kw(what) {
+                return Err(CqlError::invalid(format!(
+                    "DESCRIBE {}: the lockshift CQL emulator has no user types, functions, aggregates, indexes or views",
+                    what.to_ascii_uppercase()
+                )));
+            }
+        }
+        Ok(Describe::Name(self.table_name()?))
+    }
+
     pub(super) fn drop(&mut self) -> Result<Statement, CqlError> {
         let keyspace = if self.eat_kw("keyspace") || self.eat_kw("schema") {
             true
