@@ -199,7 +199,7 @@ impl FaultRule {
         self.fault
     }
 
-    fn validate(&self) -> Result<(), EmulatorError> {
+    pub(crate) fn validate(&self) -> Result<(), EmulatorError> {
         if let Some((p, _)) = self.probability
             && !(0.0..=1.0).contains(&p)
         {
@@ -210,7 +210,7 @@ impl FaultRule {
         Ok(())
     }
 
-    fn matches(&self, op: RequestOp, tables: &[(String, String)]) -> bool {
+    fn matches(&self, op: RequestOp, tables: &[(&str, &str)]) -> bool {
         let op_ok = match (op, self.ops) {
             (RequestOp::Schema, _) => false,
             (_, FaultOps::All) => true,
@@ -220,7 +220,7 @@ impl FaultRule {
         if !op_ok {
             return false;
         }
-        tables.iter().any(|(ks, t)| {
+        tables.iter().any(|&(ks, t)| {
             if self.tables.is_empty() {
                 return !is_internal_keyspace(ks);
             }
@@ -400,7 +400,7 @@ impl FaultController {
     }
 
     /// Evaluates the rules for one request (F1).
-    pub(crate) fn decide(&self, op: RequestOp, tables: &[(String, String)]) -> Decision {
+    pub(crate) fn decide(&self, op: RequestOp, tables: &[(&str, &str)]) -> Decision {
         let mut d = Decision::default();
         if !self.armed.load(Ordering::Acquire) || op == RequestOp::Schema {
             return d;
@@ -454,8 +454,8 @@ pub(crate) use table::RuleRow;
 mod tests {
     use super::*;
 
-    fn t(ks: &str, table: &str) -> Vec<(String, String)> {
-        vec![(ks.to_string(), table.to_string())]
+    fn t<'a>(ks: &'a str, table: &'a str) -> Vec<(&'a str, &'a str)> {
+        vec![(ks, table)]
     }
 
     #[test]

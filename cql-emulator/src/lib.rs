@@ -105,18 +105,52 @@
 //! (`wire`, `frame`, `messages`), all bounds-checked in one reader, and the
 //! dependency tree stays small.
 //!
+//! # Performance
+//!
+//! One mutex around the engine; without fault rules each request runs on its
+//! connection's reader task (no spawn per request); reads and writes are
+//! buffered. On the 2-core build machine, release build, scylla driver,
+//! 128 requests in flight on one connection, 5 s per phase:
+//!
+//! | endpoint                   | prepared INSERT | prepared SELECT (LIMIT 10) |
+//! |----------------------------|-----------------|----------------------------|
+//! | separate process (binary)  | ~126 000 ops/s  | ~86 000 ops/s              |
+//! | same process as the client | ~114 000 ops/s  | ~80 000 ops/s              |
+//!
+//! ```text
+//! cargo build --release -p lockshift-cql-emulator --example throughput --bin cql-emulator
+//! target/release/cql-emulator --listen 127.0.0.1:9042 &
+//! target/release/examples/throughput --in-flight 128 --seconds 5 --addr 127.0.0.1:9042
+//! target/release/examples/throughput --in-flight 128 --seconds 5   # in-process endpoint
+//! ```
+//!
 //! # Modules
 //!
 //! - `server`: [`Emulator`], [`EmulatorBuilder`], [`EmulatorHandle`].
-//! - `connection`: per-connection reader / writer / request tasks.
+//! - `connection`: per-connection reader and writer; `connection::requests`
+//!   runs QUERY / PREPARE / EXECUTE / BATCH with the fault rules around them.
 //! - `frame`, `wire`, `messages`: the v4 envelope, notation and bodies.
-//! - `parse`: lexer, syntax tree, recursive-descent parser.
+//! - `parse`: lexer, syntax tree, recursive-descent parser (`parser::dml`,
+//!   `parser::ddl`).
 //! - `engine`: schemas, storage (`data`), compilation with typed bind
-//!   markers, SELECT and paging, modifications, DDL, system tables.
+//!   markers (`compile`, `compile::restrict` for WHERE rules), SELECT and
+//!   paging (`select`, `select::paging`), modifications, DDL, DESCRIBE,
+//!   system tables, the fault table.
 //! - `types`, `value`, `murmur3`: CQL types, constants and collations,
 //!   Cassandra's token.
-//! - [`faults`](FaultController): rules, controller, the CQL fault table.
+//! - [`faults`](FaultController): rules and controller; `faults::table` maps
+//!   rules to rows of the CQL fault table.
 //! - [`EmulatorError`]: what starting or configuring can fail with.
+//!
+//! # Tests
+//!
+//! Unit tests beside the code (the engine's `model_tests` check I1 against
+//! the embedded store with random operations); `src/fuzz_tests.rs` fuzzes
+//! the frame decoder and the parser/engine with proptest and replays
+//! `tests/corpus/`; `tests/` drives the endpoint with the scylla driver
+//! (metadata on and off), raw sockets, a second OS process, the store
+//! conformance suite, and — when installed — the Python driver and cqlsh
+//! (`pip install cassandra-driver cqlsh`).
 
 // Every public item is documented (the workspace warns, CI denies warnings).
 #![warn(missing_docs)]

@@ -113,7 +113,12 @@ async fn run(
     values: &[Value],
     recompile: Option<&str>,
 ) -> Result<Reply, CqlError> {
-    let decision = shared.faults.decide(prepared.op, &prepared.table_names);
+    // Only build the table list when a rule could use it (the hot path).
+    let decision = if shared.faults.is_armed() {
+        shared.faults.decide(prepared.op, &prepared.table_names())
+    } else {
+        Default::default()
+    };
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
@@ -264,11 +269,11 @@ async fn batch(
         };
         statements.push((p, values.as_slice(), id));
     }
-    let mut tables = Vec::new();
+    let mut tables: Vec<(&str, &str)> = Vec::new();
     for (p, _, _) in &statements {
-        for t in &p.table_names {
-            if !tables.contains(t) {
-                tables.push(t.clone());
+        for t in p.table_names() {
+            if !tables.contains(&t) {
+                tables.push(t);
             }
         }
     }

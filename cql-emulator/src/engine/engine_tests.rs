@@ -686,6 +686,16 @@ fn fault_table_round_trips_rules() {
         "{}",
         e.message
     );
+    // A bad rule in a batch leaves the batch's other writes unapplied.
+    db.ok("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}");
+    db.ok("CREATE TABLE ks.t (k int PRIMARY KEY, v int)");
+    let e = db.err("BEGIN BATCH INSERT INTO ks.t (k, v) VALUES (1, 1) INSERT INTO lockshift_emulator.faults (id, fault, probability) VALUES ('p', 'overloaded', 1.5) APPLY BATCH");
+    assert!(
+        e.message.contains("probability must be between 0 and 1"),
+        "{}",
+        e.message
+    );
+    assert!(db.rows("SELECT k FROM ks.t").is_empty());
     assert!(
         db.err("UPDATE lockshift_emulator.faults SET fired = 3 WHERE id = 't1'")
             .message

@@ -59,11 +59,19 @@ pub(crate) struct Prepared {
     /// Tables the statement reads or writes, with the schema ids it was
     /// compiled against.
     pub(crate) tables: Vec<(String, String, Uuid)>,
-    /// The same tables as `(keyspace, table)`, for fault matching.
-    pub(crate) table_names: Vec<(String, String)>,
     pub(crate) op: RequestOp,
     /// The WriteTimeout write type a fault on this statement reports.
     pub(crate) write_type: &'static str,
+}
+
+impl Prepared {
+    /// `(keyspace, table)` of each table, for fault matching.
+    pub(crate) fn table_names(&self) -> Vec<(&str, &str)> {
+        self.tables
+            .iter()
+            .map(|(k, t, _)| (k.as_str(), t.as_str()))
+            .collect()
+    }
 }
 
 /// What a prepared statement does.
@@ -213,10 +221,6 @@ impl Engine {
                     binds: b.finish()?,
                     pk_indexes: pk,
                     result,
-                    table_names: tables
-                        .iter()
-                        .map(|s| (s.keyspace.clone(), s.name.clone()))
-                        .collect(),
                     tables: tables
                         .into_iter()
                         .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))

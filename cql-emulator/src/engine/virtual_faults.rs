@@ -173,7 +173,11 @@ pub(crate) fn plan(
                         None => row.remove(&name),
                     };
                 }
-                ops.push(FaultOp::Upsert(id.clone(), rule_from(&row)?));
+                let rule = rule_from(&row)?;
+                // Checked here so that applying cannot fail after the rest
+                // of a batch was applied.
+                rule.validate().map_err(invalid)?;
+                ops.push(FaultOp::Upsert(id.clone(), rule));
                 working.insert(id, Some(row));
             }
             Change::DeleteRow { .. } | Change::DeletePartition { .. } => {
