@@ -160,9 +160,26 @@ async fn read_loop(
     conn: &CancellationToken,
 ) -> bool {
     loop {
+        // Versions 1 and 2 have an 8-byte header: read that much first, so
+        // an old client is answered rather than left waiting for a 9th byte.
         let mut header = [0u8; HEADER_LEN];
         let read = tokio::select! {
-            r = rd.read_exact(&mut header) => r,
+            r = rd.read_exact(&mut header[..frame::OLD_HEADER_LEN]) => r,
+            _ = conn.cancelled() => return false,
+        };
+        if read.is_err() {
+            return false;
+        }
+        if let Some((version, stream)) = frame::old_version(&header) {
+            trace!(version, "refusing protocol version");
+            let e = messages::error(&frame::unsupported_version(version));
+            let _ = tx
+                .send(frame::old_response(version, stream, e.opcode, &e.body))
+                .await;
+            return true;
+        }
+        let read = tokio::select! {
+            r = rd.read_exact(&mut header[frame::OLD_HEADER_LEN..]) => r,
             _ = conn.cancelled() => return false,
         };
         if read.is_err() {

@@ -8,7 +8,10 @@
 //! unsupported protocol version (N); supported versions are (4/v4)" in a v4
 //! frame carrying the request's stream id, read straight from header bytes
 //! 2..4 because the rest of an unknown version's header cannot be trusted.
-//! The connection is then closed, as Cassandra does.
+//! The connection is then closed, as Cassandra does. Versions 1 and 2 have
+//! an 8-byte header with a one-byte stream id: they are recognised from the
+//! first 8 bytes and answered in their own layout, so an old client gets the
+//! refusal instead of a server waiting for a ninth byte.
 //!
 //! # Frame size
 //!
@@ -71,6 +74,23 @@ pub(crate) enum HeaderCheck {
         stream: i16,
         error_message: &'static str,
     },
+}
+
+/// Length of a v1 / v2 frame header (one-byte stream id).
+pub(crate) const OLD_HEADER_LEN: usize = 8;
+
+/// `(version, stream)` if the first bytes are a v1 or v2 header.
+pub(crate) fn old_version(h: &[u8; HEADER_LEN]) -> Option<(u8, i8)> {
+    let version = h[0] & 0x7f;
+    (version <= 2).then(|| (version, h[2] as i8))
+}
+
+/// A response in the v1 / v2 layout, so an old client can read the refusal.
+pub(crate) fn old_response(version: u8, stream: i8, opcode: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80 | version, 0, stream as u8, opcode];
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(body);
+    out
 }
 
 /// The stream id of any v3+ header, whatever its version.
@@ -187,6 +207,18 @@ mod tests {
                 .message
                 .contains("unsupported protocol version")
         );
+    }
+
+    #[test]
+    fn v1_and_v2_headers_are_recognised_by_their_first_byte() {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = 2;
+        h[2] = 0xfe;
+        assert_eq!(old_version(&h), Some((2, -2)));
+        h[0] = 4;
+        assert_eq!(old_version(&h), None);
+        let r = old_response(2, -2, opcode::ERROR, b"xy");
+        assert_eq!(r, [0x82, 0, 0xfe, 0, 0, 0, 0, 2, b'x', b'y']);
     }
 
     #[test]

@@ -40,6 +40,13 @@ async fn ddl_is_idempotent_and_the_schema_check_lists_every_table() {
             TABLES.iter().map(|t| t.to_string()).collect(),
             "metadata={metadata}"
         );
+        // The driver's USE, then unqualified names.
+        s.use_keyspace("lockshift", false).await.unwrap();
+        let unqualified = s
+            .prepare("SELECT column_name FROM main WHERE row_key = ?")
+            .await
+            .unwrap();
+        s.execute_unpaged(&unqualified, ("r",)).await.unwrap();
         if metadata {
             // The driver's own schema view followed the DDL.
             let state = s.get_cluster_state();

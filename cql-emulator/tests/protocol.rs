@@ -33,6 +33,31 @@ async fn other_versions_get_a_v4_protocol_error_on_their_own_stream() {
 }
 
 #[tokio::test]
+async fn v1_and_v2_clients_are_answered_in_their_own_layout() {
+    let (e, _) = endpoint().await;
+    for version in [1u8, 2] {
+        let mut c = Raw::connect(e.local_addr()).await;
+        // An 8-byte header: stream 5, OPTIONS, empty body. Nothing more follows.
+        c.send_bytes(&[version, 0, 5, OPTIONS, 0, 0, 0, 0]).await;
+        let mut h = [0u8; 8];
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read_exact(&mut c.stream, &mut h),
+        )
+        .await
+        .expect("answered without waiting for a 9th byte")
+        .unwrap();
+        assert_eq!(&h[..4], &[0x80 | version, 0, 5, ERROR]);
+        let mut body = vec![0u8; u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize];
+        tokio::io::AsyncReadExt::read_exact(&mut c.stream, &mut body)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("unsupported protocol version"));
+        assert!(c.closed().await);
+    }
+}
+
+#[tokio::test]
 async fn options_startup_and_requests_before_startup() {
     let (e, _) = endpoint().await;
     let mut c = Raw::connect(e.local_addr()).await;
