@@ -118,7 +118,7 @@ async fn pipelined_requests_are_answered_as_they_finish_with_their_stream_ids() 
     let s = session(e.local_addr(), false).await;
     create_schema(&s).await;
     e.faults()
-        .add(FaultRule::new(Fault::Latency(Duration::from_millis(300))).on_table("lockshift.main"))
+        .add(FaultRule::new(Fault::Latency(Duration::from_millis(1000))).on_table("lockshift.main"))
         .unwrap();
     let mut c = Raw::started(e.local_addr()).await;
     c.send(100, 0, QUERY, &query_body("SELECT * FROM lockshift.main"))
