@@ -265,3 +265,21 @@ async fn garbage_never_breaks_the_server_or_another_connection() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn shutdown_closes_connections_and_stops_listening() {
+    let e = Emulator::builder()
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = e.local_addr();
+    let mut c = Raw::started(addr).await;
+    tokio::time::timeout(Duration::from_secs(5), e.shutdown())
+        .await
+        .expect("shutdown completes");
+    assert!(c.closed().await, "open connections are closed");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "nothing listens any more"
+    );
+}
