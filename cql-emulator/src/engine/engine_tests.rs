@@ -339,6 +339,10 @@ fn row_paging_resumes_after_the_last_row_in_both_directions() {
             assert_eq!(got, expect, "{cql}");
         }
     }
+    // ORDER BY over several partitions sorts all rows, then applies LIMIT.
+    let rows = db.rows("SELECT v FROM ks.t WHERE k IN (0, 1, 2) ORDER BY c ASC LIMIT 2");
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|v| v.ends_with('0')), "{rows:?}");
     // LIMIT across pages.
     let p = db.prepare("SELECT v FROM ks.t LIMIT 7").unwrap();
     let mut total = 0;

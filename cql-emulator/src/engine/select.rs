@@ -459,7 +459,12 @@ pub(crate) fn run(
                 })
             })
             .collect::<Result<_, CqlError>>()?,
-        limit: limit.map(u64::from),
+        // Sorting across partitions needs every row before the LIMIT cut.
+        limit: if plan.sort_across_partitions {
+            None
+        } else {
+            limit.map(u64::from)
+        },
         per_partition,
         cap: page_size.map(|p| p.saturating_add(1)),
         resume,
