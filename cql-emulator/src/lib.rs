@@ -109,13 +109,16 @@
 //!
 //! One mutex around the engine; without fault rules each request runs on its
 //! connection's reader task (no spawn per request); reads and writes are
-//! buffered. On the 2-core build machine, release build, scylla driver,
-//! 128 requests in flight on one connection, 5 s per phase:
+//! buffered. On the 2-core build machine (otherwise idle), release build,
+//! scylla driver, prepared statements on one connection, 5 s per phase
+//! (ranges over repeated runs):
 //!
-//! | endpoint                   | prepared INSERT | prepared SELECT (LIMIT 10) |
-//! |----------------------------|-----------------|----------------------------|
-//! | separate process (binary)  | ~126 000 ops/s  | ~86 000 ops/s              |
-//! | same process as the client | ~114 000 ops/s  | ~80 000 ops/s              |
+//! | endpoint                  | in flight | INSERT ops/s      | SELECT (LIMIT 10) ops/s |
+//! |---------------------------|-----------|-------------------|-------------------------|
+//! | separate process (binary) | 128       | 135 000 – 142 000 | 74 000 – 86 000         |
+//! | separate process (binary) | 16        | ~55 000           | ~49 000                 |
+//! | separate process (binary) | 1         | ~12 000           | ~9 700                  |
+//! | same process as client    | 128       | 114 000 – 120 000 | 80 000 – 93 000         |
 //!
 //! ```text
 //! cargo build --release -p lockshift-cql-emulator --example throughput --bin cql-emulator
