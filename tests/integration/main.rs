@@ -4,4 +4,5 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used)]
 
+mod cql_faults;
 mod store_conformance;
