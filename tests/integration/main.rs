@@ -5,4 +5,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod cql_faults;
+mod locks_over_cql;
 mod store_conformance;

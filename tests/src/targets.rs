@@ -163,7 +163,7 @@ mod tests {
 /// # Errors
 /// The endpoint could not bind a port.
 pub async fn start_endpoint(
-    clock: Arc<ManualClock>,
+    clock: lockshift_store::SharedClock,
 ) -> Result<
     (lockshift_cql_emulator::EmulatorHandle, CqlSettings),
     lockshift_cql_emulator::EmulatorError,
