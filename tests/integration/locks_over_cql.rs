@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockshift_cql_emulator::{EmulatorHandle, Fault, FaultRule};
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockId, Locker};
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultPlan, RowQuery, SharedClock, Store, SystemClock, schema,
 };
