@@ -9,5 +9,14 @@
 //! in store round trips and fairness (longest same-process run, Jain's index
 //! over windows); [`plot`] draws the thesis-style figures.
 
+mod error;
 pub mod plot;
+pub mod report;
+mod run;
 pub mod stats;
+mod worker;
+
+pub use error::BenchError;
+pub use report::{BenchReport, render};
+pub use run::{BenchConfig, WorkerCommand, run};
+pub use worker::{WorkerSpec, run_worker};

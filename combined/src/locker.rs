@@ -9,7 +9,7 @@ use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
     OwnerId, TryAcquireError,
 };
-use lockshift_queue_lock::{Entry, Line, MainEntry, QueueSettings, TimeSource};
+use lockshift_queue_lock::{Entry, Line, MainEntry, Prepared, QueueSettings, TimeSource};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tracing::trace;
 
@@ -56,6 +56,75 @@ impl MainEntry for CombinedEntry {
             .find(|c| c.column != me)
             .map(|c| OwnerId::from_stored(&c.column));
         Ok(Entry::Busy(holder))
+    }
+
+    /// Lines 7–8 ahead of time: announce myself in `shadow` and check I am
+    /// alone there, while the one ahead still holds `main`. The legacy
+    /// argument needs only that my shadow cell lives from this write until
+    /// after my `main` write (the lease keeps it), and that my fresh read of
+    /// `main` comes after this read of `shadow` — both hold however long I
+    /// wait in between.
+    /// Behind anyone: a shadow cell never makes `main` look occupied, so
+    /// preparations cannot wait for each other (two preparers see each other
+    /// in `shadow` and both step back).
+    async fn prepare(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        _behind_head: bool,
+    ) -> Result<bool, StoreError> {
+        let me = lease.owner().as_str();
+        lease
+            .write(schema::SHADOW, me, Algorithm::Combined.as_str().as_bytes())
+            .await?;
+        let shadow = store
+            .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::first(2))
+            .await?;
+        if matches!(shadow.as_slice(), [only] if only.column == me) {
+            return Ok(true);
+        }
+        lease.delete(schema::SHADOW, me).await?;
+        Ok(false)
+    }
+
+    /// The fresh read of `main` doubles as the poll: once it is empty, write
+    /// `main` (line 11) and re-read it (C2) — two round trips after the
+    /// holder leaves instead of five.
+    async fn poll_prepared(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        _behind: &str,
+    ) -> Result<Prepared, StoreError> {
+        let lock = lease.lock().as_str();
+        let me = lease.owner().as_str();
+        if !store
+            .read(schema::MAIN, lock, &RowQuery::first(1))
+            .await?
+            .is_empty()
+        {
+            return Ok(Prepared::Waiting);
+        }
+        // The argument needs my shadow cell to have lived all along.
+        if lease.check_valid().is_err() || !lease.is_proven(schema::SHADOW, me) {
+            return Ok(Prepared::Lost);
+        }
+        lease
+            .write(schema::MAIN, me, Algorithm::Combined.as_str().as_bytes())
+            .await?;
+        let first_two = RowQuery::first(2);
+        let (main, shadow_deleted) = tokio::join!(
+            store.read(schema::MAIN, lock, &first_two),
+            lease.delete(schema::SHADOW, me),
+        );
+        if let Err(e) = shadow_deleted {
+            trace!(error = %e, "shadow cell not removed after entry");
+        }
+        if matches!(main?.as_slice(), [only] if only.column == me) {
+            return Ok(Prepared::Acquired);
+        }
+        lease.delete(schema::MAIN, me).await?;
+        Ok(Prepared::Lost)
     }
 
     async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {

@@ -182,3 +182,50 @@ async fn an_unreadable_stage_at_start_means_combined() {
         "queue is still not allowed at legacy"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_combined_waiter_prepares_its_shadow_entry_while_the_holder_holds() {
+    let w = world();
+    let settings = |id: &str| {
+        let mut s = Settings::default();
+        s.node.id = Some(id.into());
+        s.node.mode = Mode::Combined;
+        NodeOptions::new(s)
+    };
+    let a = Node::start(w.store.clone(), w.clock.clone(), settings("a"))
+        .await
+        .unwrap();
+    let b = Node::start(w.store.clone(), w.clock.clone(), settings("b"))
+        .await
+        .unwrap();
+    let lock = LockId::new("L").unwrap();
+    let held = a.locker().acquire(&lock).await.unwrap();
+    let waiter = {
+        let locker = b.locker();
+        let lock = lock.clone();
+        tokio::spawn(async move { locker.acquire(&lock).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let shadow = w
+        .store
+        .read(schema::SHADOW, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(
+        shadow.len(),
+        1,
+        "the waiter announced itself in shadow ahead of time"
+    );
+    assert!(shadow[0].column.starts_with("b/"));
+    held.release().await.unwrap();
+    let g = waiter.await.unwrap().unwrap();
+    assert_eq!(g.algorithm(), Algorithm::Combined);
+    assert!(
+        w.store
+            .read(schema::SHADOW, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    g.release().await.unwrap();
+}

@@ -14,8 +14,10 @@
 //!
 //! - **Q1.** A waiter holds the lock only after a read of `main`, made after
 //!   its own `main` write, showed its cell alone.
-//! - **Q2.** A waiter that is not first in line has no `main` cell (it removes
-//!   any leftover before waiting on).
+//! - **Q2.** A waiter has a `main` cell only while it is first in line, or
+//!   while it is next behind a head that holds `main` alone (a reservation,
+//!   see [`Line`]: "Preparing the hand-off"); it removes any other leftover
+//!   before waiting on.
 //! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
 //!   while their owner waits or holds; a waiter whose queue cell is gone
 //!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
@@ -23,6 +25,9 @@
 //!   `k × head_poll` (at most `waiter_poll`), backing off while the line
 //!   stands still: only the next waiter polls at full speed, and no waiter
 //!   loops hot against the store.
+//! - **Q5.** At most one reservation stands beside a holder: none is made
+//!   while `main` holds two cells, and a reservation seeing a stranger in
+//!   `main` withdraws — so reservations never wait for each other.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!
@@ -52,7 +57,7 @@ pub mod queue;
 mod settings;
 pub mod time;
 
-pub use line::{Entry, Line, MainEntry};
+pub use line::{Entry, Line, MainEntry, Prepared};
 pub use locker::{QueueEntry, QueueLocker};
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use time::{TimeService, TimeSource};

@@ -13,10 +13,13 @@ use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Stop,
     TryAcquireError, Waiting,
 };
-use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
+use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
+use std::time::Duration;
+
+use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::queue::{Position, position, queue_column};
+use crate::queue::{Position, parse_queue_column, position, queue_column};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 
@@ -28,6 +31,17 @@ pub enum Entry {
     /// Someone else is in `main` (named if known); my `main` cell, if any,
     /// was removed.
     Busy(Option<OwnerId>),
+}
+
+/// What a poll by a prepared waiter found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// The lock is mine.
+    Acquired,
+    /// The one ahead still holds `main`.
+    Waiting,
+    /// The preparation no longer stands.
+    Lost,
 }
 
 /// How the first waiter in line enters `main`.
@@ -43,6 +57,42 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     /// A store error; cells it may have written stay registered with the
     /// lease and [`tidy`](MainEntry::tidy) removes them.
     async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError>;
+
+    /// Readies the hand-off while someone else holds `main` alone (see
+    /// "Preparing the hand-off" in [`Line`]'s docs): `Ok(true)` when
+    /// something was prepared, after which the line calls
+    /// [`poll_prepared`](MainEntry::poll_prepared) instead of polling the
+    /// queue. `behind_head` says whether that holder is the head of this
+    /// queue (it holds or is about to), or an outsider of the queue (a
+    /// legacy holder — or another waiter's preparation). The default
+    /// prepares nothing.
+    ///
+    /// # Errors
+    /// A store error; what was written stays registered with the lease.
+    async fn prepare(
+        &self,
+        _store: &dyn Store,
+        _lease: &Lease,
+        _behind_head: bool,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// One poll of a prepared waiter that prepared behind the holder whose
+    /// `main` column is `behind`: took the lock, still waiting, or the
+    /// preparation no longer stands (then the line tidies up and waits
+    /// normally).
+    ///
+    /// # Errors
+    /// A store error; the line then tidies up and waits normally.
+    async fn poll_prepared(
+        &self,
+        _store: &dyn Store,
+        _lease: &Lease,
+        _behind: &str,
+    ) -> Result<Prepared, StoreError> {
+        Ok(Prepared::Lost)
+    }
 
     /// Removes what a failed `enter` may have left (by default, any `main`
     /// cell of this lease).
@@ -63,6 +113,30 @@ struct Ticket {
 }
 
 /// The waiting line of one algorithm: queue lock or combined lock.
+///
+/// # Preparing the hand-off
+///
+/// Most of a hand-off is the next waiter's work after the holder leaves:
+/// notice, then enter `main` (queue: write + read; combined: five round
+/// trips). Part of that work can be done while the holder still holds:
+///
+/// - **Who prepares.** Only the first waiter that is not the holder: the
+///   waiter right behind the head of the queue while the head is alone in
+///   `main`, or the first waiter while an outsider (a legacy holder) is alone
+///   in `main`. Never while `main` holds two cells.
+/// - **When.** Only once the holder's cell is older than two of this
+///   waiter's own round trips: the holder's verifying read of `main` is done
+///   by then, so preparing never makes a fresh holder back off (which could
+///   repeat and starve it).
+/// - **What.** [`MainEntry::prepare`]: the queue lock reserves — writes its
+///   `main` cell beside the holder's and takes the lock on the first read
+///   that shows its cell alone (Q1 still decides); the combined lock writes
+///   and checks its `shadow` cell, then needs only the fresh read of `main`,
+///   its write and the re-read once the holder leaves.
+/// - **Withdrawal.** A prepared queue waiter that sees anyone in `main`
+///   besides itself and the holder it prepared behind withdraws: a lone
+///   reservation looks like a holder to the waiter behind it, and two
+///   reservations must never wait for each other.
 #[derive(Clone)]
 pub struct Line {
     ctx: Arc<LockContext>,
@@ -291,7 +365,7 @@ impl Line {
     /// polling grows like ln(queue length), not like the queue length — and
     /// when the queue stops moving (a long hold) everyone backs off; when it
     /// moves, the count restarts.
-    fn poll_interval(&self, ahead: u32, n: u32) -> std::time::Duration {
+    fn poll_interval(&self, ahead: u32, n: u32) -> Duration {
         let growth = FAST_POLL_GROWTH
             .powi(i32::try_from(n).unwrap_or(i32::MAX))
             .min(1e6);
@@ -309,11 +383,37 @@ impl Line {
         ticket: &Ticket,
         progress: &mut Progress,
     ) -> Result<Step, StoreError> {
+        if let Some(behind) = progress.prepared.clone() {
+            let started = Instant::now();
+            let polled = self
+                .entry
+                .poll_prepared(self.store(), &ticket.lease, &behind)
+                .await;
+            match polled {
+                Ok(Prepared::Acquired) => return Ok(Step::Acquired),
+                Ok(Prepared::Waiting) => {
+                    progress.note_round_trip(started.elapsed());
+                    progress.polls_here += 1;
+                    return Ok(Step::Wait(self.poll_interval(1, progress.polls_here)));
+                }
+                Ok(Prepared::Lost) => {
+                    progress.prepared = None;
+                    progress.dirty = true;
+                }
+                Err(e) => {
+                    progress.prepared = None;
+                    progress.dirty = true;
+                    return Err(e);
+                }
+            }
+        }
         // Listing 7 line 2: am I first?
+        let started = Instant::now();
         let pos = self.where_am_i(lock, ticket).await?;
+        progress.note_round_trip(started.elapsed());
         match pos {
             Position::Missing => Ok(Step::Reenqueue),
-            Position::Behind { ahead } => {
+            Position::Behind { ahead, head } => {
                 // Q2: not first (any more), so no main cell of mine may linger.
                 if progress.dirty || !ticket.lease.columns_in(schema::MAIN).is_empty() {
                     self.entry.tidy(&ticket.lease).await?;
@@ -326,33 +426,56 @@ impl Line {
                     progress.polls_here = 0;
                 }
                 progress.polls_here += 1;
+                // Next in line from the second poll on: is the head holding?
+                if ahead == 1 && progress.polls_here > 1 {
+                    let head_owner = parse_queue_column(&head).map(|(_, o)| o);
+                    let main = self
+                        .store()
+                        .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
+                        .await?;
+                    if let (Some(owner), [holder]) = (head_owner, main.as_slice())
+                        && holder.column == owner.as_str()
+                    {
+                        self.maybe_prepare(ticket, holder, true, progress).await?;
+                    }
+                }
                 Ok(Step::Wait(self.poll_interval(ahead, progress.polls_here)))
             }
             Position::First => {
-                if progress.main_busy {
-                    // One read instead of a write, a read and a delete while
-                    // the previous holder is still in main.
-                    let main = self
-                        .store()
-                        .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
-                        .await?;
-                    if let Some(holder) = main.first() {
-                        progress.polls_here += 1;
-                        let stale = self.ctx.clock().now().duration_since(holder.writetime)
-                            > self.stale_after();
-                        // A holder that stopped renewing is dead: its cell
-                        // goes only with its TTL, no point polling fast.
-                        return Ok(Step::Wait(if stale {
-                            self.settings.waiter_poll
-                        } else {
-                            self.poll_interval(1, progress.polls_here)
-                        }));
-                    }
-                    progress.main_busy = false;
-                }
+                // Leftovers of a failed step first: my own cell in main must
+                // never be mistaken for a holder.
                 if progress.dirty {
                     self.entry.tidy(&ticket.lease).await?;
                     progress.dirty = false;
+                }
+                if progress.main_busy {
+                    // One read instead of a write, a read and a delete while
+                    // the previous holder is still in main.
+                    let me = ticket.owner.as_str();
+                    let main = self
+                        .store()
+                        .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
+                        .await?;
+                    if main.iter().any(|c| c.column == me) {
+                        // A leftover of mine that tidy did not know of.
+                        self.entry.tidy(&ticket.lease).await?;
+                    }
+                    let others: Vec<&Cell> = main.iter().filter(|c| c.column != me).collect();
+                    if let Some(holder) = others.first() {
+                        progress.polls_here += 1;
+                        let stale = self.ctx.clock().now().duration_since(holder.writetime)
+                            > self.stale_after();
+                        if stale {
+                            // A holder that stopped renewing is dead: its
+                            // cell goes only with its TTL, no point polling fast.
+                            return Ok(Step::Wait(self.settings.waiter_poll));
+                        }
+                        if let [holder] = others.as_slice() {
+                            self.maybe_prepare(ticket, holder, false, progress).await?;
+                        }
+                        return Ok(Step::Wait(self.poll_interval(1, progress.polls_here)));
+                    }
+                    progress.main_busy = false;
                 }
                 match self.entry.enter(self.store(), &ticket.lease).await {
                     Ok(Entry::Acquired) => Ok(Step::Acquired),
@@ -368,6 +491,44 @@ impl Line {
                         Err(e)
                     }
                 }
+            }
+        }
+    }
+
+    /// Prepares the hand-off if `holder` — the only cell in `main`, held by
+    /// the one just ahead — has been there long enough that its holder's own
+    /// verifying read of `main` is surely done (two of this waiter's round
+    /// trips): preparing earlier could make a fresh holder back off, and the
+    /// same could happen to it again and again.
+    async fn maybe_prepare(
+        &self,
+        ticket: &Ticket,
+        holder: &Cell,
+        behind_head: bool,
+        progress: &mut Progress,
+    ) -> Result<(), StoreError> {
+        let Some(round_trip) = progress.round_trip else {
+            return Ok(());
+        };
+        let age = self.ctx.clock().now().duration_since(holder.writetime);
+        if age < round_trip * 2 {
+            return Ok(());
+        }
+        match self
+            .entry
+            .prepare(self.store(), &ticket.lease, behind_head)
+            .await
+        {
+            Ok(prepared) => {
+                if prepared {
+                    debug!(holder = holder.column, "hand-off prepared");
+                    progress.prepared = Some(holder.column.clone());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                progress.dirty = true;
+                Err(e)
             }
         }
     }
@@ -481,6 +642,20 @@ struct Progress {
     last_ahead: Option<u32>,
     /// Consecutive polls at that distance.
     polls_here: u32,
+    /// The hand-off is prepared behind the holder with this `main` column
+    /// (see [`Line`]).
+    prepared: Option<String>,
+    /// Smoothed duration of one read, as this waiter sees it.
+    round_trip: Option<Duration>,
+}
+
+impl Progress {
+    fn note_round_trip(&mut self, d: Duration) {
+        self.round_trip = Some(match self.round_trip {
+            None => d,
+            Some(old) => old.mul_f64(0.8) + d.mul_f64(0.2),
+        });
+    }
 }
 
 /// Growth per poll of the poll interval while the line stands still (see

@@ -10,7 +10,7 @@ use lockshift_lock::{
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
-use crate::line::{Entry, Line, MainEntry};
+use crate::line::{Entry, Line, MainEntry, Prepared};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 
@@ -45,6 +45,58 @@ impl MainEntry for QueueEntry {
             .find(|c| c.column != me)
             .map(|c| OwnerId::from_stored(&c.column));
         Ok(Entry::Busy(holder))
+    }
+
+    /// The reservation: write my `main` cell now, beside the holder's. Q1
+    /// still decides: the lock is mine only once a read of `main` — made
+    /// after this write — shows my cell alone. The holder, already past its
+    /// own verifying read, is not disturbed; nobody else reserves while two
+    /// cells are in `main`.
+    ///
+    /// Only behind the head of the queue: a lone cell that is not the head's
+    /// may be another waiter's reservation, and two reservations would each
+    /// wait for the other to leave — for ever.
+    async fn prepare(
+        &self,
+        _store: &dyn Store,
+        lease: &Lease,
+        behind_head: bool,
+    ) -> Result<bool, StoreError> {
+        if !behind_head {
+            return Ok(false);
+        }
+        let me = lease.owner().as_str();
+        lease
+            .write(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes())
+            .await?;
+        Ok(true)
+    }
+
+    /// One read of `main`: my cell alone means the holder left and the lock
+    /// is mine — the hand-off costs the holder's delete and this read.
+    ///
+    /// Anyone in `main` besides me and the holder I reserved behind makes me
+    /// withdraw: it may be another reservation (a lone reservation looks
+    /// like a holder to the waiter behind it), and two reservations would
+    /// each wait for the other for ever. Withdrawing costs at most one place
+    /// in line; the line then waits as if nothing was prepared.
+    async fn poll_prepared(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        behind: &str,
+    ) -> Result<Prepared, StoreError> {
+        let me = lease.owner().as_str();
+        let main = store
+            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
+            .await?;
+        let mine = main.iter().any(|c| c.column == me);
+        let strangers = main.iter().any(|c| c.column != me && c.column != behind);
+        Ok(match (mine, main.len(), strangers) {
+            (true, 1, _) => Prepared::Acquired,
+            (true, _, false) => Prepared::Waiting,
+            _ => Prepared::Lost,
+        })
     }
 }
 

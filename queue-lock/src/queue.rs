@@ -31,7 +31,7 @@ pub fn parse_queue_column(column: &str) -> Option<(u64, OwnerId)> {
 }
 
 /// Where a waiter stands, counting only live (non-stale) cells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Position {
     /// First in line: may try to enter `main`.
     First,
@@ -40,6 +40,8 @@ pub enum Position {
     Behind {
         /// Live cells ahead, at most the window.
         ahead: u32,
+        /// The column of the first live cell (the head of the line).
+        head: String,
     },
     /// The waiter's own cell is not in the row (expired or deleted).
     Missing,
@@ -72,20 +74,27 @@ pub async fn position(
             .read(schema::QUEUE, lock, &RowQuery::first(limit))
             .await?;
         let mut ahead = 0;
+        let mut head: Option<&str> = None;
         for cell in &cells {
             if cell.column == me {
-                return Ok(if ahead == 0 {
-                    Position::First
-                } else {
-                    Position::Behind { ahead }
+                return Ok(match head {
+                    None => Position::First,
+                    Some(head) => Position::Behind {
+                        ahead,
+                        head: head.to_string(),
+                    },
                 });
             }
             if now.duration_since(cell.writetime) > stale_after {
                 continue;
             }
             ahead += 1;
+            let head = *head.get_or_insert(&cell.column);
             if ahead >= window {
-                return Ok(Position::Behind { ahead });
+                return Ok(Position::Behind {
+                    ahead,
+                    head: head.to_string(),
+                });
             }
         }
         if cells.len() < limit as usize {
@@ -95,7 +104,10 @@ pub async fn position(
         if limit >= MAX_SCAN {
             // A long run of dead waiters: treat as far back and look again
             // later; they expire within one lease TTL.
-            return Ok(Position::Behind { ahead: window });
+            return Ok(Position::Behind {
+                ahead: window,
+                head: String::new(),
+            });
         }
         limit = limit.saturating_mul(8).min(MAX_SCAN);
     }
@@ -153,7 +165,10 @@ mod tests {
         );
         assert_eq!(
             pos(queue(&[("a", fresh), ("b", fresh)]).await, "b").await,
-            Position::Behind { ahead: 1 }
+            Position::Behind {
+                ahead: 1,
+                head: "a".into()
+            }
         );
         assert_eq!(
             pos(
@@ -161,7 +176,10 @@ mod tests {
                 "c"
             )
             .await,
-            Position::Behind { ahead: 2 }
+            Position::Behind {
+                ahead: 2,
+                head: "a".into()
+            }
         );
         let five = [
             ("a", fresh),
@@ -175,13 +193,19 @@ mod tests {
             position(&far().await, "L", "e", now, stale, 8)
                 .await
                 .unwrap(),
-            Position::Behind { ahead: 4 }
+            Position::Behind {
+                ahead: 4,
+                head: "a".into()
+            }
         );
         assert_eq!(
             position(&far().await, "L", "e", now, stale, 3)
                 .await
                 .unwrap(),
-            Position::Behind { ahead: 3 },
+            Position::Behind {
+                ahead: 3,
+                head: "a".into()
+            },
             "saturates at the window"
         );
         assert_eq!(
@@ -200,7 +224,11 @@ mod tests {
         let refs: Vec<(&str, i64)> = cells.iter().map(|(c, t)| (c.as_str(), *t)).collect();
         assert_eq!(
             pos(queue(&refs).await, "y").await,
-            Position::Behind { ahead: 1 }
+            Position::Behind {
+                ahead: 1,
+                head: "x".into()
+            },
+            "the dead are skipped: the head is the first live cell"
         );
         // My own old cell is not skipped.
         assert_eq!(pos(queue(&[("a", dead)]).await, "a").await, Position::First);

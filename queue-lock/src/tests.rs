@@ -173,7 +173,10 @@ async fn a_waiter_whose_queue_cell_vanishes_re_enqueues_and_still_acquires() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A waiter polling its queue position sees the loss at its next poll; a
+    // waiter that has prepared the hand-off polls main instead and hears of
+    // it from its lease, at the next renewal (Q3).
+    tokio::time::sleep(LeaseSettings::default().renew_every + Duration::from_secs(1)).await;
     let queue = f.columns(schema::QUEUE).await;
     assert_eq!(queue.len(), 2, "re-enqueued under a new name: {queue:?}");
     assert_ne!(queue[1], theirs.column);
@@ -292,4 +295,60 @@ async fn fencing_tokens_grow_across_holders() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let waiter = {
+        let locker = f.locker("w");
+        tokio::spawn(async move { locker.acquire(&lock()).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let main = f.columns(schema::MAIN).await;
+    assert_eq!(
+        main.len(),
+        2,
+        "the next waiter reserved its main cell: {main:?}"
+    );
+    assert!(main.contains(&holder.owner().as_str().to_string()));
+    f.store.reset_counts();
+    holder.release().await.unwrap();
+    let g = waiter.await.unwrap().unwrap();
+    let c = f.store.op_counts();
+    // The holder's two deletes; the waiter only read main (Q1: its read, after
+    // its earlier write, shows its cell alone).
+    assert_eq!(c.get(schema::MAIN, OpKind::Write), 0, "{c}");
+    assert_eq!(c.get(schema::QUEUE, OpKind::Write), 0, "{c}");
+    assert_eq!(f.columns(schema::MAIN).await, [g.owner().as_str()]);
+    g.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_behind_a_lone_reservation_does_not_wait_for_ever() {
+    // A reservation left alone in main (its holder gone) looks like a
+    // holder; a waiter that reserved behind it withdraws when it sees a
+    // stranger, so one of them always gets through.
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let locker = f.locker(&format!("w{i}"));
+        waiters.push(tokio::spawn(async move {
+            let g = locker.acquire(&lock()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            g.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    holder.release().await.unwrap();
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(60), w)
+            .await
+            .expect("every waiter gets the lock")
+            .unwrap();
+    }
+    assert!(f.columns(schema::MAIN).await.is_empty());
+    assert!(f.columns(schema::QUEUE).await.is_empty());
 }

@@ -29,13 +29,24 @@ use tokio::time::Instant;
 /// The environment variable that replays one seed.
 pub const SEED_VAR: &str = "LOCKSHIFT_SEED";
 
-/// Runs `run(seed)` for `count` seeds starting at `first` — or only for the
-/// seed in `LOCKSHIFT_SEED` when it is set. A failing seed is printed with the
+/// The environment variable that runs more seeds than a test's default
+/// (a deeper search for rare interleavings).
+pub const SEEDS_VAR: &str = "LOCKSHIFT_SEEDS";
+
+/// Runs `run(seed)` for `count` seeds starting at `first` (`LOCKSHIFT_SEEDS`
+/// overrides the count) — or only for the seed in `LOCKSHIFT_SEED` when it
+/// is set. A failing seed is printed with the
 /// command to replay it, then the panic continues.
 pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
     let seeds: Vec<u64> = match std::env::var(SEED_VAR).ok().and_then(|s| s.parse().ok()) {
         Some(seed) => vec![seed],
-        None => (first..first + count).collect(),
+        None => {
+            let count = std::env::var(SEEDS_VAR)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(count);
+            (first..first + count).collect()
+        }
     };
     for seed in seeds {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(seed))) {
@@ -54,6 +65,13 @@ pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
 /// If the runtime cannot be built (out of file descriptors), which no test
 /// can recover from.
 pub fn paused<F: std::future::Future>(future: F) -> F::Output {
+    // `LOCKSHIFT_TRACE=debug` prints the locks' tracing when replaying a seed.
+    if let Ok(filter) = std::env::var("LOCKSHIFT_TRACE") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)

@@ -1,0 +1,296 @@
+//! The orchestrator: for each algorithm and process count, start P worker
+//! processes on one lock, release them together, collect their reports.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use lockshift_cql_emulator::{Emulator, EmulatorHandle, Fault, FaultRule};
+use lockshift_legacy::LegacySettings;
+use lockshift_lock::{Algorithm, LeaseSettings};
+use lockshift_queue_lock::{QueueSettings, TimeSettings};
+use lockshift_store::{CqlSettings, CqlStore};
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::error::BenchError;
+use crate::plot;
+use crate::report::{BenchReport, Machine, check_targets};
+use crate::stats::{RunStats, Sample, WorkerReport, compute};
+use crate::worker::{WorkerSpec, now_micros};
+
+/// What to measure.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchConfig {
+    /// Algorithms, run in this order.
+    pub algorithms: Vec<Algorithm>,
+    /// Process counts P, run in this order for each algorithm.
+    pub processes: Vec<u32>,
+    /// Acquisitions per process K.
+    pub acquisitions: u32,
+    /// Time each acquisition holds the lock.
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
+    /// Injected store latency per request at the local endpoint (fixed part).
+    #[serde(with = "humantime_serde")]
+    pub latency: Duration,
+    /// Injected extra latency, uniform in `[0, jitter)`.
+    #[serde(with = "humantime_serde")]
+    pub jitter: Duration,
+    /// A real cluster to measure instead of the local endpoint.
+    pub cluster: Option<CqlSettings>,
+    /// Leases of every worker.
+    pub lease: LeaseSettings,
+    /// Queue lock tuning.
+    pub queue: QueueSettings,
+    /// Legacy lock tuning.
+    pub legacy: LegacySettings,
+    /// The time service.
+    pub time: TimeSettings,
+    /// Directory for the PNG plots; `None`: no plots.
+    pub plots: Option<PathBuf>,
+    /// Seed of the workers' random choices and the injected jitter.
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    /// Small enough to finish in about a minute on two cores.
+    fn default() -> Self {
+        BenchConfig {
+            algorithms: vec![Algorithm::Legacy, Algorithm::Queue, Algorithm::Combined],
+            processes: vec![1, 3, 5],
+            acquisitions: 50,
+            hold: Duration::from_millis(1),
+            latency: Duration::from_millis(2),
+            jitter: Duration::from_millis(1),
+            cluster: None,
+            lease: LeaseSettings::default(),
+            queue: QueueSettings::default(),
+            legacy: LegacySettings::default(),
+            time: TimeSettings::default(),
+            plots: None,
+            seed: 1,
+        }
+    }
+}
+
+/// Builds the command that runs one worker process (`migrate bench-worker
+/// --spec <json>`); the orchestrator sets up its pipes.
+pub type WorkerCommand<'a> = &'a (dyn Fn(&WorkerSpec) -> Result<Command, BenchError> + Sync);
+
+/// Runs the whole benchmark. `progress` hears one line per run.
+///
+/// # Errors
+/// When the endpoint cannot start, the store cannot be reached, or a worker
+/// fails to run or report.
+pub async fn run(
+    config: &BenchConfig,
+    worker_command: WorkerCommand<'_>,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<BenchReport, BenchError> {
+    let (endpoint, cql) = match &config.cluster {
+        Some(settings) => (None, settings.clone()),
+        None => {
+            let (handle, settings) = local_endpoint(config).await?;
+            (Some(handle), settings)
+        }
+    };
+    // Create the schema once, before any worker connects.
+    let mut create = cql.clone();
+    create.create_schema = true;
+    drop(CqlStore::connect(&create).await?);
+    let mut worker_cql = cql.clone();
+    worker_cql.create_schema = false;
+
+    let started = std::time::Instant::now();
+    let mut runs = Vec::new();
+    let mut plots = Vec::new();
+    let nonce = now_micros();
+    for &algorithm in &config.algorithms {
+        let mut largest: Option<(u32, Vec<Sample>)> = None;
+        for &processes in &config.processes {
+            let lock = format!("bench-{algorithm}-p{processes}-{nonce}");
+            let run_started = std::time::Instant::now();
+            let reports = run_once(
+                config,
+                algorithm,
+                processes,
+                &lock,
+                &worker_cql,
+                worker_command,
+            )
+            .await?;
+            let stats = compute(algorithm.as_str(), processes, &reports);
+            progress(&format!(
+                "{algorithm:<8} P={processes}: {} acquisitions in {:.1}s, mean wait {:.1} ms, max {:.1} ms",
+                stats.acquisitions,
+                run_started.elapsed().as_secs_f64(),
+                stats.wait_mean_ms,
+                stats.wait_max_ms
+            ));
+            if largest.as_ref().is_none_or(|(p, _)| processes >= *p) {
+                largest = Some((
+                    processes,
+                    reports
+                        .iter()
+                        .flat_map(|r| r.samples.iter().copied())
+                        .collect(),
+                ));
+            }
+            runs.push(stats);
+        }
+        if let (Some(dir), Some((processes, samples))) = (&config.plots, largest) {
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(format!("{algorithm}.png"));
+            let title = format!(
+                "{algorithm} lock: P = {processes}, K = {}, store latency {} + U[0, {})",
+                config.acquisitions,
+                lockshift_lock::fmt_duration(config.latency),
+                lockshift_lock::fmt_duration(config.jitter)
+            );
+            plot::draw(&path, &title, &samples)?;
+            plots.push(path.display().to_string());
+        }
+    }
+    if let Some(endpoint) = endpoint {
+        endpoint.shutdown().await;
+    }
+    let targets = check_targets(&runs);
+    Ok(BenchReport {
+        version: 1,
+        config: config.clone(),
+        machine: Machine::this(),
+        store: match &config.cluster {
+            Some(c) => format!("cluster {}", c.contact_points.join(",")),
+            None => format!(
+                "local endpoint, latency {} + U[0, {})",
+                lockshift_lock::fmt_duration(config.latency),
+                lockshift_lock::fmt_duration(config.jitter)
+            ),
+        },
+        duration_s: started.elapsed().as_secs_f64(),
+        runs,
+        targets,
+        plots,
+    })
+}
+
+async fn local_endpoint(config: &BenchConfig) -> Result<(EmulatorHandle, CqlSettings), BenchError> {
+    let handle = Emulator::builder()
+        .start(([127, 0, 0, 1], 0).into())
+        .await?;
+    if !config.latency.is_zero() || !config.jitter.is_zero() {
+        handle.faults().add(
+            FaultRule::new(Fault::Latency(config.latency))
+                .on_table("lockshift.*")
+                .with_jitter(config.jitter, config.seed),
+        )?;
+    }
+    let settings = CqlSettings {
+        contact_points: vec![handle.local_addr().to_string()],
+        ..CqlSettings::default()
+    };
+    Ok((handle, settings))
+}
+
+struct Running {
+    worker: u32,
+    child: Child,
+    stdin: ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+async fn run_once(
+    config: &BenchConfig,
+    algorithm: Algorithm,
+    processes: u32,
+    lock: &str,
+    cql: &CqlSettings,
+    worker_command: WorkerCommand<'_>,
+) -> Result<Vec<WorkerReport>, BenchError> {
+    let mut running = Vec::new();
+    for worker in 0..processes {
+        let spec = WorkerSpec {
+            worker,
+            algorithm,
+            lock: lock.to_string(),
+            acquisitions: config.acquisitions,
+            hold_micros: u64::try_from(config.hold.as_micros()).unwrap_or(u64::MAX),
+            cql: cql.clone(),
+            lease: config.lease.clone(),
+            queue: config.queue.clone(),
+            legacy: config.legacy.clone(),
+            time: config.time.clone(),
+            seed: config
+                .seed
+                .wrapping_mul(1_000)
+                .wrapping_add(u64::from(worker)),
+        };
+        let mut command = worker_command(&spec)?;
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|e| BenchError::Worker {
+            worker,
+            message: format!("cannot start: {e}"),
+        })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(BenchError::Worker {
+                worker,
+                message: "no pipes".to_string(),
+            });
+        };
+        running.push(Running {
+            worker,
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+        });
+    }
+    // Barrier: everyone connected and measured before anyone starts.
+    for r in &mut running {
+        match r.lines.next_line().await? {
+            Some(line) if line.trim() == "ready" => {}
+            other => return Err(worker_failed(r, format!("expected `ready`, got {other:?}")).await),
+        }
+    }
+    for r in &mut running {
+        r.stdin.write_all(b"go\n").await?;
+        r.stdin.flush().await?;
+    }
+    let mut reports = Vec::new();
+    for mut r in running {
+        let line = match r.lines.next_line().await? {
+            Some(line) => line,
+            None => return Err(worker_failed(&mut r, "no report".to_string()).await),
+        };
+        let status = r.child.wait().await?;
+        if !status.success() {
+            return Err(worker_failed(&mut r, format!("exited with {status}")).await);
+        }
+        reports.push(serde_json::from_str(&line)?);
+    }
+    Ok(reports)
+}
+
+async fn worker_failed(r: &mut Running, what: String) -> BenchError {
+    let mut stderr = String::new();
+    if let Some(mut err) = r.child.stderr.take() {
+        // Best effort: the error is about to be reported anyway.
+        let _ = tokio::time::timeout(Duration::from_secs(5), err.read_to_string(&mut stderr)).await;
+    }
+    let _ = r.child.start_kill();
+    BenchError::Worker {
+        worker: r.worker,
+        message: format!("{what}; stderr: {}", stderr.trim()),
+    }
+}
+
+/// The stats of `algorithm` at `processes`, if measured.
+pub fn find(runs: &[RunStats], algorithm: Algorithm, processes: u32) -> Option<&RunStats> {
+    runs.iter()
+        .find(|r| r.algorithm == algorithm.as_str() && r.processes == processes)
+}
