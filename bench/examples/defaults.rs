@@ -16,6 +16,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(ms) = std::env::var("HEAD_POLL_MS") {
         config.queue.head_poll = std::time::Duration::from_millis(ms.parse()?);
     }
+    if let Ok(ms) = std::env::var("HOLD_MS") {
+        config.hold = std::time::Duration::from_millis(ms.parse()?);
+    }
     if let Ok(a) = std::env::var("ALGOS") {
         config.algorithms = a.split(',').map(|x| x.parse()).collect::<Result<_, _>>()?;
     }

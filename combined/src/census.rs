@@ -11,6 +11,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use lockshift_lock::{Algorithm, OwnerId};
+use lockshift_queue_lock::RESERVED_VALUE;
 use lockshift_queue_lock::queue::parse_queue_column;
 use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
 use serde::Serialize;
@@ -29,14 +30,21 @@ pub struct CellOwner {
     /// The algorithm the value names; `None` for a foreign value (an old
     /// binary).
     pub algorithm: Option<Algorithm>,
+    /// A queue waiter's reservation in `main` (waiting, not holding).
+    pub reserved: bool,
 }
 
 impl CellOwner {
     fn classify(column_owner: &str, value: &[u8], registered: &BTreeSet<String>) -> Self {
         let owner = OwnerId::from_stored(column_owner);
-        let algorithm = std::str::from_utf8(value)
-            .ok()
-            .and_then(|v| v.parse::<Algorithm>().ok());
+        let reserved = value == RESERVED_VALUE;
+        let algorithm = if reserved {
+            Some(Algorithm::Queue)
+        } else {
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<Algorithm>().ok())
+        };
         // Only a lockshift-shaped owner id with a lockshift value is
         // lockshift's; anything else was written by something older.
         match owner.node().zip(algorithm) {
@@ -45,12 +53,14 @@ impl CellOwner {
                 registered: registered.contains(node),
                 node: Some(node.to_string()),
                 algorithm: Some(algorithm),
+                reserved,
             },
             None => CellOwner {
                 owner: column_owner.to_string(),
                 node: None,
                 registered: false,
                 algorithm: None,
+                reserved: false,
             },
         }
     }
@@ -105,9 +115,9 @@ impl Census {
         self.cells.iter().filter(move |c| c.table == table)
     }
 
-    /// Locks with a holder in `main`.
+    /// Holders in `main` (reservations of queue waiters excluded).
     pub fn held(&self) -> impl Iterator<Item = &CensusCell> {
-        self.in_table(schema::MAIN)
+        self.in_table(schema::MAIN).filter(|c| !c.owner.reserved)
     }
 
     /// Queue cells of waiters (not the head), with the oldest first.
@@ -343,6 +353,14 @@ mod tests {
             now - 1_000_000,
         )
         .await;
+        put(
+            schema::MAIN,
+            "c",
+            "n4/0000000000000004",
+            "queue:reserved",
+            now - 1_000_000,
+        )
+        .await;
         let census = take_census(
             &store,
             &clock,
@@ -355,7 +373,18 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(census.cells.len(), 5);
+        assert_eq!(census.cells.len(), 6);
+        let reservation = census
+            .in_table(schema::MAIN)
+            .find(|c| c.lock == "c")
+            .unwrap();
+        assert!(
+            reservation.owner.reserved && reservation.owner.algorithm == Some(Algorithm::Queue)
+        );
+        assert!(
+            census.held().all(|c| c.lock != "c"),
+            "a reservation is not a holding"
+        );
         let legacy: Vec<&str> = census
             .legacy_activity()
             .map(|c| c.column.as_str())

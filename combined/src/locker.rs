@@ -71,6 +71,7 @@ impl MainEntry for CombinedEntry {
         &self,
         store: &dyn Store,
         lease: &Lease,
+        _holder: &lockshift_store::Cell,
         _behind_head: bool,
     ) -> Result<bool, StoreError> {
         let me = lease.owner().as_str();

@@ -45,6 +45,7 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
             node: algorithm.map(|_| owner.split('/').next().unwrap_or_default().to_string()),
             registered: algorithm.is_some(),
             algorithm,
+            reserved: false,
         },
         writetime: Timestamp::from_micros(NOW),
         age: Duration::ZERO,

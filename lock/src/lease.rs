@@ -298,6 +298,48 @@ impl Lease {
         }
     }
 
+    /// Changes the value of a cell this lease holds, without waiting: the
+    /// registered value changes at once (renewals write it from now on) and
+    /// one write goes out in the background. Nothing happens if the cell is
+    /// not live — a cell being deleted is never written again (L2), and the
+    /// write's stamp precedes any later delete's (L1).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn rewrite_in_background(&self, table: Table, column: &str, value: &[u8]) {
+        let stamp = {
+            let mut st = self.shared.state();
+            match st.cells.get_mut(&(table, column.to_string())) {
+                Some(cell) if matches!(cell.state, CellState::Live { .. }) => {
+                    cell.value = value.to_vec()
+                }
+                _ => return,
+            }
+            self.shared.stamp(&mut st)
+        };
+        let shared = self.shared.clone();
+        let column = column.to_string();
+        let value = value.to_vec();
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let written = shared
+                .store
+                .write(
+                    table,
+                    shared.lock.as_str(),
+                    &[CellWrite::new(column.clone(), value)],
+                    WriteOptions::at(stamp).with_ttl(shared.ttl),
+                )
+                .await;
+            match written {
+                Ok(()) => shared.mark_proven(table, &column, sent),
+                Err(e) => {
+                    debug!(%table, column, error = %e, "background rewrite failed; the next renewal writes the value")
+                }
+            }
+        });
+    }
+
     /// Whether the cell is registered, live and proven.
     pub fn is_proven(&self, table: Table, column: &str) -> bool {
         matches!(

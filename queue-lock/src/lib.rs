@@ -25,9 +25,10 @@
 //!   `k × head_poll` (at most `waiter_poll`), backing off while the line
 //!   stands still: only the next waiter polls at full speed, and no waiter
 //!   loops hot against the store.
-//! - **Q5.** At most one reservation stands beside a holder: none is made
-//!   while `main` holds two cells, and a reservation seeing a stranger in
-//!   `main` withdraws — so reservations never wait for each other.
+//! - **Q5.** Reservations never wait for each other: a reservation is
+//!   marked (`RESERVED_VALUE`), and nobody reserves while `main` holds two
+//!   cells or behind a cell so marked; a claimed reservation is re-marked a
+//!   holding.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!
@@ -58,7 +59,7 @@ mod settings;
 pub mod time;
 
 pub use line::{Entry, Line, MainEntry, Prepared};
-pub use locker::{QueueEntry, QueueLocker};
+pub use locker::{QueueEntry, QueueLocker, RESERVED_VALUE};
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use time::{TimeService, TimeSource};
 

@@ -62,10 +62,10 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     /// "Preparing the hand-off" in [`Line`]'s docs): `Ok(true)` when
     /// something was prepared, after which the line calls
     /// [`poll_prepared`](MainEntry::poll_prepared) instead of polling the
-    /// queue. `behind_head` says whether that holder is the head of this
-    /// queue (it holds or is about to), or an outsider of the queue (a
-    /// legacy holder — or another waiter's preparation). The default
-    /// prepares nothing.
+    /// queue. `holder` is the cell alone in `main`; `behind_head` says
+    /// whether it is the head of this queue's (it holds or is about to), or
+    /// an outsider's (a legacy holder — or another waiter's preparation).
+    /// The default prepares nothing.
     ///
     /// # Errors
     /// A store error; what was written stays registered with the lease.
@@ -73,6 +73,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         &self,
         _store: &dyn Store,
         _lease: &Lease,
+        _holder: &Cell,
         _behind_head: bool,
     ) -> Result<bool, StoreError> {
         Ok(false)
@@ -124,19 +125,19 @@ struct Ticket {
 ///   waiter right behind the head of the queue while the head is alone in
 ///   `main`, or the first waiter while an outsider (a legacy holder) is alone
 ///   in `main`. Never while `main` holds two cells.
-/// - **When.** Only once the holder's cell is older than two of this
-///   waiter's own round trips: the holder's verifying read of `main` is done
-///   by then, so preparing never makes a fresh holder back off (which could
-///   repeat and starve it).
+/// - **When.** Only once the holder's cell is older than three of this
+///   waiter's slow round trips (the slowest recent one, decaying): the
+///   holder's verifying read of `main` is done by then, so preparing does not
+///   make a fresh holder back off and lose its turn.
 /// - **What.** [`MainEntry::prepare`]: the queue lock reserves — writes its
 ///   `main` cell beside the holder's and takes the lock on the first read
 ///   that shows its cell alone (Q1 still decides); the combined lock writes
 ///   and checks its `shadow` cell, then needs only the fresh read of `main`,
 ///   its write and the re-read once the holder leaves.
-/// - **Withdrawal.** A prepared queue waiter that sees anyone in `main`
-///   besides itself and the holder it prepared behind withdraws: a lone
-///   reservation looks like a holder to the waiter behind it, and two
-///   reservations must never wait for each other.
+/// - **Never behind a reservation.** A lone reservation looks like a holder
+///   by its column, and two reservations would wait for each other for
+///   ever; so reservations are marked, nobody reserves behind one, and a
+///   claimed reservation is re-marked a holding (in the background).
 #[derive(Clone)]
 pub struct Line {
     ctx: Arc<LockContext>,
@@ -426,8 +427,9 @@ impl Line {
                     progress.polls_here = 0;
                 }
                 progress.polls_here += 1;
-                // Next in line from the second poll on: is the head holding?
-                if ahead == 1 && progress.polls_here > 1 {
+                // Next in line: is the head holding main alone? Then prepare,
+                // or come back the moment its cell is old enough to.
+                if ahead == 1 {
                     let head_owner = parse_queue_column(&head).map(|(_, o)| o);
                     let main = self
                         .store()
@@ -435,8 +437,12 @@ impl Line {
                         .await?;
                     if let (Some(owner), [holder]) = (head_owner, main.as_slice())
                         && holder.column == owner.as_str()
+                        && let Some(sooner) =
+                            self.maybe_prepare(ticket, holder, true, progress).await?
                     {
-                        self.maybe_prepare(ticket, holder, true, progress).await?;
+                        return Ok(Step::Wait(
+                            sooner.min(self.poll_interval(ahead, progress.polls_here)),
+                        ));
                     }
                 }
                 Ok(Step::Wait(self.poll_interval(ahead, progress.polls_here)))
@@ -470,10 +476,14 @@ impl Line {
                             // cell goes only with its TTL, no point polling fast.
                             return Ok(Step::Wait(self.settings.waiter_poll));
                         }
-                        if let [holder] = others.as_slice() {
-                            self.maybe_prepare(ticket, holder, false, progress).await?;
+                        let mut wait = self.poll_interval(1, progress.polls_here);
+                        if let [holder] = others.as_slice()
+                            && let Some(sooner) =
+                                self.maybe_prepare(ticket, holder, false, progress).await?
+                        {
+                            wait = wait.min(sooner);
                         }
-                        return Ok(Step::Wait(self.poll_interval(1, progress.polls_here)));
+                        return Ok(Step::Wait(wait));
                     }
                     progress.main_busy = false;
                 }
@@ -497,26 +507,28 @@ impl Line {
 
     /// Prepares the hand-off if `holder` — the only cell in `main`, held by
     /// the one just ahead — has been there long enough that its holder's own
-    /// verifying read of `main` is surely done (two of this waiter's round
-    /// trips): preparing earlier could make a fresh holder back off, and the
-    /// same could happen to it again and again.
+    /// verifying read of `main` is surely done (three slow round trips: its
+    /// write, its read, and slack): preparing earlier could make a fresh
+    /// holder back off and lose its turn. When the cell is too young,
+    /// returns how long until it is old enough, to poll again then.
     async fn maybe_prepare(
         &self,
         ticket: &Ticket,
         holder: &Cell,
         behind_head: bool,
         progress: &mut Progress,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Duration>, StoreError> {
         let Some(round_trip) = progress.round_trip else {
-            return Ok(());
+            return Ok(None);
         };
         let age = self.ctx.clock().now().duration_since(holder.writetime);
-        if age < round_trip * 2 {
-            return Ok(());
+        let old_enough = round_trip * 3;
+        if age < old_enough {
+            return Ok(Some(old_enough - age));
         }
         match self
             .entry
-            .prepare(self.store(), &ticket.lease, behind_head)
+            .prepare(self.store(), &ticket.lease, holder, behind_head)
             .await
         {
             Ok(prepared) => {
@@ -524,7 +536,7 @@ impl Line {
                     debug!(holder = holder.column, "hand-off prepared");
                     progress.prepared = Some(holder.column.clone());
                 }
-                Ok(())
+                Ok(None)
             }
             Err(e) => {
                 progress.dirty = true;
@@ -645,7 +657,9 @@ struct Progress {
     /// The hand-off is prepared behind the holder with this `main` column
     /// (see [`Line`]).
     prepared: Option<String>,
-    /// Smoothed duration of one read, as this waiter sees it.
+    /// A high estimate of one read's round trip as this waiter sees it: the
+    /// slowest recent one, decaying slowly — the guard before preparing must
+    /// cover a holder whose round trips run slow, not an average one.
     round_trip: Option<Duration>,
 }
 
@@ -653,7 +667,7 @@ impl Progress {
     fn note_round_trip(&mut self, d: Duration) {
         self.round_trip = Some(match self.round_trip {
             None => d,
-            Some(old) => old.mul_f64(0.8) + d.mul_f64(0.2),
+            Some(old) => d.max(old.mul_f64(0.95)),
         });
     }
 }

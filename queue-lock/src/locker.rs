@@ -11,6 +11,11 @@ use lockshift_lock::{
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
 use crate::line::{Entry, Line, MainEntry, Prepared};
+
+/// The value of a reservation: a queue waiter's `main` cell written ahead of
+/// its turn. It tells a reservation from a holder, which by its column alone
+/// it cannot be (Q5); the census counts it as waiting.
+pub const RESERVED_VALUE: &[u8] = b"queue:reserved";
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 
@@ -47,56 +52,55 @@ impl MainEntry for QueueEntry {
         Ok(Entry::Busy(holder))
     }
 
-    /// The reservation: write my `main` cell now, beside the holder's. Q1
-    /// still decides: the lock is mine only once a read of `main` — made
-    /// after this write — shows my cell alone. The holder, already past its
-    /// own verifying read, is not disturbed; nobody else reserves while two
-    /// cells are in `main`.
+    /// The reservation: write my `main` cell now, beside the holder's,
+    /// marked [`RESERVED_VALUE`]. Q1 still decides: the lock is mine only
+    /// once a read of `main` — made after this write — shows my cell alone.
+    /// The holder, already past its own verifying read, is not disturbed;
+    /// nobody else reserves while two cells are in `main`.
     ///
-    /// Only behind the head of the queue: a lone cell that is not the head's
-    /// may be another waiter's reservation, and two reservations would each
-    /// wait for the other to leave — for ever.
+    /// Only behind the head of the queue, and never behind a reservation: a
+    /// reservation left alone in `main` looks like a holder by its column,
+    /// and a waiter reserving behind it would wait for a waiter waiting for
+    /// it — for ever.
     async fn prepare(
         &self,
         _store: &dyn Store,
         lease: &Lease,
+        holder: &lockshift_store::Cell,
         behind_head: bool,
     ) -> Result<bool, StoreError> {
-        if !behind_head {
+        if !behind_head || holder.value == RESERVED_VALUE {
             return Ok(false);
         }
         let me = lease.owner().as_str();
-        lease
-            .write(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes())
-            .await?;
+        lease.write(schema::MAIN, me, RESERVED_VALUE).await?;
         Ok(true)
     }
 
     /// One read of `main`: my cell alone means the holder left and the lock
-    /// is mine — the hand-off costs the holder's delete and this read.
-    ///
-    /// Anyone in `main` besides me and the holder I reserved behind makes me
-    /// withdraw: it may be another reservation (a lone reservation looks
-    /// like a holder to the waiter behind it), and two reservations would
-    /// each wait for the other for ever. Withdrawing costs at most one place
-    /// in line; the line then waits as if nothing was prepared.
+    /// is mine — the hand-off costs the holder's delete and this read. The
+    /// claim then marks the cell a holding in the background, so the next
+    /// waiter may reserve behind it.
     async fn poll_prepared(
         &self,
         store: &dyn Store,
         lease: &Lease,
-        behind: &str,
+        _behind: &str,
     ) -> Result<Prepared, StoreError> {
         let me = lease.owner().as_str();
         let main = store
             .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
             .await?;
-        let mine = main.iter().any(|c| c.column == me);
-        let strangers = main.iter().any(|c| c.column != me && c.column != behind);
-        Ok(match (mine, main.len(), strangers) {
-            (true, 1, _) => Prepared::Acquired,
-            (true, _, false) => Prepared::Waiting,
-            _ => Prepared::Lost,
-        })
+        if !main.iter().any(|c| c.column == me) {
+            return Ok(Prepared::Lost);
+        }
+        if main.len() > 1 {
+            // The holder, or a waiter entering that will see my cell and
+            // step back (it cannot hold: its read would see my reservation).
+            return Ok(Prepared::Waiting);
+        }
+        lease.rewrite_in_background(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes());
+        Ok(Prepared::Acquired)
     }
 }
 
