@@ -201,7 +201,9 @@ impl StoreSettings {
             StoreBackend::Embedded => Ok(std::sync::Arc::new(
                 crate::MemoryStore::new().with_gc_grace(self.embedded.gc_grace),
             )),
-            StoreBackend::Cql => Ok(std::sync::Arc::new(crate::CqlStore::connect(&self.cql).await?)),
+            StoreBackend::Cql => Ok(std::sync::Arc::new(
+                crate::CqlStore::connect(&self.cql).await?,
+            )),
         }
     }
 

@@ -1,0 +1,533 @@
+//! The storage engine behind the endpoint: keyspaces of tables with
+//! arbitrary schemas, statements compiled against them, and execution with
+//! the embedded store's semantics.
+//!
+//! - [`schema`]: table and keyspace definitions from `CREATE`.
+//! - [`data`]: partitions, rows, cells and tombstones (invariants D1–D3).
+//! - [`compile`]: statements → plans with typed bind markers.
+//! - [`bind`]: resolving a plan's operands against bound values.
+//! - [`select`] / [`modify`]: running plans; paging state.
+//! - [`ddl`]: CREATE / DROP / USE / TRUNCATE, keeping `system_schema` in step.
+//! - [`describe`]: server-side DESCRIBE (what cqlsh 6 sends).
+//! - [`system`]: the `system` and `system_schema` tables drivers read.
+//! - [`virtual_faults`]: the `lockshift_emulator.faults` table.
+//!
+//! The whole engine sits behind one mutex in the server: every statement is a
+//! few map operations, and one lock makes each statement and each batch
+//! atomic for free (the store contract's "one row, one write").
+
+pub(crate) mod bind;
+pub(crate) mod compile;
+pub(crate) mod data;
+mod ddl;
+mod describe;
+mod modify;
+pub(crate) mod schema;
+pub(crate) mod select;
+pub(crate) mod system;
+mod virtual_faults;
+
+use std::collections::BTreeMap;
+
+use lockshift_store::{SharedClock, Timestamp};
+use uuid::Uuid;
+
+use crate::engine::bind::Bound;
+use crate::engine::compile::{BindSpec, Binder, ModifyPlan, Operand, ResultColumn, SelectPlan};
+use crate::engine::data::{Change, PartitionKey, TableData};
+use crate::engine::schema::{KeyspaceDef, SharedSchema};
+use crate::engine::select::Page;
+use crate::engine::system::NodeInfo;
+use crate::error::CqlError;
+use crate::faults::{FaultController, RequestOp};
+use crate::parse::ast::{Statement, TableName};
+use crate::wire::Value;
+
+/// The keyspace of the endpoint's own virtual tables.
+pub(crate) const FAULTS_KEYSPACE: &str = "lockshift_emulator";
+
+/// A compiled statement, ready to run any number of times.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) kind: PreparedKind,
+    /// One spec per bind marker, in marker order.
+    pub(crate) binds: Vec<BindSpec>,
+    /// The marker index of each partition key column, if all are `= ?`.
+    pub(crate) pk_indexes: Vec<u16>,
+    /// SELECT result columns; empty for other statements.
+    pub(crate) result: Vec<ResultColumn>,
+    /// Tables the statement reads or writes, with the schema ids it was
+    /// compiled against.
+    pub(crate) tables: Vec<(String, String, Uuid)>,
+    pub(crate) op: RequestOp,
+    /// The WriteTimeout write type a fault on this statement reports.
+    pub(crate) write_type: &'static str,
+}
+
+impl Prepared {
+    /// `(keyspace, table)` of each table, for fault matching.
+    pub(crate) fn table_names(&self) -> Vec<(&str, &str)> {
+        self.tables
+            .iter()
+            .map(|(k, t, _)| (k.as_str(), t.as_str()))
+            .collect()
+    }
+}
+
+/// What a prepared statement does.
+#[derive(Debug)]
+pub(crate) enum PreparedKind {
+    Select(SelectPlan),
+    Modify(ModifyPlan),
+    Batch {
+        plans: Vec<ModifyPlan>,
+        timestamp: Option<Operand>,
+    },
+    Ddl(ddl::Ddl),
+    Use(String),
+    Describe(describe::DescribeTarget),
+}
+
+/// How one execution was asked for.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ExecOptions<'a> {
+    pub(crate) values: &'a [Value],
+    pub(crate) page_size: Option<usize>,
+    pub(crate) paging_state: Option<&'a [u8]>,
+    /// The client's default timestamp (µs), for statements without one.
+    pub(crate) default_timestamp: Option<i64>,
+}
+
+/// A `RESULT SchemaChange`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SchemaChange {
+    pub(crate) change: &'static str,
+    pub(crate) keyspace: String,
+    pub(crate) table: Option<String>,
+}
+
+/// What running a statement produced.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Void,
+    Rows(Page),
+    SetKeyspace(String),
+    SchemaChange(SchemaChange),
+}
+
+#[derive(Debug)]
+struct KeyspaceData {
+    def: KeyspaceDef,
+    tables: BTreeMap<String, TableData>,
+}
+
+/// The engine.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    clock: SharedClock,
+    /// The last server-chosen timestamp (µs), for strict increase.
+    last_timestamp: i64,
+    keyspaces: BTreeMap<String, KeyspaceData>,
+    schema_version: Uuid,
+    node: NodeInfo,
+    default_gc_grace: u32,
+    faults: FaultController,
+}
+
+fn no_keyspace() -> CqlError {
+    CqlError::invalid(
+        "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename",
+    )
+}
+
+impl Engine {
+    /// A fresh engine with its system keyspaces.
+    pub(crate) fn new(
+        clock: SharedClock,
+        node: NodeInfo,
+        faults: FaultController,
+        default_gc_grace: u32,
+    ) -> Engine {
+        let mut e = Engine {
+            clock,
+            last_timestamp: i64::MIN,
+            keyspaces: BTreeMap::new(),
+            schema_version: Uuid::nil(),
+            node,
+            default_gc_grace,
+            faults,
+        };
+        e.bootstrap();
+        e
+    }
+
+    /// A server timestamp: the clock's µs, strictly above the previous one
+    /// so two writes without `USING TIMESTAMP` never tie.
+    pub(crate) fn next_timestamp(&mut self) -> Timestamp {
+        let now = self.clock.now().as_micros();
+        let ts = now.max(self.last_timestamp.saturating_add(1));
+        self.last_timestamp = ts;
+        Timestamp::from_micros(ts)
+    }
+
+    fn keyspace_of<'a>(
+        &self,
+        session: Option<&'a str>,
+        t: &'a TableName,
+    ) -> Result<&'a str, CqlError> {
+        t.keyspace.as_deref().or(session).ok_or_else(no_keyspace)
+    }
+
+    /// The schema of `ks.table`, or Cassandra's error for what is missing.
+    fn schema(&self, ks: &str, table: &str) -> Result<SharedSchema, CqlError> {
+        let k = self
+            .keyspaces
+            .get(ks)
+            .ok_or_else(|| CqlError::invalid(format!("Keyspace {ks} does not exist")))?;
+        k.tables
+            .get(table)
+            .map(|t| t.schema.clone())
+            .ok_or_else(|| CqlError::invalid(format!("unconfigured table {table}")))
+    }
+
+    fn table_mut(&mut self, ks: &str, table: &str) -> Result<&mut TableData, CqlError> {
+        self.keyspaces
+            .get_mut(ks)
+            .and_then(|k| k.tables.get_mut(table))
+            .ok_or_else(|| CqlError::invalid(format!("unconfigured table {table}")))
+    }
+
+    fn writable(schema: &SharedSchema) -> Result<(), CqlError> {
+        if system::SYSTEM_KEYSPACES.contains(&schema.keyspace.as_str()) {
+            return Err(CqlError::unauthorized(format!(
+                "{} keyspace is not user-modifiable",
+                schema.keyspace
+            )));
+        }
+        Ok(())
+    }
+
+    /// Compiles `stmt` in session keyspace `session`.
+    pub(crate) fn compile(
+        &self,
+        session: Option<&str>,
+        stmt: &Statement,
+    ) -> Result<Prepared, CqlError> {
+        let mut b = Binder::new(stmt.marker_count());
+        let prepared =
+            |kind, b: Binder, pk: Vec<u16>, result, tables: Vec<&SharedSchema>, op, wt| {
+                Ok(Prepared {
+                    kind,
+                    binds: b.finish()?,
+                    pk_indexes: pk,
+                    result,
+                    tables: tables
+                        .into_iter()
+                        .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))
+                        .collect(),
+                    op,
+                    write_type: wt,
+                })
+            };
+        match stmt {
+            Statement::Select(s) => {
+                let schema = self.schema(self.keyspace_of(session, &s.table)?, &s.table.name)?;
+                let (plan, cols) = compile::select(schema.clone(), s, &mut b)?;
+                let pk = match &plan.partition {
+                    compile::PartitionSel::Keys(k) => compile::pk_indexes(k),
+                    compile::PartitionSel::Scan { .. } => Vec::new(),
+                };
+                prepared(
+                    PreparedKind::Select(plan),
+                    b,
+                    pk,
+                    cols,
+                    vec![&schema],
+                    RequestOp::Read,
+                    "SIMPLE",
+                )
+            }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                let plan = self.compile_modify(session, stmt, &mut b)?;
+                let pk = compile::pk_indexes(&plan.keys);
+                let schema = plan.schema.clone();
+                prepared(
+                    PreparedKind::Modify(plan),
+                    b,
+                    pk,
+                    Vec::new(),
+                    vec![&schema],
+                    RequestOp::Write,
+                    "SIMPLE",
+                )
+            }
+            Statement::Batch(batch) => {
+                if batch.counter {
+                    return Err(CqlError::invalid(
+                        "counter batches are not supported by the lockshift CQL emulator",
+                    ));
+                }
+                let mut plans = Vec::new();
+                for s in &batch.statements {
+                    plans.push(self.compile_modify(session, s, &mut b)?);
+                }
+                let timestamp = match &batch.timestamp {
+                    Some(t) => {
+                        if plans.iter().any(|p| p.timestamp.is_some()) {
+                            return Err(CqlError::invalid(
+                                "Timestamp must be set either on BATCH or individual statements",
+                            ));
+                        }
+                        let schema = plans.first().map(|p| p.schema.clone()).ok_or_else(|| {
+                            CqlError::invalid(
+                                "a batch with USING TIMESTAMP needs at least one statement",
+                            )
+                        })?;
+                        Some(b.operand(
+                            t,
+                            &schema,
+                            "[timestamp]",
+                            &crate::types::CqlType::Bigint,
+                        )?)
+                    }
+                    None => None,
+                };
+                let schemas: Vec<SharedSchema> = plans.iter().map(|p| p.schema.clone()).collect();
+                let mut unique: Vec<&SharedSchema> = Vec::new();
+                for s in &schemas {
+                    if !unique.iter().any(|u| u.id == s.id) {
+                        unique.push(s);
+                    }
+                }
+                prepared(
+                    PreparedKind::Batch { plans, timestamp },
+                    b,
+                    Vec::new(),
+                    Vec::new(),
+                    unique,
+                    RequestOp::Write,
+                    "BATCH",
+                )
+            }
+            Statement::Use(ks) => prepared(
+                PreparedKind::Use(ks.clone()),
+                b,
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                RequestOp::Schema,
+                "SIMPLE",
+            ),
+            Statement::Truncate(t) => {
+                let schema = self.schema(self.keyspace_of(session, t)?, &t.name)?;
+                Self::writable(&schema)?;
+                let d = ddl::Ddl::Truncate {
+                    keyspace: schema.keyspace.clone(),
+                    name: schema.name.clone(),
+                };
+                prepared(
+                    PreparedKind::Ddl(d),
+                    b,
+                    Vec::new(),
+                    Vec::new(),
+                    vec![&schema],
+                    RequestOp::Write,
+                    "SIMPLE",
+                )
+            }
+            Statement::Describe(d) => {
+                let (target, cols) = describe::resolve(d, session)?;
+                prepared(
+                    PreparedKind::Describe(target),
+                    b,
+                    Vec::new(),
+                    cols,
+                    Vec::new(),
+                    RequestOp::Schema,
+                    "SIMPLE",
+                )
+            }
+            Statement::CreateKeyspace(_)
+            | Statement::CreateTable(_)
+            | Statement::DropKeyspace { .. }
+            | Statement::DropTable { .. } => {
+                let d = ddl::Ddl::from_statement(session, stmt)?;
+                prepared(
+                    PreparedKind::Ddl(d),
+                    b,
+                    Vec::new(),
+                    Vec::new(),
+                    Vec::new(),
+                    RequestOp::Schema,
+                    "SIMPLE",
+                )
+            }
+        }
+    }
+
+    fn compile_modify(
+        &self,
+        session: Option<&str>,
+        stmt: &Statement,
+        b: &mut Binder,
+    ) -> Result<ModifyPlan, CqlError> {
+        let table = match stmt {
+            Statement::Insert(s) => &s.table,
+            Statement::Update(s) => &s.table,
+            Statement::Delete(s) => &s.table,
+            _ => {
+                return Err(CqlError::invalid(
+                    "a batch may only hold INSERT, UPDATE and DELETE",
+                ));
+            }
+        };
+        let schema = self.schema(self.keyspace_of(session, table)?, &table.name)?;
+        Self::writable(&schema)?;
+        match stmt {
+            Statement::Insert(s) => compile::insert(schema, s, b),
+            Statement::Update(s) => compile::update(schema, s, b),
+            Statement::Delete(s) => compile::delete(schema, s, b),
+            _ => Err(CqlError::invalid(
+                "a batch may only hold INSERT, UPDATE and DELETE",
+            )),
+        }
+    }
+
+    /// Whether every table `p` was compiled against still exists unchanged
+    /// (a drop and re-create gives a table a new id).
+    pub(crate) fn is_current(&self, p: &Prepared) -> bool {
+        p.tables.iter().all(|(ks, t, id)| {
+            self.keyspaces
+                .get(ks)
+                .and_then(|k| k.tables.get(t))
+                .is_some_and(|t| t.schema.id == *id)
+        })
+    }
+
+    /// Runs `p`.
+    pub(crate) fn execute(
+        &mut self,
+        p: &Prepared,
+        opts: &ExecOptions<'_>,
+    ) -> Result<Outcome, CqlError> {
+        let now = self.clock.now();
+        let values = Bound::new(opts.values, &p.binds, now)?;
+        match &p.kind {
+            PreparedKind::Select(plan) => {
+                let (ks, name) = (&plan.schema.keyspace, &plan.schema.name);
+                let page = if ks == FAULTS_KEYSPACE {
+                    let mut snapshot = virtual_faults::snapshot(&self.faults, plan.schema.clone());
+                    select::run(
+                        &mut snapshot,
+                        plan,
+                        &values,
+                        opts.page_size,
+                        opts.paging_state,
+                    )?
+                } else {
+                    let table = self.table_mut(ks, name)?;
+                    select::run(table, plan, &values, opts.page_size, opts.paging_state)?
+                };
+                Ok(Outcome::Rows(page))
+            }
+            PreparedKind::Modify(plan) => {
+                let ts = self.default_timestamp(opts.default_timestamp);
+                let changes = modify::changes(plan, &values, ts)?;
+                self.apply_all(vec![(plan.schema.clone(), changes)], now)?;
+                Ok(Outcome::Void)
+            }
+            PreparedKind::Batch { plans, timestamp } => {
+                let ts = match timestamp {
+                    Some(op) => match values.value(op)? {
+                        Value::Bytes(b) => crate::value::as_i64(&b)
+                            .map(Timestamp::from_micros)
+                            .ok_or_else(|| CqlError::invalid("Invalid timestamp value"))?,
+                        Value::Null => {
+                            return Err(CqlError::invalid("Invalid null value of timestamp"));
+                        }
+                        Value::Unset => self.default_timestamp(opts.default_timestamp),
+                    },
+                    None => self.default_timestamp(opts.default_timestamp),
+                };
+                let mut all = Vec::new();
+                for plan in plans {
+                    all.push((plan.schema.clone(), modify::changes(plan, &values, ts)?));
+                }
+                self.apply_all(all, now)?;
+                Ok(Outcome::Void)
+            }
+            PreparedKind::Ddl(d) => self.ddl(d),
+            PreparedKind::Describe(t) => Ok(Outcome::Rows(self.describe(t)?)),
+            PreparedKind::Use(ks) => {
+                if self.keyspaces.contains_key(ks) {
+                    Ok(Outcome::SetKeyspace(ks.clone()))
+                } else {
+                    Err(CqlError::invalid(format!("Keyspace '{ks}' does not exist")))
+                }
+            }
+        }
+    }
+
+    /// Runs a protocol BATCH: each statement with its own values, all with
+    /// one timestamp, checked whole before anything is applied.
+    pub(crate) fn execute_batch(
+        &mut self,
+        items: &[(&Prepared, &[Value])],
+        default_timestamp: Option<i64>,
+    ) -> Result<Outcome, CqlError> {
+        let now = self.clock.now();
+        let ts = self.default_timestamp(default_timestamp);
+        let mut all = Vec::new();
+        for (p, vals) in items {
+            let PreparedKind::Modify(plan) = &p.kind else {
+                return Err(CqlError::invalid(
+                    "Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.",
+                ));
+            };
+            let values = Bound::new(vals, &p.binds, now)?;
+            all.push((plan.schema.clone(), modify::changes(plan, &values, ts)?));
+        }
+        self.apply_all(all, now)?;
+        Ok(Outcome::Void)
+    }
+
+    fn default_timestamp(&mut self, client: Option<i64>) -> Timestamp {
+        match client {
+            Some(t) => Timestamp::from_micros(t),
+            None => self.next_timestamp(),
+        }
+    }
+
+    /// Applies changes to their tables; the virtual fault table's are
+    /// checked first, so a rejected fault row leaves nothing applied.
+    fn apply_all(
+        &mut self,
+        groups: Vec<(SharedSchema, Vec<(PartitionKey, Change)>)>,
+        now: Timestamp,
+    ) -> Result<(), CqlError> {
+        let mut fault_ops = Vec::new();
+        for (schema, changes) in &groups {
+            if schema.keyspace == FAULTS_KEYSPACE {
+                fault_ops.extend(virtual_faults::plan(&self.faults, schema, changes)?);
+            }
+        }
+        for (schema, changes) in groups {
+            if schema.keyspace == FAULTS_KEYSPACE {
+                continue;
+            }
+            let table = self.table_mut(&schema.keyspace, &schema.name)?;
+            for (key, change) in changes {
+                table.apply(key, change, now);
+            }
+        }
+        virtual_faults::apply(&self.faults, fault_ops)
+    }
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod model_tests;

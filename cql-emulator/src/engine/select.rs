@@ -1,0 +1,587 @@
+//! Running a SELECT: choose partitions (by key or token order), walk
+//! clustering ranges forwards or backwards, keep live rows that pass the
+//! filters, stop at the LIMIT or the page, and hand back a paging state that
+//! encodes the last position returned.
+//!
+//! # Paging state
+//!
+//! An opaque byte string (version byte, then the last partition key, the
+//! last clustering key if any, and the remaining LIMIT and PER PARTITION
+//! LIMIT). It encodes a *position*, not an offset, so rows written or
+//! deleted between pages neither repeat nor shift the next page — what
+//! Cassandra guarantees and what a key scan across pages relies on. A page
+//! is only marked as having more when a further row actually exists.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use lockshift_store::Timestamp;
+
+use crate::engine::bind::{self, Bound as Values};
+use crate::engine::compile::{
+    ClusteringSel, OutputKind, PartitionSel, SelectPlan, SliceBound, is_desc,
+};
+use crate::engine::data::{Clustering, Edge, Partition, PartitionKey, Row, TableData};
+use crate::engine::schema::{ColumnKind, TableSchema};
+use crate::error::CqlError;
+use crate::parse::ast::Op;
+use crate::wire::Value;
+
+/// One page of a SELECT.
+#[derive(Debug, Default)]
+pub(crate) struct Page {
+    pub(crate) rows: Vec<Vec<Option<Vec<u8>>>>,
+    pub(crate) paging_state: Option<Vec<u8>>,
+}
+
+/// One emitted row and where it sits.
+struct Emitted {
+    key: PartitionKey,
+    clustering: Option<Clustering>,
+    values: Vec<Option<Vec<u8>>>,
+    in_partition: u32,
+}
+
+/// A resolved row filter (ALLOW FILTERING).
+struct RowFilter {
+    column: usize,
+    op: Op,
+    values: Vec<Vec<u8>>,
+}
+
+struct Walk<'a> {
+    plan: &'a SelectPlan,
+    now: Timestamp,
+    ranges: Vec<(Clustering, Clustering)>,
+    filters: Vec<RowFilter>,
+    /// Rows still allowed by LIMIT.
+    limit: Option<u64>,
+    per_partition: Option<u32>,
+    /// Stop after this many rows (page size + 1, to know if more follow).
+    cap: Option<usize>,
+    resume: Option<(PartitionKey, Option<Clustering>, Option<u32>)>,
+    out: Vec<Emitted>,
+    counted: u64,
+    count_only: bool,
+    /// gc grace of the table, and the dead rows passed over that hold
+    /// something to purge.
+    grace: std::time::Duration,
+    dead: Vec<Clustering>,
+}
+
+impl Walk<'_> {
+    fn full(&self) -> bool {
+        let taken = if self.count_only {
+            self.counted
+        } else {
+            self.out.len() as u64
+        };
+        self.limit.is_some_and(|l| taken >= l) || self.cap.is_some_and(|c| self.out.len() >= c)
+    }
+
+    /// Visits one partition; false once the walk is complete.
+    fn partition(&mut self, key: &PartitionKey, part: &Partition, schema: &TableSchema) -> bool {
+        let mut resume_ck = None;
+        let mut in_partition = 0u32;
+        if let Some((rk, ck, part_left)) = &self.resume
+            && rk == key
+        {
+            match ck {
+                None => return true,
+                Some(ck) => resume_ck = Some(ck.clone()),
+            }
+            if let (Some(ppl), Some(left)) = (self.per_partition, part_left) {
+                if *left == 0 {
+                    return true;
+                }
+                in_partition = ppl.saturating_sub(*left);
+            }
+        }
+        if self.plan.distinct {
+            if part.has_live_row(self.now) {
+                self.emit(key, None, None, schema, 1);
+            }
+            return !self.full();
+        }
+        let ranges = std::mem::take(&mut self.ranges);
+        let order: Box<dyn Iterator<Item = &(Clustering, Clustering)>> = if self.plan.reversed {
+            Box::new(ranges.iter().rev())
+        } else {
+            Box::new(ranges.iter())
+        };
+        let mut done = false;
+        'ranges: for (start, end) in order {
+            let rows = part
+                .rows
+                .range((Bound::Included(start), Bound::Included(end)));
+            let rows: Box<dyn Iterator<Item = (&Clustering, &Row)>> = if self.plan.reversed {
+                Box::new(rows.rev())
+            } else {
+                Box::new(rows)
+            };
+            for (ck, row) in rows {
+                if let Some(r) = &resume_ck {
+                    let passed = match ck.cmp(r) {
+                        Ordering::Equal => true,
+                        Ordering::Less => !self.plan.reversed,
+                        Ordering::Greater => self.plan.reversed,
+                    };
+                    if passed {
+                        continue;
+                    }
+                }
+                if !row.is_live(self.now) {
+                    if row.has_purgeable(self.now, self.grace) {
+                        self.dead.push(ck.clone());
+                    }
+                    continue;
+                }
+                if !self.passes(schema, key, ck, row) {
+                    continue;
+                }
+                in_partition += 1;
+                self.emit(key, Some(ck), Some(row), schema, in_partition);
+                if self.full() {
+                    done = true;
+                    break 'ranges;
+                }
+                if self.per_partition.is_some_and(|p| in_partition >= p) {
+                    break 'ranges;
+                }
+            }
+        }
+        self.ranges = ranges;
+        !done
+    }
+
+    fn passes(&self, schema: &TableSchema, key: &PartitionKey, ck: &Clustering, row: &Row) -> bool {
+        self.filters.iter().all(|f| {
+            let Some(v) = column_value(schema, f.column, key, ck, row, self.now) else {
+                return false;
+            };
+            let c = schema.columns[f.column].collation;
+            match f.op {
+                Op::Eq => f.values.iter().any(|x| c.compare(&v, x) == Ordering::Equal),
+                op => f.values.first().is_some_and(|x| {
+                    let o = c.compare(&v, x);
+                    match op {
+                        Op::Lt => o == Ordering::Less,
+                        Op::Le => o != Ordering::Greater,
+                        Op::Gt => o == Ordering::Greater,
+                        _ => o != Ordering::Less,
+                    }
+                }),
+            }
+        })
+    }
+
+    fn emit(
+        &mut self,
+        key: &PartitionKey,
+        ck: Option<&Clustering>,
+        row: Option<&Row>,
+        schema: &TableSchema,
+        in_partition: u32,
+    ) {
+        if self.count_only {
+            self.counted += 1;
+            return;
+        }
+        let values = self
+            .plan
+            .outputs
+            .iter()
+            .map(|o| output(schema, o, key, ck, row, self.now))
+            .collect();
+        self.out.push(Emitted {
+            key: key.clone(),
+            clustering: ck.cloned(),
+            values,
+            in_partition,
+        });
+    }
+}
+
+fn column_value(
+    schema: &TableSchema,
+    col: usize,
+    key: &PartitionKey,
+    ck: &Clustering,
+    row: &Row,
+    now: Timestamp,
+) -> Option<Vec<u8>> {
+    let c = &schema.columns[col];
+    match c.kind {
+        ColumnKind::PartitionKey => key
+            .components(schema.partition_key.len())
+            .get(c.position as usize)
+            .map(|b| b.to_vec()),
+        ColumnKind::Clustering => ck.parts.get(c.position as usize).map(|p| p.raw.clone()),
+        ColumnKind::Regular => row.live_cell(col, now).map(|(b, _, _)| b.to_vec()),
+    }
+}
+
+/// Whole seconds left, rounded up and at least 1: `ttl()` as the embedded
+/// store reports it.
+fn remaining_ttl_secs(expires_at: Timestamp, now: Timestamp) -> i32 {
+    let left = expires_at.duration_since(now);
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+}
+
+fn output(
+    schema: &TableSchema,
+    o: &OutputKind,
+    key: &PartitionKey,
+    ck: Option<&Clustering>,
+    row: Option<&Row>,
+    now: Timestamp,
+) -> Option<Vec<u8>> {
+    match o {
+        OutputKind::Token => Some(key.token.to_be_bytes().to_vec()),
+        OutputKind::Count => None,
+        OutputKind::Column(i) => {
+            let c = &schema.columns[*i];
+            match c.kind {
+                ColumnKind::PartitionKey => key
+                    .components(schema.partition_key.len())
+                    .get(c.position as usize)
+                    .map(|b| b.to_vec()),
+                ColumnKind::Clustering => ck?.parts.get(c.position as usize).map(|p| p.raw.clone()),
+                ColumnKind::Regular => row?.live_cell(*i, now).map(|(b, _, _)| b.to_vec()),
+            }
+        }
+        OutputKind::WriteTime(i) => row?
+            .live_cell(*i, now)
+            .map(|(_, ts, _)| ts.as_micros().to_be_bytes().to_vec()),
+        OutputKind::Ttl(i) => row?
+            .live_cell(*i, now)
+            .and_then(|(_, _, exp)| exp)
+            .map(|exp| remaining_ttl_secs(exp, now).to_be_bytes().to_vec()),
+    }
+}
+
+/// The clustering ranges `sel` selects, in storage order, non-empty.
+pub(crate) fn clustering_ranges(
+    schema: &TableSchema,
+    sel: &ClusteringSel,
+    values: &Values,
+) -> Result<Vec<(Clustering, Clustering)>, CqlError> {
+    let mut lists = Vec::new();
+    for (pos, op) in sel.prefix.iter().enumerate() {
+        let name = &schema.columns[schema.clustering[pos]].name;
+        let list = values.list(op, name)?;
+        for v in &list {
+            bind::check_key_component(v, false)?;
+        }
+        lists.push(list);
+    }
+    let prefixes = bind::cartesian(lists)?;
+    let slice_pos = sel.prefix.len();
+    let slice_name = schema
+        .clustering
+        .get(slice_pos)
+        .map(|&i| schema.columns[i].name.clone())
+        .unwrap_or_default();
+    let resolve = |b: &SliceBound| -> Result<Option<(Vec<u8>, bool)>, CqlError> {
+        match b {
+            None => Ok(None),
+            Some((op, incl)) => match values.value(op)? {
+                Value::Bytes(v) => Ok(Some((v, *incl))),
+                Value::Null => Err(CqlError::invalid(format!(
+                    "Invalid null value in condition for column {slice_name}"
+                ))),
+                Value::Unset => Err(CqlError::invalid(format!(
+                    "Invalid unset value for column {slice_name}"
+                ))),
+            },
+        }
+    };
+    let (lower, upper) = match &sel.slice {
+        Some((lo, hi)) => (resolve(lo)?, resolve(hi)?),
+        None => (None, None),
+    };
+    let desc = is_desc(schema, slice_pos);
+    let mut ranges = Vec::new();
+    for prefix in prefixes {
+        let with = |v: &[u8]| {
+            let mut p = prefix.clone();
+            p.push(v.to_vec());
+            schema.key_parts(p)
+        };
+        let mut start = Clustering::bound(schema.key_parts(prefix.clone()), Edge::Before);
+        let mut end = Clustering::bound(schema.key_parts(prefix.clone()), Edge::After);
+        // Value order → storage order: a DESC column stores larger values first.
+        if let Some((v, incl)) = &lower {
+            let b = if desc {
+                Clustering::bound(with(v), if *incl { Edge::After } else { Edge::Before })
+            } else {
+                Clustering::bound(with(v), if *incl { Edge::Before } else { Edge::After })
+            };
+            if desc { end = b } else { start = b }
+        }
+        if let Some((v, incl)) = &upper {
+            let b = if desc {
+                Clustering::bound(with(v), if *incl { Edge::Before } else { Edge::After })
+            } else {
+                Clustering::bound(with(v), if *incl { Edge::After } else { Edge::Before })
+            };
+            if desc { start = b } else { end = b }
+        }
+        if start <= end {
+            ranges.push((start, end));
+        }
+    }
+    ranges.sort_by(|a, b| a.0.cmp(&b.0));
+    ranges.dedup_by(|a, b| a.0 == b.0);
+    Ok(ranges)
+}
+
+fn token_bound(
+    values: &Values,
+    b: &SliceBound,
+    lower: bool,
+) -> Result<Bound<PartitionKey>, CqlError> {
+    let Some((op, incl)) = b else {
+        return Ok(Bound::Unbounded);
+    };
+    let bytes = values.bytes(op, "token bound")?;
+    let t = crate::value::as_i64(&bytes)
+        .ok_or_else(|| CqlError::invalid("a token bound must be a bigint"))?;
+    let at = |token: i64| PartitionKey {
+        token,
+        bytes: Vec::new(),
+    };
+    // Keys with token t are all >= (t, []): real keys are never empty.
+    Ok(match (lower, *incl) {
+        (true, true) => Bound::Included(at(t)),
+        (true, false) => match t.checked_add(1) {
+            Some(n) => Bound::Included(at(n)),
+            None => Bound::Excluded(at(i64::MAX)),
+        },
+        (false, true) => match t.checked_add(1) {
+            Some(n) => Bound::Excluded(at(n)),
+            None => Bound::Unbounded,
+        },
+        (false, false) => Bound::Excluded(at(t)),
+    })
+}
+
+/// Whether `BTreeMap::range` accepts the bounds (it panics otherwise) and
+/// they can hold anything.
+fn valid_range<K: Ord>(lo: &Bound<K>, hi: &Bound<K>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
+        _ => true,
+    }
+}
+
+fn later_lower(a: Bound<PartitionKey>, b: Bound<PartitionKey>) -> Bound<PartitionKey> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            match x.cmp(y) {
+                Ordering::Less => b,
+                Ordering::Greater => a,
+                Ordering::Equal => {
+                    if matches!(a, Bound::Excluded(_)) {
+                        a
+                    } else {
+                        b
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `plan` on `table`.
+pub(crate) fn run(
+    table: &mut TableData,
+    plan: &SelectPlan,
+    values: &Values,
+    page_size: Option<usize>,
+    paging_state: Option<&[u8]>,
+) -> Result<Page, CqlError> {
+    let schema = table.schema.clone();
+    let now = values.now;
+    let positive = |v: Option<i32>, what: &str| -> Result<Option<u32>, CqlError> {
+        match v {
+            None => Ok(None),
+            Some(n) if n > 0 => Ok(Some(n as u32)),
+            Some(_) => Err(CqlError::invalid(format!(
+                "{what} must be strictly positive"
+            ))),
+        }
+    };
+    let limit = positive(values.int(plan.limit.as_ref(), "limit")?, "LIMIT")?;
+    let per_partition = positive(
+        values.int(plan.per_partition_limit.as_ref(), "per partition limit")?,
+        "PER PARTITION LIMIT",
+    )?;
+    let count_only = plan.outputs.contains(&OutputKind::Count);
+    if plan.sort_across_partitions && page_size.is_some() {
+        return Err(CqlError::invalid(
+            "Cannot page queries with both ORDER BY and a IN restriction on the partition key; \
+             you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query",
+        ));
+    }
+    let page_size = if count_only { None } else { page_size };
+    let state = match paging_state {
+        Some(b) if !count_only => Some(PagingState::decode(b, &schema)?),
+        _ => None,
+    };
+    let resume = state.as_ref().map(|s| {
+        let key = PartitionKey::from_bytes(s.partition.clone());
+        let ck = s
+            .clustering
+            .as_ref()
+            .map(|c| Clustering::exact(schema.key_parts(c.clone())));
+        (key, ck, s.partition_remaining)
+    });
+    let limit = state.as_ref().map_or(limit, |s| s.remaining.or(limit));
+    let mut walk = Walk {
+        plan,
+        now,
+        ranges: clustering_ranges(&schema, &plan.clustering, values)?,
+        filters: plan
+            .filters
+            .iter()
+            .map(|f| {
+                let name = &schema.columns[f.column].name;
+                Ok(RowFilter {
+                    column: f.column,
+                    op: f.op,
+                    values: values.list(&f.value, name)?,
+                })
+            })
+            .collect::<Result<_, CqlError>>()?,
+        // Sorting across partitions needs every row before the LIMIT cut.
+        limit: if plan.sort_across_partitions {
+            None
+        } else {
+            limit.map(u64::from)
+        },
+        per_partition,
+        cap: page_size.map(|p| p.saturating_add(1)),
+        resume,
+        out: Vec::new(),
+        counted: 0,
+        count_only,
+        grace: schema.gc_grace(),
+        dead: Vec::new(),
+    };
+
+    match &plan.partition {
+        PartitionSel::Keys(ops) => {
+            let mut lists = Vec::new();
+            for (op, &i) in ops.iter().zip(&schema.partition_key) {
+                lists.push(values.list(op, &schema.columns[i].name)?);
+            }
+            let keys = bind::partition_keys(lists)?;
+            for key in keys {
+                if walk.resume.as_ref().is_some_and(|(rk, _, _)| &key < rk) {
+                    continue;
+                }
+                let Some(part) = table.partitions.get(&key) else {
+                    continue;
+                };
+                let more = walk.partition(&key, part, &schema);
+                let dead = std::mem::take(&mut walk.dead);
+                table.purge_rows(&key, &dead, now);
+                if !more {
+                    break;
+                }
+            }
+        }
+        PartitionSel::Scan { start, end } => {
+            let mut lo = token_bound(values, start, true)?;
+            let hi = token_bound(values, end, false)?;
+            if let Some((rk, ck, _)) = &walk.resume {
+                let from = if ck.is_some() {
+                    Bound::Included(rk.clone())
+                } else {
+                    Bound::Excluded(rk.clone())
+                };
+                lo = later_lower(lo, from);
+            }
+            if valid_range(&lo, &hi) {
+                let grace = schema.gc_grace();
+                let mut emptied = Vec::new();
+                for (key, part) in table.partitions.range_mut((lo, hi)) {
+                    part.purge(now, grace);
+                    if part.is_empty() {
+                        emptied.push(key.clone());
+                        continue;
+                    }
+                    let more = walk.partition(key, part, &schema);
+                    // The partition was purged whole above.
+                    walk.dead.clear();
+                    if !more {
+                        break;
+                    }
+                }
+                for k in emptied {
+                    table.partitions.remove(&k);
+                }
+            }
+        }
+    }
+
+    if count_only {
+        return Ok(Page {
+            rows: vec![
+                plan.outputs
+                    .iter()
+                    .map(|_| Some((walk.counted as i64).to_be_bytes().to_vec()))
+                    .collect(),
+            ],
+            paging_state: None,
+        });
+    }
+    let mut out = walk.out;
+    if plan.sort_across_partitions {
+        out.sort_by(|a, b| match (&a.clustering, &b.clustering) {
+            (Some(x), Some(y)) => {
+                if plan.reversed {
+                    y.cmp(x)
+                } else {
+                    x.cmp(y)
+                }
+            }
+            _ => Ordering::Equal,
+        });
+        if let Some(l) = limit {
+            out.truncate(l as usize);
+        }
+    }
+    let mut paging_state = None;
+    if let Some(p) = page_size
+        && out.len() > p
+    {
+        out.truncate(p);
+        if let Some(last) = out.last() {
+            paging_state = Some(
+                PagingState {
+                    partition: last.key.bytes.clone(),
+                    clustering: last.clustering.as_ref().map(Clustering::raw_parts),
+                    remaining: limit.map(|l| l.saturating_sub(out.len() as u32)),
+                    partition_remaining: per_partition
+                        .map(|ppl| ppl.saturating_sub(last.in_partition)),
+                }
+                .encode(),
+            );
+        }
+    }
+    Ok(Page {
+        rows: out.into_iter().map(|e| e.values).collect(),
+        paging_state,
+    })
+}
+
+mod paging;
+
+use paging::PagingState;
