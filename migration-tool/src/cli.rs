@@ -66,6 +66,7 @@ pub struct Cli {
 
 /// Connection options shared by every command that talks to the database.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct ConnectOpts {
     /// Settings file (TOML; the services' own file works).
     #[arg(long, global = true, env = "LOCKSHIFT_CONFIG", value_name = "FILE")]
@@ -105,6 +106,7 @@ pub enum ConsistencyArg {
 
 /// Output options shared by every command.
 #[derive(Debug, Clone, Copy, Default, Args)]
+#[command(next_help_heading = "Output")]
 pub struct OutputOpts {
     /// Print the result as JSON (one object with "version": 1) instead of a table.
     #[arg(long, global = true)]

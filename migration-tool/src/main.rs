@@ -9,6 +9,7 @@
 //! | 3 | not safe yet / refused (guards; `run-with-lock --timeout` expired) |
 //! | 4 | lease lost (`run-with-lock`) |
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -25,11 +26,14 @@ const LEASE_LOST: u8 = 4;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (its default, kept).
     let cli = Cli::parse();
+    // Default: warnings of lockshift's own crates. The driver's connection
+    // chatter is off: a failed connection is explained once, by `migrate`.
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,scylla=off")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let json = cli.output.json;
     let runtime = match tokio::runtime::Runtime::new() {

@@ -168,17 +168,12 @@ pub async fn demo(
     )
     .await?;
     let addr = endpoint.local_addr();
-    let mut cql = lockshift_store::CqlSettings {
+    let cql = lockshift_store::CqlSettings {
         contact_points: vec![addr.to_string()],
+        create_schema: false,
         ..lockshift_store::CqlSettings::default()
     };
-    cql.create_schema = true;
-    let operator: SharedStore = Arc::new(
-        lockshift_store::CqlStore::connect(&cql)
-            .await
-            .context("connecting to the in-process endpoint")?,
-    );
-    cql.create_schema = false;
+    let operator = super::serve::create_schema(&cql, addr).await?;
     let connector = super::serve::CqlConnector(cql);
     let observer: Observer = Arc::new(Mutex::new(observer));
     emit(
