@@ -812,39 +812,3 @@ fn spawn_ticker(shared: Arc<Shared>, observer: Observer) -> JoinHandle<()> {
         }
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use lockshift_store::MemoryStore;
-
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_small_fleet_rolls_to_complete_on_the_embedded_store() {
-        let store: SharedStore = Arc::new(MemoryStore::new());
-        let args = DemoArgs {
-            nodes: 2,
-            workers: 2,
-            accounts: 4,
-            balance: 100,
-            settle: Duration::from_millis(1500),
-            latency: Duration::ZERO,
-            seed: 3,
-        };
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let sink = events.clone();
-        let observer: Observer = Arc::new(Mutex::new(move |e: DemoEvent| {
-            sink.lock().unwrap().push(format!("{e:?}"));
-        }));
-        let report = run(&args, store.clone(), &SameStore(store), observer)
-            .await
-            .unwrap();
-        assert!(report.passed, "{report:#?}");
-        assert_eq!(report.stages, ["legacy", "dual", "queue", "complete"]);
-        assert!(report.transfers > 0);
-        assert!(
-            !report.refusals.is_empty(),
-            "dual waits for the quiet period"
-        );
-    }
-}
