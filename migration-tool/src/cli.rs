@@ -259,7 +259,12 @@ pub struct TransitionArgs {
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Why, recorded in the history.
-    #[arg(long, value_name = "TEXT", default_value = "")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub reason: String,
 }
 

@@ -17,7 +17,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use lockshift_combined::{Settings, SettingsError};
 use lockshift_store::{
     Consistency, CqlStore, SharedStore, StoreBackend, StoreError, StoreErrorKind,
@@ -124,9 +123,4 @@ pub fn explain_connect_error(settings: &Settings, e: StoreError) -> anyhow::Erro
         }
         _ => anyhow::Error::new(e).context(format!("cannot open the store at {points}")),
     }
-}
-
-/// Wraps a store error from a later operation with what was being done.
-pub fn store_context<T>(r: Result<T, StoreError>, what: &str) -> anyhow::Result<T> {
-    r.with_context(|| what.to_string())
 }
