@@ -738,3 +738,61 @@ async fn help_reads_well() {
             .stdout_has("Examples:");
     }
 }
+
+/// Connection settings: flags win over `LOCKSHIFT__…` variables, which win
+/// over the file (`--config` or `LOCKSHIFT_CONFIG`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_settings_from_flags_env_and_file() {
+    let e = Endpoint::with_schema().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!("[store.cql]\ncontact_points = [\"{}\"]\n", e.addr()),
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!("[store.cql]\ncontact_points = [\"{closed}\"]\nconnect_timeout = \"2s\"\n"),
+    )
+    .unwrap();
+    let (good, bad) = (good.to_str().unwrap(), bad.to_str().unwrap());
+
+    // The file alone, by flag and by LOCKSHIFT_CONFIG.
+    migrate(None, &["--config", good, "status"], &[])
+        .await
+        .expect_code(0);
+    migrate(None, &["status"], &[("LOCKSHIFT_CONFIG", good)])
+        .await
+        .expect_code(0);
+    // The environment over the file.
+    let env_addr = e.addr();
+    migrate(
+        None,
+        &["--config", bad, "status"],
+        &[("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", &env_addr)],
+    )
+    .await
+    .expect_code(0);
+    // The flag over both.
+    migrate(
+        Some(&e.addr()),
+        &["--config", bad, "status"],
+        &[("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", closed.as_str())],
+    )
+    .await
+    .expect_code(0);
+    migrate(None, &["--config", bad, "status"], &[])
+        .await
+        .expect_code(1)
+        .stderr_has(&closed);
+    migrate(None, &["--config", "/nonexistent.toml", "status"], &[])
+        .await
+        .expect_code(2)
+        .stderr_has("/nonexistent.toml");
+}
