@@ -145,7 +145,8 @@ pub enum Command {
     /// are orphans. Without --apply nothing is deleted: the same scan runs and
     /// prints what would go. With --apply each cell is re-read first and
     /// skipped if it was renewed meanwhile, then deleted USING TIMESTAMP its
-    /// observed writetime, so a renewal racing the delete still wins.
+    /// observed writetime, so a renewal racing the delete still wins. Exits 1
+    /// if a delete failed (the summary counts them).
     #[command(
         after_help = "Examples:\n  migrate clean                 # dry run: what would be deleted\n  migrate clean --apply\n  migrate clean --stale-after 10m --apply"
     )]
