@@ -132,6 +132,7 @@ pub struct FaultRule {
     ops: FaultOps,
     times: Option<u64>,
     probability: Option<(f64, u64)>,
+    jitter: Option<(Duration, u64)>,
     after_apply: bool,
 }
 
@@ -145,6 +146,7 @@ impl FaultRule {
             ops: FaultOps::All,
             times: None,
             probability: None,
+            jitter: None,
             after_apply: false,
         }
     }
@@ -183,6 +185,15 @@ impl FaultRule {
     /// generator seeded with `seed`.
     pub fn with_probability(mut self, p: f64, seed: u64) -> FaultRule {
         self.probability = Some((p, seed));
+        self
+    }
+
+    /// For [`Fault::Latency`]: adds a uniform extra delay in `[0, jitter)`
+    /// to each request, drawn from a generator seeded with `seed` — a round
+    /// trip of "fixed plus jitter", as a network gives. No effect on other
+    /// faults.
+    pub fn with_jitter(mut self, jitter: Duration, seed: u64) -> FaultRule {
+        self.jitter = Some((jitter, seed));
         self
     }
 
@@ -281,6 +292,7 @@ struct Entry {
     rule: FaultRule,
     fired: u64,
     rng: Option<StdRng>,
+    jitter_rng: Option<StdRng>,
 }
 
 #[derive(Debug, Default)]
@@ -426,7 +438,15 @@ impl FaultController {
             }
             e.fired += 1;
             match e.rule.fault {
-                Fault::Latency(delay) => d.delay = d.delay.saturating_add(delay),
+                Fault::Latency(delay) => {
+                    let extra = match (e.rule.jitter, e.jitter_rng.as_mut()) {
+                        (Some((jitter, _)), Some(rng)) if !jitter.is_zero() => {
+                            jitter.mul_f64(rng.random::<f64>())
+                        }
+                        _ => Duration::ZERO,
+                    };
+                    d.delay = d.delay.saturating_add(delay).saturating_add(extra);
+                }
                 f if e.rule.after_apply => d.after = Some(f),
                 f => d.before = Some(f),
             }
@@ -441,6 +461,7 @@ fn push(st: &mut State, id: FaultId, rule: FaultRule) {
         rng: rule
             .probability
             .map(|(_, seed)| StdRng::seed_from_u64(seed)),
+        jitter_rng: rule.jitter.map(|(_, seed)| StdRng::seed_from_u64(seed)),
         rule,
         fired: 0,
     });
@@ -456,6 +477,33 @@ mod tests {
 
     fn t<'a>(ks: &'a str, table: &'a str) -> Vec<(&'a str, &'a str)> {
         vec![(ks, table)]
+    }
+
+    #[test]
+    fn latency_jitter_is_uniform_within_bounds_and_replays() {
+        let draw = |seed| {
+            let c = FaultController::new();
+            c.add(
+                FaultRule::new(Fault::Latency(Duration::from_millis(2)))
+                    .with_jitter(Duration::from_millis(4), seed),
+            )
+            .unwrap();
+            (0..200)
+                .map(|_| c.decide(RequestOp::Read, &t("ks", "t")).delay)
+                .collect::<Vec<_>>()
+        };
+        let a = draw(1);
+        assert!(
+            a.iter()
+                .all(|d| *d >= Duration::from_millis(2) && *d < Duration::from_millis(6))
+        );
+        let mean = a.iter().sum::<Duration>() / 200;
+        assert!(
+            mean > Duration::from_millis(3) && mean < Duration::from_millis(5),
+            "{mean:?}"
+        );
+        assert_eq!(a, draw(1));
+        assert_ne!(a, draw(2));
     }
 
     #[test]

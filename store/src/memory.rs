@@ -30,7 +30,7 @@ use crate::cell::{
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::reconcile::CellVersion;
+use crate::reconcile::{CellVersion, ttl_seconds_left};
 
 type Row = BTreeMap<String, CellVersion>;
 type TableData = BTreeMap<String, Row>;
@@ -152,14 +152,6 @@ fn invalid(op: OpKind, table: Table, e: crate::InvalidArgument) -> StoreError {
     e.into_store_error(op, table)
 }
 
-/// Whole seconds left until `expires_at`, rounded up: Cassandra reports
-/// `ttl()` in seconds and never 0 for a live cell.
-fn remaining_ttl(expires_at: Timestamp, now: Timestamp) -> Duration {
-    let left = expires_at.duration_since(now);
-    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-    Duration::from_secs(secs.max(1))
-}
-
 #[async_trait]
 impl Store for MemoryStore {
     async fn write(
@@ -259,7 +251,8 @@ impl Store for MemoryStore {
                     column: column.clone(),
                     value: value.to_vec(),
                     writetime: version.timestamp(),
-                    ttl: expires_at.map(|at| remaining_ttl(at, now)),
+                    ttl: expires_at
+                        .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
                 }),
                 None if version.is_purgeable(now, self.gc_grace) => purgeable.push(column.clone()),
                 None => {}

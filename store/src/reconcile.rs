@@ -112,6 +112,15 @@ impl CellVersion {
     }
 }
 
+/// `ttl()` of a live cell expiring at `expires_at`, seen at `now`: whole
+/// seconds, rounded up, never below 1 (Cassandra reports a live cell's TTL
+/// in seconds and never 0). Shared by every backend that serves cells.
+pub fn ttl_seconds_left(expires_at: Timestamp, now: Timestamp) -> u32 {
+    let left = expires_at.duration_since(now);
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    u32::try_from(secs.max(1)).unwrap_or(u32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +165,14 @@ mod tests {
         assert!(live(b"b", 5, None).supersedes(&live(b"a", 5, None), NOW));
         assert!(!live(b"a", 5, None).supersedes(&live(b"b", 5, None), NOW));
         assert!(!live(b"a", 5, None).supersedes(&live(b"a", 5, None), NOW));
+    }
+
+    #[test]
+    fn ttl_left_is_whole_seconds_rounded_up_and_at_least_one() {
+        let at = |us| Timestamp::from_micros(us);
+        assert_eq!(ttl_seconds_left(at(10_000_000), at(2_500_000)), 8);
+        assert_eq!(ttl_seconds_left(at(10_000_000), at(9_999_999)), 1);
+        assert_eq!(ttl_seconds_left(at(10_000_000), at(7_000_000)), 3);
     }
 
     #[test]

@@ -4,4 +4,6 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used)]
 
+mod cql_faults;
+mod locks_over_cql;
 mod store_conformance;

@@ -6,6 +6,14 @@ mod embedded {
     lockshift_store::conformance_tests!(async { MemoryTarget::new() });
 }
 
+/// The same suite through [`lockshift_store::CqlStore`] and the real
+/// `scylla` driver against the local CQL endpoint (issue 3).
+mod cql_endpoint {
+    use lockshift_tests::targets::EndpointTarget;
+
+    lockshift_store::conformance_tests!(EndpointTarget::start());
+}
+
 /// The same suite on a real ScyllaDB or Cassandra cluster through
 /// [`lockshift_store::CqlStore`], when `LOCKSHIFT_TEST_CONTACT_POINTS` names
 /// one. Without it each test prints why it was skipped and passes: the suite

@@ -2,5 +2,6 @@
 //! conformance suite and (as the lock crates land) simulated fleets.
 
 pub mod fleet;
+pub mod rolling;
 pub mod sim;
 pub mod targets;

@@ -145,8 +145,8 @@ impl Oracle {
 pub struct NodeEnv {
     /// The node's index in the fleet.
     pub index: usize,
-    /// The node's store (faults injected per node).
-    pub store: Arc<FaultyStore<Arc<MemoryStore>>>,
+    /// The node's store (faults injected per node, operations counted).
+    pub store: Arc<FaultyStore<SharedStore>>,
     /// The node's clock.
     pub clock: SharedClock,
     /// The node's lock context.
@@ -174,9 +174,6 @@ impl Cluster {
 
     /// Node `index` of a fleet: its own fault wrapper seeded from `seed`,
     /// its clock off by `skew_micros`.
-    ///
-    /// # Panics
-    /// On invalid lease settings (a test bug).
     pub fn node(
         &self,
         index: usize,
@@ -185,26 +182,42 @@ impl Cluster {
         skew_micros: i64,
         lease: LeaseSettings,
     ) -> NodeEnv {
-        let node_seed = seed
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .wrapping_add(index as u64);
-        let store = Arc::new(FaultyStore::new(self.store.clone(), node_seed).with_plan(plan));
         let clock: SharedClock = Arc::new(SkewedClock::new(self.clock.clone(), skew_micros));
-        let shared: SharedStore = store.clone();
-        let ctx = LockContext::new(
-            shared,
-            clock.clone(),
-            NodeId::new(format!("node{index}")).expect("valid node id"),
-            lease,
-            Some(node_seed),
-        )
-        .expect("valid lease settings");
-        NodeEnv {
-            index,
-            store,
-            clock,
-            ctx: Arc::new(ctx),
-        }
+        node_env(index, seed, self.store.clone(), clock, plan, lease)
+    }
+}
+
+/// Node `index` over `store` (shared with other nodes, or its own
+/// connection), with its own fault wrapper seeded from `seed`.
+///
+/// # Panics
+/// On invalid lease settings (a test bug).
+pub fn node_env(
+    index: usize,
+    seed: u64,
+    store: SharedStore,
+    clock: SharedClock,
+    plan: FaultPlan,
+    lease: LeaseSettings,
+) -> NodeEnv {
+    let node_seed = seed
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(index as u64);
+    let store = Arc::new(FaultyStore::new(store, node_seed).with_plan(plan));
+    let shared: SharedStore = store.clone();
+    let ctx = LockContext::new(
+        shared,
+        clock.clone(),
+        NodeId::new(format!("node{index}")).expect("valid node id"),
+        lease,
+        Some(node_seed),
+    )
+    .expect("valid lease settings");
+    NodeEnv {
+        index,
+        store,
+        clock,
+        ctx: Arc::new(ctx),
     }
 }
 

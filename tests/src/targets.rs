@@ -156,3 +156,72 @@ mod tests {
         assert_eq!(a.len(), "run-".len() + 16, "{a}");
     }
 }
+
+/// A local CQL endpoint (in this process, on a free port) serving a store on
+/// a manual clock, and settings that point a [`CqlStore`] at it.
+///
+/// # Errors
+/// The endpoint could not bind a port.
+pub async fn start_endpoint(
+    clock: lockshift_store::SharedClock,
+) -> Result<
+    (lockshift_cql_emulator::EmulatorHandle, CqlSettings),
+    lockshift_cql_emulator::EmulatorError,
+> {
+    let local: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let endpoint = lockshift_cql_emulator::Emulator::builder()
+        .clock(clock)
+        .start(local)
+        .await?;
+    let settings = CqlSettings {
+        contact_points: vec![endpoint.local_addr().to_string()],
+        ..CqlSettings::default()
+    };
+    Ok((endpoint, settings))
+}
+
+/// The conformance target of the local endpoint: the real driver through
+/// [`CqlStore`] against an endpoint whose TTL clock the suite moves.
+#[derive(Debug)]
+pub struct EndpointTarget {
+    // Kept alive for the target's lifetime; dropping it stops the endpoint.
+    _endpoint: lockshift_cql_emulator::EmulatorHandle,
+    inner: CqlTarget,
+}
+
+impl EndpointTarget {
+    /// Starts an endpoint and connects to it.
+    ///
+    /// # Panics
+    /// If the endpoint cannot start or the store cannot connect: the test
+    /// cannot run at all then.
+    pub async fn start() -> Self {
+        let clock = Arc::new(ManualClock::new(SystemClock.now()));
+        let (endpoint, settings) = start_endpoint(clock.clone())
+            .await
+            .expect("endpoint starts");
+        let inner = CqlTarget::connect(&settings, TimeAdvance::Manual(clock))
+            .await
+            .expect("CqlStore connects to the local endpoint");
+        EndpointTarget {
+            _endpoint: endpoint,
+            inner,
+        }
+    }
+}
+
+#[async_trait]
+impl Target for EndpointTarget {
+    fn store(&self) -> &dyn Store {
+        self.inner.store()
+    }
+    fn now(&self) -> Timestamp {
+        self.inner.now()
+    }
+    async fn advance(&self, d: Duration) {
+        self.inner.advance(d).await;
+    }
+    fn unique(&self, name: &str) -> String {
+        self.inner.unique(name)
+    }
+}

@@ -1,7 +1,7 @@
 //! `cql-emulator`: run a local CQL endpoint serving lockshift's embedded store.
 //!
 //! ```text
-//! cql-emulator --listen 127.0.0.1:9042 [--latency 5ms] [--host-id <uuid>]
+//! cql-emulator --listen 127.0.0.1:9042 [--latency 5ms [--jitter 2ms]] [--host-id <uuid>]
 //! ```
 //!
 //! Prints `listening on <addr>` on stdout once it accepts connections (tests
@@ -31,6 +31,9 @@ struct Cli {
     /// Delay every read and write of user tables by this much (e.g. "5ms").
     #[arg(long, value_parser = humantime::parse_duration)]
     latency: Option<Duration>,
+    /// Add a uniform extra delay in [0, jitter) to each request (e.g. "2ms").
+    #[arg(long, value_parser = humantime::parse_duration, requires = "latency")]
+    jitter: Option<Duration>,
     /// Host id reported in system.local; keep it across restarts.
     #[arg(long, default_value_t = DEFAULT_HOST_ID)]
     host_id: uuid::Uuid,
@@ -49,7 +52,11 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
     let endpoint = builder.start(cli.listen).await?;
     if let Some(d) = cli.latency {
-        endpoint.faults().add(FaultRule::new(Fault::Latency(d)))?;
+        let mut rule = FaultRule::new(Fault::Latency(d));
+        if let Some(jitter) = cli.jitter {
+            rule = rule.with_jitter(jitter, 0);
+        }
+        endpoint.faults().add(rule)?;
     }
     let mut out = std::io::stdout();
     writeln!(out, "listening on {}", endpoint.local_addr())?;

@@ -221,12 +221,12 @@ fn column_value(
     }
 }
 
-/// Whole seconds left, rounded up and at least 1: `ttl()` as the embedded
-/// store reports it.
+/// `ttl()` exactly as the embedded store reports it.
 fn remaining_ttl_secs(expires_at: Timestamp, now: Timestamp) -> i32 {
-    let left = expires_at.duration_since(now);
-    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+    i32::try_from(lockshift_store::reconcile::ttl_seconds_left(
+        expires_at, now,
+    ))
+    .unwrap_or(i32::MAX)
 }
 
 fn output(

@@ -1,0 +1,278 @@
+//! The lock tests of issues 4 and 5 through the local CQL endpoint: every
+//! node its own `CqlStore` (the real `scylla` driver) against one endpoint,
+//! in real time with short leases. Assertions are about behaviour (exclusion,
+//! order, loss, recovery); time bounds are generous so a busy machine cannot
+//! fail them.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockshift_cql_emulator::{EmulatorHandle, Fault, FaultRule};
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_store::{
+    CqlSettings, CqlStore, FaultPlan, RowQuery, SharedClock, Store, SystemClock, schema,
+};
+use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::rolling::{Backend, Timings, rolling_deployment};
+use lockshift_tests::sim::{NodeEnv, Oracle, contend, node_env};
+use lockshift_tests::targets::start_endpoint;
+use tokio::time::Instant;
+
+fn short_lease() -> LeaseSettings {
+    LeaseSettings {
+        lease_ttl: Duration::from_secs(3),
+        renew_every: Duration::from_millis(500),
+        lost_after_fraction: 0.5,
+    }
+}
+
+struct Endpoint {
+    handle: EmulatorHandle,
+    settings: CqlSettings,
+}
+
+async fn endpoint() -> Endpoint {
+    let clock: SharedClock = Arc::new(SystemClock);
+    let (handle, settings) = start_endpoint(clock).await.unwrap();
+    // A little latency on every lock table, so requests overlap.
+    handle
+        .faults()
+        .add(FaultRule::new(Fault::Latency(Duration::from_millis(1))).on_table("lockshift.*"))
+        .unwrap();
+    Endpoint { handle, settings }
+}
+
+async fn node(ep: &Endpoint, i: usize, plan: FaultPlan, lease: LeaseSettings) -> NodeEnv {
+    let store = CqlStore::connect(&ep.settings).await.unwrap();
+    node_env(i, 42, Arc::new(store), Arc::new(SystemClock), plan, lease)
+}
+
+async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> NodeLocker], with_faults: bool) {
+    let ep = endpoint().await;
+    if with_faults {
+        // Errors from the server itself, through the real driver's error
+        // path: timeouts after apply and refusals before.
+        let faults = ep.handle.faults();
+        faults
+            .add(
+                FaultRule::new(Fault::WriteTimeout)
+                    .on_table("lockshift.*")
+                    .writes()
+                    .after_apply()
+                    .with_probability(0.02, 7),
+            )
+            .unwrap();
+        faults
+            .add(
+                FaultRule::new(Fault::Unavailable)
+                    .on_table("lockshift.*")
+                    .with_probability(0.02, 8),
+            )
+            .unwrap();
+    }
+    let mut lockers = Vec::new();
+    for i in 0..4 {
+        let env = node(&ep, i, FaultPlan::default(), LeaseSettings::default()).await;
+        lockers.push(makes[i % makes.len()](&env));
+    }
+    let locks = [
+        LockId::new("account-1").unwrap(),
+        LockId::new("account-2").unwrap(),
+    ];
+    let report = contend(
+        lockers.iter().map(|l| l.locker.clone()).collect(),
+        &locks,
+        6,
+        Duration::from_millis(5),
+        7,
+        Arc::new(Oracle::default()),
+    )
+    .await;
+    report.assert_exclusive("over CQL");
+    drop(lockers);
+    ep.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_excludes_over_cql() {
+    exclusion_over_cql(&[fleet::legacy], true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_excludes_over_cql() {
+    exclusion_over_cql(&[fleet::queue], true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn combined_excludes_over_cql() {
+    exclusion_over_cql(&[fleet::combined], true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_pairs_exclude_over_cql() {
+    exclusion_over_cql(&[fleet::legacy, fleet::combined], false).await;
+    exclusion_over_cql(&[fleet::combined, fleet::queue], false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_waiters_acquire_in_arrival_order_over_cql() {
+    let ep = endpoint().await;
+    let holder_env = node(&ep, 0, FaultPlan::default(), LeaseSettings::default()).await;
+    let holder = fleet::queue(&holder_env);
+    let lock = LockId::new("fifo").unwrap();
+    let held = holder.locker.acquire(&lock).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    let mut keep = Vec::new();
+    for i in 0..4 {
+        let env = node(&ep, i + 1, FaultPlan::default(), LeaseSettings::default()).await;
+        let waiter = fleet::queue(&env);
+        let (locker, order, lock) = (waiter.locker.clone(), order.clone(), lock.clone());
+        keep.push(waiter);
+        tasks.push(tokio::spawn(async move {
+            let g = locker.acquire(&lock).await.unwrap();
+            order.lock().unwrap().push(i);
+            g.release().await.unwrap();
+        }));
+        // Each waiter is in the queue before the next arrives.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    held.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+}
+
+async fn crash_and_loss(make: fn(&NodeEnv) -> NodeLocker) {
+    let ep = endpoint().await;
+    let lease = short_lease();
+    let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
+    let b = node(&ep, 1, FaultPlan::default(), lease.clone()).await;
+    let (la, lb) = (make(&a), make(&b));
+    let lock = LockId::new("crash").unwrap();
+    let guard = la.locker.acquire(&lock).await.unwrap();
+    // The holder is cut off from the database: renewals fail.
+    let cut = Instant::now();
+    a.store.set_partitioned(true);
+    let g = lb.locker.acquire(&lock).await.unwrap();
+    let freed_after = cut.elapsed();
+    // Told before the TTL could run out; the lock freed only after it.
+    assert!(guard.is_lost(), "the cut-off holder was told");
+    assert!(
+        freed_after >= Duration::from_millis(2_500),
+        "freed after {freed_after:?}, before the TTL"
+    );
+    assert!(
+        freed_after < Duration::from_secs(20),
+        "freed after {freed_after:?}"
+    );
+    g.release().await.unwrap();
+    drop(guard);
+    ep.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_legacy_holder_is_told_and_frees_the_lock_after_the_ttl_over_cql() {
+    crash_and_loss(fleet::legacy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_queue_holder_is_told_and_frees_the_lock_after_the_ttl_over_cql() {
+    crash_and_loss(fleet::queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
+    let ep = endpoint().await;
+    let lease = short_lease();
+    let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
+    let la = fleet::combined(&a);
+    let lock = LockId::new("lost").unwrap();
+    let guard = la.locker.acquire(&lock).await.unwrap();
+    // The endpoint refuses everything on the lock tables from now on.
+    let refused = Instant::now();
+    ep.handle
+        .faults()
+        .add(FaultRule::new(Fault::Unavailable).on_table("lockshift.main"))
+        .unwrap();
+    ep.handle
+        .faults()
+        .add(FaultRule::new(Fault::Unavailable).on_table("lockshift.queue"))
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), guard.lost().cancelled())
+        .await
+        .expect("the lost signal fires");
+    let told = refused.elapsed();
+    assert!(
+        told < lease.lease_ttl,
+        "told after {told:?}, not before the TTL"
+    );
+    assert!(guard.lost_reason().is_some());
+    ep.handle.faults().clear();
+    let main = CqlStore::connect(&ep.settings)
+        .await
+        .unwrap()
+        .read(schema::MAIN, "lost", &RowQuery::all())
+        .await
+        .unwrap();
+    assert!(main.len() <= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_deployment_over_cql() {
+    let ep = endpoint().await;
+    let timings = Timings::real_time();
+    let report = rolling_deployment(Backend::Cql(ep.settings.clone()), timings, 3, 5).await;
+    report.assert_clean(&timings, "over CQL");
+    println!(
+        "over CQL: {} acquisitions {:?}, worst unavailability {:?}",
+        report.total(),
+        report.by_algorithm,
+        report.worst_unavailability
+    );
+    ep.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_acquire_and_independent_ids_over_cql() {
+    let ep = endpoint().await;
+    for make in [
+        fleet::legacy as fn(&NodeEnv) -> NodeLocker,
+        fleet::queue,
+        fleet::combined,
+    ] {
+        let a = make(&node(&ep, 0, FaultPlan::default(), LeaseSettings::default()).await);
+        let b = make(&node(&ep, 1, FaultPlan::default(), LeaseSettings::default()).await);
+        let lock = LockId::new("try").unwrap();
+        let g = a.locker.try_acquire(&lock).await.unwrap();
+        let err = b.locker.try_acquire(&lock).await.unwrap_err();
+        assert!(err.is_held(), "{err}");
+        let other = b
+            .locker
+            .try_acquire(&LockId::new("try-other").unwrap())
+            .await
+            .unwrap();
+        let err = b
+            .locker
+            .acquire_with(
+                &lock,
+                AcquireOptions::with_timeout(Duration::from_millis(300)),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, lockshift_lock::AcquireError::Timeout { .. }),
+            "{err}"
+        );
+        other.release().await.unwrap();
+        g.release().await.unwrap();
+        b.locker
+            .try_acquire(&lock)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+}
