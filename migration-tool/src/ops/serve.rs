@@ -32,10 +32,8 @@ pub struct Listening {
     pub keyspace: String,
 }
 
-/// How many latency rules make up `--jitter`: each adds `jitter / N` with
-/// probability ½, so the extra delay is binomial on `[0, jitter]`, mean
-/// `jitter / 2` (the endpoint adds up the delays of every matching rule).
-const JITTER_STEPS: u32 = 8;
+/// The seed of `--jitter`'s random delays.
+const JITTER_SEED: u64 = 0x6a69_7474_6572;
 
 /// Starts an endpoint on `addr` with `latency` (+ up to `jitter`) on every
 /// read and write of user tables.
@@ -51,20 +49,15 @@ pub async fn start_endpoint(
         .start(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    if let Some(latency) = latency.filter(|d| !d.is_zero()) {
+    let latency = latency.unwrap_or_default();
+    let jitter = jitter.unwrap_or_default();
+    if !latency.is_zero() || !jitter.is_zero() {
+        // One rule: every request waits `latency` plus a uniform extra in
+        // `[0, jitter)` (seeded, so a run can be replayed).
         endpoint
             .faults()
-            .add(FaultRule::new(Fault::Latency(latency)))
+            .add(FaultRule::new(Fault::Latency(latency)).with_jitter(jitter, JITTER_SEED))
             .context("setting the endpoint's latency")?;
-    }
-    if let Some(jitter) = jitter.filter(|d| !d.is_zero()) {
-        let step = jitter / JITTER_STEPS;
-        for seed in 0..JITTER_STEPS {
-            endpoint
-                .faults()
-                .add(FaultRule::new(Fault::Latency(step)).with_probability(0.5, u64::from(seed)))
-                .context("setting the endpoint's jitter")?;
-        }
     }
     Ok(endpoint)
 }
