@@ -1,7 +1,71 @@
-//! `migrate`: the operator tool. Not implemented yet (issue 6); it says so and
-//! exits with the usage code rather than pretending to work.
+//! `migrate`: parse, run, map the outcome to an exit code — the one place
+//! exit codes are decided (lib invariant M4).
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | ok (`run-with-lock`: the command's own code passes through) |
+//! | 1 | error (database unreachable, schema missing, unknown lock, store failure, demo invariant broken) |
+//! | 2 | usage (bad flag or value, invalid settings, unknown or skipped stage) |
+//! | 3 | not safe yet / refused (guards; `run-with-lock --timeout` expired) |
+//! | 4 | lease lost (`run-with-lock`) |
 
-fn main() {
-    eprintln!("migrate: not implemented yet (issue 6)");
-    std::process::exit(2);
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use lockshift_migration_tool::cli::Cli;
+use lockshift_migration_tool::{JSON_VERSION, Outcome, is_usage_error, run};
+use tracing_subscriber::EnvFilter;
+
+const OK: u8 = 0;
+const ERROR: u8 = 1;
+const USAGE: u8 = 2;
+const NOT_SAFE: u8 = 3;
+const LEASE_LOST: u8 = 4;
+
+fn main() -> ExitCode {
+    // clap prints usage errors itself and exits 2 (its default, kept).
+    let cli = Cli::parse();
+    // Default: warnings of lockshift's own crates. The driver's connection
+    // chatter is off: a failed connection is explained once, by `migrate`.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,scylla=off")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let json = cli.output.json;
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(ERROR);
+        }
+    };
+    let result = runtime.block_on(run(cli));
+    // Background tasks (driver connections, renewals) must not keep the
+    // process alive once the command is done.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(Outcome::Ok) => ExitCode::from(OK),
+        Ok(Outcome::NotSafe) => ExitCode::from(NOT_SAFE),
+        Ok(Outcome::LeaseLost) => ExitCode::from(LEASE_LOST),
+        Ok(Outcome::Failed) => ExitCode::from(ERROR),
+        Ok(Outcome::Child(code)) => {
+            ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(ERROR))
+        }
+        Err(e) => {
+            let code = if is_usage_error(&e) { USAGE } else { ERROR };
+            eprintln!("error: {e:#}");
+            if json {
+                let body = serde_json::json!({
+                    "version": JSON_VERSION,
+                    "error": { "exit_code": code, "message": format!("{e:#}") },
+                });
+                println!("{body}");
+            }
+            ExitCode::from(code)
+        }
+    }
 }

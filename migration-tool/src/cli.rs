@@ -1,0 +1,368 @@
+//! Every argument of `migrate`, in one clap-derive file (sqlx-cli's `opt.rs`
+//! layout): the subcommand enum whose doc comments are the `--help`, and the
+//! option groups shared by every command ([`ConnectOpts`], [`OutputOpts`]),
+//! flattened and global so they may come before or after the subcommand.
+//!
+//! Values are parsed here, not in the operations: a stage, a mode, a lock id
+//! or a duration that does not parse is a usage error (exit 2) naming the
+//! flag, before anything touches the database.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lockshift_combined::{Mode, Stage};
+use lockshift_lock::LockId;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  ok (run-with-lock: the command's own exit code is passed through)
+  1  error: database unreachable, schema missing, unknown lock, store failure
+  2  usage: bad flag or value, invalid settings, unknown or skipped stage
+  3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
+     or run-with-lock could not take the lock within --timeout
+  4  lease lost: run-with-lock lost the lock and stopped the command";
+
+const EXAMPLES: &str = "\
+Examples:
+  migrate serve &                        # a local endpoint on 127.0.0.1:9042
+  migrate status                         # stage, nodes, locks, verdict
+  migrate advance --dry-run              # is the next stage safe yet?
+  migrate advance --reason 'fleet on v2' # move one stage forward
+  migrate run-with-lock nightly-report -- ./report.sh --full
+  migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
+  migrate demo                           # the whole rollout on a simulated fleet
+
+Connection settings come from flags, then LOCKSHIFT__... environment
+variables (e.g. LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042), then
+the config file (--config or LOCKSHIFT_CONFIG); flags win.";
+
+/// The operator tool for moving a fleet from the legacy lock to the queue lock.
+///
+/// Shows the rollout (stage, nodes, locks), advances or rolls it back through
+/// guarded transitions, cleans up stale lock cells, and runs commands under a
+/// lock. It talks to ScyllaDB/Cassandra (or the local endpoint `migrate
+/// serve`) through the same store interface the services use.
+#[derive(Debug, Parser)]
+#[command(
+    name = "migrate",
+    version,
+    propagate_version = true,
+    after_help = format!("{EXAMPLES}\n\n{EXIT_CODES}"),
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Where the database is and how to talk to it.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// How to print results.
+    #[command(flatten)]
+    pub output: OutputOpts,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Connection options shared by every command that talks to the database.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Connection")]
+pub struct ConnectOpts {
+    /// Settings file (TOML; the services' own file works).
+    #[arg(long, global = true, env = "LOCKSHIFT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// CQL nodes to contact, host:port, comma-separated [default: 127.0.0.1:9042].
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        value_name = "HOST:PORT,..."
+    )]
+    pub contact_points: Vec<String>,
+    /// Keyspace holding lockshift's tables [default: lockshift].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub keyspace: Option<String>,
+    /// Consistency of every read and write [default: quorum].
+    #[arg(long, global = true, value_enum)]
+    pub consistency: Option<ConsistencyArg>,
+    /// How long to wait for the first connection, e.g. 5s.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
+    /// Create the keyspace and tables if they are missing. Without it, only
+    /// `serve` and `demo` create schema; the other commands check for it and
+    /// say how to create it.
+    #[arg(long, global = true)]
+    pub create_schema: bool,
+}
+
+/// `--consistency`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConsistencyArg {
+    /// QUORUM: read-your-writes across datacenters.
+    Quorum,
+    /// LOCAL_QUORUM: only when every client of a lock is in one datacenter.
+    LocalQuorum,
+}
+
+/// Output options shared by every command.
+#[derive(Debug, Clone, Copy, Default, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputOpts {
+    /// Print the result as JSON (one object with "version": 1) instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the rollout: stage and history, nodes, locks, stale cells, legacy
+    /// activity, and whether the next stage is safe.
+    ///
+    /// Read-only. Exits 0 whatever the verdict; use `advance --dry-run` to
+    /// wait for "safe" in a script (it exits 3 until then).
+    #[command(after_help = "Examples:\n  migrate status\n  migrate status --json | jq .next.safe")]
+    Status,
+
+    /// Show every cell of one lock in main, shadow and queue: owner, queue
+    /// position, writetime, TTL left, age, and whether it looks stale.
+    ///
+    /// Exits 1 when the lock has no cells at all (unknown or not in use).
+    #[command(
+        after_help = "Examples:\n  migrate inspect account-42\n  migrate inspect account-42 --json"
+    )]
+    Inspect {
+        /// The lock id (the row key).
+        #[arg(value_parser = parse_lock_id)]
+        lock: LockId,
+    },
+
+    /// Find stale lock cells across all locks and (with --apply) delete them.
+    ///
+    /// A cell is stale when it was not renewed for longer than --stale-after
+    /// (default: --stale-multiple x lock.renew_every). Shadow cells are
+    /// transient and queue cells are renewed by their waiter, so stale ones
+    /// are orphans. Without --apply nothing is deleted: the same scan runs and
+    /// prints what would go. With --apply each cell is re-read first and
+    /// skipped if it was renewed meanwhile, then deleted USING TIMESTAMP its
+    /// observed writetime, so a renewal racing the delete still wins. Exits 1
+    /// if a delete failed (the summary counts them).
+    #[command(
+        after_help = "Examples:\n  migrate clean                 # dry run: what would be deleted\n  migrate clean --apply\n  migrate clean --stale-after 10m --apply"
+    )]
+    Clean {
+        /// Delete the cells (default: dry run).
+        #[arg(long)]
+        apply: bool,
+        /// Stale threshold, e.g. 90s; at least twice lock.renew_every.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "stale_multiple")]
+        stale_after: Option<Duration>,
+        /// Stale threshold as a multiple of lock.renew_every.
+        #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
+        stale_multiple: u32,
+        /// Row keys per scan page.
+        #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+        page_size: u32,
+    },
+
+    /// Move the rollout one stage forward (legacy -> dual -> queue -> complete)
+    /// if every guard holds.
+    ///
+    /// Without --to, the next stage. A refusal prints every failing guard and
+    /// exits 3 (it is recorded in the history). A skipped stage (e.g. legacy
+    /// to queue) is a usage error, exit 2. Already at the target: exit 0.
+    #[command(
+        after_help = "Examples:\n  migrate advance --dry-run\n  migrate advance --to dual --reason 'all nodes on v2' --by alice"
+    )]
+    Advance(TransitionArgs),
+
+    /// Move the rollout one stage back (complete -> queue -> dual -> legacy)
+    /// if every guard holds.
+    ///
+    /// Without --to, the previous stage. Exit codes as for `advance`.
+    #[command(
+        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --reason 'queue lock misbehaves'"
+    )]
+    Rollback(TransitionArgs),
+
+    /// Hold a lock while a command runs: take it, run the command, release.
+    ///
+    /// If the lease is lost, the command gets SIGTERM, then SIGKILL after
+    /// --grace, and migrate exits 4. Otherwise the command's exit code is
+    /// passed through (killed by a signal: 128 + signal). Could not take the
+    /// lock within --timeout: exit 3. The process registers as a node (so
+    /// rollout guards see its mode) and the command gets LOCKSHIFT_LOCK_ID,
+    /// LOCKSHIFT_LOCK_OWNER and LOCKSHIFT_FENCING_TOKEN (queue-based modes).
+    #[command(
+        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'"
+    )]
+    RunWithLock {
+        /// The lock id.
+        #[arg(value_parser = parse_lock_id)]
+        lock: LockId,
+        /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
+        /// A mode the stage forbids degrades to combined, with a warning.
+        #[arg(long, default_value = "auto", value_parser = parse_mode)]
+        mode: Mode,
+        /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// After SIGTERM, how long the command may take to exit before SIGKILL.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+
+    /// Run the local CQL endpoint (an in-memory store served over the CQL
+    /// protocol) so several processes and migrate itself can share it.
+    ///
+    /// Creates the keyspace and tables at start, prints `listening on ADDR`,
+    /// and runs until SIGINT or SIGTERM. Data lives in memory only.
+    #[command(
+        after_help = "Examples:\n  migrate serve\n  migrate serve --listen 127.0.0.1:0 --latency 2ms --jitter 1ms"
+    )]
+    Serve {
+        /// Address to listen on; port 0 picks a free port.
+        #[arg(long, default_value = "127.0.0.1:9042")]
+        listen: SocketAddr,
+        /// Delay every read and write by this much, e.g. 2ms.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        latency: Option<Duration>,
+        /// Add up to this much random delay on top of --latency.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        jitter: Option<Duration>,
+    },
+
+    /// Roll a simulated fleet from the legacy lock to the queue lock, with
+    /// restarts, while it moves money between accounts; then check that no
+    /// transfer was lost and no lock had two holders.
+    ///
+    /// Needs no database: it starts its own endpoint in-process. Exits 1 if
+    /// an invariant broke.
+    #[command(
+        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json"
+    )]
+    Demo(DemoArgs),
+}
+
+/// `advance` and `rollback`.
+#[derive(Debug, Clone, Args)]
+pub struct TransitionArgs {
+    /// Target stage: legacy, dual, queue or complete (default: one step).
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    pub to: Option<Stage>,
+    /// Only evaluate the guards; change and record nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who asks, recorded in the history [default: $USER@host].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why, recorded in the history.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub reason: String,
+}
+
+/// `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Service nodes in the fleet.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub nodes: u16,
+    /// Transfer workers per node.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub workers: u16,
+    /// Accounts (each a lock and a row).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u16).range(2..=1000))]
+    pub accounts: u16,
+    /// Opening balance of each account.
+    #[arg(long, default_value_t = 1000)]
+    pub balance: i64,
+    /// How long the fleet runs between rollout steps, e.g. 4s.
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Injected latency of every store request, e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    pub latency: Duration,
+    /// Seed of the workers' choices (accounts, amounts, pauses).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{e} (expected a duration such as 30s, 2m or 250ms)"))
+}
+
+fn parse_stage(s: &str) -> Result<Stage, String> {
+    s.parse()
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+fn parse_lock_id(s: &str) -> Result<LockId, String> {
+    LockId::new(s).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn values_are_checked_at_parse_time() {
+        let err = Cli::try_parse_from(["migrate", "advance", "--to", "qeue"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown stage \"qeue\"; expected legacy, dual, queue or complete"),
+            "{err}"
+        );
+        let err = Cli::try_parse_from([
+            "migrate",
+            "run-with-lock",
+            "x",
+            "--timeout",
+            "3x",
+            "--",
+            "true",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--timeout"), "{err}");
+        let cli = Cli::try_parse_from([
+            "migrate",
+            "--json",
+            "run-with-lock",
+            "x",
+            "--contact-points",
+            "a:1,b:2",
+            "--",
+            "sh",
+            "-c",
+            "echo --json",
+        ])
+        .unwrap();
+        assert!(cli.output.json);
+        assert_eq!(cli.connect.contact_points, ["a:1", "b:2"]);
+        match cli.command {
+            Command::RunWithLock { command, mode, .. } => {
+                assert_eq!(command, ["sh", "-c", "echo --json"]);
+                assert_eq!(mode, Mode::Auto);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

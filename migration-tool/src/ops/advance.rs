@@ -1,0 +1,245 @@
+//! `migrate advance`: the guarded transitions of the combined crate
+//! ([`Rollout::transition`](lockshift_combined::Rollout::transition)), with
+//! the operator-facing rules around them. `rollback` is the same code
+//! walking the other way (see [`super::rollback`]).
+//!
+//! - No `--to`: one step in the command's direction.
+//! - Already at the target: nothing to do, exit 0 (scripts may repeat).
+//! - A target the other way, a skipped stage, no step left: usage errors
+//!   (exit 2) — waiting cannot make them valid.
+//! - A guard failing: a refusal (exit 3), recorded in the history, every
+//!   failing guard listed. `--dry-run` evaluates the same guards on the
+//!   same evidence and records nothing (M1).
+
+use anyhow::Context;
+use lockshift_combined::rollout::{Guard, StageRecord, TransitionRequest, read_stage};
+use lockshift_combined::{RolloutError, Stage};
+use serde::Serialize;
+
+use super::Env;
+use crate::cli::TransitionArgs;
+use crate::{JSON_VERSION, Outcome, UsageError};
+
+/// Which way a command moves the stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// `advance`.
+    Forward,
+    /// `rollback`.
+    Back,
+}
+
+impl Direction {
+    fn command(self) -> &'static str {
+        match self {
+            Direction::Forward => "advance",
+            Direction::Back => "rollback",
+        }
+    }
+}
+
+/// The report of `migrate advance` / `migrate rollback` (JSON schema,
+/// `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TransitionReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// `advance` or `rollback`.
+    pub command: &'static str,
+    /// The stage before.
+    pub from: Stage,
+    /// The stage asked for.
+    pub to: Stage,
+    /// Only evaluated; nothing changed or recorded.
+    pub dry_run: bool,
+    /// Whether the stage changed.
+    pub applied: bool,
+    /// The stage already was `to`: nothing to do.
+    pub already: bool,
+    /// Whether every guard holds.
+    pub safe: bool,
+    /// Every guard of the edge: name, passed, detail.
+    pub guards: Vec<Guard>,
+    /// The failing guards' details.
+    pub because: Vec<String>,
+    /// The new stage record, when applied.
+    pub record: Option<StageRecord>,
+}
+
+impl TransitionReport {
+    /// Exit status: ok when applied, already there, or a dry run found it
+    /// safe; not safe otherwise.
+    pub fn outcome(&self) -> Outcome {
+        if self.applied || self.already || (self.dry_run && self.safe) {
+            Outcome::Ok
+        } else {
+            Outcome::NotSafe
+        }
+    }
+}
+
+/// Moves (or, with `--dry-run`, evaluates moving) the stage one step in
+/// `direction`, or to `--to`.
+///
+/// # Errors
+/// [`UsageError`] for a transition that can never be made from here; store
+/// and lock errors otherwise.
+pub async fn transition(
+    env: &Env,
+    direction: Direction,
+    args: &TransitionArgs,
+) -> anyhow::Result<TransitionReport> {
+    let (current, _) = read_stage(env.store.as_ref())
+        .await
+        .context("reading the rollout stage")?;
+    let from = current.stage;
+    let to = target(from, direction, args.to)?;
+    let mut report = TransitionReport {
+        version: JSON_VERSION,
+        command: direction.command(),
+        from,
+        to,
+        dry_run: args.dry_run,
+        applied: false,
+        already: false,
+        safe: true,
+        guards: Vec::new(),
+        because: Vec::new(),
+        record: None,
+    };
+    if from == to {
+        report.already = true;
+        return Ok(report);
+    }
+    let request = TransitionRequest {
+        to,
+        by: args.by.clone().unwrap_or_else(default_operator),
+        reason: args.reason.clone(),
+        dry_run: args.dry_run,
+    };
+    let done = match env.rollout().transition(request).await {
+        Ok(done) => done,
+        Err(e @ RolloutError::InvalidTransition { .. }) => {
+            return Err(UsageError(e.to_string()).into());
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("moving from stage {from} to {to}")));
+        }
+    };
+    report.from = done.verdict.from;
+    report.safe = done.verdict.is_safe();
+    report.because = done.verdict.failures();
+    report.guards = done.verdict.guards;
+    report.applied = done.applied;
+    report.record = done.record;
+    Ok(report)
+}
+
+/// The stage to move to.
+fn target(from: Stage, direction: Direction, to: Option<Stage>) -> anyhow::Result<Stage> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    match (direction, to) {
+        (Direction::Forward, None) => from.next().ok_or_else(|| {
+            usage(format!(
+                "stage {from} is the last stage: there is nothing to advance to (`migrate rollback` goes back)"
+            ))
+        }),
+        (Direction::Back, None) => from.previous().ok_or_else(|| {
+            usage(format!(
+                "stage {from} is the first stage: there is nothing to roll back to"
+            ))
+        }),
+        (Direction::Forward, Some(to)) if to < from => Err(usage(format!(
+            "stage {to} is before the current stage {from}: `advance` moves forward; use `migrate rollback --to {to}`"
+        ))),
+        (Direction::Back, Some(to)) if to > from => Err(usage(format!(
+            "stage {to} is after the current stage {from}: `rollback` moves back; use `migrate advance --to {to}`"
+        ))),
+        (_, Some(to)) => Ok(to),
+    }
+}
+
+/// `$USER@host`, for the history.
+pub fn default_operator() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "operator".to_string());
+    format!("{user}@{}", hostname())
+}
+
+/// This machine's name (`/proc/sys/kernel/hostname`, `$HOSTNAME`, or
+/// `localhost`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use lockshift_combined::Settings;
+    use lockshift_store::{MemoryStore, SharedStore, SystemClock};
+
+    use super::*;
+
+    fn args(to: Option<Stage>, dry_run: bool) -> TransitionArgs {
+        TransitionArgs {
+            to,
+            dry_run,
+            by: Some("tester".into()),
+            reason: "test".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn advance_skip_already_and_rollback() {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let env = Env::new(Settings::default(), store, Arc::new(SystemClock));
+        let e = transition(&env, Direction::Forward, &args(Some(Stage::Queue), false))
+            .await
+            .unwrap_err();
+        assert!(crate::is_usage_error(&e));
+        assert!(
+            e.to_string()
+                .contains("stages cannot be skipped; move to dual first"),
+            "{e}"
+        );
+        let dry = transition(&env, Direction::Forward, &args(None, true))
+            .await
+            .unwrap();
+        assert!(dry.dry_run && dry.safe && !dry.applied);
+        assert_eq!(dry.outcome(), Outcome::Ok);
+        let done = transition(&env, Direction::Forward, &args(None, false))
+            .await
+            .unwrap();
+        assert!(done.applied, "{done:?}");
+        assert_eq!(done.record.as_ref().unwrap().stage, Stage::Dual);
+        let again = transition(&env, Direction::Forward, &args(Some(Stage::Dual), false))
+            .await
+            .unwrap();
+        assert!(again.already);
+        assert_eq!(again.outcome(), Outcome::Ok);
+        let e = transition(&env, Direction::Forward, &args(Some(Stage::Legacy), false))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("use `migrate rollback --to legacy`"),
+            "{e}"
+        );
+        let back = transition(&env, Direction::Back, &args(None, false))
+            .await
+            .unwrap();
+        assert!(back.applied);
+        assert_eq!(back.to, Stage::Legacy);
+        let e = transition(&env, Direction::Back, &args(None, false))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("first stage"), "{e}");
+    }
+}

@@ -1,0 +1,814 @@
+//! `migrate demo`: the rollout of DESIGN.md §4 on a live, simulated fleet —
+//! the user-facing version of `tests/simulation/rollout.rs`, in real time
+//! and over the CQL protocol.
+//!
+//! A local endpoint runs in-process with a little injected latency. Service
+//! nodes ([`Node`], each with its own connection) run workers that move money
+//! between accounts: lock both accounts (ids sorted, so two transfers never
+//! wait on each other crosswise), read both balances, write both new
+//! balances, release. The fleet is rolled legacy → dual → queue → complete
+//! with restarts one node at a time, exactly as an operator would:
+//!
+//! 1. every node on `legacy`;
+//! 2. restart each into `auto` (combined at stage legacy);
+//! 3. `advance` to dual — refused until the legacy quiet period has passed
+//!    (the refusals are shown);
+//! 4. `advance` to queue;
+//! 5. restart each into `queue`;
+//! 6. `advance` to complete.
+//!
+//! # What is checked
+//!
+//! - **Money is conserved**: the sum of balances at the end equals the sum
+//!   at the start. A lost update (two holders interleaving read and write)
+//!   breaks it.
+//! - **Exclusion**: an in-process checker records the holder of every
+//!   account lock between acquisition and release; a second holder is a
+//!   violation.
+//! - **The rollout completes**.
+//!
+//! A worker whose lease is lost before it writes abandons the transfer
+//! (that is what the lost signal is for), so an aborted transfer moves no
+//! money.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use lockshift_combined::config::RolloutSettings;
+use lockshift_combined::rollout::TransitionRequest;
+use lockshift_combined::{Mode, Node, NodeOptions, Settings, Stage};
+use lockshift_lock::{AcquireOptions, LockGuard, LockId, Locker};
+use lockshift_store::{
+    CellWrite, RowQuery, SharedClock, SharedStore, Store, SystemClock, Timestamp, WriteOptions,
+    schema,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Env;
+use super::status::{StatusReport, status};
+use crate::JSON_VERSION;
+use crate::cli::DemoArgs;
+
+/// Something the demo tells the operator while it runs.
+#[derive(Debug, Clone)]
+pub enum DemoEvent {
+    /// A new phase begins.
+    Phase(String),
+    /// A detail (a refusal, a restart).
+    Line(String),
+    /// The once-a-second progress line.
+    Tick(String),
+    /// `migrate status` at a stage.
+    Status(Box<StatusReport>),
+}
+
+/// The final report of `migrate demo` (JSON schema, `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// Every invariant held.
+    pub passed: bool,
+    /// Nodes, workers per node, accounts.
+    pub fleet: Fleet,
+    /// Transfers completed.
+    pub transfers: u64,
+    /// Transfers abandoned (lease lost, lock not taken in time).
+    pub aborted: u64,
+    /// Sum of balances at the start.
+    pub balance_before: i64,
+    /// Sum of balances at the end.
+    pub balance_after: i64,
+    /// `balance_before == balance_after`.
+    pub balance_conserved: bool,
+    /// Exclusion violations seen by the checker (empty when clean).
+    pub violations: Vec<String>,
+    /// Lock waits (both locks of a transfer) per stage.
+    pub waits: Vec<StageWaits>,
+    /// Transfers per algorithm that took the locks.
+    pub by_algorithm: BTreeMap<String, u64>,
+    /// Stages the fleet went through, in order.
+    pub stages: Vec<String>,
+    /// Whether the rollout reached `complete`.
+    pub reached_complete: bool,
+    /// Refusals seen on the way, with their reasons.
+    pub refusals: Vec<String>,
+    /// Wall time of the whole run.
+    pub duration_ms: u64,
+}
+
+/// The fleet's size.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fleet {
+    /// Service nodes.
+    pub nodes: u16,
+    /// Workers per node.
+    pub workers: u16,
+    /// Accounts.
+    pub accounts: u16,
+}
+
+/// Lock waits of the transfers made while the stage was `stage`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageWaits {
+    /// The stage.
+    pub stage: String,
+    /// Transfers made.
+    pub transfers: usize,
+    /// Mean wait.
+    pub mean_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Longest.
+    pub max_ms: f64,
+}
+
+/// Opens a store connection for one node (or the operator).
+#[async_trait]
+pub trait Connector: Send + Sync + fmt::Debug {
+    /// A new connection.
+    async fn connect(&self) -> anyhow::Result<SharedStore>;
+}
+
+/// Every "connection" is the same in-process store (for tests without an
+/// endpoint).
+#[derive(Debug, Clone)]
+pub struct SameStore(pub SharedStore);
+
+#[async_trait]
+impl Connector for SameStore {
+    async fn connect(&self) -> anyhow::Result<SharedStore> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Runs the demo on a local endpoint started in-process.
+///
+/// # Errors
+/// The endpoint or a connection could not be set up, or the rollout got
+/// stuck (invariant failures are in the report, not errors).
+pub async fn demo(
+    args: &DemoArgs,
+    observer: impl FnMut(DemoEvent) + Send + 'static,
+) -> anyhow::Result<DemoReport> {
+    let endpoint = super::serve::start_endpoint(
+        "127.0.0.1:0".parse().context("the endpoint address")?,
+        Some(args.latency),
+        None,
+    )
+    .await?;
+    let addr = endpoint.local_addr();
+    let cql = lockshift_store::CqlSettings {
+        contact_points: vec![addr.to_string()],
+        create_schema: false,
+        ..lockshift_store::CqlSettings::default()
+    };
+    let operator = super::serve::create_schema(&cql, addr).await?;
+    let connector = super::serve::CqlConnector(cql);
+    let observer: Observer = Arc::new(Mutex::new(observer));
+    emit(
+        &observer,
+        DemoEvent::Phase(format!(
+            "local CQL endpoint on {addr} ({} latency); {} nodes x {} workers moving money between {} accounts",
+            humantime::format_duration(args.latency),
+            args.nodes,
+            args.workers,
+            args.accounts
+        )),
+    );
+    let report = run(args, operator, &connector, observer).await;
+    endpoint.shutdown().await;
+    report
+}
+
+type Observer = Arc<Mutex<dyn FnMut(DemoEvent) + Send>>;
+
+fn emit(observer: &Observer, event: DemoEvent) {
+    let mut f = observer.lock().unwrap_or_else(PoisonError::into_inner);
+    f(event);
+}
+
+/// Short leases and periods so stages move in seconds, validated by
+/// [`Settings`] like any fleet's.
+pub fn demo_settings(node: Option<usize>, mode: Mode) -> anyhow::Result<Settings> {
+    let mut s = Settings::default();
+    s.node.id = node.map(|i| format!("svc-{i}"));
+    s.node.mode = mode;
+    s.lock.lease_ttl = Duration::from_secs(4);
+    s.lock.renew_every = Duration::from_secs(1);
+    s.lock.queue.waiter_poll = Duration::from_millis(50);
+    s.lock.legacy.owner_wait_max = Duration::from_millis(200);
+    s.rollout = RolloutSettings {
+        stage_reread_every: Duration::from_secs(1),
+        quiet_period: Duration::from_secs(6),
+        clock_skew_margin: Duration::from_millis(500),
+        heartbeat_every: Duration::from_millis(500),
+        heartbeat_ttl: Duration::from_secs(2),
+    };
+    s.validated().context("the demo's settings")
+}
+
+/// The demo on any connector (the binary's: an endpoint; tests: one
+/// embedded store).
+///
+/// # Errors
+/// As [`demo`].
+pub async fn run(
+    args: &DemoArgs,
+    operator: SharedStore,
+    connector: &dyn Connector,
+    observer: Observer,
+) -> anyhow::Result<DemoReport> {
+    let started = Instant::now();
+    let clock: SharedClock = Arc::new(SystemClock);
+    let env = Env::new(
+        demo_settings(None, Mode::Auto)?,
+        operator.clone(),
+        clock.clone(),
+    );
+    let accounts: Vec<String> = (0..args.accounts)
+        .map(|i| format!("account-{i:03}"))
+        .collect();
+    for a in &accounts {
+        write_balance(operator.as_ref(), a, args.balance, None).await?;
+    }
+    let balance_before = total_balance(operator.as_ref(), &accounts).await?;
+    let shared = Arc::new(Shared {
+        accounts,
+        stage: Mutex::new(Stage::Legacy),
+        checker: Checker::default(),
+        waits: Mutex::new(BTreeMap::new()),
+        by_algorithm: Mutex::new(BTreeMap::new()),
+        transfers: AtomicU64::new(0),
+        aborted: AtomicU64::new(0),
+        errors: Mutex::new(Vec::new()),
+        clock: clock.clone(),
+    });
+    let mut fleet = FleetState {
+        args: args.clone(),
+        shared: shared.clone(),
+        nodes: (0..args.nodes).map(|_| None).collect(),
+        generation: 0,
+    };
+    let ticker = spawn_ticker(shared.clone(), observer.clone());
+    let mut stages = vec![Stage::Legacy.to_string()];
+    let mut refusals = Vec::new();
+
+    emit(
+        &observer,
+        DemoEvent::Phase("stage legacy: every node runs the legacy lock".into()),
+    );
+    for i in 0..fleet.nodes.len() {
+        fleet.start(i, Mode::Legacy, connector).await?;
+    }
+    tokio::time::sleep(args.settle).await;
+    show_status(&env, &observer).await;
+
+    emit(
+        &observer,
+        DemoEvent::Phase(
+            "rolling restart into mode auto (combined while the stage is legacy)".into(),
+        ),
+    );
+    fleet.restart_all(Mode::Auto, connector, &observer).await?;
+    show_status(&env, &observer).await;
+
+    let mut reached_complete = false;
+    let steps: [(Stage, Option<Mode>); 3] = [
+        (Stage::Dual, None),
+        (Stage::Queue, Some(Mode::Queue)),
+        (Stage::Complete, None),
+    ];
+    for (to, restart_into) in steps {
+        emit(&observer, DemoEvent::Phase(format!("advance to {to}")));
+        if !advance(&env, to, &observer, &mut refusals).await? {
+            break;
+        }
+        *shared.stage.lock().unwrap_or_else(PoisonError::into_inner) = to;
+        stages.push(to.to_string());
+        reached_complete = to == Stage::Complete;
+        tokio::time::sleep(args.settle).await;
+        show_status(&env, &observer).await;
+        if let Some(mode) = restart_into {
+            emit(
+                &observer,
+                DemoEvent::Phase(format!("rolling restart into mode {mode}")),
+            );
+            fleet.restart_all(mode, connector, &observer).await?;
+            show_status(&env, &observer).await;
+        }
+    }
+
+    emit(
+        &observer,
+        DemoEvent::Phase("stopping the fleet and checking the books".into()),
+    );
+    for i in 0..fleet.nodes.len() {
+        fleet.stop(i).await;
+    }
+    ticker.abort();
+    let balance_after = total_balance(operator.as_ref(), &shared.accounts).await?;
+    let mut violations = shared.checker.violations();
+    violations.extend(
+        shared
+            .errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned(),
+    );
+    let waits = wait_stats(&shared);
+    let balance_conserved = balance_before == balance_after;
+    let transfers = shared.transfers.load(Ordering::SeqCst);
+    Ok(DemoReport {
+        version: JSON_VERSION,
+        passed: balance_conserved && violations.is_empty() && reached_complete && transfers > 0,
+        fleet: Fleet {
+            nodes: args.nodes,
+            workers: args.workers,
+            accounts: args.accounts,
+        },
+        transfers,
+        aborted: shared.aborted.load(Ordering::SeqCst),
+        balance_before,
+        balance_after,
+        balance_conserved,
+        violations,
+        waits,
+        by_algorithm: shared
+            .by_algorithm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone(),
+        stages,
+        reached_complete,
+        refusals,
+        duration_ms: super::ms(started.elapsed()),
+    })
+}
+
+/// Asks for `to` until the guards allow it (at most a minute), showing each
+/// refusal's reasons.
+async fn advance(
+    env: &Env,
+    to: Stage,
+    observer: &Observer,
+    refusals: &mut Vec<String>,
+) -> anyhow::Result<bool> {
+    let rollout = env.rollout();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let report = rollout
+            .transition(TransitionRequest {
+                to,
+                by: "demo-operator".into(),
+                reason: format!("demo: rolling to {to}"),
+                dry_run: false,
+            })
+            .await
+            .with_context(|| format!("advancing to {to}"))?;
+        if report.applied {
+            emit(observer, DemoEvent::Line(format!("stage is now {to}")));
+            return Ok(true);
+        }
+        let why = report.verdict.failures().join("; ");
+        emit(
+            observer,
+            DemoEvent::Line(format!("refused: {why} — retrying in 1s")),
+        );
+        refusals.push(format!("{} -> {to}: {why}", report.verdict.from));
+        if Instant::now() > deadline {
+            emit(observer, DemoEvent::Line(format!("giving up on {to}")));
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn show_status(env: &Env, observer: &Observer) {
+    match status(env, |_| {}).await {
+        Ok(report) => emit(observer, DemoEvent::Status(Box::new(report))),
+        Err(e) => emit(observer, DemoEvent::Line(format!("status failed: {e:#}"))),
+    }
+}
+
+// ===== the fleet =====
+
+struct Shared {
+    accounts: Vec<String>,
+    stage: Mutex<Stage>,
+    checker: Checker,
+    waits: Mutex<BTreeMap<Stage, Vec<Duration>>>,
+    by_algorithm: Mutex<BTreeMap<String, u64>>,
+    transfers: AtomicU64,
+    aborted: AtomicU64,
+    errors: Mutex<Vec<String>>,
+    clock: SharedClock,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+struct Running {
+    node: Node,
+    stop: CancellationToken,
+    workers: Vec<JoinHandle<()>>,
+}
+
+struct FleetState {
+    args: DemoArgs,
+    shared: Arc<Shared>,
+    nodes: Vec<Option<Running>>,
+    generation: u64,
+}
+
+impl FleetState {
+    async fn start(
+        &mut self,
+        i: usize,
+        mode: Mode,
+        connector: &dyn Connector,
+    ) -> anyhow::Result<()> {
+        self.generation += 1;
+        let store = connector.connect().await?;
+        let node = Node::start(
+            store.clone(),
+            self.shared.clock.clone(),
+            NodeOptions::new(demo_settings(Some(i), mode)?),
+        )
+        .await
+        .with_context(|| format!("starting node svc-{i}"))?;
+        let stop = CancellationToken::new();
+        let workers = (0..self.args.workers)
+            .map(|w| {
+                let seed = self.args.seed ^ (self.generation << 16) ^ u64::from(w);
+                tokio::spawn(worker(
+                    node.locker(),
+                    store.clone(),
+                    self.shared.clone(),
+                    stop.clone(),
+                    seed,
+                ))
+            })
+            .collect();
+        self.nodes[i] = Some(Running {
+            node,
+            stop,
+            workers,
+        });
+        Ok(())
+    }
+
+    async fn stop(&mut self, i: usize) {
+        if let Some(r) = self.nodes[i].take() {
+            r.stop.cancel();
+            for w in r.workers {
+                let _ = w.await;
+            }
+            r.node.shutdown().await;
+        }
+    }
+
+    async fn restart_all(
+        &mut self,
+        mode: Mode,
+        connector: &dyn Connector,
+        observer: &Observer,
+    ) -> anyhow::Result<()> {
+        let pause = self.args.settle / 2;
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+            self.start(i, mode, connector).await?;
+            let effective = self.nodes[i]
+                .as_ref()
+                .map(|r| r.node.status().effective.to_string())
+                .unwrap_or_default();
+            emit(
+                observer,
+                DemoEvent::Line(format!(
+                    "restarted svc-{i} in mode {mode} (runs {effective})"
+                )),
+            );
+            tokio::time::sleep(pause).await;
+        }
+        Ok(())
+    }
+}
+
+/// One transfer loop.
+async fn worker(
+    locker: lockshift_combined::NodeLocker,
+    store: SharedStore,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    seed: u64,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = shared.accounts.len();
+    while !stop.is_cancelled() {
+        let a = rng.random_range(0..n);
+        let b = (a + rng.random_range(1..n)) % n;
+        let amount = rng.random_range(1..=50_i64);
+        match transfer(&locker, store.as_ref(), &shared, &stop, a, b, amount).await {
+            Ok(true) => {
+                shared.transfers.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {
+                if !stop.is_cancelled() {
+                    shared.aborted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                shared
+                    .errors
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(format!("transfer failed half-way: {e:#}"));
+            }
+        }
+        let pause = Duration::from_millis(rng.random_range(0..20));
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Moves `amount` from account `from` to `to`. `Ok(false)`: abandoned
+/// before any write (lock not taken, lease lost); `Err`: a write failed
+/// after another had landed — money may have moved one way only.
+async fn transfer(
+    locker: &lockshift_combined::NodeLocker,
+    store: &dyn Store,
+    shared: &Shared,
+    stop: &CancellationToken,
+    from: usize,
+    to: usize,
+    amount: i64,
+) -> anyhow::Result<bool> {
+    let (first, second) = (from.min(to), from.max(to));
+    let options =
+        || AcquireOptions::with_timeout(Duration::from_secs(30)).cancelled_by(stop.clone());
+    let stage = *shared.stage.lock().unwrap_or_else(PoisonError::into_inner);
+    let waited = Instant::now();
+    let Ok(g1) = locker
+        .acquire_with(&lock_id(&shared.accounts[first])?, options())
+        .await
+    else {
+        return Ok(false);
+    };
+    let g2 = match locker
+        .acquire_with(&lock_id(&shared.accounts[second])?, options())
+        .await
+    {
+        Ok(g) => g,
+        Err(_) => {
+            let _ = g1.release().await;
+            return Ok(false);
+        }
+    };
+    let wait = waited.elapsed();
+    let guards = [g1, g2];
+    for g in &guards {
+        shared.checker.enter(g);
+    }
+    let result = move_money(store, shared, &guards, from, to, amount).await;
+    for g in &guards {
+        shared.checker.exit(g);
+    }
+    if matches!(result, Ok(true)) {
+        shared
+            .waits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(stage)
+            .or_default()
+            .push(wait);
+        *shared
+            .by_algorithm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(guards[0].algorithm().to_string())
+            .or_default() += 1;
+    }
+    for g in guards {
+        let _ = g.release().await;
+    }
+    result
+}
+
+async fn move_money(
+    store: &dyn Store,
+    shared: &Shared,
+    guards: &[LockGuard; 2],
+    from: usize,
+    to: usize,
+    amount: i64,
+) -> anyhow::Result<bool> {
+    let (a, b) = (&shared.accounts[from], &shared.accounts[to]);
+    let Ok((balance_a, wt_a)) = read_balance(store, a).await else {
+        return Ok(false);
+    };
+    let Ok((balance_b, wt_b)) = read_balance(store, b).await else {
+        return Ok(false);
+    };
+    // The lost signal fires before the lease can expire: checked last thing
+    // before writing, a holder never writes after it has been told.
+    if guards.iter().any(LockGuard::is_lost) {
+        return Ok(false);
+    }
+    if write_balance(store, a, balance_a - amount, Some(wt_a))
+        .await
+        .is_err()
+    {
+        return Ok(false);
+    }
+    // The first write landed: the second must too, or the books are off.
+    let mut last = None;
+    for _ in 0..5 {
+        match write_balance(store, b, balance_b + amount, Some(wt_b)).await {
+            Ok(()) => return Ok(true),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("crediting {b} failed")))
+}
+
+fn lock_id(account: &str) -> anyhow::Result<LockId> {
+    LockId::new(account).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+const BALANCE: &str = "balance";
+
+async fn read_balance(store: &dyn Store, account: &str) -> anyhow::Result<(i64, Timestamp)> {
+    let cells = store
+        .read(
+            schema::SCRATCH,
+            account,
+            &RowQuery::first(1).starting_at(BALANCE),
+        )
+        .await?;
+    let cell = cells
+        .into_iter()
+        .find(|c| c.column == BALANCE)
+        .with_context(|| format!("account {account} has no balance"))?;
+    let value = std::str::from_utf8(&cell.value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("account {account}'s balance does not parse"))?;
+    Ok((value, cell.writetime))
+}
+
+/// Writes a balance stamped after the version it replaces, whatever this
+/// process's clock says (last write wins by timestamp).
+async fn write_balance(
+    store: &dyn Store,
+    account: &str,
+    balance: i64,
+    replaces: Option<Timestamp>,
+) -> anyhow::Result<()> {
+    let now = Timestamp::from_micros(
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros())
+                .unwrap_or(0),
+        )
+        .unwrap_or(i64::MAX),
+    );
+    let at = replaces.map_or(now, |old| now.max(old.offset_micros(1)));
+    store
+        .write(
+            schema::SCRATCH,
+            account,
+            &[CellWrite::new(BALANCE, balance.to_string().into_bytes())],
+            WriteOptions::at(at),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn total_balance(store: &dyn Store, accounts: &[String]) -> anyhow::Result<i64> {
+    let mut sum = 0;
+    for a in accounts {
+        sum += read_balance(store, a).await?.0;
+    }
+    Ok(sum)
+}
+
+// ===== exclusion checker =====
+
+/// Who holds each lock, as the holders themselves believe.
+#[derive(Debug, Default)]
+struct Checker {
+    holders: Mutex<HashMap<String, String>>,
+    violations: Mutex<Vec<String>>,
+}
+
+impl Checker {
+    fn enter(&self, guard: &LockGuard) {
+        let mut holders = self.holders.lock().unwrap_or_else(PoisonError::into_inner);
+        let me = format!("{} ({})", guard.owner(), guard.algorithm());
+        if let Some(other) = holders.insert(guard.lock_id().to_string(), me.clone()) {
+            self.violations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(format!(
+                    "lock {} held by {other} and {me} at once",
+                    guard.lock_id()
+                ));
+        }
+    }
+
+    fn exit(&self, guard: &LockGuard) {
+        let mut holders = self.holders.lock().unwrap_or_else(PoisonError::into_inner);
+        let lock = guard.lock_id().to_string();
+        if holders
+            .get(&lock)
+            .is_some_and(|h| h.starts_with(guard.owner().as_str()))
+        {
+            holders.remove(&lock);
+        }
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+fn wait_stats(shared: &Shared) -> Vec<StageWaits> {
+    let waits = shared.waits.lock().unwrap_or_else(PoisonError::into_inner);
+    waits
+        .iter()
+        .map(|(stage, ws)| {
+            let mut ms: Vec<f64> = ws.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+            ms.sort_by(f64::total_cmp);
+            let n = ms.len();
+            let p99 = ms
+                .get((n * 99).div_ceil(100).saturating_sub(1))
+                .copied()
+                .unwrap_or(0.0);
+            StageWaits {
+                stage: stage.to_string(),
+                transfers: n,
+                mean_ms: if n == 0 {
+                    0.0
+                } else {
+                    ms.iter().sum::<f64>() / n as f64
+                },
+                p99_ms: p99,
+                max_ms: ms.last().copied().unwrap_or(0.0),
+            }
+        })
+        .collect()
+}
+
+fn spawn_ticker(shared: Arc<Shared>, observer: Observer) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut last = 0;
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            let done = shared.transfers.load(Ordering::Relaxed);
+            let stage = *shared.stage.lock().unwrap_or_else(PoisonError::into_inner);
+            let by: BTreeMap<String, u64> = shared
+                .by_algorithm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let by = by
+                .iter()
+                .map(|(a, n)| format!("{a} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            emit(
+                &observer,
+                DemoEvent::Tick(format!(
+                    "[{:>3}s] stage {stage:<8} transfers {done:>6} (+{}/s; {by}), aborted {}",
+                    started.elapsed().as_secs(),
+                    done - last,
+                    shared.aborted.load(Ordering::Relaxed)
+                )),
+            );
+            last = done;
+        }
+    })
+}

@@ -1,0 +1,118 @@
+//! One module per command. Each takes typed values and an [`Env`], returns a
+//! typed report (documented as its JSON schema), and never prints: progress
+//! and notes go through callbacks the caller supplies (see `render`).
+//!
+//! Operations work on any [`SharedStore`], so their unit tests run on the
+//! embedded store; the binary gives them a CQL connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockshift_combined::Settings;
+use lockshift_combined::rollout::Rollout;
+use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
+use serde::Serialize;
+
+use crate::cli::ConnectOpts;
+use crate::connect;
+
+pub mod advance;
+pub mod clean;
+pub mod demo;
+pub mod inspect;
+pub mod rollback;
+pub mod run_with_lock;
+pub mod serve;
+pub mod status;
+
+/// What an operation runs against: settings, store and clock.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The effective settings (flags, environment, file).
+    pub settings: Settings,
+    /// The store.
+    pub store: SharedStore,
+    /// "Now", for ages and timestamps.
+    pub clock: SharedClock,
+}
+
+impl Env {
+    /// Loads settings from `opts` and connects (checking the schema unless
+    /// told to create it).
+    ///
+    /// # Errors
+    /// Settings (usage) or connection errors, explained.
+    pub async fn open(opts: &ConnectOpts) -> anyhow::Result<Env> {
+        let settings = connect::settings(opts, false)?;
+        let store = connect::open(&settings).await?;
+        Ok(Env::new(settings, store, Arc::new(SystemClock)))
+    }
+
+    /// An environment over an already open store.
+    pub fn new(settings: Settings, store: SharedStore, clock: SharedClock) -> Env {
+        Env {
+            settings,
+            store,
+            clock,
+        }
+    }
+
+    /// The rollout state machine with this fleet's settings.
+    pub fn rollout(&self) -> Rollout {
+        Rollout::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.settings.rollout.clone(),
+            self.settings.lock.lease(),
+            self.settings.lock.queue.clone(),
+        )
+    }
+
+    /// The staleness threshold nodes use for queue cells (and rollout guards
+    /// for their census).
+    pub fn stale_after(&self) -> Duration {
+        self.settings
+            .lock
+            .queue
+            .stale_after(&self.settings.lock.lease())
+    }
+}
+
+/// Progress of a long scan: which table, how many rows so far.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// What is being done ("scanning", "deleting").
+    pub phase: &'static str,
+    /// The table, when scanning.
+    pub table: Option<Table>,
+    /// Items done.
+    pub done: usize,
+    /// Items in all, when known.
+    pub total: Option<usize>,
+}
+
+/// Milliseconds in `d`, for JSON (`*_ms` fields).
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A point in time and its age. In every report a duration is a `*_ms`
+/// field (u64 milliseconds) and an instant a `*_us` field (i64 µs since the
+/// Unix epoch).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct At {
+    /// µs since the Unix epoch.
+    pub at_us: i64,
+    /// How long ago, by this tool's clock.
+    pub age_ms: u64,
+}
+
+impl At {
+    /// `t` seen at `now`.
+    pub fn new(t: Timestamp, now: Timestamp) -> At {
+        At {
+            at_us: t.as_micros(),
+            age_ms: ms(now.duration_since(t)),
+        }
+    }
+}

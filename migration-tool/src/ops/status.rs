@@ -1,0 +1,480 @@
+//! `migrate status`: the rollout at a glance, and whether the next stage is
+//! safe — by the very guards `advance` applies ([`evaluate`]), on evidence
+//! gathered the same way.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+
+use anyhow::Context;
+use lockshift_combined::census::{CensusOptions, take_census};
+use lockshift_combined::registry::{last_activity, live_nodes};
+use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate, read_stage};
+use lockshift_combined::{Mode, Stage};
+use lockshift_lock::Algorithm;
+use lockshift_queue_lock::queue::parse_queue_column;
+use lockshift_store::{Timestamp, schema};
+use serde::Serialize;
+
+use super::{At, Env, Progress, ms};
+use crate::JSON_VERSION;
+
+/// The report of `migrate status` (its JSON schema, `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// The store, e.g. `cql 127.0.0.1:9042/lockshift (QUORUM)`.
+    pub store: String,
+    /// When the report was made (µs since the epoch).
+    pub now_us: i64,
+    /// The current stage.
+    pub stage: StageView,
+    /// Every transition and refusal, oldest first.
+    pub history: Vec<HistoryEntry>,
+    /// Live nodes (registry), by node id.
+    pub nodes: Vec<NodeRow>,
+    /// Registry entries that do not decode (node ids).
+    pub unreadable_nodes: Vec<String>,
+    /// Live nodes counted by configured mode and by effective algorithm.
+    pub modes: ModeCounts,
+    /// Held and waited-for locks.
+    pub locks: LockSummary,
+    /// Cells not renewed for longer than the stale threshold.
+    pub stale: StaleSummary,
+    /// Evidence of the legacy lock in use.
+    pub legacy_activity: LegacyActivity,
+    /// The verdict on the next stage; `null` at `complete`.
+    pub next: Option<NextVerdict>,
+    /// Conditions an operator must look at now (e.g. legacy and queue
+    /// holders at once).
+    pub warnings: Vec<String>,
+}
+
+/// The stage record.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageView {
+    /// `legacy`, `dual`, `queue` or `complete`.
+    pub stage: Stage,
+    /// Increases with every transition; 0 before the first.
+    pub version: u64,
+    /// When it was set (µs; 0 before the first transition).
+    pub changed_at_us: i64,
+    /// Who set it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// One live node.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRow {
+    /// Node id.
+    pub node: String,
+    /// lockshift version it runs.
+    pub version: String,
+    /// Configured mode: legacy, combined, queue or auto.
+    pub configured_mode: Mode,
+    /// Algorithm it uses for new acquisitions.
+    pub effective: Algorithm,
+    /// Whether the stage refused the configured mode (runs combined).
+    pub degraded: bool,
+    /// The stage it acts on (`null`: never read one).
+    pub seen_stage: Option<Stage>,
+    /// The version of that stage record.
+    pub seen_version: Option<u64>,
+    /// Time since its last heartbeat.
+    pub heartbeat_age_ms: u64,
+    /// Time before it drops out of the registry.
+    pub ttl_left_ms: Option<u64>,
+}
+
+/// Nodes per mode.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ModeCounts {
+    /// By configured mode.
+    pub configured: BTreeMap<String, usize>,
+    /// By effective algorithm.
+    pub effective: BTreeMap<String, usize>,
+}
+
+/// Held and waited-for locks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LockSummary {
+    /// Live cells in `main` (a lock normally has one holder).
+    pub held: usize,
+    /// Holders by algorithm (`foreign`: written by a binary that predates
+    /// lockshift).
+    pub held_by: BTreeMap<String, usize>,
+    /// Waiters: live queue cells behind the head.
+    pub waiting: usize,
+    /// Locks with at least one waiter.
+    pub locks_with_waiters: usize,
+    /// The waiter that has waited longest.
+    pub oldest_wait: Option<OldestWait>,
+}
+
+/// The longest-waiting waiter.
+#[derive(Debug, Clone, Serialize)]
+pub struct OldestWait {
+    /// The lock.
+    pub lock: String,
+    /// The waiter.
+    pub owner: String,
+    /// Since it joined the queue (from its queue cell's time prefix).
+    pub waiting_ms: u64,
+}
+
+/// Stale cells.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StaleSummary {
+    /// The threshold: not renewed for longer than this.
+    pub threshold_ms: u64,
+    /// Stale cells in all.
+    pub cells: usize,
+    /// Distinct locks with a stale cell.
+    pub locks: usize,
+    /// Per table (`main`, `shadow`, `queue`).
+    pub by_table: BTreeMap<String, usize>,
+}
+
+/// Evidence of legacy use.
+#[derive(Debug, Clone, Serialize)]
+pub struct LegacyActivity {
+    /// The last sign of it: recorded by a node, or cells present now.
+    pub last_seen: Option<At>,
+    /// What nodes recorded (their own legacy acquisitions).
+    pub recorded: Option<At>,
+    /// Cells in main/shadow now that are legacy activity (legacy mode, or
+    /// not written by lockshift).
+    pub cells_now: usize,
+    /// How long it must be quiet before `dual` (and `queue`, `complete`).
+    pub quiet_period_ms: u64,
+}
+
+/// "Safe to advance to X: yes / no, because …".
+#[derive(Debug, Clone, Serialize)]
+pub struct NextVerdict {
+    /// The current stage.
+    pub from: Stage,
+    /// The next stage.
+    pub to: Stage,
+    /// Whether every guard holds.
+    pub safe: bool,
+    /// Every guard: name, passed, detail.
+    pub guards: Vec<Guard>,
+    /// The failing guards' details.
+    pub because: Vec<String>,
+}
+
+/// Gathers the report; `progress` hears about the census pages.
+///
+/// # Errors
+/// A store error, with what was being read.
+pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Result<StatusReport> {
+    let evidence = gather(env, &mut progress).await?;
+    let history = env
+        .rollout()
+        .history()
+        .await
+        .context("reading the rollout history")?;
+    Ok(build(env, evidence.0, evidence.1, history))
+}
+
+/// The guards' evidence plus unreadable registry entries.
+///
+/// # Errors
+/// A store error, with what was being read.
+pub async fn gather(
+    env: &Env,
+    progress: &mut impl FnMut(Progress),
+) -> anyhow::Result<(Evidence, Vec<String>)> {
+    let store = env.store.as_ref();
+    let (current, _) = read_stage(store)
+        .await
+        .context("reading the rollout stage")?;
+    let (nodes, unreadable) = live_nodes(store)
+        .await
+        .context("reading the node registry")?;
+    let activity = last_activity(store)
+        .await
+        .context("reading the activity record")?;
+    let census = take_census(
+        store,
+        env.clock.as_ref(),
+        &nodes,
+        CensusOptions {
+            stale_after: env.stale_after(),
+            page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
+        },
+        |table, done| {
+            progress(Progress {
+                phase: "scanning",
+                table: Some(table),
+                done,
+                total: None,
+            })
+        },
+    )
+    .await
+    .context("taking a census of lock cells")?;
+    Ok((
+        Evidence {
+            current,
+            nodes,
+            census,
+            activity,
+            now: env.clock.now(),
+        },
+        unreadable,
+    ))
+}
+
+/// The report from gathered evidence (pure).
+pub fn build(
+    env: &Env,
+    evidence: Evidence,
+    unreadable_nodes: Vec<String>,
+    history: Vec<HistoryEntry>,
+) -> StatusReport {
+    let now = evidence.now;
+    let current = &evidence.current;
+    let nodes: Vec<NodeRow> = evidence
+        .nodes
+        .iter()
+        .map(|n| NodeRow {
+            node: n.info.node.clone(),
+            version: n.info.version.clone(),
+            configured_mode: n.info.configured_mode,
+            effective: n.info.effective,
+            degraded: n.info.degraded,
+            seen_stage: n.info.seen_stage,
+            seen_version: n.info.seen_version,
+            heartbeat_age_ms: ms(now.duration_since(n.heartbeat_at)),
+            ttl_left_ms: n.ttl_left.map(ms),
+        })
+        .collect();
+    let mut modes = ModeCounts::default();
+    for n in &nodes {
+        *modes
+            .configured
+            .entry(n.configured_mode.to_string())
+            .or_default() += 1;
+        *modes.effective.entry(n.effective.to_string()).or_default() += 1;
+    }
+
+    let census = &evidence.census;
+    let mut locks = LockSummary::default();
+    for c in census.held() {
+        locks.held += 1;
+        let by = c
+            .owner
+            .algorithm
+            .map_or("foreign".to_string(), |a| a.to_string());
+        *locks.held_by.entry(by).or_default() += 1;
+    }
+    let waiting = census.waiting();
+    locks.waiting = waiting.len();
+    let mut with_waiters: Vec<&str> = waiting.iter().map(|c| c.lock.as_str()).collect();
+    with_waiters.sort_unstable();
+    with_waiters.dedup();
+    locks.locks_with_waiters = with_waiters.len();
+    locks.oldest_wait = waiting
+        .iter()
+        .filter_map(|c| {
+            let (queued_at, owner) = parse_queue_column(&c.column)?;
+            let queued_at = Timestamp::from_micros(i64::try_from(queued_at).ok()?);
+            Some(OldestWait {
+                lock: c.lock.clone(),
+                owner: owner.as_str().to_string(),
+                waiting_ms: ms(now.duration_since(queued_at)),
+            })
+        })
+        .max_by_key(|w| w.waiting_ms);
+
+    let mut stale = StaleSummary {
+        threshold_ms: ms(env.stale_after()),
+        ..StaleSummary::default()
+    };
+    let mut stale_locks: Vec<&str> = Vec::new();
+    for c in census.stale() {
+        stale.cells += 1;
+        *stale.by_table.entry(c.table.to_string()).or_default() += 1;
+        stale_locks.push(&c.lock);
+    }
+    stale_locks.sort_unstable();
+    stale_locks.dedup();
+    stale.locks = stale_locks.len();
+
+    let legacy_activity = LegacyActivity {
+        last_seen: evidence
+            .last_seen(Algorithm::Legacy)
+            .map(|t| At::new(t, now)),
+        recorded: evidence
+            .activity
+            .get(&Algorithm::Legacy)
+            .map(|t| At::new(*t, now)),
+        cells_now: census.legacy_activity().count(),
+        quiet_period_ms: ms(env.settings.rollout.quiet_period),
+    };
+
+    let next = current.stage.next().map(|to| {
+        let verdict = evaluate(&evidence, to, &env.settings.rollout);
+        NextVerdict {
+            from: verdict.from,
+            to: verdict.to,
+            safe: verdict.is_safe(),
+            because: verdict.failures(),
+            guards: verdict.guards,
+        }
+    });
+
+    let warnings = warnings(&evidence);
+    StatusReport {
+        version: JSON_VERSION,
+        store: env.store.describe(),
+        now_us: now.as_micros(),
+        stage: StageView {
+            stage: current.stage,
+            version: current.version,
+            changed_at_us: current.changed_at,
+            by: current.by.clone(),
+            reason: current.reason.clone(),
+        },
+        history,
+        nodes,
+        unreadable_nodes,
+        modes,
+        locks,
+        stale,
+        legacy_activity,
+        next,
+        warnings,
+    }
+}
+
+/// Conditions the safety table forbids or the stage does not expect.
+fn warnings(evidence: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    let stage = evidence.current.stage;
+    let runs = |a: Algorithm| evidence.nodes.iter().any(|n| n.info.effective == a);
+    if runs(Algorithm::Legacy) && runs(Algorithm::Queue) {
+        out.push(
+            "UNSAFE: live nodes run legacy and queue at the same time; exclusion is not \
+             guaranteed between them (DESIGN.md §3)"
+                .to_string(),
+        );
+    }
+    let held_legacy = evidence.census.held_by(Algorithm::Legacy).count();
+    let held_queue = evidence.census.held_by(Algorithm::Queue).count();
+    if held_legacy > 0 && held_queue > 0 {
+        out.push(format!(
+            "UNSAFE: {held_legacy} lock(s) held by legacy and {held_queue} by queue holders at once"
+        ));
+    }
+    for n in &evidence.nodes {
+        if !stage.allows(n.info.effective) && n.info.effective != Algorithm::Combined {
+            out.push(format!(
+                "node {} runs {} which stage {stage} does not allow (it has not re-read the stage yet?)",
+                n.info.node, n.info.effective
+            ));
+        }
+    }
+    let mut per_lock: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in evidence.census.held() {
+        *per_lock.entry(c.lock.as_str()).or_default() += 1;
+    }
+    for (lock, holders) in per_lock {
+        if holders > 1 {
+            out.push(format!(
+                "lock {lock} has {holders} cells in main (contenders entering, or stale cells: \
+                 `migrate inspect {lock}`)"
+            ));
+        }
+    }
+    if evidence.current.stage == Stage::Complete
+        && evidence.census.in_table(schema::SHADOW).count() > 0
+    {
+        out.push("stage is complete but shadow cells exist (legacy or combined activity)".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use lockshift_combined::registry::{NodeInfo, heartbeat};
+    use lockshift_combined::{Settings, Stage};
+    use lockshift_store::{
+        CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Ttl, WriteOptions, schema,
+    };
+
+    use super::*;
+
+    fn env() -> (Env, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+        (Env::new(Settings::default(), store, clock.clone()), clock)
+    }
+
+    #[tokio::test]
+    async fn empty_store_is_legacy_and_safe_to_advance() {
+        let (env, _) = env();
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.stage.stage, Stage::Legacy);
+        assert!(r.nodes.is_empty());
+        assert_eq!(r.locks.held, 0);
+        let next = r.next.unwrap();
+        assert_eq!(next.to, Stage::Dual);
+        assert!(next.safe, "{:?}", next.because);
+    }
+
+    #[tokio::test]
+    async fn a_legacy_node_and_holder_block_dual() {
+        let (env, clock) = env();
+        let info = NodeInfo {
+            node: "web-1".into(),
+            version: "0.1.0".into(),
+            configured_mode: Mode::Legacy,
+            effective: Algorithm::Legacy,
+            degraded: false,
+            seen_stage: Some(Stage::Legacy),
+            seen_version: Some(0),
+            started_at: 0,
+            last_used: BTreeMap::new(),
+        };
+        heartbeat(
+            env.store.as_ref(),
+            clock.as_ref(),
+            &info,
+            Ttl::from_secs(30).unwrap(),
+        )
+        .await
+        .unwrap();
+        env.store
+            .write(
+                schema::MAIN,
+                "acct",
+                &[CellWrite::new("web-1/0000000000000001", b"legacy".to_vec())],
+                WriteOptions::at(clock.now()),
+            )
+            .await
+            .unwrap();
+        clock.advance(Duration::from_secs(2));
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.nodes.len(), 1);
+        assert_eq!(r.nodes[0].heartbeat_age_ms, 2000);
+        assert_eq!(r.locks.held_by["legacy"], 1);
+        assert_eq!(r.legacy_activity.cells_now, 1);
+        let next = r.next.unwrap();
+        assert!(!next.safe);
+        assert!(
+            next.because
+                .iter()
+                .any(|b| b.contains("node web-1 runs legacy"))
+        );
+    }
+}
