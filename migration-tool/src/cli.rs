@@ -245,6 +245,64 @@ pub enum Command {
         after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json"
     )]
     Demo(DemoArgs),
+
+    /// Measure the legacy, queue and combined locks side by side, like the
+    /// thesis' tables 1-2: P worker processes each take one shared lock K
+    /// times, for each algorithm and each P.
+    ///
+    /// By default against a local endpoint started in-process with injected
+    /// store latency (fixed + uniform jitter); with --cluster against the
+    /// database the connection settings name. Prints waits (mean, p50, p99,
+    /// max), throughput, store operations per acquisition, hand-off latency
+    /// in store round trips and fairness, where each target of the benchmark
+    /// stands, and writes one PNG per algorithm (acquisition number against
+    /// time, one line per process).
+    #[command(
+        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json"
+    )]
+    Bench(BenchArgs),
+
+    /// One benchmark worker process (started by `migrate bench`).
+    #[command(hide = true)]
+    BenchWorker {
+        /// The worker's spec, as JSON.
+        spec: String,
+    },
+}
+
+/// `bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Algorithms to measure, in order.
+    #[arg(long, value_delimiter = ',', default_value = "legacy,queue,combined", value_parser = parse_algorithm)]
+    pub algorithms: Vec<lockshift_lock::Algorithm>,
+    /// Worker process counts P, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,3,5", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub processes: Vec<u32>,
+    /// Acquisitions per process K.
+    #[arg(long, short = 'k', default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub acquisitions: u32,
+    /// How long each acquisition holds the lock, e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    pub hold: Duration,
+    /// Injected store latency per request at the local endpoint, e.g. 2ms.
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration, conflicts_with = "cluster")]
+    pub latency: Duration,
+    /// Extra latency per request, uniform in [0, jitter), e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration, conflicts_with = "cluster")]
+    pub jitter: Duration,
+    /// Measure the database of the connection settings instead of a local endpoint.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Directory for the PNG plots.
+    #[arg(long, value_name = "DIR", default_value = "bench-plots")]
+    pub plots: std::path::PathBuf,
+    /// Do not draw plots.
+    #[arg(long, conflicts_with = "plots")]
+    pub no_plots: bool,
+    /// Seed of the workers' random choices and the injected jitter.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// `advance` and `rollback`.
@@ -298,6 +356,10 @@ pub struct DemoArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("{e} (expected a duration such as 30s, 2m or 250ms)"))
+}
+
+fn parse_algorithm(s: &str) -> Result<lockshift_lock::Algorithm, String> {
+    s.parse()
 }
 
 fn parse_stage(s: &str) -> Result<Stage, String> {

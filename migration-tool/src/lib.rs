@@ -174,6 +174,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             .await?;
             Ok(Outcome::Ok)
         }
+        Command::Bench(args) => {
+            let settings = connect::settings(connect, args.cluster)?;
+            let config = ops::bench::config(&args, &settings);
+            let report = ops::bench::bench(&config, render::note).await?;
+            render::print(&report, json)?;
+            Ok(Outcome::Ok)
+        }
+        Command::BenchWorker { spec } => {
+            let spec = serde_json::from_str(&spec)
+                .map_err(|e| UsageError(format!("invalid worker spec: {e}")))?;
+            lockshift_bench::run_worker(spec).await?;
+            Ok(Outcome::Ok)
+        }
         Command::Demo(args) => {
             let report = ops::demo::demo(&args, render::demo_observer(json)).await?;
             render::print(&report, json)?;

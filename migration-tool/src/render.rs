@@ -26,6 +26,12 @@ pub trait Human {
     fn human(&self) -> String;
 }
 
+impl Human for lockshift_bench::BenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::render(self)
+    }
+}
+
 /// Prints `report` on stdout, as JSON or as text.
 ///
 /// # Errors

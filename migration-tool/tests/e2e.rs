@@ -123,7 +123,10 @@ async fn status_and_inspect_on_a_busy_store() {
     assert_eq!((main.len(), queue.len()), (1, 2), "{j:#}");
     // The waiting combined node may already have prepared its hand-off in
     // shadow (its own cell, nobody else's).
-    assert!(shadow.len() <= 1 && shadow.iter().all(|c| c["node"] == "new-2"), "{j:#}");
+    assert!(
+        shadow.len() <= 1 && shadow.iter().all(|c| c["node"] == "new-2"),
+        "{j:#}"
+    );
     assert_eq!(queue[1]["queue_position"], 1);
     assert_eq!(queue[1]["node"], "new-2");
     assert_eq!(queue[1]["registered"], true);

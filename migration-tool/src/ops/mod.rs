@@ -17,6 +17,7 @@ use crate::cli::ConnectOpts;
 use crate::connect;
 
 pub mod advance;
+pub mod bench;
 pub mod clean;
 pub mod demo;
 pub mod inspect;
