@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use lockshift_lock::{Algorithm, OwnerId};
-use lockshift_queue_lock::RESERVED_VALUE;
+use lockshift_lock::{Algorithm, OwnerId, lockshift_writer};
 use lockshift_queue_lock::queue::parse_queue_column;
 use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
 use serde::Serialize;
@@ -36,26 +35,20 @@ pub struct CellOwner {
 
 impl CellOwner {
     fn classify(column_owner: &str, value: &[u8], registered: &BTreeSet<String>) -> Self {
-        let owner = OwnerId::from_stored(column_owner);
-        let reserved = value == RESERVED_VALUE;
-        let algorithm = if reserved {
-            Some(Algorithm::Queue)
-        } else {
-            std::str::from_utf8(value)
-                .ok()
-                .and_then(|v| v.parse::<Algorithm>().ok())
-        };
         // Only a lockshift-shaped owner id with a lockshift value is
         // lockshift's; anything else was written by something older.
-        match owner.node().zip(algorithm) {
-            Some((node, algorithm)) => CellOwner {
+        let node = OwnerId::from_stored(column_owner)
+            .node()
+            .map(str::to_string);
+        match (lockshift_writer(column_owner, value), node) {
+            (Some((algorithm, reserved)), Some(node)) => CellOwner {
                 owner: column_owner.to_string(),
-                registered: registered.contains(node),
-                node: Some(node.to_string()),
+                registered: registered.contains(&node),
+                node: Some(node),
                 algorithm: Some(algorithm),
                 reserved,
             },
-            None => CellOwner {
+            _ => CellOwner {
                 owner: column_owner.to_string(),
                 node: None,
                 registered: false,

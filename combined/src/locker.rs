@@ -187,3 +187,54 @@ impl Locker for CombinedLocker {
         self.line.try_acquire(lock).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lockshift_lock::{LeaseSettings, NodeId};
+    use lockshift_queue_lock::{TimeService, TimeSettings, TimeSourceKind};
+    use lockshift_store::{FaultyStore, MemoryStore, OpKind, SharedClock, TokioClock};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn uncontended_acquire_costs_eight_operations_and_release_two() {
+        let clock: SharedClock = Arc::new(TokioClock::new());
+        let store = Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1));
+        let time = TimeService::start(
+            &TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            store.clone(),
+            clock.clone(),
+        );
+        let ctx = LockContext::new(
+            store.clone(),
+            clock,
+            NodeId::new("n").unwrap(),
+            LeaseSettings::default(),
+            Some(1),
+        )
+        .unwrap();
+        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
+        let guard = locker.acquire(&LockId::new("L").unwrap()).await.unwrap();
+        let c = store.op_counts();
+        // Enqueue, am-I-first; C1: shadow write, shadow read, fresh main
+        // read, main write; C2: main re-read beside the shadow delete.
+        assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Delete), 1, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Read), 2, "{c}");
+        assert_eq!(c.total(), 8, "{c}");
+        store.reset_counts();
+        guard.release().await.unwrap();
+        assert_eq!(
+            store.op_counts().of_kind(OpKind::Delete),
+            2,
+            "main and queue; shadow is already gone"
+        );
+    }
+}

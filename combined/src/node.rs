@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use lockshift_legacy::LegacyLocker;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockContext, LockGuard, LockId, Locker, NodeId,
-    TryAcquireError,
+    AcquireError, AcquireOptions, ActivityObserver, Algorithm, LockContext, LockGuard, LockId,
+    Locker, NodeId, TryAcquireError,
 };
 use lockshift_queue_lock::{QueueLocker, TimeService};
 use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
@@ -92,7 +92,25 @@ struct State {
     reported: BTreeMap<Algorithm, Timestamp>,
 }
 
+/// Legacy holders the node's lockers saw (binaries that never register).
+#[derive(Debug, Default)]
+struct Sightings {
+    last_legacy: Mutex<Option<Timestamp>>,
+}
+
+impl ActivityObserver for Sightings {
+    fn legacy_seen(&self, lock: &LockId, owner: &str, at: Timestamp) {
+        debug!(%lock, owner, "legacy holder seen");
+        let mut last = self
+            .last_legacy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *last = Some(last.map_or(at, |t| t.max(at)));
+    }
+}
+
 struct Shared {
+    sightings: Arc<Sightings>,
     id: NodeId,
     version: String,
     started_at: Timestamp,
@@ -158,17 +176,22 @@ impl Node {
                 format!("rollout.heartbeat_ttl: {e}"),
             )
         })?;
-        let ctx = Arc::new(LockContext::new(
-            store.clone(),
-            clock.clone(),
-            id.clone(),
-            lease,
-            options.seed,
-        )?);
+        let sightings = Arc::new(Sightings::default());
+        let ctx = Arc::new(
+            LockContext::new(
+                store.clone(),
+                clock.clone(),
+                id.clone(),
+                lease,
+                options.seed,
+            )?
+            .with_observer(sightings.clone()),
+        );
         let time = TimeService::start(&settings.time, store.clone(), clock.clone());
         let queue_settings = settings.lock.queue.clone();
         let configured = settings.node.mode;
         let shared = Arc::new(Shared {
+            sightings,
             version: options.version.clone(),
             started_at: clock.now(),
             legacy: LegacyLocker::new(ctx.clone(), settings.lock.legacy.clone()),
@@ -392,15 +415,24 @@ impl Shared {
         self.report_activity().await
     }
 
-    /// Records, per algorithm, this node's last use since the last report:
-    /// one write per algorithm used, at most once per heartbeat.
+    /// Records, per algorithm, the last use since the last report — this
+    /// node's own, and for legacy also holders its lockers saw: one write per
+    /// algorithm, at most once per heartbeat.
     async fn report_activity(&self) -> Result<(), StoreError> {
+        let seen = *self
+            .sightings
+            .last_legacy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let pending: Vec<(Algorithm, Timestamp)> = {
             let st = self.state();
-            st.last_used
-                .iter()
+            let mut last = st.last_used.clone();
+            if let Some(seen) = seen {
+                let legacy = last.entry(Algorithm::Legacy).or_insert(seen);
+                *legacy = (*legacy).max(seen);
+            }
+            last.into_iter()
                 .filter(|(a, t)| st.reported.get(a) != Some(t))
-                .map(|(a, t)| (*a, *t))
                 .collect()
         };
         for (algorithm, at) in pending {

@@ -229,3 +229,51 @@ async fn a_combined_waiter_prepares_its_shadow_entry_while_the_holder_holds() {
     );
     g.release().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
+    // A binary that predates lockshift holds a lock (it never registers);
+    // a combined node waits for it, sees it in main, and its next heartbeat
+    // records legacy activity — what the legacy → dual guard waits out.
+    let w = world();
+    w.store
+        .write(
+            schema::MAIN,
+            "L",
+            &[lockshift_store::CellWrite::new("thread-17", b"".to_vec())],
+            lockshift_store::WriteOptions::at(w.clock.now())
+                .with_ttl(lockshift_store::Ttl::from_secs(5).unwrap()),
+        )
+        .await
+        .unwrap();
+    let mut s = Settings::default();
+    s.node.id = Some("n".into());
+    let node = Node::start(w.store.clone(), w.clock.clone(), NodeOptions::new(s))
+        .await
+        .unwrap();
+    assert!(
+        crate::registry::last_activity(w.store.as_ref())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let guard = node
+        .locker()
+        .acquire(&LockId::new("L").unwrap())
+        .await
+        .unwrap();
+    let acquired_at = w.clock.now();
+    node.heartbeat().await.unwrap();
+    let activity = crate::registry::last_activity(w.store.as_ref())
+        .await
+        .unwrap();
+    let seen = activity
+        .get(&Algorithm::Legacy)
+        .copied()
+        .expect("legacy activity recorded");
+    assert!(
+        seen <= acquired_at && acquired_at.duration_since(seen) < Duration::from_secs(6),
+        "{seen:?}"
+    );
+    guard.release().await.unwrap();
+}

@@ -3,7 +3,7 @@
 //! deadlines and cancellation.
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_store::settings::InvalidSetting;
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{AcquireOptions, Algorithm};
+use crate::cells::ActivityObserver;
 use crate::error::AcquireError;
 use crate::id::{LockId, NodeId, OwnerId};
 use crate::lease::Lease;
@@ -21,6 +22,7 @@ use crate::settings::LeaseSettings;
 
 /// The parts every locker shares.
 pub struct LockContext {
+    observer: Option<Arc<dyn ActivityObserver>>,
     store: SharedStore,
     clock: SharedClock,
     node: NodeId,
@@ -62,6 +64,7 @@ impl LockContext {
             None => StdRng::from_os_rng(),
         };
         Ok(LockContext {
+            observer: None,
             store,
             clock,
             node,
@@ -69,6 +72,20 @@ impl LockContext {
             ttl,
             rng: Mutex::new(rng),
         })
+    }
+
+    /// This context, telling `observer` of legacy holders its lockers see.
+    pub fn with_observer(mut self, observer: Arc<dyn ActivityObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Lockers call this with every read of `main` they make while waiting:
+    /// legacy holders among `cells` go to the observer, if there is one.
+    pub fn observe_main(&self, lock: &LockId, cells: &[lockshift_store::Cell]) {
+        if let Some(observer) = &self.observer {
+            crate::cells::observe_main(observer, lock, cells, self.clock.now());
+        }
     }
 
     /// The store.

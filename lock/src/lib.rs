@@ -57,6 +57,7 @@
 //! ```
 
 mod api;
+pub mod cells;
 mod context;
 mod error;
 mod guard;
@@ -65,6 +66,7 @@ pub mod lease;
 mod settings;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
+pub use cells::{ActivityObserver, RESERVED_VALUE, is_legacy_evidence, lockshift_writer};
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::LockGuard;

@@ -59,7 +59,8 @@ mod settings;
 pub mod time;
 
 pub use line::{Entry, Line, MainEntry, Prepared};
-pub use locker::{QueueEntry, QueueLocker, RESERVED_VALUE};
+pub use locker::{QueueEntry, QueueLocker};
+pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use time::{TimeService, TimeSource};
 

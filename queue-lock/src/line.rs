@@ -435,6 +435,7 @@ impl Line {
                         .store()
                         .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
                         .await?;
+                    self.ctx.observe_main(lock, &main);
                     if let (Some(owner), [holder]) = (head_owner, main.as_slice())
                         && holder.column == owner.as_str()
                         && let Some(sooner) =
@@ -462,6 +463,7 @@ impl Line {
                         .store()
                         .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
                         .await?;
+                    self.ctx.observe_main(lock, &main);
                     if main.iter().any(|c| c.column == me) {
                         // A leftover of mine that tidy did not know of.
                         self.entry.tidy(&ticket.lease).await?;

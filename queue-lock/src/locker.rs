@@ -11,13 +11,9 @@ use lockshift_lock::{
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
 use crate::line::{Entry, Line, MainEntry, Prepared};
-
-/// The value of a reservation: a queue waiter's `main` cell written ahead of
-/// its turn. It tells a reservation from a holder, which by its column alone
-/// it cannot be (Q5); the census counts it as waiting.
-pub const RESERVED_VALUE: &[u8] = b"queue:reserved";
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
+use lockshift_lock::RESERVED_VALUE;
 
 /// The queue lock's entry: write my `main` cell, re-read `main`.
 #[derive(Debug, Clone, Copy, Default)]
