@@ -3,6 +3,9 @@
 //! in real time with short leases. Assertions are about behaviour (exclusion,
 //! order, loss, recovery); time bounds are generous so a busy machine cannot
 //! fail them.
+//!
+//! With `LOCKSHIFT_TEST_CONTACT_POINTS` set, the tests that need no
+//! server-side fault injection run against that cluster instead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,19 +30,49 @@ fn short_lease() -> LeaseSettings {
 }
 
 struct Endpoint {
-    handle: EmulatorHandle,
+    handle: Option<EmulatorHandle>,
     settings: CqlSettings,
 }
 
-async fn endpoint() -> Endpoint {
+impl Endpoint {
+    /// The local endpoint's fault controller (tests that inject server-side
+    /// faults always run on a local endpoint).
+    fn faults(&self) -> &lockshift_cql_emulator::FaultController {
+        self.handle.as_ref().expect("a local endpoint").faults()
+    }
+
+    async fn shutdown(self) {
+        if let Some(handle) = self.handle {
+            handle.shutdown().await;
+        }
+    }
+}
+
+/// A local endpoint with a little latency on every lock table, so requests
+/// overlap.
+async fn local_endpoint() -> Endpoint {
     let clock: SharedClock = Arc::new(SystemClock);
     let (handle, settings) = start_endpoint(clock).await.unwrap();
-    // A little latency on every lock table, so requests overlap.
     handle
         .faults()
         .add(FaultRule::new(Fault::Latency(Duration::from_millis(1))).on_table("lockshift.*"))
         .unwrap();
-    Endpoint { handle, settings }
+    Endpoint {
+        handle: Some(handle),
+        settings,
+    }
+}
+
+/// The real cluster of `LOCKSHIFT_TEST_CONTACT_POINTS` if set, else a local
+/// endpoint.
+async fn endpoint() -> Endpoint {
+    match lockshift_tests::targets::real_cluster_settings() {
+        Some(settings) => Endpoint {
+            handle: None,
+            settings,
+        },
+        None => local_endpoint().await,
+    }
 }
 
 async fn node(ep: &Endpoint, i: usize, plan: FaultPlan, lease: LeaseSettings) -> NodeEnv {
@@ -48,11 +81,15 @@ async fn node(ep: &Endpoint, i: usize, plan: FaultPlan, lease: LeaseSettings) ->
 }
 
 async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> NodeLocker], with_faults: bool) {
-    let ep = endpoint().await;
+    let ep = if with_faults {
+        local_endpoint().await
+    } else {
+        endpoint().await
+    };
     if with_faults {
         // Errors from the server itself, through the real driver's error
         // path: timeouts after apply and refusals before.
-        let faults = ep.handle.faults();
+        let faults = ep.faults();
         faults
             .add(
                 FaultRule::new(Fault::WriteTimeout)
@@ -90,7 +127,7 @@ async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> NodeLocker], with_faults: b
     .await;
     report.assert_exclusive("over CQL");
     drop(lockers);
-    ep.handle.shutdown().await;
+    ep.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,7 +206,7 @@ async fn crash_and_loss(make: fn(&NodeEnv) -> NodeLocker) {
     );
     g.release().await.unwrap();
     drop(guard);
-    ep.handle.shutdown().await;
+    ep.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +221,7 @@ async fn a_cut_off_queue_holder_is_told_and_frees_the_lock_after_the_ttl_over_cq
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
-    let ep = endpoint().await;
+    let ep = local_endpoint().await;
     let lease = short_lease();
     let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
     let la = fleet::combined(&a);
@@ -192,12 +229,10 @@ async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
     let guard = la.locker.acquire(&lock).await.unwrap();
     // The endpoint refuses everything on the lock tables from now on.
     let refused = Instant::now();
-    ep.handle
-        .faults()
+    ep.faults()
         .add(FaultRule::new(Fault::Unavailable).on_table("lockshift.main"))
         .unwrap();
-    ep.handle
-        .faults()
+    ep.faults()
         .add(FaultRule::new(Fault::Unavailable).on_table("lockshift.queue"))
         .unwrap();
     tokio::time::timeout(Duration::from_secs(20), guard.lost().cancelled())
@@ -209,7 +244,7 @@ async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
         "told after {told:?}, not before the TTL"
     );
     assert!(guard.lost_reason().is_some());
-    ep.handle.faults().clear();
+    ep.faults().clear();
     let main = CqlStore::connect(&ep.settings)
         .await
         .unwrap()
@@ -231,7 +266,7 @@ async fn rolling_deployment_over_cql() {
         report.by_algorithm,
         report.worst_unavailability
     );
-    ep.handle.shutdown().await;
+    ep.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
