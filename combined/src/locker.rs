@@ -7,9 +7,11 @@ use async_trait::async_trait;
 use lockshift_legacy::{ShadowEntry, enter_through_shadow};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
-    OwnerId, TryAcquireError,
+    TryAcquireError,
 };
-use lockshift_queue_lock::{Entry, Line, MainEntry, Prepared, QueueSettings, TimeSource};
+use lockshift_queue_lock::{
+    Entry, Line, MainEntry, Prepared, QueueSettings, TimeSource, verdict_on_main,
+};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tracing::trace;
 
@@ -25,37 +27,13 @@ impl MainEntry for CombinedEntry {
     }
 
     async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
-        let me = lease.owner().as_str();
         let value = Algorithm::Combined.as_str().as_bytes();
         // C1: write shadow, read shadow alone, fresh read of main empty, write main.
         match enter_through_shadow(store, lease, value).await? {
             ShadowEntry::Entered => {}
             ShadowEntry::Contended | ShadowEntry::MainTaken => return Ok(Entry::Busy(None)),
         }
-        // C2: re-read main after writing it (Lemma 1 against queue holders,
-        // which never look at shadow). The shadow cell is no longer needed
-        // either way; its delete overlaps the read instead of adding a round
-        // trip.
-        let first_two = RowQuery::first(2);
-        let (main, shadow_deleted) = tokio::join!(
-            store.read(schema::MAIN, lease.lock().as_str(), &first_two),
-            lease.delete(schema::SHADOW, me),
-        );
-        if let Err(e) = shadow_deleted {
-            // A lingering shadow cell only makes contenders retry; the lease
-            // removes it at release or its TTL does.
-            trace!(error = %e, "shadow cell not removed after entry");
-        }
-        let main = main?;
-        if matches!(main.as_slice(), [only] if only.column == me) {
-            return Ok(Entry::Acquired);
-        }
-        lease.delete(schema::MAIN, me).await?;
-        let holder = main
-            .iter()
-            .find(|c| c.column != me)
-            .map(|c| OwnerId::from_stored(&c.column));
-        Ok(Entry::Busy(holder))
+        reread_main(store, lease).await
     }
 
     /// Lines 7–8 ahead of time: announce myself in `shadow` and check I am
@@ -64,6 +42,7 @@ impl MainEntry for CombinedEntry {
     /// after my `main` write (the lease keeps it), and that my fresh read of
     /// `main` comes after this read of `shadow` — both hold however long I
     /// wait in between.
+    ///
     /// Behind anyone: a shadow cell never makes `main` look occupied, so
     /// preparations cannot wait for each other (two preparers see each other
     /// in `shadow` and both step back).
@@ -113,25 +92,34 @@ impl MainEntry for CombinedEntry {
         lease
             .write(schema::MAIN, me, Algorithm::Combined.as_str().as_bytes())
             .await?;
-        let first_two = RowQuery::first(2);
-        let (main, shadow_deleted) = tokio::join!(
-            store.read(schema::MAIN, lock, &first_two),
-            lease.delete(schema::SHADOW, me),
-        );
-        if let Err(e) = shadow_deleted {
-            trace!(error = %e, "shadow cell not removed after entry");
-        }
-        if matches!(main?.as_slice(), [only] if only.column == me) {
-            return Ok(Prepared::Acquired);
-        }
-        lease.delete(schema::MAIN, me).await?;
-        Ok(Prepared::Lost)
+        Ok(match reread_main(store, lease).await? {
+            Entry::Acquired => Prepared::Acquired,
+            Entry::Busy(_) => Prepared::Lost,
+        })
     }
 
     async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {
         lease.delete_all_in(schema::SHADOW).await?;
         lease.delete_all_in(schema::MAIN).await
     }
+}
+
+/// C2: re-read `main` after writing it (Lemma 1 against queue holders, which
+/// never look at `shadow`) and take Q1's verdict. The shadow cell is no
+/// longer needed either way; its delete overlaps the read instead of adding a
+/// round trip.
+async fn reread_main(store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
+    let first_two = RowQuery::first(2);
+    let (main, shadow_deleted) = tokio::join!(
+        store.read(schema::MAIN, lease.lock().as_str(), &first_two),
+        lease.delete(schema::SHADOW, lease.owner().as_str()),
+    );
+    if let Err(e) = shadow_deleted {
+        // A lingering shadow cell only makes contenders retry; the lease
+        // removes it at release or its TTL does.
+        trace!(error = %e, "shadow cell not removed after entry");
+    }
+    verdict_on_main(lease, &main?).await
 }
 
 /// The combined lock: safe beside legacy holders, queue holders and itself.

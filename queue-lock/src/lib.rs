@@ -58,7 +58,7 @@ pub mod queue;
 mod settings;
 pub mod time;
 
-pub use line::{Entry, Line, MainEntry, Prepared};
+pub use line::{Entry, Line, MainEntry, Prepared, verdict_on_main};
 pub use locker::{QueueEntry, QueueLocker};
 pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};

@@ -33,6 +33,25 @@ pub enum Entry {
     Busy(Option<OwnerId>),
 }
 
+/// Q1's verdict on a read of `main` made after my own `main` write: my cell
+/// alone — the lock is mine; anything else — remove my cell (listing 7
+/// lines 6–7) and say who else is there. Both entries end with it.
+///
+/// # Errors
+/// The store error of the delete; the cell stays registered with the lease.
+pub async fn verdict_on_main(lease: &Lease, main: &[Cell]) -> Result<Entry, StoreError> {
+    let me = lease.owner().as_str();
+    if matches!(main, [only] if only.column == me) {
+        return Ok(Entry::Acquired);
+    }
+    lease.delete(schema::MAIN, me).await?;
+    let holder = main
+        .iter()
+        .find(|c| c.column != me)
+        .map(|c| OwnerId::from_stored(&c.column));
+    Ok(Entry::Busy(holder))
+}
+
 /// What a poll by a prepared waiter found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Prepared {

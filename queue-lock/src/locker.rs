@@ -6,11 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
-    OwnerId, TryAcquireError,
+    TryAcquireError,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
-use crate::line::{Entry, Line, MainEntry, Prepared};
+use crate::line::{Entry, Line, MainEntry, Prepared, verdict_on_main};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use lockshift_lock::RESERVED_VALUE;
@@ -36,16 +36,8 @@ impl MainEntry for QueueEntry {
         let main = store
             .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
             .await?;
-        if matches!(main.as_slice(), [only] if only.column == me) {
-            return Ok(Entry::Acquired);
-        }
-        // Lines 6–7.
-        lease.delete(schema::MAIN, me).await?;
-        let holder = main
-            .iter()
-            .find(|c| c.column != me)
-            .map(|c| OwnerId::from_stored(&c.column));
-        Ok(Entry::Busy(holder))
+        // Lines 4–8.
+        verdict_on_main(lease, &main).await
     }
 
     /// The reservation: write my `main` cell now, beside the holder's,

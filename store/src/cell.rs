@@ -196,6 +196,27 @@ pub fn check_key(what: &str, key: &str) -> Result<(), InvalidArgument> {
     Ok(())
 }
 
+/// The argument checks every backend makes before touching data: the row
+/// key, every column and the start column (if any) must pass [`check_key`].
+/// One function, so all backends reject the same calls the same way.
+pub(crate) fn check_request<'a>(
+    op: OpKind,
+    table: Table,
+    row: &str,
+    columns: impl IntoIterator<Item = &'a str>,
+    start_column: Option<&str>,
+) -> Result<(), crate::StoreError> {
+    let invalid = |e: InvalidArgument| e.into_store_error(op, table);
+    check_key("row key", row).map_err(invalid)?;
+    for column in columns {
+        check_key("column", column).map_err(invalid)?;
+    }
+    if let Some(start) = start_column {
+        check_key("start column", start).map_err(invalid)?;
+    }
+    Ok(())
+}
+
 // ===== Cells =====
 
 /// One cell to write: a column of the row and its value.

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use crate::api::Store;
 use crate::cell::{
     Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
-    check_key,
+    check_request,
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
@@ -148,10 +148,6 @@ impl MemoryStore {
     }
 }
 
-fn invalid(op: OpKind, table: Table, e: crate::InvalidArgument) -> StoreError {
-    e.into_store_error(op, table)
-}
-
 #[async_trait]
 impl Store for MemoryStore {
     async fn write(
@@ -161,10 +157,13 @@ impl Store for MemoryStore {
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        check_key("row key", row).map_err(|e| invalid(OpKind::Write, table, e))?;
-        for c in cells {
-            check_key("column", &c.column).map_err(|e| invalid(OpKind::Write, table, e))?;
-        }
+        check_request(
+            OpKind::Write,
+            table,
+            row,
+            cells.iter().map(|c| c.column.as_str()),
+            None,
+        )?;
         if cells.is_empty() {
             return Ok(());
         }
@@ -196,10 +195,13 @@ impl Store for MemoryStore {
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
-        check_key("row key", row).map_err(|e| invalid(OpKind::Delete, table, e))?;
-        for c in columns {
-            check_key("column", c).map_err(|e| invalid(OpKind::Delete, table, e))?;
-        }
+        check_request(
+            OpKind::Delete,
+            table,
+            row,
+            columns.iter().map(String::as_str),
+            None,
+        )?;
         if columns.is_empty() {
             return Ok(());
         }
@@ -226,10 +228,7 @@ impl Store for MemoryStore {
         row: &str,
         query: &RowQuery,
     ) -> Result<Vec<Cell>, StoreError> {
-        check_key("row key", row).map_err(|e| invalid(OpKind::Read, table, e))?;
-        if let Some(start) = &query.start_column {
-            check_key("start column", start).map_err(|e| invalid(OpKind::Read, table, e))?;
-        }
+        check_request(OpKind::Read, table, row, [], query.start_column.as_deref())?;
         let now = self.clock.now();
         let limit = query.limit.map_or(usize::MAX, |n| n.get() as usize);
         let mut tables = self.lock();

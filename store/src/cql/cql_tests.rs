@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use super::CqlStore;
 use super::connect::{missing_schema_message, session_deadline};
 use super::rows::{cell_from_row, limit_bind, ttl_bind};
-use super::store::check_keys;
+use crate::cell::check_request;
 use crate::cell::{Cell, OpKind, Timestamp, WriteOptions};
 use crate::error::StoreErrorKind;
 use crate::settings::CqlSettings;
@@ -90,15 +90,15 @@ fn bind_values_follow_the_agreed_encoding() {
 
 #[test]
 fn keys_are_checked_like_the_embedded_store() {
-    let err = check_keys(OpKind::Write, schema::MAIN, "", ["c"]).unwrap_err();
+    let err = check_request(OpKind::Write, schema::MAIN, "", ["c"], None).unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::Invalid);
     assert!(err.message().contains("row key must not be empty"), "{err}");
-    let err = check_keys(OpKind::Delete, schema::MAIN, "r", ["a", ""]).unwrap_err();
+    let err = check_request(OpKind::Delete, schema::MAIN, "r", ["a", ""], None).unwrap_err();
     assert_eq!(err.op(), OpKind::Delete);
     assert!(err.message().contains("column must not be empty"), "{err}");
     let long = "x".repeat(crate::MAX_KEY_BYTES + 1);
-    assert!(check_keys(OpKind::Read, schema::MAIN, &long, []).is_err());
-    assert!(check_keys(OpKind::Read, schema::MAIN, "r", []).is_ok());
+    assert!(check_request(OpKind::Read, schema::MAIN, &long, [], None).is_err());
+    assert!(check_request(OpKind::Read, schema::MAIN, "r", [], None).is_ok());
 }
 
 #[test]

@@ -19,7 +19,7 @@ use super::statements::{self, Statements};
 use crate::api::Store;
 use crate::cell::{
     Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
-    check_key,
+    check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::settings::CqlSettings;
@@ -146,22 +146,6 @@ impl CqlStore {
     }
 }
 
-/// The embedded store's argument checks (`check_key` on the row key and
-/// every column), so both backends reject the same calls the same way.
-pub(super) fn check_keys<'a>(
-    op: OpKind,
-    table: Table,
-    row: &str,
-    columns: impl IntoIterator<Item = &'a str>,
-) -> Result<(), StoreError> {
-    let invalid = |e: crate::InvalidArgument| e.into_store_error(op, table);
-    check_key("row key", row).map_err(invalid)?;
-    for column in columns {
-        check_key("column", column).map_err(invalid)?;
-    }
-    Ok(())
-}
-
 /// Maps a driver failure, logging it (never the values) at debug level.
 fn failed(err: ExecutionError, op: OpKind, table: Table) -> StoreError {
     let error = execution_error(&err, op, table);
@@ -181,7 +165,13 @@ impl Store for CqlStore {
         options: WriteOptions,
     ) -> Result<(), StoreError> {
         let op = OpKind::Write;
-        check_keys(op, table, row, cells.iter().map(|c| c.column.as_str()))?;
+        check_request(
+            op,
+            table,
+            row,
+            cells.iter().map(|c| c.column.as_str()),
+            None,
+        )?;
         if cells.is_empty() {
             return Ok(());
         }
@@ -219,7 +209,7 @@ impl Store for CqlStore {
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
         let op = OpKind::Delete;
-        check_keys(op, table, row, columns.iter().map(String::as_str))?;
+        check_request(op, table, row, columns.iter().map(String::as_str), None)?;
         if columns.is_empty() {
             return Ok(());
         }
@@ -254,10 +244,7 @@ impl Store for CqlStore {
         query: &RowQuery,
     ) -> Result<Vec<Cell>, StoreError> {
         let op = OpKind::Read;
-        check_keys(op, table, row, [])?;
-        if let Some(start) = &query.start_column {
-            check_key("start column", start).map_err(|e| e.into_store_error(op, table))?;
-        }
+        check_request(op, table, row, [], query.start_column.as_deref())?;
         let statements = self.statements.get(table, op)?;
         let limit = limit_bind(query.limit);
         let span = tracing::debug_span!("cql", %op, %table, limit);
