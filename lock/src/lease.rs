@@ -496,9 +496,9 @@ impl Shared {
         by_table
     }
 
-    /// The oldest proof among live cells, if any is older than `lost_after`.
-    fn overdue(&self, st: &State, now: Instant) -> Option<LeaseLostReason> {
-        let limit = self.settings.lost_after();
+    /// When the oldest live cell's last successful write was sent: the
+    /// lease is proven until then + `lost_after` (L3).
+    fn oldest_proof(st: &State) -> Option<Instant> {
         st.cells
             .values()
             .filter_map(|c| match c.state {
@@ -506,6 +506,12 @@ impl Shared {
                 CellState::Deleting => None,
             })
             .min()
+    }
+
+    /// The oldest proof, if it is older than `lost_after`.
+    fn overdue(&self, st: &State, now: Instant) -> Option<LeaseLostReason> {
+        let limit = self.settings.lost_after();
+        Self::oldest_proof(st)
             .map(|oldest| now.saturating_duration_since(oldest))
             .filter(|age| *age >= limit)
             .map(|overdue_for| LeaseLostReason::RenewalOverdue { overdue_for, limit })
@@ -513,14 +519,7 @@ impl Shared {
 
     /// When the watchdog must look next: the oldest proof + `lost_after`.
     fn next_deadline(&self, st: &State) -> Option<Instant> {
-        st.cells
-            .values()
-            .filter_map(|c| match c.state {
-                CellState::Live { proven } => proven,
-                CellState::Deleting => None,
-            })
-            .min()
-            .map(|oldest| oldest + self.settings.lost_after())
+        Self::oldest_proof(st).map(|oldest| oldest + self.settings.lost_after())
     }
 
     fn declare_lost(&self, reason: LeaseLostReason) {
