@@ -62,6 +62,9 @@ pub struct FaultPlan {
     pub max_skew: Duration,
     /// Which operations the failures and skew apply to.
     pub scope: FaultScope,
+    /// Extra round-trip time for the operations of one scope only (a slow
+    /// table, a slow kind of request): what a targeted race needs.
+    pub slow: Option<(FaultScope, Duration)>,
 }
 
 impl FaultPlan {
@@ -274,7 +277,12 @@ impl<S: Store> FaultyStore<S> {
         } else {
             rng.random_range(Duration::ZERO..plan.jitter)
         };
-        let total = plan.latency + jitter;
+        let slow = plan
+            .slow
+            .as_ref()
+            .filter(|(scope, _)| scope.covers(table, op))
+            .map_or(Duration::ZERO, |(_, extra)| *extra);
+        let total = plan.latency + jitter + slow;
         // Apply at a uniformly random point of the round trip, so concurrent
         // operations land in every possible order.
         let before = if total.is_zero() {
@@ -549,6 +557,46 @@ mod tests {
         assert!(a.iter().any(|t| *t != 10_000), "skew was applied");
         assert_eq!(a, stamps(11).await, "same seed, same run");
         assert_ne!(a, stamps(12).await, "another seed, another run");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_scope_delays_only_its_operations() {
+        let store = FaultyStore::new(MemoryStore::new(), 4).with_plan(FaultPlan {
+            slow: Some((
+                FaultScope {
+                    tables: Some(vec![schema::MAIN]),
+                    ops: Some(vec![OpKind::Write]),
+                },
+                Duration::from_millis(300),
+            )),
+            ..FaultPlan::default()
+        });
+        let timed = |f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>| async move {
+            let started = tokio::time::Instant::now();
+            f.await;
+            started.elapsed()
+        };
+        let write = timed(Box::pin(async {
+            store
+                .write(
+                    schema::MAIN,
+                    "r",
+                    &cell(),
+                    WriteOptions::at(Timestamp::EPOCH),
+                )
+                .await
+                .unwrap();
+        }))
+        .await;
+        let read = timed(Box::pin(async {
+            store
+                .read(schema::MAIN, "r", &RowQuery::all())
+                .await
+                .unwrap();
+        }))
+        .await;
+        assert!(write >= Duration::from_millis(300), "{write:?}");
+        assert_eq!(read, Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
