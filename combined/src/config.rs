@@ -50,6 +50,10 @@ use crate::mode::Mode;
 /// The prefix of environment overrides.
 pub const ENV_PREFIX: &str = "LOCKSHIFT";
 
+/// The longest period, poll or timeout accepted: nothing lockshift does
+/// waits a year, and far beyond it timer arithmetic overflows.
+const LONGEST_PERIOD: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Keys whose environment value is a comma-separated list.
 const LIST_KEYS: [&str; 1] = ["store.cql.contact_points"];
 
@@ -291,10 +295,52 @@ impl Settings {
         }
     }
 
+    /// Every period, poll and timeout, by key (the lease TTL is bounded by
+    /// Cassandra's own TTL limit instead).
+    fn periods(&self) -> Vec<(&'static str, Duration)> {
+        let mut periods = vec![
+            ("lock.renew_every", self.lock.renew_every),
+            (
+                "lock.legacy.owner_wait_max",
+                self.lock.legacy.owner_wait_max,
+            ),
+            (
+                "lock.legacy.contention_unit",
+                self.lock.legacy.contention_unit,
+            ),
+            ("lock.queue.waiter_poll", self.lock.queue.waiter_poll),
+            ("lock.queue.head_poll", self.lock.queue.head_poll),
+            ("time.update_every", self.time.update_every),
+            (
+                "rollout.stage_reread_every",
+                self.rollout.stage_reread_every,
+            ),
+            ("rollout.quiet_period", self.rollout.quiet_period),
+            ("rollout.clock_skew_margin", self.rollout.clock_skew_margin),
+            ("rollout.heartbeat_every", self.rollout.heartbeat_every),
+            ("rollout.heartbeat_ttl", self.rollout.heartbeat_ttl),
+            ("store.cql.connect_timeout", self.store.cql.connect_timeout),
+            ("store.cql.request_timeout", self.store.cql.request_timeout),
+            ("store.embedded.gc_grace", self.store.embedded.gc_grace),
+        ];
+        if let Some(stale_after) = self.lock.queue.stale_after {
+            periods.push(("lock.queue.stale_after", stale_after));
+        }
+        periods
+    }
+
     /// Every rule these settings break; empty when valid.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let lease = self.lock.lease();
         let mut out = Vec::new();
+        for (key, value) in self.periods() {
+            if value > LONGEST_PERIOD {
+                out.push(InvalidSetting::new(
+                    key,
+                    format!("{key} ({}) is longer than a year; no lockshift period, poll or timeout may be", fmt_duration(value)),
+                ));
+            }
+        }
         if let Err(e) = self.node.node_id() {
             out.push(e);
         }
@@ -313,7 +359,9 @@ impl RolloutSettings {
     /// stage for one re-read period, a legacy holder's cells live one lease
     /// TTL, and clocks disagree by up to the skew margin (DESIGN.md §4).
     pub fn minimum_quiet_period(&self, lease: &LeaseSettings) -> Duration {
-        self.stage_reread_every + lease.lease_ttl + self.clock_skew_margin
+        self.stage_reread_every
+            .saturating_add(lease.lease_ttl)
+            .saturating_add(self.clock_skew_margin)
     }
 
     /// Every rule these settings break, given the lease settings.
@@ -341,7 +389,7 @@ impl RolloutSettings {
                 ),
             ));
         }
-        if self.heartbeat_ttl <= self.heartbeat_every * 2 {
+        if self.heartbeat_ttl <= self.heartbeat_every.saturating_mul(2) {
             out.push(InvalidSetting::new(
                 "rollout.heartbeat_ttl",
                 format!(

@@ -158,3 +158,26 @@ fn a_missing_or_malformed_file_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn absurd_durations_are_refused_not_panicked_on() {
+    for (key, value) in [
+        ("LOCKSHIFT__LOCK__RENEW_EVERY", "500000000000y"),
+        ("LOCKSHIFT__LOCK__LEASE_TTL", "500000000000y"),
+        ("LOCKSHIFT__ROLLOUT__STAGE_REREAD_EVERY", "500000000000y"),
+        ("LOCKSHIFT__ROLLOUT__HEARTBEAT_EVERY", "500000000000y"),
+        ("LOCKSHIFT__ROLLOUT__CLOCK_SKEW_MARGIN", "500000000000y"),
+        ("LOCKSHIFT__LOCK__QUEUE__HEAD_POLL", "500000000000y"),
+    ] {
+        let result =
+            std::panic::catch_unwind(|| Settings::load_with_env(None, env(&[(key, value)])));
+        let err = result
+            .unwrap_or_else(|_| panic!("{key}={value} panicked"))
+            .unwrap_err();
+        let key_path = key
+            .trim_start_matches("LOCKSHIFT__")
+            .to_lowercase()
+            .replace("__", ".");
+        assert!(err.to_string().contains(&key_path), "{key}: {err}");
+    }
+}

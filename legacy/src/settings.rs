@@ -51,9 +51,10 @@ impl LegacySettings {
     pub fn contention_wait_max(&self, attempt: u32) -> Duration {
         match self.backoff {
             Backoff::Thesis => self.contention_unit.saturating_mul(attempt.max(1)),
-            Backoff::Exponential => self
-                .contention_unit
-                .mul_f64(f64::from(attempt.clamp(1, 5)).exp()),
+            Backoff::Exponential => lockshift_lock::scale_duration(
+                self.contention_unit,
+                f64::from(attempt.clamp(1, 5)).exp(),
+            ),
         }
     }
 

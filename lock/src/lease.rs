@@ -363,12 +363,10 @@ impl Lease {
     /// (the lease's drop does it).
     pub async fn release(mut self) -> Result<(), StoreError> {
         self.stop_renewing().await;
-        let result = self.delete_all().await;
-        if result.is_ok() {
-            // Nothing left for Drop to clean.
-            self.shared.state().cells.clear();
-        }
-        result
+        // Successful deletes unregister their cells, so Drop finds nothing
+        // left unless a delete failed for good.
+        let cells = self.shared.mark_all_deleting();
+        self.shared.delete_with_retries(cells).await
     }
 
     async fn stop_renewing(&mut self) {
@@ -380,11 +378,6 @@ impl Lease {
                 warn!(error = %e, "lease renewal task ended abnormally");
             }
         }
-    }
-
-    async fn delete_all(&self) -> Result<(), StoreError> {
-        let cells = self.shared.mark_all_deleting();
-        self.shared.delete_with_retries(cells).await
     }
 }
 

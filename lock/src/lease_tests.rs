@@ -9,6 +9,14 @@ use lockshift_store::{
 use super::*;
 use crate::id::NodeId;
 
+/// Waits for the lost signal, failing (not hanging) if it does not fire
+/// within one TTL — later than that it would come too late to matter.
+async fn told_within_ttl(token: tokio_util::sync::CancellationToken) {
+    tokio::time::timeout(Duration::from_secs(60), token.cancelled())
+        .await
+        .expect("the lost signal fires before the TTL runs out");
+}
+
 fn settings() -> LeaseSettings {
     LeaseSettings {
         lease_ttl: Duration::from_secs(60),
@@ -76,7 +84,7 @@ async fn failing_renewals_fire_lost_before_the_ttl_runs_out() {
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
     f.store.set_partitioned(true);
     let lost = lease.lost_token();
-    lost.cancelled().await;
+    told_within_ttl(lost.clone()).await;
     let fired_after = written_at.elapsed();
     let ttl = Duration::from_secs(60);
     // Fired at lost_after (30 s) after the last proven renewal; the first
@@ -119,7 +127,7 @@ async fn renewals_succeeding_late_still_fire_at_the_limit_when_too_slow() {
         Duration::from_secs(20),
         Duration::ZERO,
     ));
-    lease.lost_token().cancelled().await;
+    told_within_ttl(lease.lost_token()).await;
     assert!(
         written_at.elapsed() <= Duration::from_secs(30),
         "{:?}",
@@ -144,7 +152,7 @@ async fn a_vanished_cell_fires_lost_and_is_not_resurrected() {
         .delete(schema::MAIN, "L", &["me".into()], observed[0].writetime)
         .await
         .unwrap();
-    lease.lost_token().cancelled().await;
+    told_within_ttl(lease.lost_token()).await;
     assert!(
         matches!(lease.lost_reason(), Some(LeaseLostReason::CellGone { .. })),
         "{:?}",

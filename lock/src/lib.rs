@@ -72,4 +72,4 @@ pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcqui
 pub use guard::LockGuard;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};
 pub use lease::Lease;
-pub use settings::{LeaseSettings, fmt_duration};
+pub use settings::{LeaseSettings, fmt_duration, scale_duration};

@@ -68,13 +68,14 @@ impl LeaseSettings {
         if let Err(e) = self.ttl() {
             out.push(e);
         }
-        let renew_flagged = self.renew_every.is_zero() || self.renew_every * 2 >= self.lease_ttl;
+        let renew_flagged =
+            self.renew_every.is_zero() || self.renew_every.saturating_mul(2) >= self.lease_ttl;
         if self.renew_every.is_zero() {
             out.push(InvalidSetting::new(
                 "lock.renew_every",
                 "lock.renew_every must be greater than 0",
             ));
-        } else if self.renew_every * 2 >= self.lease_ttl {
+        } else if self.renew_every.saturating_mul(2) >= self.lease_ttl {
             out.push(InvalidSetting::new(
                 "lock.renew_every",
                 format!(
@@ -104,6 +105,16 @@ impl LeaseSettings {
         }
         out
     }
+}
+
+/// `d × factor`, saturating at `Duration::MAX` instead of panicking (and
+/// zero for a negative or NaN factor): for durations that come from settings.
+pub fn scale_duration(d: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(if factor > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
 }
 
 /// A duration as an operator writes it: `40s`, `1m 30s`, `250ms`.

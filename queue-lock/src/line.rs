@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Stop,
-    TryAcquireError, Waiting,
+    TryAcquireError, Waiting, scale_duration,
 };
 use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
 use std::time::Duration;
@@ -302,20 +302,25 @@ impl Line {
         waiting: &Waiting,
         last_owner: &mut OwnerId,
     ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
-        let mut ticket: Option<Ticket> = None;
+        // The place in line while waiting; `None` before the first enqueue
+        // and after a lost one.
+        let mut parked: Option<Ticket> = None;
+        // The owner drawn by `acquire` names the first place in line.
+        let mut fresh_owner = Some(last_owner.clone());
         let mut progress = Progress::default();
         let mut polls: u64 = 0;
         loop {
             if let Err(why) = waiting.check() {
-                return Err((why.into(), ticket));
+                return Err((why.into(), parked));
             }
-            let current = match ticket.take() {
+            let ticket = match parked.take() {
                 Some(t) if !t.lease.lost_token().is_cancelled() => t,
                 lost => {
                     if let Some(old) = lost {
                         warn!(owner = %old.owner, "waiter's lease lost; re-enqueueing");
                     }
-                    match self.enqueue(lock, self.ctx.new_owner()).await {
+                    let owner = fresh_owner.take().unwrap_or_else(|| self.ctx.new_owner());
+                    match self.enqueue(lock, owner).await {
                         Ok(t) => {
                             tracing::Span::current()
                                 .record("owner", tracing::field::display(&t.owner));
@@ -337,32 +342,23 @@ impl Line {
                     }
                 }
             };
-            let ticket_ref = ticket.insert(current);
             polls += 1;
-            let step = self.step(lock, ticket_ref, &mut progress).await;
-            let pause = match step {
-                Ok(Step::Acquired) => {
-                    let Some(t) = ticket.take() else {
+            let pause = match self.step(lock, &ticket, &mut progress).await {
+                Ok(Step::Acquired) => match ticket.lease.check_valid() {
+                    Ok(()) => {
+                        info!(polls, waited = ?waiting.elapsed(), fencing_token = ticket.time.as_micros(), "acquired");
+                        let token = u64::try_from(ticket.time.as_micros()).ok();
+                        return Ok(LockGuard::new(ticket.lease, self.algorithm(), token));
+                    }
+                    Err(reason) => {
+                        warn!(%reason, "entered main but the lease is no longer proven; re-enqueueing");
+                        tokio::spawn(abandon(ticket.lease));
                         continue;
-                    };
-                    match t.lease.check_valid() {
-                        Ok(()) => {
-                            info!(polls, waited = ?waiting.elapsed(), fencing_token = t.time.as_micros(), "acquired");
-                            let token = u64::try_from(t.time.as_micros()).ok();
-                            return Ok(LockGuard::new(t.lease, self.algorithm(), token));
-                        }
-                        Err(reason) => {
-                            warn!(%reason, "entered main but the lease is no longer proven; re-enqueueing");
-                            tokio::spawn(abandon(t.lease));
-                            continue;
-                        }
                     }
-                }
+                },
                 Ok(Step::Reenqueue) => {
-                    if let Some(t) = ticket.take() {
-                        warn!(owner = %t.owner, "own queue cell is gone; re-enqueueing");
-                        tokio::spawn(abandon(t.lease));
-                    }
+                    warn!(owner = %ticket.owner, "own queue cell is gone; re-enqueueing");
+                    tokio::spawn(abandon(ticket.lease));
                     continue;
                 }
                 Ok(Step::Wait(d)) => d,
@@ -370,10 +366,11 @@ impl Line {
                     debug!(error = %e, "store error while waiting, retrying");
                     self.pause_after_error()
                 }
-                Err(e) => return Err((Stop::Store(e), ticket)),
+                Err(e) => return Err((Stop::Store(e), Some(ticket))),
             };
+            parked = Some(ticket);
             if let Err(why) = waiting.pause(pause).await {
-                return Err((why.into(), ticket));
+                return Err((why.into(), parked));
             }
         }
     }
@@ -389,10 +386,7 @@ impl Line {
         let growth = FAST_POLL_GROWTH
             .powi(i32::try_from(n).unwrap_or(i32::MAX))
             .min(1e6);
-        let interval = self
-            .settings
-            .head_poll
-            .mul_f64(f64::from(ahead.max(1)) * growth);
+        let interval = scale_duration(self.settings.head_poll, f64::from(ahead.max(1)) * growth);
         interval.min(self.settings.waiter_poll.max(self.settings.head_poll))
     }
 
@@ -483,10 +477,8 @@ impl Line {
                         .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
                         .await?;
                     self.ctx.observe_main(lock, &main);
-                    if main.iter().any(|c| c.column == me) {
-                        // A leftover of mine that tidy did not know of.
-                        self.entry.tidy(&ticket.lease).await?;
-                    }
+                    // My own cell there is never the holder I wait for (the
+                    // tidy above removed any leftover; `enter` rewrites it).
                     let others: Vec<&Cell> = main.iter().filter(|c| c.column != me).collect();
                     if let Some(holder) = others.first() {
                         progress.polls_here += 1;

@@ -51,7 +51,8 @@ impl Default for QueueSettings {
 impl QueueSettings {
     /// The stale-waiter threshold in effect with `lease`.
     pub fn stale_after(&self, lease: &LeaseSettings) -> Duration {
-        self.stale_after.unwrap_or(lease.renew_every * 3)
+        self.stale_after
+            .unwrap_or(lease.renew_every.saturating_mul(3))
     }
 
     /// Every rule these settings break, given the lease settings.
@@ -74,7 +75,7 @@ impl QueueSettings {
             ));
         }
         let stale_after = self.stale_after(lease);
-        if stale_after < lease.renew_every * 2 {
+        if stale_after < lease.renew_every.saturating_mul(2) {
             out.push(InvalidSetting::new(
                 "lock.queue.stale_after",
                 format!(

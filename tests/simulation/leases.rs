@@ -105,7 +105,9 @@ fn lost_signal_fires_before_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
             fail_before: 1.0,
             ..FaultPlan::default()
         });
-        guard.lost().cancelled().await;
+        tokio::time::timeout(TTL, guard.lost().cancelled())
+            .await
+            .expect("the lost signal fires before the TTL runs out");
         let told_after = acquired.elapsed();
         let margin = TTL.saturating_sub(told_after);
         // Default lost_after_fraction ½: told at most 30 s after the last
