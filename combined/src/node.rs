@@ -35,7 +35,7 @@ use crate::config::{RolloutSettings, Settings};
 use crate::error::StartError;
 use crate::locker::CombinedLocker;
 use crate::mode::Mode;
-use crate::registry::{NodeInfo, deregister, heartbeat, record_activity};
+use crate::registry::{LeasePromise, NodeInfo, deregister, heartbeat, record_activity};
 use crate::rollout::{StageRecord, read_stage};
 use crate::stage::{Resolution, Stage, resolve};
 
@@ -120,6 +120,7 @@ struct Shared {
     env: Option<HashMap<String, String>>,
     rollout: RolloutSettings,
     heartbeat_ttl: Ttl,
+    lease_promise: LeasePromise,
     legacy: LegacyLocker,
     combined: CombinedLocker,
     queue: QueueLocker,
@@ -205,6 +206,7 @@ impl Node {
             env: options.env.clone(),
             rollout: settings.rollout.clone(),
             heartbeat_ttl,
+            lease_promise: LeasePromise::of(&settings.lock.lease()),
             state: Mutex::new(State {
                 configured,
                 stage: None,
@@ -401,6 +403,7 @@ impl Shared {
                 .iter()
                 .map(|(a, t)| (*a, t.as_micros()))
                 .collect(),
+            lease: Some(self.lease_promise),
         }
     }
 

@@ -50,6 +50,42 @@ pub struct NodeInfo {
     /// Per algorithm, when this node last took a lock with it (µs).
     #[serde(default)]
     pub last_used: BTreeMap<Algorithm, i64>,
+    /// What this node's lock cells promise (`None`: an older node that did
+    /// not say).
+    #[serde(default)]
+    pub lease: Option<LeasePromise>,
+}
+
+/// How a node keeps its lock cells alive, as it announces in its heartbeat:
+/// whoever judges one of its cells stale (`migrate clean`) judges it by its
+/// owner's own promise, never by the judge's local settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeasePromise {
+    /// The TTL written on every cell, in milliseconds.
+    pub ttl_ms: u64,
+    /// How often live cells are rewritten, in milliseconds.
+    pub renew_every_ms: u64,
+}
+
+impl LeasePromise {
+    /// The promise made by a node with `lease` settings.
+    pub fn of(lease: &lockshift_lock::LeaseSettings) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        LeasePromise {
+            ttl_ms: ms(lease.lease_ttl),
+            renew_every_ms: ms(lease.renew_every),
+        }
+    }
+
+    /// The TTL.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// The renewal period.
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.renew_every_ms)
+    }
 }
 
 /// A registry entry as read back.
@@ -200,6 +236,7 @@ mod tests {
             seen_version: Some(0),
             started_at: 1,
             last_used: BTreeMap::new(),
+            lease: None,
         }
     }
 

@@ -28,6 +28,7 @@ fn node(
             seen_version: seen.map(|s| s.1),
             started_at: 0,
             last_used: BTreeMap::new(),
+            lease: None,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),

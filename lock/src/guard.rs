@@ -100,9 +100,30 @@ impl LockGuard {
         self.lost.clone()
     }
 
-    /// Whether the lease is lost.
+    /// Whether the lease is lost — checked against the clock, not only the
+    /// signal: `true` as soon as the last proven renewal is older than the
+    /// limit (`lost_after_fraction × lease_ttl`), even if the background
+    /// task has not run yet (a paused process). Call it right before every
+    /// action on the guarded resource; hand the resource the
+    /// [fencing token](Self::fencing_token) too, since a pause can still
+    /// fall between this check and the action.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.check_valid().is_err()
+    }
+
+    /// Whether the lease is still proven now, and why not: as
+    /// [`is_lost`](Self::is_lost), with the reason. An overdue lease is
+    /// declared lost here, so [`lost`](Self::lost) fires too.
+    ///
+    /// # Errors
+    /// The reason the lease is lost.
+    pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
+        match &self.lease {
+            Some(lease) => lease.check_valid(),
+            // Only `release` takes the lease, and it consumes the guard: no
+            // caller can observe this state.
+            None => Ok(()),
+        }
     }
 
     /// Why the lease was lost, once it was.

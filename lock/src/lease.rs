@@ -285,15 +285,27 @@ impl Lease {
     /// it just before `acquire` returns (a lesson from etcd's bug tracker: the
     /// lease can run out while an acquisition is slow).
     ///
+    /// It reads the clock itself, so it is right even when the renewal task
+    /// has not run — a process paused longer than the limit (GC, a blocked
+    /// runtime, SIGSTOP) learns on its first check after resuming, not when
+    /// the watchdog gets scheduled. An overdue lease is declared lost here
+    /// (L3: the signal fires and stays fired).
+    ///
     /// # Errors
     /// The reason it is not.
     pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
-        let st = self.shared.state();
-        if let Some(reason) = &st.lost {
-            return Err(reason.clone());
-        }
-        match self.shared.overdue(&st, Instant::now()) {
-            Some(reason) => Err(reason),
+        let overdue = {
+            let st = self.shared.state();
+            if let Some(reason) = &st.lost {
+                return Err(reason.clone());
+            }
+            self.shared.overdue(&st, Instant::now())
+        };
+        match overdue {
+            Some(reason) => {
+                self.shared.declare_lost(reason.clone());
+                Err(reason)
+            }
             None => Ok(()),
         }
     }

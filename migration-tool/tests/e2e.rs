@@ -297,6 +297,7 @@ fn node_info(node: &str, algorithm: Algorithm) -> NodeInfo {
         seen_version: Some(0),
         started_at: 0,
         last_used: BTreeMap::new(),
+        lease: None,
     }
 }
 

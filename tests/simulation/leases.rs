@@ -163,3 +163,78 @@ fn legacy_lost_signal_fires_before_the_ttl() {
 fn queue_lost_signal_fires_before_the_ttl() {
     lost_signal_fires_before_the_ttl(fleet::queue);
 }
+
+/// Issue 10 item 8: a holder whose whole runtime is blocked (a GC pause, a
+/// blocked executor, SIGSTOP) past its TTL must learn it lost the lock the
+/// moment it looks — not when its background task next gets to run. The
+/// pause is real (a blocked thread cannot be simulated on a paused clock),
+/// so this runs in real time: TTL 3 s, the holder blocked 4 s, another node
+/// on its own runtime acquiring as soon as the TTL frees the lock.
+#[test]
+fn a_paused_holder_is_told_on_resuming() {
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    use lockshift_store::{MemoryStore, SharedClock, SharedStore, SystemClock};
+    use lockshift_tests::sim::node_env;
+
+    let lease = LeaseSettings {
+        lease_ttl: Duration::from_secs(3),
+        renew_every: Duration::from_millis(300),
+        lost_after_fraction: 0.3,
+    };
+    let store: SharedStore = Arc::new(MemoryStore::new());
+    let clock: SharedClock = Arc::new(SystemClock);
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let (acquired_tx, acquired_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (took_tx, took_rx) = mpsc::channel::<()>();
+    let other = {
+        let (store, clock, lease) = (store.clone(), clock.clone(), lease.clone());
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                // Start only once the holder holds.
+                acquired_rx.recv().unwrap();
+                let env = node_env(1, 7, store, clock, FaultPlan::default(), lease);
+                let guard = fleet::queue(&env).locker.acquire(&lock()).await.unwrap();
+                took_tx.send(()).unwrap();
+                // Hold until the paused holder has looked.
+                tokio::task::spawn_blocking(move || done_rx.recv().ok())
+                    .await
+                    .unwrap();
+                guard.release().await.unwrap();
+            })
+        })
+    };
+    runtime().block_on(async move {
+        let env = node_env(0, 7, store.clone(), clock, FaultPlan::default(), lease);
+        let holder = fleet::queue(&env);
+        let guard = holder.locker.acquire(&lock()).await.unwrap();
+        acquired_tx.send(()).unwrap();
+        // The whole runtime stops: no timer, no renewal task runs.
+        std::thread::sleep(Duration::from_secs(4));
+        took_rx
+            .try_recv()
+            .expect("another node took the lock while the holder was paused");
+        let main = store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap();
+        assert!(
+            main.iter().all(|c| c.column != guard.owner().as_str()),
+            "the holder's cell expired during the pause"
+        );
+        assert!(
+            guard.is_lost(),
+            "a holder paused past its TTL is told on its first look"
+        );
+        assert!(guard.lost().is_cancelled(), "the signal fired too");
+        done_tx.send(()).unwrap();
+    });
+    other.join().unwrap();
+}

@@ -445,6 +445,7 @@ mod tests {
             seen_version: Some(0),
             started_at: 0,
             last_used: BTreeMap::new(),
+            lease: None,
         };
         heartbeat(
             env.store.as_ref(),
