@@ -26,6 +26,7 @@
 //!
 //! [rollout]
 //! stage_reread_every = "10s"
+//! stage_valid_for = "30s"
 //! quiet_period = "2m"
 //! ```
 //!
@@ -149,6 +150,12 @@ pub struct RolloutSettings {
     /// How often a node re-reads the stage (and its config file).
     #[serde(with = "humantime_serde")]
     pub stage_reread_every: Duration,
+    /// How long a node trusts its view of the stage without confirming it:
+    /// once its last successful stage read or its last successful heartbeat
+    /// is older than this, it acts as combined (safe beside every mode)
+    /// until it can confirm the stage again.
+    #[serde(with = "humantime_serde")]
+    pub stage_valid_for: Duration,
     /// How long no legacy activity must have been seen before `dual`.
     #[serde(with = "humantime_serde")]
     pub quiet_period: Duration,
@@ -167,6 +174,7 @@ impl Default for RolloutSettings {
     fn default() -> Self {
         RolloutSettings {
             stage_reread_every: Duration::from_secs(10),
+            stage_valid_for: Duration::from_secs(30),
             quiet_period: Duration::from_secs(120),
             clock_skew_margin: Duration::from_secs(5),
             heartbeat_every: Duration::from_secs(5),
@@ -315,6 +323,7 @@ impl Settings {
                 "rollout.stage_reread_every",
                 self.rollout.stage_reread_every,
             ),
+            ("rollout.stage_valid_for", self.rollout.stage_valid_for),
             ("rollout.quiet_period", self.rollout.quiet_period),
             ("rollout.clock_skew_margin", self.rollout.clock_skew_margin),
             ("rollout.heartbeat_every", self.rollout.heartbeat_every),
@@ -355,13 +364,23 @@ impl Settings {
 }
 
 impl RolloutSettings {
-    /// The shortest quiet period that is safe: a node may act on a stale
-    /// stage for one re-read period, a legacy holder's cells live one lease
-    /// TTL, and clocks disagree by up to the skew margin (DESIGN.md §4).
+    /// The shortest quiet period that is safe: a node acts on a stage it
+    /// can no longer confirm for at most `stage_valid_for`, a legacy holder's
+    /// cells live one lease TTL, and clocks disagree by up to the skew
+    /// margin (docs/design.md, "Stages").
     pub fn minimum_quiet_period(&self, lease: &LeaseSettings) -> Duration {
-        self.stage_reread_every
+        self.stage_valid_for
             .saturating_add(lease.lease_ttl)
             .saturating_add(self.clock_skew_margin)
+    }
+
+    /// How long a silent node's registry row must stay visible: until its
+    /// stage view has surely expired (`stage_valid_for` after its last
+    /// heartbeat) plus a lease TTL, by clocks that may disagree by the skew
+    /// margin — and never less than the heartbeat TTL. Guards count a node
+    /// as present for as long as its row is there.
+    pub fn registry_ttl(&self, lease: &LeaseSettings) -> Duration {
+        self.minimum_quiet_period(lease).max(self.heartbeat_ttl)
     }
 
     /// Every rule these settings break, given the lease settings.
@@ -378,12 +397,27 @@ impl RolloutSettings {
                 ));
             }
         }
+        for (key, period) in [
+            ("rollout.stage_reread_every", self.stage_reread_every),
+            ("rollout.heartbeat_every", self.heartbeat_every),
+        ] {
+            if self.stage_valid_for < period.saturating_mul(2) {
+                out.push(InvalidSetting::new(
+                    "rollout.stage_valid_for",
+                    format!(
+                        "rollout.stage_valid_for ({}) must be at least twice {key} ({}), or one late read makes every node act as combined",
+                        fmt_duration(self.stage_valid_for),
+                        fmt_duration(period)
+                    ),
+                ));
+            }
+        }
         let minimum = self.minimum_quiet_period(lease);
         if self.quiet_period <= minimum {
             out.push(InvalidSetting::new(
                 "rollout.quiet_period",
                 format!(
-                    "rollout.quiet_period ({}) must exceed rollout.stage_reread_every + lock.lease_ttl + rollout.clock_skew_margin ({})",
+                    "rollout.quiet_period ({}) must exceed rollout.stage_valid_for + lock.lease_ttl + rollout.clock_skew_margin ({})",
                     fmt_duration(self.quiet_period),
                     fmt_duration(minimum)
                 ),

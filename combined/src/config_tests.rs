@@ -44,7 +44,7 @@ fn the_file_is_read_and_the_environment_overrides_it() {
         contact_points = ["10.0.0.1:9042"]
         consistency = "local_quorum"
         [lock]
-        lease_ttl = "90s"
+        lease_ttl = "80s"
         [lock.queue]
         head_poll = "5ms"
         "#,
@@ -70,7 +70,7 @@ fn the_file_is_read_and_the_environment_overrides_it() {
         ["10.0.0.7:9042", "10.0.0.8:9042"]
     );
     assert_eq!(s.store.cql.consistency, Consistency::LocalQuorum);
-    assert_eq!(s.lock.lease_ttl, Duration::from_secs(90));
+    assert_eq!(s.lock.lease_ttl, Duration::from_secs(80));
     assert_eq!(s.lock.renew_every, Duration::from_secs(20));
     assert_eq!(s.lock.queue.head_poll, Duration::from_millis(5));
 }
@@ -107,7 +107,7 @@ fn every_broken_rule_is_listed() {
         "{text}"
     );
     assert!(
-        text.contains("rollout.quiet_period (30s) must exceed rollout.stage_reread_every + lock.lease_ttl + rollout.clock_skew_margin (1m 15s)"),
+        text.contains("rollout.quiet_period (30s) must exceed rollout.stage_valid_for + lock.lease_ttl + rollout.clock_skew_margin (1m 35s)"),
         "{text}"
     );
     assert!(

@@ -61,6 +61,7 @@
 //! [`CombinedLocker`]; [`Node`] / [`NodeLocker`] (what services embed);
 //! [`stage`], [`rollout`], [`registry`], [`census`]; [`config`] (all settings).
 
+mod binding;
 pub mod census;
 pub mod config;
 mod error;
@@ -73,7 +74,7 @@ pub mod stage;
 
 pub use config::{Settings, SettingsError};
 pub use error::{RolloutError, StartError};
-pub use locker::{CombinedEntry, CombinedLocker};
+pub use locker::{CombinedEntry, CombinedLocker, LegacyPacing};
 pub use mode::Mode;
 pub use node::{Node, NodeLocker, NodeOptions, NodeStatus};
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};

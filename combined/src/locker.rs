@@ -2,28 +2,83 @@
 //! the legacy shadow arbitration, then a re-read of `main`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_legacy::{ShadowEntry, enter_through_shadow};
+use lockshift_legacy::{LegacySettings, ShadowEntry, enter_through_shadow};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
     TryAcquireError,
 };
 use lockshift_queue_lock::{
-    Entry, Line, MainEntry, Prepared, QueueSettings, TimeSource, verdict_on_main,
+    Entry, Line, MainEntry, Place, Prepared, QueueSettings, TimeSource, verdict_on_main,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tracing::trace;
 
+/// Whether legacy contenders may be about, and how they pace themselves.
+///
+/// A legacy contender is invisible while it waits (it only reads `main`)
+/// and polls at its own pace — up to `lock.legacy.owner_wait_max` after
+/// finding the lock owned. A combined waiter polling at the queue's speed,
+/// or holding a prepared `shadow` cell across the current hold, wins every
+/// hand-off, and legacy nodes starve (issue 10 item 6). So while legacy
+/// contenders may be about — stage `legacy`, or a stage the node cannot
+/// confirm — the combined lock takes its turn at their pace: no prepared
+/// hand-off, and its first waiter pauses like a legacy contender while
+/// `main` is taken. From `dual` on no legacy node runs, and it goes at the
+/// queue's speed. The pacing changes when, and only when, legacy may run
+/// — never the exclusion argument, which rests on C1 and C2 alone.
+#[derive(Debug)]
+pub struct LegacyPacing {
+    beside_legacy: AtomicBool,
+    owner_wait_max: Duration,
+}
+
+impl LegacyPacing {
+    /// Pacing for a fleet whose legacy contenders pause up to
+    /// `owner_wait_max` when the lock is owned; beside legacy at first.
+    pub fn new(owner_wait_max: Duration) -> Arc<Self> {
+        Arc::new(LegacyPacing {
+            beside_legacy: AtomicBool::new(true),
+            owner_wait_max,
+        })
+    }
+
+    /// Whether legacy contenders may be about.
+    pub fn beside_legacy(&self) -> bool {
+        self.beside_legacy.load(Ordering::Relaxed)
+    }
+
+    /// Says whether legacy contenders may be about (the node does, from the
+    /// stage it confirmed).
+    pub fn set_beside_legacy(&self, beside: bool) {
+        self.beside_legacy.store(beside, Ordering::Relaxed);
+    }
+}
+
 /// The combined lock's entry: shadow arbitration (so legacy contenders see
 /// it), then a re-read of `main` (so queue holders are seen).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CombinedEntry;
+#[derive(Debug, Clone)]
+pub struct CombinedEntry {
+    pacing: Arc<LegacyPacing>,
+}
 
 #[async_trait]
 impl MainEntry for CombinedEntry {
     fn algorithm(&self) -> Algorithm {
         Algorithm::Combined
+    }
+
+    fn prepares(&self) -> bool {
+        !self.pacing.beside_legacy()
+    }
+
+    fn busy_pause(&self, ctx: &LockContext) -> Option<Duration> {
+        self.pacing
+            .beside_legacy()
+            .then(|| ctx.random_below(self.pacing.owner_wait_max))
     }
 
     async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
@@ -53,6 +108,9 @@ impl MainEntry for CombinedEntry {
         _holder: &lockshift_store::Cell,
         _behind_head: bool,
     ) -> Result<bool, StoreError> {
+        if !self.prepares() {
+            return Ok(false);
+        }
         let me = lease.owner().as_str();
         lease
             .write(schema::SHADOW, me, Algorithm::Combined.as_str().as_bytes())
@@ -75,6 +133,7 @@ impl MainEntry for CombinedEntry {
         store: &dyn Store,
         lease: &Lease,
         _behind: &str,
+        _place: &Place<'_>,
     ) -> Result<Prepared, StoreError> {
         let lock = lease.lock().as_str();
         let me = lease.owner().as_str();
@@ -149,10 +208,24 @@ pub struct CombinedLocker {
 }
 
 impl CombinedLocker {
-    /// A combined locker over `ctx`, naming queue cells with `time`.
+    /// A combined locker over `ctx`, naming queue cells with `time`, paced
+    /// for legacy contenders with the legacy lock's default settings (it
+    /// cannot know there are none: see [`LegacyPacing`]).
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
+        let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
+        Self::with_pacing(ctx, time, settings, pacing)
+    }
+
+    /// As [`new`](Self::new), with `pacing` decided by its owner (a node
+    /// turns it off once no legacy node can run).
+    pub fn with_pacing(
+        ctx: Arc<LockContext>,
+        time: Arc<dyn TimeSource>,
+        settings: QueueSettings,
+        pacing: Arc<LegacyPacing>,
+    ) -> Self {
         CombinedLocker {
-            line: Line::new(ctx, time, settings, Arc::new(CombinedEntry)),
+            line: Line::new(ctx, time, settings, Arc::new(CombinedEntry { pacing })),
         }
     }
 }

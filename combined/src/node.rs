@@ -5,19 +5,30 @@
 //! # Invariants
 //!
 //! - **N1.** New acquisitions use the algorithm resolved from the configured
-//!   mode and the last stage read ([`resolve`]): a mode the stage forbids
-//!   degrades to combined, never to anything else; an unknown stage means
-//!   combined.
+//!   mode and the stage view, if it is confirmed ([`resolve`]): a mode the
+//!   stage forbids degrades to combined, never to anything else; an unknown
+//!   or unconfirmed stage means combined (`binding` B1).
 //! - **N2.** A held lock is released by the algorithm that took it: the
 //!   guard's lease deletes exactly the cells that acquisition wrote.
 //! - **N3.** The node re-reads the stage (and its config file) every
-//!   `rollout.stage_reread_every`, and reports the stage version it acts on
-//!   in its heartbeat, so guards can wait until every node has seen a stage.
+//!   `rollout.stage_reread_every` and heartbeats every
+//!   `rollout.heartbeat_every`, reporting the oldest stage version any of its
+//!   acquisitions is bound to (`binding` B4), so guards can wait until every
+//!   node acts on a stage.
+//! - **N4.** Every acquisition is bound to the stage it resolved under: a
+//!   waiting one leaves the line and re-enters when the node's resolution
+//!   changes (within one re-read period, or as soon as the view expires),
+//!   and a guard is handed out only under the binding's conditions
+//!   (`binding` B2, B3).
+//! - **N5.** The node lives as long as anything that can act for it: its
+//!   [`Node`] handle, any [`NodeLocker`], any guard they handed out. A locker
+//!   never acts on a stage its node stopped following.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_legacy::LegacyLocker;
@@ -27,17 +38,20 @@ use lockshift_lock::{
 };
 use lockshift_queue_lock::{QueueLocker, TimeService};
 use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::binding::{Bindings, View};
 use crate::config::{RolloutSettings, Settings};
 use crate::error::StartError;
-use crate::locker::CombinedLocker;
+use crate::locker::{CombinedLocker, LegacyPacing};
 use crate::mode::Mode;
 use crate::registry::{LeasePromise, NodeInfo, deregister, heartbeat, record_activity};
 use crate::rollout::{StageRecord, read_stage};
-use crate::stage::{Resolution, Stage, resolve};
+use crate::stage::{Resolution, Stage};
 
 /// How to start a node.
 #[derive(Debug, Clone)]
@@ -81,13 +95,26 @@ pub struct NodeStatus {
     pub effective: Algorithm,
     /// The configured mode, when the stage refused it.
     pub degraded_from: Option<Mode>,
+    /// The node could not confirm the stage within `rollout.stage_valid_for`
+    /// and acts as combined until it can.
+    pub view_expired: bool,
+    /// The oldest stage version the node may still act on (its view's and
+    /// every waiting acquisition's or held guard's).
+    pub acting_version: Option<u64>,
 }
 
 #[derive(Debug)]
 struct State {
     configured: Mode,
-    stage: Option<StageRecord>,
+    view: View,
     resolution: Resolution,
+    bindings: Bindings,
+    /// Whether the last evaluation found the view expired (to log changes).
+    expired: bool,
+    /// `shutdown` was called: no new acquisitions.
+    closed: bool,
+    /// The node left the registry.
+    left: bool,
     last_used: BTreeMap<Algorithm, Timestamp>,
     reported: BTreeMap<Algorithm, Timestamp>,
 }
@@ -119,13 +146,17 @@ struct Shared {
     config_path: Option<PathBuf>,
     env: Option<HashMap<String, String>>,
     rollout: RolloutSettings,
-    heartbeat_ttl: Ttl,
+    registry_ttl: Ttl,
     lease_promise: LeasePromise,
     legacy: LegacyLocker,
     combined: CombinedLocker,
     queue: QueueLocker,
+    /// Whether combined acquisitions pace themselves for legacy contenders.
+    pacing: Arc<LegacyPacing>,
     _time: TimeService,
     state: Mutex<State>,
+    /// Wakes the expiry watch when the view's deadline moved.
+    view_changed: Notify,
 }
 
 impl fmt::Debug for Shared {
@@ -137,21 +168,70 @@ impl fmt::Debug for Shared {
     }
 }
 
-/// A lockshift node: see the module docs.
+/// The running node: shared state plus the background tasks. It lives as
+/// long as any [`Node`], [`NodeLocker`] or guard they handed out (N5).
 #[derive(Debug)]
-pub struct Node {
+struct Core {
     shared: Arc<Shared>,
     stop: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
+impl Core {
+    fn stop_tasks(&self) {
         self.stop.cancel();
-        for t in &self.tasks {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
             t.abort();
         }
     }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.stop_tasks();
+        // Nothing can act for this node any more (N5): leave the registry
+        // now rather than after the row's TTL, if a runtime is around.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        if shared.state().left {
+            return;
+        }
+        runtime.spawn(async move { shared.leave().await });
+    }
+}
+
+/// A lockshift node: see the module docs.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use lockshift_combined::{Node, NodeOptions, Settings};
+/// use lockshift_lock::{LockId, Locker};
+/// use lockshift_store::{MemoryStore, SystemClock};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let mut settings = Settings::default();
+/// settings.node.id = Some("web-1".into());
+/// let node = Node::start(Arc::new(MemoryStore::new()), Arc::new(SystemClock),
+///     NodeOptions::new(settings)).await?;
+/// // A locker keeps the node alive: the node handle may go.
+/// let locker = node.locker();
+/// drop(node);
+/// let guard = locker.acquire(&LockId::new("accounts")?).await?;
+/// guard.release().await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Node {
+    core: Arc<Core>,
 }
 
 impl Node {
@@ -171,19 +251,27 @@ impl Node {
         }
         let id = settings.node.node_id()?;
         let lease = settings.lock.lease();
-        let heartbeat_ttl = Ttl::from_duration(settings.rollout.heartbeat_ttl).map_err(|e| {
-            lockshift_store::settings::InvalidSetting::new(
-                "rollout.heartbeat_ttl",
-                format!("rollout.heartbeat_ttl: {e}"),
-            )
-        })?;
+        let registry_ttl = settings.rollout.registry_ttl(&lease);
+        // Whole seconds, rounded up, plus one: Cassandra counts a TTL from
+        // the whole second of the write, so a cell may die up to a second
+        // early, and the row must outlive the bound (N3, `binding` B1).
+        let registry_ttl = Ttl::from_duration(registry_ttl.saturating_add(Duration::from_secs(1)))
+            .map_err(|e| {
+                lockshift_store::settings::InvalidSetting::new(
+                    "rollout.heartbeat_ttl",
+                    format!(
+                        "the registry row's TTL ({}) is invalid: {e}",
+                        lockshift_lock::fmt_duration(registry_ttl)
+                    ),
+                )
+            })?;
         let sightings = Arc::new(Sightings::default());
         let ctx = Arc::new(
             LockContext::new(
                 store.clone(),
                 clock.clone(),
                 id.clone(),
-                lease,
+                lease.clone(),
                 options.seed,
             )?
             .with_observer(sightings.clone()),
@@ -191,12 +279,20 @@ impl Node {
         let time = TimeService::start(&settings.time, store.clone(), clock.clone());
         let queue_settings = settings.lock.queue.clone();
         let configured = settings.node.mode;
+        let view = View::new(settings.rollout.stage_valid_for);
+        let pacing = LegacyPacing::new(settings.lock.legacy.owner_wait_max);
         let shared = Arc::new(Shared {
             sightings,
             version: options.version.clone(),
             started_at: clock.now(),
             legacy: LegacyLocker::new(ctx.clone(), settings.lock.legacy.clone()),
-            combined: CombinedLocker::new(ctx.clone(), time.source(), queue_settings.clone()),
+            combined: CombinedLocker::with_pacing(
+                ctx.clone(),
+                time.source(),
+                queue_settings.clone(),
+                pacing.clone(),
+            ),
+            pacing,
             queue: QueueLocker::new(ctx, time.source(), queue_settings),
             _time: time,
             id,
@@ -205,21 +301,26 @@ impl Node {
             config_path: options.config_path.clone(),
             env: options.env.clone(),
             rollout: settings.rollout.clone(),
-            heartbeat_ttl,
-            lease_promise: LeasePromise::of(&settings.lock.lease()),
+            registry_ttl,
+            lease_promise: LeasePromise::of(&lease),
             state: Mutex::new(State {
                 configured,
-                stage: None,
-                resolution: resolve(configured, None),
+                resolution: view.resolve(configured, Instant::now()),
+                view,
+                bindings: Bindings::default(),
+                expired: false,
+                closed: false,
+                left: false,
                 last_used: BTreeMap::new(),
                 reported: BTreeMap::new(),
             }),
+            view_changed: Notify::new(),
         });
         if let Err(e) = shared.refresh().await {
             warn!(node = %shared.id, error = %e, "could not read the rollout stage at start; running combined until it can");
         }
         if let Err(e) = shared.heartbeat().await {
-            warn!(node = %shared.id, error = %e, "first heartbeat failed; retrying in the background");
+            warn!(node = %shared.id, error = %e, "first heartbeat failed; running combined until one succeeds");
         }
         let stop = CancellationToken::new();
         let tasks = vec![
@@ -229,7 +330,7 @@ impl Node {
                     let shared = shared.clone();
                     async move {
                         if let Err(e) = shared.refresh().await {
-                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage");
+                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires");
                         }
                     }
                 }
@@ -245,38 +346,43 @@ impl Node {
                     }
                 }
             })),
+            tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
         ];
         Ok(Node {
-            shared,
-            stop,
-            tasks,
+            core: Arc::new(Core {
+                shared,
+                stop,
+                tasks: Mutex::new(tasks),
+            }),
         })
     }
 
     /// This node's id.
     pub fn id(&self) -> &NodeId {
-        &self.shared.id
+        &self.core.shared.id
     }
 
-    /// The locker services use: its algorithm follows mode and stage.
+    /// The locker services use: its algorithm follows mode and stage. It
+    /// keeps the node running, even after this handle is dropped (N5).
     pub fn locker(&self) -> NodeLocker {
         NodeLocker {
-            shared: self.shared.clone(),
+            core: self.core.clone(),
         }
     }
 
     /// What the node runs now.
     pub fn status(&self) -> NodeStatus {
-        self.shared.status()
+        self.core.shared.status()
     }
 
     /// Re-reads the stage and the config file now, instead of waiting for
     /// the next period.
     ///
     /// # Errors
-    /// The store error reading the stage (the last stage is kept).
+    /// The store error reading the stage (the last stage is kept until it
+    /// expires).
     pub async fn refresh(&self) -> Result<(), StoreError> {
-        self.shared.refresh().await
+        self.core.shared.refresh().await
     }
 
     /// Writes the registry heartbeat now.
@@ -284,37 +390,40 @@ impl Node {
     /// # Errors
     /// The store error.
     pub async fn heartbeat(&self) -> Result<(), StoreError> {
-        self.shared.heartbeat().await
+        self.core.shared.heartbeat().await
     }
 
-    /// Stops the background loops and removes the node from the registry.
-    /// Held guards stay valid until released (their leases are their own).
-    pub async fn shutdown(mut self) {
-        self.stop.cancel();
-        for t in self.tasks.drain(..) {
-            t.abort();
+    /// Shuts the node down: acquisitions waiting on any of its lockers end
+    /// with [`AcquireError::NodeStopped`] (leaving their places in line) and
+    /// no new ones start. If no guard is held, the background loops stop
+    /// and the node leaves the registry. Held guards stay valid until
+    /// released, and the node keeps heartbeating for them (the guards
+    /// report what they hold); it leaves once the last one is released.
+    pub async fn shutdown(self) {
+        let shared = self.core.shared.clone();
+        shared.state().closed = true;
+        shared.state().bindings.invalidate_waiting();
+        // Waiting acquisitions notice within one poll and give up their
+        // places; give them a moment so the registry's last word is true.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while shared.state().bindings.any_waiting() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if let Err(e) = self.shared.report_activity().await {
-            debug!(error = %e, "final activity report failed");
+        if shared.state().bindings.any_held() {
+            warn!(node = %shared.id, "shutdown with locks still held; the node heartbeats until they are released");
+            return;
         }
-        if let Err(e) = deregister(
-            self.shared.store.as_ref(),
-            self.shared.clock.as_ref(),
-            self.shared.id.as_str(),
-        )
-        .await
-        {
-            warn!(node = %self.shared.id, error = %e, "could not deregister; the entry expires with its TTL");
-        }
+        self.core.stop_tasks();
+        shared.leave().await;
     }
 }
 
-async fn every<F, Fut>(period: std::time::Duration, stop: CancellationToken, mut tick: F)
+async fn every<F, Fut>(period: Duration, stop: CancellationToken, mut tick: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -324,23 +433,90 @@ where
     }
 }
 
+/// Re-evaluates the node the moment its stage view expires (B1), even while
+/// a stage read or heartbeat hangs in a slow store: waiting acquisitions of
+/// other algorithms leave the line then, not a re-read period later.
+async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
+    loop {
+        // Past the deadline there is nothing to wake for until the view
+        // changes (a spin here would also stop a paused clock for good).
+        let until = shared
+            .state()
+            .view
+            .valid_until()
+            .filter(|t| *t > Instant::now());
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = shared.view_changed.notified() => {}
+            _ = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        shared.reevaluate(&mut shared.state(), Instant::now());
+    }
+}
+
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn status(&self) -> NodeStatus {
-        let st = self.state();
+        let now = Instant::now();
+        let mut st = self.state();
+        self.reevaluate(&mut st, now);
         NodeStatus {
             node: self.id.clone(),
             configured: st.configured,
-            stage: st.stage.clone(),
+            stage: st.view.record.clone(),
             effective: st.resolution.algorithm,
             degraded_from: st.resolution.degraded_from,
+            view_expired: st.view.expired(now),
+            acting_version: st.bindings.acting_version(&st.view),
         }
     }
 
+    /// Resolves the configured mode against the view at `now` and applies
+    /// the result to every acquisition (N1, N4). Idempotent and cheap: every
+    /// path that may see a change calls it.
+    fn reevaluate(&self, st: &mut State, now: Instant) {
+        let resolution = st.view.resolve(st.configured, now);
+        let expired = st.view.expired(now);
+        if expired != st.expired {
+            st.expired = expired;
+            if expired {
+                warn!(node = %self.id, valid_for = ?self.rollout.stage_valid_for,
+                    "cannot confirm the rollout stage; acting as combined until it can");
+            } else {
+                info!(node = %self.id, "rollout stage confirmed again");
+            }
+        }
+        if resolution != st.resolution {
+            let stage = st
+                .view
+                .confirmed(now)
+                .map_or("unconfirmed", |s| s.stage.as_str());
+            match resolution.degraded_from {
+                Some(mode) => warn!(node = %self.id, configured = %mode, %stage,
+                    "mode {mode} is not allowed at stage {stage}; running combined"),
+                None => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
+                    "new acquisitions now use {}", resolution.algorithm),
+            }
+            st.resolution = resolution;
+        }
+        let confirmed = st.view.confirmed(now).cloned();
+        st.bindings.follow(resolution.algorithm, confirmed.as_ref());
+        // Legacy contenders may be about at stage legacy, and wherever the
+        // node cannot tell (`LegacyPacing`).
+        self.pacing
+            .set_beside_legacy(confirmed.is_none_or(|r| r.stage == Stage::Legacy));
+    }
+
     async fn refresh(&self) -> Result<(), StoreError> {
+        let sent = Instant::now();
         let stage = read_stage(self.store.as_ref()).await;
         let configured = self.reload_mode();
         let mut st = self.state();
@@ -352,25 +528,17 @@ impl Shared {
         }
         let result = match stage {
             Ok((record, _)) => {
-                if st.stage.as_ref().map(|s| s.version) != Some(record.version) {
+                if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
                     info!(node = %self.id, stage = %record.stage, version = record.version, "stage read");
                 }
-                st.stage = Some(record);
+                st.view.read(record, sent);
                 Ok(())
             }
             Err(e) => Err(e),
         };
-        let resolution = resolve(st.configured, st.stage.as_ref().map(|s| s.stage));
-        if resolution != st.resolution {
-            let stage = st.stage.as_ref().map_or("unknown", |s| s.stage.as_str());
-            match resolution.degraded_from {
-                Some(mode) => warn!(node = %self.id, configured = %mode, %stage,
-                    "mode {mode} is not allowed at stage {stage}; running combined"),
-                None => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
-                    "new acquisitions now use {}", resolution.algorithm),
-            }
-            st.resolution = resolution;
-        }
+        self.reevaluate(&mut st, Instant::now());
+        drop(st);
+        self.view_changed.notify_one();
         result
     }
 
@@ -387,16 +555,23 @@ impl Shared {
         }
     }
 
-    fn info(&self) -> NodeInfo {
-        let st = self.state();
+    /// What the heartbeat sent at `sent` says: the node as it will act once
+    /// that heartbeat lands (its view confirmed by it, B1) — the row is
+    /// only written if it does.
+    fn info(&self, sent: Instant) -> NodeInfo {
+        let mut st = self.state();
+        self.reevaluate(&mut st, sent);
+        let mut view = st.view.clone();
+        view.heartbeat(sent);
+        let resolution = view.resolve(st.configured, sent);
         NodeInfo {
             node: self.id.to_string(),
             version: self.version.clone(),
             configured_mode: st.configured,
-            effective: st.resolution.algorithm,
-            degraded: st.resolution.degraded_from.is_some(),
-            seen_stage: st.stage.as_ref().map(|s| s.stage),
-            seen_version: st.stage.as_ref().map(|s| s.version),
+            effective: resolution.algorithm,
+            degraded: resolution.degraded_from.is_some(),
+            seen_stage: st.view.record.as_ref().map(|s| s.stage),
+            seen_version: st.view.record.as_ref().map(|s| s.version),
             started_at: self.started_at.as_micros(),
             last_used: st
                 .last_used
@@ -404,17 +579,31 @@ impl Shared {
                 .map(|(a, t)| (*a, t.as_micros()))
                 .collect(),
             lease: Some(self.lease_promise),
+            acting_version: st.bindings.acting_version(&st.view),
+            bound: st.bindings.counts(),
+            view_expired: view.expired(sent),
         }
     }
 
     async fn heartbeat(&self) -> Result<(), StoreError> {
+        // B4: what the row says is computed before it is sent; an
+        // acquisition bound after this moment binds to this view or a
+        // newer one, so the report stays a lower bound.
+        let sent = Instant::now();
+        let info = self.info(sent);
         heartbeat(
             self.store.as_ref(),
             self.clock.as_ref(),
-            &self.info(),
-            self.heartbeat_ttl,
+            &info,
+            self.registry_ttl,
         )
         .await?;
+        {
+            let mut st = self.state();
+            st.view.heartbeat(sent);
+            self.reevaluate(&mut st, Instant::now());
+        }
+        self.view_changed.notify_one();
         self.report_activity().await
     }
 
@@ -445,33 +634,107 @@ impl Shared {
         Ok(())
     }
 
-    fn locker_for(&self) -> (Algorithm, &dyn Locker) {
-        let algorithm = self.state().resolution.algorithm;
-        let locker: &dyn Locker = match algorithm {
+    /// Reports the last activity and leaves the registry (nothing can act
+    /// for the node any more).
+    async fn leave(&self) {
+        {
+            let mut st = self.state();
+            st.closed = true;
+            st.left = true;
+        }
+        if let Err(e) = self.report_activity().await {
+            debug!(error = %e, "final activity report failed");
+        }
+        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), self.id.as_str()).await
+        {
+            warn!(node = %self.id, error = %e, "could not deregister; the entry expires with its TTL");
+        }
+    }
+
+    fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
+        match algorithm {
             Algorithm::Legacy => &self.legacy,
             Algorithm::Combined => &self.combined,
             Algorithm::Queue => &self.queue,
-        };
-        (algorithm, locker)
+        }
     }
 
     fn used(&self, algorithm: Algorithm) {
         let now = self.clock.now();
         self.state().last_used.insert(algorithm, now);
     }
+
+    /// Binds a new acquisition of `lock` (N4).
+    fn begin(
+        self: &Arc<Self>,
+        lock: &LockId,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Attempt, AcquireError> {
+        let mut st = self.state();
+        if st.closed {
+            return Err(AcquireError::NodeStopped {
+                lock: lock.clone(),
+                node: self.id.clone(),
+            });
+        }
+        self.reevaluate(&mut st, Instant::now());
+        let algorithm = st.resolution.algorithm;
+        let st = &mut *st;
+        let (id, token) = st.bindings.bind(algorithm, &st.view, cancel);
+        Ok(Attempt {
+            shared: self.clone(),
+            id,
+            algorithm,
+            token,
+            armed: true,
+        })
+    }
+}
+
+/// One bound acquisition (N4): unbound when dropped, unless its guard was
+/// handed out — then the guard carries a [`Held`] instead.
+struct Attempt {
+    shared: Arc<Shared>,
+    id: u64,
+    algorithm: Algorithm,
+    token: CancellationToken,
+    /// Cleared when the binding passes to a [`Held`].
+    armed: bool,
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.state().bindings.unbind(self.id);
+        }
+    }
+}
+
+/// A handed-out guard's binding: keeps the node running and reported while
+/// the lock is held (N5), unbound when the guard goes.
+struct Held {
+    core: Arc<Core>,
+    id: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.core.shared.state().bindings.unbind(self.id);
+    }
 }
 
 /// The [`Locker`] of a [`Node`]: each acquisition uses the algorithm the
-/// node resolves at that moment.
+/// node resolves at that moment, stays bound to it while it waits, and
+/// keeps the node alive (N4, N5).
 #[derive(Clone)]
 pub struct NodeLocker {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
 }
 
 impl fmt::Debug for NodeLocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NodeLocker")
-            .field("node", &self.shared.id)
+            .field("node", &self.core.shared.id)
             .finish()
     }
 }
@@ -479,37 +742,127 @@ impl fmt::Debug for NodeLocker {
 impl NodeLocker {
     /// What the node runs now.
     pub fn status(&self) -> NodeStatus {
-        self.shared.status()
+        self.core.shared.status()
     }
 
-    /// The stage the node acts on.
+    /// The stage the node acts on (`None`: unknown or unconfirmed).
     pub fn stage(&self) -> Option<Stage> {
-        self.shared.state().stage.as_ref().map(|s| s.stage)
+        let st = self.core.shared.state();
+        st.view.confirmed(Instant::now()).map(|s| s.stage)
+    }
+
+    /// Decides whether `attempt`'s guard may be handed out (B3); if so, ties
+    /// the binding to the guard. Otherwise the guard is released and the
+    /// caller re-enters.
+    async fn hand_out(&self, mut attempt: Attempt, mut guard: LockGuard) -> Option<LockGuard> {
+        let refused = {
+            let mut st = self.core.shared.state();
+            let st = &mut *st;
+            st.bindings
+                .hand_out(attempt.id, &st.view, Instant::now())
+                .err()
+        };
+        match refused {
+            None => {
+                self.core.shared.used(attempt.algorithm);
+                let held = Held {
+                    core: self.core.clone(),
+                    id: attempt.id,
+                };
+                // The binding lives on in `held`, with the guard.
+                attempt.armed = false;
+                guard.attach(Box::new(held));
+                Some(guard)
+            }
+            Some(why) => {
+                info!(node = %self.core.shared.id, lock = %guard.lock_id(), algorithm = %attempt.algorithm, ?why,
+                    "the stage moved while this acquisition waited; releasing and re-entering");
+                if let Err(e) = guard.release().await {
+                    debug!(error = %e, "release of a refused guard left cells to their TTL");
+                }
+                None
+            }
+        }
     }
 }
 
 #[async_trait]
 impl Locker for NodeLocker {
     fn algorithm(&self) -> Algorithm {
-        self.shared.state().resolution.algorithm
+        self.core.shared.state().resolution.algorithm
     }
 
+    /// # Cancel safety
+    /// As every locker's; a dropped acquisition is unbound at once.
     async fn acquire_with(
         &self,
         lock: &LockId,
         options: AcquireOptions,
     ) -> Result<LockGuard, AcquireError> {
-        let (algorithm, locker) = self.shared.locker_for();
-        let guard = locker.acquire_with(lock, options).await?;
-        self.shared.used(algorithm);
-        Ok(guard)
+        let shared = &self.core.shared;
+        let started = Instant::now();
+        let deadline = options.timeout.map(|t| started + t);
+        loop {
+            let attempt = shared.begin(lock, options.cancel.as_ref())?;
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let inner = AcquireOptions {
+                timeout: remaining,
+                cancel: Some(attempt.token.clone()),
+            };
+            match shared
+                .locker(attempt.algorithm)
+                .acquire_with(lock, inner)
+                .await
+            {
+                Ok(guard) => {
+                    if let Some(guard) = self.hand_out(attempt, guard).await {
+                        return Ok(guard);
+                    }
+                }
+                Err(AcquireError::Cancelled { lock, owner })
+                    if !options
+                        .cancel
+                        .as_ref()
+                        .is_some_and(CancellationToken::is_cancelled) =>
+                {
+                    // Invalidated (N4): leave the line and re-enter with
+                    // whatever the node resolves now.
+                    drop(attempt);
+                    if shared.state().closed {
+                        return Err(AcquireError::NodeStopped {
+                            lock,
+                            node: shared.id.clone(),
+                        });
+                    }
+                    debug!(%lock, %owner, "re-resolving a waiting acquisition");
+                }
+                Err(AcquireError::Timeout { lock, owner, .. }) => {
+                    return Err(AcquireError::Timeout {
+                        lock,
+                        owner,
+                        waited: started.elapsed(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        let (algorithm, locker) = self.shared.locker_for();
-        let guard = locker.try_acquire(lock).await?;
-        self.shared.used(algorithm);
-        Ok(guard)
+        let shared = &self.core.shared;
+        // A second try covers a stage change between resolving and handing
+        // out; a third would only chase a flapping stage.
+        for _ in 0..2 {
+            let attempt = shared.begin(lock, None)?;
+            let guard = shared.locker(attempt.algorithm).try_acquire(lock).await?;
+            if let Some(guard) = self.hand_out(attempt, guard).await {
+                return Ok(guard);
+            }
+        }
+        Err(TryAcquireError::Held {
+            lock: lock.clone(),
+            holder: None,
+        })
     }
 }
 

@@ -183,8 +183,12 @@ async fn an_unreadable_stage_at_start_means_combined() {
     );
 }
 
+/// At stage `legacy` a combined waiter takes its turn at the legacy pace and
+/// prepares nothing (`LegacyPacing`: a prepared shadow cell would make every
+/// legacy attempt back off); once no legacy node can run (`dual`), the next
+/// waiter announces itself in `shadow` while the holder still holds.
 #[tokio::test(start_paused = true)]
-async fn a_combined_waiter_prepares_its_shadow_entry_while_the_holder_holds() {
+async fn a_combined_waiter_prepares_its_shadow_entry_only_once_legacy_is_gone() {
     let w = world();
     let settings = |id: &str| {
         let mut s = Settings::default();
@@ -199,35 +203,59 @@ async fn a_combined_waiter_prepares_its_shadow_entry_while_the_holder_holds() {
         .await
         .unwrap();
     let lock = LockId::new("L").unwrap();
-    let held = a.locker().acquire(&lock).await.unwrap();
-    let waiter = {
-        let locker = b.locker();
-        let lock = lock.clone();
-        tokio::spawn(async move { locker.acquire(&lock).await })
-    };
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let shadow = w
-        .store
-        .read(schema::SHADOW, "L", &RowQuery::all())
-        .await
-        .unwrap();
-    assert_eq!(
-        shadow.len(),
-        1,
-        "the waiter announced itself in shadow ahead of time"
-    );
-    assert!(shadow[0].column.starts_with("b/"));
-    held.release().await.unwrap();
-    let g = waiter.await.unwrap().unwrap();
-    assert_eq!(g.algorithm(), Algorithm::Combined);
-    assert!(
+    let shadow = || async {
         w.store
             .read(schema::SHADOW, "L", &RowQuery::all())
             .await
             .unwrap()
-            .is_empty()
-    );
-    g.release().await.unwrap();
+    };
+    for stage in [Stage::Legacy, Stage::Dual] {
+        if stage == Stage::Dual {
+            let defaults = Settings::default();
+            let rollout = Rollout::new(
+                w.store.clone(),
+                w.clock.clone(),
+                defaults.rollout.clone(),
+                defaults.lock.lease(),
+                defaults.lock.queue.clone(),
+            );
+            let report = rollout
+                .transition(TransitionRequest {
+                    to: Stage::Dual,
+                    by: "op".into(),
+                    reason: "test".into(),
+                    dry_run: false,
+                })
+                .await
+                .unwrap();
+            assert!(report.applied, "{}", report.verdict);
+            a.refresh().await.unwrap();
+            b.refresh().await.unwrap();
+        }
+        let held = a.locker().acquire(&lock).await.unwrap();
+        let waiter = {
+            let locker = b.locker();
+            let lock = lock.clone();
+            tokio::spawn(async move { locker.acquire(&lock).await })
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let prepared = shadow().await;
+        if stage == Stage::Legacy {
+            assert!(prepared.is_empty(), "nothing prepared beside legacy");
+        } else {
+            assert_eq!(
+                prepared.len(),
+                1,
+                "the waiter announced itself ahead of time"
+            );
+            assert!(prepared[0].column.starts_with("b/"));
+        }
+        held.release().await.unwrap();
+        let g = waiter.await.unwrap().unwrap();
+        assert_eq!(g.algorithm(), Algorithm::Combined);
+        assert!(shadow().await.is_empty());
+        g.release().await.unwrap();
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -54,6 +54,31 @@ pub struct NodeInfo {
     /// not say).
     #[serde(default)]
     pub lease: Option<LeasePromise>,
+    /// The oldest stage version the node may still act on: its view's, and
+    /// that of every acquisition it has waiting or held (`None`: unknown).
+    #[serde(default)]
+    pub acting_version: Option<u64>,
+    /// Acquisitions waiting or held, by the algorithm each resolved.
+    #[serde(default)]
+    pub bound: BTreeMap<Algorithm, u32>,
+    /// The node could not confirm the stage lately and acts as combined.
+    #[serde(default)]
+    pub view_expired: bool,
+}
+
+impl NodeInfo {
+    /// The oldest stage version the node may act on, as the guards read it:
+    /// its reported acting version, or (from nodes that predate it) the
+    /// version it has seen.
+    pub fn acting(&self) -> Option<u64> {
+        self.acting_version.or(self.seen_version)
+    }
+
+    /// Whether the node may be running `algorithm`: as its effective
+    /// algorithm, or in an acquisition waiting or held.
+    pub fn runs(&self, algorithm: Algorithm) -> bool {
+        self.effective == algorithm || self.bound.get(&algorithm).is_some_and(|n| *n > 0)
+    }
 }
 
 /// How a node keeps its lock cells alive, as it announces in its heartbeat:
@@ -237,6 +262,9 @@ mod tests {
             started_at: 1,
             last_used: BTreeMap::new(),
             lease: None,
+            acting_version: Some(0),
+            bound: BTreeMap::new(),
+            view_expired: false,
         }
     }
 

@@ -300,18 +300,32 @@ struct Guards<'a> {
 }
 
 impl Guards<'_> {
+    /// How long ago `node` last heartbeat, for the guard texts: a silent
+    /// node still counts until its row expires (it may still act on what
+    /// it last reported).
+    fn heard(&self, node: &LiveNode) -> String {
+        format!(
+            "heartbeat {} ago",
+            fmt_duration(round_secs(
+                self.evidence.now.duration_since(node.heartbeat_at)
+            ))
+        )
+    }
+
     fn no_node_runs(&self, algorithm: Algorithm) -> Guard {
         let running: Vec<String> = self
             .evidence
             .nodes
             .iter()
-            .filter(|n| n.info.effective == algorithm)
+            .filter(|n| n.info.runs(algorithm))
             .map(|n| {
-                format!(
-                    "node {} runs {algorithm} (heartbeat {} ago)",
-                    n.info.node,
-                    fmt_duration(round_secs(self.evidence.now.duration_since(n.heartbeat_at)))
-                )
+                let bound = n.info.bound.get(&algorithm).copied().unwrap_or(0);
+                let what = if n.info.effective == algorithm {
+                    format!("runs {algorithm}")
+                } else {
+                    format!("has {bound} {algorithm} acquisition(s) waiting or held")
+                };
+                format!("node {} {what} ({})", n.info.node, self.heard(n))
             })
             .collect();
         Guard {
@@ -325,26 +339,40 @@ impl Guards<'_> {
         }
     }
 
+    /// Every node acts on the current stage: its view, and every
+    /// acquisition it has waiting or held, are bound to the current version
+    /// (`NodeInfo::acting`).
     fn all_saw_current(&self) -> Guard {
         let current = &self.evidence.current;
         let behind: Vec<String> = self
             .evidence
             .nodes
             .iter()
-            .filter(|n| n.info.seen_version != Some(current.version))
+            .filter(|n| n.info.acting().is_none_or(|v| v < current.version))
             .map(|n| {
-                format!(
-                    "node {} still acts on stage {}",
-                    n.info.node,
-                    n.info.seen_stage.map_or("unknown", Stage::as_str)
-                )
+                let why = if n.info.view_expired {
+                    "cannot confirm the stage".to_string()
+                } else if n.info.seen_version != Some(current.version) {
+                    format!(
+                        "still acts on stage {}",
+                        n.info.seen_stage.map_or("unknown", Stage::as_str)
+                    )
+                } else {
+                    format!(
+                        "has acquisitions bound to stage version {}",
+                        n.info
+                            .acting()
+                            .map_or("unknown".to_string(), |v| v.to_string())
+                    )
+                };
+                format!("node {} {why} ({})", n.info.node, self.heard(n))
             })
             .collect();
         Guard {
-            name: format!("every live node has seen stage {}", current.stage),
+            name: format!("every live node acts on stage {}", current.stage),
             passed: behind.is_empty(),
             detail: if behind.is_empty() {
-                format!("every live node has seen stage {}", current.stage)
+                format!("every live node acts on stage {}", current.stage)
             } else {
                 behind.join(", ")
             },

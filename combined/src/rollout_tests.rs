@@ -29,6 +29,9 @@ fn node(
             started_at: 0,
             last_used: BTreeMap::new(),
             lease: None,
+            acting_version: seen.map(|s| s.1),
+            bound: BTreeMap::new(),
+            view_expired: false,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),
@@ -161,7 +164,10 @@ fn dual_to_queue_waits_until_every_node_has_seen_dual() {
     e.nodes
         .push(node("b", Algorithm::Combined, Some((Stage::Legacy, 0)), 1));
     let v = evaluate(&e, Stage::Queue, &settings());
-    assert_eq!(v.failures(), ["node b still acts on stage legacy"]);
+    assert_eq!(
+        v.failures(),
+        ["node b still acts on stage legacy (heartbeat 1s ago)"]
+    );
     e.nodes[1] = node("b", Algorithm::Combined, Some((Stage::Dual, 1)), 1);
     assert!(evaluate(&e, Stage::Queue, &settings()).is_safe());
 }

@@ -143,7 +143,7 @@ impl Locker for LegacyLocker {
             .instrument(span)
             .await;
         match outcome {
-            Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy, None)),
+            Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy)),
             Err(exit) => {
                 abandon(lease).await;
                 Err(exit.into_error(&waiting, lock, &owner))
@@ -163,7 +163,7 @@ impl Locker for LegacyLocker {
         };
         match outcome {
             Ok(TryLockOutcome::Success) => match lease.check_valid() {
-                Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy, None)),
+                Ok(()) => Ok(LockGuard::new(lease, Algorithm::Legacy)),
                 Err(reason) => {
                     abandon(lease).await;
                     Err(AcquireError::LeaseLost {

@@ -64,11 +64,19 @@ async fn uncontended_success_costs_six_round_trips_and_release_one() {
         [guard.owner().as_str()]
     );
     assert!(columns(f.store.inner(), schema::SHADOW).await.is_empty());
+    // Legacy holders get fencing tokens too, on request: two round trips
+    // the first time (read and advance the lock's fencing cell), none after.
+    f.store.reset_counts();
+    let token = guard.fencing_token().await.unwrap();
+    assert_eq!(guard.fencing_token().await.unwrap(), token);
+    let counts = f.store.op_counts();
+    assert_eq!(counts.get(schema::GLOBAL_TIME, OpKind::Read), 1, "{counts}");
     assert_eq!(
-        guard.fencing_token(),
-        None,
-        "legacy holders have no fencing token"
+        counts.get(schema::GLOBAL_TIME, OpKind::Write),
+        1,
+        "{counts}"
     );
+    assert_eq!(counts.total(), 2, "{counts}");
     f.store.reset_counts();
     guard.release().await.unwrap();
     assert_eq!(f.store.op_counts().total(), 1);

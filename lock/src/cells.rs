@@ -15,6 +15,12 @@ use crate::id::{LockId, OwnerId};
 /// algorithm's name.
 pub const RESERVED_VALUE: &[u8] = b"queue:reserved";
 
+/// The column of a lock's fencing cell, in the `global_time` table's row
+/// named by the lock id: the last fencing token handed out for the lock, as
+/// both the value and the write timestamp (the `GlobalTime` trick, so the
+/// cell only moves forward). See [`crate::LockGuard::fencing_token`].
+pub const FENCE_COLUMN: &str = "fence";
+
 /// Who wrote a cell, when lockshift did: its algorithm, and whether it is a
 /// reservation. `None` when the cell is not lockshift's — an owner id that
 /// is not `node/nonce` or a value lockshift never writes: a binary that

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lockshift_store::{StoreError, Table};
 
-use crate::id::{LockId, OwnerId};
+use crate::id::{LockId, NodeId, OwnerId};
 
 /// An identifier broke its rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -30,6 +30,9 @@ pub enum LeaseLostReason {
         /// The configured limit (`lost_after_fraction` × `lease_ttl`).
         limit: Duration,
     },
+    /// The lock was released: nothing is held any more.
+    #[error("the lock was released")]
+    Released,
     /// A renewal found the cell already gone (expired or deleted).
     #[error("the {table} cell {column:?} is gone")]
     CellGone {
@@ -73,6 +76,14 @@ pub enum AcquireError {
         /// Why the lease failed.
         reason: LeaseLostReason,
     },
+    /// The node this locker belongs to was shut down; nothing is held.
+    #[error("acquiring lock {lock} failed: node {node} was shut down")]
+    NodeStopped {
+        /// The lock.
+        lock: LockId,
+        /// The node.
+        node: NodeId,
+    },
     /// A store failure that retrying cannot fix (invalid request, missing
     /// schema), or transient failures outlasted the deadline.
     #[error("acquiring lock {lock} as {owner} failed: {source}")]
@@ -94,6 +105,7 @@ impl AcquireError {
             AcquireError::Timeout { lock, .. }
             | AcquireError::Cancelled { lock, .. }
             | AcquireError::LeaseLost { lock, .. }
+            | AcquireError::NodeStopped { lock, .. }
             | AcquireError::Store { lock, .. } => lock,
         }
     }
@@ -104,6 +116,7 @@ impl AcquireError {
             AcquireError::Timeout { .. }
             | AcquireError::Cancelled { .. }
             | AcquireError::LeaseLost { .. } => true,
+            AcquireError::NodeStopped { .. } => false,
             AcquireError::Store { source, .. } => source.is_retryable(),
         }
     }
@@ -131,6 +144,33 @@ impl TryAcquireError {
     pub fn is_held(&self) -> bool {
         matches!(self, TryAcquireError::Held { .. })
     }
+}
+
+/// No fencing token could be handed out; ask again (a store failure) or
+/// stop touching the resource (a lost lease).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FenceError {
+    /// Reading or advancing the lock's fencing cell failed.
+    #[error("no fencing token for lock {lock}: {source}")]
+    Store {
+        /// The lock.
+        lock: LockId,
+        /// The store error.
+        #[source]
+        source: StoreError,
+    },
+    /// The lease was lost before the token was known to be the newest: it
+    /// may already be stale, so none is given.
+    #[error("no fencing token for lock {lock} as {owner}: the lease was lost ({reason})")]
+    LeaseLost {
+        /// The lock.
+        lock: LockId,
+        /// The owner.
+        owner: OwnerId,
+        /// Why the lease was lost.
+        reason: LeaseLostReason,
+    },
 }
 
 /// `release` could not remove every cell; the rest expire within the lease TTL.

@@ -7,9 +7,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span};
 
 use crate::api::Algorithm;
-use crate::error::{LeaseLostReason, ReleaseError};
+use crate::error::{FenceError, LeaseLostReason, ReleaseError};
 use crate::id::{LockId, OwnerId};
-use crate::lease::Lease;
+use crate::lease::{FenceFailure, Lease};
 
 /// A held lock.
 ///
@@ -23,9 +23,14 @@ pub struct LockGuard {
     lock: LockId,
     owner: OwnerId,
     algorithm: Algorithm,
-    fencing_token: Option<u64>,
+    /// The fencing token, once asked for (one per guard).
+    fencing_token: tokio::sync::OnceCell<u64>,
     acquired_at: Instant,
     lost: CancellationToken,
+    /// Whatever the locker that handed the guard out keeps alive for as long
+    /// as the lock is held (the node runtime's record of this acquisition);
+    /// dropped after the lease is released.
+    attachment: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl fmt::Debug for LockGuard {
@@ -34,7 +39,7 @@ impl fmt::Debug for LockGuard {
             .field("lock", &self.lock)
             .field("owner", &self.owner)
             .field("algorithm", &self.algorithm)
-            .field("fencing_token", &self.fencing_token)
+            .field("fencing_token", &self.fencing_token.get())
             .field("lost", &self.lost.is_cancelled())
             .finish()
     }
@@ -42,16 +47,26 @@ impl fmt::Debug for LockGuard {
 
 impl LockGuard {
     /// Wraps the lease of a successful acquisition. For lockers only.
-    pub fn new(lease: Lease, algorithm: Algorithm, fencing_token: Option<u64>) -> Self {
+    #[doc(hidden)]
+    pub fn new(lease: Lease, algorithm: Algorithm) -> Self {
         LockGuard {
             lock: lease.lock().clone(),
             owner: lease.owner().clone(),
             lost: lease.lost_token(),
             lease: Some(lease),
             algorithm,
-            fencing_token,
+            fencing_token: tokio::sync::OnceCell::new(),
             acquired_at: Instant::now(),
+            attachment: None,
         }
+    }
+
+    /// Keeps `value` alive until the lock is released (or the guard dropped),
+    /// and drops it after the lease's cells are deleted. For lockers that
+    /// wrap others: the node runtime attaches its record of the acquisition.
+    #[doc(hidden)]
+    pub fn attach(&mut self, value: Box<dyn std::any::Any + Send + Sync>) {
+        self.attachment = Some(value);
     }
 
     /// The lock held.
@@ -69,11 +84,61 @@ impl LockGuard {
         self.algorithm
     }
 
-    /// A token that grows with every acquisition of this lock through the
-    /// queue (the queue cell's time prefix, in µs): hand it to the guarded
-    /// resource so it can refuse a stale holder. `None` for legacy holders.
-    pub fn fencing_token(&self) -> Option<u64> {
+    /// A fencing token for this hold: larger than every token any earlier
+    /// holder of this lock was given, whatever algorithm either used. Hand it
+    /// to the guarded resource with every request, and have the resource
+    /// refuse a request whose token is below the largest it has seen — then
+    /// a holder that was paused past its lease (and so replaced) cannot
+    /// touch the resource after its successor did.
+    ///
+    /// The first call costs two store round trips (read the lock's fencing
+    /// cell, advance it); later calls return the same token at once.
+    ///
+    /// # Why tokens increase
+    /// The token is `max(last + 1, now)` where `last` is read from the
+    /// lock's fencing cell, and it is written back as that cell's value *and*
+    /// write timestamp, so the cell never moves back (last write wins by
+    /// timestamp). A holder gets its token only after that write is
+    /// acknowledged *and* its lease is still proven — so while its `main`
+    /// cell still existed. The next holder took the lock only after that
+    /// cell was gone, hence after the write, and its own read of the fencing
+    /// cell (later still) sees the token or a newer one. Tokens of holders
+    /// that never ask are simply skipped. Binaries that predate lockshift
+    /// take no tokens; a resource shared with them cannot be fenced.
+    ///
+    /// # Errors
+    /// [`FenceError::Store`] if the cell could not be read or written (ask
+    /// again), [`FenceError::LeaseLost`] if the lease was lost meanwhile
+    /// (stop touching the resource).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves the fencing cell advanced or not,
+    /// and the next call takes a new token either way.
+    pub async fn fencing_token(&self) -> Result<u64, FenceError> {
+        let Some(lease) = &self.lease else {
+            // Only `release` takes the lease, and it consumes the guard.
+            return Err(FenceError::LeaseLost {
+                lock: self.lock.clone(),
+                owner: self.owner.clone(),
+                reason: LeaseLostReason::Released,
+            });
+        };
         self.fencing_token
+            .get_or_try_init(|| async {
+                lease.next_fencing_token().await.map_err(|e| match e {
+                    FenceFailure::Store(source) => FenceError::Store {
+                        lock: self.lock.clone(),
+                        source,
+                    },
+                    FenceFailure::Lost(reason) => FenceError::LeaseLost {
+                        lock: self.lock.clone(),
+                        owner: self.owner.clone(),
+                        reason,
+                    },
+                })
+            })
+            .await
+            .copied()
     }
 
     /// When the lock was acquired (tokio's clock).
@@ -120,9 +185,8 @@ impl LockGuard {
     pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
         match &self.lease {
             Some(lease) => lease.check_valid(),
-            // Only `release` takes the lease, and it consumes the guard: no
-            // caller can observe this state.
-            None => Ok(()),
+            // Only `release` takes the lease, and it consumes the guard.
+            None => Err(LeaseLostReason::Released),
         }
     }
 

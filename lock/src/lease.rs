@@ -35,12 +35,14 @@ use std::time::Duration;
 use futures::future::join_all;
 use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, StoreError, Table, Timestamp, Ttl, WriteOptions,
+    schema,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
+use crate::cells::FENCE_COLUMN;
 use crate::error::LeaseLostReason;
 use crate::id::{LockId, OwnerId};
 use crate::settings::LeaseSettings;
@@ -308,6 +310,50 @@ impl Lease {
             }
             None => Ok(()),
         }
+    }
+
+    /// Takes the next fencing token of the lock: reads the lock's fencing
+    /// cell, advances it to `max(last + 1, now in µs)` — as the value and as
+    /// the write timestamp, so the cell never moves back — and checks the
+    /// lease is still proven once the write is acknowledged. Two round
+    /// trips. The caller must hold the lock (the argument in
+    /// [`crate::LockGuard::fencing_token`] rests on it).
+    ///
+    /// # Errors
+    /// The store error, or the reason the lease was lost.
+    pub(crate) async fn next_fencing_token(&self) -> Result<u64, FenceFailure> {
+        let row = self.shared.lock.as_str();
+        let cells = self
+            .shared
+            .store
+            .read(
+                schema::GLOBAL_TIME,
+                row,
+                &RowQuery::first(1).starting_at(FENCE_COLUMN),
+            )
+            .await
+            .map_err(FenceFailure::Store)?;
+        let last = cells
+            .iter()
+            .find(|c| c.column == FENCE_COLUMN)
+            .map_or(0, |c| c.writetime.as_micros());
+        let token = last
+            .saturating_add(1)
+            .max(self.shared.clock.now().as_micros())
+            .max(1);
+        self.shared
+            .store
+            .write(
+                schema::GLOBAL_TIME,
+                row,
+                &[CellWrite::new(FENCE_COLUMN, token.to_string().into_bytes())],
+                WriteOptions::at(Timestamp::from_micros(token)),
+            )
+            .await
+            .map_err(FenceFailure::Store)?;
+        self.check_valid().map_err(FenceFailure::Lost)?;
+        // `token` ≥ 1 by construction, so the conversion cannot fail.
+        Ok(u64::try_from(token).unwrap_or(1))
     }
 
     /// Changes the value of a cell this lease holds, without waiting: the
@@ -589,6 +635,13 @@ impl Shared {
         self.mark_proven(table, column, sent);
         Ok(())
     }
+}
+
+/// Why [`Lease::next_fencing_token`] gave no token.
+#[derive(Debug)]
+pub(crate) enum FenceFailure {
+    Store(StoreError),
+    Lost(LeaseLostReason),
 }
 
 enum RenewFailure {

@@ -10,8 +10,9 @@
 //! - [`Lease`]: every cell an acquisition writes — waiter or holder — goes
 //!   through its lease, which gives it the TTL, rewrites it in the background,
 //!   removes it on release, and fires the one-way lost signal.
-//! - [`LockGuard`]: lock id, owner, algorithm, fencing token (queue-based
-//!   algorithms), lost signal, explicit `release().await`, release on drop.
+//! - [`LockGuard`]: lock id, owner, algorithm, fencing token (any
+//!   algorithm, on request), lost signal checked against the clock,
+//!   explicit `release().await`, release on drop.
 //! - [`LockContext`] and [`Waiting`]: the parts lockers are built from.
 //!
 //! # Invariants
@@ -66,9 +67,13 @@ pub mod lease;
 mod settings;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
-pub use cells::{ActivityObserver, RESERVED_VALUE, is_legacy_evidence, lockshift_writer};
+pub use cells::{
+    ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, lockshift_writer,
+};
 pub use context::{Interrupted, LockContext, Stop, Waiting};
-pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError};
+pub use error::{
+    AcquireError, FenceError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError,
+};
 pub use guard::LockGuard;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};
 pub use lease::Lease;

@@ -298,6 +298,9 @@ fn node_info(node: &str, algorithm: Algorithm) -> NodeInfo {
         started_at: 0,
         last_used: BTreeMap::new(),
         lease: None,
+        acting_version: Some(0),
+        bound: BTreeMap::new(),
+        view_expired: false,
     }
 }
 

@@ -25,10 +25,13 @@
 //!   `k × head_poll` (at most `waiter_poll`), backing off while the line
 //!   stands still: only the next waiter polls at full speed, and no waiter
 //!   loops hot against the store.
-//! - **Q5.** Reservations never wait for each other: a reservation is
-//!   marked (`RESERVED_VALUE`), and nobody reserves while `main` holds two
-//!   cells or behind a cell so marked; a claimed reservation is re-marked a
-//!   holding.
+//! - **Q5.** Reservations never wait for each other for ever: a
+//!   reservation is marked (`RESERVED_VALUE`), nobody reserves while `main`
+//!   holds two cells or behind a cell so marked, and a claimed reservation
+//!   is re-marked a holding. Reserving is check-then-act, so two waiters can
+//!   still reserve at once; a prepared waiter that sees only reservations
+//!   beside its own asks the queue, and every reservation that is not first
+//!   in line withdraws.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!
@@ -58,7 +61,7 @@ pub mod queue;
 mod settings;
 pub mod time;
 
-pub use line::{Entry, Line, MainEntry, Prepared, verdict_on_main};
+pub use line::{Entry, Line, MainEntry, Place, Prepared, verdict_on_main};
 pub use locker::{QueueEntry, QueueLocker};
 pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};

@@ -99,9 +99,9 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// One poll of a prepared waiter that prepared behind the holder whose
-    /// `main` column is `behind`: took the lock, still waiting, or the
-    /// preparation no longer stands (then the line tidies up and waits
-    /// normally).
+    /// `main` column is `behind`, standing at `place` in line: took the
+    /// lock, still waiting, or the preparation no longer stands (then the
+    /// line tidies up and waits normally).
     ///
     /// # Errors
     /// A store error; the line then tidies up and waits normally.
@@ -110,8 +110,24 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         _store: &dyn Store,
         _lease: &Lease,
         _behind: &str,
+        _place: &Place<'_>,
     ) -> Result<Prepared, StoreError> {
         Ok(Prepared::Lost)
+    }
+
+    /// Whether the entry prepares hand-offs at all right now (see
+    /// [`prepare`](MainEntry::prepare)); `false` skips even the wait for
+    /// the holder's cell to age.
+    fn prepares(&self) -> bool {
+        true
+    }
+
+    /// How long the first waiter pauses while `main` is not free, when the
+    /// entry paces itself (the combined lock beside legacy contenders, who
+    /// poll at their own pace and would otherwise never win a hand-off);
+    /// `None`, the default: the line's polling.
+    fn busy_pause(&self, _ctx: &LockContext) -> Option<Duration> {
+        None
     }
 
     /// Removes what a failed `enter` may have left (by default, any `main`
@@ -124,12 +140,23 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 }
 
+/// Where a waiter stands, for entries that consult the queue while
+/// prepared.
+#[derive(Clone, Copy, Debug)]
+pub struct Place<'a> {
+    /// The waiter's queue column.
+    pub column: &'a str,
+    /// Now, by the waiter's clock.
+    pub now: Timestamp,
+    /// Queue cells older than this are dead waiters.
+    pub stale_after: Duration,
+}
+
 /// One place in line: an owner, its lease, its queue cell.
 struct Ticket {
     owner: OwnerId,
     lease: Lease,
     column: String,
-    time: Timestamp,
 }
 
 /// The waiting line of one algorithm: queue lock or combined lock.
@@ -228,7 +255,6 @@ impl Line {
                     owner,
                     lease,
                     column,
-                    time,
                 })
             }
             // Dropping the lease removes a cell that may have been written.
@@ -346,9 +372,8 @@ impl Line {
             let pause = match self.step(lock, &ticket, &mut progress).await {
                 Ok(Step::Acquired) => match ticket.lease.check_valid() {
                     Ok(()) => {
-                        info!(polls, waited = ?waiting.elapsed(), fencing_token = ticket.time.as_micros(), "acquired");
-                        let token = u64::try_from(ticket.time.as_micros()).ok();
-                        return Ok(LockGuard::new(ticket.lease, self.algorithm(), token));
+                        info!(polls, waited = ?waiting.elapsed(), "acquired");
+                        return Ok(LockGuard::new(ticket.lease, self.algorithm()));
                     }
                     Err(reason) => {
                         warn!(%reason, "entered main but the lease is no longer proven; re-enqueueing");
@@ -390,6 +415,14 @@ impl Line {
         interval.min(self.settings.waiter_poll.max(self.settings.head_poll))
     }
 
+    /// The pause of the first waiter while `main` is not free: the entry's
+    /// own pacing if it has one, else the next waiter's poll interval.
+    fn busy_pause(&self, polls: u32) -> Duration {
+        self.entry
+            .busy_pause(&self.ctx)
+            .unwrap_or_else(|| self.poll_interval(1, polls))
+    }
+
     /// One poll of the line.
     async fn step(
         &self,
@@ -401,7 +434,16 @@ impl Line {
             let started = Instant::now();
             let polled = self
                 .entry
-                .poll_prepared(self.store(), &ticket.lease, &behind)
+                .poll_prepared(
+                    self.store(),
+                    &ticket.lease,
+                    &behind,
+                    &Place {
+                        column: &ticket.column,
+                        now: self.ctx.clock().now(),
+                        stale_after: self.stale_after(),
+                    },
+                )
                 .await;
             match polled {
                 Ok(Prepared::Acquired) => return Ok(Step::Acquired),
@@ -489,7 +531,7 @@ impl Line {
                             // cell goes only with its TTL, no point polling fast.
                             return Ok(Step::Wait(self.settings.waiter_poll));
                         }
-                        let mut wait = self.poll_interval(1, progress.polls_here);
+                        let mut wait = self.busy_pause(progress.polls_here);
                         if let [holder] = others.as_slice()
                             && let Some(sooner) =
                                 self.maybe_prepare(ticket, holder, false, progress).await?
@@ -507,7 +549,7 @@ impl Line {
                         progress.main_busy = true;
                         progress.last_ahead = Some(0);
                         progress.polls_here += 1;
-                        Ok(Step::Wait(self.poll_interval(1, progress.polls_here)))
+                        Ok(Step::Wait(self.busy_pause(progress.polls_here)))
                     }
                     Err(e) => {
                         progress.dirty = true;
@@ -531,7 +573,7 @@ impl Line {
         behind_head: bool,
         progress: &mut Progress,
     ) -> Result<Option<Duration>, StoreError> {
-        let Some(round_trip) = progress.round_trip else {
+        let Some(round_trip) = progress.round_trip.filter(|_| self.entry.prepares()) else {
             return Ok(None);
         };
         let age = self.ctx.clock().now().duration_since(holder.writetime);
@@ -612,10 +654,7 @@ impl Line {
             match outcome {
                 Ok(Some(Entry::Acquired)) => {
                     return match ticket.lease.check_valid() {
-                        Ok(()) => {
-                            let token = u64::try_from(ticket.time.as_micros()).ok();
-                            Ok(LockGuard::new(ticket.lease, self.algorithm(), token))
-                        }
+                        Ok(()) => Ok(LockGuard::new(ticket.lease, self.algorithm())),
                         Err(reason) => {
                             let owner = ticket.owner.clone();
                             abandon(ticket.lease).await;

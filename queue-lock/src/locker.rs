@@ -9,8 +9,11 @@ use lockshift_lock::{
     TryAcquireError,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
+use tracing::debug;
 
-use crate::line::{Entry, Line, MainEntry, Prepared, verdict_on_main};
+use crate::queue::{Position, position};
+
+use crate::line::{Entry, Line, MainEntry, Place, Prepared, verdict_on_main};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use lockshift_lock::RESERVED_VALUE;
@@ -69,28 +72,61 @@ impl MainEntry for QueueEntry {
     /// is mine — the hand-off costs the holder's delete and this read. The
     /// claim then marks the cell a holding in the background, so the next
     /// waiter may reserve behind it.
+    ///
+    /// Two reservations can meet (Q5): reserving is check-then-act, so a
+    /// waiter whose queue cell sorts just ahead of the next waiter's (a
+    /// clock a little behind) can reserve in the same moment. Each would
+    /// wait for the other for ever once the holder leaves; so when every
+    /// other cell in `main` is a reservation, the queue decides: the
+    /// reservation that is not first in line withdraws, the first stays.
+    /// Withdrawing is always safe (it only gives up the preparation), and
+    /// of two reservations both in the queue at most one is first.
     async fn poll_prepared(
         &self,
         store: &dyn Store,
         lease: &Lease,
         _behind: &str,
+        place: &Place<'_>,
     ) -> Result<Prepared, StoreError> {
         let me = lease.owner().as_str();
         let main = store
-            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
+            .read(
+                schema::MAIN,
+                lease.lock().as_str(),
+                &RowQuery::first(RESERVATIONS_SEEN),
+            )
             .await?;
         if !main.iter().any(|c| c.column == me) {
             return Ok(Prepared::Lost);
         }
-        if main.len() > 1 {
+        let others: Vec<_> = main.iter().filter(|c| c.column != me).collect();
+        if others.is_empty() {
+            lease.rewrite_in_background(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes());
+            return Ok(Prepared::Acquired);
+        }
+        if others.iter().any(|c| c.value != RESERVED_VALUE) {
             // The holder, or a waiter entering that will see my cell and
             // step back (it cannot hold: its read would see my reservation).
             return Ok(Prepared::Waiting);
         }
-        lease.rewrite_in_background(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes());
-        Ok(Prepared::Acquired)
+        // Only reservations besides mine: the queue decides who stays.
+        let lock = lease.lock().as_str();
+        match position(store, lock, place.column, place.now, place.stale_after, 1).await? {
+            Position::First => Ok(Prepared::Waiting),
+            Position::Behind { .. } | Position::Missing => {
+                debug!("another reservation is ahead of mine in line; withdrawing");
+                Ok(Prepared::Lost)
+            }
+        }
     }
 }
+
+/// How many `main` cells a prepared queue waiter reads per poll: enough to
+/// tell "a holding is among them" from "only reservations" in every case
+/// but a crowd of four reservations with the holding beyond them — and
+/// then the waiter only waits longer, it never deadlocks (the first in
+/// line stays; the rest withdraw).
+const RESERVATIONS_SEEN: u32 = 4;
 
 /// The fair queue lock.
 ///
@@ -108,7 +144,7 @@ impl MainEntry for QueueEntry {
 ///     LeaseSettings::default(), None)?;
 /// let locker = QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
 /// let guard = locker.acquire(&LockId::new("accounts")?).await?;
-/// assert!(guard.fencing_token().is_some());
+/// assert!(guard.fencing_token().await? > 0);
 /// guard.release().await?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();

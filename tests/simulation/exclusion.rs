@@ -9,7 +9,8 @@ use lockshift_lock::{LeaseSettings, LockId};
 use lockshift_store::FaultPlan;
 use lockshift_tests::fleet::{self, NodeLocker};
 use lockshift_tests::sim::{
-    Cluster, ContentionReport, NodeEnv, Oracle, contend, for_each_seed, paused, skews,
+    Cluster, ContentionReport, NodeEnv, Oracle, contend, for_each_seed, for_each_seed_and, paused,
+    skews,
 };
 
 /// The fault mixes every algorithm is run under.
@@ -120,6 +121,10 @@ fn queue_holds_exclusion_under_contention() {
 /// and be lost, leaving the cell until its TTL. That costs liveness (waits of
 /// one TTL), never exclusion — which is what this checks, on fewer seeds
 /// because every lost delete is a simulated minute of polling.
+///
+/// Seeds 308 and 581 once deadlocked the queue lock: two waiters reserved
+/// `main` at once and waited for each other for ever (issue 10 item 5; the
+/// queue decides between reservations now, Q5).
 #[test]
 fn exclusion_survives_large_per_operation_skew() {
     let plan = FaultPlan {
@@ -130,10 +135,11 @@ fn exclusion_survives_large_per_operation_skew() {
         ("legacy", fleet::legacy as fn(&NodeEnv) -> NodeLocker),
         ("queue", fleet::queue),
     ] {
-        for_each_seed(
+        for_each_seed_and(
             &format!("exclusion_survives_large_per_operation_skew/{name}"),
             100,
             3,
+            &[308, 581],
             |seed| {
                 let report = run(seed, 4, &plan, Duration::from_secs(5), make);
                 report

@@ -6,7 +6,10 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used)]
 
+mod attacks;
 pub mod exclusion;
+mod fairness;
+mod fencing;
 mod leases;
 mod mixed;
 mod rollout;

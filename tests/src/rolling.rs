@@ -56,6 +56,8 @@ pub struct Timings {
     pub renew_every: Duration,
     /// Stage re-read period.
     pub reread: Duration,
+    /// How long a node trusts an unconfirmed stage view.
+    pub valid_for: Duration,
     /// Quiet period (must exceed re-read + TTL + skew margin).
     pub quiet: Duration,
     /// Skew margin.
@@ -77,7 +79,8 @@ impl Timings {
             lease_ttl: Duration::from_secs(10),
             renew_every: Duration::from_secs(2),
             reread: Duration::from_secs(2),
-            quiet: Duration::from_secs(16),
+            valid_for: Duration::from_secs(5),
+            quiet: Duration::from_secs(20),
             skew_margin: Duration::from_secs(1),
             heartbeat: Duration::from_secs(1),
             heartbeat_ttl: Duration::from_secs(4),
@@ -92,7 +95,8 @@ impl Timings {
             lease_ttl: Duration::from_secs(3),
             renew_every: Duration::from_millis(500),
             reread: Duration::from_millis(500),
-            quiet: Duration::from_millis(4_500),
+            valid_for: Duration::from_millis(1_200),
+            quiet: Duration::from_millis(5_000),
             skew_margin: Duration::from_millis(500),
             heartbeat: Duration::from_millis(300),
             heartbeat_ttl: Duration::from_secs(1),
@@ -113,6 +117,7 @@ impl Timings {
         s.lock.renew_every = self.renew_every;
         s.rollout = RolloutSettings {
             stage_reread_every: self.reread,
+            stage_valid_for: self.valid_for,
             quiet_period: self.quiet,
             clock_skew_margin: self.skew_margin,
             heartbeat_every: self.heartbeat,

@@ -38,6 +38,18 @@ pub const SEEDS_VAR: &str = "LOCKSHIFT_SEEDS";
 /// is set. A failing seed is printed with the
 /// command to replay it, then the panic continues.
 pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
+    for_each_seed_and(test, first, count, &[], run);
+}
+
+/// As [`for_each_seed`], plus `regressions`: seeds that once found a bug,
+/// run by default whatever the range (unless `LOCKSHIFT_SEED` picks one).
+pub fn for_each_seed_and(
+    test: &str,
+    first: u64,
+    count: u64,
+    regressions: &[u64],
+    run: impl Fn(u64),
+) {
     let seeds: Vec<u64> = match std::env::var(SEED_VAR).ok().and_then(|s| s.parse().ok()) {
         Some(seed) => vec![seed],
         None => {
@@ -45,7 +57,11 @@ pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(count);
-            (first..first + count).collect()
+            let range = first..first + count;
+            range
+                .clone()
+                .chain(regressions.iter().copied().filter(|s| !range.contains(s)))
+                .collect()
         }
     };
     for seed in seeds {

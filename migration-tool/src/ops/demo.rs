@@ -210,7 +210,8 @@ pub fn demo_settings(node: Option<usize>, mode: Mode) -> anyhow::Result<Settings
     s.lock.legacy.owner_wait_max = Duration::from_millis(200);
     s.rollout = RolloutSettings {
         stage_reread_every: Duration::from_secs(1),
-        quiet_period: Duration::from_secs(6),
+        stage_valid_for: Duration::from_secs(2),
+        quiet_period: Duration::from_secs(7),
         clock_skew_margin: Duration::from_millis(500),
         heartbeat_every: Duration::from_millis(500),
         heartbeat_ttl: Duration::from_secs(2),

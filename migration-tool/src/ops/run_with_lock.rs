@@ -217,7 +217,14 @@ async fn hold_and_run(
     report.waited_ms = ms(started.elapsed());
     report.algorithm = guard.algorithm();
     report.owner = Some(guard.owner().to_string());
-    report.fencing_token = guard.fencing_token();
+    // Two round trips: the child gets a token it can hand to the resource.
+    report.fencing_token = match guard.fencing_token().await {
+        Ok(token) => Some(token),
+        Err(e) => {
+            note(format!("warning: running without a fencing token: {e}"));
+            None
+        }
+    };
     let held_since = Instant::now();
     let lost = guard.lost();
 
@@ -232,7 +239,7 @@ async fn hold_and_run(
             .env("LOCKSHIFT_LOCK_ID", request.lock.as_str())
             .env("LOCKSHIFT_LOCK_OWNER", guard.owner().as_str())
             .process_group(0);
-        if let Some(token) = guard.fencing_token() {
+        if let Some(token) = report.fencing_token {
             cmd.env("LOCKSHIFT_FENCING_TOKEN", token.to_string());
         }
         match cmd.spawn() {

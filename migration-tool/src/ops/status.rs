@@ -446,6 +446,9 @@ mod tests {
             started_at: 0,
             last_used: BTreeMap::new(),
             lease: None,
+            acting_version: Some(0),
+            bound: BTreeMap::new(),
+            view_expired: false,
         };
         heartbeat(
             env.store.as_ref(),

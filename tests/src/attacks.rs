@@ -1,0 +1,469 @@
+//! A harness for adversarial rollout schedules: real [`Node`]s and the real
+//! [`Rollout`] on one embedded store under a paused clock, workers that
+//! hammer locks inside the exclusion [`Oracle`], and the operator moving the
+//! stage with the guards deciding.
+//!
+//! The schedules themselves live in `tests/simulation/attacks.rs`; each is
+//! one way the rollout layer could let a legacy acquisition and a queue
+//! acquisition run at the same time. Legacy nodes get slow `main` writes
+//! (a wide window between "main is empty" and "my cell is in main"), which
+//! is what turns such an overlap into two holders quickly.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lockshift_combined::config::RolloutSettings;
+use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Settings, Stage, TransitionRequest};
+use lockshift_lock::{AcquireError, AcquireOptions, LockGuard, LockId, Locker};
+use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::sim::{Cluster, NodeEnv, Oracle, critical_section, node_env};
+
+/// Durations of the attack schedules (simulated time).
+#[derive(Debug, Clone, Copy)]
+pub struct AttackTimings {
+    /// Lease TTL.
+    pub lease_ttl: Duration,
+    /// Renewal period.
+    pub renew_every: Duration,
+    /// Stage (and config) re-read period.
+    pub reread: Duration,
+    /// How long a node trusts an unconfirmed stage view.
+    pub valid_for: Duration,
+    /// Quiet period.
+    pub quiet: Duration,
+    /// Skew margin.
+    pub skew_margin: Duration,
+    /// Heartbeat period.
+    pub heartbeat: Duration,
+    /// Registry TTL.
+    pub heartbeat_ttl: Duration,
+    /// How long a legacy contender pauses at most when the lock is owned:
+    /// an eager legacy fleet polls often, so it finds `main` empty in the
+    /// short gaps between queue holders.
+    pub legacy_owner_wait: Duration,
+}
+
+impl Default for AttackTimings {
+    fn default() -> Self {
+        AttackTimings {
+            lease_ttl: Duration::from_secs(10),
+            renew_every: Duration::from_secs(2),
+            reread: Duration::from_secs(2),
+            valid_for: Duration::from_secs(5),
+            quiet: Duration::from_secs(20),
+            skew_margin: Duration::from_secs(1),
+            heartbeat: Duration::from_secs(1),
+            heartbeat_ttl: Duration::from_secs(4),
+            legacy_owner_wait: Duration::from_millis(20),
+        }
+    }
+}
+
+impl AttackTimings {
+    /// The settings of node `id` in `mode`.
+    ///
+    /// # Panics
+    /// If the timings break a settings rule (a test bug).
+    pub fn settings(&self, id: &str, mode: Mode) -> Settings {
+        let mut s = Settings::default();
+        s.node.id = Some(id.to_string());
+        s.node.mode = mode;
+        s.lock.lease_ttl = self.lease_ttl;
+        s.lock.renew_every = self.renew_every;
+        s.lock.legacy.owner_wait_max = self.legacy_owner_wait;
+        s.rollout = RolloutSettings {
+            stage_reread_every: self.reread,
+            stage_valid_for: self.valid_for,
+            quiet_period: self.quiet,
+            clock_skew_margin: self.skew_margin,
+            heartbeat_every: self.heartbeat,
+            heartbeat_ttl: self.heartbeat_ttl,
+        };
+        s.validated().expect("valid attack settings")
+    }
+
+    /// The same settings as a TOML file (for nodes whose config is edited).
+    pub fn toml(&self, id: &str, mode: Mode) -> String {
+        let d = |d: Duration| format!("\"{}ms\"", d.as_millis());
+        format!(
+            "[node]\nid = \"{id}\"\nmode = \"{mode}\"\n\n[lock]\nlease_ttl = {}\nrenew_every = {}\n\n\
+             [lock.legacy]\nowner_wait_max = {}\n\n\
+             [rollout]\nstage_reread_every = {}\nstage_valid_for = {}\nquiet_period = {}\nclock_skew_margin = {}\n\
+             heartbeat_every = {}\nheartbeat_ttl = {}\n",
+            d(self.lease_ttl),
+            d(self.renew_every),
+            d(self.legacy_owner_wait),
+            d(self.reread),
+            d(self.valid_for),
+            d(self.quiet),
+            d(self.skew_margin),
+            d(self.heartbeat),
+            d(self.heartbeat_ttl),
+        )
+    }
+}
+
+/// Latency for every node, plus slow `main` writes for nodes that may run
+/// legacy: the legacy writer's window between its fresh read of `main` and
+/// its `main` cell landing.
+pub fn plan(slow_main_writes: bool) -> FaultPlan {
+    FaultPlan {
+        slow: slow_main_writes.then(|| {
+            (
+                FaultScope {
+                    tables: Some(vec![schema::MAIN]),
+                    ops: Some(vec![OpKind::Write]),
+                },
+                Duration::from_millis(40),
+            )
+        }),
+        ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
+    }
+}
+
+/// A plan under which every operation on `tables` fails before it is
+/// applied (the node is cut off from those partitions only).
+pub fn cut_off(mut plan: FaultPlan, tables: Vec<Table>) -> FaultPlan {
+    plan.fail_before = 1.0;
+    plan.scope = FaultScope {
+        tables: Some(tables),
+        ops: None,
+    };
+    plan
+}
+
+/// The world of one attack: a cluster, the operator, the oracle, workers.
+#[derive(Debug)]
+pub struct World {
+    /// The shared store and its clock.
+    pub cluster: Cluster,
+    /// The timings.
+    pub timings: AttackTimings,
+    /// The seed.
+    pub seed: u64,
+    /// The exclusion oracle every worker reports to.
+    pub oracle: Arc<Oracle>,
+    counters: Arc<Mutex<HashMap<String, u64>>>,
+    failures: Arc<Mutex<Vec<String>>>,
+    taken: Arc<Mutex<HashMap<String, u64>>>,
+    workers: Vec<(CancellationToken, JoinHandle<()>)>,
+    dir: tempfile::TempDir,
+    started: u64,
+}
+
+/// A started node and its fault wrapper.
+#[derive(Debug)]
+pub struct Started {
+    /// The node.
+    pub node: Node,
+    /// Its view of the store (set faults here).
+    pub env: NodeEnv,
+    /// Its config file, if it has one.
+    pub config: Option<PathBuf>,
+}
+
+impl World {
+    /// A new world. Call inside the paused runtime.
+    ///
+    /// # Panics
+    /// If no temporary directory can be made.
+    pub fn new(seed: u64) -> Self {
+        World {
+            cluster: Cluster::new(),
+            timings: AttackTimings::default(),
+            seed,
+            oracle: Arc::new(Oracle::default()),
+            counters: Arc::default(),
+            failures: Arc::default(),
+            taken: Arc::default(),
+            workers: Vec::new(),
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            started: 0,
+        }
+    }
+
+    /// The operator's view of the rollout.
+    pub fn rollout(&self) -> Rollout {
+        let s = self.timings.settings("operator", Mode::Auto);
+        Rollout::new(
+            self.cluster.store.clone(),
+            self.cluster.clock.clone(),
+            s.rollout.clone(),
+            s.lock.lease(),
+            s.lock.queue.clone(),
+        )
+    }
+
+    /// Starts node `id` in `mode` with fault plan `plan`; with
+    /// `config_file`, its settings come from a file it re-reads.
+    ///
+    /// # Panics
+    /// If the node does not start.
+    pub async fn start(
+        &mut self,
+        id: &str,
+        mode: Mode,
+        plan: FaultPlan,
+        config_file: bool,
+    ) -> Started {
+        self.started += 1;
+        let settings = self.timings.settings(id, mode);
+        let env = node_env(
+            usize::try_from(self.started).unwrap_or(0),
+            self.seed,
+            self.cluster.store.clone(),
+            self.cluster.clock.clone(),
+            plan,
+            settings.lock.lease(),
+        );
+        let mut options = NodeOptions::new(settings);
+        options.seed = Some(self.seed.wrapping_mul(31).wrapping_add(self.started));
+        let config = config_file.then(|| {
+            let path = self.dir.path().join(format!("{id}.toml"));
+            write_config(&path, &self.timings.toml(id, mode));
+            options.config_path = Some(path.clone());
+            options.env = Some(HashMap::new());
+            path
+        });
+        let store: SharedStore = env.store.clone();
+        let node = Node::start(store, env.clock.clone(), options)
+            .await
+            .expect("node starts");
+        Started { node, env, config }
+    }
+
+    /// Rewrites a started node's config file with `mode`.
+    ///
+    /// # Panics
+    /// If the node has no config file.
+    pub fn edit_mode(&self, node: &Started, id: &str, mode: Mode) {
+        let path = node.config.as_ref().expect("a node with a config file");
+        write_config(path, &self.timings.toml(id, mode));
+    }
+
+    /// Spawns `n` workers on `locker`, each taking `locks` in turn for ever
+    /// (hold and think times drawn from the seed) until the world ends.
+    /// Worker `w` starts with lock `w mod locks.len()`, so a schedule knows
+    /// who waits where first.
+    pub fn hammer(&mut self, locker: Arc<dyn Locker>, locks: &[&str], n: usize, think: Duration) {
+        self.workers_for(
+            locker,
+            locks,
+            n,
+            think,
+            usize::MAX,
+            Duration::from_millis(100),
+        );
+    }
+
+    /// Spawns `n` tasks on `locker` that each take one lock once (task `w`
+    /// lock `w mod locks.len()`) and hold it up to `hold`: acquisitions
+    /// that start waiting now.
+    pub fn once(&mut self, locker: Arc<dyn Locker>, locks: &[&str], n: usize, hold: Duration) {
+        self.workers_for(locker, locks, n, Duration::ZERO, 1, hold);
+    }
+
+    fn workers_for(
+        &mut self,
+        locker: Arc<dyn Locker>,
+        locks: &[&str],
+        n: usize,
+        think: Duration,
+        rounds: usize,
+        hold: Duration,
+    ) {
+        for w in 0..n {
+            let stop = CancellationToken::new();
+            let task = tokio::spawn(worker(
+                locker.clone(),
+                locks.iter().map(|l| l.to_string()).collect(),
+                w,
+                rounds,
+                hold,
+                think,
+                StdRng::seed_from_u64(self.seed ^ ((self.workers.len() as u64) << 16) ^ w as u64),
+                stop.clone(),
+                self.oracle.clone(),
+                self.counters.clone(),
+                self.failures.clone(),
+                self.taken.clone(),
+            ));
+            self.workers.push((stop, task));
+        }
+    }
+
+    /// Stops every worker and returns the violations and failures seen.
+    pub async fn finish(mut self) -> Outcome {
+        for (stop, _) in &self.workers {
+            stop.cancel();
+        }
+        for (_, task) in self.workers.drain(..) {
+            let _ = task.await;
+        }
+        Outcome {
+            violations: self
+                .oracle
+                .violations()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            failures: self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            entries: self.oracle.entries().len(),
+            taken: self
+                .taken
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        }
+    }
+}
+
+/// What an attack observed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Exclusion violations.
+    pub violations: Vec<String>,
+    /// Acquisitions that failed for another reason than the world ending.
+    pub failures: Vec<String>,
+    /// Critical sections entered.
+    pub entries: usize,
+    /// Acquisitions by `node:algorithm`.
+    pub taken: HashMap<String, u64>,
+}
+
+impl Outcome {
+    /// Asserts exclusion held and work was done.
+    ///
+    /// # Panics
+    /// When it did not.
+    pub fn assert_exclusive(&self, what: &str) {
+        assert!(
+            self.violations.is_empty(),
+            "{what}: exclusion violated ({} times; acquisitions {:?}): {:?}",
+            self.violations.len(),
+            self.taken,
+            self.violations.iter().take(3).collect::<Vec<_>>()
+        );
+        assert!(self.entries > 0, "{what}: nothing was acquired");
+    }
+}
+
+fn write_config(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("the config file is written");
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    locker: Arc<dyn Locker>,
+    locks: Vec<String>,
+    first: usize,
+    rounds: usize,
+    hold_max: Duration,
+    think: Duration,
+    mut rng: StdRng,
+    stop: CancellationToken,
+    oracle: Arc<Oracle>,
+    counters: Arc<Mutex<HashMap<String, u64>>>,
+    failures: Arc<Mutex<Vec<String>>>,
+    taken: Arc<Mutex<HashMap<String, u64>>>,
+) {
+    for i in (first..).take(rounds) {
+        if stop.is_cancelled() {
+            return;
+        }
+        let Ok(lock) = LockId::new(locks[i % locks.len()].clone()) else {
+            return;
+        };
+        let got = locker
+            .acquire_with(
+                &lock,
+                AcquireOptions::with_timeout(Duration::from_secs(3600)).cancelled_by(stop.clone()),
+            )
+            .await;
+        match got {
+            Ok(guard) => {
+                let node = guard.owner().node().unwrap_or("?").to_string();
+                *taken
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(format!("{node}:{}", guard.algorithm()))
+                    .or_default() += 1;
+                let hold = rng
+                    .random_range(Duration::from_millis(1)..hold_max.max(Duration::from_millis(2)));
+                critical_section(&oracle, &counters, &guard, hold).await;
+                let _ = guard.release().await;
+            }
+            Err(AcquireError::Cancelled { .. }) => return,
+            Err(e) => failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(e.to_string()),
+        }
+        if !think.is_zero() {
+            tokio::time::sleep(think.mul_f64(rng.random_range(0.1..1.0))).await;
+        }
+    }
+}
+
+/// Holds `lock` with `locker` until the returned guard is released.
+///
+/// # Panics
+/// If the lock cannot be taken within an hour.
+pub async fn hold(locker: &dyn Locker, lock: &str) -> LockGuard {
+    locker
+        .acquire_with(
+            &LockId::new(lock).expect("a valid lock id"),
+            AcquireOptions::with_timeout(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("the lock is taken")
+}
+
+/// Asks for `to` every `retry` until the guards allow it or `within` passes;
+/// returns whether the stage moved.
+///
+/// # Panics
+/// If a transition cannot even be evaluated.
+pub async fn try_move(rollout: &Rollout, to: Stage, retry: Duration, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let report = rollout
+            .transition(TransitionRequest {
+                to,
+                by: "operator".into(),
+                reason: format!("attack: to {to}"),
+                dry_run: false,
+            })
+            .await
+            .expect("the transition evaluates");
+        if report.applied {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(retry).await;
+    }
+}
+
+/// As [`try_move`], but the stage must move.
+///
+/// # Panics
+/// If the guards never allow it within `within`.
+pub async fn must_move(rollout: &Rollout, to: Stage, within: Duration) {
+    assert!(
+        try_move(rollout, to, Duration::from_secs(1), within).await,
+        "the guards never allowed {to} within {within:?}"
+    );
+}
