@@ -22,7 +22,9 @@
 //!   or it expires within one TTL (thesis §5.3).
 //! - **I3.** The lost signal fires no later than `lost_after_fraction × TTL`
 //!   after the last renewal that was proven (sent and acknowledged), i.e.
-//!   before the TTL can run out, and it is never un-fired. See [`lease`].
+//!   before the cell can expire — TTLs count in whole seconds, so that is
+//!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
+//!   enforces — and it is never un-fired. See [`lease`].
 //! - **I4.** A lease never writes a cell it has begun to delete, and never
 //!   rewrites a cell a renewal found gone (no resurrection).
 //!
@@ -72,4 +74,6 @@ pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcqui
 pub use guard::LockGuard;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};
 pub use lease::Lease;
-pub use settings::{LeaseSettings, fmt_duration, scale_duration};
+pub use settings::{
+    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, scale_duration,
+};
