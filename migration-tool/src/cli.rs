@@ -137,29 +137,47 @@ pub enum Command {
         lock: LockId,
     },
 
-    /// Find stale lock cells across all locks and (with --apply) delete them.
+    /// Find stale lock cells across all locks and (with --apply) delete them,
+    /// never breaking a holder that may still believe it holds a lock.
     ///
-    /// A cell is stale when it was not renewed for longer than --stale-after
-    /// (default: --stale-multiple x lock.renew_every). Shadow cells are
-    /// transient and queue cells are renewed by their waiter, so stale ones
-    /// are orphans. Without --apply nothing is deleted: the same scan runs and
-    /// prints what would go. With --apply each cell is re-read first and
-    /// skipped if it was renewed meanwhile, then deleted USING TIMESTAMP its
-    /// observed writetime, so a renewal racing the delete still wins. Exits 1
-    /// if a delete failed (the summary counts them).
+    /// Each cell is judged by its own owner's promise, not by this
+    /// machine's settings: the TTL and renewal period its node announces in
+    /// the registry, or else the cell's own TTL (a lockshift owner renews at
+    /// least every TTL/2). A cell is overdue when not renewed for
+    /// --stale-multiple such periods. Overdue cells are KEPT while their
+    /// owner's node is live, or while the cell is younger than its
+    /// guaranteed life (TTL - 1s - 250ms: an owner that is only cut off from
+    /// the database is not told its lease is lost before then); a cell with
+    /// a TTL therefore usually expires by itself first. Cells without a TTL
+    /// promise nothing and are judged only by --stale-after. With --apply
+    /// each cell is re-read first and skipped if it was renewed meanwhile,
+    /// then deleted USING TIMESTAMP its observed writetime, so a renewal
+    /// racing the delete still wins. Without --apply nothing is deleted.
+    /// Exits 1 if a delete failed (the summary counts them).
     #[command(
-        after_help = "Examples:\n  migrate clean                 # dry run: what would be deleted\n  migrate clean --apply\n  migrate clean --stale-after 10m --apply"
+        after_help = "Examples:\n  migrate clean                        # dry run: what is overdue, what would go\n  migrate clean --apply\n  migrate clean --stale-after 30m --apply   # also cells written without a TTL"
     )]
     Clean {
         /// Delete the cells (default: dry run).
         #[arg(long)]
         apply: bool,
-        /// Stale threshold, e.g. 90s; at least twice lock.renew_every.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "stale_multiple")]
+        /// For owners that announced no promise (cells written without a
+        /// TTL, which never expire; owners whose node is not live): overdue
+        /// when not renewed for this long, e.g. 30m. Never overrides a live
+        /// node's own promise. Without it, cells without a TTL are counted,
+        /// never deleted.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         stale_after: Option<Duration>,
-        /// Stale threshold as a multiple of lock.renew_every.
+        /// Overdue after this many of the owner's promised renewal periods.
         #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
         stale_multiple: u32,
+        /// Also delete overdue cells whose owner may still hold the lock
+        /// (its node is live, or it may not have been told yet). RISK: if
+        /// that owner is alive — slow, paused or cut off rather than dead —
+        /// another process can take the lock while it still runs its
+        /// critical section. Use only when you know the owner is dead.
+        #[arg(long)]
+        force: bool,
         /// Row keys per scan page.
         #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
         page_size: u32,

@@ -104,15 +104,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             apply,
             stale_after,
             stale_multiple,
+            force,
             page_size,
         } => {
             let env = ops::Env::open(connect).await?;
-            let options = ops::clean::CleanOptions::new(
-                &env.settings,
-                stale_after,
-                stale_multiple,
-                page_size,
-            )?;
+            let options =
+                ops::clean::CleanOptions::new(stale_after, stale_multiple, force, page_size)?;
             let mut line = render::ProgressLine::new();
             let report = ops::clean::clean(&env, &options, apply, |p| line.update(p)).await?;
             drop(line);

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::ops::Progress;
 use crate::ops::advance::TransitionReport;
-use crate::ops::clean::{Action, CleanReport};
+use crate::ops::clean::{Action, CleanReport, PromiseSource};
 use crate::ops::demo::{DemoEvent, DemoReport};
 use crate::ops::inspect::InspectReport;
 use crate::ops::run_with_lock::{RunReport, RunResult};
@@ -462,20 +462,29 @@ impl Human for CleanReport {
         let sc = &self.scanned;
         let _ = writeln!(
             s,
-            "scanned {} main, {} shadow, {} queue rows ({} cells); stale = not renewed for {}",
+            "scanned {} main, {} shadow, {} queue rows ({} cells); overdue = not renewed for {} of \
+             the owner's promised renewal periods{}",
             sc.main_rows,
             sc.shadow_rows,
             sc.queue_rows,
             sc.cells,
-            age(self.stale_after_ms)
+            self.stale_multiple,
+            self.stale_after_ms.map_or(String::new(), |t| format!(
+                " (no TTL: older than {})",
+                age(t)
+            ))
         );
         if !self.cells.is_empty() {
-            let mut t = Table::new(&["action", "table", "lock", "owner", "reason", "age"]);
+            let mut t = Table::new(&[
+                "action", "table", "lock", "owner", "reason", "age", "promise",
+            ]);
             for c in &self.cells {
                 t.row(vec![
                     match c.action {
                         Action::WouldDelete => "would delete".into(),
                         Action::Deleted => "deleted".into(),
+                        Action::KeptOwnerLive => "KEPT (owner's node is live)".into(),
+                        Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
                         Action::SkippedRenewed => "skipped (renewed)".into(),
                         Action::SkippedGone => "skipped (gone)".into(),
                         Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
@@ -496,22 +505,49 @@ impl Human for CleanReport {
                         .trim()
                         .to_string(),
                     age(c.age_ms),
+                    match c.promise {
+                        Some(p) => format!(
+                            "ttl {}, renews every {} ({})",
+                            age(p.ttl_ms),
+                            age(p.renew_every_ms),
+                            match p.source {
+                                PromiseSource::Registry => "registry",
+                                PromiseSource::Cell => "cell's TTL",
+                            }
+                        ),
+                        None => "none (no TTL)".into(),
+                    },
                 ]);
             }
             s.push_str(&t.render(""));
         }
         let m = &self.summary;
+        if m.kept > 0 {
+            let _ = writeln!(
+                s,
+                "kept {} cell(s) whose owner may still hold its lock; --force deletes them at the \
+                 risk of a second holder",
+                m.kept
+            );
+        }
+        if m.unjudged_without_ttl > 0 {
+            let _ = writeln!(
+                s,
+                "{} cell(s) have no TTL and promise nothing; --stale-after judges them",
+                m.unjudged_without_ttl
+            );
+        }
         if self.applied {
             let _ = writeln!(
                 s,
-                "summary: {} stale found, {} deleted, {} skipped because renewed, {} already gone, {} failed",
-                m.found, m.deleted, m.skipped_renewed, m.skipped_gone, m.failed
+                "summary: {} stale found, {} kept, {} deleted, {} skipped because renewed, {} already gone, {} failed",
+                m.found, m.kept, m.deleted, m.skipped_renewed, m.skipped_gone, m.failed
             );
         } else {
             let _ = writeln!(
                 s,
-                "summary: {} stale found; dry run, nothing deleted (run with --apply to delete)",
-                m.found
+                "summary: {} stale found, {} kept; dry run, nothing deleted (run with --apply to delete)",
+                m.found, m.kept
             );
         }
         s

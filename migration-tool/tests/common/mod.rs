@@ -1,3 +1,6 @@
+// Each test binary uses part of the shared harness.
+#![allow(dead_code)]
+
 //! The e2e harness: a local CQL endpoint in this test process (port 0, its
 //! fault controller at hand), the built `migrate` binary run against it,
 //! and a store connection for seeding and checking cells.
