@@ -72,7 +72,7 @@ pub use cells::{ActivityObserver, RESERVED_VALUE, is_legacy_evidence, lockshift_
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::LockGuard;
-pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};
+pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
 pub use lease::Lease;
 pub use settings::{
     LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, scale_duration,

@@ -208,11 +208,18 @@ pub enum Command {
     /// If the lease is lost, the command gets SIGTERM, then SIGKILL after
     /// --grace, and migrate exits 4. Otherwise the command's exit code is
     /// passed through (killed by a signal: 128 + signal). Could not take the
-    /// lock within --timeout: exit 3. The process registers as a node (so
-    /// rollout guards see its mode) and the command gets LOCKSHIFT_LOCK_ID,
-    /// LOCKSHIFT_LOCK_OWNER and LOCKSHIFT_FENCING_TOKEN (queue-based modes).
+    /// lock within --timeout: exit 3. While it waits, a line on stderr says
+    /// who holds the lock. The command runs in its own process group and
+    /// dies with migrate (even on kill -9: a supervisor kills the group);
+    /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
+    /// and it gets SIGKILL if still running --grace later or on a second
+    /// signal. The process registers as a node (node.id and node.mode come
+    /// from --mode, LOCKSHIFT__NODE__..., the --config file, as for every
+    /// node) and the command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
+    /// LOCKSHIFT_FENCING_TOKEN (queue-based modes). stdout is the command's:
+    /// --json writes the report to stderr, --report FILE to a file.
     #[command(
-        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'"
+        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
     )]
     RunWithLock {
         /// The lock id.
@@ -220,16 +227,32 @@ pub enum Command {
         lock: LockId,
         /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
         /// A mode the stage forbids degrades to combined, with a warning.
-        #[arg(long, default_value = "auto", value_parser = parse_mode)]
-        mode: Mode,
+        /// [default: node.mode from the settings, else auto]
+        #[arg(long, value_parser = parse_mode)]
+        mode: Option<Mode>,
         /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long the command may take to exit before SIGKILL.
+        /// After a forwarded signal or SIGTERM, how long the command may take
+        /// to exit before SIGKILL.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
         grace: Duration,
+        /// Write the JSON report to this file (as well as --json on stderr).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+
+    /// The supervisor of a run-with-lock command (started by run-with-lock).
+    #[command(name = "run-with-lock-child", hide = true)]
+    RunWithLockChild {
+        /// The pid of the run-with-lock process.
+        #[arg(long)]
+        parent: i32,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
         command: Vec<String>,
     },
 
@@ -440,7 +463,7 @@ mod tests {
         match cli.command {
             Command::RunWithLock { command, mode, .. } => {
                 assert_eq!(command, ["sh", "-c", "echo --json"]);
-                assert_eq!(mode, Mode::Auto);
+                assert_eq!(mode, None, "the settings' node.mode decides");
             }
             other => panic!("{other:?}"),
         }

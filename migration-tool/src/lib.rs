@@ -38,6 +38,8 @@ pub mod render;
 
 use std::fmt;
 
+use anyhow::Context;
+
 use cli::{Cli, Command};
 
 /// The version of every JSON report's schema (M3).
@@ -138,6 +140,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             mode,
             timeout,
             grace,
+            report,
             command,
         } => {
             let env = ops::Env::open(connect).await?;
@@ -147,18 +150,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 timeout,
                 grace,
                 command,
+                supervisor: Some(
+                    std::env::current_exe()
+                        .context("finding the migrate binary to supervise the command")?,
+                ),
             };
-            let report = ops::run_with_lock::run_with_lock(&env, request, |note| {
+            let result = ops::run_with_lock::run_with_lock(&env, request, |note| {
                 render::note(&note);
             })
             .await?;
-            if json {
-                render::print(&report, true)?;
-            } else {
-                render::print_stderr(&report)?;
+            // stdout belongs to the command: reports go elsewhere.
+            if let Some(path) = &report {
+                render::write_json(&result, path)?;
             }
-            Ok(report.outcome())
+            if json {
+                render::print_json_stderr(&result)?;
+            } else {
+                render::print_stderr(&result)?;
+            }
+            Ok(result.outcome())
         }
+        Command::RunWithLockChild { .. } => Err(UsageError(format!(
+            "`{}` is started by `migrate run-with-lock`, not by hand",
+            ops::child::SUBCOMMAND
+        ))
+        .into()),
         Command::Serve {
             listen,
             latency,

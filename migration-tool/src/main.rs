@@ -13,7 +13,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockshift_migration_tool::cli::Cli;
+use lockshift_migration_tool::cli::{Cli, Command};
+use lockshift_migration_tool::ops;
 use lockshift_migration_tool::{JSON_VERSION, Outcome, is_usage_error, run};
 use tracing_subscriber::EnvFilter;
 
@@ -26,6 +27,11 @@ const LEASE_LOST: u8 = 4;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (its default, kept).
     let cli = Cli::parse();
+    // The run-with-lock supervisor must set its signal mask before any
+    // thread exists: no runtime, no logging.
+    if let Command::RunWithLockChild { parent, command } = &cli.command {
+        return ExitCode::from(ops::child::supervise(*parent, command));
+    }
     // Default: warnings of lockshift's own crates. The driver's connection
     // chatter is off: a failed connection is explained once, by `migrate`.
     tracing_subscriber::fmt()
@@ -36,6 +42,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let json = cli.output.json;
+    // run-with-lock's stdout is its command's: even its errors stay off it.
+    let json_on_stderr = matches!(cli.command, Command::RunWithLock { .. });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -63,7 +71,11 @@ fn main() -> ExitCode {
                     "version": JSON_VERSION,
                     "error": { "exit_code": code, "message": format!("{e:#}") },
                 });
-                println!("{body}");
+                if json_on_stderr {
+                    eprintln!("{body}");
+                } else {
+                    println!("{body}");
+                }
             }
             ExitCode::from(code)
         }

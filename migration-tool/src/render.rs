@@ -63,6 +63,29 @@ pub fn print_stderr<R: Human>(report: &R) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints `report` as JSON on stderr (`run-with-lock --json`: stdout is
+/// the command's).
+///
+/// # Errors
+/// Writing or serialisation failed.
+pub fn print_json_stderr<R: Serialize>(report: &R) -> anyhow::Result<()> {
+    let mut s = serde_json::to_string_pretty(report)?;
+    s.push('\n');
+    std::io::stderr().lock().write_all(s.as_bytes())?;
+    Ok(())
+}
+
+/// Writes `report` as JSON to `path` (`run-with-lock --report FILE`).
+///
+/// # Errors
+/// The file could not be written, naming it.
+pub fn write_json<R: Serialize>(report: &R, path: &std::path::Path) -> anyhow::Result<()> {
+    let mut s = serde_json::to_string_pretty(report)?;
+    s.push('\n');
+    std::fs::write(path, s)
+        .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", path.display()))
+}
+
 /// A note for the operator, on stderr.
 pub fn note(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "migrate: {text}");

@@ -487,7 +487,7 @@ async fn run_with_lock_passes_exit_codes_and_times_out() {
         ])
         .await
         .expect_code(0)
-        .json();
+        .stderr_json();
     assert_eq!(j["result"], "completed");
     assert_eq!(
         j["algorithm"], "combined",

@@ -168,15 +168,9 @@ pub fn default_operator() -> String {
     format!("{user}@{}", hostname())
 }
 
-/// This machine's name (`/proc/sys/kernel/hostname`, `$HOSTNAME`, or
-/// `localhost`).
+/// This machine's name, from the operating system (never `$HOSTNAME`).
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string())
+    lockshift_lock::host_name()
 }
 
 #[cfg(test)]

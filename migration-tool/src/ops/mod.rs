@@ -18,6 +18,7 @@ use crate::connect;
 
 pub mod advance;
 pub mod bench;
+pub mod child;
 pub mod clean;
 pub mod demo;
 pub mod inspect;
