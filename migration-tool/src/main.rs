@@ -27,8 +27,8 @@ const LEASE_LOST: u8 = 4;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (its default, kept).
     let cli = Cli::parse();
-    // The run-with-lock supervisor must set its signal mask before any
-    // thread exists: no runtime, no logging.
+    // The run-with-lock supervisor: its own small runtime, no logging (its
+    // stderr is the command's).
     if let Command::RunWithLockChild { parent, command } = &cli.command {
         return ExitCode::from(ops::child::supervise(*parent, command));
     }

@@ -249,3 +249,25 @@ async fn waiting_says_who_holds_the_lock() {
     ));
     guard.release().await.unwrap();
 }
+
+/// The command starts with the signal state of any program: nothing
+/// blocked by its supervisor, so SIGTERM ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_starts_with_no_signal_blocked() {
+    let e = Endpoint::with_schema().await;
+    let r = e
+        .migrate_env(
+            &[
+                "run-with-lock",
+                "mask",
+                "--",
+                "sh",
+                "-c",
+                "grep SigBlk /proc/$$/status",
+            ],
+            FAST,
+        )
+        .await;
+    r.expect_code(0);
+    assert_eq!(r.stdout.trim(), "SigBlk:\t0000000000000000", "{r:#?}");
+}

@@ -15,19 +15,23 @@
 //! 1. It leads a new process group (`migrate` spawns it with
 //!    `process_group(0)`), and its command joins that group, so one
 //!    `killpg` reaches everything the command started.
-//! 2. It blocks the signals `migrate` forwards and asks for `SIGTERM` when
-//!    its parent dies; then it checks that the parent is still the one it
-//!    was started by (if `migrate` died in between, it exits at once).
-//! 3. It runs the command (which starts with an empty signal mask — std
-//!    resets it) and waits for it.
-//! 4. A thread waits for the blocked signals. A signal while the parent
-//!    lives was forwarded to the whole group by `migrate`: the command got
-//!    it too, so the supervisor ignores it. A signal after the parent is
-//!    gone (`getppid` changed) is the death signal: it kills the group with
-//!    `SIGKILL` — the lock is no longer guarded, so the command must stop
-//!    touching what it protects *now*, not after a grace period.
+//! 2. It catches the signals `migrate` forwards (tokio's safe handlers)
+//!    and asks for `SIGTERM` when its parent dies; then it checks that the
+//!    parent is still the one it was started by (if `migrate` died in
+//!    between, it exits at once). Catching — rather than blocking or
+//!    ignoring, which `exec` would pass on — leaves the command with the
+//!    default dispositions: handlers are reset by `exec`.
+//! 3. It runs the command and waits for it.
+//! 4. A signal while the parent lives was forwarded to the whole group by
+//!    `migrate`: the command got it too, so the supervisor ignores it. A
+//!    signal after the parent is gone (`getppid` changed) is the death
+//!    signal: it kills the group with `SIGKILL` — the lock is no longer
+//!    guarded, so the command must stop touching what it protects *now*,
+//!    not after a grace period.
 //! 5. When the command ends, the supervisor ends the same way: same exit
-//!    code, or the same signal (re-raised; `128 + n` if it is ignored).
+//!    code; killed by a signal, `128 + n` (the shell's convention — dying by
+//!    a signal it catches itself would need `unsafe` to restore the default
+//!    handler), or by the signal itself when it is not one it catches.
 //!
 //! Doubt: the death signal fires when the *thread* that spawned the
 //! supervisor exits, not the process. `migrate` spawns it from the thread
@@ -35,8 +39,9 @@
 
 use std::process::ExitStatus;
 
-use nix::sys::signal::{SigSet, Signal, killpg, raise};
+use nix::sys::signal::{Signal, killpg, raise};
 use nix::unistd::{Pid, getpgrp, getppid};
+use tokio::signal::unix::{SignalKind, signal};
 
 /// The hidden subcommand that runs the supervisor.
 pub const SUBCOMMAND: &str = "run-with-lock-child";
@@ -50,27 +55,43 @@ pub const FORWARDED: [Signal; 4] = [
 ];
 
 /// Runs the supervisor: `parent` is the pid of the `migrate` that started
-/// it, `command` the program and its arguments. Returns the exit code when
-/// the command exited normally (its own code; 126/127 when it could not be
-/// started); when it was killed by a signal, dies by the same signal.
-///
-/// Must run before any other thread exists (the signal mask is inherited
-/// by threads created later, not by those already running).
+/// it, `command` the program and its arguments. Returns the exit code (the
+/// command's own; 126/127 when it could not be started; see the module
+/// docs for a command killed by a signal).
 pub fn supervise(parent: i32, command: &[String]) -> u8 {
-    let mut blocked = SigSet::empty();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("migrate: cannot start the command's supervisor: {e}");
+            return 126;
+        }
+    };
+    runtime.block_on(run(parent, command))
+}
+
+async fn run(parent: i32, command: &[String]) -> u8 {
+    let parent = Pid::from_raw(parent);
+    // Handlers first: from here on neither a forwarded signal nor the death
+    // signal can end this process before it has acted on it.
+    let mut streams = Vec::new();
     for s in FORWARDED {
-        blocked.add(s);
-    }
-    if let Err(e) = blocked.thread_block() {
-        eprintln!("migrate: cannot block signals in the command's supervisor: {e}");
-        return 126;
+        match signal(SignalKind::from_raw(s as i32)) {
+            Ok(stream) => streams.push(stream),
+            Err(e) => {
+                eprintln!("migrate: cannot catch {s} in the command's supervisor: {e}");
+                return 126;
+            }
+        }
     }
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
         eprintln!("migrate: cannot ask for a parent-death signal: {e}");
         return 126;
     }
     // Asked for only now: had `migrate` died before, no signal would come.
-    if getppid() != Pid::from_raw(parent) {
+    if getppid() != parent {
         eprintln!("migrate: run-with-lock ended before its command could start");
         return 126;
     }
@@ -78,7 +99,7 @@ pub fn supervise(parent: i32, command: &[String]) -> u8 {
         eprintln!("migrate: no command to run");
         return 126;
     };
-    let mut child = match std::process::Command::new(program).args(args).spawn() {
+    let mut child = match tokio::process::Command::new(program).args(args).spawn() {
         Ok(child) => child,
         Err(e) => {
             eprintln!("migrate: cannot run {program:?}: {e}");
@@ -90,43 +111,49 @@ pub fn supervise(parent: i32, command: &[String]) -> u8 {
         }
     };
     let group = getpgrp();
-    std::thread::spawn(move || {
-        loop {
-            let Ok(_signal) = blocked.wait() else { return };
-            if getppid() != Pid::from_raw(parent) {
-                // The parent-death signal: `migrate` is gone, nobody guards
-                // the lock any more. This kills the supervisor too.
-                let _ = killpg(group, Signal::SIGKILL);
-                return;
+    let [int, term, hup, quit] = &mut streams[..] else {
+        return 126;
+    };
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                return match status {
+                    Ok(status) => end_like(status),
+                    Err(e) => {
+                        eprintln!("migrate: waiting for the command failed: {e}");
+                        let _ = killpg(group, Signal::SIGKILL);
+                        126
+                    }
+                };
             }
-            // Forwarded by `migrate` to the whole group: the command has
-            // it already.
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+            _ = quit.recv() => {}
         }
-    });
-    match child.wait() {
-        Ok(status) => end_like(status),
-        Err(e) => {
-            eprintln!("migrate: waiting for the command failed: {e}");
+        if getppid() != parent {
+            // The parent-death signal: `migrate` is gone, nobody guards the
+            // lock any more. This kills the supervisor too.
             let _ = killpg(group, Signal::SIGKILL);
-            126
+            return 137;
         }
+        // Otherwise forwarded by `migrate` to the whole group: the command
+        // has it already.
     }
 }
 
-/// The exit code for `status`, after trying to die by its signal instead.
+/// The exit code for `status`, after dying by its signal where possible.
 fn end_like(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return u8::try_from(code.clamp(0, 255)).unwrap_or(1);
     }
     let Some(n) = status.signal() else { return 1 };
-    if let Ok(signal) = Signal::try_from(n) {
-        let mut only = SigSet::empty();
-        only.add(signal);
-        // Blocked signals are pending, not lost: unblock, then raise. With
-        // its default action it ends this process; an ignored one (SIGPIPE,
-        // which Rust ignores) falls through to the shell's convention.
-        let _ = only.thread_unblock();
+    if let Ok(signal) = Signal::try_from(n)
+        && !FORWARDED.contains(&signal)
+    {
+        // Not caught here: its default action ends this process the same
+        // way (SIGPIPE, which Rust ignores, falls through).
         let _ = raise(signal);
     }
     u8::try_from(128 + n).unwrap_or(1)

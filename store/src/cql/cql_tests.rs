@@ -8,7 +8,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use super::CqlStore;
-use super::connect::{missing_schema_message, session_deadline};
+use super::connect::missing_schema_message;
 use super::rows::{cell_from_row, limit_bind, ttl_bind};
 use crate::cell::check_request;
 use crate::cell::{Cell, OpKind, Timestamp, WriteOptions};
@@ -116,16 +116,6 @@ fn missing_schema_messages_name_what_is_missing_and_the_fix() {
     );
     let msg = missing_schema_message("ks", true, &[schema::MAIN]);
     assert!(msg.starts_with("keyspace ks lacks table ks.main;"), "{msg}");
-}
-
-#[test]
-fn session_setup_gets_a_connect_timeout_per_contact_point_and_one_more() {
-    let settings = CqlSettings {
-        contact_points: vec!["a:9042".into(), "b:9042".into()],
-        connect_timeout: Duration::from_secs(2),
-        ..CqlSettings::default()
-    };
-    assert_eq!(session_deadline(&settings), Duration::from_secs(6));
 }
 
 #[tokio::test]

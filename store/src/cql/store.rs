@@ -54,7 +54,9 @@ use crate::settings::CqlSettings;
 /// # }
 /// ```
 pub struct CqlStore {
-    session: Session,
+    // Shared with the background probe of unresponsive contact points
+    // (which holds it weakly and ends with the store).
+    session: std::sync::Arc<Session>,
     statements: Statements,
     description: String,
 }
