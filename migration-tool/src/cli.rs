@@ -22,7 +22,8 @@ Exit codes:
   2  usage: bad flag or value, invalid settings, unknown or skipped stage
   3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
      or run-with-lock could not take the lock within --timeout
-  4  lease lost: run-with-lock lost the lock and stopped the command";
+  4  lease lost: run-with-lock lost the lock and stopped the command
+  5  unsafe state: status found legacy and queue in use at the same time";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -119,8 +120,10 @@ pub enum Command {
     /// Show the rollout: stage and history, nodes, locks, stale cells, legacy
     /// activity, and whether the next stage is safe.
     ///
-    /// Read-only. Exits 0 whatever the verdict; use `advance --dry-run` to
-    /// wait for "safe" in a script (it exits 3 until then).
+    /// Read-only. Exits 0 whatever the verdict on the next stage (use
+    /// `advance --dry-run` to wait for "safe" in a script: it exits 3 until
+    /// then), and 5 when the fleet is in an unsafe state now: live nodes or
+    /// holders of the legacy and the queue algorithm at once.
     #[command(after_help = "Examples:\n  migrate status\n  migrate status --json | jq .next.safe")]
     Status,
 

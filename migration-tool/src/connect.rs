@@ -39,7 +39,7 @@ pub const CONFIG_ENV: &str = "LOCKSHIFT_CONFIG";
 /// A [`UsageError`] (exit 2) for unreadable or invalid settings.
 pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::Result<Settings> {
     let path = opts.config.as_deref();
-    let mut settings = Settings::load(path).map_err(|e| usage_from_settings(e, path))?;
+    let mut settings = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
     settings.store.backend = StoreBackend::Cql;
     let cql = &mut settings.store.cql;
     if !opts.contact_points.is_empty() {
@@ -62,7 +62,7 @@ pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::R
         || (cql.create_schema && create_schema_set_explicitly(path));
     settings
         .validated()
-        .map_err(|e| usage_from_settings(e, path))
+        .map_err(|e| usage_from_settings(e, path, Some(opts)))
 }
 
 /// Whether `store.cql.create_schema` was given in the file or environment
@@ -79,12 +79,81 @@ fn create_schema_set_explicitly(path: Option<&Path>) -> bool {
         .is_ok_and(|c| c.get_bool(KEY).is_ok())
 }
 
-fn usage_from_settings(e: SettingsError, path: Option<&Path>) -> anyhow::Error {
-    let hint = match path {
-        Some(p) => format!(" (file {}, plus LOCKSHIFT__… variables)", p.display()),
-        None => " (from LOCKSHIFT__… environment variables)".to_string(),
+/// The settings error as a usage error, each broken rule followed by where
+/// its value came from: the flag, the `LOCKSHIFT__…` variable (and its
+/// value), or the file — whichever actually set it.
+fn usage_from_settings(
+    e: SettingsError,
+    path: Option<&Path>,
+    opts: Option<&ConnectOpts>,
+) -> anyhow::Error {
+    let text = match &e {
+        SettingsError::Invalid { problems } => format!(
+            "invalid settings:\n  - {}",
+            problems
+                .iter()
+                .map(|p| format!("{p} ({})", source_of(&p.key, path, opts)))
+                .collect::<Vec<_>>()
+                .join("\n  - ")
+        ),
+        SettingsError::Parse { message } => match key_in(message) {
+            Some(key) => format!("{e} ({})", source_of(key, path, opts)),
+            None => format!("{e} ({})", anywhere(path)),
+        },
+        _ => e.to_string(),
     };
-    UsageError(format!("{e}{hint}")).into()
+    UsageError(text).into()
+}
+
+/// The key a `config` crate message names ("… for key `lock.lease_ttl`").
+fn key_in(message: &str) -> Option<&str> {
+    let start = message.find("key `")? + "key `".len();
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
+}
+
+/// Where the value of `key` came from, by precedence: flag, environment,
+/// file, default.
+fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> String {
+    if let Some(opts) = opts {
+        let flag = match key {
+            "store.cql.contact_points" if !opts.contact_points.is_empty() => {
+                Some("--contact-points")
+            }
+            "store.cql.keyspace" if opts.keyspace.is_some() => Some("--keyspace"),
+            "store.cql.consistency" if opts.consistency.is_some() => Some("--consistency"),
+            "store.cql.connect_timeout" if opts.connect_timeout.is_some() => {
+                Some("--connect-timeout")
+            }
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return format!("from {flag}");
+        }
+    }
+    // A list key's variable names the list, e.g. `…__CONTACT_POINTS` for
+    // `store.cql.contact_points[1]`.
+    let base = key.split('[').next().unwrap_or(key);
+    let var = format!(
+        "{}__{}",
+        lockshift_combined::config::ENV_PREFIX,
+        base.to_uppercase().replace('.', "__")
+    );
+    if let Ok(value) = std::env::var(&var) {
+        return format!("from {var}={value:?} in the environment");
+    }
+    match path {
+        Some(p) => format!("from the file {}", p.display()),
+        None => "its default".to_string(),
+    }
+}
+
+/// When the key is unknown: everywhere it could have come from.
+fn anywhere(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => format!("file {}, plus LOCKSHIFT__… variables", p.display()),
+        None => "from LOCKSHIFT__… environment variables".to_string(),
+    }
 }
 
 /// Connects to the database the settings name.

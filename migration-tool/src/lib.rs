@@ -57,6 +57,9 @@ pub enum Outcome {
     LeaseLost,
     /// An invariant broke (`demo`).
     Failed,
+    /// `status` found the fleet in an unsafe state (legacy and queue in use
+    /// at once): exit 5, so a monitoring script can page on it.
+    Unsafe,
     /// `run-with-lock`: the command's own exit status, passed through.
     Child(i32),
 }
@@ -73,6 +76,15 @@ impl fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// Whether `err` is a write to a closed pipe anywhere in its chain (the
+/// reader went away, e.g. `| head -1`): not worth a word.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
 /// Whether `err` is a usage error anywhere in its chain.
 pub fn is_usage_error(err: &anyhow::Error) -> bool {
@@ -94,7 +106,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let report = ops::status::status(&env, |p| line.update(p)).await?;
             drop(line);
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            Ok(if report.unsafe_state {
+                Outcome::Unsafe
+            } else {
+                Outcome::Ok
+            })
         }
         Command::Inspect { lock } => {
             let env = ops::Env::open(connect).await?;

@@ -124,3 +124,119 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
         .expect_code(0)
         .stdout_has("RISK");
 }
+
+/// Issue 11 item 9: a reader that goes away (`status --json | head -1`)
+/// ends `migrate` quietly, not with a panic (exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_quietly() {
+    let e = Endpoint::with_schema().await;
+    for args in [&["status", "--json"][..], &["status"][..]] {
+        let mut cmd = common::command(Some(&e.addr()), args, &[]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        // Closed before migrate has written anything: its first write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 11 item 9: `status` exits 5 when the fleet is unsafe now (live
+/// legacy and queue nodes at once), as documented with the other codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_exits_5_on_an_unsafe_state() {
+    let e = Endpoint::with_schema().await;
+    let store = e.store().clone();
+    e.migrate(&["status"]).await.expect_code(0);
+    for (node, algorithm) in [("old-1", Algorithm::Legacy), ("new-1", Algorithm::Queue)] {
+        let mut info = node_info(node, None);
+        info.effective = algorithm;
+        heartbeat(
+            store.as_ref(),
+            &SystemClock,
+            &info,
+            Ttl::from_secs(120).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let r = e.migrate(&["status", "--json"]).await;
+    let j = r.expect_code(5).json();
+    assert_eq!(j["unsafe_state"], true, "{j:#}");
+    e.migrate(&["status"])
+        .await
+        .expect_code(5)
+        .stdout_has("UNSAFE");
+    common::migrate(None, &["--help"], &[])
+        .await
+        .expect_code(0)
+        .stdout_has("5  unsafe state");
+}
+
+/// Issue 11 item 9: a bad value is reported with where it came from — the
+/// flag, the variable, or the file — not always "the environment".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_value_names_its_real_source() {
+    let e = Endpoint::with_schema().await;
+    e.migrate(&["--connect-timeout", "0s", "status"])
+        .await
+        .expect_code(2)
+        .stderr_has("store.cql.connect_timeout must be greater than 0 (from --connect-timeout)");
+    e.migrate_env(&["status"], &[("LOCKSHIFT__LOCK__LEASE_TTL", "abc")])
+        .await
+        .expect_code(2)
+        .stderr_has("(from LOCKSHIFT__LOCK__LEASE_TTL=\"abc\" in the environment)");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(&file, "[lock]\nlease_ttl = \"1s\"\n").unwrap();
+    e.migrate(&["--config", file.to_str().unwrap(), "status"])
+        .await
+        .expect_code(2)
+        .stderr_has(&format!("must be at least 2s"))
+        .stderr_has(&format!("(from the file {})", file.display()));
+}
+
+/// Issue 11 item 9: two operators advance at once; the one that loses the
+/// race for the rollout lock finds the stage already moved. That is a
+/// refusal with its reason (exit 3), not a usage error (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
+    use lockshift_cql_emulator::{Fault, FaultRule};
+    let e = Endpoint::with_schema().await;
+    // Alice's stage write is held back 2 s, with the rollout lock held.
+    let hold = e
+        .handle
+        .faults()
+        .add(
+            FaultRule::new(Fault::Latency(Duration::from_secs(2)))
+                .on_table("lockshift.rollout")
+                .writes()
+                .times(1),
+        )
+        .unwrap();
+    let alice =
+        tokio::spawn(common::command(Some(&e.addr()), &["advance", "--by", "alice"], &[]).output());
+    let faults = e.handle.faults().clone();
+    common::eventually(Duration::from_secs(30), "alice's stage write", || {
+        let fired = faults.fired(&hold).unwrap_or(0);
+        async move { fired >= 1 }
+    })
+    .await;
+    // Bob reads `legacy`, aims at `dual`, and waits for the rollout lock.
+    let bob = e.migrate(&["advance", "--by", "bob", "--json"]).await;
+    let alice = alice.await.unwrap().unwrap();
+    assert_eq!(alice.status.code(), Some(0), "{alice:?}");
+    let j = bob.expect_code(3).json();
+    assert_eq!(j["applied"], false, "{j:#}");
+    assert_eq!(j["raced"], "dual", "{j:#}");
+    assert!(
+        j["because"][0]
+            .as_str()
+            .unwrap()
+            .contains("the stage moved from legacy to dual while this command waited"),
+        "{j:#}"
+    );
+}
