@@ -195,7 +195,7 @@ async fn a_bad_value_names_its_real_source() {
     e.migrate(&["--config", file.to_str().unwrap(), "status"])
         .await
         .expect_code(2)
-        .stderr_has(&format!("must be at least 2s"))
+        .stderr_has("must be at least 2s")
         .stderr_has(&format!("(from the file {})", file.display()));
 }
 
