@@ -189,6 +189,7 @@ async fn local_endpoint(config: &BenchConfig) -> Result<(EmulatorHandle, CqlSett
     }
     let settings = CqlSettings {
         contact_points: vec![handle.local_addr().to_string()],
+        create_schema: true,
         ..CqlSettings::default()
     };
     Ok((handle, settings))

@@ -33,6 +33,7 @@ Examples:
   migrate advance --reason 'fleet on v2' # move one stage forward
   migrate run-with-lock nightly-report -- ./report.sh --full
   migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
+  migrate schema --datacenter dc1:3 | cqlsh 10.0.0.1   # create the tables
   migrate demo                           # the whole rollout on a simulated fleet
 
 Connection settings come from flags, then LOCKSHIFT__... environment
@@ -259,6 +260,27 @@ pub enum Command {
         command: Vec<String>,
     },
 
+    /// Print the CQL that creates lockshift's keyspace and tables, to run
+    /// with cqlsh (`migrate schema --datacenter dc1:3 > lockshift.cql`).
+    ///
+    /// Nothing creates schema unless asked: services and `migrate` only
+    /// check for it (`--create-schema` or store.cql.create_schema = true ask).
+    /// Without --datacenter or --replication-factor, the keyspace gets
+    /// store.cql.replication from the settings, whose default
+    /// (SimpleStrategy, one replica) suits a single test node only.
+    #[command(
+        after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --keyspace locks --replication-factor 3"
+    )]
+    Schema {
+        /// NetworkTopologyStrategy: this many replicas in this datacenter,
+        /// e.g. dc1:3; repeat for each datacenter.
+        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = parse_datacenter)]
+        datacenters: Vec<(String, u32)>,
+        /// SimpleStrategy with this many replicas (one datacenter only).
+        #[arg(long, value_name = "N", conflicts_with = "datacenters")]
+        replication_factor: Option<u32>,
+    },
+
     /// Run the local CQL endpoint (an in-memory store served over the CQL
     /// protocol) so several processes and migrate itself can share it.
     ///
@@ -400,6 +422,19 @@ pub struct DemoArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("{e} (expected a duration such as 30s, 2m or 250ms)"))
+}
+
+fn parse_datacenter(s: &str) -> Result<(String, u32), String> {
+    let (dc, rf) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not DC:RF, e.g. dc1:3"))?;
+    let rf: u32 = rf
+        .parse()
+        .map_err(|_| format!("{s:?}: the replication factor {rf:?} is not a number"))?;
+    if dc.is_empty() {
+        return Err(format!("{s:?}: the datacenter name is empty"));
+    }
+    Ok((dc.to_string(), rf))
 }
 
 fn parse_algorithm(s: &str) -> Result<lockshift_lock::Algorithm, String> {

@@ -10,10 +10,11 @@
 //! (the services' default) therefore means the default CQL endpoint,
 //! `127.0.0.1:9042`, where `migrate serve` listens.
 //!
-//! Schema: the operator commands never create tables by accident. They
-//! check, and on a missing keyspace or table say how to create it; only
-//! `--create-schema`, an explicitly configured `store.cql.create_schema =
-//! true`, `serve` and `demo` create it.
+//! Schema: nothing creates a keyspace or tables unless asked — the
+//! `--create-schema` flag, `store.cql.create_schema = true` in the file or
+//! environment, or the commands whose job it is (`serve`, `demo`). The
+//! others check, and on a missing keyspace or table point at `migrate
+//! schema`, which prints the statements to run.
 
 use std::path::Path;
 
@@ -31,9 +32,9 @@ pub const CONFIG_ENV: &str = "LOCKSHIFT_CONFIG";
 /// Loads the settings for a command: file and environment via
 /// [`Settings::load`], then the flags of `opts`, then validation.
 ///
-/// `create_schema` is what the command does without being told: `serve` and
-/// `demo` create it, the operator commands only check — unless the flag is
-/// given or the key is set explicitly in the file or environment.
+/// `create_schema_by_default`: whether the command creates the schema
+/// without being told (`serve` and `demo`); the others only check unless
+/// the flag or `store.cql.create_schema` asks.
 ///
 /// # Errors
 /// A [`UsageError`] (exit 2) for unreadable or invalid settings.
@@ -57,26 +58,10 @@ pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::R
     if let Some(t) = opts.connect_timeout {
         cql.connect_timeout = t;
     }
-    cql.create_schema = opts.create_schema
-        || create_schema_by_default
-        || (cql.create_schema && create_schema_set_explicitly(path));
+    cql.create_schema = opts.create_schema || create_schema_by_default || cql.create_schema;
     settings
         .validated()
         .map_err(|e| usage_from_settings(e, path, Some(opts)))
-}
-
-/// Whether `store.cql.create_schema` was given in the file or environment
-/// (rather than being the services' default, `true`).
-fn create_schema_set_explicitly(path: Option<&Path>) -> bool {
-    const KEY: &str = "store.cql.create_schema";
-    if std::env::var_os("LOCKSHIFT__STORE__CQL__CREATE_SCHEMA").is_some() {
-        return true;
-    }
-    let Some(path) = path else { return false };
-    config::Config::builder()
-        .add_source(config::File::from(path).format(config::FileFormat::Toml))
-        .build()
-        .is_ok_and(|c| c.get_bool(KEY).is_ok())
 }
 
 /// The settings error as a usage error, each broken rule followed by where
@@ -176,10 +161,10 @@ pub fn explain_connect_error(settings: &Settings, e: StoreError) -> anyhow::Erro
     let points = cql.contact_points.join(", ");
     match e.kind() {
         StoreErrorKind::SchemaMissing => anyhow::Error::new(e).context(format!(
-            "lockshift's tables are missing in keyspace {ks} at {points}. Create them with \
-             `migrate --create-schema status` (or set store.cql.create_schema = true, or run the \
-             DDL of CqlStore::schema_cql); a local endpoint started with `migrate serve` has them \
-             already",
+            "lockshift's tables are missing in keyspace {ks} at {points}. `migrate schema` \
+             prints the statements to run (with your replication: --datacenter dc1:3); or \
+             `migrate --create-schema status` creates them with store.cql.replication; a local \
+             endpoint started with `migrate serve` has them already",
             ks = cql.keyspace
         )),
         StoreErrorKind::Connection | StoreErrorKind::NotApplied | StoreErrorKind::Unavailable => {

@@ -191,6 +191,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             ops::child::SUBCOMMAND
         ))
         .into()),
+        Command::Schema {
+            datacenters,
+            replication_factor,
+        } => {
+            let settings = connect::settings(connect, false)?;
+            let report =
+                ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
+            render::print(&report, json)?;
+            Ok(Outcome::Ok)
+        }
         Command::Serve {
             listen,
             latency,

@@ -477,6 +477,22 @@ impl Human for InspectReport {
     }
 }
 
+// ===== schema =====
+
+impl Human for crate::ops::schema::SchemaReport {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "-- lockshift schema: keyspace {}, replication {}\n",
+            self.keyspace, self.replication
+        );
+        for statement in &self.statements {
+            s.push_str(statement.trim_end_matches(';'));
+            s.push_str(";\n");
+        }
+        s
+    }
+}
+
 // ===== clean =====
 
 impl Human for CleanReport {

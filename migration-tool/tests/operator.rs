@@ -240,3 +240,57 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
         "{j:#}"
     );
 }
+
+/// Issue 11 item 9: nothing creates a keyspace unless asked (a service's
+/// default settings only check), the missing-schema hint points at
+/// `migrate schema`, and that prints the DDL with the replication asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_is_created_only_on_request_and_printed_on_demand() {
+    use lockshift_store::{CqlSettings, CqlStore, StoreErrorKind};
+    let bare = Endpoint::bare().await;
+    let err = CqlStore::connect(&CqlSettings {
+        contact_points: vec![bare.addr()],
+        ..CqlSettings::default()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::SchemaMissing, "{err}");
+    assert!(err.to_string().contains("`migrate schema`"), "{err}");
+    bare.migrate(&["status"])
+        .await
+        .expect_code(1)
+        .stderr_has("keyspace lockshift does not exist")
+        .stderr_has("`migrate schema`");
+    let r = bare
+        .migrate(&["schema", "--datacenter", "dc1:3", "--datacenter", "dc2:2"])
+        .await;
+    r.expect_code(0)
+        .stdout_has(
+            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
+             {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}",
+        )
+        .stdout_has("CREATE TABLE IF NOT EXISTS lockshift.main");
+    let j = bare
+        .migrate(&[
+            "schema",
+            "--json",
+            "--keyspace",
+            "locks",
+            "--replication-factor",
+            "3",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let statements = j["statements"].as_array().unwrap();
+    assert_eq!(statements.len(), 1 + lockshift_store::schema::ALL.len());
+    assert!(
+        statements[0]
+            .as_str()
+            .unwrap()
+            .contains("'replication_factor': 3"),
+        "{j:#}"
+    );
+    // Still nothing was created.
+    bare.migrate(&["status"]).await.expect_code(1);
+}

@@ -11,8 +11,8 @@
 //! consistency = "quorum"     # or "local_quorum"
 //! connect_timeout = "5s"
 //! request_timeout = "2s"
-//! create_schema = true
-//! replication = { class = "SimpleStrategy", replication_factor = 3 }
+//! create_schema = false     # default; true creates keyspace and tables if missing
+//! replication = { class = "NetworkTopologyStrategy", datacenters = { dc1 = 3 } }
 //! ```
 
 use std::collections::BTreeMap;
@@ -186,8 +186,12 @@ pub struct CqlSettings {
     /// "may have been applied".
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Create the keyspace and tables if missing (`IF NOT EXISTS`). Operators
-    /// who manage schema themselves turn it off.
+    /// Create the keyspace and tables if missing (`IF NOT EXISTS`), with
+    /// `replication`. Off by default: a keyspace is created on request only
+    /// — a service that silently created one with SimpleStrategy and one
+    /// replica would give up every guarantee QUORUM was meant to give.
+    /// `migrate schema` prints the statements for operators who run them
+    /// themselves.
     pub create_schema: bool,
 }
 
@@ -200,7 +204,7 @@ impl Default for CqlSettings {
             consistency: Consistency::default(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
-            create_schema: true,
+            create_schema: false,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod demo;
 pub mod inspect;
 pub mod rollback;
 pub mod run_with_lock;
+pub mod schema;
 pub mod serve;
 pub mod status;
 

@@ -32,8 +32,8 @@ use crate::settings::CqlSettings;
 pub(super) const CONNECT_OP: OpKind = OpKind::Read;
 
 /// How to fix a missing schema, quoted in [`StoreErrorKind::SchemaMissing`] errors.
-const SCHEMA_HINT: &str =
-    "set store.cql.create_schema = true, or run the statements printed by `CqlStore::schema_cql`";
+const SCHEMA_HINT: &str = "run the statements `migrate schema` prints (cqlsh -f), or set \
+     store.cql.create_schema = true to create them with store.cql.replication";
 
 /// Builds the driver session within `connect_timeout`, as given.
 ///

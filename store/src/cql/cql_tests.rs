@@ -106,12 +106,13 @@ fn missing_schema_messages_name_what_is_missing_and_the_fix() {
     let msg = missing_schema_message("lockshift", false, &schema::ALL);
     assert_eq!(
         msg,
-        "keyspace lockshift does not exist; set store.cql.create_schema = true, \
-         or run the statements printed by `CqlStore::schema_cql`"
+        "keyspace lockshift does not exist; run the statements `migrate schema` prints \
+         (cqlsh -f), or set store.cql.create_schema = true to create them with \
+         store.cql.replication"
     );
     let msg = missing_schema_message("lockshift", true, &[schema::QUEUE, schema::NODES]);
     assert!(
-        msg.starts_with("keyspace lockshift lacks tables lockshift.queue, lockshift.nodes; set store.cql.create_schema = true"),
+        msg.starts_with("keyspace lockshift lacks tables lockshift.queue, lockshift.nodes; run the statements `migrate schema` prints"),
         "{msg}"
     );
     let msg = missing_schema_message("ks", true, &[schema::MAIN]);
