@@ -32,6 +32,10 @@ const UNSAFE: u8 = 5;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (its default, kept).
     let cli = Cli::parse();
+    // Signals blocked by whoever started us would be inherited by every
+    // runtime thread (and never reach run-with-lock's forwarding): start
+    // from a clean mask, before any thread exists.
+    let _ = nix::sys::signal::SigSet::all().thread_unblock();
     // The run-with-lock supervisor: its own small runtime, no logging (its
     // stderr is the command's).
     if let Command::RunWithLockChild { parent, command } = &cli.command {

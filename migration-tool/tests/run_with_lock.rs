@@ -263,7 +263,7 @@ async fn the_command_starts_with_no_signal_blocked() {
                 "--",
                 "sh",
                 "-c",
-                "grep SigBlk /proc/$$/status",
+                "exec grep SigBlk /proc/self/status",
             ],
             FAST,
         )

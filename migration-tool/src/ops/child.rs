@@ -39,7 +39,7 @@
 
 use std::process::ExitStatus;
 
-use nix::sys::signal::{Signal, killpg, raise};
+use nix::sys::signal::{SigSet, Signal, killpg, raise};
 use nix::unistd::{Pid, getpgrp, getppid};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -74,6 +74,14 @@ pub fn supervise(parent: i32, command: &[String]) -> u8 {
 
 async fn run(parent: i32, command: &[String]) -> u8 {
     let parent = Pid::from_raw(parent);
+    // A blocked signal mask survives fork and exec: whatever launched
+    // `migrate` with signals blocked (some launchers and test harnesses
+    // do) would pass them on to the command, which then ignores SIGTERM.
+    // The command starts from a clean mask (this thread spawns it).
+    if let Err(e) = SigSet::all().thread_unblock() {
+        eprintln!("migrate: cannot clear the signal mask for the command: {e}");
+        return 126;
+    }
     // Handlers first: from here on neither a forwarded signal nor the death
     // signal can end this process before it has acted on it.
     let mut streams = Vec::new();
