@@ -294,3 +294,50 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
     // Still nothing was created.
     bare.migrate(&["status"]).await.expect_code(1);
 }
+
+/// Issue 11 item 9: a refused rollback with 5 000 locks held names ten of
+/// them and counts the rest; the history entry it stores stays small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_text_and_history_entries_are_bounded() {
+    let e = Endpoint::with_schema().await;
+    e.migrate(&["advance"]).await.expect_code(0);
+    let store = e.store().clone();
+    let now = SystemClock.now();
+    for chunk in (0..5_000u32).collect::<Vec<_>>().chunks(250) {
+        let mut writes = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let store = store.clone();
+            writes.spawn(async move {
+                store
+                    .write(
+                        schema::MAIN,
+                        &format!("acct-{i}"),
+                        &[CellWrite::new(
+                            format!("q-{i}/0000000000000001"),
+                            b"queue".to_vec(),
+                        )],
+                        WriteOptions::at(now).with_ttl(Ttl::from_secs(300).unwrap()),
+                    )
+                    .await
+                    .unwrap();
+            });
+        }
+        writes.join_all().await;
+    }
+    let j = e
+        .migrate(&["rollback", "--json", "--reason", "x"])
+        .await
+        .expect_code(3)
+        .json();
+    let because = j["because"].to_string();
+    assert!(because.contains("and 4 990 more locks"), "{because}");
+    assert!(because.len() < 2_000, "{} bytes", because.len());
+    let status = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    let history = status["history"].to_string();
+    assert!(history.contains("and 4 990 more locks"), "{history}");
+    assert!(
+        history.len() < 4_000,
+        "the history holds {} bytes",
+        history.len()
+    );
+}
