@@ -216,9 +216,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Bench(args) => {
             let settings = connect::settings(connect, args.cluster)?;
             let config = ops::bench::config(&args, &settings);
+            ops::bench::check_plots_dir(&config)?;
             let report = ops::bench::bench(&config, render::note).await?;
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            if report.plot_errors.is_empty() {
+                Ok(Outcome::Ok)
+            } else {
+                // The table is out; now say what is missing, and fail.
+                Err(anyhow::anyhow!(
+                    "plots not written: {}",
+                    report.plot_errors.join("; ")
+                ))
+            }
         }
         Command::BenchWorker { spec } => {
             let spec = serde_json::from_str(&spec)
