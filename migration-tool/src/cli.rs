@@ -305,10 +305,14 @@ pub enum Command {
     /// restarts, while it moves money between accounts; then check that no
     /// transfer was lost and no lock had two holders.
     ///
-    /// Needs no database: it starts its own endpoint in-process. Exits 1 if
-    /// an invariant broke.
+    /// Needs no database: by default it starts its own endpoint in-process.
+    /// Given connection settings (--contact-points, LOCKSHIFT__STORE__CQL__...
+    /// or a --config file naming a cluster) it runs against that cluster, in
+    /// a keyspace of its own (lockshift_demo_<random>, created with
+    /// store.cql.replication and dropped at the end). Exits 1 if an
+    /// invariant broke.
     #[command(
-        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json"
+        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json\n  migrate demo --contact-points 10.0.0.1:9042   # against a cluster, own keyspace"
     )]
     Demo(DemoArgs),
 

@@ -64,6 +64,21 @@ pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::R
         .map_err(|e| usage_from_settings(e, path, Some(opts)))
 }
 
+/// The settings of a cluster, if flags, environment or file name one
+/// (`--contact-points`, or settings whose store is CQL); `None` otherwise.
+/// `demo` runs against it when there is one.
+///
+/// # Errors
+/// As [`settings`].
+pub fn cluster_settings(opts: &ConnectOpts) -> anyhow::Result<Option<Settings>> {
+    let path = opts.config.as_deref();
+    let loaded = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
+    if opts.contact_points.is_empty() && loaded.store.backend != StoreBackend::Cql {
+        return Ok(None);
+    }
+    settings(opts, false).map(Some)
+}
+
 /// The settings error as a usage error, each broken rule followed by where
 /// its value came from: the flag, the `LOCKSHIFT__…` variable (and its
 /// value), or the file — whichever actually set it.

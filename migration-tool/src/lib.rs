@@ -236,7 +236,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Demo(args) => {
-            let report = ops::demo::demo(&args, render::demo_observer(json)).await?;
+            // Connection settings given (flag, environment or file): the
+            // demo runs there, in a keyspace of its own; else in-process.
+            let report = match connect::cluster_settings(connect)? {
+                Some(settings) => {
+                    ops::demo::demo_on_cluster(
+                        &args,
+                        &settings.store.cql,
+                        render::demo_observer(json),
+                    )
+                    .await?
+                }
+                None => ops::demo::demo(&args, render::demo_observer(json)).await?,
+            };
             render::print(&report, json)?;
             Ok(if report.passed {
                 Outcome::Ok

@@ -675,7 +675,7 @@ impl Human for Listening {
 impl Human for DemoReport {
     fn human(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "\n== verdict");
+        let _ = writeln!(s, "\n== verdict ({})", self.database);
         let mut t = Table::new(&["stage", "transfers", "lock waits mean", "p99", "max"]);
         for w in &self.waits {
             t.row(vec![

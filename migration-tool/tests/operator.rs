@@ -341,3 +341,48 @@ async fn guard_text_and_history_entries_are_bounded() {
         history.len()
     );
 }
+
+/// Issue 11 item 6: with connection settings, `demo` runs against that
+/// database — in a keyspace of its own, dropped at the end — not silently
+/// in-process; the fleet's keyspace is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_against_the_given_cluster_in_its_own_keyspace() {
+    let e = Endpoint::with_schema().await;
+    let j = e
+        .migrate(&[
+            "demo",
+            "--json",
+            "--nodes",
+            "2",
+            "--workers",
+            "2",
+            "--accounts",
+            "4",
+            "--settle",
+            "1s",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(j["passed"], true, "{j:#}");
+    let database = j["database"].as_str().unwrap_or_default().to_string();
+    assert!(database.contains(&e.addr()), "ran elsewhere: {j:#}");
+    assert!(database.contains("(keyspace dropped)"), "{database}");
+    let keyspace = database
+        .split('/')
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    assert!(keyspace.starts_with("lockshift_demo_"), "{database}");
+    e.migrate(&["--keyspace", &keyspace, "status"])
+        .await
+        .expect_code(1)
+        .stderr_has("does not exist");
+    let status = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    assert_eq!(
+        status["stage"]["stage"], "legacy",
+        "the fleet's keyspace untouched"
+    );
+    assert_eq!(status["nodes"].as_array().unwrap().len(), 0);
+}
