@@ -28,6 +28,9 @@ pub struct BenchReport {
     pub targets: Vec<TargetCheck>,
     /// PNG files written.
     pub plots: Vec<String>,
+    /// Plots that could not be written, each naming its file and why. The
+    /// measurements stand: a plot failing never discards them.
+    pub plot_errors: Vec<String>,
 }
 
 /// The machine the benchmark ran on.
@@ -232,6 +235,9 @@ pub fn render(report: &BenchReport) -> String {
     }
     for p in &report.plots {
         let _ = writeln!(out, "plot: {p}");
+    }
+    for e in &report.plot_errors {
+        let _ = writeln!(out, "plot NOT written: {e}");
     }
     let _ = writeln!(out, "took {:.1}s", report.duration_s);
     out

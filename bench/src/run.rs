@@ -106,6 +106,7 @@ pub async fn run(
     let started = std::time::Instant::now();
     let mut runs = Vec::new();
     let mut plots = Vec::new();
+    let mut plot_errors = Vec::new();
     let nonce = now_micros();
     for &algorithm in &config.algorithms {
         let mut largest: Option<(u32, Vec<Sample>)> = None;
@@ -141,7 +142,6 @@ pub async fn run(
             runs.push(stats);
         }
         if let (Some(dir), Some((processes, samples))) = (&config.plots, largest) {
-            std::fs::create_dir_all(dir)?;
             let path = dir.join(format!("{algorithm}.png"));
             let title = format!(
                 "{algorithm} lock: P = {processes}, K = {}, store latency {} + U[0, {})",
@@ -149,8 +149,15 @@ pub async fn run(
                 lockshift_lock::fmt_duration(config.latency),
                 lockshift_lock::fmt_duration(config.jitter)
             );
-            plot::draw(&path, &title, &samples)?;
-            plots.push(path.display().to_string());
+            // Minutes of measurements are worth more than a picture: a plot
+            // that cannot be written is reported, the report still made.
+            match std::fs::create_dir_all(dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| plot::draw(&path, &title, &samples).map_err(|e| e.to_string()))
+            {
+                Ok(()) => plots.push(path.display().to_string()),
+                Err(e) => plot_errors.push(format!("{}: {e}", path.display())),
+            }
         }
     }
     if let Some(endpoint) = endpoint {
@@ -173,6 +180,7 @@ pub async fn run(
         runs,
         targets,
         plots,
+        plot_errors,
     })
 }
 
@@ -189,6 +197,7 @@ async fn local_endpoint(config: &BenchConfig) -> Result<(EmulatorHandle, CqlSett
     }
     let settings = CqlSettings {
         contact_points: vec![handle.local_addr().to_string()],
+        create_schema: true,
         ..CqlSettings::default()
     };
     Ok((handle, settings))

@@ -181,3 +181,33 @@ fn absurd_durations_are_refused_not_panicked_on() {
         assert!(err.to_string().contains(&key_path), "{key}: {err}");
     }
 }
+
+/// Issue 11 item 4: settings that name a cluster mean that cluster. A
+/// `[store.cql]` section (or a `LOCKSHIFT__STORE__CQL__…` variable) without
+/// `store.backend` used to leave every process on its own in-memory store.
+#[test]
+fn a_cql_section_without_a_backend_means_cql() {
+    let f = file("[store.cql]\ncontact_points = [\"10.0.0.1:9042\"]\n");
+    let s = Settings::load_with_env(Some(f.path()), env(&[])).unwrap();
+    assert_eq!(s.store.backend, StoreBackend::Cql);
+    assert_eq!(s.store.cql.contact_points, ["10.0.0.1:9042"]);
+    let s = Settings::load_with_env(
+        None,
+        env(&[("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", "10.0.0.2:9042")]),
+    )
+    .unwrap();
+    assert_eq!(s.store.backend, StoreBackend::Cql, "from the environment");
+    let s = Settings::from_toml("[store]\nbackend = \"embedded\"\n[store.cql]\nkeyspace = \"x\"\n")
+        .unwrap();
+    assert_eq!(
+        s.store.backend,
+        StoreBackend::Embedded,
+        "an explicit backend wins"
+    );
+    let s = Settings::from_toml("[lock]\nrenew_every = \"5s\"\n").unwrap();
+    assert_eq!(
+        s.store.backend,
+        StoreBackend::Embedded,
+        "nothing said about CQL"
+    );
+}

@@ -334,7 +334,7 @@ impl Guards<'_> {
             detail: if running.is_empty() {
                 format!("no live node runs {algorithm}")
             } else {
-                running.join(", ")
+                bounded_list(&running, "nodes")
             },
         }
     }
@@ -374,7 +374,7 @@ impl Guards<'_> {
             detail: if behind.is_empty() {
                 format!("every live node acts on stage {}", current.stage)
             } else {
-                behind.join(", ")
+                bounded_list(&behind, "nodes")
             },
         }
     }
@@ -397,7 +397,7 @@ impl Guards<'_> {
                 format!(
                     "{} lock(s) held by {algorithm} holders: {}",
                     held.len(),
-                    held.join(", ")
+                    bounded_list(&held, "locks")
                 )
             },
         }
@@ -426,6 +426,58 @@ impl Guards<'_> {
             }
         }
     }
+}
+
+/// At most this many items are named in a guard's detail; the rest are
+/// counted. A refusal with 5 000 locks held once stored a 225 KB detail in
+/// the history, printed by every later `status`.
+const NAMED_IN_DETAIL: usize = 10;
+
+/// The longest reason or guard detail stored in a history entry (bytes).
+const HISTORY_TEXT_MAX: usize = 1_000;
+
+/// `items` joined by ", ", the first [`NAMED_IN_DETAIL`] of them, then
+/// "…and 4 990 more {noun}".
+fn bounded_list(items: &[String], noun: &str) -> String {
+    let mut text = items
+        .iter()
+        .take(NAMED_IN_DETAIL)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED_IN_DETAIL {
+        text.push_str(&format!(
+            " …and {} more {noun}",
+            group_thousands(items.len() - NAMED_IN_DETAIL)
+        ));
+    }
+    text
+}
+
+/// `4990` as `4 990`.
+fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` cut to [`HISTORY_TEXT_MAX`] bytes (on a character boundary).
+fn bounded_text(mut text: String) -> String {
+    if text.len() > HISTORY_TEXT_MAX {
+        let mut end = HISTORY_TEXT_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" …(cut)");
+    }
+    text
 }
 
 fn round_secs(d: Duration) -> Duration {
@@ -653,7 +705,14 @@ impl Rollout {
     /// version it created). Columns sort by version — immune to operators'
     /// clocks — then the transition into it before refusals made at it,
     /// then time; a random suffix keeps two entries in one microsecond apart.
-    async fn record_history(&self, version: u64, entry: HistoryEntry) -> Result<(), RolloutError> {
+    async fn record_history(
+        &self,
+        version: u64,
+        mut entry: HistoryEntry,
+    ) -> Result<(), RolloutError> {
+        // Every later `status` prints the history: keep each entry small.
+        entry.reason = bounded_text(entry.reason);
+        entry.failed_guards = entry.failed_guards.into_iter().map(bounded_text).collect();
         let kind = match entry.action {
             HistoryAction::Transition => 0,
             HistoryAction::Refusal => 1,

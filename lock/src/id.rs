@@ -93,12 +93,10 @@ impl NodeId {
         Ok(NodeId(id))
     }
 
-    /// A node id for this process: `host-pid`, sanitised to the allowed characters.
+    /// A node id for this process: `host-pid` ([`host_name`]), sanitised to
+    /// the allowed characters.
     pub fn for_this_process() -> Self {
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "node".to_string());
+        let host = host_name();
         let mut id: String = host
             .chars()
             .map(|c| {
@@ -212,6 +210,25 @@ fn check_printable(what: &str, s: &str, max: usize) -> Result<(), InvalidId> {
     Ok(())
 }
 
+/// This machine's host name, as the operating system has it: the kernel's
+/// (`/proc/sys/kernel/hostname`, what `uname -n` and `gethostname(2)`
+/// report), else `/etc/hostname`, else `localhost`.
+///
+/// Not `$HOSTNAME`: that is a variable interactive shells set for
+/// themselves, and services started by systemd or a container runtime
+/// rarely have it — every such node was named `node-<pid>`.
+pub fn host_name() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| {
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +277,55 @@ mod tests {
         assert!(NodeId::new("").is_err());
         let here = NodeId::for_this_process();
         assert!(NodeId::new(here.as_str()).is_ok(), "{here}");
+    }
+
+    /// Issue 11: the host part comes from the operating system, not from
+    /// `$HOSTNAME` (which services rarely have, and which may be anything).
+    /// The environment cannot be changed safely inside a test process, so
+    /// this test runs itself again with `HOSTNAME=not-this-host`.
+    #[test]
+    fn node_ids_name_the_os_host() {
+        const CHILD: &str = "LOCKSHIFT_TEST_PRINT_NODE_ID";
+        if std::env::var_os(CHILD).is_some() {
+            println!("node id: {}", NodeId::for_this_process());
+            return;
+        }
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        if kernel.is_empty() {
+            println!("skipped: no /proc/sys/kernel/hostname on this system");
+            return;
+        }
+        assert_eq!(host_name(), kernel);
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "id::tests::node_ids_name_the_os_host",
+                "--exact",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("HOSTNAME", "not-this-host")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let id = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("node id: "))
+            .unwrap_or_else(|| panic!("no node id printed: {stdout}"));
+        let sanitised: String = kernel
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        assert!(
+            id.starts_with(&format!("{sanitised}-")),
+            "{id}: the host name must come from the OS, whatever $HOSTNAME says"
+        );
     }
 }

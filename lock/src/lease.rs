@@ -18,11 +18,15 @@
 //!   not sent. So a lease never brings back a cell that expired, was deleted by
 //!   its owner, or was cleaned by an operator.
 //! - **L3. Told before the TTL.** A cell's lease counts from the moment its
-//!   last successful write was *sent* (the store applied it no earlier, so its
-//!   TTL runs out no earlier than `sent + ttl`). The lost signal fires once
-//!   that moment is older than `lost_after_fraction × ttl` — strictly before
-//!   the TTL can run out — or as soon as a renewal finds the cell gone. It is
-//!   a [`CancellationToken`]: once fired it stays fired.
+//!   last successful write was *sent*. The store applied it no earlier, but
+//!   Cassandra counts TTLs in whole seconds (expiry = the end of the applying
+//!   second + ttl, on the coordinator's clock), so the cell is only sure to
+//!   live until `sent + ttl − 1 s − TTL_SKEW_ALLOWANCE`
+//!   ([`LeaseSettings::guaranteed_life`]). The lost signal fires once that
+//!   moment is older than `lost_after_fraction × ttl`, which settings
+//!   validation keeps strictly below that guaranteed life — or as soon as a
+//!   renewal finds the cell gone. It is a [`CancellationToken`]: once fired
+//!   it stays fired.
 //! - **L4. Clean exit.** Dropping a lease that was not released stops its
 //!   renewals and removes its cells in the background (best effort; the TTL
 //!   removes them otherwise).

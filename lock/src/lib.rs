@@ -23,7 +23,9 @@
 //!   or it expires within one TTL (thesis §5.3).
 //! - **I3.** The lost signal fires no later than `lost_after_fraction × TTL`
 //!   after the last renewal that was proven (sent and acknowledged), i.e.
-//!   before the TTL can run out, and it is never un-fired. See [`lease`].
+//!   before the cell can expire — TTLs count in whole seconds, so that is
+//!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
+//!   enforces — and it is never un-fired. See [`lease`].
 //! - **I4.** A lease never writes a cell it has begun to delete, and never
 //!   rewrites a cell a renewal found gone (no resurrection).
 //!
@@ -75,6 +77,8 @@ pub use error::{
     AcquireError, FenceError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError,
 };
 pub use guard::LockGuard;
-pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId};
+pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
 pub use lease::Lease;
-pub use settings::{LeaseSettings, fmt_duration, scale_duration};
+pub use settings::{
+    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, scale_duration,
+};

@@ -6,7 +6,32 @@ use lockshift_store::Ttl;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
+/// How much clock skew between the coordinators that write and read a cell
+/// a lease allows for.
+///
+/// Cassandra fixes a cell's expiry on the *writing* coordinator's clock and
+/// checks it on the *reading* coordinator's: a reader whose clock runs ahead
+/// sees the cell vanish that much earlier. NTP keeps a cluster within a few
+/// milliseconds; 250 ms leaves room for a node that is drifting before its
+/// operators notice, and still lets a 3-second lease be configured.
+pub const TTL_SKEW_ALLOWANCE: Duration = Duration::from_millis(250);
+
+/// The shortest `lock.lease_ttl` accepted. Cassandra counts TTLs in whole
+/// seconds, so a cell may live a second less than its TTL: a 1 s TTL
+/// guarantees nothing at all, and sub-second ones cannot be written.
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
+
 /// How long cells live and how they are kept alive.
+///
+/// # How long a cell is sure to live
+///
+/// A cell sent at `sent` with TTL `n` (whole seconds) is applied no
+/// earlier than `sent`, and Cassandra expires it at the end of the second
+/// it was applied in plus `n`, on the coordinator's clock: it is sure to
+/// live until `sent + n - 1 s - TTL_SKEW_ALLOWANCE`
+/// ([`guaranteed_life`](Self::guaranteed_life)). The lost signal must come
+/// before that, so [`problems`](Self::problems) refuses a
+/// `lost_after_fraction × lease_ttl` that does not.
 ///
 /// ```toml
 /// [lock]
@@ -56,6 +81,17 @@ impl LeaseSettings {
         })
     }
 
+    /// How long a cell is sure to live after it was sent: the TTL written
+    /// (whole seconds) − 1 s (Cassandra expires at the end of the write's
+    /// second + TTL) − [`TTL_SKEW_ALLOWANCE`]. `None` when the TTL is
+    /// invalid or too short to guarantee anything.
+    pub fn guaranteed_life(&self) -> Option<Duration> {
+        let ttl = self.ttl().ok()?.as_duration();
+        ttl.checked_sub(Duration::from_secs(1))?
+            .checked_sub(TTL_SKEW_ALLOWANCE)
+            .filter(|d| !d.is_zero())
+    }
+
     /// How long after the last proven renewal the lease counts as lost.
     pub fn lost_after(&self) -> Duration {
         self.lease_ttl
@@ -65,9 +101,25 @@ impl LeaseSettings {
     /// Every rule these settings break; empty when valid.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
-        if let Err(e) = self.ttl() {
-            out.push(e);
-        }
+        let ttl_ok = match self.ttl() {
+            Err(e) => {
+                out.push(e);
+                false
+            }
+            Ok(_) if self.lease_ttl < MIN_LEASE_TTL => {
+                out.push(InvalidSetting::new(
+                    "lock.lease_ttl",
+                    format!(
+                        "lock.lease_ttl ({}) must be at least {}: Cassandra counts TTLs in whole \
+                         seconds, so a cell may expire up to 1s before its TTL",
+                        fmt_duration(self.lease_ttl),
+                        fmt_duration(MIN_LEASE_TTL)
+                    ),
+                ));
+                false
+            }
+            Ok(_) => true,
+        };
         let renew_flagged =
             self.renew_every.is_zero() || self.renew_every.saturating_mul(2) >= self.lease_ttl;
         if self.renew_every.is_zero() {
@@ -91,6 +143,22 @@ impl LeaseSettings {
                 format!(
                     "lock.lost_after_fraction ({}) must be between 0 and 1, exclusive: the holder must hear of a lost lease before the TTL runs out",
                     self.lost_after_fraction
+                ),
+            ));
+        } else if let Some(life) = self.guaranteed_life().filter(|_| ttl_ok)
+            && self.lost_after() >= life
+        {
+            out.push(InvalidSetting::new(
+                "lock.lost_after_fraction",
+                format!(
+                    "lock.lost_after_fraction × lock.lease_ttl ({}) must be less than the \
+                     written TTL ({}) − 1s − {} clock skew allowance ({}): Cassandra counts TTLs \
+                     in whole seconds, so a cell may expire that early and the holder must be \
+                     told before",
+                    fmt_duration(self.lost_after()),
+                    fmt_duration(self.ttl().map_or(Duration::ZERO, |t| t.as_duration())),
+                    fmt_duration(TTL_SKEW_ALLOWANCE),
+                    fmt_duration(life)
                 ),
             ));
         } else if !renew_flagged && self.renew_every >= self.lost_after() {
@@ -148,6 +216,55 @@ mod tests {
             p[0].to_string(),
             "lock.renew_every (40s) must be less than half of lock.lease_ttl (1m)"
         );
+    }
+
+    /// Issue 11: Cassandra counts TTLs in whole seconds, so a cell written
+    /// with TTL n may be gone n − 1 s (minus skew) after it was sent; the
+    /// holder must be told before that (case index printed on failure).
+    #[test]
+    fn the_lost_signal_must_come_before_the_earliest_expiry() {
+        let lease = |ttl_ms: u64, renew_ms: u64, fraction: f64| LeaseSettings {
+            lease_ttl: Duration::from_millis(ttl_ms),
+            renew_every: Duration::from_millis(renew_ms),
+            lost_after_fraction: fraction,
+        };
+        // (settings, the keys refused, a phrase of the first message)
+        let cases: [(LeaseSettings, &[&str], &str); 7] = [
+            // Told at 1.2 s, the cell may be gone at 0.75 s.
+            (
+                lease(2_000, 200, 0.6),
+                &["lock.lost_after_fraction"],
+                "(750ms)",
+            ),
+            (
+                lease(1, 0, 0.5),
+                &["lock.lease_ttl", "lock.renew_every"],
+                "at least 2s",
+            ),
+            (lease(999, 100, 0.5), &["lock.lease_ttl"], "whole"),
+            (lease(1_000, 100, 0.3), &["lock.lease_ttl"], "at least 2s"),
+            // 2.5 s is written as 3 s: sure for 1.75 s; told at 1.25 s.
+            (lease(2_500, 500, 0.5), &[], ""),
+            (lease(3_000, 500, 0.5), &[], ""),
+            (
+                lease(3_000, 500, 0.6),
+                &["lock.lost_after_fraction"],
+                "1s 750ms",
+            ),
+        ];
+        for (i, (settings, keys, phrase)) in cases.iter().enumerate() {
+            let problems = settings.problems();
+            let got: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(&got, keys, "case #{i}: {problems:?}");
+            if let Some(first) = problems.first() {
+                assert!(first.to_string().contains(phrase), "case #{i}: {first}");
+            }
+        }
+        assert_eq!(
+            lease(3_000, 500, 0.5).guaranteed_life(),
+            Some(Duration::from_millis(1_750))
+        );
+        assert_eq!(lease(1_000, 100, 0.5).guaranteed_life(), None);
     }
 
     #[test]

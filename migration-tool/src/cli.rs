@@ -22,7 +22,8 @@ Exit codes:
   2  usage: bad flag or value, invalid settings, unknown or skipped stage
   3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
      or run-with-lock could not take the lock within --timeout
-  4  lease lost: run-with-lock lost the lock and stopped the command";
+  4  lease lost: run-with-lock lost the lock and stopped the command
+  5  unsafe state: status found legacy and queue in use at the same time";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -32,6 +33,7 @@ Examples:
   migrate advance --reason 'fleet on v2' # move one stage forward
   migrate run-with-lock nightly-report -- ./report.sh --full
   migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
+  migrate schema --datacenter dc1:3 | cqlsh 10.0.0.1   # create the tables
   migrate demo                           # the whole rollout on a simulated fleet
 
 Connection settings come from flags, then LOCKSHIFT__... environment
@@ -119,8 +121,10 @@ pub enum Command {
     /// Show the rollout: stage and history, nodes, locks, stale cells, legacy
     /// activity, and whether the next stage is safe.
     ///
-    /// Read-only. Exits 0 whatever the verdict; use `advance --dry-run` to
-    /// wait for "safe" in a script (it exits 3 until then).
+    /// Read-only. Exits 0 whatever the verdict on the next stage (use
+    /// `advance --dry-run` to wait for "safe" in a script: it exits 3 until
+    /// then), and 5 when the fleet is in an unsafe state now: live nodes or
+    /// holders of the legacy and the queue algorithm at once.
     #[command(after_help = "Examples:\n  migrate status\n  migrate status --json | jq .next.safe")]
     Status,
 
@@ -137,29 +141,47 @@ pub enum Command {
         lock: LockId,
     },
 
-    /// Find stale lock cells across all locks and (with --apply) delete them.
+    /// Find stale lock cells across all locks and (with --apply) delete them,
+    /// never breaking a holder that may still believe it holds a lock.
     ///
-    /// A cell is stale when it was not renewed for longer than --stale-after
-    /// (default: --stale-multiple x lock.renew_every). Shadow cells are
-    /// transient and queue cells are renewed by their waiter, so stale ones
-    /// are orphans. Without --apply nothing is deleted: the same scan runs and
-    /// prints what would go. With --apply each cell is re-read first and
-    /// skipped if it was renewed meanwhile, then deleted USING TIMESTAMP its
-    /// observed writetime, so a renewal racing the delete still wins. Exits 1
-    /// if a delete failed (the summary counts them).
+    /// Each cell is judged by its own owner's promise, not by this
+    /// machine's settings: the TTL and renewal period its node announces in
+    /// the registry, or else the cell's own TTL (a lockshift owner renews at
+    /// least every TTL/2). A cell is overdue when not renewed for
+    /// --stale-multiple such periods. Overdue cells are KEPT while their
+    /// owner's node is live, or while the cell is younger than its
+    /// guaranteed life (TTL - 1s - 250ms: an owner that is only cut off from
+    /// the database is not told its lease is lost before then); a cell with
+    /// a TTL therefore usually expires by itself first. Cells without a TTL
+    /// promise nothing and are judged only by --stale-after. With --apply
+    /// each cell is re-read first and skipped if it was renewed meanwhile,
+    /// then deleted USING TIMESTAMP its observed writetime, so a renewal
+    /// racing the delete still wins. Without --apply nothing is deleted.
+    /// Exits 1 if a delete failed (the summary counts them).
     #[command(
-        after_help = "Examples:\n  migrate clean                 # dry run: what would be deleted\n  migrate clean --apply\n  migrate clean --stale-after 10m --apply"
+        after_help = "Examples:\n  migrate clean                        # dry run: what is overdue, what would go\n  migrate clean --apply\n  migrate clean --stale-after 30m --apply   # also cells written without a TTL"
     )]
     Clean {
         /// Delete the cells (default: dry run).
         #[arg(long)]
         apply: bool,
-        /// Stale threshold, e.g. 90s; at least twice lock.renew_every.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "stale_multiple")]
+        /// For owners that announced no promise (cells written without a
+        /// TTL, which never expire; owners whose node is not live): overdue
+        /// when not renewed for this long, e.g. 30m. Never overrides a live
+        /// node's own promise. Without it, cells without a TTL are counted,
+        /// never deleted.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         stale_after: Option<Duration>,
-        /// Stale threshold as a multiple of lock.renew_every.
+        /// Overdue after this many of the owner's promised renewal periods.
         #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
         stale_multiple: u32,
+        /// Also delete overdue cells whose owner may still hold the lock
+        /// (its node is live, or it may not have been told yet). RISK: if
+        /// that owner is alive — slow, paused or cut off rather than dead —
+        /// another process can take the lock while it still runs its
+        /// critical section. Use only when you know the owner is dead.
+        #[arg(long)]
+        force: bool,
         /// Row keys per scan page.
         #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
         page_size: u32,
@@ -190,11 +212,18 @@ pub enum Command {
     /// If the lease is lost, the command gets SIGTERM, then SIGKILL after
     /// --grace, and migrate exits 4. Otherwise the command's exit code is
     /// passed through (killed by a signal: 128 + signal). Could not take the
-    /// lock within --timeout: exit 3. The process registers as a node (so
-    /// rollout guards see its mode) and the command gets LOCKSHIFT_LOCK_ID,
-    /// LOCKSHIFT_LOCK_OWNER and LOCKSHIFT_FENCING_TOKEN (queue-based modes).
+    /// lock within --timeout: exit 3. While it waits, a line on stderr says
+    /// who holds the lock. The command runs in its own process group and
+    /// dies with migrate (even on kill -9: a supervisor kills the group);
+    /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
+    /// and it gets SIGKILL if still running --grace later or on a second
+    /// signal. The process registers as a node (node.id and node.mode come
+    /// from --mode, LOCKSHIFT__NODE__..., the --config file, as for every
+    /// node) and the command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
+    /// LOCKSHIFT_FENCING_TOKEN (queue-based modes). stdout is the command's:
+    /// --json writes the report to stderr, --report FILE to a file.
     #[command(
-        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'"
+        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
     )]
     RunWithLock {
         /// The lock id.
@@ -202,17 +231,54 @@ pub enum Command {
         lock: LockId,
         /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
         /// A mode the stage forbids degrades to combined, with a warning.
-        #[arg(long, default_value = "auto", value_parser = parse_mode)]
-        mode: Mode,
+        /// [default: node.mode from the settings, else auto]
+        #[arg(long, value_parser = parse_mode)]
+        mode: Option<Mode>,
         /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         timeout: Option<Duration>,
-        /// After SIGTERM, how long the command may take to exit before SIGKILL.
+        /// After a forwarded signal or SIGTERM, how long the command may take
+        /// to exit before SIGKILL.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
         grace: Duration,
+        /// Write the JSON report to this file (as well as --json on stderr).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
+    },
+
+    /// The supervisor of a run-with-lock command (started by run-with-lock).
+    #[command(name = "run-with-lock-child", hide = true)]
+    RunWithLockChild {
+        /// The pid of the run-with-lock process.
+        #[arg(long)]
+        parent: i32,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+
+    /// Print the CQL that creates lockshift's keyspace and tables, to run
+    /// with cqlsh (`migrate schema --datacenter dc1:3 > lockshift.cql`).
+    ///
+    /// Nothing creates schema unless asked: services and `migrate` only
+    /// check for it (`--create-schema` or store.cql.create_schema = true ask).
+    /// Without --datacenter or --replication-factor, the keyspace gets
+    /// store.cql.replication from the settings, whose default
+    /// (SimpleStrategy, one replica) suits a single test node only.
+    #[command(
+        after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --keyspace locks --replication-factor 3"
+    )]
+    Schema {
+        /// NetworkTopologyStrategy: this many replicas in this datacenter,
+        /// e.g. dc1:3; repeat for each datacenter.
+        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = parse_datacenter)]
+        datacenters: Vec<(String, u32)>,
+        /// SimpleStrategy with this many replicas (one datacenter only).
+        #[arg(long, value_name = "N", conflicts_with = "datacenters")]
+        replication_factor: Option<u32>,
     },
 
     /// Run the local CQL endpoint (an in-memory store served over the CQL
@@ -239,10 +305,14 @@ pub enum Command {
     /// restarts, while it moves money between accounts; then check that no
     /// transfer was lost and no lock had two holders.
     ///
-    /// Needs no database: it starts its own endpoint in-process. Exits 1 if
-    /// an invariant broke.
+    /// Needs no database: by default it starts its own endpoint in-process.
+    /// Given connection settings (--contact-points, LOCKSHIFT__STORE__CQL__...
+    /// or a --config file naming a cluster) it runs against that cluster, in
+    /// a keyspace of its own (lockshift_demo_<random>, created with
+    /// store.cql.replication and dropped at the end). Exits 1 if an
+    /// invariant broke.
     #[command(
-        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json"
+        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json\n  migrate demo --contact-points 10.0.0.1:9042   # against a cluster, own keyspace"
     )]
     Demo(DemoArgs),
 
@@ -358,6 +428,19 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (expected a duration such as 30s, 2m or 250ms)"))
 }
 
+fn parse_datacenter(s: &str) -> Result<(String, u32), String> {
+    let (dc, rf) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not DC:RF, e.g. dc1:3"))?;
+    let rf: u32 = rf
+        .parse()
+        .map_err(|_| format!("{s:?}: the replication factor {rf:?} is not a number"))?;
+    if dc.is_empty() {
+        return Err(format!("{s:?}: the datacenter name is empty"));
+    }
+    Ok((dc.to_string(), rf))
+}
+
 fn parse_algorithm(s: &str) -> Result<lockshift_lock::Algorithm, String> {
     s.parse()
 }
@@ -422,7 +505,7 @@ mod tests {
         match cli.command {
             Command::RunWithLock { command, mode, .. } => {
                 assert_eq!(command, ["sh", "-c", "echo --json"]);
-                assert_eq!(mode, Mode::Auto);
+                assert_eq!(mode, None, "the settings' node.mode decides");
             }
             other => panic!("{other:?}"),
         }

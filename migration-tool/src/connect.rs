@@ -10,10 +10,11 @@
 //! (the services' default) therefore means the default CQL endpoint,
 //! `127.0.0.1:9042`, where `migrate serve` listens.
 //!
-//! Schema: the operator commands never create tables by accident. They
-//! check, and on a missing keyspace or table say how to create it; only
-//! `--create-schema`, an explicitly configured `store.cql.create_schema =
-//! true`, `serve` and `demo` create it.
+//! Schema: nothing creates a keyspace or tables unless asked — the
+//! `--create-schema` flag, `store.cql.create_schema = true` in the file or
+//! environment, or the commands whose job it is (`serve`, `demo`). The
+//! others check, and on a missing keyspace or table point at `migrate
+//! schema`, which prints the statements to run.
 
 use std::path::Path;
 
@@ -31,15 +32,15 @@ pub const CONFIG_ENV: &str = "LOCKSHIFT_CONFIG";
 /// Loads the settings for a command: file and environment via
 /// [`Settings::load`], then the flags of `opts`, then validation.
 ///
-/// `create_schema` is what the command does without being told: `serve` and
-/// `demo` create it, the operator commands only check — unless the flag is
-/// given or the key is set explicitly in the file or environment.
+/// `create_schema_by_default`: whether the command creates the schema
+/// without being told (`serve` and `demo`); the others only check unless
+/// the flag or `store.cql.create_schema` asks.
 ///
 /// # Errors
 /// A [`UsageError`] (exit 2) for unreadable or invalid settings.
 pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::Result<Settings> {
     let path = opts.config.as_deref();
-    let mut settings = Settings::load(path).map_err(|e| usage_from_settings(e, path))?;
+    let mut settings = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
     settings.store.backend = StoreBackend::Cql;
     let cql = &mut settings.store.cql;
     if !opts.contact_points.is_empty() {
@@ -57,34 +58,102 @@ pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::R
     if let Some(t) = opts.connect_timeout {
         cql.connect_timeout = t;
     }
-    cql.create_schema = opts.create_schema
-        || create_schema_by_default
-        || (cql.create_schema && create_schema_set_explicitly(path));
+    cql.create_schema = opts.create_schema || create_schema_by_default || cql.create_schema;
     settings
         .validated()
-        .map_err(|e| usage_from_settings(e, path))
+        .map_err(|e| usage_from_settings(e, path, Some(opts)))
 }
 
-/// Whether `store.cql.create_schema` was given in the file or environment
-/// (rather than being the services' default, `true`).
-fn create_schema_set_explicitly(path: Option<&Path>) -> bool {
-    const KEY: &str = "store.cql.create_schema";
-    if std::env::var_os("LOCKSHIFT__STORE__CQL__CREATE_SCHEMA").is_some() {
-        return true;
+/// The settings of a cluster, if flags, environment or file name one
+/// (`--contact-points`, or settings whose store is CQL); `None` otherwise.
+/// `demo` runs against it when there is one.
+///
+/// # Errors
+/// As [`settings`].
+pub fn cluster_settings(opts: &ConnectOpts) -> anyhow::Result<Option<Settings>> {
+    let path = opts.config.as_deref();
+    let loaded = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
+    if opts.contact_points.is_empty() && loaded.store.backend != StoreBackend::Cql {
+        return Ok(None);
     }
-    let Some(path) = path else { return false };
-    config::Config::builder()
-        .add_source(config::File::from(path).format(config::FileFormat::Toml))
-        .build()
-        .is_ok_and(|c| c.get_bool(KEY).is_ok())
+    settings(opts, false).map(Some)
 }
 
-fn usage_from_settings(e: SettingsError, path: Option<&Path>) -> anyhow::Error {
-    let hint = match path {
-        Some(p) => format!(" (file {}, plus LOCKSHIFT__… variables)", p.display()),
-        None => " (from LOCKSHIFT__… environment variables)".to_string(),
+/// The settings error as a usage error, each broken rule followed by where
+/// its value came from: the flag, the `LOCKSHIFT__…` variable (and its
+/// value), or the file — whichever actually set it.
+fn usage_from_settings(
+    e: SettingsError,
+    path: Option<&Path>,
+    opts: Option<&ConnectOpts>,
+) -> anyhow::Error {
+    let text = match &e {
+        SettingsError::Invalid { problems } => format!(
+            "invalid settings:\n  - {}",
+            problems
+                .iter()
+                .map(|p| format!("{p} ({})", source_of(&p.key, path, opts)))
+                .collect::<Vec<_>>()
+                .join("\n  - ")
+        ),
+        SettingsError::Parse { message } => match key_in(message) {
+            Some(key) => format!("{e} ({})", source_of(key, path, opts)),
+            None => format!("{e} ({})", anywhere(path)),
+        },
+        _ => e.to_string(),
     };
-    UsageError(format!("{e}{hint}")).into()
+    UsageError(text).into()
+}
+
+/// The key a `config` crate message names ("… for key `lock.lease_ttl`").
+fn key_in(message: &str) -> Option<&str> {
+    let start = message.find("key `")? + "key `".len();
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
+}
+
+/// Where the value of `key` came from, by precedence: flag, environment,
+/// file, default.
+fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> String {
+    if let Some(opts) = opts {
+        let flag = match key {
+            "store.cql.contact_points" if !opts.contact_points.is_empty() => {
+                Some("--contact-points")
+            }
+            "store.cql.keyspace" if opts.keyspace.is_some() => Some("--keyspace"),
+            "store.cql.consistency" if opts.consistency.is_some() => Some("--consistency"),
+            "store.cql.connect_timeout" if opts.connect_timeout.is_some() => {
+                Some("--connect-timeout")
+            }
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return format!("from {flag}");
+        }
+    }
+    // A list key's variable names the list, e.g. `…__CONTACT_POINTS` for
+    // `store.cql.contact_points[1]`.
+    let base = key.split('[').next().unwrap_or(key);
+    let var = format!(
+        "{}__{}",
+        lockshift_combined::config::ENV_PREFIX,
+        base.to_uppercase().replace('.', "__")
+    );
+    if let Ok(value) = std::env::var(&var) {
+        return format!("from {var}={value:?} in the environment");
+    }
+    match path {
+        Some(p) => format!("from the file {}", p.display()),
+        None => "its default".to_string(),
+    }
+}
+
+/// When the key is unknown: everywhere it could have come from.
+fn anywhere(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => format!("file {}, plus LOCKSHIFT__… variables", p.display()),
+        None => "from LOCKSHIFT__… environment variables".to_string(),
+    }
 }
 
 /// Connects to the database the settings name.
@@ -107,10 +176,10 @@ pub fn explain_connect_error(settings: &Settings, e: StoreError) -> anyhow::Erro
     let points = cql.contact_points.join(", ");
     match e.kind() {
         StoreErrorKind::SchemaMissing => anyhow::Error::new(e).context(format!(
-            "lockshift's tables are missing in keyspace {ks} at {points}. Create them with \
-             `migrate --create-schema status` (or set store.cql.create_schema = true, or run the \
-             DDL of CqlStore::schema_cql); a local endpoint started with `migrate serve` has them \
-             already",
+            "lockshift's tables are missing in keyspace {ks} at {points}. `migrate schema` \
+             prints the statements to run (with your replication: --datacenter dc1:3); or \
+             `migrate --create-schema status` creates them with store.cql.replication; a local \
+             endpoint started with `migrate serve` has them already",
             ks = cql.keyspace
         )),
         StoreErrorKind::Connection | StoreErrorKind::NotApplied | StoreErrorKind::Unavailable => {

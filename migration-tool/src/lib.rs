@@ -38,6 +38,8 @@ pub mod render;
 
 use std::fmt;
 
+use anyhow::Context;
+
 use cli::{Cli, Command};
 
 /// The version of every JSON report's schema (M3).
@@ -55,6 +57,9 @@ pub enum Outcome {
     LeaseLost,
     /// An invariant broke (`demo`).
     Failed,
+    /// `status` found the fleet in an unsafe state (legacy and queue in use
+    /// at once): exit 5, so a monitoring script can page on it.
+    Unsafe,
     /// `run-with-lock`: the command's own exit status, passed through.
     Child(i32),
 }
@@ -71,6 +76,15 @@ impl fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// Whether `err` is a write to a closed pipe anywhere in its chain (the
+/// reader went away, e.g. `| head -1`): not worth a word.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
 /// Whether `err` is a usage error anywhere in its chain.
 pub fn is_usage_error(err: &anyhow::Error) -> bool {
@@ -92,7 +106,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let report = ops::status::status(&env, |p| line.update(p)).await?;
             drop(line);
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            Ok(if report.unsafe_state {
+                Outcome::Unsafe
+            } else {
+                Outcome::Ok
+            })
         }
         Command::Inspect { lock } => {
             let env = ops::Env::open(connect).await?;
@@ -104,15 +122,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             apply,
             stale_after,
             stale_multiple,
+            force,
             page_size,
         } => {
             let env = ops::Env::open(connect).await?;
-            let options = ops::clean::CleanOptions::new(
-                &env.settings,
-                stale_after,
-                stale_multiple,
-                page_size,
-            )?;
+            let options =
+                ops::clean::CleanOptions::new(stale_after, stale_multiple, force, page_size)?;
             let mut line = render::ProgressLine::new();
             let report = ops::clean::clean(&env, &options, apply, |p| line.update(p)).await?;
             drop(line);
@@ -141,6 +156,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             mode,
             timeout,
             grace,
+            report,
             command,
         } => {
             let env = ops::Env::open(connect).await?;
@@ -150,17 +166,40 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 timeout,
                 grace,
                 command,
+                supervisor: Some(
+                    std::env::current_exe()
+                        .context("finding the migrate binary to supervise the command")?,
+                ),
             };
-            let report = ops::run_with_lock::run_with_lock(&env, request, |note| {
+            let result = ops::run_with_lock::run_with_lock(&env, request, |note| {
                 render::note(&note);
             })
             .await?;
-            if json {
-                render::print(&report, true)?;
-            } else {
-                render::print_stderr(&report)?;
+            // stdout belongs to the command: reports go elsewhere.
+            if let Some(path) = &report {
+                render::write_json(&result, path)?;
             }
-            Ok(report.outcome())
+            if json {
+                render::print_json_stderr(&result)?;
+            } else {
+                render::print_stderr(&result)?;
+            }
+            Ok(result.outcome())
+        }
+        Command::RunWithLockChild { .. } => Err(UsageError(format!(
+            "`{}` is started by `migrate run-with-lock`, not by hand",
+            ops::child::SUBCOMMAND
+        ))
+        .into()),
+        Command::Schema {
+            datacenters,
+            replication_factor,
+        } => {
+            let settings = connect::settings(connect, false)?;
+            let report =
+                ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
+            render::print(&report, json)?;
+            Ok(Outcome::Ok)
         }
         Command::Serve {
             listen,
@@ -177,9 +216,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Bench(args) => {
             let settings = connect::settings(connect, args.cluster)?;
             let config = ops::bench::config(&args, &settings);
+            ops::bench::check_plots_dir(&config)?;
             let report = ops::bench::bench(&config, render::note).await?;
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            if report.plot_errors.is_empty() {
+                Ok(Outcome::Ok)
+            } else {
+                // The table is out; now say what is missing, and fail.
+                Err(anyhow::anyhow!(
+                    "plots not written: {}",
+                    report.plot_errors.join("; ")
+                ))
+            }
         }
         Command::BenchWorker { spec } => {
             let spec = serde_json::from_str(&spec)
@@ -188,7 +236,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Demo(args) => {
-            let report = ops::demo::demo(&args, render::demo_observer(json)).await?;
+            // Connection settings given (flag, environment or file): the
+            // demo runs there, in a keyspace of its own; else in-process.
+            let report = match connect::cluster_settings(connect)? {
+                Some(settings) => {
+                    ops::demo::demo_on_cluster(
+                        &args,
+                        &settings.store.cql,
+                        render::demo_observer(json),
+                    )
+                    .await?
+                }
+                None => ops::demo::demo(&args, render::demo_observer(json)).await?,
+            };
             render::print(&report, json)?;
             Ok(if report.passed {
                 Outcome::Ok

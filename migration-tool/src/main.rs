@@ -8,13 +8,18 @@
 //! | 2 | usage (bad flag or value, invalid settings, unknown or skipped stage) |
 //! | 3 | not safe yet / refused (guards; `run-with-lock --timeout` expired) |
 //! | 4 | lease lost (`run-with-lock`) |
+//! | 5 | unsafe state (`status`: legacy and queue in use at once) |
+//!
+//! A closed stdout (`migrate status --json | head -1`) ends the command
+//! quietly with 0: the reader has what it wanted.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockshift_migration_tool::cli::Cli;
-use lockshift_migration_tool::{JSON_VERSION, Outcome, is_usage_error, run};
+use lockshift_migration_tool::cli::{Cli, Command};
+use lockshift_migration_tool::ops;
+use lockshift_migration_tool::{JSON_VERSION, Outcome, is_broken_pipe, is_usage_error, run};
 use tracing_subscriber::EnvFilter;
 
 const OK: u8 = 0;
@@ -22,10 +27,20 @@ const ERROR: u8 = 1;
 const USAGE: u8 = 2;
 const NOT_SAFE: u8 = 3;
 const LEASE_LOST: u8 = 4;
+const UNSAFE: u8 = 5;
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2 (its default, kept).
     let cli = Cli::parse();
+    // Signals blocked by whoever started us would be inherited by every
+    // runtime thread (and never reach run-with-lock's forwarding): start
+    // from a clean mask, before any thread exists.
+    let _ = nix::sys::signal::SigSet::all().thread_unblock();
+    // The run-with-lock supervisor: its own small runtime, no logging (its
+    // stderr is the command's).
+    if let Command::RunWithLockChild { parent, command } = &cli.command {
+        return ExitCode::from(ops::child::supervise(*parent, command));
+    }
     // Default: warnings of lockshift's own crates. The driver's connection
     // chatter is off: a failed connection is explained once, by `migrate`.
     tracing_subscriber::fmt()
@@ -36,6 +51,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let json = cli.output.json;
+    // run-with-lock's stdout is its command's: even its errors stay off it.
+    let json_on_stderr = matches!(cli.command, Command::RunWithLock { .. });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -51,19 +68,26 @@ fn main() -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::from(OK),
         Ok(Outcome::NotSafe) => ExitCode::from(NOT_SAFE),
         Ok(Outcome::LeaseLost) => ExitCode::from(LEASE_LOST),
+        Ok(Outcome::Unsafe) => ExitCode::from(UNSAFE),
         Ok(Outcome::Failed) => ExitCode::from(ERROR),
         Ok(Outcome::Child(code)) => {
             ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(ERROR))
         }
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(OK),
         Err(e) => {
             let code = if is_usage_error(&e) { USAGE } else { ERROR };
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             if json {
                 let body = serde_json::json!({
                     "version": JSON_VERSION,
                     "error": { "exit_code": code, "message": format!("{e:#}") },
                 });
-                println!("{body}");
+                // A failed write has nowhere left to be reported.
+                let _ = if json_on_stderr {
+                    writeln!(std::io::stderr(), "{body}")
+                } else {
+                    writeln!(std::io::stdout(), "{body}")
+                };
             }
             ExitCode::from(code)
         }

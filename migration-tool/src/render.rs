@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::ops::Progress;
 use crate::ops::advance::TransitionReport;
-use crate::ops::clean::{Action, CleanReport};
+use crate::ops::clean::{Action, CleanReport, PromiseSource};
 use crate::ops::demo::{DemoEvent, DemoReport};
 use crate::ops::inspect::InspectReport;
 use crate::ops::run_with_lock::{RunReport, RunResult};
@@ -61,6 +61,29 @@ pub fn print_stderr<R: Human>(report: &R) -> anyhow::Result<()> {
         std::io::stderr().lock().write_all(text.as_bytes())?;
     }
     Ok(())
+}
+
+/// Prints `report` as JSON on stderr (`run-with-lock --json`: stdout is
+/// the command's).
+///
+/// # Errors
+/// Writing or serialisation failed.
+pub fn print_json_stderr<R: Serialize>(report: &R) -> anyhow::Result<()> {
+    let mut s = serde_json::to_string_pretty(report)?;
+    s.push('\n');
+    std::io::stderr().lock().write_all(s.as_bytes())?;
+    Ok(())
+}
+
+/// Writes `report` as JSON to `path` (`run-with-lock --report FILE`).
+///
+/// # Errors
+/// The file could not be written, naming it.
+pub fn write_json<R: Serialize>(report: &R, path: &std::path::Path) -> anyhow::Result<()> {
+    let mut s = serde_json::to_string_pretty(report)?;
+    s.push('\n');
+    std::fs::write(path, s)
+        .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", path.display()))
 }
 
 /// A note for the operator, on stderr.
@@ -454,6 +477,22 @@ impl Human for InspectReport {
     }
 }
 
+// ===== schema =====
+
+impl Human for crate::ops::schema::SchemaReport {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "-- lockshift schema: keyspace {}, replication {}\n",
+            self.keyspace, self.replication
+        );
+        for statement in &self.statements {
+            s.push_str(statement.trim_end_matches(';'));
+            s.push_str(";\n");
+        }
+        s
+    }
+}
+
 // ===== clean =====
 
 impl Human for CleanReport {
@@ -462,20 +501,29 @@ impl Human for CleanReport {
         let sc = &self.scanned;
         let _ = writeln!(
             s,
-            "scanned {} main, {} shadow, {} queue rows ({} cells); stale = not renewed for {}",
+            "scanned {} main, {} shadow, {} queue rows ({} cells); overdue = not renewed for {} of \
+             the owner's promised renewal periods{}",
             sc.main_rows,
             sc.shadow_rows,
             sc.queue_rows,
             sc.cells,
-            age(self.stale_after_ms)
+            self.stale_multiple,
+            self.stale_after_ms.map_or(String::new(), |t| format!(
+                " (no TTL: older than {})",
+                age(t)
+            ))
         );
         if !self.cells.is_empty() {
-            let mut t = Table::new(&["action", "table", "lock", "owner", "reason", "age"]);
+            let mut t = Table::new(&[
+                "action", "table", "lock", "owner", "reason", "age", "promise",
+            ]);
             for c in &self.cells {
                 t.row(vec![
                     match c.action {
                         Action::WouldDelete => "would delete".into(),
                         Action::Deleted => "deleted".into(),
+                        Action::KeptOwnerLive => "KEPT (owner's node is live)".into(),
+                        Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
                         Action::SkippedRenewed => "skipped (renewed)".into(),
                         Action::SkippedGone => "skipped (gone)".into(),
                         Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
@@ -496,22 +544,49 @@ impl Human for CleanReport {
                         .trim()
                         .to_string(),
                     age(c.age_ms),
+                    match c.promise {
+                        Some(p) => format!(
+                            "ttl {}, renews every {} ({})",
+                            age(p.ttl_ms),
+                            age(p.renew_every_ms),
+                            match p.source {
+                                PromiseSource::Registry => "registry",
+                                PromiseSource::Cell => "cell's TTL",
+                            }
+                        ),
+                        None => "none (no TTL)".into(),
+                    },
                 ]);
             }
             s.push_str(&t.render(""));
         }
         let m = &self.summary;
+        if m.kept > 0 {
+            let _ = writeln!(
+                s,
+                "kept {} cell(s) whose owner may still hold its lock; --force deletes them at the \
+                 risk of a second holder",
+                m.kept
+            );
+        }
+        if m.unjudged_without_ttl > 0 {
+            let _ = writeln!(
+                s,
+                "{} cell(s) have no TTL and promise nothing; --stale-after judges them",
+                m.unjudged_without_ttl
+            );
+        }
         if self.applied {
             let _ = writeln!(
                 s,
-                "summary: {} stale found, {} deleted, {} skipped because renewed, {} already gone, {} failed",
-                m.found, m.deleted, m.skipped_renewed, m.skipped_gone, m.failed
+                "summary: {} stale found, {} kept, {} deleted, {} skipped because renewed, {} already gone, {} failed",
+                m.found, m.kept, m.deleted, m.skipped_renewed, m.skipped_gone, m.failed
             );
         } else {
             let _ = writeln!(
                 s,
-                "summary: {} stale found; dry run, nothing deleted (run with --apply to delete)",
-                m.found
+                "summary: {} stale found, {} kept; dry run, nothing deleted (run with --apply to delete)",
+                m.found, m.kept
             );
         }
         s
@@ -600,7 +675,7 @@ impl Human for Listening {
 impl Human for DemoReport {
     fn human(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "\n== verdict");
+        let _ = writeln!(s, "\n== verdict ({})", self.database);
         let mut t = Table::new(&["stage", "transfers", "lock waits mean", "p99", "max"]);
         for w in &self.waits {
             t.row(vec![

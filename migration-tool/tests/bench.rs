@@ -76,3 +76,56 @@ fn bad_bench_values_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid worker spec"));
 }
+
+/// Issue 11 item 9: an unusable --plots directory is refused before
+/// anything runs, naming it; a plot that fails later never costs the
+/// table.
+#[test]
+fn plots_are_checked_first_and_never_cost_the_table() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--processes",
+            "1",
+            "-k",
+            "3",
+            "--plots",
+            "/proc/nope",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--plots /proc/nope"), "{stderr}");
+    assert!(!stderr.contains("P=1"), "nothing may run first: {stderr}");
+
+    // The directory is fine, but queue.png is a directory: that one plot
+    // fails after the measurements.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("queue.png")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--algorithms",
+            "queue",
+            "--processes",
+            "1",
+            "-k",
+            "3",
+            "--plots",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stdout.contains("queue"), "the table is printed: {stdout}");
+    assert!(stdout.contains("plot NOT written"), "{stdout}");
+    assert!(
+        stderr.contains("queue.png"),
+        "the error names the file: {stderr}"
+    );
+}

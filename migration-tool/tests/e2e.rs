@@ -180,7 +180,12 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
     )
     .await;
 
-    let dry = e.migrate(&["clean", "--json"]).await.expect_code(0).json();
+    // The cells have no TTL: they promise nothing, --stale-after judges them.
+    let dry = e
+        .migrate(&["clean", "--json", "--stale-after", "5m"])
+        .await
+        .expect_code(0)
+        .json();
     assert_eq!(dry["applied"], false);
     assert_eq!(dry["summary"]["found"], 3, "{dry:#}");
     assert!(
@@ -200,7 +205,7 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
         reasons,
         ["stale_holder", "orphaned_shadow", "orphaned_queue"]
     );
-    e.migrate(&["clean"])
+    e.migrate(&["clean", "--stale-after", "5m"])
         .await
         .expect_code(0)
         .stdout_has("would delete")
@@ -227,7 +232,12 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
                 .times(1),
         )
         .unwrap();
-    let clean = common::command(Some(&e.addr()), &["clean", "--apply", "--json"], &[]).output();
+    let clean = common::command(
+        Some(&e.addr()),
+        &["clean", "--apply", "--json", "--stale-after", "5m"],
+        &[],
+    )
+    .output();
     let clean = tokio::spawn(clean);
     let faults = e.handle.faults().clone();
     eventually(
@@ -280,10 +290,10 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
             .len(),
         1
     );
-    e.migrate(&["clean", "--apply"])
+    e.migrate(&["clean", "--apply", "--stale-after", "5m"])
         .await
         .expect_code(0)
-        .stdout_has("summary: 0 stale found, 0 deleted");
+        .stdout_has("summary: 0 stale found, 0 kept, 0 deleted");
 }
 
 fn node_info(node: &str, algorithm: Algorithm) -> NodeInfo {
@@ -480,7 +490,7 @@ async fn run_with_lock_passes_exit_codes_and_times_out() {
         ])
         .await
         .expect_code(0)
-        .json();
+        .stderr_json();
     assert_eq!(j["result"], "completed");
     assert_eq!(
         j["algorithm"], "combined",
@@ -634,10 +644,10 @@ async fn errors_say_what_to_do() {
         .await
         .expect_code(2)
         .stderr_has("--stale-after");
-    e.migrate(&["clean", "--stale-after", "5s"])
+    e.migrate(&["clean", "--stale-after", "10ms"])
         .await
         .expect_code(2)
-        .stderr_has("at least twice lock.renew_every");
+        .stderr_has("--stale-after must be at least 1s");
     e.migrate_env(&["status"], &[("LOCKSHIFT__LOCK__LEASE_TTL", "abc")])
         .await
         .expect_code(2)

@@ -27,8 +27,11 @@ use crate::error::StoreError;
 ///    the greater value (Cassandra's rule), so all replicas agree.
 /// 3. **TTL.** A cell written with a TTL stops being visible once the TTL has
 ///    passed on the *store's* clock, counted from when the store applied the
-///    write (not from its timestamp). An expired cell then acts as a tombstone
-///    at its own timestamp.
+///    write (not from its timestamp) and in whole seconds, as Cassandra
+///    counts: applied at second `s + f` with TTL `n`, it expires at `s + n`,
+///    so it may live up to a second less than `n`
+///    ([`reconcile::ttl_deadline`](crate::reconcile::ttl_deadline)). An
+///    expired cell then acts as a tombstone at its own timestamp.
 /// 4. **Order.** [`read`](Store::read) returns live cells in ascending byte
 ///    order of the column name, at most `limit` of them, starting at
 ///    `start_column` inclusive. Tombstones and expired cells never count

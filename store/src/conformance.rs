@@ -311,6 +311,46 @@ pub async fn ttl_expiry(t: &dyn Target) {
     );
 }
 
+/// I3, whole seconds (Cassandra 4.1 measured; DESIGN.md §1): the TTL clock
+/// counts in whole seconds. A cell written at server second `s + f` with
+/// TTL `n` expires at `s + n`, so it lives `n - f`: written late in a second
+/// it dies almost a second early, written early it lives almost the full
+/// TTL. A lease may therefore only count on `sent + ttl - 1 s` (minus clock
+/// skew between coordinators).
+///
+/// On a real cluster the server's seconds are only known through this
+/// machine's clock, so the probes keep 0.4 s away from every boundary.
+pub async fn ttl_counts_whole_seconds(t: &dyn Target) {
+    let s = t.store();
+    let ttl = Ttl::from_secs(2).expect("ttl");
+    // (fraction of the second to write at, probe after, alive then?)
+    let cases = [(0.9, 1.5, false), (0.1, 1.5, true)];
+    for (i, (fraction, probe_after, alive)) in cases.into_iter().enumerate() {
+        let row = t.unique(&format!("ttl-seconds-{i}"));
+        let into_second = t.now().as_micros().rem_euclid(1_000_000);
+        let wanted = (fraction * 1e6) as i64;
+        let wait = (wanted - into_second).rem_euclid(1_000_000);
+        t.advance(Duration::from_micros(wait.unsigned_abs())).await;
+        s.write(
+            SCRATCH,
+            &row,
+            &[cell("c", "v")],
+            at(t.now(), 0).with_ttl(ttl),
+        )
+        .await
+        .expect("write");
+        t.advance(Duration::from_secs_f64(probe_after)).await;
+        assert_eq!(
+            value_of(t, &row, "c").await.is_some(),
+            alive,
+            "case #{i}: a 2 s TTL written at .{:.0} of a second, read {probe_after} s later: \
+             expected {}; the TTL must run out at the end of the write's whole second + 2 s",
+            fraction * 10.0,
+            if alive { "alive" } else { "expired" }
+        );
+    }
+}
+
 /// I4: live cells come back in ascending byte order of column names.
 pub async fn column_order(t: &dyn Target) {
     let s = t.store();
@@ -504,7 +544,7 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@each $make;
             last_write_wins, tie_goes_to_tombstone, delete_shadows_older_not_newer,
-            ttl_expiry, column_order, limit_and_start_column, scan_pages_through_keys,
+            ttl_expiry, ttl_counts_whole_seconds, column_order, limit_and_start_column, scan_pages_through_keys,
             concurrent_writers);
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -13,7 +13,9 @@
 //!   write at `T`, and a renewal at `T + 1` survives a delete at `T` (what
 //!   `migrate clean` relies on).
 //! - **I3. TTL** counts from when the store applied the write, on the store's
-//!   clock; an expired cell is a tombstone at its own timestamp.
+//!   clock, in whole seconds: written at second `s + f` with TTL `n`, a cell
+//!   expires at `s + n` (it lives `n - f`, as on Cassandra); an expired cell
+//!   is a tombstone at its own timestamp.
 //! - **I4. Order**: a row's live cells come back in ascending byte order of
 //!   column names; `limit` and `start_column` select a contiguous run.
 //! - **I5. Read-your-writes** (QUORUM writes and reads): a write that returned

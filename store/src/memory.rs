@@ -12,8 +12,9 @@
 //!   [`CellVersion::supersedes`] among everything ever written there, except
 //!   dead versions purged after `gc_grace`.
 //! - **M2.** TTL deadlines are computed from the store's clock when the write
-//!   is applied, never from the write's timestamp (Cassandra's
-//!   `localDeletionTime`).
+//!   is applied, never from the write's timestamp, and in whole seconds:
+//!   the start of that second plus the TTL (Cassandra's `localDeletionTime`;
+//!   see [`ttl_deadline`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
@@ -30,7 +31,7 @@ use crate::cell::{
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::reconcile::{CellVersion, ttl_seconds_left};
+use crate::reconcile::{CellVersion, ttl_deadline, ttl_seconds_left};
 
 type Row = BTreeMap<String, CellVersion>;
 type TableData = BTreeMap<String, Row>;
@@ -167,10 +168,10 @@ impl Store for MemoryStore {
         if cells.is_empty() {
             return Ok(());
         }
-        // M2: the deadline starts from the store's clock.
-        let expires_at = options
-            .ttl
-            .map(|ttl| self.clock.now().saturating_add(ttl.as_duration()));
+        // M2: the deadline starts from the store's clock, at the whole
+        // second as Cassandra counts it.
+        let now = self.clock.now();
+        let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
         self.apply(
             table,
             row,

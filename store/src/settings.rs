@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [store]
-//! backend = "cql"            # or "embedded" (the default)
+//! backend = "cql"            # or "embedded"; default: "cql" if [store.cql] is given, else "embedded"
 //!
 //! [store.cql]
 //! contact_points = ["10.0.0.1:9042", "10.0.0.2:9042"]
@@ -11,8 +11,8 @@
 //! consistency = "quorum"     # or "local_quorum"
 //! connect_timeout = "5s"
 //! request_timeout = "2s"
-//! create_schema = true
-//! replication = { class = "SimpleStrategy", replication_factor = 3 }
+//! create_schema = false     # default; true creates keyspace and tables if missing
+//! replication = { class = "NetworkTopologyStrategy", datacenters = { dc1 = 3 } }
 //! ```
 
 use std::collections::BTreeMap;
@@ -36,8 +36,20 @@ pub enum StoreBackend {
 }
 
 /// The `[store]` section.
+///
+/// # Which backend when `backend` is not given
+///
+/// Settings that name a cluster (a `[store.cql]` section, or any
+/// `LOCKSHIFT__STORE__CQL__…` variable) mean that cluster: `backend`
+/// defaults to `cql` then, and to `embedded` only when nothing about CQL was
+/// said. The alternative — embedded unless told otherwise — gave every
+/// process of a fleet configured with only `contact_points` its own
+/// in-memory store, and two processes held one lock. Refusing such settings
+/// was the other option; it protects as well but fails the operator's
+/// evident intent, so lockshift follows it instead (and logs the backend at
+/// start, see [`StoreSettings::open`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default, deny_unknown_fields, from = "RawStoreSettings")]
 pub struct StoreSettings {
     /// The backend.
     pub backend: StoreBackend,
@@ -45,6 +57,29 @@ pub struct StoreSettings {
     pub cql: CqlSettings,
     /// Embedded-backend settings.
     pub embedded: EmbeddedSettings,
+}
+
+/// `[store]` as written: which keys were given at all.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawStoreSettings {
+    backend: Option<StoreBackend>,
+    cql: Option<CqlSettings>,
+    embedded: EmbeddedSettings,
+}
+
+impl From<RawStoreSettings> for StoreSettings {
+    fn from(raw: RawStoreSettings) -> Self {
+        let backend = raw.backend.unwrap_or(match raw.cql {
+            Some(_) => StoreBackend::Cql,
+            None => StoreBackend::Embedded,
+        });
+        StoreSettings {
+            backend,
+            cql: raw.cql.unwrap_or_default(),
+            embedded: raw.embedded,
+        }
+    }
 }
 
 /// The `[store.embedded]` section.
@@ -151,8 +186,12 @@ pub struct CqlSettings {
     /// "may have been applied".
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Create the keyspace and tables if missing (`IF NOT EXISTS`). Operators
-    /// who manage schema themselves turn it off.
+    /// Create the keyspace and tables if missing (`IF NOT EXISTS`), with
+    /// `replication`. Off by default: a keyspace is created on request only
+    /// — a service that silently created one with SimpleStrategy and one
+    /// replica would give up every guarantee QUORUM was meant to give.
+    /// `migrate schema` prints the statements for operators who run them
+    /// themselves.
     pub create_schema: bool,
 }
 
@@ -165,10 +204,15 @@ impl Default for CqlSettings {
             consistency: Consistency::default(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
-            create_schema: true,
+            create_schema: false,
         }
     }
 }
+
+/// What a process on the embedded store is told at start.
+pub const EMBEDDED_WARNING: &str = "store.backend = \"embedded\": locks exclude only within this \
+     process (an in-memory store); set store.backend = \"cql\" and store.cql.contact_points for \
+     locks shared by a fleet";
 
 /// A setting that breaks a rule: which key, and the rule in words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -196,11 +240,16 @@ impl StoreSettings {
     ///
     /// # Errors
     /// Invalid settings, or the CQL connection's error.
+    ///
+    /// The embedded store is said out loud (a warning): it excludes only the
+    /// tasks of this one process, which is right for tests and demos and
+    /// wrong for a fleet.
     pub async fn open(&self) -> Result<crate::SharedStore, crate::StoreError> {
         match self.backend {
-            StoreBackend::Embedded => Ok(std::sync::Arc::new(
-                crate::MemoryStore::new().with_gc_grace(self.embedded.gc_grace),
-            )),
+            StoreBackend::Embedded => Ok(std::sync::Arc::new({
+                tracing::warn!("{EMBEDDED_WARNING}");
+                crate::MemoryStore::new().with_gc_grace(self.embedded.gc_grace)
+            })),
             StoreBackend::Cql => Ok(std::sync::Arc::new(
                 crate::CqlStore::connect(&self.cql).await?,
             )),
@@ -331,6 +380,41 @@ mod tests {
         assert!(msgs[2].starts_with("store.cql.keyspace (\"Bad-Name\")"));
         assert!(msgs[3].contains("replication_factor must be at least 1"));
         assert_eq!(msgs[4], "store.cql.request_timeout must be greater than 0");
+    }
+
+    /// Issue 11 item 4: a process on the embedded store is told at start
+    /// that its locks exclude only within itself.
+    #[test]
+    fn the_embedded_store_says_it_excludes_only_this_process() {
+        #[derive(Clone, Default)]
+        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            runtime.block_on(StoreSettings::default().open()).unwrap();
+        });
+        let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("WARN"), "{logged}");
+        assert!(
+            logged.contains("locks exclude only within this process"),
+            "{logged}"
+        );
     }
 
     #[test]

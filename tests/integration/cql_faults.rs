@@ -177,3 +177,64 @@ async fn a_reply_slower_than_the_request_timeout_may_have_applied() {
     let err = write(&store, "slow").await.unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::MaybeApplied, "{err}");
 }
+
+/// A listener that accepts TCP connections and never answers: a node that
+/// is SIGSTOPped, hung, or a proxy in front of nothing.
+async fn frozen_node() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (addr, task)
+}
+
+/// Issue 11 item 7: a session starts while the other contact points
+/// answer, whichever one the driver would have tried first. (The driver
+/// shuffles its contact points, so each connection here had an even chance
+/// of starting on the frozen one and hanging until the deadline.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_frozen_contact_point_does_not_stop_a_session() {
+    let clock = Arc::new(ManualClock::new(SystemClock.now()));
+    let (endpoint, mut settings) = start_endpoint(clock).await.unwrap();
+    let (frozen, listener) = frozen_node().await;
+    let live = settings.contact_points[0].clone();
+    settings.contact_points = vec![frozen.to_string(), live];
+    settings.connect_timeout = Duration::from_secs(2);
+    for attempt in 0..8 {
+        let store = CqlStore::connect(&settings)
+            .await
+            .unwrap_or_else(|e| panic!("attempt #{attempt}: {e}"));
+        write(&store, "frozen-neighbour").await.unwrap();
+        assert!(
+            present(&store, "frozen-neighbour").await,
+            "attempt #{attempt}"
+        );
+    }
+    listener.abort();
+    drop(endpoint);
+}
+
+/// Issue 11 items 7 and 9: with nothing answering, connecting fails within
+/// the connect timeout as given (not twice it) and names every contact point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_contact_point_frozen_the_error_names_them_and_the_timeout() {
+    let (a, la) = frozen_node().await;
+    let (b, lb) = frozen_node().await;
+    let settings = lockshift_store::CqlSettings {
+        contact_points: vec![a.to_string(), b.to_string()],
+        connect_timeout: Duration::from_secs(1),
+        ..lockshift_store::CqlSettings::default()
+    };
+    let err = CqlStore::connect(&settings).await.unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Connection, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("(connect timeout 1s)"), "{msg}");
+    assert!(msg.contains(&format!("{a} (no CQL answer")), "{msg}");
+    assert!(msg.contains(&format!("{b} (no CQL answer")), "{msg}");
+    la.abort();
+    lb.abort();
+}

@@ -194,11 +194,17 @@ async fn crash_and_loss(make: fn(&NodeEnv) -> NodeLocker) {
     a.store.set_partitioned(true);
     let g = lb.locker.acquire(&lock).await.unwrap();
     let freed_after = cut.elapsed();
-    // Told before the TTL could run out; the lock freed only after it.
+    // Told before the cell could expire: `is_lost` reads the clock, so it
+    // is true here exactly if the holder had been told by the time the
+    // other node got the lock.
     assert!(guard.is_lost(), "the cut-off holder was told");
+    // Freed no earlier than the cell's guaranteed life allows: the last
+    // renewal was sent up to `renew_every` before the cut, and TTLs count
+    // in whole seconds (a 3 s cell may go 1 s − skew early).
+    let earliest = lease.guaranteed_life().unwrap() - lease.renew_every;
     assert!(
-        freed_after >= Duration::from_millis(2_500),
-        "freed after {freed_after:?}, before the TTL"
+        freed_after >= earliest,
+        "freed after {freed_after:?}, before the cell's guaranteed life ({earliest:?})"
     );
     assert!(
         freed_after < Duration::from_secs(20),
@@ -254,18 +260,42 @@ async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
     assert!(main.len() <= 1);
 }
 
+/// `settings` in a keyspace of their own, created on connect: a test that
+/// leaves persistent state (a rollout stage, its history, the registry) in
+/// a keyspace of its own can run again and again on one cluster.
+fn own_keyspace(settings: &CqlSettings, test: &str) -> CqlSettings {
+    CqlSettings {
+        keyspace: format!("lockshift_t_{test}_{:08x}", rand::random::<u32>()),
+        create_schema: true,
+        ..settings.clone()
+    }
+}
+
+/// The rollout over CQL, run twice on one database as a developer runs the
+/// suite twice against one cluster (issue 11 item 8): it persists the
+/// stage and its history, so each run uses — and drops — a keyspace of its
+/// own. (In one shared keyspace the second run began at stage `complete`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_deployment_over_cql() {
     let ep = endpoint().await;
     let timings = Timings::real_time();
-    let report = rolling_deployment(Backend::Cql(ep.settings.clone()), timings, 3, 5).await;
-    report.assert_clean(&timings, "over CQL");
-    println!(
-        "over CQL: {} acquisitions {:?}, worst unavailability {:?}",
-        report.total(),
-        report.by_algorithm,
-        report.worst_unavailability
-    );
+    for run in 0..2 {
+        let settings = own_keyspace(&ep.settings, "rolling");
+        let report = rolling_deployment(Backend::Cql(settings.clone()), timings, 3, 5).await;
+        report.assert_clean(&timings, &format!("over CQL, run #{run}"));
+        println!(
+            "over CQL, run #{run}: {} acquisitions {:?}, worst unavailability {:?}",
+            report.total(),
+            report.by_algorithm,
+            report.worst_unavailability
+        );
+        CqlStore::connect(&settings)
+            .await
+            .unwrap()
+            .drop_keyspace()
+            .await
+            .unwrap();
+    }
     ep.shutdown().await;
 }
 

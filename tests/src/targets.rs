@@ -175,6 +175,8 @@ pub async fn start_endpoint(
         .await?;
     let settings = CqlSettings {
         contact_points: vec![endpoint.local_addr().to_string()],
+        // A fresh endpoint has no keyspace; tests create it on request.
+        create_schema: true,
         ..CqlSettings::default()
     };
     Ok((endpoint, settings))

@@ -375,7 +375,9 @@ impl Partition {
                 if above.is_some_and(|d| d.shadows(timestamp)) {
                     return;
                 }
-                let expires_at = ttl.map(|t| now.saturating_add(t));
+                // Whole seconds, as Cassandra counts them (a cell lives
+                // `ttl - f` when written `f` into a second).
+                let expires_at = ttl.map(|t| lockshift_store::reconcile::ttl_deadline(now, t));
                 let row = self.rows.entry(clustering.clone()).or_default();
                 if row.deletion.is_some_and(|d| d.shadows(timestamp)) {
                     return;

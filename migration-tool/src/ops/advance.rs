@@ -65,6 +65,9 @@ pub struct TransitionReport {
     pub because: Vec<String>,
     /// The new stage record, when applied.
     pub record: Option<StageRecord>,
+    /// Set when another transition moved the stage (to this one) while
+    /// this command waited: it lost the race and changed nothing.
+    pub raced: Option<Stage>,
 }
 
 impl TransitionReport {
@@ -107,6 +110,7 @@ pub async fn transition(
         guards: Vec::new(),
         because: Vec::new(),
         record: None,
+        raced: None,
     };
     if from == to {
         report.already = true;
@@ -120,8 +124,29 @@ pub async fn transition(
     };
     let done = match env.rollout().transition(request).await {
         Ok(done) => done,
+        // The stage moved between this command's first read and its turn
+        // under the rollout lock: another operator won the race. Not a
+        // usage error — the same command was valid a moment ago — but a
+        // refusal (exit 3) saying what happened.
+        Err(RolloutError::InvalidTransition { from: now, .. }) if now != from => {
+            report.safe = false;
+            report.raced = Some(now);
+            report.because = vec![format!(
+                "the stage moved from {from} to {now} while this command waited for the \
+                 rollout lock (another `migrate advance` or `rollback`?); run `migrate status` \
+                 and decide again"
+            )];
+            return Ok(report);
+        }
         Err(e @ RolloutError::InvalidTransition { .. }) => {
             return Err(UsageError(e.to_string()).into());
+        }
+        Err(RolloutError::Lock(e @ lockshift_lock::AcquireError::Timeout { .. })) => {
+            report.safe = false;
+            report.because = vec![format!(
+                "the rollout lock stayed held by another operator's transition: {e}"
+            )];
+            return Ok(report);
         }
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!("moving from stage {from} to {to}")));
@@ -168,15 +193,9 @@ pub fn default_operator() -> String {
     format!("{user}@{}", hostname())
 }
 
-/// This machine's name (`/proc/sys/kernel/hostname`, `$HOSTNAME`, or
-/// `localhost`).
+/// This machine's name, from the operating system (never `$HOSTNAME`).
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string())
+    lockshift_lock::host_name()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use lockshift_bench::{BenchConfig, BenchError, BenchReport, WorkerSpec};
 use lockshift_combined::Settings;
 use tokio::process::Command;
 
+use crate::UsageError;
 use crate::cli::BenchArgs;
 
 /// The benchmark's configuration: the flags, and the lock tuning and
@@ -25,6 +26,30 @@ pub fn config(args: &BenchArgs, settings: &Settings) -> BenchConfig {
         plots: (!args.no_plots).then(|| args.plots.clone()),
         seed: args.seed,
     }
+}
+
+/// Checks before anything runs that the plots can be written: the
+/// directory exists or can be made, and a file can be created in it.
+///
+/// # Errors
+/// A [`UsageError`] naming the directory and why (exit 2).
+pub fn check_plots_dir(config: &BenchConfig) -> anyhow::Result<()> {
+    let Some(dir) = &config.plots else {
+        return Ok(());
+    };
+    let refuse = |why: String| -> anyhow::Error {
+        UsageError(format!(
+            "--plots {}: {why} (nothing was run; pick another directory or pass --no-plots)",
+            dir.display()
+        ))
+        .into()
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| refuse(format!("cannot create the directory: {e}")))?;
+    let probe = dir.join(format!(".migrate-bench-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| refuse(format!("cannot write in it: {e}")))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Runs the benchmark with this executable as the worker.

@@ -105,6 +105,9 @@ pub struct DemoReport {
     pub refusals: Vec<String>,
     /// Wall time of the whole run.
     pub duration_ms: u64,
+    /// Where it ran: the in-process endpoint, or the cluster and the
+    /// keyspace it made for itself (and dropped).
+    pub database: String,
 }
 
 /// The fleet's size.
@@ -152,7 +155,8 @@ impl Connector for SameStore {
     }
 }
 
-/// Runs the demo on a local endpoint started in-process.
+/// Runs the demo on a local endpoint started in-process (see
+/// [`demo_on_cluster`] for a real one).
 ///
 /// # Errors
 /// The endpoint or a connection could not be set up, or the rollout got
@@ -189,6 +193,55 @@ pub async fn demo(
     let report = run(args, operator, &connector, observer).await;
     endpoint.shutdown().await;
     report
+}
+
+/// Runs the demo on the cluster `cql` names, in a keyspace of its own
+/// (`lockshift_demo_<random>`, created with `cql.replication`), dropped at
+/// the end whatever the outcome — the fleet's own keyspace is never
+/// touched. The injected latency does not apply: the cluster has its own.
+///
+/// # Errors
+/// The cluster could not be reached or the keyspace not created; the
+/// rollout got stuck; the keyspace could not be dropped (named, so an
+/// operator can drop it by hand).
+pub async fn demo_on_cluster(
+    args: &DemoArgs,
+    cql: &lockshift_store::CqlSettings,
+    observer: impl FnMut(DemoEvent) + Send + 'static,
+) -> anyhow::Result<DemoReport> {
+    let mut cql = cql.clone();
+    cql.keyspace = format!("lockshift_demo_{:016x}", rand::random::<u64>());
+    cql.create_schema = true;
+    let points = cql.contact_points.join(", ");
+    let operator = Arc::new(
+        lockshift_store::CqlStore::connect(&cql)
+            .await
+            .with_context(|| {
+                format!("creating the demo's keyspace {} at {points}", cql.keyspace)
+            })?,
+    );
+    cql.create_schema = false;
+    let connector = super::serve::CqlConnector(cql.clone());
+    let observer: Observer = Arc::new(Mutex::new(observer));
+    emit(
+        &observer,
+        DemoEvent::Phase(format!(
+            "cluster {points}, keyspace {} (made for this run, dropped at the end); {} nodes x {} \
+             workers moving money between {} accounts",
+            cql.keyspace, args.nodes, args.workers, args.accounts
+        )),
+    );
+    let report = run(args, operator.clone(), &connector, observer).await;
+    let dropped = operator.drop_keyspace().await;
+    let mut report = report?;
+    dropped.with_context(|| {
+        format!(
+            "the demo ran, but dropping its keyspace {} failed: drop it by hand",
+            cql.keyspace
+        )
+    })?;
+    report.database = format!("{} (keyspace dropped)", operator.describe());
+    Ok(report)
 }
 
 type Observer = Arc<Mutex<dyn FnMut(DemoEvent) + Send>>;
@@ -355,6 +408,7 @@ pub async fn run(
         reached_complete,
         refusals,
         duration_ms: super::ms(started.elapsed()),
+        database: operator.describe(),
     })
 }
 

@@ -18,11 +18,13 @@ use crate::connect;
 
 pub mod advance;
 pub mod bench;
+pub mod child;
 pub mod clean;
 pub mod demo;
 pub mod inspect;
 pub mod rollback;
 pub mod run_with_lock;
+pub mod schema;
 pub mod serve;
 pub mod status;
 

@@ -14,31 +14,44 @@
 //! # Lease loss
 //!
 //! The guard's lost signal fires when the lease can no longer be proven,
-//! before its TTL can run out (lock invariant I3). Then the command must
+//! before the cell can expire (lock invariant I3). Then the command must
 //! stop touching the guarded resource: it gets SIGTERM, then SIGKILL after
-//! `--grace`, and `migrate` exits 4 whatever the command's own status.
+//! `--grace`, and `migrate` exits 4 whatever the command's own status. The
+//! lease is checked once more (against the clock) just before the command
+//! starts: a process paused after acquiring must not start it on a lost
+//! lease.
 //!
-//! The command runs in its own process group so both signals reach
-//! everything it started (a shell's children too); `migrate` forwards the
-//! SIGINT/SIGTERM/SIGHUP it receives to that group. The price: a command
-//! reading from the terminal would be stopped (SIGTTIN) — locked commands
-//! are batch jobs.
+//! # Dying together
+//!
+//! The command runs in its own process group under a small supervisor
+//! ([`super::child`]) that kills the whole group if `migrate` dies, even by
+//! `kill -9`; and `migrate` ends when the command ends. Signals `migrate`
+//! receives (INT, TERM, HUP, QUIT) are forwarded as they are to the group;
+//! if the command is still running `--grace` later, or on a second signal,
+//! the group gets SIGKILL. The price of the own group: a command reading
+//! from the terminal would be stopped (SIGTTIN) — locked commands are
+//! batch jobs.
 
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
 use lockshift_combined::{Mode, Node, NodeOptions, Stage};
-use lockshift_lock::{AcquireError, AcquireOptions, Algorithm, LockId, Locker, MAX_NODE_ID_LEN};
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, MAX_NODE_ID_LEN, NodeId,
+};
+use lockshift_queue_lock::queue::parse_queue_column;
+use lockshift_store::{RowQuery, schema};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::advance::hostname;
-use super::{Env, ms};
+use super::{Env, child, ms};
 use crate::{JSON_VERSION, Outcome};
 
 /// What to run under which lock.
@@ -46,14 +59,19 @@ use crate::{JSON_VERSION, Outcome};
 pub struct Request {
     /// The lock.
     pub lock: LockId,
-    /// Configured mode (resolved against the stage).
-    pub mode: Mode,
+    /// Configured mode (resolved against the stage); `None`: `node.mode`
+    /// from the settings (file, `LOCKSHIFT__NODE__MODE`), as every node.
+    pub mode: Option<Mode>,
     /// Give up waiting for the lock after this long.
     pub timeout: Option<Duration>,
-    /// SIGTERM → SIGKILL grace period.
+    /// SIGTERM (or a forwarded signal) → SIGKILL grace period.
     pub grace: Duration,
     /// Program and arguments.
     pub command: Vec<String>,
+    /// The `migrate` binary, to run the command under its supervisor
+    /// ([`child`]); `None` runs it directly (it then survives a `kill -9`
+    /// of this process — only for tests of this module).
+    pub supervisor: Option<PathBuf>,
 }
 
 /// How the run ended.
@@ -66,14 +84,16 @@ pub enum RunResult {
     LeaseLost,
     /// The lock was not free within `--timeout`; nothing ran.
     Timeout,
-    /// Interrupted (SIGINT/SIGTERM) while waiting for the lock; nothing ran.
+    /// Interrupted (SIGINT, SIGTERM, SIGHUP, SIGQUIT) while waiting for the
+    /// lock; nothing ran.
     Interrupted,
     /// The command could not be started.
     SpawnFailed,
 }
 
 /// The report of `migrate run-with-lock` (JSON schema, `"version": 1`;
-/// printed on stdout after the command ends, only with `--json`).
+/// written after the command ends, with `--json` on stderr — stdout is the
+/// command's — and with `--report FILE` to that file).
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     /// Schema version, 1.
@@ -106,6 +126,8 @@ pub struct RunReport {
     pub child_signal: Option<i32>,
     /// Why the lease was lost.
     pub lease_lost: Option<String>,
+    /// Signals received and forwarded to the command's group, in order.
+    pub forwarded_signals: Vec<String>,
     /// Whether the command had to be killed (SIGKILL after the grace period).
     pub killed: bool,
     /// What `migrate` exits with.
@@ -124,7 +146,7 @@ impl RunReport {
 }
 
 /// Takes the lock, runs the command, releases. `note` hears warnings
-/// (degraded mode, lease lost, signals sent).
+/// (degraded mode, whom it waits for, lease lost, signals sent).
 ///
 /// # Errors
 /// Node start, acquisition (other than timeout) or wait failures.
@@ -133,11 +155,19 @@ pub async fn run_with_lock(
     request: Request,
     mut note: impl FnMut(String),
 ) -> anyhow::Result<RunReport> {
-    let interrupt = interrupt_token();
+    let mut interrupts = Interrupts::listen();
     let mut settings = env.settings.clone();
-    let node_id = node_id();
+    // Flag > LOCKSHIFT__NODE__… > file > default, as for every node; only
+    // the id's default differs: `migrate-<host>-<pid>` says what it is.
+    let node_id = match &settings.node.id {
+        Some(id) => id.clone(),
+        None => node_id(),
+    };
     settings.node.id = Some(node_id.clone());
-    settings.node.mode = request.mode;
+    if let Some(mode) = request.mode {
+        settings.node.mode = mode;
+    }
+    let mode = settings.node.mode;
     let node = Node::start(
         env.store.clone(),
         env.clock.clone(),
@@ -159,7 +189,7 @@ pub async fn run_with_lock(
         version: JSON_VERSION,
         lock: request.lock.to_string(),
         node: node_id,
-        mode: request.mode,
+        mode,
         stage: status.stage.as_ref().map(|s| s.stage),
         algorithm: status.effective,
         degraded_from: status.degraded_from,
@@ -171,25 +201,79 @@ pub async fn run_with_lock(
         child_exit_code: None,
         child_signal: None,
         lease_lost: None,
+        forwarded_signals: Vec::new(),
         killed: false,
         exit_code: 0,
     };
-    let result = hold_and_run(&node, &request, &interrupt, &mut report, &mut note).await;
+    if let Some(line) = waiting_line(env, &request.lock).await {
+        note(line);
+    }
+    let result = hold_and_run(&node, &request, &mut interrupts, &mut report, &mut note).await;
     node.shutdown().await;
     result.map(|()| report)
+}
+
+/// "waiting for L (held by O since T)", when someone holds the lock now.
+/// Best effort: a failed read just means no line.
+async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
+    let store = env.store.as_ref();
+    let main = store
+        .read(schema::MAIN, lock.as_str(), &RowQuery::all())
+        .await
+        .ok()?;
+    let holder = main.first()?;
+    let now = env.clock.now();
+    // A queue-based holder's queue cell names when it arrived; otherwise
+    // only the last renewal of its main cell is known.
+    let queued_at = store
+        .read(schema::QUEUE, lock.as_str(), &RowQuery::all())
+        .await
+        .ok()
+        .and_then(|cells| {
+            cells.iter().find_map(|c| {
+                let (at, owner) = parse_queue_column(&c.column)?;
+                (owner.as_str() == holder.column).then_some(at)
+            })
+        })
+        .and_then(|at| i64::try_from(at).ok());
+    let since = match queued_at {
+        Some(at) => format!(
+            "since {} ago",
+            humantime::format_duration(Duration::from_secs(
+                now.duration_since(lockshift_store::Timestamp::from_micros(at))
+                    .as_secs()
+            ))
+        ),
+        None => format!(
+            "since at least {} ago, its last renewal",
+            humantime::format_duration(Duration::from_secs(
+                now.duration_since(holder.writetime).as_secs()
+            ))
+        ),
+    };
+    let others = main.len() - 1;
+    Some(format!(
+        "waiting for {lock} (held by {} {since}{})",
+        holder.column,
+        if others > 0 {
+            format!("; {others} more cell(s) in main")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 async fn hold_and_run(
     node: &Node,
     request: &Request,
-    interrupt: &CancellationToken,
+    interrupts: &mut Interrupts,
     report: &mut RunReport,
     note: &mut impl FnMut(String),
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let options = AcquireOptions {
         timeout: request.timeout,
-        cancel: Some(interrupt.clone()),
+        cancel: Some(interrupts.token.clone()),
     };
     let guard = match node.locker().acquire_with(&request.lock, options).await {
         Ok(g) => g,
@@ -207,7 +291,12 @@ async fn hold_and_run(
         Err(AcquireError::Cancelled { .. }) => {
             report.waited_ms = ms(started.elapsed());
             report.result = RunResult::Interrupted;
-            report.exit_code = 130;
+            let signal = interrupts
+                .drain()
+                .first()
+                .copied()
+                .unwrap_or(Signal::SIGINT);
+            report.exit_code = 128 + signal as i32;
             return Ok(());
         }
         Err(e) => {
@@ -226,23 +315,16 @@ async fn hold_and_run(
         }
     };
     let held_since = Instant::now();
-    let lost = guard.lost();
 
-    let outcome = if lost.is_cancelled() {
+    // Checked against the clock, not just the signal: this process may have
+    // been paused between taking the lock and here.
+    let outcome = if guard.is_lost() {
         Ran::LeaseLost {
             killed: false,
             status: None,
         }
     } else {
-        let mut cmd = tokio::process::Command::new(&request.command[0]);
-        cmd.args(&request.command[1..])
-            .env("LOCKSHIFT_LOCK_ID", request.lock.as_str())
-            .env("LOCKSHIFT_LOCK_OWNER", guard.owner().as_str())
-            .process_group(0);
-        if let Some(token) = report.fencing_token {
-            cmd.env("LOCKSHIFT_FENCING_TOKEN", token.to_string());
-        }
-        match cmd.spawn() {
+        match spawn(request, &guard, report.fencing_token) {
             Err(e) => {
                 note(format!("error: cannot run {:?}: {e}", request.command[0]));
                 report.result = RunResult::SpawnFailed;
@@ -252,7 +334,7 @@ async fn hold_and_run(
                 };
                 Ran::NotStarted
             }
-            Ok(child) => supervise(child, &lost, interrupt, request.grace, note).await?,
+            Ok(child) => supervise(child, &guard, interrupts, request.grace, report, note).await?,
         }
     };
     match outcome {
@@ -284,6 +366,56 @@ async fn hold_and_run(
     Ok(())
 }
 
+/// Starts the command in a new process group, under its supervisor when
+/// there is one.
+fn spawn(
+    request: &Request,
+    guard: &LockGuard,
+    fencing_token: Option<u64>,
+) -> std::io::Result<tokio::process::Child> {
+    let program = &request.command[0];
+    // The supervisor reports a missing program only by its exit code (127);
+    // look first, so the report can say it was never started.
+    if !program_exists(program) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no such program (not a file, not on PATH)",
+        ));
+    }
+    let mut cmd = match &request.supervisor {
+        Some(migrate) => {
+            let mut cmd = tokio::process::Command::new(migrate);
+            cmd.arg(child::SUBCOMMAND)
+                .arg("--parent")
+                .arg(std::process::id().to_string())
+                .arg("--")
+                .args(&request.command);
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(&request.command[1..]);
+            cmd
+        }
+    };
+    cmd.env("LOCKSHIFT_LOCK_ID", request.lock.as_str())
+        .env("LOCKSHIFT_LOCK_OWNER", guard.owner().as_str())
+        .process_group(0);
+    if let Some(token) = fencing_token {
+        cmd.env("LOCKSHIFT_FENCING_TOKEN", token.to_string());
+    }
+    cmd.spawn()
+}
+
+/// Whether `program` names an existing file (a path) or one on `PATH`.
+fn program_exists(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
 enum Ran {
     NotStarted,
     Exited(ExitStatus),
@@ -293,21 +425,42 @@ enum Ran {
     },
 }
 
-/// Waits for the child; on lease loss stops it (SIGTERM, grace, SIGKILL);
-/// forwards one interrupt as SIGTERM.
+/// Waits for the child. On lease loss stops it (SIGTERM, grace, SIGKILL).
+/// Forwards every signal this process receives as it is; the first starts
+/// the grace period, a second (or its end) sends SIGKILL.
 async fn supervise(
     mut child: tokio::process::Child,
-    lost: &CancellationToken,
-    interrupt: &CancellationToken,
+    guard: &LockGuard,
+    interrupts: &mut Interrupts,
     grace: Duration,
+    report: &mut RunReport,
     note: &mut impl FnMut(String),
 ) -> anyhow::Result<Ran> {
     let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let mut forwarded = false;
+    let lost = guard.lost();
+    // A signal that arrived before the command started (while the lock was
+    // being taken) is for the command too.
+    let mut pending: Vec<Signal> = interrupts.drain();
+    let mut kill_at: Option<Instant> = None;
     loop {
+        for sig in pending.drain(..) {
+            report.forwarded_signals.push(sig.to_string());
+            if kill_at.is_none() {
+                note(format!(
+                    "{sig} received; forwarded to the command (SIGKILL in {} or on a second signal)",
+                    humantime::format_duration(grace)
+                ));
+                signal(group, sig);
+                kill_at = Some(Instant::now() + grace);
+            } else {
+                note(format!("{sig} received again; sending SIGKILL"));
+                signal(group, Signal::SIGKILL);
+                report.killed = true;
+            }
+        }
         tokio::select! {
             status = child.wait() => {
                 return Ok(Ran::Exited(status.context("waiting for the command")?));
@@ -328,11 +481,23 @@ async fn supervise(
                 };
                 return Ok(Ran::LeaseLost { killed, status });
             }
-            _ = interrupt.cancelled(), if !forwarded => {
-                forwarded = true;
-                signal(group, Signal::SIGTERM);
+            Some(sig) = interrupts.rx.recv() => pending.push(sig),
+            _ = sleep_until_opt(kill_at), if !report.killed => {
+                note(format!(
+                    "the command outlived the {} grace period; sending SIGKILL",
+                    humantime::format_duration(grace)
+                ));
+                signal(group, Signal::SIGKILL);
+                report.killed = true;
             }
         }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -357,10 +522,11 @@ fn exit_code_of(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// `migrate-<host>-<pid>`, within the node id rules.
+/// `migrate-<host>-<pid>`, within the node id rules (the host name from
+/// the operating system, as [`NodeId::for_this_process`] has it).
 fn node_id() -> String {
     let pid = std::process::id().to_string();
-    let host: String = hostname()
+    let host: String = lockshift_lock::host_name()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -371,32 +537,54 @@ fn node_id() -> String {
         })
         .take(MAX_NODE_ID_LEN.saturating_sub(pid.len() + 10))
         .collect();
-    format!("migrate-{host}-{pid}")
+    let id = format!("migrate-{host}-{pid}");
+    // Checked by the node's settings validation too; this only keeps the
+    // fallback obviously valid.
+    match NodeId::new(id.clone()) {
+        Ok(_) => id,
+        Err(_) => format!("migrate-{pid}"),
+    }
 }
 
-/// Fires on the first SIGINT, SIGTERM or SIGHUP this process receives.
+/// Signals this process receives while it runs the command: the first
+/// cancels a pending acquisition; each is queued for forwarding.
 /// (Registering replaces their default action — dying — for the rest of
 /// the process: `migrate` then stops the command and releases the lock.)
-fn interrupt_token() -> CancellationToken {
-    use tokio::signal::unix::{SignalKind, signal};
-    let token = CancellationToken::new();
-    let fire = token.clone();
-    let streams = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    );
-    if let (Ok(mut int), Ok(mut term), Ok(mut hup)) = streams {
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
-            fire.cancel();
-        });
+struct Interrupts {
+    token: CancellationToken,
+    rx: mpsc::UnboundedReceiver<Signal>,
+}
+
+impl Interrupts {
+    fn listen() -> Interrupts {
+        use tokio::signal::unix::{SignalKind, signal};
+        let token = CancellationToken::new();
+        let (tx, rx) = mpsc::unbounded_channel();
+        for sig in child::FORWARDED {
+            let Ok(mut stream) = signal(SignalKind::from_raw(sig as i32)) else {
+                continue;
+            };
+            let (tx, token) = (tx.clone(), token.clone());
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    token.cancel();
+                    if tx.send(sig).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Interrupts { token, rx }
     }
-    token
+
+    /// Signals received and not yet handled, oldest first.
+    fn drain(&mut self) -> Vec<Signal> {
+        let mut out = Vec::new();
+        while let Ok(sig) = self.rx.try_recv() {
+            out.push(sig);
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -411,10 +599,11 @@ mod tests {
     fn request(command: &[&str]) -> Request {
         Request {
             lock: LockId::new("job").unwrap(),
-            mode: Mode::Queue,
+            mode: Some(Mode::Queue),
             timeout: Some(Duration::from_secs(10)),
             grace: Duration::from_secs(1),
             command: command.iter().map(|s| s.to_string()).collect(),
+            supervisor: None,
         }
     }
 

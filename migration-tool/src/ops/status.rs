@@ -48,6 +48,9 @@ pub struct StatusReport {
     /// Conditions an operator must look at now (e.g. legacy and queue
     /// holders at once).
     pub warnings: Vec<String>,
+    /// Whether a warning is an UNSAFE one: exclusion is not guaranteed now
+    /// (`migrate status` then exits 5).
+    pub unsafe_state: bool,
 }
 
 /// The stage record.
@@ -329,6 +332,7 @@ pub fn build(
     });
 
     let warnings = warnings(&evidence);
+    let unsafe_state = warnings.iter().any(|w| w.starts_with("UNSAFE"));
     StatusReport {
         version: JSON_VERSION,
         store: env.store.describe(),
@@ -349,6 +353,7 @@ pub fn build(
         legacy_activity,
         next,
         warnings,
+        unsafe_state,
     }
 }
 

@@ -1,3 +1,6 @@
+// Each test binary uses part of the shared harness.
+#![allow(dead_code)]
+
 //! The e2e harness: a local CQL endpoint in this test process (port 0, its
 //! fault controller at hand), the built `migrate` binary run against it,
 //! and a store connection for seeding and checking cells.
@@ -102,6 +105,21 @@ impl Run {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self:#?}"))
+    }
+
+    /// The JSON report at the end of stderr (`run-with-lock --json`, whose
+    /// stdout is the command's); notes may come before it.
+    pub fn stderr_json(&self) -> serde_json::Value {
+        let start = if self.stderr.starts_with("{\n") {
+            0
+        } else {
+            self.stderr
+                .find("\n{\n")
+                .map(|i| i + 1)
+                .unwrap_or_else(|| panic!("no JSON report on stderr:\n{self:#?}"))
+        };
+        serde_json::from_str(&self.stderr[start..])
+            .unwrap_or_else(|e| panic!("stderr's report is not JSON ({e}):\n{self:#?}"))
     }
 
     /// Asserts the exit code, printing everything on mismatch.

@@ -1,12 +1,19 @@
 //! Opening the session and making sure the schema is there: the slow,
 //! once-per-process part of [`CqlStore::connect`](super::CqlStore::connect).
 
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::cluster::metadata::Peer;
 use scylla::errors::ExecutionError;
+use scylla::policies::host_filter::HostFilter;
 use scylla::statement::Consistency as DriverConsistency;
+use tokio::time::Instant;
 
 use super::errors::{self, at_connect, classify_execution, classify_new_session};
 use super::rows::decode_rows;
@@ -25,55 +32,320 @@ use crate::settings::CqlSettings;
 pub(super) const CONNECT_OP: OpKind = OpKind::Read;
 
 /// How to fix a missing schema, quoted in [`StoreErrorKind::SchemaMissing`] errors.
-const SCHEMA_HINT: &str =
-    "set store.cql.create_schema = true, or run the statements printed by `CqlStore::schema_cql`";
+const SCHEMA_HINT: &str = "run the statements `migrate schema` prints (cqlsh -f), or set \
+     store.cql.create_schema = true to create them with store.cql.replication";
 
-/// Builds the driver session within [`session_deadline`].
-pub(super) async fn open_session(settings: &CqlSettings) -> Result<Session, StoreError> {
+/// Builds the driver session within `connect_timeout`, as given.
+///
+/// # Why probe first
+///
+/// The driver (scylla 1.9) bounds only the TCP connect with its connection
+/// timeout; the CQL handshake that follows has no limit, and `build()`
+/// waits for the control connection *and* for every node's pool to open.
+/// A node that accepts TCP and never answers — SIGSTOPped, hung, a proxy in
+/// front of nothing — stalled every new process, although the other nodes
+/// answered (a 3-node cluster, RF 3, one node stopped: "no usable
+/// session"). So each contact point is first asked for its `OPTIONS` with a
+/// per-node limit, all at once; the session is built on those that
+/// answered, and a host filter keeps the driver away from those that did
+/// not — until a background probe hears from them again
+/// ([`reprobe_until_answered`]), when the next metadata refresh opens their
+/// pools.
+///
+/// Connecting proceeds as soon as a majority of the contact points has
+/// answered (then a QUORUM is reachable if the contact points are the
+/// cluster's nodes), or all have settled, or half of `connect_timeout` has
+/// passed with at least one answer — leaving the other half for the
+/// session itself.
+pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>, StoreError> {
+    let timeout = settings.connect_timeout;
     let error = |kind, why: String| {
         StoreError::new(
             kind,
             CONNECT_OP,
             None,
             format!(
-                "connecting to {} (connect timeout {:?}): {why}",
+                "connecting to {} (connect timeout {}): {why}",
                 settings.contact_points.join(", "),
-                settings.connect_timeout
+                fmt_secs(timeout)
             ),
         )
     };
-    // Driver defaults apart from the contact points and connect timeout; in
-    // particular schema metadata stays on (the local endpoint supports it).
-    let builder = SessionBuilder::new()
-        .known_nodes(&settings.contact_points)
-        .connection_timeout(settings.connect_timeout);
-    let deadline = session_deadline(settings);
-    match tokio::time::timeout(deadline, builder.build()).await {
-        Ok(Ok(session)) => Ok(session),
-        Ok(Err(e)) => Err(error(classify_new_session(&e), e.to_string())),
-        Err(_) => Err(error(
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let probed = probe_contact_points(&settings.contact_points, started, deadline).await;
+    if probed.answered.is_empty() {
+        return Err(error(
             StoreErrorKind::Connection,
-            format!(
-                "no usable session within {deadline:?} (the handshake or the first \
-                 metadata read did not finish)"
-            ),
+            format!("no contact point answered: {}", probed.describe_failures()),
+        ));
+    }
+    if !probed.failed.is_empty() {
+        tracing::warn!(
+            unanswered = %probed.describe_failures(),
+            "connecting without the contact points that did not answer; they are probed again in the background"
+        );
+    }
+    let unresponsive = Arc::new(Unresponsive::default());
+    unresponsive.extend(probed.failed.iter().filter_map(|f| f.addr));
+    // Schema metadata of lockshift's keyspace only: it is all lockshift
+    // reads, and a cluster with a large schema should not slow a start.
+    let builder = SessionBuilder::new()
+        .known_nodes(probed.answered.iter().map(|(point, _)| point.as_str()))
+        .connection_timeout(timeout)
+        .metadata_request_clientside_timeout(timeout)
+        .keyspaces_to_fetch([settings.keyspace.as_str()])
+        .host_filter(Arc::new(SkipUnresponsive(unresponsive.clone())));
+    let left = deadline.saturating_duration_since(Instant::now());
+    let session = match tokio::time::timeout(left, builder.build()).await {
+        Ok(Ok(session)) => Arc::new(session),
+        Ok(Err(e)) => return Err(error(classify_new_session(&e), e.to_string())),
+        Err(_) => {
+            return Err(error(
+                StoreErrorKind::Connection,
+                format!(
+                    "no usable session within {} (the handshake or the first metadata read \
+                     did not finish; answered: {})",
+                    fmt_secs(timeout),
+                    probed
+                        .answered
+                        .iter()
+                        .map(|(p, _)| p.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    };
+    if !unresponsive.is_empty() {
+        tokio::spawn(reprobe_until_answered(
+            Arc::downgrade(&session),
+            unresponsive,
+            timeout,
+        ));
+    }
+    Ok(session)
+}
+
+/// `2s`, `300ms`: a duration as the operator wrote it.
+fn fmt_secs(d: Duration) -> String {
+    format!("{d:?}")
+}
+
+/// What probing the contact points found.
+#[derive(Debug, Default)]
+struct Probed {
+    /// Contact points that answered, with the address that did.
+    answered: Vec<(String, SocketAddr)>,
+    /// Contact points that did not (yet) answer.
+    failed: Vec<ProbeFailure>,
+}
+
+#[derive(Debug)]
+struct ProbeFailure {
+    point: String,
+    /// The address that was tried, when the name resolved.
+    addr: Option<SocketAddr>,
+    why: String,
+}
+
+impl Probed {
+    fn describe_failures(&self) -> String {
+        self.failed
+            .iter()
+            .map(|f| format!("{} ({})", f.point, f.why))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Probes every contact point at once (see [`open_session`] for when it
+/// stops waiting).
+async fn probe_contact_points(points: &[String], started: Instant, deadline: Instant) -> Probed {
+    let per_node = deadline.saturating_duration_since(started);
+    let mut pending: FuturesUnordered<_> = points
+        .iter()
+        .map(|point| async move { (point.clone(), probe_point(point, per_node).await) })
+        .collect();
+    let quorum = points.len() / 2 + 1;
+    let halfway = started + per_node / 2;
+    let mut probed = Probed::default();
+    let mut settled = Vec::new();
+    loop {
+        tokio::select! {
+            next = pending.next() => match next {
+                Some((point, Ok(addr))) => {
+                    settled.push(point.clone());
+                    probed.answered.push((point, addr));
+                    if probed.answered.len() >= quorum {
+                        break;
+                    }
+                }
+                Some((point, Err((addr, why)))) => {
+                    settled.push(point.clone());
+                    probed.failed.push(ProbeFailure { point, addr, why });
+                }
+                None => break,
+            },
+            _ = tokio::time::sleep_until(halfway), if !probed.answered.is_empty() => break,
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    drop(pending);
+    let why = if Instant::now() >= deadline {
+        format!("no CQL answer within {}", fmt_secs(per_node))
+    } else {
+        "no CQL answer yet; connected without it".to_string()
+    };
+    for point in points.iter().filter(|p| !settled.contains(p)) {
+        probed.failed.push(ProbeFailure {
+            point: point.clone(),
+            // The address is what the host filter and the background probe
+            // need; a name that did not resolve in time is left to the
+            // driver's own discovery.
+            addr: point.parse().ok(),
+            why: why.clone(),
+        });
+    }
+    probed
+}
+
+/// Resolves `point` and asks the first address that answers for its
+/// `OPTIONS`, all within `limit`.
+async fn probe_point(
+    point: &str,
+    limit: Duration,
+) -> Result<SocketAddr, (Option<SocketAddr>, String)> {
+    let attempt = async {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(point)
+            .await
+            .map_err(|e| (None, format!("cannot resolve: {e}")))?
+            .collect();
+        let mut last = (None, "resolves to no address".to_string());
+        for addr in addrs {
+            match probe_addr(addr).await {
+                Ok(()) => return Ok(addr),
+                Err(why) => last = (Some(addr), why),
+            }
+        }
+        Err(last)
+    };
+    match tokio::time::timeout(limit, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err((
+            point.parse().ok(),
+            format!("no CQL answer within {}", fmt_secs(limit)),
         )),
     }
 }
 
-/// How long building the session may take in all.
+/// One CQL v4 `OPTIONS` round trip: any response frame means a live node.
 ///
-/// The driver's connect timeout covers only the TCP connect, and it sets no
-/// limit on the CQL handshake that follows: against a listener that accepts
-/// and never answers (a hung process, a proxy in front of nothing) `build()`
-/// was still waiting after 30 s in our test, with no end in sight. The driver
-/// tries contact points one after another, so each gets `connect_timeout`,
-/// and the handshake plus the first metadata read get one more.
-pub(super) fn session_deadline(settings: &CqlSettings) -> Duration {
-    let tries = u32::try_from(settings.contact_points.len())
-        .unwrap_or(u32::MAX)
-        .saturating_add(1);
-    settings.connect_timeout.saturating_mul(tries)
+/// Written out rather than done through the driver: the driver has no way
+/// to talk to one node alone without building a whole session, whose
+/// handshake is the very thing that hangs.
+async fn probe_addr(addr: SocketAddr) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Header: version 4 request, no flags, stream 1, opcode OPTIONS (5),
+    // empty body.
+    const OPTIONS: [u8; 9] = [0x04, 0x00, 0x00, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00];
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    stream
+        .write_all(&OPTIONS)
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut header = [0u8; 9];
+    stream
+        .read_exact(&mut header)
+        .await
+        .map_err(|e| format!("no CQL answer: {e}"))?;
+    // A response has the direction bit set on the version byte.
+    if header[0] & 0x80 == 0 {
+        return Err(format!(
+            "not a CQL response (first byte {:#04x})",
+            header[0]
+        ));
+    }
+    Ok(())
+}
+
+/// Addresses the driver must not connect to: contact points that did not
+/// answer. Shared by the host filter and the background probe.
+#[derive(Debug, Default)]
+struct Unresponsive(RwLock<HashSet<SocketAddr>>);
+
+impl Unresponsive {
+    fn set(&self) -> std::sync::RwLockReadGuard<'_, HashSet<SocketAddr>> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn extend(&self, addrs: impl IntoIterator<Item = SocketAddr>) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(addrs);
+    }
+
+    fn remove(&self, addr: &SocketAddr) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(addr);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.set().is_empty()
+    }
+}
+
+/// Accepts every node but the unresponsive ones.
+struct SkipUnresponsive(Arc<Unresponsive>);
+
+impl HostFilter for SkipUnresponsive {
+    fn accept(&self, peer: &Peer) -> bool {
+        let addr = SocketAddr::new(peer.address.ip(), peer.address.port());
+        !self.0.set().contains(&addr)
+    }
+}
+
+/// Asks the unresponsive contact points again every `every` (at least a
+/// second); each that answers is let through the host filter, and a
+/// metadata refresh opens its pool. Ends when all answered or the session
+/// is gone.
+async fn reprobe_until_answered(
+    session: Weak<Session>,
+    unresponsive: Arc<Unresponsive>,
+    every: Duration,
+) {
+    let every = every.max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let waiting: Vec<SocketAddr> = unresponsive.set().iter().copied().collect();
+        let mut recovered = false;
+        for addr in waiting {
+            if matches!(
+                tokio::time::timeout(every, probe_addr(addr)).await,
+                Ok(Ok(()))
+            ) {
+                tracing::info!(%addr, "a contact point answers again; connecting to it");
+                unresponsive.remove(&addr);
+                recovered = true;
+            }
+        }
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        if recovered && let Err(e) = session.refresh_metadata().await {
+            tracing::debug!(error = %e, "metadata refresh after a node came back failed; the periodic one follows");
+        }
+        if unresponsive.is_empty() {
+            return;
+        }
+    }
 }
 
 /// Runs the DDL in order. Keyspace first, tables one at a time: concurrent

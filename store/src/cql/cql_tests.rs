@@ -8,7 +8,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use super::CqlStore;
-use super::connect::{missing_schema_message, session_deadline};
+use super::connect::missing_schema_message;
 use super::rows::{cell_from_row, limit_bind, ttl_bind};
 use crate::cell::check_request;
 use crate::cell::{Cell, OpKind, Timestamp, WriteOptions};
@@ -106,26 +106,17 @@ fn missing_schema_messages_name_what_is_missing_and_the_fix() {
     let msg = missing_schema_message("lockshift", false, &schema::ALL);
     assert_eq!(
         msg,
-        "keyspace lockshift does not exist; set store.cql.create_schema = true, \
-         or run the statements printed by `CqlStore::schema_cql`"
+        "keyspace lockshift does not exist; run the statements `migrate schema` prints \
+         (cqlsh -f), or set store.cql.create_schema = true to create them with \
+         store.cql.replication"
     );
     let msg = missing_schema_message("lockshift", true, &[schema::QUEUE, schema::NODES]);
     assert!(
-        msg.starts_with("keyspace lockshift lacks tables lockshift.queue, lockshift.nodes; set store.cql.create_schema = true"),
+        msg.starts_with("keyspace lockshift lacks tables lockshift.queue, lockshift.nodes; run the statements `migrate schema` prints"),
         "{msg}"
     );
     let msg = missing_schema_message("ks", true, &[schema::MAIN]);
     assert!(msg.starts_with("keyspace ks lacks table ks.main;"), "{msg}");
-}
-
-#[test]
-fn session_setup_gets_a_connect_timeout_per_contact_point_and_one_more() {
-    let settings = CqlSettings {
-        contact_points: vec!["a:9042".into(), "b:9042".into()],
-        connect_timeout: Duration::from_secs(2),
-        ..CqlSettings::default()
-    };
-    assert_eq!(session_deadline(&settings), Duration::from_secs(6));
 }
 
 #[tokio::test]

@@ -54,9 +54,12 @@ use crate::settings::CqlSettings;
 /// # }
 /// ```
 pub struct CqlStore {
-    session: Session,
+    // Shared with the background probe of unresponsive contact points
+    // (which holds it weakly and ends with the store).
+    session: std::sync::Arc<Session>,
     statements: Statements,
     description: String,
+    keyspace: String,
 }
 
 impl fmt::Debug for CqlStore {
@@ -121,10 +124,33 @@ impl CqlStore {
                 session,
                 statements,
                 description,
+                keyspace: settings.keyspace.clone(),
             })
         }
         .instrument(span)
         .await
+    }
+
+    /// Drops this store's keyspace and everything in it (`DROP KEYSPACE IF
+    /// EXISTS`). For keyspaces a tool or a test made for itself (`migrate
+    /// demo` on a cluster, a test run) — never a fleet's.
+    ///
+    /// # Errors
+    /// The cluster's error; [`StoreErrorKind::MaybeApplied`] on a timeout.
+    pub async fn drop_keyspace(&self) -> Result<(), StoreError> {
+        let text = format!("DROP KEYSPACE IF EXISTS {}", self.keyspace);
+        self.session
+            .query_unpaged(text.as_str(), ())
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                StoreError::new(
+                    super::errors::classify_execution(&e, OpKind::Delete),
+                    OpKind::Delete,
+                    None,
+                    format!("running `{text}`: {e}"),
+                )
+            })
     }
 
     /// The DDL that creates lockshift's keyspace and tables for `settings`,

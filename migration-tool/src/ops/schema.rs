@@ -1,0 +1,57 @@
+//! `migrate schema`: the CQL that creates lockshift's keyspace and tables,
+//! for operators who manage schema themselves (`cqlsh -f`). Nothing is
+//! created by a service or by `migrate` unless asked; this is how to ask
+//! with the replication the cluster needs.
+
+use std::collections::BTreeMap;
+
+use lockshift_store::CqlStore;
+use lockshift_store::settings::{CqlSettings, Replication};
+use serde::Serialize;
+
+use crate::{JSON_VERSION, UsageError};
+
+/// The report of `migrate schema` (JSON schema, `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// The keyspace.
+    pub keyspace: String,
+    /// Its replication, as CQL.
+    pub replication: String,
+    /// Every statement, in the order to run them (keyspace first).
+    pub statements: Vec<String>,
+}
+
+/// The statements for `cql`'s keyspace, with `datacenters`
+/// (NetworkTopologyStrategy) or `replication_factor` (SimpleStrategy)
+/// replacing the configured replication when given.
+///
+/// # Errors
+/// A [`UsageError`] for a replication factor of 0.
+pub fn schema(
+    cql: &CqlSettings,
+    datacenters: &[(String, u32)],
+    replication_factor: Option<u32>,
+) -> anyhow::Result<SchemaReport> {
+    let mut cql = cql.clone();
+    if datacenters.iter().any(|(_, rf)| *rf == 0) || replication_factor == Some(0) {
+        return Err(UsageError("a replication factor must be at least 1".into()).into());
+    }
+    if !datacenters.is_empty() {
+        cql.replication = Replication::NetworkTopologyStrategy {
+            datacenters: datacenters.iter().cloned().collect::<BTreeMap<_, _>>(),
+        };
+    } else if let Some(rf) = replication_factor {
+        cql.replication = Replication::SimpleStrategy {
+            replication_factor: rf,
+        };
+    }
+    Ok(SchemaReport {
+        version: JSON_VERSION,
+        keyspace: cql.keyspace.clone(),
+        replication: cql.replication.to_cql(),
+        statements: CqlStore::schema_cql(&cql),
+    })
+}

@@ -1,0 +1,391 @@
+//! End-to-end tests of the operator paths that must never break a holder,
+//! and of the small operator-facing promises of issue 11 (exit codes,
+//! output, schema), against the built `migrate` binary and a local
+//! endpoint. (`e2e.rs` holds the first round of e2e tests.)
+
+// Integration tests: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::Endpoint;
+use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
+use lockshift_combined::{Mode, Stage};
+use lockshift_lock::Algorithm;
+use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
+
+/// A registry entry for a live node announcing `promise`.
+fn node_info(node: &str, promise: Option<LeasePromise>) -> NodeInfo {
+    NodeInfo {
+        node: node.into(),
+        version: "0.1.0".into(),
+        configured_mode: Mode::Combined,
+        effective: Algorithm::Combined,
+        degraded: false,
+        seen_stage: Some(Stage::Legacy),
+        seen_version: Some(0),
+        started_at: 0,
+        last_used: BTreeMap::new(),
+        lease: promise,
+        acting_version: Some(0),
+        bound: BTreeMap::new(),
+        view_expired: false,
+    }
+}
+
+/// Issue 11 item 2, the reported schedule: a holder renewing every 60 s
+/// (TTL 5 min) whose cell was last renewed 36 s ago, and an operator
+/// running `clean --apply` without the fleet's config (default
+/// `renew_every` 10 s). The holder's node is live, so its cells stay —
+/// even once overdue by its own promise, unless `--force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_never_deletes_the_cells_of_a_live_holder() {
+    let e = Endpoint::with_schema().await;
+    let store = e.store().clone();
+    let promise = LeasePromise {
+        ttl_ms: 300_000,
+        renew_every_ms: 60_000,
+    };
+    heartbeat(
+        store.as_ref(),
+        &SystemClock,
+        &node_info("batch-1", Some(promise)),
+        Ttl::from_secs(120).unwrap(),
+    )
+    .await
+    .unwrap();
+    let renewed_ago = |lock: &'static str, owner: &'static str, secs: u64| {
+        let store = store.clone();
+        async move {
+            let at = SystemClock.now().saturating_sub(Duration::from_secs(secs));
+            store
+                .write(
+                    schema::MAIN,
+                    lock,
+                    &[CellWrite::new(owner, b"combined".to_vec())],
+                    WriteOptions::at(at).with_ttl(Ttl::from_secs(300).unwrap()),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    renewed_ago("report", "batch-1/0000000000000001", 36).await;
+    renewed_ago("archive", "batch-1/0000000000000002", 200).await;
+    let present = |lock: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .read(schema::MAIN, lock, &RowQuery::all())
+                .await
+                .unwrap()
+                .len()
+                == 1
+        }
+    };
+
+    let j = e
+        .migrate(&["clean", "--apply", "--json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert!(
+        present("report").await,
+        "a holder within its promise: {j:#}"
+    );
+    assert!(present("archive").await, "a live node's cell: {j:#}");
+    assert_eq!(j["summary"]["deleted"], 0, "{j:#}");
+    let cells = j["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "only the overdue one is listed: {j:#}");
+    assert_eq!(cells[0]["lock"], "archive");
+    assert_eq!(cells[0]["action"], "kept_owner_live");
+    assert_eq!(cells[0]["promise"]["source"], "registry");
+    assert_eq!(cells[0]["promise"]["renew_every_ms"], 60_000);
+    e.migrate(&["clean"])
+        .await
+        .expect_code(0)
+        .stdout_has("KEPT (owner's node is live)")
+        .stdout_has("--force deletes them at the risk of a second holder");
+
+    // --force: the operator knows better; only what the owner's own
+    // promise calls overdue goes.
+    let j = e
+        .migrate(&["clean", "--apply", "--force", "--json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(j["summary"]["deleted"], 1, "{j:#}");
+    assert!(!present("archive").await);
+    assert!(
+        present("report").await,
+        "within its promise even with --force"
+    );
+    e.migrate(&["clean", "--help"])
+        .await
+        .expect_code(0)
+        .stdout_has("RISK");
+}
+
+/// Issue 11 item 9: a reader that goes away (`status --json | head -1`)
+/// ends `migrate` quietly, not with a panic (exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_quietly() {
+    let e = Endpoint::with_schema().await;
+    for args in [&["status", "--json"][..], &["status"][..]] {
+        let mut cmd = common::command(Some(&e.addr()), args, &[]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        // Closed before migrate has written anything: its first write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 11 item 9: `status` exits 5 when the fleet is unsafe now (live
+/// legacy and queue nodes at once), as documented with the other codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_exits_5_on_an_unsafe_state() {
+    let e = Endpoint::with_schema().await;
+    let store = e.store().clone();
+    e.migrate(&["status"]).await.expect_code(0);
+    for (node, algorithm) in [("old-1", Algorithm::Legacy), ("new-1", Algorithm::Queue)] {
+        let mut info = node_info(node, None);
+        info.effective = algorithm;
+        heartbeat(
+            store.as_ref(),
+            &SystemClock,
+            &info,
+            Ttl::from_secs(120).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let r = e.migrate(&["status", "--json"]).await;
+    let j = r.expect_code(5).json();
+    assert_eq!(j["unsafe_state"], true, "{j:#}");
+    e.migrate(&["status"])
+        .await
+        .expect_code(5)
+        .stdout_has("UNSAFE");
+    common::migrate(None, &["--help"], &[])
+        .await
+        .expect_code(0)
+        .stdout_has("5  unsafe state");
+}
+
+/// Issue 11 item 9: a bad value is reported with where it came from — the
+/// flag, the variable, or the file — not always "the environment".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_value_names_its_real_source() {
+    let e = Endpoint::with_schema().await;
+    e.migrate(&["--connect-timeout", "0s", "status"])
+        .await
+        .expect_code(2)
+        .stderr_has("store.cql.connect_timeout must be greater than 0 (from --connect-timeout)");
+    e.migrate_env(&["status"], &[("LOCKSHIFT__LOCK__LEASE_TTL", "abc")])
+        .await
+        .expect_code(2)
+        .stderr_has("(from LOCKSHIFT__LOCK__LEASE_TTL=\"abc\" in the environment)");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(&file, "[lock]\nlease_ttl = \"1s\"\n").unwrap();
+    e.migrate(&["--config", file.to_str().unwrap(), "status"])
+        .await
+        .expect_code(2)
+        .stderr_has("must be at least 2s")
+        .stderr_has(&format!("(from the file {})", file.display()));
+}
+
+/// Issue 11 item 9: two operators advance at once; the one that loses the
+/// race for the rollout lock finds the stage already moved. That is a
+/// refusal with its reason (exit 3), not a usage error (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
+    use lockshift_cql_emulator::{Fault, FaultRule};
+    let e = Endpoint::with_schema().await;
+    // Alice's stage write is held back 2 s, with the rollout lock held.
+    let hold = e
+        .handle
+        .faults()
+        .add(
+            FaultRule::new(Fault::Latency(Duration::from_secs(2)))
+                .on_table("lockshift.rollout")
+                .writes()
+                .times(1),
+        )
+        .unwrap();
+    let alice =
+        tokio::spawn(common::command(Some(&e.addr()), &["advance", "--by", "alice"], &[]).output());
+    let faults = e.handle.faults().clone();
+    common::eventually(Duration::from_secs(30), "alice's stage write", || {
+        let fired = faults.fired(&hold).unwrap_or(0);
+        async move { fired >= 1 }
+    })
+    .await;
+    // Bob reads `legacy`, aims at `dual`, and waits for the rollout lock.
+    let bob = e.migrate(&["advance", "--by", "bob", "--json"]).await;
+    let alice = alice.await.unwrap().unwrap();
+    assert_eq!(alice.status.code(), Some(0), "{alice:?}");
+    let j = bob.expect_code(3).json();
+    assert_eq!(j["applied"], false, "{j:#}");
+    assert_eq!(j["raced"], "dual", "{j:#}");
+    assert!(
+        j["because"][0]
+            .as_str()
+            .unwrap()
+            .contains("the stage moved from legacy to dual while this command waited"),
+        "{j:#}"
+    );
+}
+
+/// Issue 11 item 9: nothing creates a keyspace unless asked (a service's
+/// default settings only check), the missing-schema hint points at
+/// `migrate schema`, and that prints the DDL with the replication asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_is_created_only_on_request_and_printed_on_demand() {
+    use lockshift_store::{CqlSettings, CqlStore, StoreErrorKind};
+    let bare = Endpoint::bare().await;
+    let err = CqlStore::connect(&CqlSettings {
+        contact_points: vec![bare.addr()],
+        ..CqlSettings::default()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::SchemaMissing, "{err}");
+    assert!(err.to_string().contains("`migrate schema`"), "{err}");
+    bare.migrate(&["status"])
+        .await
+        .expect_code(1)
+        .stderr_has("keyspace lockshift does not exist")
+        .stderr_has("`migrate schema`");
+    let r = bare
+        .migrate(&["schema", "--datacenter", "dc1:3", "--datacenter", "dc2:2"])
+        .await;
+    r.expect_code(0)
+        .stdout_has(
+            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
+             {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}",
+        )
+        .stdout_has("CREATE TABLE IF NOT EXISTS lockshift.main");
+    let j = bare
+        .migrate(&[
+            "schema",
+            "--json",
+            "--keyspace",
+            "locks",
+            "--replication-factor",
+            "3",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let statements = j["statements"].as_array().unwrap();
+    assert_eq!(statements.len(), 1 + lockshift_store::schema::ALL.len());
+    assert!(
+        statements[0]
+            .as_str()
+            .unwrap()
+            .contains("'replication_factor': 3"),
+        "{j:#}"
+    );
+    // Still nothing was created.
+    bare.migrate(&["status"]).await.expect_code(1);
+}
+
+/// Issue 11 item 9: a refused rollback with 5 000 locks held names ten of
+/// them and counts the rest; the history entry it stores stays small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_text_and_history_entries_are_bounded() {
+    let e = Endpoint::with_schema().await;
+    e.migrate(&["advance"]).await.expect_code(0);
+    let store = e.store().clone();
+    let now = SystemClock.now();
+    for chunk in (0..5_000u32).collect::<Vec<_>>().chunks(250) {
+        let mut writes = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let store = store.clone();
+            writes.spawn(async move {
+                store
+                    .write(
+                        schema::MAIN,
+                        &format!("acct-{i}"),
+                        &[CellWrite::new(
+                            format!("q-{i}/0000000000000001"),
+                            b"queue".to_vec(),
+                        )],
+                        WriteOptions::at(now).with_ttl(Ttl::from_secs(300).unwrap()),
+                    )
+                    .await
+                    .unwrap();
+            });
+        }
+        writes.join_all().await;
+    }
+    let j = e
+        .migrate(&["rollback", "--json", "--reason", "x"])
+        .await
+        .expect_code(3)
+        .json();
+    let because = j["because"].to_string();
+    assert!(because.contains("and 4 990 more locks"), "{because}");
+    assert!(because.len() < 2_000, "{} bytes", because.len());
+    let status = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    let history = status["history"].to_string();
+    assert!(history.contains("and 4 990 more locks"), "{history}");
+    assert!(
+        history.len() < 4_000,
+        "the history holds {} bytes",
+        history.len()
+    );
+}
+
+/// Issue 11 item 6: with connection settings, `demo` runs against that
+/// database — in a keyspace of its own, dropped at the end — not silently
+/// in-process; the fleet's keyspace is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_against_the_given_cluster_in_its_own_keyspace() {
+    let e = Endpoint::with_schema().await;
+    let j = e
+        .migrate(&[
+            "demo",
+            "--json",
+            "--nodes",
+            "2",
+            "--workers",
+            "2",
+            "--accounts",
+            "4",
+            "--settle",
+            "1s",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(j["passed"], true, "{j:#}");
+    let database = j["database"].as_str().unwrap_or_default().to_string();
+    assert!(database.contains(&e.addr()), "ran elsewhere: {j:#}");
+    assert!(database.contains("(keyspace dropped)"), "{database}");
+    let keyspace = database
+        .split('/')
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    assert!(keyspace.starts_with("lockshift_demo_"), "{database}");
+    e.migrate(&["--keyspace", &keyspace, "status"])
+        .await
+        .expect_code(1)
+        .stderr_has("does not exist");
+    let status = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    assert_eq!(
+        status["stage"]["stage"], "legacy",
+        "the fleet's keyspace untouched"
+    );
+    assert_eq!(status["nodes"].as_array().unwrap().len(), 0);
+}

@@ -1,0 +1,273 @@
+//! `migrate run-with-lock` as an operator meets it (issue 11 items 3 and 5):
+//! it dies with its command and the command with it (`kill -9` included),
+//! real signals are forwarded and a second one escalates, settings decide
+//! the node's mode and id, it says whom it waits for, and its report stays
+//! off the command's stdout.
+
+// Integration tests: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Endpoint, FAST, eventually};
+use lockshift_combined::Mode;
+use lockshift_lock::{LockId, Locker};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// Whether `pid` runs (a zombie does not: it only waits to be reaped).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // "pid (comm) S ...": the state follows the last ')'.
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// `migrate` with its output away from the test's own: should a test fail
+/// and leave the command running, it must not hold the test runner's pipes.
+fn spawned(mut cmd: tokio::process::Command) -> tokio::process::Child {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// Waits until `path` holds a pid, and returns it.
+async fn pid_in(path: &Path) -> i32 {
+    eventually(Duration::from_secs(30), "the command to start", || {
+        let ready = std::fs::read_to_string(path)
+            .ok()
+            .is_some_and(|s| s.trim().parse::<i32>().is_ok());
+        async move { ready }
+    })
+    .await;
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `kill -9` of `migrate`: the command (and what it started) dies too —
+/// otherwise it would run on without the lock once the cells expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_migrate_kills_the_command_and_its_children() {
+    let e = Endpoint::with_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (shell, grandchild) = (dir.path().join("shell"), dir.path().join("grandchild"));
+    let mut migrate = spawned(common::command(
+        Some(&e.addr()),
+        &[
+            "run-with-lock",
+            "nightly",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > \"$1\"; sleep 300 & echo $! > \"$2\"; wait",
+            "sh",
+            shell.to_str().unwrap(),
+            grandchild.to_str().unwrap(),
+        ],
+        FAST,
+    ));
+    let (shell, grandchild) = (pid_in(&shell).await, pid_in(&grandchild).await);
+    assert!(alive(shell) && alive(grandchild));
+    let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
+    kill(pid, Signal::SIGKILL).unwrap();
+    migrate.wait().await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the command and its child to die with migrate",
+        || async move { !alive(shell) && !alive(grandchild) },
+    )
+    .await;
+}
+
+/// The signal migrate receives reaches the command as it is (a SIGINT
+/// trap runs), and the command's exit code passes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_signal_is_forwarded() {
+    let e = Endpoint::with_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, trapped) = (dir.path().join("ready"), dir.path().join("trapped"));
+    let mut migrate = spawned(common::command(
+        Some(&e.addr()),
+        &[
+            "run-with-lock",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo INT > \"$2\"; exit 5' INT; echo $$ > \"$1\"; while :; do sleep 0.1; done",
+            "sh",
+            ready.to_str().unwrap(),
+            trapped.to_str().unwrap(),
+        ],
+        FAST,
+    ));
+    pid_in(&ready).await;
+    let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
+    kill(pid, Signal::SIGINT).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), migrate.wait())
+        .await
+        .expect("migrate ends after a forwarded SIGINT")
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&trapped).unwrap_or_default().trim(),
+        "INT",
+        "the command's SIGINT trap ran"
+    );
+    assert_eq!(status.code(), Some(5), "the command's own exit code");
+}
+
+/// A command that ignores SIGTERM: the second signal sends SIGKILL at once;
+/// a single signal does so when --grace runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_or_the_grace_period_escalates_to_sigkill() {
+    let e = Endpoint::with_schema().await;
+    for (grace, signals) in [("60s", 2), ("1s", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let migrate = spawned(common::command(
+            Some(&e.addr()),
+            &[
+                "run-with-lock",
+                "stubborn",
+                "--grace",
+                grace,
+                "--",
+                "sh",
+                "-c",
+                "trap '' TERM; echo $$ > \"$1\"; while :; do sleep 0.1; done",
+                "sh",
+                ready.to_str().unwrap(),
+            ],
+            FAST,
+        ));
+        let shell = pid_in(&ready).await;
+        let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
+        for _ in 0..signals {
+            kill(pid, Signal::SIGTERM).unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let Ok(out) =
+            tokio::time::timeout(Duration::from_secs(30), migrate.wait_with_output()).await
+        else {
+            let _ = kill(Pid::from_raw(shell), Signal::SIGKILL);
+            panic!("grace {grace}, {signals} signal(s): the command was never killed");
+        };
+        let out = out.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(137), "128 + SIGKILL: {stderr}");
+        assert!(stderr.contains("SIGKILL"), "{stderr}");
+        assert!(!alive(shell));
+    }
+}
+
+/// `node.id` and `node.mode` come from the environment (and file) as for
+/// every node — the flag still wins; the report goes to stderr and to
+/// `--report FILE`, never into the command's stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_decide_the_node_and_the_report_stays_off_stdout() {
+    let e = Endpoint::with_schema().await;
+    let mut env = FAST.to_vec();
+    env.extend([
+        ("LOCKSHIFT__NODE__ID", "batch-7"),
+        ("LOCKSHIFT__NODE__MODE", "legacy"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let r = e
+        .migrate_env(
+            &[
+                "--json",
+                "run-with-lock",
+                "job",
+                "--report",
+                file.to_str().unwrap(),
+                "--",
+                "echo",
+                "hello",
+            ],
+            &env,
+        )
+        .await;
+    r.expect_code(0);
+    assert_eq!(r.stdout, "hello\n", "stdout is the command's alone");
+    let j = r.stderr_json();
+    assert_eq!(j["node"], "batch-7", "{j:#}");
+    assert_eq!(j["mode"], "legacy");
+    assert_eq!(j["algorithm"], "legacy");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written["result"], "completed");
+    assert_eq!(written["node"], "batch-7");
+
+    let r = e
+        .migrate_env(
+            &[
+                "--json",
+                "run-with-lock",
+                "job",
+                "--mode",
+                "combined",
+                "--",
+                "true",
+            ],
+            &env,
+        )
+        .await;
+    let j = r.expect_code(0).stderr_json();
+    assert_eq!(j["mode"], "combined", "the flag wins over the environment");
+}
+
+/// While the lock is held elsewhere, stderr says by whom.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_says_who_holds_the_lock() {
+    let e = Endpoint::with_schema().await;
+    let holder = e.node("holder", Mode::Combined).await;
+    let guard = holder
+        .locker()
+        .acquire(&LockId::new("busy").unwrap())
+        .await
+        .unwrap();
+    e.migrate_env(
+        &["run-with-lock", "busy", "--timeout", "1s", "--", "true"],
+        FAST,
+    )
+    .await
+    .expect_code(3)
+    .stderr_has(&format!(
+        "waiting for busy (held by {} since",
+        guard.owner()
+    ));
+    guard.release().await.unwrap();
+}
+
+/// The command starts with the signal state of any program: nothing
+/// blocked by its supervisor, so SIGTERM ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_starts_with_no_signal_blocked() {
+    let e = Endpoint::with_schema().await;
+    let r = e
+        .migrate_env(
+            &[
+                "run-with-lock",
+                "mask",
+                "--",
+                "sh",
+                "-c",
+                "exec grep SigBlk /proc/self/status",
+            ],
+            FAST,
+        )
+        .await;
+    r.expect_code(0);
+    assert_eq!(r.stdout.trim(), "SigBlk:\t0000000000000000", "{r:#?}");
+}
