@@ -13,8 +13,10 @@
 //!   is bound to the algorithm it resolved and a stage version. A waiting
 //!   acquisition whose algorithm differs from the node's current resolution
 //!   is *invalidated* (for good: it leaves the line and re-enters); one whose
-//!   algorithm still matches is re-bound to the confirmed version. A held
-//!   guard is re-bound only to a stage that allows its algorithm.
+//!   algorithm still matches is re-bound to the confirmed version — for
+//!   legacy and queue only if that is the next version, never across a
+//!   jump (the node missed stages). A held guard is re-bound only to a
+//!   stage that allows its algorithm.
 //! - **B3. Hand-out.** A guard taken by an invalidated acquisition, or by a
 //!   non-combined one while the view is unconfirmed or has moved past its
 //!   binding, is not handed out (the caller releases it and re-enters).
@@ -189,7 +191,18 @@ impl Bindings {
             } else if b.algorithm != algorithm {
                 b.invalidated.cancel();
             } else if let Some(r) = confirmed {
-                b.version = Some(r.version);
+                // A non-combined acquisition follows the stage one version
+                // at a time: adjacent stages never allow legacy and queue
+                // together, so one step keeps its algorithm's guarantees. A
+                // jump means the node missed stages (it was paused or cut
+                // off), and the acquisition's store steps may date from
+                // before them: it leaves.
+                let missed = b.version.is_some_and(|v| r.version > v.saturating_add(1));
+                if missed && b.algorithm != Algorithm::Combined {
+                    b.invalidated.cancel();
+                } else {
+                    b.version = Some(r.version);
+                }
             }
         }
     }

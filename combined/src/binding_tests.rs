@@ -110,6 +110,29 @@ fn waiting_acquisitions_follow_or_leave() {
             true,
             Some(2),
         ),
+        // The node missed versions (paused, cut off): legacy and queue
+        // leave; combined, safe beside anything, follows.
+        (
+            Algorithm::Legacy,
+            Algorithm::Legacy,
+            Some((Stage::Legacy, 6)),
+            true,
+            Some(2),
+        ),
+        (
+            Algorithm::Queue,
+            Algorithm::Queue,
+            Some((Stage::Queue, 4)),
+            true,
+            Some(2),
+        ),
+        (
+            Algorithm::Combined,
+            Algorithm::Combined,
+            Some((Stage::Queue, 4)),
+            false,
+            Some(4),
+        ),
         // The view expired: combined stays, at its old version.
         (
             Algorithm::Combined,
@@ -131,7 +154,8 @@ fn waiting_acquisitions_follow_or_leave() {
         assert_eq!(b.is_invalidated(id), invalidated, "case #{i}");
         assert_eq!(b.map[&id].version, version, "case #{i}");
         // Invalidation is for good, even if the node resolves back.
-        b.follow(bound, Some(&record(Stage::Legacy, 9)));
+        let next = version.map_or(0, |v| v + 1);
+        b.follow(bound, Some(&record(Stage::Legacy, next)));
         assert_eq!(b.is_invalidated(id), invalidated, "case #{i}: sticky");
     }
 }

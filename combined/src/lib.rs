@@ -12,7 +12,7 @@
 //! acquisition wrote (`main`, `queue`, `shadow`). Uncontended it costs
 //! 8 store operations in 7 round trips (the queue lock: 4 in 4).
 //!
-//! # Safety table (DESIGN.md §3): why each pair excludes
+//! # Safety table (docs/design.md §3): why each pair excludes
 //!
 //! All arguments use only Lemma 1 (thesis §5.1: of two clients that each
 //! write a cell into one row and then read the row, at least one sees both
@@ -39,20 +39,43 @@
 //!   `tests/simulation` keeps a negative control showing the checker finds
 //!   it. The stages below make the pair impossible.
 //!
-//! # Stages (DESIGN.md §4)
+//! # Stages (docs/design.md §4)
 //!
 //! `legacy` (legacy, combined) → `dual` (combined) → `queue` (combined,
 //! queue) → `complete` (queue), and back. No stage, and no two adjacent
-//! stages, allow both legacy and queue — a node acting on the previous
-//! stage for one re-read period is safe. Transitions are guarded
+//! stages, allow both legacy and queue. Transitions are guarded
 //! ([`rollout`]) on the registry, activity records and a census of lock
 //! cells.
+//!
+//! # Safety argument for the rollout (beyond the thesis)
+//!
+//! Legacy and queue break each other only when a legacy *acquisition* and a
+//! queue *acquisition* are in flight at once; a held guard is harmless to
+//! later acquirers (its `main` cell is there, and every algorithm reads
+//! `main` before it wins). The node runtime ([`Node`]) and the guards keep
+//! such acquisitions apart however nodes lag:
+//!
+//! - a node's stage view is confirmed only while its last stage read *and*
+//!   its last heartbeat are younger than `rollout.stage_valid_for`;
+//!   unconfirmed, it acts as combined;
+//! - every acquisition is bound to the algorithm and stage version it
+//!   resolved under; a waiting one leaves the line when the node's
+//!   resolution changes, and follows the stage one version at a time only;
+//! - a legacy or queue guard is handed out only under a view confirmed by
+//!   the clock at that moment, of the binding's version;
+//! - heartbeats report the oldest binding, registry rows outlive a silent
+//!   node's view by a lease TTL, and guards read both;
+//! - lockers and guards keep their node running.
+//!
+//! So a queue version is written only after every legacy acquisition of an
+//! older version was handed out (or abandoned), and the mirror image on the
+//! way back: docs/design.md §4 gives the argument step by step.
 //!
 //! # Invariants
 //!
 //! - **I1.** A node resolves its algorithm from its configured mode and the
-//!   stage; a forbidden mode degrades to combined, never elsewhere
-//!   ([`resolve`]).
+//!   stage it has confirmed; a forbidden mode, and any mode under an
+//!   unconfirmed stage, degrades to combined, never elsewhere ([`resolve`]).
 //! - **I2.** Transitions move one stage at a time, under the rollout lock,
 //!   only when every guard holds on evidence read under that lock.
 //! - **I3.** The stage record's write timestamp exceeds its predecessor's.

@@ -8,21 +8,28 @@
 //! check the edge and every guard on fresh evidence, and only then write the
 //! new record with a timestamp above the old one's.
 //!
-//! # Guards (DESIGN.md §4)
+//! # Guards (docs/design.md §4)
 //!
 //! | edge | guards |
 //! |---|---|
-//! | legacy → dual | no live node runs legacy; no legacy activity within the quiet period |
-//! | dual → queue | no live node runs legacy; every live node has seen `dual`; no legacy activity within the quiet period |
-//! | queue → complete | no live node runs legacy or combined; every live node has seen `queue`; no lock held by a combined holder; no legacy activity within the quiet period |
+//! | legacy → dual | no node runs legacy; no legacy activity within the quiet period |
+//! | dual → queue | no node runs legacy; every node acts on `dual`; no legacy activity within the quiet period |
+//! | queue → complete | no node runs legacy or combined; every node acts on `queue`; no lock held by a combined holder; no legacy activity within the quiet period |
 //! | complete → queue | none: combined and queue are safe together |
 //! | queue → dual | none: combined and queue are safe together |
-//! | dual → legacy | no live node runs queue; every live node has seen `dual`; no lock held by a queue holder; no queue activity within the quiet period |
+//! | dual → legacy | no node runs queue; every node acts on `dual`; no lock held by a queue holder; no queue activity within the quiet period |
 //!
-//! The quiet period covers what the registry cannot see: a node acting on a
-//! stale stage for one re-read period, a holder's cells living one lease
-//! TTL, clocks off by the skew margin, and binaries that predate lockshift
-//! (they never register; their cells are the evidence).
+//! "Runs X" counts a node's acquisitions of X waiting or held, not only its
+//! resolution for new ones; "acts on N" reads the oldest stage version any
+//! of its acquisitions is bound to. Every registry row counts, also of a
+//! node whose heartbeat stopped: the row outlives that node's stage view
+//! by a lease TTL (docs/design.md §4, R5–R6).
+//!
+//! The quiet period covers what the registry cannot see: binaries that
+//! predate lockshift (they never register; their cells are the evidence).
+//! It must exceed `stage_valid_for + lease_ttl + clock_skew_margin`: a node
+//! acts on a stage it cannot confirm for at most `stage_valid_for`, a
+//! holder's cells live one lease TTL, clocks differ by the skew margin.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Rollout stages (DESIGN.md §4) and how a node's configured mode resolves
+//! Rollout stages (docs/design.md §4) and how a node's configured mode resolves
 //! against the current stage.
 
 use std::fmt;
@@ -154,7 +154,7 @@ pub fn resolve(mode: Mode, stage: Option<Stage>) -> Resolution {
 mod tests {
     use super::*;
 
-    /// The safety table (DESIGN.md §3): which pairs of algorithms may run at
+    /// The safety table (docs/design.md §3): which pairs of algorithms may run at
     /// the same time.
     fn safe_pair(a: Algorithm, b: Algorithm) -> bool {
         !matches!(

@@ -31,7 +31,7 @@
 //!
 //! The argument needs every contender to respect shadow. A queue-lock holder
 //! writes main without shadow, so legacy and queue must never run together
-//! (DESIGN.md §3); the combined lock enters main through this very protocol.
+//! (docs/design.md §3); the combined lock enters main through this very protocol.
 //!
 //! # Fairness
 //!

@@ -109,7 +109,7 @@ pub async fn enter_through_shadow(
         if main.is_empty() {
             // Lines 11–13. The legacy lock does not re-read main after this
             // write: that is why it must never run beside the queue lock
-            // (DESIGN.md §3).
+            // (docs/design.md §3).
             lease.write(schema::MAIN, me, value).await?;
             return Ok(ShadowEntry::Entered);
         }

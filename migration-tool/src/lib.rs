@@ -1,5 +1,5 @@
 //! `migrate`: the operator tool that moves a fleet from the legacy lock to
-//! the queue lock (DESIGN.md §5), in the style of `sqlx migrate`,
+//! the queue lock (docs/design.md §5), in the style of `sqlx migrate`,
 //! `etcdctl lock` and YTsaurus' `run-command-with-lock`.
 //!
 //! The binary (`src/main.rs`) is a few lines over this library: parse

@@ -338,13 +338,26 @@ impl Human for StatusReport {
                     format!(
                         "{}{}",
                         n.effective,
-                        if n.degraded { " (degraded)" } else { "" }
+                        if n.view_expired {
+                            " (cannot confirm the stage)"
+                        } else if n.degraded {
+                            " (degraded)"
+                        } else {
+                            ""
+                        }
                     ),
-                    match (n.seen_stage, n.seen_version) {
-                        (Some(st), Some(v)) => format!("{st} v{v}"),
+                    match (n.seen_stage, n.seen_version, n.acting_version) {
+                        (Some(st), Some(v), Some(a)) if a < v => {
+                            format!("{st} v{v} (acquisitions bound to v{a})")
+                        }
+                        (Some(st), Some(v), _) => format!("{st} v{v}"),
                         _ => "-".into(),
                     },
-                    format!("{} ago", age(n.heartbeat_age_ms)),
+                    format!(
+                        "{} ago{}",
+                        age(n.heartbeat_age_ms),
+                        if n.silent { " (silent)" } else { "" }
+                    ),
                     n.version.clone(),
                 ]);
             }

@@ -817,3 +817,34 @@ async fn connection_settings_from_flags_env_and_file() {
         .expect_code(2)
         .stderr_has("/nonexistent.toml");
 }
+
+/// Issue 10 item 3: a node that cannot confirm the stage acts as combined
+/// and says so; one whose heartbeat stopped is shown silent — and both
+/// still count for the guards until the row expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_nodes_that_cannot_confirm_the_stage_or_went_silent() {
+    let e = Endpoint::with_schema().await;
+    let store = e.store().clone();
+    let mut cut = node_info("cut-1", Algorithm::Combined);
+    cut.configured_mode = Mode::Legacy;
+    cut.view_expired = true;
+    cut.bound = BTreeMap::from([(Algorithm::Legacy, 1)]);
+    store
+        .write(
+            schema::NODES,
+            lockshift_combined::registry::REGISTRY_ROW,
+            &[CellWrite::new("cut-1", serde_json::to_vec(&cut).unwrap())],
+            WriteOptions::at(now().saturating_sub(Duration::from_secs(60)))
+                .with_ttl(Ttl::from_secs(300).unwrap()),
+        )
+        .await
+        .unwrap();
+    let out = e.migrate(&["status"]).await;
+    out.stdout_has("combined (cannot confirm the stage)")
+        .stdout_has("(silent)")
+        .stdout_has("node cut-1 has 1 legacy acquisition(s) waiting or held");
+    let j = e.migrate(&["status", "--json"]).await.json();
+    assert_eq!(j["nodes"][0]["view_expired"], true, "{j:#}");
+    assert_eq!(j["nodes"][0]["silent"], true, "{j:#}");
+    assert_eq!(j["nodes"][0]["bound"]["legacy"], 1, "{j:#}");
+}

@@ -42,7 +42,7 @@
 //! entries: nothing about exclusion depends on it, which is why skipping a
 //! dead head (a cell not renewed for `stale_after`) is safe. A legacy holder
 //! writes `main` without re-reading it, which breaks this argument: see
-//! DESIGN.md §3 for why legacy and queue must never run together.
+//! docs/design.md §3 for why legacy and queue must never run together.
 //!
 //! # Fairness (theorem 2)
 //!

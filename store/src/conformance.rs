@@ -311,7 +311,7 @@ pub async fn ttl_expiry(t: &dyn Target) {
     );
 }
 
-/// I3, whole seconds (Cassandra 4.1 measured; DESIGN.md §1): the TTL clock
+/// I3, whole seconds (Cassandra 4.1 measured; docs/design.md §1): the TTL clock
 /// counts in whole seconds. A cell written at server second `s + f` with
 /// TTL `n` expires at `s + n`, so it lives `n - f`: written late in a second
 /// it dies almost a second early, written early it lives almost the full

@@ -5,7 +5,7 @@
 use crate::cell::Table;
 
 /// Legacy and queue locks: row = lock id, column = owner id of the holder
-/// (shared by every algorithm; DESIGN.md §3).
+/// (shared by every algorithm; docs/design.md §3).
 pub const MAIN: Table = Table::new("main");
 /// Legacy shadow arbitration: row = lock id, column = owner id of a contender.
 pub const SHADOW: Table = Table::new("shadow");

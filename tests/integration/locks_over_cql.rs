@@ -345,7 +345,7 @@ async fn try_acquire_and_independent_ids_over_cql() {
 /// One race of a legacy node against `other` on a fresh lock, the legacy
 /// node's `main` writes slowed by 300 ms (applied at a random point of that
 /// round trip): its "main is empty" read goes stale while its write is in
-/// flight — DESIGN.md §3's window. Both hold for a while; the oracle records
+/// flight — docs/design.md §3's window. Both hold for a while; the oracle records
 /// any overlap.
 async fn legacy_race(
     ep: &Endpoint,

@@ -1,4 +1,4 @@
-//! The store contract, checked on every backend (issue 2, DESIGN.md §1).
+//! The store contract, checked on every backend (issue 2, docs/design.md §1).
 
 mod embedded {
     use lockshift_store::conformance::MemoryTarget;

@@ -1,4 +1,4 @@
-//! Mixed fleets (issue 5, DESIGN.md §3): every pair of algorithms the
+//! Mixed fleets (issue 5, docs/design.md §3): every pair of algorithms the
 //! safety table allows keeps exclusion under contention with latency,
 //! failures and skew — and the forbidden pair, legacy + queue, does not,
 //! which proves the checker can see a violation.

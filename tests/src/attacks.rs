@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_combined::config::RolloutSettings;
-use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Settings, Stage, TransitionRequest};
+use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Stage, TransitionRequest};
 use lockshift_lock::{AcquireError, AcquireOptions, LockGuard, LockId, Locker};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
 use rand::rngs::StdRng;
@@ -23,92 +22,8 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::rolling::Timings;
 use crate::sim::{Cluster, NodeEnv, Oracle, critical_section, node_env};
-
-/// Durations of the attack schedules (simulated time).
-#[derive(Debug, Clone, Copy)]
-pub struct AttackTimings {
-    /// Lease TTL.
-    pub lease_ttl: Duration,
-    /// Renewal period.
-    pub renew_every: Duration,
-    /// Stage (and config) re-read period.
-    pub reread: Duration,
-    /// How long a node trusts an unconfirmed stage view.
-    pub valid_for: Duration,
-    /// Quiet period.
-    pub quiet: Duration,
-    /// Skew margin.
-    pub skew_margin: Duration,
-    /// Heartbeat period.
-    pub heartbeat: Duration,
-    /// Registry TTL.
-    pub heartbeat_ttl: Duration,
-    /// How long a legacy contender pauses at most when the lock is owned:
-    /// an eager legacy fleet polls often, so it finds `main` empty in the
-    /// short gaps between queue holders.
-    pub legacy_owner_wait: Duration,
-}
-
-impl Default for AttackTimings {
-    fn default() -> Self {
-        AttackTimings {
-            lease_ttl: Duration::from_secs(10),
-            renew_every: Duration::from_secs(2),
-            reread: Duration::from_secs(2),
-            valid_for: Duration::from_secs(5),
-            quiet: Duration::from_secs(20),
-            skew_margin: Duration::from_secs(1),
-            heartbeat: Duration::from_secs(1),
-            heartbeat_ttl: Duration::from_secs(4),
-            legacy_owner_wait: Duration::from_millis(20),
-        }
-    }
-}
-
-impl AttackTimings {
-    /// The settings of node `id` in `mode`.
-    ///
-    /// # Panics
-    /// If the timings break a settings rule (a test bug).
-    pub fn settings(&self, id: &str, mode: Mode) -> Settings {
-        let mut s = Settings::default();
-        s.node.id = Some(id.to_string());
-        s.node.mode = mode;
-        s.lock.lease_ttl = self.lease_ttl;
-        s.lock.renew_every = self.renew_every;
-        s.lock.legacy.owner_wait_max = self.legacy_owner_wait;
-        s.rollout = RolloutSettings {
-            stage_reread_every: self.reread,
-            stage_valid_for: self.valid_for,
-            quiet_period: self.quiet,
-            clock_skew_margin: self.skew_margin,
-            heartbeat_every: self.heartbeat,
-            heartbeat_ttl: self.heartbeat_ttl,
-        };
-        s.validated().expect("valid attack settings")
-    }
-
-    /// The same settings as a TOML file (for nodes whose config is edited).
-    pub fn toml(&self, id: &str, mode: Mode) -> String {
-        let d = |d: Duration| format!("\"{}ms\"", d.as_millis());
-        format!(
-            "[node]\nid = \"{id}\"\nmode = \"{mode}\"\n\n[lock]\nlease_ttl = {}\nrenew_every = {}\n\n\
-             [lock.legacy]\nowner_wait_max = {}\n\n\
-             [rollout]\nstage_reread_every = {}\nstage_valid_for = {}\nquiet_period = {}\nclock_skew_margin = {}\n\
-             heartbeat_every = {}\nheartbeat_ttl = {}\n",
-            d(self.lease_ttl),
-            d(self.renew_every),
-            d(self.legacy_owner_wait),
-            d(self.reread),
-            d(self.valid_for),
-            d(self.quiet),
-            d(self.skew_margin),
-            d(self.heartbeat),
-            d(self.heartbeat_ttl),
-        )
-    }
-}
 
 /// Latency for every node, plus slow `main` writes for nodes that may run
 /// legacy: the legacy writer's window between its fresh read of `main` and
@@ -144,8 +59,10 @@ pub fn cut_off(mut plan: FaultPlan, tables: Vec<Table>) -> FaultPlan {
 pub struct World {
     /// The shared store and its clock.
     pub cluster: Cluster,
-    /// The timings.
-    pub timings: AttackTimings,
+    /// The timings: [`Timings::simulated`] with an eager legacy fleet — it
+    /// polls an owned lock every 20 ms at most, so it finds `main` empty in
+    /// the short gaps between queue holders.
+    pub timings: Timings,
     /// The seed.
     pub seed: u64,
     /// The exclusion oracle every worker reports to.
@@ -177,7 +94,10 @@ impl World {
     pub fn new(seed: u64) -> Self {
         World {
             cluster: Cluster::new(),
-            timings: AttackTimings::default(),
+            timings: Timings {
+                legacy_owner_wait: Duration::from_millis(20),
+                ..Timings::simulated()
+            },
             seed,
             oracle: Arc::new(Oracle::default()),
             counters: Arc::default(),
@@ -191,7 +111,7 @@ impl World {
 
     /// The operator's view of the rollout.
     pub fn rollout(&self) -> Rollout {
-        let s = self.timings.settings("operator", Mode::Auto);
+        let s = self.timings.settings_for("operator", Mode::Auto);
         Rollout::new(
             self.cluster.store.clone(),
             self.cluster.clock.clone(),
@@ -214,7 +134,7 @@ impl World {
         config_file: bool,
     ) -> Started {
         self.started += 1;
-        let settings = self.timings.settings(id, mode);
+        let settings = self.timings.settings_for(id, mode);
         let env = node_env(
             usize::try_from(self.started).unwrap_or(0),
             self.seed,

@@ -11,18 +11,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_combined::config::RolloutSettings;
 use lockshift_combined::rollout::HistoryAction;
 use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Settings, Stage, TransitionRequest};
 use lockshift_lock::{AcquireError, AcquireOptions, LockId, Locker};
-use lockshift_store::{CqlSettings, CqlStore, FaultPlan, SharedClock, SharedStore, SystemClock};
+use lockshift_store::{
+    CqlSettings, CqlStore, FaultPlan, SharedClock, SharedStore, SystemClock, schema,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::sim::{Cluster, Oracle, critical_section, node_env};
+use crate::sim::{Cluster, NodeEnv, Oracle, critical_section, node_env};
 
 const LOCKS: [&str; 3] = ["account-1", "account-2", "account-3"];
 
@@ -70,6 +71,9 @@ pub struct Timings {
     pub pause: Duration,
     /// Workers' think time between acquisitions: uniform below this.
     pub think: Duration,
+    /// How long a legacy contender pauses at most when the lock is owned
+    /// (`lock.legacy.owner_wait_max`).
+    pub legacy_owner_wait: Duration,
 }
 
 impl Timings {
@@ -86,6 +90,7 @@ impl Timings {
             heartbeat_ttl: Duration::from_secs(4),
             pause: Duration::from_secs(3),
             think: Duration::from_millis(200),
+            legacy_owner_wait: Duration::from_secs(1),
         }
     }
 
@@ -102,28 +107,46 @@ impl Timings {
             heartbeat_ttl: Duration::from_secs(1),
             pause: Duration::from_millis(700),
             think: Duration::from_millis(60),
+            legacy_owner_wait: Duration::from_secs(1),
         }
     }
 
-    /// Settings for node `i` in `mode` with these timings.
+    /// Settings for node `i` (id `node{i}`) in `mode` with these timings.
     ///
     /// # Panics
     /// If the timings break a settings rule (a test bug).
     pub fn settings(&self, i: usize, mode: Mode) -> Settings {
-        let mut s = Settings::default();
-        s.node.id = Some(format!("node{i}"));
-        s.node.mode = mode;
-        s.lock.lease_ttl = self.lease_ttl;
-        s.lock.renew_every = self.renew_every;
-        s.rollout = RolloutSettings {
-            stage_reread_every: self.reread,
-            stage_valid_for: self.valid_for,
-            quiet_period: self.quiet,
-            clock_skew_margin: self.skew_margin,
-            heartbeat_every: self.heartbeat,
-            heartbeat_ttl: self.heartbeat_ttl,
-        };
-        s.validated().expect("valid scenario settings")
+        self.settings_for(&format!("node{i}"), mode)
+    }
+
+    /// Settings for node `id` in `mode` with these timings.
+    ///
+    /// # Panics
+    /// If the timings break a settings rule (a test bug).
+    pub fn settings_for(&self, id: &str, mode: Mode) -> Settings {
+        Settings::from_toml(&self.toml(id, mode)).expect("valid scenario settings")
+    }
+
+    /// The same settings as a config file's text (for nodes whose config is
+    /// edited while they run).
+    pub fn toml(&self, id: &str, mode: Mode) -> String {
+        let d = |d: Duration| format!("\"{}ms\"", d.as_millis());
+        format!(
+            "[node]\nid = \"{id}\"\nmode = \"{mode}\"\n\n\
+             [lock]\nlease_ttl = {}\nrenew_every = {}\n\n\
+             [lock.legacy]\nowner_wait_max = {}\n\n\
+             [rollout]\nstage_reread_every = {}\nstage_valid_for = {}\nquiet_period = {}\n\
+             clock_skew_margin = {}\nheartbeat_every = {}\nheartbeat_ttl = {}\n",
+            d(self.lease_ttl),
+            d(self.renew_every),
+            d(self.legacy_owner_wait),
+            d(self.reread),
+            d(self.valid_for),
+            d(self.quiet),
+            d(self.skew_margin),
+            d(self.heartbeat),
+            d(self.heartbeat_ttl),
+        )
     }
 
     /// The bound on unavailability: a lease TTL plus a re-read period.
@@ -207,6 +230,7 @@ impl RollingReport {
 
 struct Running {
     node: Node,
+    env: NodeEnv,
     stop: CancellationToken,
     workers: Vec<JoinHandle<()>>,
 }
@@ -222,6 +246,8 @@ struct Fleet {
     failures: Arc<Mutex<Vec<String>>>,
     nodes: Vec<Option<Running>>,
     generation: u64,
+    /// Every node's config file lives here, re-read while it runs.
+    dir: tempfile::TempDir,
 }
 
 const WORKERS_PER_NODE: usize = 2;
@@ -238,6 +264,9 @@ impl Fleet {
     async fn start(&mut self, i: usize, mode: Mode) {
         self.generation += 1;
         let settings = self.timings.settings(i, mode);
+        let config = self.config_path(i);
+        std::fs::write(&config, self.timings.toml(&format!("node{i}"), mode))
+            .expect("the config file is written");
         let (store, clock) = self.backend.store_for_node().await;
         let env = node_env(
             i,
@@ -249,6 +278,8 @@ impl Fleet {
         );
         let mut options = NodeOptions::new(settings);
         options.seed = Some(self.seed ^ (self.generation << 8));
+        options.config_path = Some(config);
+        options.env = Some(HashMap::new());
         let node_store: SharedStore = env.store.clone();
         let node = Node::start(node_store, env.clock.clone(), options)
             .await
@@ -313,9 +344,36 @@ impl Fleet {
             .collect();
         self.nodes[i] = Some(Running {
             node,
+            env,
             stop,
             workers,
         });
+    }
+
+    fn config_path(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("node{i}.toml"))
+    }
+
+    /// Edits node `i`'s config file to `mode`; the node picks it up at its
+    /// next re-read, without a restart.
+    fn edit(&self, i: usize, mode: Mode) {
+        std::fs::write(
+            self.config_path(i),
+            self.timings.toml(&format!("node{i}"), mode),
+        )
+        .expect("the config file is written");
+    }
+
+    /// Cuts node `i` off from the `rollout` and `nodes` partitions (its lock
+    /// operations still work), or heals it.
+    fn cut_off(&self, i: usize, cut: bool) {
+        if let Some(r) = &self.nodes[i] {
+            r.env.store.set_plan(if cut {
+                crate::attacks::cut_off(Self::plan(), vec![schema::ROLLOUT, schema::NODES])
+            } else {
+                Self::plan()
+            });
+        }
     }
 
     async fn stop(&mut self, i: usize) {
@@ -377,27 +435,7 @@ pub async fn rolling_deployment(
     nodes: usize,
     seed: u64,
 ) -> RollingReport {
-    let (store, clock) = backend.store_for_node().await;
-    let s = timings.settings(99, Mode::Auto);
-    let rollout = Rollout::new(
-        store,
-        clock,
-        s.rollout.clone(),
-        s.lock.lease(),
-        s.lock.queue.clone(),
-    );
-    let mut fleet = Fleet {
-        backend,
-        timings,
-        seed,
-        oracle: Arc::new(Oracle::default()),
-        counters: Arc::default(),
-        acquisitions: Arc::default(),
-        availability: Arc::default(),
-        failures: Arc::default(),
-        nodes: (0..nodes).map(|_| None).collect(),
-        generation: 0,
-    };
+    let (rollout, mut fleet) = Fleet::new(backend, timings, nodes, seed).await;
     let retry = timings.reread;
     // The old fleet: everyone on the legacy lock.
     for i in 0..nodes {
@@ -424,34 +462,117 @@ pub async fn rolling_deployment(
     for i in 0..nodes {
         fleet.stop(i).await;
     }
-    let history = rollout.history().await.expect("history reads");
-    let by_algorithm = fleet
-        .acquisitions
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let counted = fleet
-        .counters
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .values()
-        .sum();
-    RollingReport {
-        violations: fleet.oracle.violations(),
-        failures: fleet
-            .failures
+    fleet.report(&rollout, (refused_dual, refused_legacy)).await
+}
+
+/// The rolling deployment of issue 10, forward and back under attack:
+/// nodes switched by editing their config files while their acquisitions
+/// wait, a node cut off from the `rollout` and `nodes` partitions while the
+/// stage moves on (it keeps taking locks), queue nodes rolled back to
+/// legacy. The caller asserts on the report (no overlap, no lost
+/// increment, every transition made).
+///
+/// # Panics
+/// When a node cannot start or a transition can never be made.
+pub async fn rolling_deployment_with_rollback(
+    backend: Backend,
+    timings: Timings,
+    seed: u64,
+) -> RollingReport {
+    let (rollout, mut fleet) = Fleet::new(backend, timings, 4, seed).await;
+    let retry = timings.reread;
+    for i in 0..4 {
+        fleet.start(i, Mode::Legacy).await;
+    }
+    tokio::time::sleep(timings.pause).await;
+    // Half the fleet switches by config edit (its waiting legacy
+    // acquisitions must leave the line), half by restart.
+    fleet.edit(0, Mode::Auto);
+    fleet.edit(1, Mode::Auto);
+    for i in 2..4 {
+        fleet.stop(i).await;
+        fleet.start(i, Mode::Auto).await;
+    }
+    let refused_dual = move_to(&rollout, Stage::Dual, retry).await;
+    // Node 3 loses the stage and the registry while it keeps hammering.
+    fleet.cut_off(3, true);
+    move_to(&rollout, Stage::Queue, retry).await;
+    fleet.edit(0, Mode::Queue);
+    fleet.stop(1).await;
+    fleet.start(1, Mode::Queue).await;
+    tokio::time::sleep(timings.pause).await;
+    fleet.cut_off(3, false);
+    tokio::time::sleep(timings.pause).await;
+    // And back, with queue acquisitions waiting all along.
+    move_to(&rollout, Stage::Dual, retry).await;
+    fleet.edit(0, Mode::Legacy);
+    let refused_legacy = move_to(&rollout, Stage::Legacy, retry).await;
+    tokio::time::sleep(timings.pause * 2).await;
+    for i in 0..4 {
+        fleet.stop(i).await;
+    }
+    fleet.report(&rollout, (refused_dual, refused_legacy)).await
+}
+
+impl Fleet {
+    /// A fleet of `nodes` (none started yet) and the operator's rollout.
+    async fn new(backend: Backend, timings: Timings, nodes: usize, seed: u64) -> (Rollout, Fleet) {
+        let (store, clock) = backend.store_for_node().await;
+        let s = timings.settings(99, Mode::Auto);
+        let rollout = Rollout::new(
+            store,
+            clock,
+            s.rollout.clone(),
+            s.lock.lease(),
+            s.lock.queue.clone(),
+        );
+        let fleet = Fleet {
+            backend,
+            timings,
+            seed,
+            oracle: Arc::new(Oracle::default()),
+            counters: Arc::default(),
+            acquisitions: Arc::default(),
+            availability: Arc::default(),
+            failures: Arc::default(),
+            nodes: (0..nodes).map(|_| None).collect(),
+            generation: 0,
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        };
+        (rollout, fleet)
+    }
+
+    /// What the run observed.
+    async fn report(self, rollout: &Rollout, refusals: (usize, usize)) -> RollingReport {
+        let history = rollout.history().await.expect("history reads");
+        let by_algorithm = self
+            .acquisitions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone(),
-        by_algorithm,
-        counted,
-        worst_unavailability: fleet.availability.worst(),
-        transitions: history
-            .iter()
-            .filter(|h| h.action == HistoryAction::Transition)
-            .map(|h| h.to)
-            .collect(),
-        refusals: (refused_dual, refused_legacy),
+            .clone();
+        let counted = self
+            .counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum();
+        RollingReport {
+            violations: self.oracle.violations(),
+            failures: self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            by_algorithm,
+            counted,
+            worst_unavailability: self.availability.worst(),
+            transitions: history
+                .iter()
+                .filter(|h| h.action == HistoryAction::Transition)
+                .map(|h| h.to)
+                .collect(),
+            refusals,
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `migrate demo`: the rollout of DESIGN.md §4 on a live, simulated fleet —
+//! `migrate demo`: the rollout of docs/design.md §4 on a live, simulated fleet —
 //! the user-facing version of `tests/simulation/rollout.rs`, in real time
 //! and over the CQL protocol.
 //!

@@ -89,6 +89,16 @@ pub struct NodeRow {
     pub heartbeat_age_ms: u64,
     /// Time before it drops out of the registry.
     pub ttl_left_ms: Option<u64>,
+    /// The oldest stage version it may still act on: its view's and every
+    /// acquisition it has waiting or held (what the guards compare).
+    pub acting_version: Option<u64>,
+    /// Acquisitions it has waiting or held, by algorithm.
+    pub bound: BTreeMap<Algorithm, u32>,
+    /// It could not confirm the stage lately and acts as combined.
+    pub view_expired: bool,
+    /// No heartbeat for longer than `rollout.heartbeat_ttl`: the guards
+    /// still count it, as last reported, until its row expires.
+    pub silent: bool,
 }
 
 /// Nodes per mode.
@@ -254,6 +264,10 @@ pub fn build(
             seen_version: n.info.seen_version,
             heartbeat_age_ms: ms(now.duration_since(n.heartbeat_at)),
             ttl_left_ms: n.ttl_left.map(ms),
+            acting_version: n.info.acting(),
+            bound: n.info.bound.clone(),
+            view_expired: n.info.view_expired,
+            silent: now.duration_since(n.heartbeat_at) > env.settings.rollout.heartbeat_ttl,
         })
         .collect();
     let mut modes = ModeCounts::default();
@@ -365,7 +379,7 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
     if runs(Algorithm::Legacy) && runs(Algorithm::Queue) {
         out.push(
             "UNSAFE: live nodes run legacy and queue at the same time; exclusion is not \
-             guaranteed between them (DESIGN.md §3)"
+             guaranteed between them (docs/design.md §3)"
                 .to_string(),
         );
     }
