@@ -96,9 +96,11 @@ impl View {
         }
     }
 
-    /// Whether the view was confirmed once and is not any more.
+    /// Whether the view was confirmed once and is not any more. A node that
+    /// has not yet confirmed a view since it started (its first heartbeat
+    /// is still on its way) is unconfirmed, not expired.
     pub(crate) fn expired(&self, now: Instant) -> bool {
-        self.record.is_some() && self.confirmed(now).is_none()
+        self.valid_until().is_some_and(|until| now >= until)
     }
 
     /// What `configured` resolves to at `now` (B1).

@@ -31,6 +31,7 @@ fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
         v.confirmed(t0).is_none(),
         "no heartbeat yet: unconfirmed (B1)"
     );
+    assert!(!v.expired(t0), "starting up is not 'expired'");
     v.heartbeat(t0 + Duration::from_secs(1));
     assert_eq!(v.confirmed(t0).map(|r| r.version), Some(0));
     // Valid for 30 s from the older of the two.
