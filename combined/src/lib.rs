@@ -73,32 +73,31 @@
 //!
 //! # Invariants
 //!
-//! - **I1.** A node resolves its algorithm from its configured mode and the
+//! - **T1.** A node resolves its algorithm from its configured mode and the
 //!   stage it has confirmed; a forbidden mode, and any mode under an
 //!   unconfirmed stage, degrades to combined, never elsewhere ([`resolve`]).
-//! - **I2.** Transitions move one stage at a time, under the rollout lock,
+//! - **T2.** Transitions move one stage at a time, under the rollout lock,
 //!   only when every guard holds on evidence read under that lock.
-//! - **I3.** The stage record's write timestamp exceeds its predecessor's.
+//! - **T3.** The stage record's write timestamp exceeds its predecessor's.
 //!
 //! # Modules
 //! [`CombinedLocker`]; [`Node`] / [`NodeLocker`] (what services embed);
 //! [`stage`], [`rollout`], [`registry`], [`census`]; [`config`] (all settings).
 
-mod binding;
 pub mod census;
-pub mod config;
 mod error;
 mod locker;
+mod lockers;
 mod mode;
-mod node;
 pub mod registry;
 pub mod rollout;
+mod settings;
 pub mod stage;
 
-pub use config::{Settings, SettingsError};
-pub use error::{RolloutError, StartError};
+pub use error::{EvidenceError, RolloutError};
 pub use locker::{CombinedEntry, CombinedLocker, LegacyPacing};
+pub use lockers::{LockerSettings, Lockers};
 pub use mode::Mode;
-pub use node::{Node, NodeLocker, NodeOptions, NodeStatus};
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
+pub use settings::{LockSettings, RolloutSettings};
 pub use stage::{Resolution, Stage, resolve};

@@ -17,16 +17,16 @@
 //!
 //! # Invariants
 //!
-//! - **I1.** An owner id is used by exactly one acquisition.
-//! - **I2.** Every cell an acquisition writes is registered with its lease
+//! - **K1.** An owner id is used by exactly one acquisition.
+//! - **K2.** Every cell an acquisition writes is registered with its lease
 //!   before the write is sent, and the lease deletes it on release, on drop,
 //!   or it expires within one TTL (thesis §5.3).
-//! - **I3.** The lost signal fires no later than `lost_after_fraction × TTL`
+//! - **K3.** The lost signal fires no later than `lost_after_fraction × TTL`
 //!   after the last renewal that was proven (sent and acknowledged), i.e.
 //!   before the cell can expire — TTLs count in whole seconds, so that is
 //!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
 //!   enforces — and it is never un-fired. See [`lease`].
-//! - **I4.** A lease never writes a cell it has begun to delete, and never
+//! - **K4.** A lease never writes a cell it has begun to delete, and never
 //!   rewrites a cell a renewal found gone (no resurrection).
 //!
 //! # Safety argument (what this crate contributes)
@@ -34,8 +34,8 @@
 //! Exclusion itself is each algorithm's business (Lemma 1 of the thesis on
 //! the main or shadow row). This crate guarantees the conditions the
 //! arguments assume: that a holder's main cell exists for as long as the
-//! holder believes it holds the lock (I3: it is told before the cell can
-//! expire), and that a cell removed by anyone stays removed (I4).
+//! holder believes it holds the lock (K3: it is told before the cell can
+//! expire), and that a cell removed by anyone stays removed (K4).
 //!
 //! # Example
 //!
@@ -66,6 +66,7 @@ mod error;
 mod guard;
 mod id;
 pub mod lease;
+pub mod metrics;
 mod settings;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
@@ -76,7 +77,7 @@ pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{
     AcquireError, FenceError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError,
 };
-pub use guard::LockGuard;
+pub use guard::{LockGuard, Revoker};
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
 pub use lease::Lease;
 pub use settings::{
