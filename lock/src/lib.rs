@@ -106,6 +106,6 @@ pub use guard::Revoker;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
 #[doc(hidden)]
 pub use lease::Lease;
-pub use settings::{LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration};
 #[doc(hidden)]
 pub use settings::scale_duration;
+pub use settings::{LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration};

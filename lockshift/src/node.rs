@@ -309,8 +309,8 @@ impl Drop for Core {
 
 /// A lockshift node: the handle a service keeps. See the module docs.
 ///
-/// Cloning is cheap and every clone is the same node. [`acquire`]
-/// (Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
+/// Cloning is cheap and every clone is the same node.
+/// [`acquire`](Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
 /// where a [`Locker`] is wanted. The node runs — heartbeats, stage re-reads,
 /// config reloads — for as long as a clone, a locker or a held guard lives
 /// (N5); [`shutdown`](Self::shutdown) ends it gracefully.
@@ -581,8 +581,8 @@ impl Node {
     ///    [`AcquireError::NodeStopped`], leaving their places in line;
     /// 2. every lock still held through a guard of this node is released:
     ///    its holder's [`lost`](LockGuard::lost) signal fires first, its
-    ///    checks report [`LeaseLostReason::Revoked`]
-    ///    (lockshift_lock::LeaseLostReason) and its own `release` does
+    ///    checks report
+    ///    [`LeaseLostReason::Revoked`](lockshift_lock::LeaseLostReason::Revoked) and its own `release` does
     ///    nothing more;
     /// 3. the background loops stop and the node leaves the registry, after
     ///    a last activity report — so the registry says the truth: nothing

@@ -39,7 +39,7 @@ async fn main_cells(w: &World, lock: &str) -> usize {
     w.store
         .read(schema::MAIN, lock, &RowQuery::all())
         .await
-        .unwrap()
+        .expect("the embedded store reads")
         .len()
 }
 

@@ -313,7 +313,7 @@ pub enum Command {
     /// Needs no database: by default it starts its own endpoint in-process.
     /// Given connection settings (--contact-points, LOCKSHIFT__STORE__CQL__...
     /// or a --config file naming a cluster) it runs against that cluster, in
-    /// a keyspace of its own (lockshift_demo_<random>, created with
+    /// a keyspace of its own (lockshift_demo_RANDOM, created with
     /// store.cql.replication and dropped at the end). Exits 1 if an
     /// invariant broke.
     #[command(
@@ -389,7 +389,7 @@ pub struct TransitionArgs {
     /// Only evaluate the guards; change and record nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Who asks, recorded in the history [default: $USER@host].
+    /// Who asks, recorded in the history (default: $USER@host).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Why, recorded in the history.

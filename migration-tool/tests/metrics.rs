@@ -19,9 +19,12 @@ async fn scrape(addr: &str) -> String {
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
         .await
-        .unwrap();
+        .expect("the scrape request is sent");
     let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("the scrape response is read");
     assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
     assert!(response.contains("Content-Type: text/plain; version=0.0.4"));
     response

@@ -47,7 +47,7 @@ impl Endpoint {
     /// An endpoint with nothing in it.
     pub async fn bare() -> Endpoint {
         let handle = Emulator::builder()
-            .start("127.0.0.1:0".parse().unwrap())
+            .start("127.0.0.1:0".parse().expect("a socket address"))
             .await
             .expect("endpoint starts");
         Endpoint {
