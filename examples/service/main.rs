@@ -82,7 +82,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rounds = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--rounds" => rounds = args.next().and_then(|n| n.parse::<u64>().ok()),
+            "--rounds" => {
+                let n = args.next().unwrap_or_default();
+                rounds = Some(n.parse::<u64>().map_err(|e| {
+                    format!("--rounds takes a whole number of rounds, not {n:?}: {e}")
+                })?);
+            }
             path => config = path.to_string(),
         }
     }
