@@ -1,8 +1,7 @@
-//! Errors of the rollout and of starting a node.
+//! Errors of the rollout.
 
 use lockshift_lock::AcquireError;
 use lockshift_store::StoreError;
-use lockshift_store::settings::InvalidSetting;
 
 use crate::stage::Stage;
 
@@ -24,6 +23,9 @@ pub enum RolloutError {
     /// Reading or writing the rollout state failed.
     #[error("rollout state unavailable: {0}")]
     Store(#[from] StoreError),
+    /// The guards' evidence could not be gathered.
+    #[error("rollout evidence unavailable: {0}")]
+    Evidence(#[from] EvidenceError),
     /// The rollout lock could not be taken.
     #[error("could not take the rollout lock: {0}")]
     Lock(#[from] AcquireError),
@@ -32,11 +34,13 @@ pub enum RolloutError {
     Internal(String),
 }
 
-/// A node could not start.
+/// The evidence the rollout guards look at could not be gathered.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The settings break a rule.
-    #[error("invalid settings: {0}")]
-    Settings(#[from] InvalidSetting),
+#[error("{step}: {source}")]
+pub struct EvidenceError {
+    /// What was being read, e.g. "reading the node registry".
+    pub step: &'static str,
+    /// The store error.
+    #[source]
+    pub source: StoreError,
 }

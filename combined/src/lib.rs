@@ -1,6 +1,13 @@
-//! The combined lock, the rollout state machine, the node registry and
-//! lockshift's settings: how a running fleet moves from the legacy lock to
-//! the queue lock with no downtime and never two holders at once.
+//! The combined lock, the locker factory, the rollout state machine and
+//! the node registry: how a running fleet moves from the legacy lock to the
+//! queue lock with no downtime and never two holders at once.
+//!
+//! A service does not depend on this crate: the `lockshift` crate's node
+//! runs the algorithm the stage allows and reports to the registry. This
+//! crate is for the parts around it — the operator tool reads and moves the
+//! stage with [`Rollout`] (guards evaluated on [`Rollout::evidence`]), and
+//! every locker in the workspace is built by [`Lockers`], which gives each
+//! locker the time service it needs for as long as it lives.
 //!
 //! # The combined lock (thesis §7.2)
 //!
@@ -52,8 +59,8 @@
 //! Legacy and queue break each other only when a legacy *acquisition* and a
 //! queue *acquisition* are in flight at once; a held guard is harmless to
 //! later acquirers (its `main` cell is there, and every algorithm reads
-//! `main` before it wins). The node runtime ([`Node`]) and the guards keep
-//! such acquisitions apart however nodes lag:
+//! `main` before it wins). The node runtime (`lockshift::Node`) and the
+//! guards keep such acquisitions apart however nodes lag:
 //!
 //! - a node's stage view is confirmed only while its last stage read *and*
 //!   its last heartbeat are younger than `rollout.stage_valid_for`;
@@ -73,32 +80,36 @@
 //!
 //! # Invariants
 //!
-//! - **I1.** A node resolves its algorithm from its configured mode and the
+//! - **T1.** A node resolves its algorithm from its configured mode and the
 //!   stage it has confirmed; a forbidden mode, and any mode under an
-//!   unconfirmed stage, degrades to combined, never elsewhere ([`resolve`]).
-//! - **I2.** Transitions move one stage at a time, under the rollout lock,
+//!   unconfirmed stage, degrades to combined, never elsewhere (`resolve`).
+//! - **T2.** Transitions move one stage at a time, under the rollout lock,
 //!   only when every guard holds on evidence read under that lock.
-//! - **I3.** The stage record's write timestamp exceeds its predecessor's.
+//! - **T3.** The stage record's write timestamp exceeds its predecessor's.
 //!
 //! # Modules
-//! [`CombinedLocker`]; [`Node`] / [`NodeLocker`] (what services embed);
-//! [`stage`], [`rollout`], [`registry`], [`census`]; [`config`] (all settings).
+//! [`CombinedLocker`]; [`Lockers`] (the one locker factory); [`stage`],
+//! [`rollout`] (transitions, guards, [`rollout::Evidence`]), [`registry`],
+//! [`census`]; [`LockSettings`] and [`RolloutSettings`] (the whole settings
+//! file is `lockshift::Settings`).
 
-mod binding;
 pub mod census;
-pub mod config;
 mod error;
 mod locker;
+mod lockers;
 mod mode;
-mod node;
 pub mod registry;
 pub mod rollout;
+mod settings;
 pub mod stage;
 
-pub use config::{Settings, SettingsError};
-pub use error::{RolloutError, StartError};
+pub use error::{EvidenceError, RolloutError};
 pub use locker::{CombinedEntry, CombinedLocker, LegacyPacing};
+pub use lockers::{LockerSettings, Lockers};
 pub use mode::Mode;
-pub use node::{Node, NodeLocker, NodeOptions, NodeStatus};
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
-pub use stage::{Resolution, Stage, resolve};
+pub use settings::{LockSettings, RolloutSettings};
+pub use stage::Stage;
+// How the node runtime (the `lockshift` crate) resolves its algorithm.
+#[doc(hidden)]
+pub use stage::{Resolution, resolve};

@@ -124,6 +124,7 @@ pub struct LiveNode {
     pub ttl_left: Option<Duration>,
 }
 
+#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Writes `info` as `info.node`'s registry cell with `ttl`.
 ///
 /// # Errors
@@ -145,6 +146,7 @@ pub async fn heartbeat(
         .await
 }
 
+#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Removes `node` from the registry (clean shutdown).
 ///
 /// # Errors
@@ -194,6 +196,7 @@ pub async fn live_nodes(store: &dyn Store) -> Result<(Vec<LiveNode>, Vec<String>
     Ok((nodes, unreadable))
 }
 
+#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Records that `algorithm` was seen in use at `at`; the record only moves
 /// forward (its write timestamp is `at`).
 ///

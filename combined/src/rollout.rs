@@ -40,19 +40,19 @@ use std::time::Duration;
 use lockshift_lock::{
     AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, fmt_duration,
 };
-use lockshift_queue_lock::{QueueSettings, TimeService, TimeSettings, TimeSourceKind};
+use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
-    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Timestamp,
+    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Table, Timestamp,
     WriteOptions, schema,
 };
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::census::{Census, CensusOptions, take_census};
-use crate::config::RolloutSettings;
-use crate::error::RolloutError;
-use crate::locker::CombinedLocker;
+use crate::error::{EvidenceError, RolloutError};
+use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{LiveNode, last_activity, live_nodes};
+use crate::settings::RolloutSettings;
 use crate::stage::Stage;
 
 /// The `rollout` row holding the current stage.
@@ -214,6 +214,8 @@ pub struct Evidence {
     pub current: StageRecord,
     /// The live registry.
     pub nodes: Vec<LiveNode>,
+    /// Registry entries that do not decode (node ids), for `status`.
+    pub unreadable_nodes: Vec<String>,
     /// Lock cells now.
     pub census: Census,
     /// Recorded last use per algorithm.
@@ -572,15 +574,37 @@ impl Rollout {
     }
 
     /// Gathers the evidence guards look at: stage, registry, activity and a
-    /// census of every lock cell.
+    /// census of every lock cell. The one gatherer: `advance`, `rollback`,
+    /// their dry runs and `migrate status` all judge on what it returns, so
+    /// they cannot disagree.
     ///
     /// # Errors
-    /// The store error.
-    pub async fn evidence(&self) -> Result<Evidence, StoreError> {
+    /// [`EvidenceError`] naming what was being read.
+    pub async fn evidence(&self) -> Result<Evidence, EvidenceError> {
+        self.evidence_with_progress(|_, _| {}).await
+    }
+
+    /// As [`evidence`](Self::evidence), telling `progress` how many rows of
+    /// each table the census has scanned so far (it can take a while on a
+    /// large keyspace).
+    ///
+    /// # Errors
+    /// [`EvidenceError`] naming what was being read.
+    pub async fn evidence_with_progress(
+        &self,
+        progress: impl FnMut(Table, usize),
+    ) -> Result<Evidence, EvidenceError> {
         let store = self.store.as_ref();
-        let (current, _) = read_stage(store).await?;
-        let (nodes, _) = live_nodes(store).await?;
-        let activity = last_activity(store).await?;
+        let step = |step: &'static str| move |source| EvidenceError { step, source };
+        let (current, _) = read_stage(store)
+            .await
+            .map_err(step("reading the rollout stage"))?;
+        let (nodes, unreadable_nodes) = live_nodes(store)
+            .await
+            .map_err(step("reading the node registry"))?;
+        let activity = last_activity(store)
+            .await
+            .map_err(step("reading the activity record"))?;
         let census = take_census(
             store,
             self.clock.as_ref(),
@@ -589,12 +613,14 @@ impl Rollout {
                 stale_after: self.stale_after,
                 page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
             },
-            |_, _| {},
+            progress,
         )
-        .await?;
+        .await
+        .map_err(step("taking a census of lock cells"))?;
         Ok(Evidence {
             current,
             nodes,
+            unreadable_nodes,
             census,
             activity,
             now: self.clock.now(),
@@ -622,7 +648,7 @@ impl Rollout {
                 record: None,
             });
         }
-        let (_time, locker) = self.rollout_locker(&request.by)?;
+        let locker = self.rollout_locker(&request.by)?;
         let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| RolloutError::Internal(e.to_string()))?;
         let guard = locker
             .acquire_with(&lock, AcquireOptions::with_timeout(Duration::from_secs(60)))
@@ -742,7 +768,9 @@ impl Rollout {
         Ok(())
     }
 
-    fn rollout_locker(&self, by: &str) -> Result<(TimeService, CombinedLocker), RolloutError> {
+    /// The rollout lock's locker: combined (safe whatever the stage), on
+    /// the local clock (one short acquisition needs no `GlobalTime`).
+    fn rollout_locker(&self, by: &str) -> Result<Arc<dyn Locker>, RolloutError> {
         let node =
             NodeId::new(sanitize_node(by)).map_err(|e| RolloutError::Internal(e.to_string()))?;
         let ctx = LockContext::new(
@@ -753,16 +781,15 @@ impl Rollout {
             None,
         )
         .map_err(|e| RolloutError::Internal(e.to_string()))?;
-        let time = TimeService::start(
-            &TimeSettings {
+        let settings = LockerSettings {
+            queue: self.queue.clone(),
+            time: TimeSettings {
                 source: TimeSourceKind::Local,
                 ..TimeSettings::default()
             },
-            self.store.clone(),
-            self.clock.clone(),
-        );
-        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), self.queue.clone());
-        Ok((time, locker))
+            ..LockerSettings::default()
+        };
+        Ok(Lockers::new(Arc::new(ctx), settings).build(Algorithm::Combined))
     }
 }
 

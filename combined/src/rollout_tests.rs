@@ -69,6 +69,7 @@ fn evidence(stage: Stage, version: u64) -> Evidence {
             reason: "t".into(),
         },
         nodes: Vec::new(),
+        unreadable_nodes: Vec::new(),
         census: Census::default(),
         activity: BTreeMap::new(),
         now: Timestamp::from_micros(NOW),

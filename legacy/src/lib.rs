@@ -1,6 +1,11 @@
 //! The legacy lock: main and shadow tables, faithful to the thesis (§4,
 //! listings 4–5), on the `store` interface only.
 //!
+//! A service does not use this crate directly: it depends on `lockshift`,
+//! whose node picks this algorithm when `node.mode` (or the rollout stage)
+//! says `legacy`. It is here to run beside the binaries that predate
+//! lockshift, with exactly their protocol, until the rollout retires it.
+//!
 //! Row = lock id in both tables; column = owner id. `TryLock` reads `main`;
 //! if it holds exactly one cell the answer is `Success` (mine) or
 //! `AnotherThreadIsOwner`. Otherwise it writes its `shadow` cell, reads
@@ -39,16 +44,18 @@
 //! others under contention (thesis table 2: 5 processes, max wait 502 s).
 //!
 //! # Modules
-//! [`LegacyLocker`], [`try_lock`] (listing 4) and [`enter_through_shadow`]
-//! (its lines 7–15, reused by the combined lock),
+//! [`LegacyLocker`] (listing 5; its `try_lock` is listing 4), the shadow
+//! arbitration of listing 4's lines 7–15 (shared with the combined lock),
 //! [`LegacySettings`].
 
 mod locker;
 mod protocol;
 mod settings;
 
-pub use locker::{CELL_VALUE, LegacyLocker};
-pub use protocol::{ShadowEntry, TryLockOutcome, enter_through_shadow, try_lock};
+pub use locker::LegacyLocker;
+// The shadow arbitration, shared with the combined lock (its C1 step).
+#[doc(hidden)]
+pub use protocol::{ShadowEntry, enter_through_shadow};
 pub use settings::{Backoff, LegacySettings};
 
 #[cfg(test)]

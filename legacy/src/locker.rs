@@ -14,7 +14,7 @@ use crate::protocol::{TryLockOutcome, try_lock};
 use crate::settings::LegacySettings;
 
 /// The value legacy writes into its cells (operators see it in `inspect`).
-pub const CELL_VALUE: &[u8] = b"legacy";
+pub(crate) const CELL_VALUE: &[u8] = b"legacy";
 
 /// The legacy main/shadow lock.
 ///
@@ -43,7 +43,9 @@ pub struct LegacyLocker {
 }
 
 impl LegacyLocker {
-    /// A legacy locker over `ctx`.
+    /// A legacy locker over `ctx`. Services get one from a node; other
+    /// code builds lockers with `lockshift_combined::Lockers`.
+    #[doc(hidden)]
     pub fn new(ctx: Arc<LockContext>, settings: LegacySettings) -> Self {
         LegacyLocker { ctx, settings }
     }

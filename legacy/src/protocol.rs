@@ -8,7 +8,7 @@ use tracing::trace;
 
 /// The three outcomes of listing 4.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TryLockOutcome {
+pub(crate) enum TryLockOutcome {
     /// `main` holds exactly my cell.
     Success,
     /// `main` holds exactly one cell, another owner's.
@@ -30,7 +30,7 @@ pub enum TryLockOutcome {
 /// A store error from any step. Cells that may have been written stay
 /// registered with the lease, and the caller must remove them
 /// ([`Lease::delete_all_in`]) before trying again.
-pub async fn try_lock(
+pub(crate) async fn try_lock(
     store: &dyn Store,
     lease: &Lease,
     value: &[u8],

@@ -33,6 +33,10 @@ pub enum LeaseLostReason {
     /// The lock was released: nothing is held any more.
     #[error("the lock was released")]
     Released,
+    /// The lock was released for its holder: the node that handed the
+    /// guard out shut down (`Node::shutdown`). Stop touching the resource.
+    #[error("the lock was released for its holder: the node shut down")]
+    Revoked,
     /// A renewal found the cell already gone (expired or deleted).
     #[error("the {table} cell {column:?} is gone")]
     CellGone {
@@ -84,6 +88,9 @@ pub enum AcquireError {
         /// The node.
         node: NodeId,
     },
+    /// The lock's name is not a valid [`LockId`]; nothing was written.
+    #[error("cannot acquire: {0}")]
+    InvalidLockId(#[from] InvalidId),
     /// A store failure that retrying cannot fix (invalid request, missing
     /// schema), or transient failures outlasted the deadline.
     #[error("acquiring lock {lock} as {owner} failed: {source}")]
@@ -99,14 +106,15 @@ pub enum AcquireError {
 }
 
 impl AcquireError {
-    /// The lock the error is about.
-    pub fn lock(&self) -> &LockId {
+    /// The lock the error is about (`None` when its name was invalid).
+    pub fn lock(&self) -> Option<&LockId> {
         match self {
             AcquireError::Timeout { lock, .. }
             | AcquireError::Cancelled { lock, .. }
             | AcquireError::LeaseLost { lock, .. }
             | AcquireError::NodeStopped { lock, .. }
-            | AcquireError::Store { lock, .. } => lock,
+            | AcquireError::Store { lock, .. } => Some(lock),
+            AcquireError::InvalidLockId(_) => None,
         }
     }
 
@@ -116,9 +124,17 @@ impl AcquireError {
             AcquireError::Timeout { .. }
             | AcquireError::Cancelled { .. }
             | AcquireError::LeaseLost { .. } => true,
-            AcquireError::NodeStopped { .. } => false,
+            AcquireError::NodeStopped { .. } | AcquireError::InvalidLockId(_) => false,
             AcquireError::Store { source, .. } => source.is_retryable(),
         }
+    }
+}
+
+/// A name that is always a valid lock id (`&LockId`, `LockId`) cannot fail
+/// to convert; this lets `acquire` take those as well as `&str`.
+impl From<std::convert::Infallible> for AcquireError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
     }
 }
 

@@ -63,6 +63,27 @@ impl From<LockId> for String {
     }
 }
 
+impl TryFrom<&str> for LockId {
+    type Error = InvalidId;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        LockId::new(s)
+    }
+}
+
+impl TryFrom<&String> for LockId {
+    type Error = InvalidId;
+    fn try_from(s: &String) -> Result<Self, Self::Error> {
+        LockId::new(s.as_str())
+    }
+}
+
+/// So that `acquire(&id)` works wherever `acquire("name")` does.
+impl From<&LockId> for LockId {
+    fn from(id: &LockId) -> Self {
+        id.clone()
+    }
+}
+
 /// The identity of one service process in the fleet (its registry row and the
 /// prefix of every owner id it creates).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,32 +1,48 @@
 //! The lock API shared by lockshift's algorithms: acquire, try-acquire, a
 //! guard that releases, and leases that tell the holder when they are lost.
+//! A service meets these types through the `lockshift` crate, which
+//! re-exports them:
 //!
-//! The legacy lock, the queue lock and the combined lock each implement
-//! [`Locker`] over the `store` interface only, so one service can switch
-//! between them behind a single handle. What they share lives here:
-//!
+//! - [`LockGuard`]: the held lock — lock id, owner, algorithm, a fencing
+//!   token on request (two store round trips the first time), the lost
+//!   signal ([`LockGuard::lost`], [`LockGuard::until_lost`]) and
+//!   [`LockGuard::is_lost`] checked against the clock, explicit
+//!   `release().await`, release on drop. `#[must_use]`; only a locker makes
+//!   one.
+//! - [`Locker`]: what every algorithm implements (`acquire`, `acquire_with`
+//!   a timeout or a cancellation token, `try_acquire`), and
+//!   [`AcquireOptions`].
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
-//!   acquisition gets a fresh owner id `node/nonce`, the column name it writes.
-//! - [`Lease`]: every cell an acquisition writes — waiter or holder — goes
-//!   through its lease, which gives it the TTL, rewrites it in the background,
-//!   removes it on release, and fires the one-way lost signal.
-//! - [`LockGuard`]: lock id, owner, algorithm, fencing token (any
-//!   algorithm, on request), lost signal checked against the clock,
-//!   explicit `release().await`, release on drop.
-//! - [`LockContext`] and [`Waiting`]: the parts lockers are built from.
+//!   acquisition gets a fresh owner id `node/nonce`, the column name it
+//!   writes.
+//! - The errors, one per operation: [`AcquireError`], [`TryAcquireError`],
+//!   [`FenceError`], [`ReleaseError`], and [`LeaseLostReason`].
+//! - [`LeaseSettings`]: lease TTL, renewal period, when a lease counts as
+//!   lost; [`metrics`]: the renewal-failure counter.
+//!
+//! The legacy, queue and combined lockers (sibling crates) implement
+//! [`Locker`] over the `store` interface only, so one node can switch
+//! between them behind a single handle. They are built from parts hidden
+//! from these docs because a service never needs them: the lock context
+//! (store, clock, node id, seeded randomness), the wait helper enforcing
+//! deadlines and cancellation, and the lease — every cell an acquisition
+//! writes, waiter or holder, goes through it, which gives the cell its TTL,
+//! rewrites it in the background, removes it on release, and fires the
+//! one-way lost signal.
 //!
 //! # Invariants
 //!
-//! - **I1.** An owner id is used by exactly one acquisition.
-//! - **I2.** Every cell an acquisition writes is registered with its lease
+//! - **K1.** An owner id is used by exactly one acquisition.
+//! - **K2.** Every cell an acquisition writes is registered with its lease
 //!   before the write is sent, and the lease deletes it on release, on drop,
 //!   or it expires within one TTL (thesis §5.3).
-//! - **I3.** The lost signal fires no later than `lost_after_fraction × TTL`
+//! - **K3.** The lost signal fires no later than `lost_after_fraction × TTL`
 //!   after the last renewal that was proven (sent and acknowledged), i.e.
 //!   before the cell can expire — TTLs count in whole seconds, so that is
 //!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
-//!   enforces — and it is never un-fired. See [`lease`].
-//! - **I4.** A lease never writes a cell it has begun to delete, and never
+//!   enforces — and it is never un-fired (the lease's own invariants: L1–L4
+//!   in `lease.rs`).
+//! - **K4.** A lease never writes a cell it has begun to delete, and never
 //!   rewrites a cell a renewal found gone (no resurrection).
 //!
 //! # Safety argument (what this crate contributes)
@@ -34,10 +50,10 @@
 //! Exclusion itself is each algorithm's business (Lemma 1 of the thesis on
 //! the main or shadow row). This crate guarantees the conditions the
 //! arguments assume: that a holder's main cell exists for as long as the
-//! holder believes it holds the lock (I3: it is told before the cell can
-//! expire), and that a cell removed by anyone stays removed (I4).
+//! holder believes it holds the lock (K3: it is told before the cell can
+//! expire), and that a cell removed by anyone stays removed (K4).
 //!
-//! # Example
+//! # How a locker writes through a lease
 //!
 //! ```
 //! use std::sync::Arc;
@@ -60,25 +76,36 @@
 //! ```
 
 mod api;
+// What the lockers of the sibling crates (legacy, queue-lock, combined) are
+// built from: public so they can reach it, hidden because a service never
+// needs it — it gets guards from lockers and never makes one.
+#[doc(hidden)]
 pub mod cells;
 mod context;
 mod error;
 mod guard;
 mod id;
+#[doc(hidden)]
 pub mod lease;
+pub mod metrics;
 mod settings;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
+#[doc(hidden)]
 pub use cells::{
     ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, lockshift_writer,
 };
+#[doc(hidden)]
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{
     AcquireError, FenceError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError,
 };
 pub use guard::LockGuard;
+#[doc(hidden)]
+pub use guard::Revoker;
 pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
+#[doc(hidden)]
 pub use lease::Lease;
-pub use settings::{
-    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, scale_duration,
-};
+#[doc(hidden)]
+pub use settings::scale_duration;
+pub use settings::{LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration};

@@ -287,12 +287,17 @@ pub enum Command {
     /// Creates the keyspace and tables at start, prints `listening on ADDR`,
     /// and runs until SIGINT or SIGTERM. Data lives in memory only.
     #[command(
-        after_help = "Examples:\n  migrate serve\n  migrate serve --listen 127.0.0.1:0 --latency 2ms --jitter 1ms"
+        after_help = "Examples:\n  migrate serve\n  migrate serve --listen 127.0.0.1:0 --latency 2ms --jitter 1ms\n  migrate serve --metrics 127.0.0.1:9100   # curl 127.0.0.1:9100/metrics"
     )]
     Serve {
         /// Address to listen on; port 0 picks a free port.
         #[arg(long, default_value = "127.0.0.1:9042")]
         listen: SocketAddr,
+        /// Serve metrics in the Prometheus text format on this address
+        /// (any path; port 0 picks a free port): the store operations the
+        /// endpoint answered, by table and kind.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
         /// Delay every read and write by this much, e.g. 2ms.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         latency: Option<Duration>,
@@ -308,11 +313,11 @@ pub enum Command {
     /// Needs no database: by default it starts its own endpoint in-process.
     /// Given connection settings (--contact-points, LOCKSHIFT__STORE__CQL__...
     /// or a --config file naming a cluster) it runs against that cluster, in
-    /// a keyspace of its own (lockshift_demo_<random>, created with
+    /// a keyspace of its own (lockshift_demo_RANDOM, created with
     /// store.cql.replication and dropped at the end). Exits 1 if an
     /// invariant broke.
     #[command(
-        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json\n  migrate demo --contact-points 10.0.0.1:9042   # against a cluster, own keyspace"
+        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json\n  migrate demo --metrics 127.0.0.1:9100   # the nodes' metrics while it runs\n  migrate demo --contact-points 10.0.0.1:9042   # against a cluster, own keyspace"
     )]
     Demo(DemoArgs),
 
@@ -384,7 +389,7 @@ pub struct TransitionArgs {
     /// Only evaluate the guards; change and record nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Who asks, recorded in the history [default: $USER@host].
+    /// Who asks, recorded in the history (default: $USER@host).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Why, recorded in the history.
@@ -421,6 +426,12 @@ pub struct DemoArgs {
     /// Seed of the workers' choices (accounts, amounts, pauses).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Serve the nodes' metrics (lock waits and holds, acquisitions,
+    /// timeouts, lease losses, store operations, mode and stage) in the
+    /// Prometheus text format on this address while the demo runs; port 0
+    /// picks a free port. The address is printed on stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use lockshift_combined::{Settings, SettingsError};
+use lockshift::{Settings, SettingsError};
 use lockshift_store::{
     Consistency, CqlStore, SharedStore, StoreBackend, StoreError, StoreErrorKind,
 };
@@ -136,7 +136,7 @@ fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> Stri
     let base = key.split('[').next().unwrap_or(key);
     let var = format!(
         "{}__{}",
-        lockshift_combined::config::ENV_PREFIX,
+        lockshift::settings::ENV_PREFIX,
         base.to_uppercase().replace('.', "__")
     );
     if let Ok(value) = std::env::var(&var) {

@@ -92,6 +92,27 @@ pub fn is_usage_error(err: &anyhow::Error) -> bool {
         .any(|e| e.downcast_ref::<UsageError>().is_some())
 }
 
+/// Starts the Prometheus scrape endpoint when `--metrics` asks for one,
+/// saying where on stderr.
+///
+/// # Errors
+/// The address cannot be bound.
+async fn start_metrics(
+    addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Option<lockshift::metrics::MetricsServer>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let server = lockshift::metrics::serve_prometheus(addr)
+        .await
+        .context("starting the metrics endpoint")?;
+    render::note(&format!(
+        "metrics on http://{}/metrics",
+        server.local_addr()
+    ));
+    Ok(Some(server))
+}
+
 /// Runs one parsed command to its outcome, printing its report.
 ///
 /// # Errors
@@ -205,12 +226,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             listen,
             latency,
             jitter,
+            metrics,
         } => {
             let settings = connect::settings(connect, true)?;
-            ops::serve::serve(&settings, listen, latency, jitter, |ready| {
-                render::print(&ready, json)
-            })
-            .await?;
+            let metrics = start_metrics(metrics).await?;
+            let options = ops::serve::ServeOptions {
+                addr: listen,
+                latency,
+                jitter,
+                metrics: metrics.as_ref(),
+            };
+            ops::serve::serve(&settings, options, |ready| render::print(&ready, json)).await?;
             Ok(Outcome::Ok)
         }
         Command::Bench(args) => {
@@ -236,6 +262,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Demo(args) => {
+            // Before any node starts: handles made earlier record nothing.
+            let _metrics = start_metrics(args.metrics).await?;
             // Connection settings given (flag, environment or file): the
             // demo runs there, in a keyspace of its own; else in-process.
             let report = match connect::cluster_settings(connect)? {

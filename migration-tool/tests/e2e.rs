@@ -17,7 +17,7 @@ use common::{Endpoint, FAST, eventually, migrate};
 use lockshift_combined::registry::{NodeInfo, deregister, heartbeat};
 use lockshift_combined::{Mode, Stage};
 use lockshift_cql_emulator::{Fault, FaultRule};
-use lockshift_lock::{Algorithm, LockId, Locker};
+use lockshift_lock::{Algorithm, LockId};
 use lockshift_store::{CellWrite, Clock, RowQuery, Timestamp, Ttl, WriteOptions, schema};
 
 fn now() -> Timestamp {

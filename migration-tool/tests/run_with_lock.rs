@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{Endpoint, FAST, eventually};
 use lockshift_combined::Mode;
-use lockshift_lock::{LockId, Locker};
+use lockshift_lock::LockId;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

@@ -108,7 +108,7 @@ async fn value_of(t: &dyn Target, row: &str, column: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-/// I1: the higher timestamp wins whatever order writes arrive in, and
+/// S1: the higher timestamp wins whatever order writes arrive in, and
 /// `writetime()` reports the winner's timestamp.
 pub async fn last_write_wins(t: &dyn Target) {
     let s = t.store();
@@ -137,7 +137,7 @@ pub async fn last_write_wins(t: &dyn Target) {
     assert_eq!(value_of(t, &row, "c").await.as_deref(), Some("newer"));
 }
 
-/// I2: on a timestamp tie the tombstone wins, whichever arrives first; between
+/// S2: on a timestamp tie the tombstone wins, whichever arrives first; between
 /// two live values with the same timestamp the greater value wins.
 pub async fn tie_goes_to_tombstone(t: &dyn Target) {
     let s = t.store();
@@ -188,7 +188,7 @@ pub async fn tie_goes_to_tombstone(t: &dyn Target) {
     );
 }
 
-/// I2: a delete at `T` shadows versions at or before `T`, never later ones —
+/// S2: a delete at `T` shadows versions at or before `T`, never later ones —
 /// a renewal racing `migrate clean` survives.
 pub async fn delete_shadows_older_not_newer(t: &dyn Target) {
     let s = t.store();
@@ -239,7 +239,7 @@ pub async fn delete_shadows_older_not_newer(t: &dyn Target) {
     );
 }
 
-/// I3: a cell with a TTL is visible until the TTL has passed, then gone; its
+/// S3: a cell with a TTL is visible until the TTL has passed, then gone; its
 /// remaining TTL is reported; the TTL counts from when the write was applied,
 /// not from its timestamp; an expired cell shadows older writes.
 pub async fn ttl_expiry(t: &dyn Target) {
@@ -311,7 +311,7 @@ pub async fn ttl_expiry(t: &dyn Target) {
     );
 }
 
-/// I3, whole seconds (Cassandra 4.1 measured; docs/design.md §1): the TTL clock
+/// S3, whole seconds (Cassandra 4.1 measured; docs/design.md §1): the TTL clock
 /// counts in whole seconds. A cell written at server second `s + f` with
 /// TTL `n` expires at `s + n`, so it lives `n - f`: written late in a second
 /// it dies almost a second early, written early it lives almost the full
@@ -351,7 +351,7 @@ pub async fn ttl_counts_whole_seconds(t: &dyn Target) {
     }
 }
 
-/// I4: live cells come back in ascending byte order of column names.
+/// S4: live cells come back in ascending byte order of column names.
 pub async fn column_order(t: &dyn Target) {
     let s = t.store();
     let row = t.unique("order");
@@ -380,7 +380,7 @@ pub async fn column_order(t: &dyn Target) {
     );
 }
 
-/// I4: `limit` counts live cells only; `start_column` is inclusive and may
+/// S4: `limit` counts live cells only; `start_column` is inclusive and may
 /// name a column that does not exist.
 pub async fn limit_and_start_column(t: &dyn Target) {
     let s = t.store();

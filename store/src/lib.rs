@@ -8,17 +8,17 @@
 //!
 //! # Invariants every backend keeps
 //!
-//! - **I1. Last write wins per cell**, by the write timestamp the caller chose.
-//! - **I2. On a timestamp tie the tombstone wins**, so a delete at `T` removes a
+//! - **S1. Last write wins per cell**, by the write timestamp the caller chose.
+//! - **S2. On a timestamp tie the tombstone wins**, so a delete at `T` removes a
 //!   write at `T`, and a renewal at `T + 1` survives a delete at `T` (what
 //!   `migrate clean` relies on).
-//! - **I3. TTL** counts from when the store applied the write, on the store's
+//! - **S3. TTL** counts from when the store applied the write, on the store's
 //!   clock, in whole seconds: written at second `s + f` with TTL `n`, a cell
 //!   expires at `s + n` (it lives `n - f`, as on Cassandra); an expired cell
 //!   is a tombstone at its own timestamp.
-//! - **I4. Order**: a row's live cells come back in ascending byte order of
+//! - **S4. Order**: a row's live cells come back in ascending byte order of
 //!   column names; `limit` and `start_column` select a contiguous run.
-//! - **I5. Read-your-writes** (QUORUM writes and reads): a write that returned
+//! - **S5. Read-your-writes** (QUORUM writes and reads): a write that returned
 //!   `Ok` is seen by every later read — the basis of the thesis' Lemma 1.
 //!
 //! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],

@@ -8,10 +8,10 @@
 //!
 //! # Invariants
 //!
-//! - **M1.** A row maps each column to exactly one version: the winner of
+//! - **E1.** A row maps each column to exactly one version: the winner of
 //!   [`CellVersion::supersedes`] among everything ever written there, except
 //!   dead versions purged after `gc_grace`.
-//! - **M2.** TTL deadlines are computed from the store's clock when the write
+//! - **E2.** TTL deadlines are computed from the store's clock when the write
 //!   is applied, never from the write's timestamp, and in whole seconds:
 //!   the start of that second plus the TTL (Cassandra's `localDeletionTime`;
 //!   see [`ttl_deadline`]).
@@ -168,7 +168,7 @@ impl Store for MemoryStore {
         if cells.is_empty() {
             return Ok(());
         }
-        // M2: the deadline starts from the store's clock, at the whole
+        // E2: the deadline starts from the store's clock, at the whole
         // second as Cassandra counts it.
         let now = self.clock.now();
         let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
@@ -258,7 +258,7 @@ impl Store for MemoryStore {
                 None => {}
             }
         }
-        // M1: dead versions past gc_grace can no longer shadow anything that
+        // E1: dead versions past gc_grace can no longer shadow anything that
         // could still arrive; dropping them keeps queue rows from growing.
         for column in purgeable {
             cells.remove(&column);

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Stage, TransitionRequest};
+use lockshift::Node;
+use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
 use lockshift_lock::{AcquireError, AcquireOptions, LockGuard, LockId, Locker};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
 use rand::rngs::StdRng;
@@ -143,19 +144,21 @@ impl World {
             plan,
             settings.lock.lease(),
         );
-        let mut options = NodeOptions::new(settings);
-        options.seed = Some(self.seed.wrapping_mul(31).wrapping_add(self.started));
+        let store: SharedStore = env.store.clone();
+        let mut builder = Node::builder()
+            .settings(settings)
+            .seed(self.seed.wrapping_mul(31).wrapping_add(self.started))
+            .store(store)
+            .clock(env.clock.clone());
         let config = config_file.then(|| {
             let path = self.dir.path().join(format!("{id}.toml"));
             write_config(&path, &self.timings.toml(id, mode));
-            options.config_path = Some(path.clone());
-            options.env = Some(HashMap::new());
             path
         });
-        let store: SharedStore = env.store.clone();
-        let node = Node::start(store, env.clock.clone(), options)
-            .await
-            .expect("node starts");
+        if let Some(path) = &config {
+            builder = builder.config_file(path).env(HashMap::new());
+        }
+        let node = builder.start().await.expect("node starts");
         Started { node, env, config }
     }
 

@@ -1,32 +1,30 @@
-//! Building lockers of each algorithm for simulated nodes.
+//! Lockers of each algorithm for simulated nodes, all from the one factory
+//! (`lockshift_combined::Lockers`): each locker owns its time service.
 
 use std::sync::Arc;
 
-use lockshift_combined::CombinedLocker;
-use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::Locker;
-use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
+use lockshift_combined::{LockerSettings, Lockers};
+use lockshift_lock::{Algorithm, Locker};
+use lockshift_queue_lock::{QueueSettings, TimeSettings};
 
 use crate::sim::NodeEnv;
 
-/// A node's locker plus what must stay alive with it.
+/// A node's locker.
 #[derive(Debug)]
 pub struct NodeLocker {
-    /// The locker.
+    /// The locker (it keeps its own time service running).
     pub locker: Arc<dyn Locker>,
-    /// The node's time service (its updater stops when dropped).
-    pub time: Option<TimeService>,
+}
+
+fn build(env: &NodeEnv, algorithm: Algorithm, settings: LockerSettings) -> NodeLocker {
+    NodeLocker {
+        locker: Lockers::new(env.ctx.clone(), settings).build(algorithm),
+    }
 }
 
 /// A legacy locker for `env`.
 pub fn legacy(env: &NodeEnv) -> NodeLocker {
-    NodeLocker {
-        locker: Arc::new(LegacyLocker::new(
-            env.ctx.clone(),
-            LegacySettings::default(),
-        )),
-        time: None,
-    }
+    build(env, Algorithm::Legacy, LockerSettings::default())
 }
 
 /// A queue locker for `env` with the default (hybrid) time service.
@@ -35,31 +33,19 @@ pub fn queue(env: &NodeEnv) -> NodeLocker {
 }
 
 /// A queue locker for `env` with the given settings.
-pub fn queue_with(env: &NodeEnv, settings: QueueSettings, time: TimeSettings) -> NodeLocker {
-    let service = TimeService::start(&time, env.store.clone(), env.clock.clone());
-    NodeLocker {
-        locker: Arc::new(QueueLocker::new(
-            env.ctx.clone(),
-            service.source(),
-            settings,
-        )),
-        time: Some(service),
-    }
+pub fn queue_with(env: &NodeEnv, queue: QueueSettings, time: TimeSettings) -> NodeLocker {
+    build(
+        env,
+        Algorithm::Queue,
+        LockerSettings {
+            queue,
+            time,
+            ..LockerSettings::default()
+        },
+    )
 }
 
 /// A combined locker for `env` with the default (hybrid) time service.
 pub fn combined(env: &NodeEnv) -> NodeLocker {
-    let service = TimeService::start(
-        &TimeSettings::default(),
-        env.store.clone(),
-        env.clock.clone(),
-    );
-    NodeLocker {
-        locker: Arc::new(CombinedLocker::new(
-            env.ctx.clone(),
-            service.source(),
-            QueueSettings::default(),
-        )),
-        time: Some(service),
-    }
+    build(env, Algorithm::Combined, LockerSettings::default())
 }

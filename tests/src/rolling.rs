@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lockshift::{Node, Settings};
 use lockshift_combined::rollout::HistoryAction;
-use lockshift_combined::{Mode, Node, NodeOptions, Rollout, Settings, Stage, TransitionRequest};
-use lockshift_lock::{AcquireError, AcquireOptions, LockId, Locker};
+use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
+use lockshift_lock::{AcquireError, AcquireOptions, LockId};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultPlan, SharedClock, SharedStore, SystemClock, schema,
 };
@@ -276,12 +277,15 @@ impl Fleet {
             Self::plan(),
             settings.lock.lease(),
         );
-        let mut options = NodeOptions::new(settings);
-        options.seed = Some(self.seed ^ (self.generation << 8));
-        options.config_path = Some(config);
-        options.env = Some(HashMap::new());
         let node_store: SharedStore = env.store.clone();
-        let node = Node::start(node_store, env.clock.clone(), options)
+        let node = Node::builder()
+            .settings(settings)
+            .seed(self.seed ^ (self.generation << 8))
+            .config_file(config)
+            .env(HashMap::new())
+            .store(node_store)
+            .clock(env.clock.clone())
+            .start()
             .await
             .expect("node starts");
         let stop = CancellationToken::new();

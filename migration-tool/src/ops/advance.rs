@@ -202,7 +202,7 @@ pub fn hostname() -> String {
 mod tests {
     use std::sync::Arc;
 
-    use lockshift_combined::Settings;
+    use lockshift::Settings;
     use lockshift_store::{MemoryStore, SharedStore, SystemClock};
 
     use super::*;

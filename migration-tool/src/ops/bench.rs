@@ -1,8 +1,8 @@
 //! `migrate bench`: the benchmark of `lockshift_bench`, with this binary as
 //! its worker process (`migrate bench-worker <spec>`).
 
+use lockshift::Settings;
 use lockshift_bench::{BenchConfig, BenchError, BenchReport, WorkerSpec};
-use lockshift_combined::Settings;
 use tokio::process::Command;
 
 use crate::UsageError;

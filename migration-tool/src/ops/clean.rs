@@ -22,7 +22,7 @@
 //!   cell is younger than its guaranteed life (`ttl − 1 s − skew allowance`,
 //!   TTLs count in whole seconds): an owner that is only cut off has not
 //!   necessarily been told its lease is lost before then (lock invariant
-//!   I3). Such a cell is *kept*, and listed, unless `--force` — which can let
+//!   K3). Such a cell is *kept*, and listed, unless `--force` — which can let
 //!   another process take the lock while that owner still runs its critical
 //!   section.
 //!
@@ -39,7 +39,7 @@
 //! (2) The delete is `USING TIMESTAMP` the writetime observed in that
 //! re-read, so it shadows only that version: a renewal that lands between
 //! the re-read and the delete carries a newer timestamp and survives
-//! (store invariant I2; a tie would go to the tombstone, but a renewal is
+//! (store invariant S2; a tie would go to the tombstone, but a renewal is
 //! always stamped later than the write it renews). The dry run is the same
 //! code path stopping before (1).
 
@@ -330,7 +330,7 @@ fn judge(
         return Judged::Fine;
     }
     // Until its guaranteed life has passed, an owner that is merely cut off
-    // may not have been told that its lease is lost (I3): that life is the
+    // may not have been told that its lease is lost (K3): that life is the
     // written TTL − 1 s − skew allowance, counted from the longest TTL the
     // cell may have been written with (read back from the cell, the TTL is
     // only known to within a second).
@@ -532,7 +532,7 @@ mod tests {
         WriteOptions,
     };
 
-    use lockshift_combined::Settings;
+    use lockshift::Settings;
 
     use super::*;
 

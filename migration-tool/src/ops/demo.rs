@@ -39,10 +39,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use lockshift_combined::config::RolloutSettings;
+use lockshift::{Node, NodeLocker, Settings};
+use lockshift_combined::RolloutSettings;
 use lockshift_combined::rollout::TransitionRequest;
-use lockshift_combined::{Mode, Node, NodeOptions, Settings, Stage};
-use lockshift_lock::{AcquireOptions, LockGuard, LockId, Locker};
+use lockshift_combined::{Mode, Stage};
+use lockshift_lock::{AcquireOptions, LockGuard, LockId};
 use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, Store, SystemClock, Timestamp, WriteOptions,
     schema,
@@ -499,13 +500,13 @@ impl FleetState {
     ) -> anyhow::Result<()> {
         self.generation += 1;
         let store = connector.connect().await?;
-        let node = Node::start(
-            store.clone(),
-            self.shared.clock.clone(),
-            NodeOptions::new(demo_settings(Some(i), mode)?),
-        )
-        .await
-        .with_context(|| format!("starting node svc-{i}"))?;
+        let node = Node::builder()
+            .settings(demo_settings(Some(i), mode)?)
+            .store(store.clone())
+            .clock(self.shared.clock.clone())
+            .start()
+            .await
+            .with_context(|| format!("starting node svc-{i}"))?;
         let stop = CancellationToken::new();
         let workers = (0..self.args.workers)
             .map(|w| {
@@ -565,7 +566,7 @@ impl FleetState {
 
 /// One transfer loop.
 async fn worker(
-    locker: lockshift_combined::NodeLocker,
+    locker: NodeLocker,
     store: SharedStore,
     shared: Arc<Shared>,
     stop: CancellationToken,
@@ -606,7 +607,7 @@ async fn worker(
 /// before any write (lock not taken, lease lost); `Err`: a write failed
 /// after another had landed — money may have moved one way only.
 async fn transfer(
-    locker: &lockshift_combined::NodeLocker,
+    locker: &NodeLocker,
     store: &dyn Store,
     shared: &Shared,
     stop: &CancellationToken,

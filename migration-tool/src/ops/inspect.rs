@@ -147,7 +147,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use lockshift_combined::Settings;
+    use lockshift::Settings;
     use lockshift_store::{
         CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Timestamp, Ttl, WriteOptions,
     };

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_combined::Settings;
+use lockshift::Settings;
 use lockshift_combined::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;

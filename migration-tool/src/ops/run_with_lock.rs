@@ -14,7 +14,7 @@
 //! # Lease loss
 //!
 //! The guard's lost signal fires when the lease can no longer be proven,
-//! before the cell can expire (lock invariant I3). Then the command must
+//! before the cell can expire (lock invariant K3). Then the command must
 //! stop touching the guarded resource: it gets SIGTERM, then SIGKILL after
 //! `--grace`, and `migrate` exits 4 whatever the command's own status. The
 //! lease is checked once more (against the clock) just before the command
@@ -38,9 +38,10 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift_combined::{Mode, Node, NodeOptions, Stage};
+use lockshift::Node;
+use lockshift_combined::{Mode, Stage};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, MAX_NODE_ID_LEN, NodeId,
+    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
 };
 use lockshift_queue_lock::queue::parse_queue_column;
 use lockshift_store::{RowQuery, schema};
@@ -168,13 +169,13 @@ pub async fn run_with_lock(
         settings.node.mode = mode;
     }
     let mode = settings.node.mode;
-    let node = Node::start(
-        env.store.clone(),
-        env.clock.clone(),
-        NodeOptions::new(settings),
-    )
-    .await
-    .context("starting the lock node")?;
+    let node = Node::builder()
+        .settings(settings)
+        .store(env.store.clone())
+        .clock(env.clock.clone())
+        .start()
+        .await
+        .context("starting the lock node")?;
     let status = node.status();
     if let Some(from) = status.degraded_from {
         note(format!(
@@ -591,7 +592,7 @@ impl Interrupts {
 mod tests {
     use std::sync::Arc;
 
-    use lockshift_combined::Settings;
+    use lockshift::Settings;
     use lockshift_store::{MemoryStore, SharedStore, SystemClock};
 
     use super::*;

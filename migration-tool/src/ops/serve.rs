@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use lockshift_combined::Settings;
+use lockshift::Settings;
+use lockshift::metrics::{MetricsServer, STORE_OPERATIONS};
 use lockshift_cql_emulator::{Emulator, EmulatorHandle, Fault, FaultRule};
 use lockshift_store::{CqlSettings, CqlStore, SharedStore};
 use serde::Serialize;
@@ -30,6 +31,73 @@ pub struct Listening {
     pub address: SocketAddr,
     /// The keyspace created.
     pub keyspace: String,
+    /// Where metrics are served (`--metrics`), if they are.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// How `migrate serve` runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions<'a> {
+    /// Address to listen on (port 0: any).
+    pub addr: SocketAddr,
+    /// Delay on every read and write of user tables.
+    pub latency: Option<Duration>,
+    /// Random extra delay on top of `latency`.
+    pub jitter: Option<Duration>,
+    /// The scrape endpoint, when `--metrics` asked for one: the endpoint's
+    /// answered operations are counted into it.
+    pub metrics: Option<&'a MetricsServer>,
+}
+
+/// The `node` label of the endpoint's own operation counts.
+pub const METRICS_NODE: &str = "serve";
+
+/// Counts the statements the endpoint answers, per lockshift table and
+/// kind, into [`STORE_OPERATIONS`] (label `node="serve"`; `kind` is `read`
+/// for SELECTs and `write` for every mutation, deletes included: CQL makes
+/// no difference). The endpoint has no counters of its own; a rule that
+/// delays by nothing counts what it matches (`FaultController::fired`), so
+/// one such rule per table and kind is the count, copied into the metrics
+/// every second.
+fn count_operations(endpoint: &EmulatorHandle) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut rules = Vec::new();
+    for table in lockshift_store::schema::ALL {
+        for (kind, rule) in [
+            (
+                "read",
+                FaultRule::new(Fault::Latency(Duration::ZERO)).reads(),
+            ),
+            (
+                "write",
+                FaultRule::new(Fault::Latency(Duration::ZERO)).writes(),
+            ),
+        ] {
+            let id = endpoint
+                .faults()
+                .add(rule.on_table(table.name()))
+                .context("counting the endpoint's operations")?;
+            let counter = metrics::counter!(
+                STORE_OPERATIONS,
+                "node" => METRICS_NODE,
+                "table" => table.name(),
+                "kind" => kind
+            );
+            counter.absolute(0);
+            rules.push((id, counter));
+        }
+    }
+    let faults = endpoint.faults().clone();
+    Ok(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            for (id, counter) in &rules {
+                if let Some(n) = faults.fired(id) {
+                    counter.absolute(n);
+                }
+            }
+        }
+    }))
 }
 
 /// The seed of `--jitter`'s random delays.
@@ -99,21 +167,27 @@ pub async fn create_schema(
 /// Start-up failures, or `ready`'s error.
 pub async fn serve(
     settings: &Settings,
-    addr: SocketAddr,
-    latency: Option<Duration>,
-    jitter: Option<Duration>,
+    options: ServeOptions<'_>,
     ready: impl FnOnce(Listening) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let endpoint = start_endpoint(addr, latency, jitter).await?;
+    let endpoint = start_endpoint(options.addr, options.latency, options.jitter).await?;
     let bound = endpoint.local_addr();
     let schema = create_schema(&settings.store.cql, bound).await?;
     drop(schema);
+    let counting = match options.metrics {
+        Some(_) => Some(count_operations(&endpoint)?),
+        None => None,
+    };
     ready(Listening {
         version: JSON_VERSION,
         address: bound,
         keyspace: settings.store.cql.keyspace.clone(),
+        metrics: options.metrics.map(MetricsServer::local_addr),
     })?;
     shutdown_signal().await;
+    if let Some(task) = counting {
+        task.abort();
+    }
     endpoint.shutdown().await;
     Ok(())
 }

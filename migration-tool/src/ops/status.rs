@@ -3,12 +3,9 @@
 //! gathered the same way.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroU32;
 
 use anyhow::Context;
-use lockshift_combined::census::{CensusOptions, take_census};
-use lockshift_combined::registry::{last_activity, live_nodes};
-use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate, read_stage};
+use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
 use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
 use lockshift_queue_lock::queue::parse_queue_column;
@@ -184,71 +181,28 @@ pub struct NextVerdict {
 /// # Errors
 /// A store error, with what was being read.
 pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Result<StatusReport> {
-    let evidence = gather(env, &mut progress).await?;
-    let history = env
-        .rollout()
-        .history()
-        .await
-        .context("reading the rollout history")?;
-    Ok(build(env, evidence.0, evidence.1, history))
-}
-
-/// The guards' evidence plus unreadable registry entries.
-///
-/// # Errors
-/// A store error, with what was being read.
-pub async fn gather(
-    env: &Env,
-    progress: &mut impl FnMut(Progress),
-) -> anyhow::Result<(Evidence, Vec<String>)> {
-    let store = env.store.as_ref();
-    let (current, _) = read_stage(store)
-        .await
-        .context("reading the rollout stage")?;
-    let (nodes, unreadable) = live_nodes(store)
-        .await
-        .context("reading the node registry")?;
-    let activity = last_activity(store)
-        .await
-        .context("reading the activity record")?;
-    let census = take_census(
-        store,
-        env.clock.as_ref(),
-        &nodes,
-        CensusOptions {
-            stale_after: env.stale_after(),
-            page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
-        },
-        |table, done| {
+    let rollout = env.rollout();
+    // The very gatherer `advance` judges on (`Rollout::evidence`), so the
+    // verdict printed here is the one a transition would reach.
+    let evidence = rollout
+        .evidence_with_progress(|table, done| {
             progress(Progress {
                 phase: "scanning",
                 table: Some(table),
                 done,
                 total: None,
             })
-        },
-    )
-    .await
-    .context("taking a census of lock cells")?;
-    Ok((
-        Evidence {
-            current,
-            nodes,
-            census,
-            activity,
-            now: env.clock.now(),
-        },
-        unreadable,
-    ))
+        })
+        .await?;
+    let history = rollout
+        .history()
+        .await
+        .context("reading the rollout history")?;
+    Ok(build(env, evidence, history))
 }
 
 /// The report from gathered evidence (pure).
-pub fn build(
-    env: &Env,
-    evidence: Evidence,
-    unreadable_nodes: Vec<String>,
-    history: Vec<HistoryEntry>,
-) -> StatusReport {
+pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> StatusReport {
     let now = evidence.now;
     let current = &evidence.current;
     let nodes: Vec<NodeRow> = evidence
@@ -360,7 +314,7 @@ pub fn build(
         },
         history,
         nodes,
-        unreadable_nodes,
+        unreadable_nodes: evidence.unreadable_nodes.clone(),
         modes,
         locks,
         stale,
@@ -423,8 +377,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use lockshift::Settings;
+    use lockshift_combined::Stage;
     use lockshift_combined::registry::{NodeInfo, heartbeat};
-    use lockshift_combined::{Settings, Stage};
     use lockshift_store::{
         CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Ttl, WriteOptions, schema,
     };

@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_combined::{Mode, Node, NodeOptions, Settings};
+use lockshift::{Node, Settings};
+use lockshift_combined::Mode;
 use lockshift_cql_emulator::{Emulator, EmulatorHandle};
 use lockshift_store::{CqlSettings, CqlStore, SharedClock, SharedStore, SystemClock};
 
@@ -46,7 +47,7 @@ impl Endpoint {
     /// An endpoint with nothing in it.
     pub async fn bare() -> Endpoint {
         let handle = Emulator::builder()
-            .start("127.0.0.1:0".parse().unwrap())
+            .start("127.0.0.1:0".parse().expect("a socket address"))
             .await
             .expect("endpoint starts");
         Endpoint {
@@ -82,13 +83,13 @@ impl Endpoint {
         s.node.mode = mode;
         s.lock.lease_ttl = Duration::from_secs(3);
         s.lock.renew_every = Duration::from_secs(1);
-        Node::start(
-            self.store().clone(),
-            self.clock.clone(),
-            NodeOptions::new(s),
-        )
-        .await
-        .expect("node starts")
+        Node::builder()
+            .settings(s)
+            .store(self.store().clone())
+            .clock(self.clock.clone())
+            .start()
+            .await
+            .expect("node starts")
     }
 }
 

@@ -27,13 +27,13 @@
 //!
 //! # Invariants
 //!
-//! - **C1.** Every write and delete carries the caller's timestamp
+//! - **W1.** Every write and delete carries the caller's timestamp
 //!   (`USING TIMESTAMP ?`); the driver sends no client timestamps of its own
-//!   and nothing here lets the coordinator pick one. Store invariants I1/I2
+//!   and nothing here lets the coordinator pick one. Store invariants S1/S2
 //!   then hold because the cluster reconciles by exactly these numbers.
-//! - **C2.** All cells of one call go to one partition in one request, so the
+//! - **W2.** All cells of one call go to one partition in one request, so the
 //!   cluster applies them as one mutation (store contract 6).
-//! - **C3.** An error reports [`StoreErrorKind::NotApplied`](crate::StoreErrorKind::NotApplied) or
+//! - **W3.** An error reports [`StoreErrorKind::NotApplied`](crate::StoreErrorKind::NotApplied) or
 //!   [`StoreErrorKind::Unavailable`](crate::StoreErrorKind::Unavailable) only when no attempt of the request can
 //!   have been applied (see `errors.rs`).
 

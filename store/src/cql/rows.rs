@@ -1,6 +1,6 @@
 //! The values that cross the wire: bind values out, result rows in.
 //!
-//! Binds follow the agreed encoding (`briefs/cql-statements.md`): TTL as
+//! Binds follow the encoding the local endpoint expects too: TTL as
 //! `int` seconds with 0 for none, timestamps as `bigint` microseconds,
 //! LIMIT as `int`. Rows are decoded with every column nullable, so nothing a
 //! server sends can panic the decoder.

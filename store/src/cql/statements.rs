@@ -1,8 +1,9 @@
 //! The CQL the backend sends, as text and as prepared statements.
 //!
-//! The text is fixed by the agreement with the local CQL endpoint
-//! (`briefs/cql-statements.md`): the endpoint parses exactly these shapes, so
-//! a change here is a change to that agreement. Every table of
+//! The text is an agreement with the local CQL endpoint
+//! (`lockshift-cql-emulator`), whose parser accepts exactly these shapes —
+//! pinned byte for byte by `statement_text_is_exactly_the_agreed_cql` below —
+//! so a change here is a change to the endpoint's grammar too. Every table of
 //! [`schema::ALL`] has the same columns, so one set of statements, rendered
 //! per table, serves them all.
 //!
@@ -10,13 +11,13 @@
 //!
 //! - **Consistency** from [`CqlSettings::consistency`] on every hot-path
 //!   statement and batch: QUORUM writes plus QUORUM reads give the
-//!   read-your-writes the exclusion proofs need (store invariant I5, thesis
+//!   read-your-writes the exclusion proofs need (store invariant S5, thesis
 //!   Lemma 1).
 //! - **Request timeout** from [`CqlSettings::request_timeout`]: the driver's
 //!   client-side limit, reported as "may have been applied".
 //! - **Idempotent**: every statement is. Writes and deletes carry a timestamp
 //!   chosen by the caller (`USING TIMESTAMP ?`), so applying one twice yields
-//!   the same cell version, and reconciliation (I1, I2) makes the order of a
+//!   the same cell version, and reconciliation (S1, S2) makes the order of a
 //!   duplicate and any other write irrelevant. One nuance: a write with a TTL
 //!   re-applied later counts its TTL from the later apply, so the cell may
 //!   outlive the first apply by up to the time between the attempts (bounded
@@ -292,8 +293,8 @@ mod tests {
     use super::*;
     use crate::settings::Replication;
 
-    /// The statements, byte for byte as agreed with the local endpoint
-    /// (`briefs/cql-statements.md`).
+    /// The statements, byte for byte as the local endpoint's parser
+    /// expects them.
     #[test]
     fn statement_text_is_exactly_the_agreed_cql() {
         let ks = "lockshift";

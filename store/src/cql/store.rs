@@ -203,7 +203,7 @@ impl Store for CqlStore {
         }
         let statements = self.statements.get(table, op)?;
         let ttl = ttl_bind(&options);
-        // C1: the caller's timestamp, always.
+        // W1: the caller's timestamp, always.
         let timestamp = options.timestamp.as_micros();
         let bind = |c| insert_values(row, c, ttl, timestamp);
         let span = tracing::debug_span!("cql", %op, %table, cells = cells.len());
@@ -215,7 +215,7 @@ impl Store for CqlStore {
                     .await
                     .map(drop),
                 _ => {
-                    // C2: one batch, one partition.
+                    // W2: one batch, one partition.
                     let batch = self.statements.batch_of(&statements.insert, cells.len());
                     let values: Vec<_> = cells.iter().map(bind).collect();
                     self.session.batch(&batch, values).await.map(drop)
@@ -240,7 +240,7 @@ impl Store for CqlStore {
             return Ok(());
         }
         let statements = self.statements.get(table, op)?;
-        // C1: tombstones at the caller's timestamp, so a later renewal survives.
+        // W1: tombstones at the caller's timestamp, so a later renewal survives.
         let timestamp = timestamp.as_micros();
         let bind = |c| delete_values(timestamp, row, c);
         let span = tracing::debug_span!("cql", %op, %table, cells = columns.len());

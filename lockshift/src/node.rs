@@ -26,18 +26,23 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_legacy::LegacyLocker;
+use lockshift_combined::registry::{
+    LeasePromise, NodeInfo, deregister, heartbeat, record_activity,
+};
+use lockshift_combined::rollout::read_stage;
+use lockshift_combined::{
+    LegacyPacing, LockerSettings, Lockers, Mode, Resolution, RolloutSettings, Stage, StageRecord,
+};
 use lockshift_lock::{
     AcquireError, AcquireOptions, ActivityObserver, Algorithm, LockContext, LockGuard, LockId,
-    Locker, NodeId, TryAcquireError,
+    Locker, NodeId, Revoker, TryAcquireError,
 };
-use lockshift_queue_lock::{QueueLocker, TimeService};
-use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
+use lockshift_store::{SharedClock, SharedStore, StoreError, SystemClock, Timestamp, Ttl};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -45,41 +50,131 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::binding::{Bindings, View};
-use crate::config::{RolloutSettings, Settings};
 use crate::error::StartError;
-use crate::locker::{CombinedLocker, LegacyPacing};
-use crate::mode::Mode;
-use crate::registry::{LeasePromise, NodeInfo, deregister, heartbeat, record_activity};
-use crate::rollout::{StageRecord, read_stage};
-use crate::stage::{Resolution, Stage};
+use crate::metrics::{MeteredStore, NodeMetrics};
+use crate::settings::Settings;
 
-/// How to start a node.
-#[derive(Debug, Clone)]
-pub struct NodeOptions {
-    /// The settings (already loaded and validated).
-    pub settings: Settings,
-    /// The file the settings came from, re-read every stage re-read so an
-    /// edited `node.mode` takes effect without a restart.
-    pub config_path: Option<PathBuf>,
-    /// The environment overrides to apply on reload; `None`: the process's.
-    pub env: Option<HashMap<String, String>>,
-    /// The version reported in the registry.
-    pub version: String,
-    /// Seed for owner ids and backoff (simulations); `None`: from the OS.
-    pub seed: Option<u64>,
+/// How to start a [`Node`]: where its settings come from, which store and
+/// clock it uses. [`Node::connect`] is the common case in one call.
+///
+/// Settings: those given with [`settings`](Self::settings), else loaded
+/// from the [`config_file`](Self::config_file) (if any) with the
+/// `LOCKSHIFT__…` environment on top. With a config file, the node re-reads
+/// it every `rollout.stage_reread_every`, so an edited `node.mode` takes
+/// effect without a restart (other keys need one).
+///
+/// # Examples
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let mut settings = lockshift::Settings::default();
+/// settings.node.id = Some("web-1".into());
+/// let node = lockshift::Node::builder().settings(settings).start().await?;
+/// let guard = node.acquire("accounts").await?;
+/// guard.release().await?;
+/// node.shutdown().await;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Default)]
+#[must_use = "a builder does nothing until `start().await`"]
+pub struct NodeBuilder {
+    settings: Option<Settings>,
+    config_file: Option<PathBuf>,
+    env: Option<HashMap<String, String>>,
+    store: Option<SharedStore>,
+    clock: Option<SharedClock>,
+    version: Option<String>,
+    seed: Option<u64>,
 }
 
-impl NodeOptions {
-    /// Options for `settings` with no config file to watch.
-    pub fn new(settings: Settings) -> Self {
-        NodeOptions {
-            settings,
-            config_path: None,
-            env: None,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            seed: None,
-        }
+impl NodeBuilder {
+    /// Use these settings (validated at start) instead of loading them.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = Some(settings);
+        self
     }
+
+    /// Load the settings from `path` (it must exist) with the environment
+    /// on top — unless [`settings`](Self::settings) were given — and re-read
+    /// `node.mode` from it while running.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// Take `LOCKSHIFT__…` overrides from `env` instead of the process
+    /// environment, at start and on every reload (tests).
+    pub fn env(mut self, env: HashMap<String, String>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    /// Run on `store` instead of opening the one `[store]` names.
+    pub fn store(mut self, store: SharedStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Stamp writes with `clock` instead of the system clock (simulations).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The version the node reports in the registry (default: lockshift's).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Seed owner ids and backoff, so a simulation replays exactly.
+    #[doc(hidden)]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Loads the settings, opens the store, reads the stage (a failure
+    /// leaves it unknown, hence combined), registers, and starts the
+    /// background loops.
+    ///
+    /// # Errors
+    /// [`StartError::Settings`] when the settings cannot be read or break a
+    /// rule, [`StartError::Store`] when the store cannot be opened.
+    pub async fn start(self) -> Result<Node, StartError> {
+        let settings = match self.settings {
+            Some(settings) => settings.validated()?,
+            None => Settings::load_with_env(self.config_file.as_deref(), self.env.clone())?,
+        };
+        let store = match self.store {
+            Some(store) => store,
+            None => settings.store.open().await?,
+        };
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        Node::start_with(
+            store,
+            clock,
+            Options {
+                settings,
+                config_path: self.config_file,
+                env: self.env,
+                version: self
+                    .version
+                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+                seed: self.seed,
+            },
+        )
+        .await
+    }
+}
+
+/// What [`NodeBuilder::start`] resolved.
+struct Options {
+    settings: Settings,
+    config_path: Option<PathBuf>,
+    env: Option<HashMap<String, String>>,
+    version: String,
+    seed: Option<u64>,
 }
 
 /// What a node runs now, and why.
@@ -148,12 +243,17 @@ struct Shared {
     rollout: RolloutSettings,
     registry_ttl: Ttl,
     lease_promise: LeasePromise,
-    legacy: LegacyLocker,
-    combined: CombinedLocker,
-    queue: QueueLocker,
+    /// One locker per algorithm, from one factory: they share the node's
+    /// context and time service, and own what they need.
+    legacy: Arc<dyn Locker>,
+    combined: Arc<dyn Locker>,
+    queue: Arc<dyn Locker>,
     /// Whether combined acquisitions pace themselves for legacy contenders.
     pacing: Arc<LegacyPacing>,
-    _time: TimeService,
+    metrics: NodeMetrics,
+    /// Every guard handed out and not yet released, by binding id, so that
+    /// a shutdown can release what is still held.
+    held: Mutex<HashMap<u64, Revoker>>,
     state: Mutex<State>,
     /// Wakes the expiry watch when the view's deadline moved.
     view_changed: Notify,
@@ -207,43 +307,61 @@ impl Drop for Core {
     }
 }
 
-/// A lockshift node: see the module docs.
+/// A lockshift node: the handle a service keeps. See the module docs.
+///
+/// Cloning is cheap and every clone is the same node.
+/// [`acquire`](Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
+/// where a [`Locker`] is wanted. The node runs — heartbeats, stage re-reads,
+/// config reloads — for as long as a clone, a locker or a held guard lives
+/// (N5); [`shutdown`](Self::shutdown) ends it gracefully.
 ///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use lockshift_combined::{Node, NodeOptions, Settings};
-/// use lockshift_lock::{LockId, Locker};
-/// use lockshift_store::{MemoryStore, SystemClock};
+/// use lockshift::{Node, Settings};
+/// use lockshift_store::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let mut settings = Settings::default();
-/// settings.node.id = Some("web-1".into());
-/// let node = Node::start(Arc::new(MemoryStore::new()), Arc::new(SystemClock),
-///     NodeOptions::new(settings)).await?;
+/// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
 /// // A locker keeps the node alive: the node handle may go.
 /// let locker = node.locker();
 /// drop(node);
-/// let guard = locker.acquire(&LockId::new("accounts")?).await?;
+/// let guard = locker.acquire("accounts").await?;
 /// guard.release().await?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
+#[must_use = "the node runs only while a handle, a locker or a guard lives; end it with `shutdown().await`"]
 pub struct Node {
     core: Arc<Core>,
 }
 
 impl Node {
-    /// Starts a node on `store`: reads the stage (a failure leaves it unknown,
-    /// hence combined), registers, and starts the background loops.
+    /// Starts a node the way a service does: settings from `config_file`
+    /// with the `LOCKSHIFT__…` environment on top, the store they name
+    /// opened, the system clock, and `node.mode` re-read from the file
+    /// while running.
     ///
     /// # Errors
-    /// [`StartError::Settings`] when the settings break a rule.
-    pub async fn start(
+    /// [`StartError`]: unreadable or invalid settings (naming the key and
+    /// where its value came from), or a store that cannot be opened.
+    pub async fn connect(config_file: impl AsRef<Path>) -> Result<Node, StartError> {
+        Node::builder()
+            .config_file(config_file.as_ref())
+            .start()
+            .await
+    }
+
+    /// Everything [`connect`](Self::connect) decides, one choice at a time.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+
+    async fn start_with(
         store: SharedStore,
         clock: SharedClock,
-        options: NodeOptions,
+        options: Options,
     ) -> Result<Node, StartError> {
         let settings = &options.settings;
         if let Some(problem) = settings.problems().into_iter().next() {
@@ -265,6 +383,11 @@ impl Node {
                     ),
                 )
             })?;
+        if settings.store.backend == lockshift_store::StoreBackend::Embedded {
+            info!(node = %id, "embedded store: locks exclude only within this process");
+        }
+        // Every operation of this node, counted by table and kind.
+        let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
         let sightings = Arc::new(Sightings::default());
         let ctx = Arc::new(
             LockContext::new(
@@ -276,25 +399,28 @@ impl Node {
             )?
             .with_observer(sightings.clone()),
         );
-        let time = TimeService::start(&settings.time, store.clone(), clock.clone());
-        let queue_settings = settings.lock.queue.clone();
         let configured = settings.node.mode;
         let view = View::new(settings.rollout.stage_valid_for);
         let pacing = LegacyPacing::new(settings.lock.legacy.owner_wait_max);
+        let lockers = Lockers::new(
+            ctx,
+            LockerSettings {
+                legacy: settings.lock.legacy.clone(),
+                queue: settings.lock.queue.clone(),
+                time: settings.time.clone(),
+            },
+        )
+        .with_pacing(pacing.clone());
         let shared = Arc::new(Shared {
             sightings,
             version: options.version.clone(),
             started_at: clock.now(),
-            legacy: LegacyLocker::new(ctx.clone(), settings.lock.legacy.clone()),
-            combined: CombinedLocker::with_pacing(
-                ctx.clone(),
-                time.source(),
-                queue_settings.clone(),
-                pacing.clone(),
-            ),
+            legacy: lockers.build(Algorithm::Legacy),
+            combined: lockers.build(Algorithm::Combined),
+            queue: lockers.build(Algorithm::Queue),
             pacing,
-            queue: QueueLocker::new(ctx, time.source(), queue_settings),
-            _time: time,
+            metrics: NodeMetrics::new(id.as_str()),
+            held: Mutex::new(HashMap::new()),
             id,
             store,
             clock,
@@ -362,8 +488,64 @@ impl Node {
         &self.core.shared.id
     }
 
-    /// The locker services use: its algorithm follows mode and stage. It
-    /// keeps the node running, even after this handle is dropped (N5).
+    /// Waits until `lock` is held, then hands out its guard. `lock` is a
+    /// name (`"accounts"`, a `String`) or a [`LockId`].
+    ///
+    /// The algorithm is the one the node resolves from its configured mode
+    /// and the rollout stage at that moment; a waiting acquisition follows
+    /// the stage (N4). Watch the guard's [`lost`](LockGuard::lost) signal
+    /// while using the resource, and hand the resource its
+    /// [fencing token](LockGuard::fencing_token).
+    ///
+    /// # Errors
+    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
+    /// id, [`AcquireError::NodeStopped`] after [`shutdown`](Self::shutdown),
+    /// [`AcquireError::Store`] for a store failure that retrying cannot fix.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquisition leaves its place in line and
+    /// deletes what it wrote in the background.
+    pub async fn acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_with(lock, AcquireOptions::default()).await
+    }
+
+    /// As [`acquire`](Self::acquire), giving up after `options.timeout`
+    /// ([`AcquireError::Timeout`]) or when `options.cancel` fires
+    /// ([`AcquireError::Cancelled`]).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), plus the two above.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_with(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::acquire_with(&self.locker(), &lock, options).await
+    }
+
+    /// Takes `lock` if it is free right now; never waits for a holder.
+    ///
+    /// # Errors
+    /// [`TryAcquireError::Held`] when someone holds it or is entering it;
+    /// [`TryAcquireError::Failed`] otherwise (an invalid name included).
+    pub async fn try_acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::try_acquire(&self.locker(), &lock).await
+    }
+
+    /// A [`Locker`] of this node, for code written against the trait: its
+    /// algorithm follows mode and stage. It keeps the node running, even
+    /// after every node handle is dropped (N5).
     pub fn locker(&self) -> NodeLocker {
         NodeLocker {
             core: self.core.clone(),
@@ -393,25 +575,57 @@ impl Node {
         self.core.shared.heartbeat().await
     }
 
-    /// Shuts the node down: acquisitions waiting on any of its lockers end
-    /// with [`AcquireError::NodeStopped`] (leaving their places in line) and
-    /// no new ones start. If no guard is held, the background loops stop
-    /// and the node leaves the registry. Held guards stay valid until
-    /// released, and the node keeps heartbeating for them (the guards
-    /// report what they hold); it leaves once the last one is released.
-    pub async fn shutdown(self) {
+    /// Shuts the node down gracefully, for every handle and locker of it:
+    ///
+    /// 1. no new acquisitions start; waiting ones end with
+    ///    [`AcquireError::NodeStopped`], leaving their places in line;
+    /// 2. every lock still held through a guard of this node is released:
+    ///    its holder's [`lost`](LockGuard::lost) signal fires first, its
+    ///    checks report
+    ///    [`LeaseLostReason::Revoked`](lockshift_lock::LeaseLostReason::Revoked) and its own `release` does
+    ///    nothing more;
+    /// 3. the background loops stop and the node leaves the registry, after
+    ///    a last activity report — so the registry says the truth: nothing
+    ///    of this node waits or holds.
+    ///
+    /// Call it before `main` returns: a guard merely dropped then leaves its
+    /// cells to their TTL, since the runtime that would delete them is
+    /// going away. Calling it again does nothing.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped half-way, some locks may stay held (their
+    /// guards still release them) and the node may stay registered until
+    /// its row expires.
+    pub async fn shutdown(&self) {
         let shared = self.core.shared.clone();
-        shared.state().closed = true;
-        shared.state().bindings.invalidate_waiting();
+        {
+            let mut st = shared.state();
+            if st.left {
+                return;
+            }
+            st.closed = true;
+            st.bindings.invalidate_waiting();
+        }
         // Waiting acquisitions notice within one poll and give up their
         // places; give them a moment so the registry's last word is true.
         let deadline = Instant::now() + Duration::from_secs(5);
         while shared.state().bindings.any_waiting() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if shared.state().bindings.any_held() {
-            warn!(node = %shared.id, "shutdown with locks still held; the node heartbeats until they are released");
-            return;
+        let held: Vec<Revoker> = shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for revoker in held {
+            // Each revocation waits for a fencing-token call in flight on
+            // that guard, then deletes its cells; the attachment it drops
+            // unbinds the acquisition.
+            if let Err(e) = revoker.revoke().await {
+                warn!(node = %shared.id, error = %e, "releasing a held lock at shutdown left cells to their TTL");
+            }
         }
         self.core.stop_tasks();
         shared.leave().await;
@@ -509,6 +723,11 @@ impl Shared {
         }
         let confirmed = st.view.confirmed(now).cloned();
         st.bindings.follow(resolution.algorithm, confirmed.as_ref());
+        self.metrics.view(
+            resolution.algorithm,
+            st.view.record.as_ref().map(|r| r.version),
+            confirmed.is_some(),
+        );
         // Legacy contenders may be about at stage legacy, and wherever the
         // node cannot tell (`LegacyPacing`).
         self.pacing
@@ -653,9 +872,9 @@ impl Shared {
 
     fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
         match algorithm {
-            Algorithm::Legacy => &self.legacy,
-            Algorithm::Combined => &self.combined,
-            Algorithm::Queue => &self.queue,
+            Algorithm::Legacy => self.legacy.as_ref(),
+            Algorithm::Combined => self.combined.as_ref(),
+            Algorithm::Queue => self.queue.as_ref(),
         }
     }
 
@@ -711,15 +930,34 @@ impl Drop for Attempt {
 }
 
 /// A handed-out guard's binding: keeps the node running and reported while
-/// the lock is held (N5), unbound when the guard goes.
+/// the lock is held (N5), unbound when the guard goes — released, dropped,
+/// or revoked by a shutdown.
 struct Held {
     core: Arc<Core>,
     id: u64,
+    algorithm: Algorithm,
+    since: Instant,
+    /// The lease's own lost signal (a revocation does not fire it): a loss
+    /// is counted when the guard goes, which a holder that watches `lost()`
+    /// makes soon after — no task per held lock to watch it.
+    lease_lost: CancellationToken,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.core.shared.state().bindings.unbind(self.id);
+        let shared = &self.core.shared;
+        shared
+            .metrics
+            .released(self.algorithm, self.since.elapsed());
+        if self.lease_lost.is_cancelled() {
+            shared.metrics.lease_lost(self.algorithm);
+        }
+        shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        shared.state().bindings.unbind(self.id);
     }
 }
 
@@ -740,6 +978,50 @@ impl fmt::Debug for NodeLocker {
 }
 
 impl NodeLocker {
+    /// As [`Node::acquire`]: waits until `lock` (a name or a [`LockId`]) is
+    /// held. No trait import needed; through the [`Locker`] trait the same
+    /// call takes a `&LockId`.
+    ///
+    /// # Errors
+    /// As [`Node::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Node::acquire`].
+    pub async fn acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_with(lock, AcquireOptions::default()).await
+    }
+
+    /// As [`Node::acquire_with`].
+    ///
+    /// # Errors
+    /// As [`Node::acquire_with`].
+    ///
+    /// # Cancel safety
+    /// As [`Node::acquire`].
+    pub async fn acquire_with(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::acquire_with(self, &lock, options).await
+    }
+
+    /// As [`Node::try_acquire`].
+    ///
+    /// # Errors
+    /// As [`Node::try_acquire`].
+    pub async fn try_acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::try_acquire(self, &lock).await
+    }
+
     /// What the node runs now.
     pub fn status(&self) -> NodeStatus {
         self.core.shared.status()
@@ -754,7 +1036,12 @@ impl NodeLocker {
     /// Decides whether `attempt`'s guard may be handed out (B3); if so, ties
     /// the binding to the guard. Otherwise the guard is released and the
     /// caller re-enters.
-    async fn hand_out(&self, mut attempt: Attempt, mut guard: LockGuard) -> Option<LockGuard> {
+    async fn hand_out(
+        &self,
+        mut attempt: Attempt,
+        mut guard: LockGuard,
+        started: Instant,
+    ) -> Option<LockGuard> {
         let refused = {
             let mut st = self.core.shared.state();
             let st = &mut *st;
@@ -764,13 +1051,26 @@ impl NodeLocker {
         };
         match refused {
             None => {
-                self.core.shared.used(attempt.algorithm);
+                let shared = &self.core.shared;
+                shared.used(attempt.algorithm);
+                shared
+                    .metrics
+                    .acquired(attempt.algorithm, started.elapsed());
                 let held = Held {
                     core: self.core.clone(),
                     id: attempt.id,
+                    algorithm: attempt.algorithm,
+                    since: Instant::now(),
+                    lease_lost: guard.lease_lost_token(),
                 };
-                // The binding lives on in `held`, with the guard.
+                // The binding lives on in `held`, with the guard; the node
+                // keeps a revoker so a shutdown can release it.
                 attempt.armed = false;
+                shared
+                    .held
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(attempt.id, guard.revoker());
                 guard.attach(Box::new(held));
                 Some(guard)
             }
@@ -815,7 +1115,7 @@ impl Locker for NodeLocker {
                 .await
             {
                 Ok(guard) => {
-                    if let Some(guard) = self.hand_out(attempt, guard).await {
+                    if let Some(guard) = self.hand_out(attempt, guard, started).await {
                         return Ok(guard);
                     }
                 }
@@ -837,6 +1137,7 @@ impl Locker for NodeLocker {
                     debug!(%lock, %owner, "re-resolving a waiting acquisition");
                 }
                 Err(AcquireError::Timeout { lock, owner, .. }) => {
+                    shared.metrics.timed_out(attempt.algorithm);
                     return Err(AcquireError::Timeout {
                         lock,
                         owner,
@@ -852,10 +1153,11 @@ impl Locker for NodeLocker {
         let shared = &self.core.shared;
         // A second try covers a stage change between resolving and handing
         // out; a third would only chase a flapping stage.
+        let started = Instant::now();
         for _ in 0..2 {
             let attempt = shared.begin(lock, None)?;
             let guard = shared.locker(attempt.algorithm).try_acquire(lock).await?;
-            if let Some(guard) = self.hand_out(attempt, guard).await {
+            if let Some(guard) = self.hand_out(attempt, guard, started).await {
                 return Ok(guard);
             }
         }

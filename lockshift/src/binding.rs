@@ -34,11 +34,9 @@ use lockshift_lock::Algorithm;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::mode::Mode;
-use crate::rollout::StageRecord;
 #[cfg(test)]
-use crate::stage::Stage;
-use crate::stage::{Resolution, resolve};
+use lockshift_combined::Stage;
+use lockshift_combined::{Mode, Resolution, StageRecord, resolve};
 
 /// The node's view of the stage (B1).
 #[derive(Clone, Debug)]
@@ -256,6 +254,7 @@ impl Bindings {
     }
 
     /// Whether any guard is held.
+    #[cfg(test)]
     pub(crate) fn any_held(&self) -> bool {
         self.map.values().any(|b| b.held)
     }

@@ -2,11 +2,12 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_store::{MemoryStore, RowQuery, SharedClock, Store, TokioClock, schema};
+use lockshift_store::{MemoryStore, RowQuery, SharedClock, SharedStore, Store, TokioClock, schema};
+
+use lockshift_combined::registry::live_nodes;
+use lockshift_combined::rollout::{Rollout, TransitionRequest};
 
 use super::*;
-use crate::registry::live_nodes;
-use crate::rollout::{Rollout, TransitionRequest};
 
 fn write_config(path: &std::path::Path, mode: &str) {
     let mut f = std::fs::File::create(path).unwrap();
@@ -27,14 +28,25 @@ fn world() -> World {
 }
 
 async fn start(w: &World, path: &std::path::Path) -> Node {
-    let settings = Settings::load_with_env(Some(path), Some(Default::default())).unwrap();
-    let mut options = NodeOptions::new(settings);
-    options.config_path = Some(path.to_path_buf());
-    options.env = Some(Default::default());
-    options.seed = Some(1);
-    Node::start(w.store.clone(), w.clock.clone(), options)
+    Node::builder()
+        .config_file(path)
+        .env(HashMap::new())
+        .seed(1)
+        .store(w.store.clone())
+        .clock(w.clock.clone())
+        .start()
         .await
         .unwrap()
+}
+
+/// A node on `store` with `settings` and the world's clock, no config file.
+async fn start_on(store: SharedStore, w: &World, settings: Settings) -> Result<Node, StartError> {
+    Node::builder()
+        .settings(settings)
+        .store(store)
+        .clock(w.clock.clone())
+        .start()
+        .await
 }
 
 async fn main_value(w: &World, lock: &str) -> String {
@@ -168,9 +180,7 @@ async fn an_unreadable_stage_at_start_means_combined() {
     let mut settings = Settings::default();
     settings.node.mode = Mode::Queue;
     settings.node.id = Some("n".into());
-    let node = Node::start(faulty.clone(), w.clock.clone(), NodeOptions::new(settings))
-        .await
-        .unwrap();
+    let node = start_on(faulty.clone(), &w, settings).await.unwrap();
     assert_eq!(node.status().stage, None);
     assert_eq!(node.status().effective, Algorithm::Combined);
     faulty.set_partitioned(false);
@@ -194,14 +204,10 @@ async fn a_combined_waiter_prepares_its_shadow_entry_only_once_legacy_is_gone() 
         let mut s = Settings::default();
         s.node.id = Some(id.into());
         s.node.mode = Mode::Combined;
-        NodeOptions::new(s)
+        s
     };
-    let a = Node::start(w.store.clone(), w.clock.clone(), settings("a"))
-        .await
-        .unwrap();
-    let b = Node::start(w.store.clone(), w.clock.clone(), settings("b"))
-        .await
-        .unwrap();
+    let a = start_on(w.store.clone(), &w, settings("a")).await.unwrap();
+    let b = start_on(w.store.clone(), &w, settings("b")).await.unwrap();
     let lock = LockId::new("L").unwrap();
     let shadow = || async {
         w.store
@@ -276,11 +282,9 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
         .unwrap();
     let mut s = Settings::default();
     s.node.id = Some("n".into());
-    let node = Node::start(w.store.clone(), w.clock.clone(), NodeOptions::new(s))
-        .await
-        .unwrap();
+    let node = start_on(w.store.clone(), &w, s).await.unwrap();
     assert!(
-        crate::registry::last_activity(w.store.as_ref())
+        lockshift_combined::registry::last_activity(w.store.as_ref())
             .await
             .unwrap()
             .is_empty()
@@ -292,7 +296,7 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
         .unwrap();
     let acquired_at = w.clock.now();
     node.heartbeat().await.unwrap();
-    let activity = crate::registry::last_activity(w.store.as_ref())
+    let activity = lockshift_combined::registry::last_activity(w.store.as_ref())
         .await
         .unwrap();
     let seen = activity

@@ -1,0 +1,23 @@
+//! The one metric the lease records itself: renewal failures. Everything
+//! else (waits, holds, losses, store operations, mode and stage) is
+//! recorded by the node runtime in the `lockshift` crate, which lists every
+//! name; this one lives here because only the lease's renewal task sees a
+//! failed renewal that it then retries.
+
+use crate::id::OwnerId;
+
+/// Counter, labels `node` and `algorithm`: renewals of a lease's cells
+/// that failed in the store (and were retried); a lease is lost only once
+/// they keep failing past `lock.lost_after_fraction × lock.lease_ttl`.
+pub const RENEWAL_FAILURES: &str = "lockshift_lease_renewal_failures_total";
+
+/// Counts one failed renewal of a cell of `owner`'s lease.
+#[doc(hidden)]
+pub fn renewal_failed(owner: &OwnerId, algorithm: &'static str) {
+    metrics::counter!(
+        RENEWAL_FAILURES,
+        "node" => owner.node().unwrap_or("unknown").to_string(),
+        "algorithm" => algorithm
+    )
+    .increment(1);
+}

@@ -1,0 +1,132 @@
+//! A fair distributed lock on Cassandra or ScyllaDB, and a rolling migration
+//! to it from the legacy main/shadow lock with no moment where two holders
+//! share a lock. This is the one crate a service depends on.
+//!
+//! ```no_run
+//! use lockshift::prelude::*;
+//! # async fn write_report(_token: u64) {}
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let node = Node::connect("lockshift.toml").await?; // settings + LOCKSHIFT__… env, store, registry, reload
+//!     let guard = node.acquire("nightly-report").await?; // waits its turn, in arrival order
+//!     let token = guard.fencing_token().await?;          // the resource refuses smaller tokens
+//!     tokio::select! {
+//!         why = guard.until_lost() => eprintln!("lock lost ({why}): stop writing"),
+//!         _ = write_report(token) => {}
+//!     }
+//!     guard.release().await?;
+//!     node.shutdown().await; // releases whatever is still held, leaves the registry
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `lockshift.toml` names the cluster and the node's mode (every key, with
+//! its default: [`settings`]); any key can come from the environment
+//! instead, e.g. `LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042`.
+//! `migrate serve` runs a local endpoint to try it against; the repository's
+//! `examples/` has this program and a fuller service.
+//!
+//! # What a service needs to know
+//!
+//! - **[`Node`]** is the handle: [`Node::connect`] opens the store, reads
+//!   the rollout stage, registers in the node registry and starts the
+//!   background work (heartbeats, stage re-reads, re-reading `node.mode`
+//!   from the config file). Clone it freely; it runs while a clone, a
+//!   [`NodeLocker`] or a held guard lives. [`Node::builder`] chooses each
+//!   part (explicit settings, a store you opened, a test clock).
+//! - **[`LockGuard`]** is the held lock. Watch [`LockGuard::lost`]: it fires
+//!   before the lease can expire (a slow or unreachable store), and from
+//!   then on someone else may hold the lock; [`LockGuard::until_lost`] is
+//!   the same as a future for `select!`. Check
+//!   [`LockGuard::is_lost`] right before each action and pass
+//!   [`LockGuard::fencing_token`] to the resource: a process pause can fall
+//!   between the check and the action, and the token is what stops a paused
+//!   holder's late write (docs/design.md §5). Release with
+//!   [`LockGuard::release`]; a dropped guard releases in the background.
+//! - **`node.mode`** is `auto` (follow the rollout: legacy-compatible until
+//!   the operator moves the fleet on, then the fair queue lock), or one of
+//!   `legacy`, `combined`, `queue`. A mode the stage forbids runs as
+//!   `combined`, which is safe beside every other; editing the file switches
+//!   new acquisitions without a restart. The operator moves the stage with
+//!   `migrate advance` (docs/operating.md).
+//! - **[`Node::shutdown`]** before `main` returns: it ends waiting
+//!   acquisitions, releases held locks (their `lost()` fires) and leaves
+//!   the registry. A guard merely dropped at the end of `main` keeps its
+//!   lock until the lease TTL runs out: the runtime that would delete it is
+//!   gone.
+//! - **Logs** go through [`tracing`](https://docs.rs/tracing): install a
+//!   subscriber (e.g. `tracing-subscriber`) to see warnings such as a lost
+//!   lease or a stage the node cannot confirm — without one they are
+//!   silent. **Metrics** go through the `metrics` facade ([`metrics`] lists
+//!   them): install any exporter before starting the node.
+//!
+//! # Why it is safe
+//!
+//! Exclusion rests on two storage facts — last write wins per cell, and
+//! QUORUM reads see QUORUM writes (Lemma 1: of two clients that each write
+//! a cell into one row and then read it, one sees both) — and on leases that
+//! tell the holder before its cells can expire. Every pair of algorithms
+//! that may run together excludes (docs/design.md §3); the one pair that
+//! does not, legacy beside queue, is kept apart by the rollout stages and
+//! the node runtime's rules R2–R7 (docs/design.md §4, and the [`Node`]
+//! module's N1–N5), so that no legacy and queue acquisitions are ever in
+//! flight at once — also when nodes lag, lose the database or pause.
+//!
+//! # Example on the embedded store
+//!
+//! ```
+//! use std::sync::Arc;
+//! use lockshift::prelude::*;
+//! use lockshift_store::MemoryStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
+//! let guard = node.acquire("accounts").await?;
+//! assert!(node.try_acquire("accounts").await.unwrap_err().is_held());
+//! node.shutdown().await; // releases it for the holder
+//! assert!(guard.is_lost());
+//! assert!(node.acquire("accounts").await.is_err(), "the node is shut down");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Modules
+//!
+//! [`Node`], [`NodeBuilder`], [`NodeLocker`] (the runtime); [`settings`]
+//! (every key); [`metrics`] (what is measured); [`prelude`]. The lock
+//! algorithms, the rollout and the storage layer live in sibling crates
+//! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-store`) that a service
+//! does not need to name.
+
+// Every public item is documented; CI denies warnings (`.ci/run`).
+#![warn(missing_docs)]
+
+mod binding;
+mod error;
+pub mod metrics;
+mod node;
+pub mod settings;
+
+pub use error::StartError;
+pub use lockshift_combined::{Mode, Stage, StageRecord};
+pub use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockGuard,
+    LockId, Locker, NodeId, OwnerId, ReleaseError, TryAcquireError,
+};
+pub use node::{Node, NodeBuilder, NodeLocker, NodeStatus};
+pub use settings::{Settings, SettingsError};
+/// The lost signal's type ([`LockGuard::lost`]).
+pub use tokio_util::sync::CancellationToken;
+
+/// The tokio lockshift runs on, for a service with no other dependency:
+/// `#[lockshift::tokio::main(crate = "lockshift::tokio")]`.
+pub use tokio;
+
+/// What most services need, in one `use`.
+pub mod prelude {
+    pub use crate::{
+        AcquireError, AcquireOptions, LockGuard, LockId, Locker, Mode, Node, NodeLocker, Settings,
+        Stage, TryAcquireError,
+    };
+}

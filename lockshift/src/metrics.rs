@@ -1,0 +1,348 @@
+//! What lockshift measures, through the [`metrics`](https://docs.rs/metrics)
+//! facade: install any exporter (Prometheus, StatsD, OpenTelemetry…)
+//! *before* starting a node and these appear in it; without one, recording
+//! costs next to nothing.
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | [`ACQUIRE_WAIT_SECONDS`] | histogram | `node`, `algorithm` | how long a successful acquisition waited |
+//! | [`HOLD_SECONDS`] | histogram | `node`, `algorithm` | how long a lock was held, hand-out to release |
+//! | [`ACQUISITIONS`] | counter | `node`, `algorithm` | locks handed out |
+//! | [`ACQUIRE_TIMEOUTS`] | counter | `node`, `algorithm` | acquisitions that gave up at their timeout |
+//! | [`LEASE_LOSSES`] | counter | `node`, `algorithm` | held locks whose lease was lost (the guard's `lost()` fired) |
+//! | [`RENEWAL_FAILURES`] | counter | `node`, `algorithm` | lease renewals that failed and were retried |
+//! | [`STORE_OPERATIONS`] | counter | `node`, `table`, `kind` | store operations sent (`kind`: read, write, delete, scan) |
+//! | [`STORE_ERRORS`] | counter | `node`, `table`, `kind` | those that failed |
+//! | [`EFFECTIVE_MODE`] | gauge | `node`, `algorithm` | 1 for the algorithm new acquisitions use, 0 for the others |
+//! | [`STAGE_VERSION`] | gauge | `node` | the version of the stage the node last read (-1: none yet) |
+//! | [`STAGE_CONFIRMED`] | gauge | `node` | 1 while the node's stage view is confirmed, 0 while it acts as combined because it cannot confirm it |
+//!
+//! Every counter and gauge is registered at zero when a node starts, so a
+//! dashboard sees a flat line rather than no series. Algorithm labels are
+//! the algorithm that did the work — `combined` for a node configured
+//! `queue` at stage `legacy`.
+//!
+//! With the `prometheus` feature, [`serve_prometheus`] installs a Prometheus
+//! recorder and answers scrapes in the text format (what `migrate serve
+//! --metrics` and `migrate demo --metrics` use).
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use async_trait::async_trait;
+use lockshift_lock::Algorithm;
+use lockshift_store::{
+    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, SharedStore, Store, StoreError, Table,
+    Timestamp, WriteOptions,
+};
+use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+
+#[cfg(feature = "prometheus")]
+mod prometheus;
+#[cfg(feature = "prometheus")]
+pub use prometheus::{MetricsError, MetricsServer, serve_prometheus};
+
+/// Histogram, seconds: how long a successful acquisition waited, from the
+/// call to the hand-out (re-entries after a stage change included).
+pub const ACQUIRE_WAIT_SECONDS: &str = "lockshift_acquire_wait_seconds";
+/// Histogram, seconds: how long a lock was held, from hand-out to release
+/// (or drop, or revocation).
+pub const HOLD_SECONDS: &str = "lockshift_hold_seconds";
+/// Counter: locks handed out.
+pub const ACQUISITIONS: &str = "lockshift_acquisitions_total";
+/// Counter: acquisitions that reached their timeout.
+pub const ACQUIRE_TIMEOUTS: &str = "lockshift_acquire_timeouts_total";
+/// Counter: held locks whose lease was lost before release.
+pub const LEASE_LOSSES: &str = "lockshift_lease_losses_total";
+/// Counter: failed lease renewals (retried; see `lockshift_lock::metrics`).
+pub const RENEWAL_FAILURES: &str = lockshift_lock::metrics::RENEWAL_FAILURES;
+/// Counter: store operations sent, by table and kind.
+pub const STORE_OPERATIONS: &str = "lockshift_store_operations_total";
+/// Counter: store operations that failed, by table and kind.
+pub const STORE_ERRORS: &str = "lockshift_store_errors_total";
+/// Gauge: 1 for the algorithm new acquisitions use, 0 for the others.
+pub const EFFECTIVE_MODE: &str = "lockshift_effective_mode";
+/// Gauge: the version of the stage record the node last read; -1 before
+/// the first read.
+pub const STAGE_VERSION: &str = "lockshift_stage_version";
+/// Gauge: 1 while the node's stage view is confirmed, else 0.
+pub const STAGE_CONFIRMED: &str = "lockshift_stage_confirmed";
+
+/// Every metric lockshift records, for exporters and tests.
+pub const ALL: [&str; 11] = [
+    ACQUIRE_WAIT_SECONDS,
+    HOLD_SECONDS,
+    ACQUISITIONS,
+    ACQUIRE_TIMEOUTS,
+    LEASE_LOSSES,
+    RENEWAL_FAILURES,
+    STORE_OPERATIONS,
+    STORE_ERRORS,
+    EFFECTIVE_MODE,
+    STAGE_VERSION,
+    STAGE_CONFIRMED,
+];
+
+/// Tells the installed recorder what each metric means (exporters show it
+/// as `# HELP`). Call once after installing it; [`serve_prometheus`] does.
+pub fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_histogram!(
+        ACQUIRE_WAIT_SECONDS,
+        Unit::Seconds,
+        "How long a successful lock acquisition waited"
+    );
+    describe_histogram!(
+        HOLD_SECONDS,
+        Unit::Seconds,
+        "How long a lock was held, from hand-out to release"
+    );
+    describe_counter!(ACQUISITIONS, "Locks handed out");
+    describe_counter!(ACQUIRE_TIMEOUTS, "Acquisitions that reached their timeout");
+    describe_counter!(LEASE_LOSSES, "Held locks whose lease was lost");
+    describe_counter!(RENEWAL_FAILURES, "Lease renewals that failed (retried)");
+    describe_counter!(STORE_OPERATIONS, "Store operations sent");
+    describe_counter!(STORE_ERRORS, "Store operations that failed");
+    describe_gauge!(
+        EFFECTIVE_MODE,
+        "1 for the algorithm new acquisitions use, 0 for the others"
+    );
+    describe_gauge!(
+        STAGE_VERSION,
+        "Version of the rollout stage the node last read (-1: none yet)"
+    );
+    describe_gauge!(
+        STAGE_CONFIRMED,
+        "1 while the node's stage view is confirmed, 0 while it acts as combined"
+    );
+}
+
+// ===== Node metrics =====
+
+/// One algorithm's handles.
+#[derive(Clone)]
+struct PerAlgorithm {
+    wait: Histogram,
+    hold: Histogram,
+    acquisitions: Counter,
+    timeouts: Counter,
+    lease_losses: Counter,
+    mode: Gauge,
+}
+
+/// The handles a node records into, made once at start (a handle made
+/// before a recorder is installed stays a no-op: install it first).
+#[derive(Clone)]
+pub(crate) struct NodeMetrics {
+    per: [PerAlgorithm; 3],
+    stage_version: Gauge,
+    stage_confirmed: Gauge,
+}
+
+impl fmt::Debug for NodeMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NodeMetrics")
+    }
+}
+
+fn index(algorithm: Algorithm) -> usize {
+    match algorithm {
+        Algorithm::Legacy => 0,
+        Algorithm::Combined => 1,
+        Algorithm::Queue => 2,
+    }
+}
+
+impl NodeMetrics {
+    pub(crate) fn new(node: &str) -> Self {
+        let per = Algorithm::ALL.map(|algorithm| {
+            let labels = [
+                ("node", node.to_string()),
+                ("algorithm", algorithm.as_str().to_string()),
+            ];
+            let per = PerAlgorithm {
+                wait: histogram!(ACQUIRE_WAIT_SECONDS, &labels),
+                hold: histogram!(HOLD_SECONDS, &labels),
+                acquisitions: counter!(ACQUISITIONS, &labels),
+                timeouts: counter!(ACQUIRE_TIMEOUTS, &labels),
+                lease_losses: counter!(LEASE_LOSSES, &labels),
+                mode: gauge!(EFFECTIVE_MODE, &labels),
+            };
+            // Registered at zero: a series from the start.
+            counter!(RENEWAL_FAILURES, &labels).increment(0);
+            per.acquisitions.increment(0);
+            per.timeouts.increment(0);
+            per.lease_losses.increment(0);
+            per.mode.set(0.0);
+            per
+        });
+        let stage_version = gauge!(STAGE_VERSION, "node" => node.to_string());
+        stage_version.set(-1.0);
+        let stage_confirmed = gauge!(STAGE_CONFIRMED, "node" => node.to_string());
+        stage_confirmed.set(0.0);
+        NodeMetrics {
+            per,
+            stage_version,
+            stage_confirmed,
+        }
+    }
+
+    fn of(&self, algorithm: Algorithm) -> &PerAlgorithm {
+        &self.per[index(algorithm)]
+    }
+
+    pub(crate) fn acquired(&self, algorithm: Algorithm, waited: std::time::Duration) {
+        let m = self.of(algorithm);
+        m.acquisitions.increment(1);
+        m.wait.record(waited.as_secs_f64());
+    }
+
+    pub(crate) fn released(&self, algorithm: Algorithm, held: std::time::Duration) {
+        self.of(algorithm).hold.record(held.as_secs_f64());
+    }
+
+    pub(crate) fn timed_out(&self, algorithm: Algorithm) {
+        self.of(algorithm).timeouts.increment(1);
+    }
+
+    pub(crate) fn lease_lost(&self, algorithm: Algorithm) {
+        self.of(algorithm).lease_losses.increment(1);
+    }
+
+    /// The node's resolution and view now.
+    pub(crate) fn view(&self, effective: Algorithm, version: Option<u64>, confirmed: bool) {
+        for algorithm in Algorithm::ALL {
+            self.of(algorithm)
+                .mode
+                .set(if algorithm == effective { 1.0 } else { 0.0 });
+        }
+        // Stage versions are small counters: exact in an f64.
+        #[allow(clippy::cast_precision_loss)]
+        self.stage_version.set(version.map_or(-1.0, |v| v as f64));
+        self.stage_confirmed.set(if confirmed { 1.0 } else { 0.0 });
+    }
+}
+
+// ===== The store wrapper =====
+
+/// A [`Store`] that counts every operation (and failure) by table and kind
+/// before handing it to the store it wraps. A node wraps its store in one.
+pub struct MeteredStore {
+    inner: SharedStore,
+    node: String,
+    /// (operations, errors) handles per kind for each of lockshift's
+    /// tables, made once; another table's are made on the fly.
+    handles: Vec<(Table, [(Counter, Counter); 4])>,
+}
+
+impl fmt::Debug for MeteredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeteredStore")
+            .field("inner", &self.inner.describe())
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+impl MeteredStore {
+    /// Counts the operations `node` sends to `inner`.
+    pub fn new(inner: SharedStore, node: impl Into<String>) -> Self {
+        let node = node.into();
+        let handles = lockshift_store::schema::ALL
+            .into_iter()
+            .map(|table| {
+                let per_kind = OpKind::ALL.map(|kind| {
+                    let (ops, errs) = (operations(&node, table, kind), errors(&node, table, kind));
+                    ops.increment(0);
+                    errs.increment(0);
+                    (ops, errs)
+                });
+                (table, per_kind)
+            })
+            .collect();
+        MeteredStore {
+            inner,
+            node,
+            handles,
+        }
+    }
+
+    fn count<T>(&self, table: Table, kind: OpKind, result: &Result<T, StoreError>) {
+        let k = OpKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        match self.handles.iter().find(|(t, _)| *t == table) {
+            Some((_, per_kind)) => {
+                per_kind[k].0.increment(1);
+                if result.is_err() {
+                    per_kind[k].1.increment(1);
+                }
+            }
+            None => {
+                operations(&self.node, table, kind).increment(1);
+                if result.is_err() {
+                    errors(&self.node, table, kind).increment(1);
+                }
+            }
+        }
+    }
+}
+
+fn operations(node: &str, table: Table, kind: OpKind) -> Counter {
+    counter!(STORE_OPERATIONS, "node" => node.to_string(), "table" => table.name(), "kind" => kind.as_str())
+}
+
+fn errors(node: &str, table: Table, kind: OpKind) -> Counter {
+    counter!(STORE_ERRORS, "node" => node.to_string(), "table" => table.name(), "kind" => kind.as_str())
+}
+
+#[async_trait]
+impl Store for MeteredStore {
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        let result = self.inner.write(table, row, cells, options).await;
+        self.count(table, OpKind::Write, &result);
+        result
+    }
+
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        let result = self.inner.delete(table, row, columns, timestamp).await;
+        self.count(table, OpKind::Delete, &result);
+        result
+    }
+
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        let result = self.inner.read(table, row, query).await;
+        self.count(table, OpKind::Read, &result);
+        result
+    }
+
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        let result = self.inner.scan_keys(table, cursor, page_size).await;
+        self.count(table, OpKind::Scan, &result);
+        result
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
