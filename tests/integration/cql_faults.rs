@@ -229,8 +229,16 @@ async fn with_every_contact_point_frozen_the_error_names_them_and_the_timeout() 
         connect_timeout: Duration::from_secs(1),
         ..lockshift_store::CqlSettings::default()
     };
+    let started = std::time::Instant::now();
     let err = CqlStore::connect(&settings).await.unwrap_err();
+    let took = started.elapsed();
     assert_eq!(err.kind(), StoreErrorKind::Connection, "{err}");
+    // The bug was a deadline of twice the flag: 2 s here. 0.9 s of margin
+    // for a loaded machine, and the message alone cannot show it.
+    assert!(
+        took < Duration::from_millis(1_900),
+        "connecting with a 1 s connect timeout gave up after {took:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains("(connect timeout 1s)"), "{msg}");
     assert!(msg.contains(&format!("{a} (no CQL answer")), "{msg}");
