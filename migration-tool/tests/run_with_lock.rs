@@ -225,6 +225,27 @@ async fn settings_decide_the_node_and_the_report_stays_off_stdout() {
         .await;
     let j = r.expect_code(0).stderr_json();
     assert_eq!(j["mode"], "combined", "the flag wins over the environment");
+
+    // The same from a settings file, with nothing in the environment.
+    let config = dir.path().join("lockshift.toml");
+    std::fs::write(&config, "[node]\nid = \"from-file\"\nmode = \"legacy\"\n").unwrap();
+    let r = e
+        .migrate_env(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--json",
+                "run-with-lock",
+                "job",
+                "--",
+                "true",
+            ],
+            FAST,
+        )
+        .await;
+    let j = r.expect_code(0).stderr_json();
+    assert_eq!(j["node"], "from-file", "{j:#}");
+    assert_eq!(j["mode"], "legacy", "{j:#}");
 }
 
 /// While the lock is held elsewhere, stderr says by whom.
