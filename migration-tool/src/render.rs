@@ -498,6 +498,9 @@ impl Human for crate::ops::schema::SchemaReport {
             "-- lockshift schema: keyspace {}, replication {}\n",
             self.keyspace, self.replication
         );
+        for warning in &self.warnings {
+            let _ = writeln!(s, "-- warning: {warning}");
+        }
         for statement in &self.statements {
             s.push_str(statement.trim_end_matches(';'));
             s.push_str(";\n");

@@ -294,6 +294,13 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
             .contains("'replication_factor': 3"),
         "{j:#}"
     );
+    assert_eq!(j["warnings"], serde_json::json!([]), "three replicas: {j:#}");
+    // The default, one replica, is for a single test node: said in the
+    // output, as a CQL comment so it still pipes into cqlsh.
+    bare.migrate(&["schema"])
+        .await
+        .expect_code(0)
+        .stdout_has("-- warning: 1 replica(s): every lock stops while one replica is down");
     // Still nothing was created.
     bare.migrate(&["status"]).await.expect_code(1);
 }

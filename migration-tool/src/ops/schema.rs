@@ -22,6 +22,9 @@ pub struct SchemaReport {
     pub replication: String,
     /// Every statement, in the order to run them (keyspace first).
     pub statements: Vec<String>,
+    /// What the operator should know before running them (printed as CQL
+    /// comments, so the output still pipes into `cqlsh`).
+    pub warnings: Vec<String>,
 }
 
 /// The statements for `cql`'s keyspace, with `datacenters`
@@ -48,10 +51,23 @@ pub fn schema(
             replication_factor: rf,
         };
     }
+    let mut warnings = Vec::new();
+    if let Replication::SimpleStrategy {
+        replication_factor: rf @ (1 | 2),
+    } = cql.replication
+    {
+        // QUORUM of 1 or 2 replicas is all of them: one node down stops
+        // every lock, and with one replica a lost disk loses the lock state.
+        warnings.push(format!(
+            "{rf} replica(s): every lock stops while one replica is down; for a \
+             production cluster give --datacenter NAME:3 (or set store.cql.replication)"
+        ));
+    }
     Ok(SchemaReport {
         version: JSON_VERSION,
         keyspace: cql.keyspace.clone(),
         replication: cql.replication.to_cql(),
         statements: CqlStore::schema_cql(&cql),
+        warnings,
     })
 }
