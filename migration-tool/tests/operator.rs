@@ -294,7 +294,11 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
             .contains("'replication_factor': 3"),
         "{j:#}"
     );
-    assert_eq!(j["warnings"], serde_json::json!([]), "three replicas: {j:#}");
+    assert_eq!(
+        j["warnings"],
+        serde_json::json!([]),
+        "three replicas: {j:#}"
+    );
     // The default, one replica, is for a single test node: said in the
     // output, as a CQL comment so it still pipes into cqlsh.
     bare.migrate(&["schema"])
@@ -395,4 +399,39 @@ async fn demo_runs_against_the_given_cluster_in_its_own_keyspace() {
         "the fleet's keyspace untouched"
     );
     assert_eq!(status["nodes"].as_array().unwrap().len(), 0);
+}
+
+/// Issue 11 item 7, as an operator meets it: a fresh `migrate` process
+/// given three contact points, two of which accept TCP and never answer (a
+/// SIGSTOPped node, a firewall that drops replies), starts and reports the
+/// rollout from the one that answers — whichever the driver tries first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_process_starts_while_contact_points_hang() {
+    let e = Endpoint::with_schema().await;
+    let mut frozen = Vec::new();
+    let mut listeners = Vec::new();
+    for _ in 0..2 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        frozen.push(listener.local_addr().unwrap().to_string());
+        listeners.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        }));
+    }
+    let points = format!("{},{},{}", frozen[0], e.addr(), frozen[1]);
+    for attempt in 0..3 {
+        let r = common::migrate(
+            Some(&points),
+            &["--connect-timeout", "3s", "--json", "status"],
+            &[],
+        )
+        .await;
+        let j = r.expect_code(0).json();
+        assert_eq!(j["stage"]["stage"], "legacy", "attempt #{attempt}: {j:#}");
+    }
+    for l in listeners {
+        l.abort();
+    }
 }
