@@ -21,7 +21,8 @@ Exit codes:
   1  error: database unreachable, schema missing, unknown lock, store failure
   2  usage: bad flag or value, invalid settings, unknown or skipped stage
   3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
-     or run-with-lock could not take the lock within --timeout
+     another operator's transition won the race, or run-with-lock could
+     not take the lock within --timeout
   4  lease lost: run-with-lock lost the lock and stopped the command
   5  unsafe state: status found legacy and queue in use at the same time";
 

@@ -21,6 +21,14 @@ use lockshift_tests::sim::{NodeEnv, Oracle, contend, node_env};
 use lockshift_tests::targets::start_endpoint;
 use tokio::time::Instant;
 
+/// A lock id unique to this run: on a shared cluster a re-run (or a
+/// concurrent one) never meets the cells a previous run left to their TTL.
+fn test_lock(name: &str) -> LockId {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(lockshift_tests::targets::run_prefix);
+    LockId::new(format!("{prefix}-{name}")).expect("a short test lock id")
+}
+
 fn short_lease() -> LeaseSettings {
     LeaseSettings {
         lease_ttl: Duration::from_secs(3),
@@ -112,10 +120,7 @@ async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> NodeLocker], with_faults: b
         let env = node(&ep, i, FaultPlan::default(), LeaseSettings::default()).await;
         lockers.push(makes[i % makes.len()](&env));
     }
-    let locks = [
-        LockId::new("account-1").unwrap(),
-        LockId::new("account-2").unwrap(),
-    ];
+    let locks = [test_lock("account-1"), test_lock("account-2")];
     let report = contend(
         lockers.iter().map(|l| l.locker.clone()).collect(),
         &locks,
@@ -156,7 +161,7 @@ async fn queue_waiters_acquire_in_arrival_order_over_cql() {
     let ep = endpoint().await;
     let holder_env = node(&ep, 0, FaultPlan::default(), LeaseSettings::default()).await;
     let holder = fleet::queue(&holder_env);
-    let lock = LockId::new("fifo").unwrap();
+    let lock = test_lock("fifo");
     let held = holder.locker.acquire(&lock).await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -187,7 +192,7 @@ async fn crash_and_loss(make: fn(&NodeEnv) -> NodeLocker) {
     let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
     let b = node(&ep, 1, FaultPlan::default(), lease.clone()).await;
     let (la, lb) = (make(&a), make(&b));
-    let lock = LockId::new("crash").unwrap();
+    let lock = test_lock("crash");
     let guard = la.locker.acquire(&lock).await.unwrap();
     // The holder is cut off from the database: renewals fail.
     let cut = Instant::now();
@@ -231,7 +236,7 @@ async fn server_side_failures_fire_the_lost_signal_before_the_ttl_over_cql() {
     let lease = short_lease();
     let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
     let la = fleet::combined(&a);
-    let lock = LockId::new("lost").unwrap();
+    let lock = test_lock("lost");
     let guard = la.locker.acquire(&lock).await.unwrap();
     // The endpoint refuses everything on the lock tables from now on.
     let refused = Instant::now();
@@ -309,15 +314,11 @@ async fn try_acquire_and_independent_ids_over_cql() {
     ] {
         let a = make(&node(&ep, 0, FaultPlan::default(), LeaseSettings::default()).await);
         let b = make(&node(&ep, 1, FaultPlan::default(), LeaseSettings::default()).await);
-        let lock = LockId::new("try").unwrap();
+        let lock = test_lock("try");
         let g = a.locker.try_acquire(&lock).await.unwrap();
         let err = b.locker.try_acquire(&lock).await.unwrap_err();
         assert!(err.is_held(), "{err}");
-        let other = b
-            .locker
-            .try_acquire(&LockId::new("try-other").unwrap())
-            .await
-            .unwrap();
+        let other = b.locker.try_acquire(&test_lock("try-other")).await.unwrap();
         let err = b
             .locker
             .acquire_with(
@@ -365,7 +366,7 @@ async fn legacy_race(
     };
     let legacy = fleet::legacy(&node(ep, 0, slow_main_writes, LeaseSettings::default()).await);
     let rival = other(&node(ep, 1, FaultPlan::default(), LeaseSettings::default()).await);
-    let lock = LockId::new(format!("race-{round}")).unwrap();
+    let lock = test_lock(&format!("race-{round}"));
     let counters = Mutex::new(std::collections::HashMap::new());
     let hold = |locker: Arc<dyn lockshift_lock::Locker>| {
         let (lock, oracle, counters) = (lock.clone(), &*oracle, &counters);

@@ -132,9 +132,10 @@ impl Target for CqlTarget {
 /// on a shared cluster never meet.
 ///
 /// The randomness only names rows, it decides nothing a test checks, so it
-/// needs no seed to replay (STYLE §6.8): std's per-process random hasher keys
+/// needs no seed to replay (only what a test decides must replay from its
+/// seed): std's per-process random hasher keys
 /// are enough and cost no dependency.
-fn run_prefix() -> String {
+pub fn run_prefix() -> String {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u128(
         std::time::SystemTime::now()
