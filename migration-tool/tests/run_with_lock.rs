@@ -89,41 +89,56 @@ async fn kill_9_of_migrate_kills_the_command_and_its_children() {
     .await;
 }
 
-/// The signal migrate receives reaches the command as it is (a SIGINT
-/// trap runs), and the command's exit code passes through.
+/// Each signal migrate forwards (INT, TERM, HUP, QUIT) reaches the command
+/// as it is — its own trap runs — and the command's exit code passes
+/// through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_signal_is_forwarded() {
     let e = Endpoint::with_schema().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (ready, trapped) = (dir.path().join("ready"), dir.path().join("trapped"));
-    let mut migrate = spawned(common::command(
-        Some(&e.addr()),
-        &[
-            "run-with-lock",
-            "job",
-            "--",
-            "sh",
-            "-c",
-            "trap 'echo INT > \"$2\"; exit 5' INT; echo $$ > \"$1\"; while :; do sleep 0.1; done",
-            "sh",
-            ready.to_str().unwrap(),
-            trapped.to_str().unwrap(),
-        ],
-        FAST,
-    ));
-    pid_in(&ready).await;
-    let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
-    kill(pid, Signal::SIGINT).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), migrate.wait())
-        .await
-        .expect("migrate ends after a forwarded SIGINT")
-        .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&trapped).unwrap_or_default().trim(),
-        "INT",
-        "the command's SIGINT trap ran"
-    );
-    assert_eq!(status.code(), Some(5), "the command's own exit code");
+    for (signal, name) in [
+        (Signal::SIGINT, "INT"),
+        (Signal::SIGTERM, "TERM"),
+        (Signal::SIGHUP, "HUP"),
+        (Signal::SIGQUIT, "QUIT"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ready, trapped) = (dir.path().join("ready"), dir.path().join("trapped"));
+        // Every trap names its signal, so a forwarded TERM cannot pass for
+        // a forwarded HUP.
+        let script = r#"for s in INT TERM HUP QUIT; do trap "echo $s > '$2'; exit 5" $s; done; echo $$ > "$1"; while :; do sleep 0.1; done"#;
+        let mut migrate = spawned(common::command(
+            Some(&e.addr()),
+            &[
+                "run-with-lock",
+                &format!("job-{name}"),
+                "--",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                ready.to_str().unwrap(),
+                trapped.to_str().unwrap(),
+            ],
+            FAST,
+        ));
+        pid_in(&ready).await;
+        let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
+        kill(pid, signal).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), migrate.wait())
+            .await
+            .unwrap_or_else(|_| panic!("migrate ends after a forwarded SIG{name}"))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&trapped).unwrap_or_default().trim(),
+            name,
+            "the command's SIG{name} trap ran"
+        );
+        assert_eq!(
+            status.code(),
+            Some(5),
+            "SIG{name}: the command's own exit code"
+        );
+    }
 }
 
 /// A command that ignores SIGTERM: the second signal sends SIGKILL at once;
