@@ -435,3 +435,60 @@ async fn a_fresh_process_starts_while_contact_points_hang() {
         l.abort();
     }
 }
+
+/// `status` and `advance` judge on one gatherer (`Rollout::evidence`) and
+/// one evaluation, so what `status` says about the next step is what
+/// `advance --dry-run` finds — guard by guard, in a refused state and in a
+/// safe one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_advance_judge_the_next_step_alike() {
+    let e = Endpoint::with_schema().await;
+    let store = e.store().clone();
+    let mut legacy = node_info("old-3", None);
+    legacy.configured_mode = Mode::Legacy;
+    legacy.effective = Algorithm::Legacy;
+    let judged = |j: &serde_json::Value| -> Vec<(String, bool)> {
+        j["guards"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no guards in {j:#}"))
+            .iter()
+            .map(|g| {
+                (
+                    g["name"].as_str().unwrap_or_default().to_string(),
+                    g["passed"].as_bool().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    for (state, safe) in [("a legacy node live", false), ("no legacy node", true)] {
+        if safe {
+            lockshift_combined::registry::deregister(store.as_ref(), &SystemClock, "old-3")
+                .await
+                .unwrap();
+        } else {
+            heartbeat(
+                store.as_ref(),
+                &SystemClock,
+                &legacy,
+                Ttl::from_secs(120).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let status = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+        let advance = e
+            .migrate(&["advance", "--dry-run", "--json"])
+            .await
+            .expect_code(if safe { 0 } else { 3 })
+            .json();
+        let next = &status["next"];
+        assert_eq!(next["safe"], safe, "{state}: status says {next:#}");
+        assert_eq!(next["to"], advance["to"], "{state}");
+        assert!(!judged(next).is_empty(), "{state}");
+        assert_eq!(
+            judged(next),
+            judged(&advance),
+            "{state}: status {next:#}\nadvance {advance:#}"
+        );
+    }
+}
