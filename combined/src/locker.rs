@@ -24,7 +24,7 @@ use lockshift_store::{RowQuery, Store, StoreError, schema};
 /// and polls at its own pace — up to `lock.legacy.owner_wait_max` after
 /// finding the lock owned. A combined waiter polling at the queue's speed,
 /// or holding a prepared `shadow` cell across the current hold, wins every
-/// hand-off, and legacy nodes starve (issue 10 item 6). So while legacy
+/// hand-off, and legacy nodes starve. So while legacy
 /// contenders may be about — stage `legacy`, or a stage the node cannot
 /// confirm — the combined lock takes its turn at their pace: no prepared
 /// hand-off, and its first waiter pauses like a legacy contender while

@@ -2,6 +2,9 @@
 //! users build with `IF NOT EXISTS` / `IF owner = ?`, the `[applied]` answer
 //! the driver decodes, and one winner among concurrent acquisitions.
 
+// Test helpers: a failed unwrap is a failed test (clippy only exempts #[test] fns).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

@@ -102,8 +102,8 @@ async fn uncontended_acquire_costs_two_round_trips_and_release_one() {
 }
 
 /// A holder keeps one cell (`main`): renewing costs a read and a write per
-/// renewal period, whatever the lock's history (issue: 10 000 held locks at
-/// ≤ 2 operations per lock per period).
+/// renewal period, whatever the lock's history (the target: a node holding
+/// 10 000 locks pays ≤ 2 operations per lock per period).
 #[tokio::test(start_paused = true)]
 async fn a_holder_renews_one_cell_two_operations_per_period() {
     let f = Fixture::new();
@@ -477,7 +477,7 @@ impl Store for GatedStore {
     }
 }
 
-/// Issue 10 item 5, targeted: reserving is check-then-act, so two waiters
+/// Targeted: reserving is check-then-act, so two waiters
 /// can reserve at once. H holds; B is next and reserves, but its write takes
 /// its time; C arrives with a clock half a second behind, so its queue cell
 /// sorts between H's and B's — C is now next, sees H alone in `main` and

@@ -135,12 +135,15 @@ mod tests {
         a
     }
 
+    /// (distance, round trip, pace, still) → interval.
+    type Case = (u32, Option<Duration>, Option<Duration>, Duration, Duration);
+
     /// Cases print their index; every row is (distance, round trip, pace,
     /// still) → interval.
     #[test]
     fn intervals_follow_round_trip_distance_pace_and_stillness() {
         #[rustfmt::skip]
-        let cases: &[(u32, Option<Duration>, Option<Duration>, Duration, Duration)] = &[
+        let cases: &[Case] = &[
             // Next waiter: one round trip, on a 3.4 ms endpoint and on a 0.25 ms cluster.
             (1, Some(US * 3400), None, Duration::ZERO, US * 3400),
             (1, Some(US * 250), None, Duration::ZERO, US * 250),
