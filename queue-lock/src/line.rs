@@ -37,7 +37,7 @@ pub use handoff::{MAIN_CELLS_READ, Verdict, verdict};
 use crate::queue::{Position, position, queue_column};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
-use poll::Bounds;
+use poll::{Average, Bounds};
 use waiter::{Action, Context, Observation, Waiter};
 
 /// One place in line: an owner, its lease, its queue cell.
@@ -64,6 +64,10 @@ pub struct Line {
     settings: QueueSettings,
     entry: Arc<dyn MainEntry>,
     contended: Arc<Contended>,
+    /// The store's round trip and the line's pace as this line's waiters
+    /// measured them: a new waiter starts from them (see [`poll`]) instead
+    /// of `head_poll` and nothing — every acquisition is a new waiter.
+    measured: Arc<Mutex<(Average, Average)>>,
 }
 
 impl fmt::Debug for Line {
@@ -91,6 +95,7 @@ impl Line {
             settings,
             entry,
             contended: Arc::default(),
+            measured: Arc::default(),
         }
     }
 
@@ -271,7 +276,8 @@ impl Line {
             self.stale_after(),
             last_owner.as_str(),
             Instant::now(),
-        );
+        )
+        .knowing(self.measured().0, self.measured().1);
         let fast = self.entry_may_take_fast_path(lock);
         let mut action = Action::Arrive {
             after: Duration::ZERO,
@@ -335,7 +341,12 @@ impl Line {
                     if let Some(old) = ticket.take() {
                         tokio::spawn(abandon(old.lease));
                     }
-                    if let Err(why) = waiting.pause(after).await {
+                    // No timer for a zero pause: tokio's would last until
+                    // its next millisecond tick, a whole round trip on a fast
+                    // cluster, on every uncontended acquisition.
+                    if !after.is_zero()
+                        && let Err(why) = waiting.pause(after).await
+                    {
                         return Err((why.into(), None));
                     }
                     let owner = fresh_owner.take().unwrap_or_else(|| self.ctx.new_owner());
@@ -383,6 +394,21 @@ impl Line {
                 Err(e) => return Err((Stop::Store(e), ticket)),
             };
             action = waiter.on(observation, &self.context_now(took));
+            self.remember(&waiter);
+        }
+    }
+
+    fn measured(&self) -> (Average, Average) {
+        *self.measured.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remember(&self, waiter: &Waiter) {
+        let mut m = self.measured.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiter.round_trip().get().is_some() {
+            m.0 = waiter.round_trip();
+        }
+        if waiter.pace().get().is_some() {
+            m.1 = waiter.pace();
         }
     }
 

@@ -16,6 +16,9 @@
 //!   interval would be far too slow on the first and too busy on the second.
 //! - **Pace.** Further back (`d ≥ 2`) the line's own pace bounds how soon
 //!   anything can change: the waiter looks about twice per expected move.
+//!   (Once per move was measured: a waiter two places back then noticed its
+//!   move to next too late, and the mean wait at P = 5 went up by half.)
+//!   The line remembers its pace, so each new waiter starts from it.
 //! - **Stillness.** While nothing changes (a long hold), the interval grows
 //!   to an eighth of the time the line has stood still: a hold of `T` costs
 //!   `O(log T)` polls up to the ceiling, then `T / ceiling`, and the
@@ -105,11 +108,31 @@ pub(crate) fn interval(bounds: Bounds, inputs: Inputs) -> Duration {
         .clamp(bounds.floor, ceiling)
 }
 
+/// Tokio's timer fires on whole milliseconds: a sleep ends at the first
+/// tick at or after its deadline, so a sleep of 0.2 ms lasts up to 1 ms.
+pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
+
 /// How long to sleep before the next poll: the interval counts from the
 /// start of the last one, so a poll that took a round trip is followed at
 /// once when the interval is one round trip.
-pub(crate) fn sleep_before_next(interval: Duration, last_took: Duration) -> Duration {
-    interval.saturating_sub(last_took)
+///
+/// A remainder shorter than a timer tick, and shorter than the poll that
+/// just took `last_took`, is dropped: the timer would stretch it to up to a
+/// whole millisecond — a third of a round trip on a 3 ms store, four round
+/// trips on a 0.25 ms cluster — while starting at once is early by less
+/// than one round trip. Not when the last poll was quicker than the floor
+/// (an in-process store): the floor keeps that from becoming a hot loop.
+pub(crate) fn sleep_before_next(
+    interval: Duration,
+    last_took: Duration,
+    floor: Duration,
+) -> Duration {
+    let rest = interval.saturating_sub(last_took);
+    if rest < TIMER_TICK && rest < last_took && last_took >= floor {
+        Duration::ZERO
+    } else {
+        rest
+    }
 }
 
 #[cfg(test)]
@@ -155,8 +178,9 @@ mod tests {
             (1, Some(MS * 40), None, Duration::ZERO, MS * 10),
             // Further back: in proportion to the distance...
             (3, Some(MS * 2), None, Duration::ZERO, MS * 6),
-            // ...or half the expected time to move up, if longer.
+            // ...or half the expected time to move up to next, if longer.
             (3, Some(MS * 2), Some(MS * 20), Duration::ZERO, MS * 20),
+            (3, Some(MS * 2), Some(MS * 2), Duration::ZERO, MS * 6),
             // The pace does not slow the next waiter down.
             (1, Some(MS * 2), Some(MS * 20), Duration::ZERO, MS * 2),
             // A long hold: an eighth of the stillness...
@@ -203,9 +227,31 @@ mod tests {
 
     #[test]
     fn the_sleep_counts_from_the_start_of_the_last_poll() {
-        assert_eq!(sleep_before_next(MS * 3, MS * 3), Duration::ZERO);
-        assert_eq!(sleep_before_next(MS * 3, MS * 5), Duration::ZERO);
-        assert_eq!(sleep_before_next(MS * 10, MS * 3), MS * 7);
+        let floor = US * 200;
+        // (interval, last poll took) → sleep
+        let cases = [
+            (MS * 3, MS * 3, Duration::ZERO),
+            (MS * 3, MS * 5, Duration::ZERO),
+            (MS * 10, MS * 3, MS * 7),
+            // Less than a timer tick left: start at once rather than
+            // sleep to the next tick.
+            (US * 3400, US * 3100, Duration::ZERO),
+            (US * 450, US * 250, Duration::ZERO),
+            // A tick or more left: sleep it.
+            (US * 4500, US * 3400, US * 1100),
+            // Less than a tick, but more than the poll took: sleep (a
+            // waiter further back on a fast store keeps its distance).
+            (US * 750, US * 250, US * 500),
+            // An in-process store, quicker than the floor: never a hot loop.
+            (US * 200, US * 3, US * 197),
+        ];
+        for (i, (interval, took, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                sleep_before_next(interval, took, floor),
+                expected,
+                "case {i}"
+            );
+        }
     }
 
     #[test]

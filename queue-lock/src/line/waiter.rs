@@ -210,6 +210,24 @@ impl Waiter {
         }
     }
 
+    /// Starts from the round trip and the pace earlier waiters of the line
+    /// measured, not from `head_poll` and nothing.
+    pub(crate) fn knowing(mut self, round_trip: Average, pace: Average) -> Self {
+        self.round_trip = round_trip;
+        self.pace = pace;
+        self
+    }
+
+    /// The store's round trip as measured so far.
+    pub(crate) fn round_trip(&self) -> Average {
+        self.round_trip
+    }
+
+    /// The line's pace (time per place it moves) as measured so far.
+    pub(crate) fn pace(&self) -> Average {
+        self.pace
+    }
+
     /// The same waiter arriving again (its place was lost or given up):
     /// what it measured of the store and the line stays, and it counts as
     /// having met contention.
@@ -242,7 +260,11 @@ impl Waiter {
     pub(crate) fn on(&mut self, observation: Observation, cx: &Context) -> Action {
         match observation {
             Observation::Failed => self.failed(cx),
-            Observation::Arrived(arrived) => self.arrived(arrived, cx),
+            Observation::Arrived(arrived) => {
+                // Two store rounds: the writes, then the reads.
+                self.round_trip.note(cx.took / 2);
+                self.arrived(arrived, cx)
+            }
             Observation::Position(position) => {
                 self.round_trip.note(cx.took);
                 self.position(position, cx)
@@ -315,7 +337,11 @@ impl Waiter {
             Position::Behind { ahead, .. } => {
                 self.contended = true;
                 self.moved_to(ahead, cx.now);
-                let after = poll::sleep_before_next(self.interval(ahead, cx.now), cx.took);
+                let after = poll::sleep_before_next(
+                    self.interval(ahead, cx.now),
+                    cx.took,
+                    self.bounds.floor,
+                );
                 if self.dirty {
                     // Q2: leftovers of a failed step go before waiting on.
                     return self.withdraw(Then::Poll(after));
@@ -530,7 +556,7 @@ impl Waiter {
         if cells.is_some_and(|c| self.holder_is_stale(c, cx.wall)) {
             return self.bounds.ceiling.max(self.bounds.floor);
         }
-        poll::sleep_before_next(self.interval(1, cx.now), cx.took)
+        poll::sleep_before_next(self.interval(1, cx.now), cx.took, self.bounds.floor)
     }
 
     /// The pause while blocked: the entry's own pacing if it has one, else

@@ -45,7 +45,8 @@ fn behind(ahead: u32) -> Position {
     }
 }
 
-/// A read took 2 ms (the measured round trip becomes 2 ms), it is second
+/// A read took 2 ms (the measured round trip becomes 2 ms; an arrival, two
+/// rounds, measures 1 ms), it is second
 /// 100 by the wall clock, the entry prepares, legacy pacing is off.
 fn cx(now: Instant) -> Context {
     Context {
@@ -120,13 +121,15 @@ fn decisions() {
         case(State::Arriving, arrived(Position::First, Some(vec![cell(ME, b"queue", 99)]), true),
              Acquired { reserved: false }, State::Holding),
         // Alone in `main` but not first: a waiter is overtaken otherwise (Q2).
+        // The arrival (2 ms, two store rounds) measured a 1 ms round trip:
+        // one place back, the next look comes one round trip later.
         case(State::Arriving, arrived(behind(1), Some(vec![cell(ME, b"queue", 99)]), true),
-             Withdraw, withdrawing(Then::Poll(MS * 10))),
+             Withdraw, withdrawing(Then::Poll(MS))),
         // First, but someone in `main`: withdraw the fast-path cell, then enter properly.
         case(State::Arriving, arrived(Position::First, Some(vec![holder(), cell(ME, b"queue", 99)]), true),
              Withdraw, withdrawing(Then::Enter)),
         // The slow path: nothing written beside the queue cell.
-        case(State::Arriving, arrived(behind(2), None, false), poll(20), State::Behind { ahead: 2 }),
+        case(State::Arriving, arrived(behind(2), None, false), poll(2), State::Behind { ahead: 2 }),
         case(State::Arriving, arrived(Position::First, None, false), Enter { prepared: false }, State::First),
         case(State::Arriving, arrived(Position::Missing, None, false), Reenqueue, State::Arriving),
         // ===== behind =====
@@ -270,4 +273,30 @@ fn waiters_further_back_poll_by_the_pace_of_the_line() {
     // 40 ms per place; two places back: half of (2 − 1) × 40 ms = 20 ms,
     // less the 2 ms read; by round trips alone it would be 2 ms.
     assert_eq!(at(&mut w, 81, 2), poll(18));
+}
+
+#[test]
+fn a_new_waiter_starts_from_what_its_line_measured() {
+    let start = Instant::now();
+    let mut known = Average::default();
+    known.note(MS * 3);
+    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start)
+        .knowing(known, Average::default());
+    w.state = State::First;
+    // Someone holds: the next waiter polls `main` once per round trip —
+    // the line's 3 ms, less the 2 ms the entry took — not after head_poll
+    // (10 ms, the decisions table's case for a line that measured nothing).
+    let action = w.on(read(vec![holder(), mine()], true), &cx(start));
+    assert_eq!(action, Action::PollMain { after: MS });
+    assert_eq!(w.round_trip().get(), Some(MS * 3));
+
+    // Four places back in a line that moves one place per 40 ms: half of
+    // 3 × 40 ms, less the 2 ms read — from the first look on.
+    let mut pace = Average::default();
+    pace.note(MS * 40);
+    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(known, pace);
+    w.state = State::Behind { ahead: 4 };
+    let action = w.on(Observation::Position(behind(4)), &cx(start));
+    assert_eq!(action, poll(58));
+    assert_eq!(w.pace().get(), Some(MS * 40));
 }
