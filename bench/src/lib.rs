@@ -1,5 +1,7 @@
 //! The lockshift benchmark: reproduce the thesis' tables 1–2 side by side,
-//! and see where the queue and combined locks stand.
+//! see where the queue and combined locks stand against the LWT lease
+//! Cassandra users build instead ([`lwt`]), and what holding many locks
+//! costs one node ([`hold`]).
 //!
 //! P worker processes each take one shared lock K times, for each algorithm,
 //! against the local endpoint with injected store latency or a real cluster.
@@ -9,14 +11,18 @@
 //! in store round trips and fairness (longest same-process run, Jain's index
 //! over windows); [`plot`] draws the thesis-style figures.
 
+mod algorithm;
 mod error;
+pub mod hold;
+pub mod lwt;
 pub mod plot;
 pub mod report;
 mod run;
 pub mod stats;
 mod worker;
 
+pub use algorithm::BenchAlgorithm;
 pub use error::BenchError;
-pub use report::{BenchReport, render};
-pub use run::{BenchConfig, WorkerCommand, run};
-pub use worker::{WorkerSpec, run_worker};
+pub use report::{BenchReport, HoldBenchReport, render, render_hold};
+pub use run::{BenchConfig, WorkerCommand, run, run_hold};
+pub use worker::{Job, WorkerSpec, run_worker};

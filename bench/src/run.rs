@@ -7,24 +7,26 @@ use std::time::Duration;
 
 use lockshift_cql_emulator::{Emulator, EmulatorHandle, Fault, FaultRule};
 use lockshift_legacy::LegacySettings;
-use lockshift_lock::{Algorithm, LeaseSettings};
+use lockshift_lock::LeaseSettings;
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_store::{CqlSettings, CqlStore};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
+use crate::algorithm::BenchAlgorithm;
 use crate::error::BenchError;
+use crate::hold::{HoldReport, HoldStats, hold_stats};
 use crate::plot;
-use crate::report::{BenchReport, Machine, check_targets};
+use crate::report::{BenchReport, HoldBenchReport, Machine, check_hold_targets, check_targets};
 use crate::stats::{RunStats, Sample, WorkerReport, compute};
-use crate::worker::{WorkerSpec, now_micros};
+use crate::worker::{Job, WorkerSpec, now_micros};
 
 /// What to measure.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchConfig {
     /// Algorithms, run in this order.
-    pub algorithms: Vec<Algorithm>,
+    pub algorithms: Vec<BenchAlgorithm>,
     /// Process counts P, run in this order for each algorithm.
     pub processes: Vec<u32>,
     /// Acquisitions per process K.
@@ -52,13 +54,18 @@ pub struct BenchConfig {
     pub plots: Option<PathBuf>,
     /// Seed of the workers' random choices and the injected jitter.
     pub seed: u64,
+    /// The hold mode's N values (locks one node holds at once), run in
+    /// this order by [`run_hold`].
+    pub hold_locks: Vec<u32>,
+    /// Renew periods each hold run measures.
+    pub hold_periods: u32,
 }
 
 impl Default for BenchConfig {
     /// Small enough to finish in about a minute on two cores.
     fn default() -> Self {
         BenchConfig {
-            algorithms: vec![Algorithm::Legacy, Algorithm::Queue, Algorithm::Combined],
+            algorithms: BenchAlgorithm::ALL.to_vec(),
             processes: vec![1, 3, 5],
             acquisitions: 50,
             hold: Duration::from_millis(1),
@@ -71,6 +78,8 @@ impl Default for BenchConfig {
             time: TimeSettings::default(),
             plots: None,
             seed: 1,
+            hold_locks: vec![100, 1_000, 10_000],
+            hold_periods: 3,
         }
     }
 }
@@ -89,19 +98,7 @@ pub async fn run(
     worker_command: WorkerCommand<'_>,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<BenchReport, BenchError> {
-    let (endpoint, cql) = match &config.cluster {
-        Some(settings) => (None, settings.clone()),
-        None => {
-            let (handle, settings) = local_endpoint(config).await?;
-            (Some(handle), settings)
-        }
-    };
-    // Create the schema once, before any worker connects.
-    let mut create = cql.clone();
-    create.create_schema = true;
-    drop(CqlStore::connect(&create).await?);
-    let mut worker_cql = cql.clone();
-    worker_cql.create_schema = false;
+    let (endpoint, worker_cql) = prepare_store(config).await?;
 
     let started = std::time::Instant::now();
     let mut runs = Vec::new();
@@ -163,25 +160,146 @@ pub async fn run(
     if let Some(endpoint) = endpoint {
         endpoint.shutdown().await;
     }
-    let targets = check_targets(&runs);
+    let targets = check_targets(&runs, config.hold);
     Ok(BenchReport {
-        version: 1,
+        version: 2,
         config: config.clone(),
         machine: Machine::this(),
-        store: match &config.cluster {
-            Some(c) => format!("cluster {}", c.contact_points.join(",")),
-            None => format!(
-                "local endpoint, latency {} + U[0, {})",
-                lockshift_lock::fmt_duration(config.latency),
-                lockshift_lock::fmt_duration(config.jitter)
-            ),
-        },
+        store: store_description(config),
         duration_s: started.elapsed().as_secs_f64(),
         runs,
         targets,
         plots,
         plot_errors,
     })
+}
+
+fn store_description(config: &BenchConfig) -> String {
+    match &config.cluster {
+        Some(c) => format!("cluster {}", c.contact_points.join(",")),
+        None => format!(
+            "local endpoint, latency {} + U[0, {})",
+            lockshift_lock::fmt_duration(config.latency),
+            lockshift_lock::fmt_duration(config.jitter)
+        ),
+    }
+}
+
+/// Starts the local endpoint unless a cluster is measured, and creates the
+/// schema once before any worker connects: lockshift's tables, and the LWT
+/// baseline's table when it runs. Returns the workers' connection settings.
+async fn prepare_store(
+    config: &BenchConfig,
+) -> Result<(Option<EmulatorHandle>, CqlSettings), BenchError> {
+    let (endpoint, cql) = match &config.cluster {
+        Some(settings) => (None, settings.clone()),
+        None => {
+            let (handle, settings) = local_endpoint(config).await?;
+            (Some(handle), settings)
+        }
+    };
+    let mut create = cql.clone();
+    create.create_schema = true;
+    let store = CqlStore::connect(&create).await?;
+    if config.algorithms.contains(&BenchAlgorithm::Lwt) {
+        let ddl = crate::lwt::create_table_cql(store.keyspace());
+        let session = store.session();
+        session
+            .query_unpaged(ddl.as_str(), ())
+            .await
+            .map_err(|e| BenchError::Setting(format!("running `{ddl}`: {e}")))?;
+        session
+            .await_schema_agreement()
+            .await
+            .map_err(|e| BenchError::Setting(format!("waiting for schema agreement: {e}")))?;
+    }
+    drop(store);
+    let mut worker_cql = cql;
+    worker_cql.create_schema = false;
+    Ok((endpoint, worker_cql))
+}
+
+/// Runs the hold mode: for each algorithm and each N of
+/// `config.hold_locks`, one worker process holds N locks for
+/// `config.hold_periods` renew periods. `progress` hears one line per run.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_hold(
+    config: &BenchConfig,
+    worker_command: WorkerCommand<'_>,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<HoldBenchReport, BenchError> {
+    let (endpoint, worker_cql) = prepare_store(config).await?;
+    let started = std::time::Instant::now();
+    let nonce = now_micros();
+    let mut runs: Vec<HoldStats> = Vec::new();
+    for &algorithm in &config.algorithms {
+        for &locks in &config.hold_locks {
+            let spec = WorkerSpec {
+                job: Job::Hold {
+                    locks,
+                    periods: config.hold_periods,
+                },
+                ..worker_spec(
+                    config,
+                    algorithm,
+                    0,
+                    &format!("hold-{algorithm}-n{locks}-{nonce}"),
+                    &worker_cql,
+                )
+            };
+            let mut lines = run_workers(vec![spec], worker_command).await?;
+            let line = lines.pop().unwrap_or_default();
+            let report: HoldReport = serde_json::from_str(&line)?;
+            let stats = hold_stats(algorithm, &report);
+            progress(&format!(
+                "{algorithm:<8} N={locks}: {} held, {:.2} store ops per lock per renew period",
+                stats.held, stats.ops_per_lock_per_period
+            ));
+            runs.push(stats);
+        }
+    }
+    if let Some(endpoint) = endpoint {
+        endpoint.shutdown().await;
+    }
+    let targets = check_hold_targets(&runs);
+    Ok(HoldBenchReport {
+        version: 1,
+        renew_every_s: config.lease.renew_every.as_secs_f64(),
+        periods: config.hold_periods,
+        machine: Machine::this(),
+        store: store_description(config),
+        duration_s: started.elapsed().as_secs_f64(),
+        runs,
+        targets,
+    })
+}
+
+fn worker_spec(
+    config: &BenchConfig,
+    algorithm: BenchAlgorithm,
+    worker: u32,
+    lock: &str,
+    cql: &CqlSettings,
+) -> WorkerSpec {
+    WorkerSpec {
+        worker,
+        algorithm,
+        job: Job::Contend,
+        lock: lock.to_string(),
+        acquisitions: config.acquisitions,
+        hold_micros: u64::try_from(config.hold.as_micros()).unwrap_or(u64::MAX),
+        cql: cql.clone(),
+        lease: config.lease.clone(),
+        queue: config.queue.clone(),
+        legacy: config.legacy.clone(),
+        time: config.time.clone(),
+        seed: config
+            .seed
+            .wrapping_mul(1_000)
+            .wrapping_add(u64::from(worker)),
+    }
 }
 
 async fn local_endpoint(config: &BenchConfig) -> Result<(EmulatorHandle, CqlSettings), BenchError> {
@@ -212,31 +330,32 @@ struct Running {
 
 async fn run_once(
     config: &BenchConfig,
-    algorithm: Algorithm,
+    algorithm: BenchAlgorithm,
     processes: u32,
     lock: &str,
     cql: &CqlSettings,
     worker_command: WorkerCommand<'_>,
 ) -> Result<Vec<WorkerReport>, BenchError> {
+    let specs = (0..processes)
+        .map(|worker| worker_spec(config, algorithm, worker, lock, cql))
+        .collect();
+    run_workers(specs, worker_command)
+        .await?
+        .iter()
+        .map(|line| serde_json::from_str(line).map_err(BenchError::from))
+        .collect()
+}
+
+/// Starts one worker process per spec, releases them together once all
+/// are ready, and returns each one's report line.
+async fn run_workers(
+    specs: Vec<WorkerSpec>,
+    worker_command: WorkerCommand<'_>,
+) -> Result<Vec<String>, BenchError> {
     let mut running = Vec::new();
-    for worker in 0..processes {
-        let spec = WorkerSpec {
-            worker,
-            algorithm,
-            lock: lock.to_string(),
-            acquisitions: config.acquisitions,
-            hold_micros: u64::try_from(config.hold.as_micros()).unwrap_or(u64::MAX),
-            cql: cql.clone(),
-            lease: config.lease.clone(),
-            queue: config.queue.clone(),
-            legacy: config.legacy.clone(),
-            time: config.time.clone(),
-            seed: config
-                .seed
-                .wrapping_mul(1_000)
-                .wrapping_add(u64::from(worker)),
-        };
-        let mut command = worker_command(&spec)?;
+    for spec in &specs {
+        let worker = spec.worker;
+        let mut command = worker_command(spec)?;
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -270,7 +389,7 @@ async fn run_once(
         r.stdin.write_all(b"go\n").await?;
         r.stdin.flush().await?;
     }
-    let mut reports = Vec::new();
+    let mut lines = Vec::new();
     for mut r in running {
         let line = match r.lines.next_line().await? {
             Some(line) => line,
@@ -280,9 +399,9 @@ async fn run_once(
         if !status.success() {
             return Err(worker_failed(&mut r, format!("exited with {status}")).await);
         }
-        reports.push(serde_json::from_str(&line)?);
+        lines.push(line);
     }
-    Ok(reports)
+    Ok(lines)
 }
 
 async fn worker_failed(r: &mut Running, what: String) -> BenchError {
@@ -299,7 +418,7 @@ async fn worker_failed(r: &mut Running, what: String) -> BenchError {
 }
 
 /// The stats of `algorithm` at `processes`, if measured.
-pub fn find(runs: &[RunStats], algorithm: Algorithm, processes: u32) -> Option<&RunStats> {
+pub fn find(runs: &[RunStats], algorithm: BenchAlgorithm, processes: u32) -> Option<&RunStats> {
     runs.iter()
         .find(|r| r.algorithm == algorithm.as_str() && r.processes == processes)
 }

@@ -52,6 +52,10 @@ pub struct WorkerReport {
     pub ops: OpTotals,
     /// The median round trip of a one-cell read, measured before the run (µs).
     pub round_trip_micros: i64,
+    /// Requests whose outcome was unknown (the LWT baseline's timed-out
+    /// conditional statements; lockshift's locks retry theirs idempotently).
+    #[serde(default)]
+    pub unknown_outcomes: u64,
     /// Acquisitions that failed, with the error.
     pub failures: Vec<String>,
 }
@@ -77,6 +81,11 @@ pub struct RunStats {
     pub max_over_mean: f64,
     /// Acquisitions per second over the whole run.
     pub acquisitions_per_sec: f64,
+    /// The time per acquisition at that rate (1 / throughput, the hold
+    /// included), in store round trips.
+    pub cycle_round_trips: Option<f64>,
+    /// Mean wait in store round trips (at P = 1: the uncontended acquisition).
+    pub wait_mean_round_trips: Option<f64>,
     /// Store operations per acquisition.
     pub ops_per_acquisition: f64,
     /// Reads per acquisition.
@@ -103,6 +112,9 @@ pub struct RunStats {
     pub duration_s: f64,
     /// Failed acquisitions.
     pub failures: u64,
+    /// Requests with an unknown outcome (see [`WorkerReport`]).
+    #[serde(default)]
+    pub unknown_outcomes: u64,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -166,6 +178,9 @@ pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> Run
         wait_max_ms: ms(max),
         max_over_mean: if mean > 0.0 { max / mean } else { 0.0 },
         acquisitions_per_sec: n as f64 / duration_s,
+        cycle_round_trips: (n > 0 && round_trip > 0.0)
+            .then(|| duration_s * 1e6 / n as f64 / round_trip),
+        wait_mean_round_trips: (round_trip > 0.0).then(|| mean / round_trip),
         ops_per_acquisition: per(ops.reads + ops.writes),
         reads_per_acquisition: per(ops.reads),
         writes_per_acquisition: per(ops.writes),
@@ -178,6 +193,7 @@ pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> Run
         jain_min,
         duration_s,
         failures: reports.iter().map(|r| r.failures.len() as u64).sum(),
+        unknown_outcomes: reports.iter().map(|r| r.unknown_outcomes).sum(),
     }
 }
 
@@ -287,6 +303,7 @@ mod tests {
                 writes: 4,
             },
             round_trip_micros: 10,
+            unknown_outcomes: 1,
             failures: Vec::new(),
         };
         let reports = [
@@ -304,6 +321,10 @@ mod tests {
         assert!((st.ops_per_acquisition - 5.0).abs() < 1e-9);
         assert_eq!(st.handoff_median_round_trips, Some(2.0)); // nearest rank of [20, 30] at 50 %: 20 µs / 10 µs
         assert_eq!(st.longest_run, 2);
+        // 4 acquisitions from 0 to 405 µs: 101.25 µs each, 10.125 round trips.
+        assert!((st.cycle_round_trips.unwrap() - 10.125).abs() < 1e-9);
+        assert!((st.wait_mean_round_trips.unwrap() - 3.5).abs() < 1e-9);
+        assert_eq!(st.unknown_outcomes, 2);
         assert_eq!(percentile(&[1, 2, 3, 4], 99.0), Some(4));
         assert_eq!(percentile(&[], 50.0), None);
     }

@@ -1,16 +1,19 @@
 //! One worker process: connect, measure the store round trip, say `ready`,
-//! wait for `go`, take the lock K times, report samples and operation counts.
+//! wait for `go`, do its job, report.
 //!
 //! The protocol with the orchestrator is line-based: the worker prints
 //! `ready` on stdout once connected, reads one line (`go`) from stdin, and
-//! finally prints its [`WorkerReport`] as one JSON line.
+//! finally prints its report as one JSON line: a [`WorkerReport`] for the
+//! contention job (take one shared lock K times), a
+//! [`HoldReport`](crate::hold::HoldReport) for the hold job (one node holding
+//! N locks through several renew periods).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lockshift_combined::CombinedLocker;
+use lockshift_combined::{CombinedLocker, LegacyPacing};
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId};
+use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultyStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -19,17 +22,39 @@ use lockshift_store::{
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::algorithm::BenchAlgorithm;
 use crate::error::BenchError;
+use crate::lwt::{LwtGuard, LwtLocker};
 use crate::stats::{OpTotals, Sample, WorkerReport};
 
-/// Everything a worker process needs, passed as JSON on its command line.
+/// What a worker does once released.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Job {
+    /// Take the one shared lock K times, holding it `hold` each time.
+    #[default]
+    Contend,
+    /// Hold `locks` distinct locks at once for `periods` renew periods.
+    Hold {
+        /// How many locks.
+        locks: u32,
+        /// For how many renew periods.
+        periods: u32,
+    },
+}
+
+/// Everything a worker needs, passed as JSON on its command line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerSpec {
     /// This worker's index.
     pub worker: u32,
     /// The algorithm.
-    pub algorithm: Algorithm,
-    /// The one lock all workers of the run take.
+    pub algorithm: BenchAlgorithm,
+    /// The job.
+    #[serde(default)]
+    pub job: Job,
+    /// The one lock all workers of the run take (the hold job: the prefix
+    /// of its locks' names).
     pub lock: String,
     /// Acquisitions to make.
     pub acquisitions: u32,
@@ -58,19 +83,85 @@ pub fn now_micros() -> i64 {
         .unwrap_or(0)
 }
 
-/// Runs one worker: the body of `migrate bench-worker`.
-///
-/// # Errors
-/// Connection, settings or I/O failures. Failed acquisitions are reported in
-/// the [`WorkerReport`], not as errors.
-pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
-    let cql = CqlStore::connect(&spec.cql).await?;
-    let backend: SharedStore = Arc::new(cql);
+/// How long an LWT acquisition may keep failing with errors before the
+/// worker reports it failed (a taken lease is waited for without limit).
+const LWT_GIVE_UP: Duration = Duration::from_secs(600);
+
+/// A lockshift locker or the LWT baseline, behind one acquire/release.
+#[derive(Debug)]
+pub(crate) enum Contender {
+    Lock(Box<dyn Locker>),
+    Lwt(Box<LwtLocker>),
+}
+
+/// A held lock of either kind.
+#[derive(Debug)]
+pub(crate) enum Held {
+    Lock(LockGuard),
+    Lwt(LwtGuard),
+}
+
+impl Contender {
+    pub(crate) async fn acquire(&self, lock: &LockId) -> Result<Held, String> {
+        match self {
+            Contender::Lock(l) => l
+                .acquire(lock)
+                .await
+                .map(Held::Lock)
+                .map_err(|e| e.to_string()),
+            Contender::Lwt(l) => l.acquire(lock.as_str(), LWT_GIVE_UP).await.map(Held::Lwt),
+        }
+    }
+}
+
+impl Held {
+    pub(crate) async fn release(self) -> Result<(), String> {
+        match self {
+            Held::Lock(g) => g.release().await.map_err(|e| e.to_string()),
+            Held::Lwt(g) => g.release().await,
+        }
+    }
+}
+
+/// A connected worker: the counting store, the contender, what it measured.
+pub(crate) struct Setup {
+    pub(crate) counting: Arc<FaultyStore<SharedStore>>,
+    pub(crate) contender: Contender,
+    pub(crate) round_trip: Duration,
+    // Kept alive for the run (lockshift's locks read the time service).
+    _time: Option<TimeService>,
+}
+
+impl Setup {
+    /// LWT statements sent since the last reset (they bypass the counting
+    /// store: they go to the session directly).
+    pub(crate) fn lwt_sent(&self) -> u64 {
+        match &self.contender {
+            Contender::Lwt(l) => l.sent(),
+            Contender::Lock(_) => 0,
+        }
+    }
+
+    pub(crate) fn reset_counts(&self) {
+        self.counting.reset_counts();
+        if let Contender::Lwt(l) = &self.contender {
+            l.reset_counts();
+        }
+    }
+
+    pub(crate) fn drop_time(&mut self) {
+        self._time = None;
+    }
+}
+
+pub(crate) async fn setup(spec: &WorkerSpec) -> Result<Setup, BenchError> {
+    let cql = Arc::new(CqlStore::connect(&spec.cql).await?);
+    let backend: SharedStore = cql.clone();
     let counting = Arc::new(FaultyStore::new(backend, spec.seed));
     let store: SharedStore = counting.clone();
     let clock: SharedClock = Arc::new(SystemClock);
 
-    // The store's round trip, to express hand-offs in round trips.
+    // The store's round trip, to express times in round trips.
     let mut rtts = Vec::new();
     for _ in 0..30 {
         let started = std::time::Instant::now();
@@ -82,24 +173,63 @@ pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
     rtts.sort_unstable();
     let round_trip = rtts[rtts.len() / 2];
 
-    let ctx = Arc::new(LockContext::new(
-        store.clone(),
-        clock.clone(),
-        NodeId::new(format!("bench-{}", spec.worker))?,
-        spec.lease.clone(),
-        Some(spec.seed),
-    )?);
-    let time = TimeService::start(&spec.time, store.clone(), clock.clone());
-    let locker: Box<dyn Locker> = match spec.algorithm {
-        Algorithm::Legacy => Box::new(LegacyLocker::new(ctx, spec.legacy.clone())),
-        Algorithm::Queue => Box::new(QueueLocker::new(ctx, time.source(), spec.queue.clone())),
-        Algorithm::Combined => {
-            Box::new(CombinedLocker::new(ctx, time.source(), spec.queue.clone()))
+    let (contender, time) = match spec.algorithm.lock() {
+        Some(algorithm) => {
+            let ctx = Arc::new(LockContext::new(
+                store.clone(),
+                clock.clone(),
+                NodeId::new(format!("bench-{}", spec.worker))?,
+                spec.lease.clone(),
+                Some(spec.seed),
+            )?);
+            let time = TimeService::start(&spec.time, store.clone(), clock.clone());
+            let locker: Box<dyn Locker> = match algorithm {
+                Algorithm::Legacy => Box::new(LegacyLocker::new(ctx, spec.legacy.clone())),
+                Algorithm::Queue => {
+                    Box::new(QueueLocker::new(ctx, time.source(), spec.queue.clone()))
+                }
+                Algorithm::Combined => {
+                    // Measured as it runs from stage `dual` on, where it is
+                    // the fleet's lock and no legacy node runs: nobody here
+                    // contends through legacy, so pacing for legacy
+                    // contenders (stage `legacy`) would only slow it.
+                    let pacing = LegacyPacing::new(spec.legacy.owner_wait_max);
+                    pacing.set_beside_legacy(false);
+                    Box::new(CombinedLocker::with_pacing(
+                        ctx,
+                        time.source(),
+                        spec.queue.clone(),
+                        pacing,
+                    ))
+                }
+            };
+            (Contender::Lock(locker), Some(time))
+        }
+        None => {
+            let lwt = LwtLocker::new(
+                &cql,
+                spec.cql.consistency,
+                spec.cql.request_timeout,
+                format!("bench-{}-{}", spec.worker, spec.seed),
+                spec.lease.lease_ttl,
+                spec.lease.renew_every,
+                round_trip,
+                spec.seed,
+            )
+            .await?;
+            (Contender::Lwt(Box::new(lwt)), None)
         }
     };
-    let lock = LockId::new(spec.lock.clone())?;
-    let hold = Duration::from_micros(spec.hold_micros);
+    Ok(Setup {
+        counting,
+        contender,
+        round_trip,
+        _time: time,
+    })
+}
 
+/// Says `ready`, waits for `go`.
+pub(crate) async fn barrier() -> Result<(), BenchError> {
     let mut stdout = tokio::io::stdout();
     stdout.write_all(b"ready\n").await?;
     stdout.flush().await?;
@@ -107,16 +237,46 @@ pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
     BufReader::new(tokio::io::stdin())
         .read_line(&mut go)
         .await?;
-    counting.reset_counts();
+    Ok(())
+}
+
+/// Prints the report line.
+pub(crate) async fn report(value: &impl Serialize) -> Result<(), BenchError> {
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(&line).await?;
+    stdout.flush().await?;
+    Ok(())
+}
+
+/// Runs one worker: the body of `migrate bench-worker`.
+///
+/// # Errors
+/// Connection, settings or I/O failures. Failed acquisitions are reported,
+/// not errors.
+pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
+    match spec.job {
+        Job::Contend => contend(spec).await,
+        Job::Hold { locks, periods } => crate::hold::hold_worker(spec, locks, periods).await,
+    }
+}
+
+async fn contend(spec: WorkerSpec) -> Result<(), BenchError> {
+    let mut setup = setup(&spec).await?;
+    let lock = LockId::new(spec.lock.clone())?;
+    let hold = Duration::from_micros(spec.hold_micros);
+    barrier().await?;
+    setup.reset_counts();
 
     let mut samples = Vec::with_capacity(spec.acquisitions as usize);
     let mut failures = Vec::new();
     for index in 0..spec.acquisitions {
         let requested_at = now_micros();
-        let guard = match locker.acquire(&lock).await {
-            Ok(g) => g,
+        let held = match setup.contender.acquire(&lock).await {
+            Ok(h) => h,
             Err(e) => {
-                failures.push(e.to_string());
+                failures.push(e);
                 continue;
             }
         };
@@ -125,8 +285,8 @@ pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
             tokio::time::sleep(hold).await;
         }
         let release_started = now_micros();
-        if let Err(e) = guard.release().await {
-            failures.push(e.to_string());
+        if let Err(e) = held.release().await {
+            failures.push(e);
         }
         samples.push(Sample {
             worker: spec.worker,
@@ -137,21 +297,23 @@ pub async fn run_worker(spec: WorkerSpec) -> Result<(), BenchError> {
             released_at: now_micros(),
         });
     }
-    let counts = counting.op_counts();
-    let report = WorkerReport {
+    let counts = setup.counting.op_counts();
+    let report_line = WorkerReport {
         worker: spec.worker,
         samples,
         ops: OpTotals {
             reads: counts.of_kind(OpKind::Read) + counts.of_kind(OpKind::Scan),
-            writes: counts.of_kind(OpKind::Write) + counts.of_kind(OpKind::Delete),
+            writes: counts.of_kind(OpKind::Write)
+                + counts.of_kind(OpKind::Delete)
+                + setup.lwt_sent(),
         },
-        round_trip_micros: i64::try_from(round_trip.as_micros()).unwrap_or(i64::MAX),
+        round_trip_micros: i64::try_from(setup.round_trip.as_micros()).unwrap_or(i64::MAX),
+        unknown_outcomes: match &setup.contender {
+            Contender::Lwt(l) => l.unknown_outcomes(),
+            Contender::Lock(_) => 0,
+        },
         failures,
     };
-    drop(time);
-    let mut line = serde_json::to_vec(&report)?;
-    line.push(b'\n');
-    stdout.write_all(&line).await?;
-    stdout.flush().await?;
-    Ok(())
+    setup.drop_time();
+    report(&report_line).await
 }

@@ -113,12 +113,9 @@ impl Census {
         self.in_table(schema::MAIN).filter(|c| !c.owner.reserved)
     }
 
-    /// Queue cells of waiters (not the head), with the oldest first.
+    /// Queue cells of waiters, with the oldest first (see [`waiters`]).
     pub fn waiting(&self) -> Vec<&CensusCell> {
-        let mut w: Vec<&CensusCell> = self
-            .in_table(schema::QUEUE)
-            .filter(|c| c.queue_position.is_some_and(|p| p > 0))
-            .collect();
+        let mut w = waiters(&self.cells);
         w.sort_by_key(|c| std::cmp::Reverse(c.age));
         w
     }
@@ -271,6 +268,28 @@ fn classify_row(
     out
 }
 
+/// The live queue cells among `cells` whose owner does not hold its lock:
+/// the waiters. A holder leaves the queue once it holds (its queue cell is
+/// deleted right after its verifying read), but until that delete lands —
+/// and for holders that predate that rule, which keep their queue cell at
+/// the head for the whole hold — a holder's queue cell is in the queue too;
+/// it is told apart by its owner's holding (not reserved) `main` cell.
+pub fn waiters(cells: &[CensusCell]) -> Vec<&CensusCell> {
+    let holders: BTreeSet<(&str, &str)> = cells
+        .iter()
+        .filter(|c| c.table == schema::MAIN && !c.owner.reserved)
+        .map(|c| (c.lock.as_str(), c.owner.owner.as_str()))
+        .collect();
+    cells
+        .iter()
+        .filter(|c| {
+            c.table == schema::QUEUE
+                && c.queue_position.is_some()
+                && !holders.contains(&(c.lock.as_str(), c.owner.owner.as_str()))
+        })
+        .collect()
+}
+
 /// Counts per algorithm of `main` holders (`None`: foreign).
 pub fn holders_by_algorithm(census: &Census) -> BTreeMap<Option<Algorithm>, usize> {
     let mut out = BTreeMap::new();
@@ -354,6 +373,16 @@ mod tests {
             now - 1_000_000,
         )
         .await;
+        // The reserving waiter is first in line: holders leave the queue, so
+        // position 0 is a waiter here.
+        put(
+            schema::QUEUE,
+            "c",
+            "00000000000000000003n4/0000000000000004",
+            "queue",
+            now - 2_000_000,
+        )
+        .await;
         let census = take_census(
             &store,
             &clock,
@@ -366,7 +395,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(census.cells.len(), 6);
+        assert_eq!(census.cells.len(), 7);
         let reservation = census
             .in_table(schema::MAIN)
             .find(|c| c.lock == "c")
@@ -393,9 +422,19 @@ mod tests {
         let stale: Vec<&str> = census.stale().map(|c| c.column.as_str()).collect();
         assert_eq!(stale, ["n2/0000000000000002"]);
         let waiting = census.waiting();
-        assert_eq!(waiting.len(), 1);
-        assert_eq!(waiting[0].owner.owner, "n3/0000000000000003");
-        assert_eq!(waiting[0].owner.algorithm, Some(Algorithm::Combined));
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
+        assert_eq!(
+            waiting[0].owner.owner, "n4/0000000000000004",
+            "the oldest first"
+        );
+        assert_eq!(waiting[1].owner.owner, "n3/0000000000000003");
+        assert_eq!(waiting[1].owner.algorithm, Some(Algorithm::Combined));
+        assert!(
+            waiting
+                .iter()
+                .all(|c| c.owner.owner != "n1/0000000000000001"),
+            "the holder's queue cell is not a waiter"
+        );
         assert_eq!(
             holders_by_algorithm(&census)[&None],
             1,

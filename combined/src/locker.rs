@@ -11,11 +11,12 @@ use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
     TryAcquireError,
 };
+use lockshift_queue_lock::queue::Position;
 use lockshift_queue_lock::{
-    Entry, Line, MainEntry, Place, Prepared, QueueSettings, TimeSource, verdict_on_main,
+    Arrival, Arrived, Entered, Line, MainEntry, QueueSettings, TimeSource, Verdict, read_main,
+    verdict,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
-use tracing::trace;
 
 /// Whether legacy contenders may be about, and how they pace themselves.
 ///
@@ -23,7 +24,7 @@ use tracing::trace;
 /// and polls at its own pace — up to `lock.legacy.owner_wait_max` after
 /// finding the lock owned. A combined waiter polling at the queue's speed,
 /// or holding a prepared `shadow` cell across the current hold, wins every
-/// hand-off, and legacy nodes starve (issue 10 item 6). So while legacy
+/// hand-off, and legacy nodes starve. So while legacy
 /// contenders may be about — stage `legacy`, or a stage the node cannot
 /// confirm — the combined lock takes its turn at their pace: no prepared
 /// hand-off, and its first waiter pauses like a legacy contender while
@@ -59,10 +60,100 @@ impl LegacyPacing {
 }
 
 /// The combined lock's entry: shadow arbitration (so legacy contenders see
-/// it), then a re-read of `main` (so queue holders are seen).
+/// it), then a read of `main` after writing it (so queue holders are seen).
+///
+/// # Round trips, and why no fewer
+///
+/// The legacy argument (docs/design.md §3) needs three things in order: my
+/// `shadow` write before my `shadow` read (Lemma 1 on `shadow`), that read
+/// showing my cell alone *before* my read of `main` (else a legacy holder
+/// that finished its shadow phase just before my read could be missed), and
+/// my `main` write before my `shadow` delete. It does not need the read of
+/// `main` to come before the write of `main` — the thesis' C1 reads `main`
+/// empty first, then writes, then re-reads (C2); reading once *after*
+/// writing gives both arguments at once: against legacy, that read follows
+/// the `shadow` read; against queue, it follows my `main` write (Lemma 1).
+/// So, from stage `dual` on, an uncontended acquisition is **3 round
+/// trips**: write queue, `shadow` and `main` cells together; read the place
+/// and `shadow` together; read `main`. Fewer is impossible: the `shadow`
+/// read must follow the `shadow` write, and the `main` read must follow the
+/// `shadow` read. (The queue lock's 2 lack the middle link.)
+///
+/// Beside legacy contenders (stage `legacy`, or a stage the node cannot
+/// confirm) it keeps the thesis' shape — never a `main` cell before a
+/// fresh read of `main` found it empty, so a legacy contender never sees a
+/// `main` cell that is about to vanish and pauses a full owner-wait for it
+/// — in **5 round trips**: queue and `shadow` writes together, place and
+/// `shadow` reads together, the fresh read of `main`, the `main` write, the
+/// re-read (C2).
 #[derive(Debug, Clone)]
 pub struct CombinedEntry {
     pacing: Arc<LegacyPacing>,
+}
+
+impl CombinedEntry {
+    fn value(&self) -> &'static [u8] {
+        Algorithm::Combined.as_str().as_bytes()
+    }
+
+    /// Whether `shadow` holds my cell alone.
+    async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
+        let me = lease.owner().as_str();
+        let shadow = store
+            .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::first(2))
+            .await?;
+        Ok(matches!(shadow.as_slice(), [only] if only.column == me))
+    }
+
+    /// The thesis' C1 + C2 after my `shadow` cell was found alone: a fresh
+    /// read of `main` (empty, or nothing is written), the `main` write, the
+    /// re-read. `None` when `main` was taken on the fresh read.
+    async fn classic_main(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+    ) -> Result<Option<Vec<lockshift_store::Cell>>, StoreError> {
+        // C1, listing 4 line 10: a fresh read — it must follow the shadow read.
+        let fresh = store
+            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(1))
+            .await?;
+        if !fresh.is_empty() {
+            return Ok(None);
+        }
+        // C1, line 11: my main cell.
+        lease
+            .write(schema::MAIN, lease.owner().as_str(), self.value())
+            .await?;
+        // C2: re-read main (Lemma 1 against queue holders).
+        Ok(Some(read_main(store, lease).await?))
+    }
+
+    /// The outcome of an attempt whose `main` read is `main`: the lock, or
+    /// my `main` cell removed again (keeping `shadow` as the preparation
+    /// when `keep_shadow`).
+    async fn conclude(
+        &self,
+        lease: &Lease,
+        main: Vec<lockshift_store::Cell>,
+        keep_shadow: bool,
+    ) -> Result<Entered, StoreError> {
+        if verdict(lease.owner().as_str(), &main) == Verdict::Alone {
+            return Ok(Entered::Read {
+                main,
+                reserved: false,
+            });
+        }
+        // Someone else is in main: a combined `main` cell is never left as a
+        // reservation (it is not marked one, and two would wait for each
+        // other); the checked `shadow` cell is the preparation instead.
+        lease.delete(schema::MAIN, lease.owner().as_str()).await?;
+        if !keep_shadow {
+            lease.delete_all_in(schema::SHADOW).await?;
+        }
+        Ok(Entered::Blocked {
+            prepared: keep_shadow,
+        })
+    }
 }
 
 #[async_trait]
@@ -81,104 +172,126 @@ impl MainEntry for CombinedEntry {
             .then(|| ctx.random_below(self.pacing.owner_wait_max))
     }
 
-    async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
-        let value = Algorithm::Combined.as_str().as_bytes();
-        // C1: write shadow, read shadow alone, fresh read of main empty, write main.
-        match enter_through_shadow(store, lease, value).await? {
-            ShadowEntry::Entered => {}
-            ShadowEntry::Contended | ShadowEntry::MainTaken => return Ok(Entry::Busy(None)),
-        }
-        reread_main(store, lease).await
-    }
-
-    /// Lines 7–8 ahead of time: announce myself in `shadow` and check I am
-    /// alone there, while the one ahead still holds `main`. The legacy
-    /// argument needs only that my shadow cell lives from this write until
-    /// after my `main` write (the lease keeps it), and that my fresh read of
-    /// `main` comes after this read of `shadow` — both hold however long I
-    /// wait in between.
-    ///
-    /// Behind anyone: a shadow cell never makes `main` look occupied, so
-    /// preparations cannot wait for each other (two preparers see each other
-    /// in `shadow` and both step back).
-    async fn prepare(
+    /// The fast path (see the type's docs for the round trips).
+    async fn arrive(
         &self,
         store: &dyn Store,
         lease: &Lease,
-        _holder: &lockshift_store::Cell,
-        _behind_head: bool,
-    ) -> Result<bool, StoreError> {
-        if !self.prepares() {
-            return Ok(false);
+        arrival: Arrival<'_>,
+        fast: bool,
+    ) -> Result<Arrived, StoreError> {
+        if !fast {
+            arrival.enqueue.await?;
+            return Ok(Arrived {
+                position: arrival.position.await?,
+                main: None,
+                wrote: false,
+            });
         }
         let me = lease.owner().as_str();
-        lease
-            .write(schema::SHADOW, me, Algorithm::Combined.as_str().as_bytes())
-            .await?;
-        let shadow = store
-            .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::first(2))
-            .await?;
-        if matches!(shadow.as_slice(), [only] if only.column == me) {
-            return Ok(true);
+        let beside_legacy = self.pacing.beside_legacy();
+        // Round 1: the queue cell and the shadow announcement together (and
+        // from `dual` on my main cell too: it needs only to precede my
+        // shadow delete and my read of main).
+        let (queued, announced, wrote_main) = tokio::join!(
+            arrival.enqueue,
+            lease.write(schema::SHADOW, me, self.value()),
+            async {
+                if beside_legacy {
+                    Ok(())
+                } else {
+                    lease.write(schema::MAIN, me, self.value()).await
+                }
+            }
+        );
+        queued?;
+        announced?;
+        wrote_main?;
+        // Round 2: my place and shadow (Lemma 1 on shadow: of two
+        // contenders that both wrote, at least one sees the other here).
+        let (position, alone) = tokio::join!(arrival.position, self.shadow_alone(store, lease));
+        let (position, alone) = (position?, alone?);
+        if position != Position::First || !alone {
+            return Ok(Arrived {
+                position,
+                main: None,
+                wrote: true,
+            });
         }
-        lease.delete(schema::SHADOW, me).await?;
-        Ok(false)
-    }
-
-    /// The fresh read of `main` doubles as the poll: once it is empty, write
-    /// `main` (line 11) and re-read it (C2) — two round trips after the
-    /// holder leaves instead of five.
-    async fn poll_prepared(
-        &self,
-        store: &dyn Store,
-        lease: &Lease,
-        _behind: &str,
-        _place: &Place<'_>,
-    ) -> Result<Prepared, StoreError> {
-        let lock = lease.lock().as_str();
-        let me = lease.owner().as_str();
-        if !store
-            .read(schema::MAIN, lock, &RowQuery::first(1))
-            .await?
-            .is_empty()
-        {
-            return Ok(Prepared::Waiting);
-        }
-        // The argument needs my shadow cell to have lived all along.
-        if lease.check_valid().is_err() || !lease.is_proven(schema::SHADOW, me) {
-            return Ok(Prepared::Lost);
-        }
-        lease
-            .write(schema::MAIN, me, Algorithm::Combined.as_str().as_bytes())
-            .await?;
-        Ok(match reread_main(store, lease).await? {
-            Entry::Acquired => Prepared::Acquired,
-            Entry::Busy(_) => Prepared::Lost,
+        let main = if beside_legacy {
+            // Rounds 3–5: the thesis' C1 and C2.
+            self.classic_main(store, lease).await?
+        } else {
+            // Round 3: main, after the shadow read.
+            Some(read_main(store, lease).await?)
+        };
+        Ok(Arrived {
+            position,
+            main,
+            wrote: true,
         })
     }
 
-    async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {
-        lease.delete_all_in(schema::SHADOW).await?;
-        lease.delete_all_in(schema::MAIN).await
+    /// The first waiter's attempt. From `dual` on: shadow and main written
+    /// together, shadow read, main read (3 round trips) — or, with the
+    /// preparation standing (my `shadow` cell checked alone and proven
+    /// since), main written and read (2). Beside legacy contenders: C1 and
+    /// C2 as the thesis has them.
+    async fn enter(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        prepared: bool,
+    ) -> Result<Entered, StoreError> {
+        let me = lease.owner().as_str();
+        if self.pacing.beside_legacy() {
+            // C1: write shadow, read shadow alone, fresh read of main
+            // empty, write main; C2: re-read main.
+            return match enter_through_shadow(store, lease, self.value()).await? {
+                ShadowEntry::Entered => {
+                    let main = read_main(store, lease).await?;
+                    self.conclude(lease, main, false).await
+                }
+                ShadowEntry::Contended | ShadowEntry::MainTaken => {
+                    Ok(Entered::Blocked { prepared: false })
+                }
+            };
+        }
+        // The prepared shadow row of docs/design.md §3: my shadow cell was
+        // read alone earlier and has lived since (the lease proves it), so
+        // the legacy argument needs only my main read to follow that read.
+        if prepared && lease.check_valid().is_ok() && lease.is_proven(schema::SHADOW, me) {
+            // Write main, then read it (Lemma 1 against queue holders).
+            lease.write(schema::MAIN, me, self.value()).await?;
+            let main = read_main(store, lease).await?;
+            return self.conclude(lease, main, true).await;
+        }
+        // Round 1: shadow announcement and main cell together.
+        let (announced, wrote_main) = tokio::join!(
+            lease.write(schema::SHADOW, me, self.value()),
+            lease.write(schema::MAIN, me, self.value())
+        );
+        announced?;
+        wrote_main?;
+        // Round 2: alone in shadow?
+        if !self.shadow_alone(store, lease).await? {
+            self.tidy(lease).await?;
+            return Ok(Entered::Blocked { prepared: false });
+        }
+        // Round 3: main, after the shadow read.
+        let main = read_main(store, lease).await?;
+        self.conclude(lease, main, true).await
     }
-}
 
-/// C2: re-read `main` after writing it (Lemma 1 against queue holders, which
-/// never look at `shadow`) and take Q1's verdict. The shadow cell is no
-/// longer needed either way; its delete overlaps the read instead of adding a
-/// round trip.
-async fn reread_main(store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
-    let first_two = RowQuery::first(2);
-    let (main, shadow_deleted) = tokio::join!(
-        store.read(schema::MAIN, lease.lock().as_str(), &first_two),
-        lease.delete(schema::SHADOW, lease.owner().as_str()),
-    );
-    if let Err(e) = shadow_deleted {
-        // A lingering shadow cell only makes contenders retry; the lease
-        // removes it at release or its TTL does.
-        trace!(error = %e, "shadow cell not removed after entry");
+    /// The shadow cell has done its work once the lock is held.
+    fn settle(&self, lease: &Lease) {
+        lease.delete_in_background(schema::SHADOW, lease.owner().as_str());
     }
-    verdict_on_main(lease, &main?).await
+
+    async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {
+        lease.delete_all_in(schema::MAIN).await?;
+        lease.delete_all_in(schema::SHADOW).await
+    }
 }
 
 /// The combined lock: safe beside legacy holders, queue holders and itself.
@@ -251,16 +364,26 @@ impl Locker for CombinedLocker {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use lockshift_lock::{LeaseSettings, NodeId};
     use lockshift_queue_lock::{TimeService, TimeSettings, TimeSourceKind};
-    use lockshift_store::{FaultyStore, MemoryStore, OpKind, SharedClock, TokioClock};
+    use lockshift_store::{FaultPlan, FaultyStore, MemoryStore, OpKind, SharedClock, TokioClock};
 
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn uncontended_acquire_costs_eight_operations_and_release_two() {
+    /// The store answers each operation after 10 ms of virtual latency: the
+    /// time an acquisition takes counts its sequential round trips.
+    const LATENCY: Duration = Duration::from_millis(10);
+
+    /// An uncontended acquisition with legacy pacing as given; returns the
+    /// round trips it took (from the virtual time) and the operations.
+    async fn uncontended(beside_legacy: bool) -> (u32, lockshift_store::OpCounts) {
         let clock: SharedClock = Arc::new(TokioClock::new());
-        let store = Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1));
+        let store = Arc::new(
+            FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1)
+                .with_plan(FaultPlan::latency(LATENCY, Duration::ZERO)),
+        );
         let time = TimeService::start(
             &TimeSettings {
                 source: TimeSourceKind::Local,
@@ -277,25 +400,62 @@ mod tests {
             Some(1),
         )
         .unwrap();
-        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
+        let pacing = LegacyPacing::new(Duration::from_secs(1));
+        pacing.set_beside_legacy(beside_legacy);
+        let locker = CombinedLocker::with_pacing(
+            Arc::new(ctx),
+            time.source(),
+            QueueSettings::default(),
+            pacing,
+        );
+        let started = tokio::time::Instant::now();
         let guard = locker.acquire(&LockId::new("L").unwrap()).await.unwrap();
-        let c = store.op_counts();
-        // Enqueue, am-I-first; C1: shadow write, shadow read, fresh main
-        // read, main write; C2: main re-read beside the shadow delete.
-        assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
-        assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");
-        assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
-        assert_eq!(c.get(schema::SHADOW, OpKind::Read), 1, "{c}");
-        assert_eq!(c.get(schema::SHADOW, OpKind::Delete), 1, "{c}");
-        assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
-        assert_eq!(c.get(schema::MAIN, OpKind::Read), 2, "{c}");
-        assert_eq!(c.total(), 8, "{c}");
+        let took = started.elapsed();
+        let counts = store.op_counts();
+        // Whole round trips: each takes 10–12 ms (the timer rounds each of
+        // the store's two sleeps up to a millisecond), so up to five of them
+        // are told apart by rounding to 11 ms.
+        let round_trips = u32::try_from((took.as_millis() + 5) / 11).unwrap_or(u32::MAX);
+        // Off the acquire path, in the background: the shadow and queue
+        // cells go (the holder keeps only its main cell).
+        tokio::time::sleep(LATENCY * 3).await;
         store.reset_counts();
         guard.release().await.unwrap();
         assert_eq!(
             store.op_counts().of_kind(OpKind::Delete),
-            2,
-            "main and queue; shadow is already gone"
+            1,
+            "the release deletes main only"
         );
+        (round_trips, counts)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn uncontended_acquire_costs_three_round_trips_from_dual_on() {
+        let (round_trips, c) = uncontended(false).await;
+        assert_eq!(round_trips, 3, "{c}");
+        // Round 1: queue, shadow and main writes; round 2: place and shadow
+        // reads; round 3: the main read.
+        assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Read), 1, "{c}");
+        assert_eq!(c.total(), 6, "{c}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn uncontended_acquire_costs_five_round_trips_beside_legacy() {
+        let (round_trips, c) = uncontended(true).await;
+        assert_eq!(round_trips, 5, "{c}");
+        // Queue and shadow writes; place and shadow reads; C1's fresh read
+        // of main and main write; C2's re-read.
+        assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
+        assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::SHADOW, OpKind::Read), 1, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Read), 2, "{c}");
+        assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+        assert_eq!(c.total(), 7, "{c}");
     }
 }

@@ -59,6 +59,12 @@
 //! - `INSERT … VALUES … [USING TTL … AND TIMESTAMP …]`, `UPDATE … [USING …] SET c = v, … WHERE …`,
 //!   `DELETE [c, …] FROM … [USING TIMESTAMP …] WHERE …` (rows, cells, clustering ranges,
 //!   whole partitions), `BEGIN [UNLOGGED|LOGGED] BATCH … APPLY BATCH`.
+//! - Lightweight transactions on one row: `INSERT … IF NOT EXISTS [USING TTL …]`,
+//!   `UPDATE … SET … WHERE … IF EXISTS | IF c = v [AND …]`, `DELETE … WHERE … IF EXISTS |
+//!   IF c = v [AND …]`, linearizable (every statement runs under one lock), answering a
+//!   boolean `[applied]` column and, when not applied, the row's current values as
+//!   Cassandra does. Injected latency is paid once per Paxos round trip (4), as a cluster
+//!   pays it. Not in batches, not with `USING TIMESTAMP`, only `=` conditions.
 //! - `SELECT [DISTINCT] *|c, writetime(c), ttl(c), token(pk), count(*) [AS alias] FROM … WHERE
 //!   pk = ?|IN (…)|IN ? AND ck = …|IN …|slices … | token(pk) >|>=|<|<= … [ORDER BY …]
 //!   [PER PARTITION LIMIT n] [LIMIT n] [ALLOW FILTERING]`; paging with an opaque state that
@@ -70,7 +76,7 @@
 //! - `DESCRIBE KEYSPACES | TABLES | CLUSTER | [FULL] SCHEMA | KEYSPACE k | TABLE t | name`,
 //!   answered server-side as Cassandra 4 does (cqlsh 6 sends it as a statement).
 //!
-//! Anything else (LWT `IF …`, counters, static columns, secondary indexes, UDTs, ALTER,
+//! Anything else (other `IF` conditions, counters, static columns, secondary indexes, UDTs, ALTER,
 //! JSON, GROUP BY) is answered with a SyntaxError or Invalid that names what is
 //! unsupported — never a hang.
 //!

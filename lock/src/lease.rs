@@ -402,6 +402,56 @@ impl Lease {
         });
     }
 
+    /// Deletes a cell this lease holds, without waiting: the cell stops
+    /// being renewed at once (L2: it is marked deleted before anything is
+    /// sent) and one delete goes out in the background, stamped now, so it
+    /// beats every earlier write of the lease (L1). If the delete fails the
+    /// cell stays registered and the release deletes it again; unrenewed,
+    /// it expires within a TTL anyway. Nothing happens for a cell the lease
+    /// does not hold.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn delete_in_background(&self, table: Table, column: &str) {
+        let stamp = {
+            let mut st = self.shared.state();
+            match st.cells.get_mut(&(table, column.to_string())) {
+                Some(cell) => cell.state = CellState::Deleting,
+                None => return,
+            }
+            self.shared.stamp(&mut st)
+        };
+        let shared = self.shared.clone();
+        let column = column.to_string();
+        tokio::spawn(async move {
+            let deleted = shared
+                .store
+                .delete(
+                    table,
+                    shared.lock.as_str(),
+                    std::slice::from_ref(&column),
+                    stamp,
+                )
+                .await;
+            match deleted {
+                Ok(()) => {
+                    let mut st = shared.state();
+                    let key = (table, column);
+                    if st
+                        .cells
+                        .get(&key)
+                        .is_some_and(|c| c.state == CellState::Deleting)
+                    {
+                        st.cells.remove(&key);
+                    }
+                }
+                Err(e) => {
+                    debug!(%table, column, error = %e, "background delete failed; the release deletes it again")
+                }
+            }
+        });
+    }
+
     /// Whether the cell is registered, live and proven.
     pub fn is_proven(&self, table: Table, column: &str) -> bool {
         matches!(

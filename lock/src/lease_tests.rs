@@ -243,3 +243,44 @@ async fn release_retries_transient_failures() {
     lease.release().await.unwrap();
     assert!(f.main_columns().await.is_empty());
 }
+
+/// A holder that keeps one cell costs two store operations per renewal
+/// period (the read that proves the cell is still there, L2, and the
+/// rewrite); a cell given up in the background costs nothing from then on
+/// and is never written again.
+#[tokio::test(start_paused = true)]
+async fn one_cell_costs_two_operations_per_period_and_a_cell_let_go_none() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    let queue_cell = "00000000000000000001me";
+    lease.write(schema::QUEUE, queue_cell, b"v").await.unwrap();
+    lease.delete_in_background(schema::QUEUE, queue_cell);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(
+        f.store
+            .inner()
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(lease.columns_in(schema::QUEUE), Vec::<String>::new());
+    f.store.reset_counts();
+    let periods = 6;
+    tokio::time::sleep(settings().renew_every * periods + Duration::from_millis(1)).await;
+    let c = f.store.op_counts();
+    assert_eq!(
+        c.get(schema::MAIN, lockshift_store::OpKind::Read),
+        u64::from(periods),
+        "{c}"
+    );
+    assert_eq!(
+        c.get(schema::MAIN, lockshift_store::OpKind::Write),
+        u64::from(periods),
+        "{c}"
+    );
+    assert_eq!(c.total(), 2 * u64::from(periods), "{c}");
+    assert_eq!(f.main_columns().await, ["me"]);
+    lease.release().await.unwrap();
+}

@@ -323,18 +323,19 @@ pub enum Command {
     Demo(DemoArgs),
 
     /// Measure the legacy, queue and combined locks side by side, like the
-    /// thesis' tables 1-2: P worker processes each take one shared lock K
-    /// times, for each algorithm and each P.
+    /// thesis' tables 1-2, against the LWT lease users build instead: P
+    /// worker processes each take one shared lock K times, for each
+    /// algorithm and each P. With --hold-locks: one node holding N locks.
     ///
     /// By default against a local endpoint started in-process with injected
     /// store latency (fixed + uniform jitter); with --cluster against the
     /// database the connection settings name. Prints waits (mean, p50, p99,
     /// max), throughput, store operations per acquisition, hand-off latency
     /// in store round trips and fairness, where each target of the benchmark
-    /// stands, and writes one PNG per algorithm (acquisition number against
-    /// time, one line per process).
+    /// stands (met / not met), and writes one PNG per algorithm (acquisition
+    /// number against time, one line per process).
     #[command(
-        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json"
+        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks"
     )]
     Bench(BenchArgs),
 
@@ -349,9 +350,10 @@ pub enum Command {
 /// `bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Algorithms to measure, in order.
-    #[arg(long, value_delimiter = ',', default_value = "legacy,queue,combined", value_parser = parse_algorithm)]
-    pub algorithms: Vec<lockshift_lock::Algorithm>,
+    /// Algorithms to measure, in order (lwt: the lightweight-transaction
+    /// lease Cassandra users build, a baseline).
+    #[arg(long, value_delimiter = ',', default_value = "legacy,queue,combined,lwt", value_parser = parse_bench_algorithm)]
+    pub algorithms: Vec<lockshift_bench::BenchAlgorithm>,
     /// Worker process counts P, in order.
     #[arg(long, value_delimiter = ',', default_value = "1,3,5", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub processes: Vec<u32>,
@@ -379,6 +381,17 @@ pub struct BenchArgs {
     /// Seed of the workers' random choices and the injected jitter.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Hold mode instead of contention: one node holds N locks at once,
+    /// for each N given (e.g. 100,1000,10000), and the bench reports store
+    /// operations per held lock per renew period, memory and CPU.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub hold_locks: Vec<u32>,
+    /// Hold mode: renew periods to measure.
+    #[arg(long, default_value_t = 3, requires = "hold_locks", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub periods: u32,
+    /// Hold mode: the lease renew period (default: lock.renew_every of the settings).
+    #[arg(long, value_name = "DURATION", requires = "hold_locks", value_parser = parse_duration)]
+    pub renew_every: Option<Duration>,
 }
 
 /// `advance` and `rollback`.
@@ -453,7 +466,7 @@ fn parse_datacenter(s: &str) -> Result<(String, u32), String> {
     Ok((dc.to_string(), rf))
 }
 
-fn parse_algorithm(s: &str) -> Result<lockshift_lock::Algorithm, String> {
+fn parse_bench_algorithm(s: &str) -> Result<lockshift_bench::BenchAlgorithm, String> {
     s.parse()
 }
 

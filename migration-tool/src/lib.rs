@@ -241,7 +241,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Bench(args) => {
             let settings = connect::settings(connect, args.cluster)?;
-            let config = ops::bench::config(&args, &settings);
+            let config = ops::bench::config(&args, &settings)?;
+            if !config.hold_locks.is_empty() {
+                let report = ops::bench::hold(&config, render::note).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             ops::bench::check_plots_dir(&config)?;
             let report = ops::bench::bench(&config, render::note).await?;
             render::print(&report, json)?;

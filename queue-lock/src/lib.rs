@@ -7,53 +7,67 @@
 //! queue cell named `20-digit time ‖ owner id` (listing 6), so the row's
 //! byte order is arrival order. When its cell is the first live one, it
 //! writes its `main` cell and re-reads `main`: if only its own cell is there
-//! it holds the lock, otherwise it deletes its `main` cell and tries again
-//! (listing 7). Release deletes the `main` and queue cells.
+//! it holds the lock (listing 7). Release deletes the `main` cell.
+//!
+//! Beyond the thesis: an uncontended acquisition takes Lemma 1's minimum,
+//! one write round and one read round (the queue and `main` cells written
+//! together, read back together); the next waiter's `main` cell waits beside
+//! the holder's as a reservation, so a hand-off is the holder's delete and
+//! one read; waiters poll by the store's measured round trip; a holder keeps
+//! only its `main` cell, so renewing costs two operations per lock. The
+//! waiter is an explicit state machine ([`Line`]; `line/waiter.rs`).
 //!
 //! # Invariants
 //!
 //! - **Q1.** A waiter holds the lock only after a read of `main`, made after
 //!   its own `main` write, showed its cell alone.
-//! - **Q2.** A waiter has a `main` cell only while it is first in line, or
-//!   while it is next behind a head that holds `main` alone (a reservation,
-//!   see [`Line`]: "Preparing the hand-off"); it removes any other leftover
-//!   before waiting on.
+//! - **Q2.** A waiter has a `main` cell only while it is first in line
+//!   (entering, or a reservation beside a holder), or for the one round trip
+//!   of a fast-path arrival; it removes any other leftover before waiting
+//!   on. A holder leaves the queue once it holds: its queue cell is deleted
+//!   after its verifying read, so a waiter that finds itself first knows
+//!   whoever is alone in `main` has verified (or is an arrival that is not
+//!   first and withdraws).
 //! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
 //!   while their owner waits or holds; a waiter whose queue cell is gone
 //!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
-//! - **Q4.** A waiter `k` live cells from the front polls every
-//!   `k × head_poll` (at most `waiter_poll`), backing off while the line
-//!   stands still: only the next waiter polls at full speed, and no waiter
-//!   loops hot against the store.
-//! - **Q5.** Reservations never wait for each other for ever: a
-//!   reservation is marked (`RESERVED_VALUE`), nobody reserves while `main`
-//!   holds two cells or behind a cell so marked, and a claimed reservation
-//!   is re-marked a holding. Reserving is check-then-act, so two waiters can
-//!   still reserve at once; a prepared waiter that sees only reservations
-//!   beside its own asks the queue, and every reservation that is not first
-//!   in line withdraws.
+//! - **Q4.** A waiter polls by the store's round trip as it measures it: the
+//!   next waiter about once per round trip while the line moves, a waiter
+//!   `d` places back every `d` round trips (or half the line's pace per
+//!   place), everyone less often the longer nothing changes; always within
+//!   `min_poll`..`waiter_poll`. No waiter loops hot against the store.
+//! - **Q5.** Reservations never wait for each other for ever: a reservation
+//!   is marked (`RESERVED_VALUE`) and re-marked a holding once claimed; a
+//!   waiter that sees only reservations beside its own asks the queue, and
+//!   every reservation that is not first in line withdraws.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!
 //! If A and B both hold the lock, each wrote its `main` cell and then read
 //! `main` seeing only its own (Q1) — impossible by Lemma 1 while both cells
 //! live. Both cells live while their holders believe they hold (the lease
-//! fires its lost signal before a cell can expire). The queue only orders
-//! entries: nothing about exclusion depends on it, which is why skipping a
-//! dead head (a cell not renewed for `stale_after`) is safe. A legacy holder
-//! writes `main` without re-reading it, which breaks this argument: see
-//! docs/design.md §3 for why legacy and queue must never run together.
+//! fires its lost signal before a cell can expire). This covers every way
+//! in: entering, claiming a reservation, and the fast path, whose `main`
+//! read follows its `main` write just the same; "first in line" is fairness,
+//! not exclusion. The queue only orders entries: nothing about exclusion
+//! depends on it, which is why skipping a dead waiter (a cell not renewed
+//! for `stale_after`) is safe, and why a holder may leave it. A legacy
+//! holder writes `main` without re-reading it, which breaks this argument:
+//! see docs/design.md §3 for why legacy and queue must never run together.
 //!
 //! # Fairness (theorem 2)
 //!
-//! Waiters enter in queue order; with a non-decreasing time service a new
-//! arrival queues behind everyone already waiting. Dead waiters are skipped
-//! after `stale_after`, a crashed holder's `main` cell expires after the TTL.
+//! Waiters enter in queue order: only the first in line writes `main`, and a
+//! fast-path arrival holds only if it is first in line. With a
+//! non-decreasing time service a new arrival queues behind everyone already
+//! waiting. Dead waiters are skipped after `stale_after`, a crashed holder's
+//! `main` cell expires after the TTL.
 //!
 //! # Modules
-//! [`QueueLocker`]; [`Line`] and [`MainEntry`] (the waiting loop, shared with
-//! the combined lock); [`queue`] (naming, positions); [`time`] (the time
-//! service); [`QueueSettings`], [`TimeSettings`].
+//! [`QueueLocker`]; [`Line`] and [`MainEntry`] (the waiting line, shared
+//! with the combined lock: its state machine, polling and hand-off live in
+//! `line/`); [`queue`] (naming, positions); [`time`] (the time service);
+//! [`QueueSettings`], [`TimeSettings`].
 
 mod line;
 mod locker;
@@ -61,7 +75,10 @@ pub mod queue;
 mod settings;
 pub mod time;
 
-pub use line::{Entry, Line, MainEntry, Place, Prepared, verdict_on_main};
+pub use line::{
+    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, read_main,
+    reserve_and_read, verdict,
+};
 pub use locker::{QueueEntry, QueueLocker};
 pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};

@@ -8,17 +8,13 @@ use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
     TryAcquireError,
 };
-use lockshift_store::{RowQuery, Store, StoreError, schema};
-use tracing::debug;
+use lockshift_store::{Store, StoreError, schema};
 
-use crate::queue::{Position, position};
-
-use crate::line::{Entry, Line, MainEntry, Place, Prepared, verdict_on_main};
+use crate::line::{Arrival, Arrived, Entered, Line, MainEntry, read_main, reserve_and_read};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
-use lockshift_lock::RESERVED_VALUE;
 
-/// The queue lock's entry: write my `main` cell, re-read `main`.
+/// The queue lock's entry: write my `main` cell, read `main` after it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueEntry;
 
@@ -28,105 +24,62 @@ impl MainEntry for QueueEntry {
         Algorithm::Queue
     }
 
-    async fn enter(&self, store: &dyn Store, lease: &Lease) -> Result<Entry, StoreError> {
-        let me = lease.owner().as_str();
-        // Line 3: my main cell.
-        lease
-            .write(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes())
-            .await?;
-        // Line 4: Lemma 1 on main — of two writers, at least one sees both
-        // cells here. Two cells are enough to know "only mine".
-        let main = store
-            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(2))
-            .await?;
-        // Lines 4–8.
-        verdict_on_main(lease, &main).await
-    }
-
-    /// The reservation: write my `main` cell now, beside the holder's,
-    /// marked [`RESERVED_VALUE`]. Q1 still decides: the lock is mine only
-    /// once a read of `main` — made after this write — shows my cell alone.
-    /// The holder, already past its own verifying read, is not disturbed;
-    /// nobody else reserves while two cells are in `main`.
-    ///
-    /// Only behind the head of the queue, and never behind a reservation: a
-    /// reservation left alone in `main` looks like a holder by its column,
-    /// and a waiter reserving behind it would wait for a waiter waiting for
-    /// it — for ever.
-    async fn prepare(
-        &self,
-        _store: &dyn Store,
-        lease: &Lease,
-        holder: &lockshift_store::Cell,
-        behind_head: bool,
-    ) -> Result<bool, StoreError> {
-        if !behind_head || holder.value == RESERVED_VALUE {
-            return Ok(false);
-        }
-        let me = lease.owner().as_str();
-        lease.write(schema::MAIN, me, RESERVED_VALUE).await?;
-        Ok(true)
-    }
-
-    /// One read of `main`: my cell alone means the holder left and the lock
-    /// is mine — the hand-off costs the holder's delete and this read. The
-    /// claim then marks the cell a holding in the background, so the next
-    /// waiter may reserve behind it.
-    ///
-    /// Two reservations can meet (Q5): reserving is check-then-act, so a
-    /// waiter whose queue cell sorts just ahead of the next waiter's (a
-    /// clock a little behind) can reserve in the same moment. Each would
-    /// wait for the other for ever once the holder leaves; so when every
-    /// other cell in `main` is a reservation, the queue decides: the
-    /// reservation that is not first in line withdraws, the first stays.
-    /// Withdrawing is always safe (it only gives up the preparation), and
-    /// of two reservations both in the queue at most one is first.
-    async fn poll_prepared(
+    /// The fast path (Lemma 1's minimum: one write round, one read round).
+    /// Round 1 writes the queue cell and my `main` cell together; round 2
+    /// reads my place and `main` together. The lock is mine iff I am first
+    /// in line and the read of `main` — made after my `main` write — shows
+    /// my cell alone (Q1); otherwise the line withdraws my `main` cell and I
+    /// wait like anyone else (Q2). Exclusion is Q1's, whatever the queue
+    /// says; "first in line" only keeps an arrival from overtaking a waiter.
+    async fn arrive(
         &self,
         store: &dyn Store,
         lease: &Lease,
-        _behind: &str,
-        place: &Place<'_>,
-    ) -> Result<Prepared, StoreError> {
+        arrival: Arrival<'_>,
+        fast: bool,
+    ) -> Result<Arrived, StoreError> {
+        if !fast {
+            arrival.enqueue.await?;
+            return Ok(Arrived {
+                position: arrival.position.await?,
+                main: None,
+                wrote: false,
+            });
+        }
         let me = lease.owner().as_str();
-        let main = store
-            .read(
-                schema::MAIN,
-                lease.lock().as_str(),
-                &RowQuery::first(RESERVATIONS_SEEN),
-            )
-            .await?;
-        if !main.iter().any(|c| c.column == me) {
-            return Ok(Prepared::Lost);
-        }
-        let others: Vec<_> = main.iter().filter(|c| c.column != me).collect();
-        if others.is_empty() {
-            lease.rewrite_in_background(schema::MAIN, me, Algorithm::Queue.as_str().as_bytes());
-            return Ok(Prepared::Acquired);
-        }
-        if others.iter().any(|c| c.value != RESERVED_VALUE) {
-            // The holder, or a waiter entering that will see my cell and
-            // step back (it cannot hold: its read would see my reservation).
-            return Ok(Prepared::Waiting);
-        }
-        // Only reservations besides mine: the queue decides who stays.
-        let lock = lease.lock().as_str();
-        match position(store, lock, place.column, place.now, place.stale_after, 1).await? {
-            Position::First => Ok(Prepared::Waiting),
-            Position::Behind { .. } | Position::Missing => {
-                debug!("another reservation is ahead of mine in line; withdrawing");
-                Ok(Prepared::Lost)
-            }
-        }
+        // Round 1: both cells at once. The `main` cell carries the holding
+        // value: uncontended, it is the holding and needs no re-marking.
+        let (queued, wrote) = tokio::join!(
+            arrival.enqueue,
+            lease.write(schema::MAIN, me, self.holding_value())
+        );
+        queued?;
+        wrote?;
+        // Round 2: both reads after both writes (Lemma 1 needs my write
+        // before my read of `main`; the place needs my queue cell there).
+        let (position, main) = tokio::join!(arrival.position, read_main(store, lease));
+        Ok(Arrived {
+            position: position?,
+            main: Some(main?),
+            wrote: true,
+        })
+    }
+
+    /// Listing 7 lines 3–4: my `main` cell — marked a reservation, since
+    /// someone may still hold — then `main` read after it (Lemma 1 on
+    /// `main`: of two writers, at least one sees both cells here).
+    async fn enter(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        _prepared: bool,
+    ) -> Result<Entered, StoreError> {
+        Ok(Entered::Read {
+            main: reserve_and_read(store, lease).await?,
+            reserved: true,
+        })
     }
 }
-
-/// How many `main` cells a prepared queue waiter reads per poll: enough to
-/// tell "a holding is among them" from "only reservations" in every case
-/// but a crowd of four reservations with the holding beyond them — and
-/// then the waiter only waits longer, it never deadlocks (the first in
-/// line stays; the rest withdraw).
-const RESERVATIONS_SEEN: u32 = 4;
 
 /// The fair queue lock.
 ///

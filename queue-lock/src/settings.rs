@@ -9,23 +9,37 @@ use serde::{Deserialize, Serialize};
 
 /// ```toml
 /// [lock.queue]
-/// waiter_poll = "250ms"  # a waiter further back checks its place this often
-/// head_poll = "10ms"     # the first waiter (and the head) polls this often
+/// min_poll = "200us"     # no waiter polls more often than this
+/// head_poll = "10ms"     # the next waiter's poll before it measured the store's
+///                        # round trip, and the longest round trip it assumes
+/// waiter_poll = "250ms"  # no waiter polls less often than this
 /// stale_after = "30s"    # a queue cell not renewed for this long is skipped
 ///                        # (default: 3 × lock.renew_every)
 /// try_attempts = 3       # try-acquire: entries into main while first in line
 /// ```
+///
+/// Waiters poll by the measured round trip (see `line/poll.rs`): the next
+/// waiter about once per round trip while the line moves, a waiter `d`
+/// places back every `d` round trips, and everyone less and less often while
+/// a hold lasts — always between `min_poll` and `waiter_poll`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueSettings {
-    /// Poll interval of waiters behind the first waiter: they cannot be next,
-    /// so they poll slowly and keep load off the store.
+    /// The ceiling: no waiter polls less often than this — far back in a
+    /// long line, or during a long hold. Bounds the delay of a hand-off
+    /// after a long hold.
     #[serde(with = "humantime_serde")]
     pub waiter_poll: Duration,
-    /// Poll interval of the first waiter and of the head waiting for `main`
-    /// to empty: the hand-off latency is about one of these.
+    /// The next waiter's poll interval before it has measured the store's
+    /// round trip, and the longest round trip it assumes (a slower store is
+    /// still polled back to back, one read in flight).
     #[serde(with = "humantime_serde")]
     pub head_poll: Duration,
+    /// The floor: no waiter polls more often than this, so an in-process
+    /// store (round trips of microseconds) is not polled in a hot loop.
+    /// Below a real store's round trip it does not matter.
+    #[serde(with = "humantime_serde")]
+    pub min_poll: Duration,
     /// A queue cell whose write time is older than this is a dead waiter and
     /// is skipped. Safe at any value (exclusion rests on `main`), but below
     /// the renewal period plus clock skew live waiters get skipped. `None`:
@@ -42,6 +56,7 @@ impl Default for QueueSettings {
         QueueSettings {
             waiter_poll: Duration::from_millis(250),
             head_poll: Duration::from_millis(10),
+            min_poll: Duration::from_micros(200),
             stale_after: None,
             try_attempts: 3,
         }
@@ -58,10 +73,20 @@ impl QueueSettings {
     /// Every rule these settings break, given the lease settings.
     pub fn problems(&self, lease: &LeaseSettings) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
-        if self.head_poll.is_zero() {
+        if self.min_poll.is_zero() {
+            out.push(InvalidSetting::new(
+                "lock.queue.min_poll",
+                "lock.queue.min_poll must be greater than 0 (a zero poll is a hot loop against the store)",
+            ));
+        }
+        if self.head_poll < self.min_poll {
             out.push(InvalidSetting::new(
                 "lock.queue.head_poll",
-                "lock.queue.head_poll must be greater than 0 (a zero poll is a hot loop against the store)",
+                format!(
+                    "lock.queue.head_poll ({}) must be at least lock.queue.min_poll ({})",
+                    fmt_duration(self.head_poll),
+                    fmt_duration(self.min_poll)
+                ),
             ));
         }
         if self.waiter_poll < self.head_poll {
@@ -159,6 +184,7 @@ mod tests {
         let bad = QueueSettings {
             waiter_poll: Duration::from_millis(5),
             head_poll: Duration::from_millis(10),
+            min_poll: Duration::ZERO,
             stale_after: Some(Duration::from_secs(15)),
             try_attempts: 0,
         };
@@ -170,6 +196,7 @@ mod tests {
         assert_eq!(
             msgs,
             [
+                "lock.queue.min_poll must be greater than 0 (a zero poll is a hot loop against the store)",
                 "lock.queue.waiter_poll (5ms) must be at least lock.queue.head_poll (10ms)",
                 "lock.queue.stale_after (15s) must be at least twice lock.renew_every (10s), or live waiters are skipped between renewals",
                 "lock.queue.try_attempts must be at least 1",

@@ -120,7 +120,12 @@ async fn run(
         Default::default()
     };
     if !decision.delay.is_zero() {
-        tokio::time::sleep(decision.delay).await;
+        let delay = if prepared.conditional {
+            decision.delay * crate::engine::PAXOS_ROUND_TRIPS
+        } else {
+            decision.delay
+        };
+        tokio::time::sleep(delay).await;
     }
     if let Some(f) = decision.before {
         return Ok(fault_reply(f, params.consistency, prepared.write_type));
@@ -158,6 +163,7 @@ async fn run(
     Ok(Reply::Send(match outcome {
         Outcome::Void => messages::void(),
         Outcome::Rows(page) => messages::rows(&prepared.result, &page),
+        Outcome::Cas(columns, page) => messages::rows(&columns, &page),
         Outcome::SetKeyspace(ks) => {
             let r = messages::set_keyspace(&ks);
             session.set_keyspace(ks);

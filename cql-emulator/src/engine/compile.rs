@@ -134,6 +134,8 @@ pub(crate) struct ModifyPlan {
     pub(crate) action: Action,
     pub(crate) ttl: Option<Operand>,
     pub(crate) timestamp: Option<Operand>,
+    /// `IF …`: a lightweight transaction (see [`CasCondition`]).
+    pub(crate) condition: Option<CasCondition>,
 }
 
 // ===== Binder =====
@@ -237,7 +239,94 @@ impl Binder {
 
 // ===== INSERT / UPDATE / DELETE =====
 
-const LWT_MESSAGE: &str = "Conditional statements (IF NOT EXISTS, IF EXISTS, IF …; lightweight transactions) are not supported by the lockshift CQL emulator";
+/// A lightweight transaction's condition, compiled: checked against the
+/// addressed row's current values before the change is applied.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum CasCondition {
+    /// `INSERT … IF NOT EXISTS`: applies iff the row is not live.
+    NotExists,
+    /// `UPDATE|DELETE … IF EXISTS`: applies iff the row is live.
+    Exists,
+    /// `IF col = v AND …`: applies iff every regular column holds its value
+    /// (a null value matches a missing cell or a missing row).
+    Equal(Vec<(usize, Operand)>),
+}
+
+impl CasCondition {
+    /// The regular columns the condition names, in the order written (the
+    /// columns of a not-applied result besides `[applied]`; `None`: all).
+    pub(crate) fn columns(&self) -> Option<Vec<usize>> {
+        match self {
+            CasCondition::NotExists | CasCondition::Exists => None,
+            CasCondition::Equal(list) => {
+                let mut out: Vec<usize> = Vec::new();
+                for (i, _) in list {
+                    if !out.contains(i) {
+                        out.push(*i);
+                    }
+                }
+                Some(out)
+            }
+        }
+    }
+}
+
+fn compile_condition(
+    schema: &TableSchema,
+    c: &ast::Condition,
+    b: &mut Binder,
+) -> Result<CasCondition, CqlError> {
+    match c {
+        ast::Condition::Exists => Ok(CasCondition::Exists),
+        ast::Condition::Equal(list) => {
+            let mut out = Vec::new();
+            for (name, term) in list {
+                let i = schema.require(name)?;
+                let col = &schema.columns[i];
+                if col.kind != ColumnKind::Regular {
+                    return Err(CqlError::invalid(format!(
+                        "PRIMARY KEY column '{name}' cannot have IF conditions"
+                    )));
+                }
+                out.push((i, b.operand(term, schema, &col.name, &col.ty)?));
+            }
+            Ok(CasCondition::Equal(out))
+        }
+    }
+}
+
+/// Cassandra's rules for a conditional statement: it addresses exactly one
+/// row by equality on the whole primary key (Paxos runs per partition) and
+/// takes no client timestamp (the Paxos ballot orders it).
+fn check_conditional(plan: &ModifyPlan, is_delete: bool) -> Result<(), CqlError> {
+    if plan.condition.is_none() {
+        return Ok(());
+    }
+    if plan.timestamp.is_some() {
+        return Err(CqlError::invalid(
+            "Cannot provide custom timestamp for conditional updates",
+        ));
+    }
+    let single = |op: &InOperand| matches!(op, InOperand::List(l) if l.len() == 1);
+    if !plan.keys.iter().all(single) {
+        return Err(CqlError::invalid(
+            "IN on the partition key is not supported with conditional updates",
+        ));
+    }
+    let full = plan.clustering.slice.is_none()
+        && plan.clustering.prefix.len() == plan.schema.clustering.len();
+    if !full && is_delete {
+        return Err(CqlError::invalid(
+            "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF conditions",
+        ));
+    }
+    if !plan.clustering.prefix.iter().all(single) {
+        return Err(CqlError::invalid(
+            "IN on the clustering key columns is not supported with conditional updates",
+        ));
+    }
+    Ok(())
+}
 
 fn using(
     schema: &TableSchema,
@@ -263,9 +352,6 @@ pub(crate) fn insert(
     s: &ast::Insert,
     b: &mut Binder,
 ) -> Result<ModifyPlan, CqlError> {
-    if s.if_not_exists {
-        return Err(CqlError::invalid(LWT_MESSAGE));
-    }
     if s.columns.len() != s.values.len() {
         return Err(CqlError::invalid("Unmatched column names/values"));
     }
@@ -309,7 +395,7 @@ pub(crate) fn insert(
     let keys = take(&schema.partition_key, &mut by_col);
     let prefix = take(&schema.clustering, &mut by_col);
     let (ttl, timestamp) = using(&schema, &s.using, b)?;
-    Ok(ModifyPlan {
+    let plan = ModifyPlan {
         schema: schema.clone(),
         keys,
         clustering: ClusteringSel {
@@ -319,7 +405,10 @@ pub(crate) fn insert(
         action: Action::Insert(by_col.into_iter().collect()),
         ttl,
         timestamp,
-    })
+        condition: s.if_not_exists.then_some(CasCondition::NotExists),
+    };
+    check_conditional(&plan, false)?;
+    Ok(plan)
 }
 
 /// The WHERE of UPDATE / DELETE: full partition key; clustering as allowed.
@@ -374,9 +463,6 @@ pub(crate) fn update(
     s: &ast::Update,
     b: &mut Binder,
 ) -> Result<ModifyPlan, CqlError> {
-    if s.conditional {
-        return Err(CqlError::invalid(LWT_MESSAGE));
-    }
     let (ttl, timestamp) = using(&schema, &s.using, b)?;
     let mut cells = Vec::new();
     for (name, term) in &s.assignments {
@@ -395,14 +481,22 @@ pub(crate) fn update(
         cells.push((i, b.operand(term, &schema, &c.name, &c.ty)?));
     }
     let (keys, clustering) = modify_where(&schema, &s.relations, b, false)?;
-    Ok(ModifyPlan {
+    let condition = s
+        .condition
+        .as_ref()
+        .map(|c| compile_condition(&schema, c, b))
+        .transpose()?;
+    let plan = ModifyPlan {
         schema: schema.clone(),
         keys,
         clustering,
         action: Action::Update(cells),
         ttl,
         timestamp,
-    })
+        condition,
+    };
+    check_conditional(&plan, false)?;
+    Ok(plan)
 }
 
 /// Compiles a DELETE.
@@ -411,9 +505,6 @@ pub(crate) fn delete(
     s: &ast::Delete,
     b: &mut Binder,
 ) -> Result<ModifyPlan, CqlError> {
-    if s.conditional {
-        return Err(CqlError::invalid(LWT_MESSAGE));
-    }
     let timestamp = s
         .timestamp
         .as_ref()
@@ -430,14 +521,22 @@ pub(crate) fn delete(
         columns.push(i);
     }
     let (keys, clustering) = modify_where(&schema, &s.relations, b, columns.is_empty())?;
-    Ok(ModifyPlan {
+    let condition = s
+        .condition
+        .as_ref()
+        .map(|c| compile_condition(&schema, c, b))
+        .transpose()?;
+    let plan = ModifyPlan {
         schema: schema.clone(),
         keys,
         clustering,
         action: Action::Delete(columns),
         ttl: None,
         timestamp,
-    })
+        condition,
+    };
+    check_conditional(&plan, true)?;
+    Ok(plan)
 }
 
 /// `pk_indexes`: the marker bound to each partition key column, when every

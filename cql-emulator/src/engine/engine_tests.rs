@@ -86,6 +86,7 @@ impl Db {
         let p = self.prepare(cql)?;
         match self.exec(&p, &[], None, None)? {
             Outcome::Rows(page) => Ok((p.result.clone(), page)),
+            Outcome::Cas(columns, page) => Ok((columns, page)),
             Outcome::SetKeyspace(ks) => {
                 self.keyspace = Some(ks);
                 Ok((Vec::new(), Page::default()))
@@ -527,8 +528,8 @@ fn people_get_errors_they_understand() {
             "Key may not be empty",
         ),
         (
-            "INSERT INTO ks.main (row_key, column_name, value) VALUES ('r', 'c', 0x) IF NOT EXISTS",
-            "not supported",
+            "UPDATE ks.main SET value = 0x WHERE row_key = 'r' AND column_name = 'c' IF value > 0x",
+            "only `=` conditions",
         ),
         (
             "INSERT INTO ks.main (row_key, column_name, value) VALUES ('r', 'c', 0x) USING TTL -1",

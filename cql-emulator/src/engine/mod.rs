@@ -7,6 +7,7 @@
 //! - [`compile`]: statements → plans with typed bind markers.
 //! - [`bind`]: resolving a plan's operands against bound values.
 //! - [`select`] / [`modify`]: running plans; paging state.
+//! - [`cas`]: lightweight transactions (`IF …`) and their `[applied]` rows.
 //! - [`ddl`]: CREATE / DROP / USE / TRUNCATE, keeping `system_schema` in step.
 //! - [`describe`]: server-side DESCRIBE (what cqlsh 6 sends).
 //! - [`system`]: the `system` and `system_schema` tables drivers read.
@@ -17,6 +18,7 @@
 //! atomic for free (the store contract's "one row, one write").
 
 pub(crate) mod bind;
+mod cas;
 pub(crate) mod compile;
 pub(crate) mod data;
 mod ddl;
@@ -60,6 +62,9 @@ pub(crate) struct Prepared {
     /// compiled against.
     pub(crate) tables: Vec<(String, String, Uuid)>,
     pub(crate) op: RequestOp,
+    /// Whether this is a lightweight transaction (its injected latency is
+    /// paid once per Paxos round trip, see [`PAXOS_ROUND_TRIPS`]).
+    pub(crate) conditional: bool,
     /// The WriteTimeout write type a fault on this statement reports.
     pub(crate) write_type: &'static str,
 }
@@ -73,6 +78,14 @@ impl Prepared {
             .collect()
     }
 }
+
+/// The round trips between coordinator and replicas a lightweight
+/// transaction makes in Cassandra 4.1's default Paxos (v1): prepare/promise,
+/// read, propose/accept, commit. A plain write makes one. The endpoint's
+/// injected latency models a request's round trip, so a conditional
+/// statement waits it this many times: an LWT baseline measured here costs
+/// what it would on a cluster, not the price of a plain write.
+pub(crate) const PAXOS_ROUND_TRIPS: u32 = 4;
 
 /// What a prepared statement does.
 #[derive(Debug)]
@@ -111,6 +124,9 @@ pub(crate) struct SchemaChange {
 pub(crate) enum Outcome {
     Void,
     Rows(Page),
+    /// A conditional statement's `[applied]` row; its columns depend on
+    /// the outcome, so they travel with it (the prepared metadata is none).
+    Cas(Vec<ResultColumn>, Page),
     SetKeyspace(String),
     SchemaChange(SchemaChange),
 }
@@ -226,6 +242,7 @@ impl Engine {
                         .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))
                         .collect(),
                     op,
+                    conditional: false,
                     write_type: wt,
                 })
             };
@@ -251,6 +268,7 @@ impl Engine {
                 let plan = self.compile_modify(session, stmt, &mut b)?;
                 let pk = compile::pk_indexes(&plan.keys);
                 let schema = plan.schema.clone();
+                let conditional = plan.condition.is_some();
                 prepared(
                     PreparedKind::Modify(plan),
                     b,
@@ -258,8 +276,9 @@ impl Engine {
                     Vec::new(),
                     vec![&schema],
                     RequestOp::Write,
-                    "SIMPLE",
+                    if conditional { "CAS" } else { "SIMPLE" },
                 )
+                .map(|p| Prepared { conditional, ..p })
             }
             Statement::Batch(batch) => {
                 if batch.counter {
@@ -269,7 +288,9 @@ impl Engine {
                 }
                 let mut plans = Vec::new();
                 for s in &batch.statements {
-                    plans.push(self.compile_modify(session, s, &mut b)?);
+                    plans.push(Self::unconditional(
+                        self.compile_modify(session, s, &mut b)?,
+                    )?);
                 }
                 let timestamp = match &batch.timestamp {
                     Some(t) => {
@@ -393,6 +414,17 @@ impl Engine {
         }
     }
 
+    /// Refuses a conditional statement inside a batch (Cassandra runs such
+    /// a batch as one Paxos round over one partition; nothing here needs it).
+    fn unconditional(plan: ModifyPlan) -> Result<ModifyPlan, CqlError> {
+        if plan.condition.is_some() {
+            return Err(CqlError::invalid(
+                "conditional statements (IF …) inside a BATCH are not supported by the lockshift CQL emulator",
+            ));
+        }
+        Ok(plan)
+    }
+
     /// Whether every table `p` was compiled against still exists unchanged
     /// (a drop and re-create gives a table a new id).
     pub(crate) fn is_current(&self, p: &Prepared) -> bool {
@@ -429,6 +461,9 @@ impl Engine {
                     select::run(table, plan, &values, opts.page_size, opts.paging_state)?
                 };
                 Ok(Outcome::Rows(page))
+            }
+            PreparedKind::Modify(plan) if plan.condition.is_some() => {
+                self.execute_cas(plan, &values, now)
             }
             PreparedKind::Modify(plan) => {
                 let ts = self.default_timestamp(opts.default_timestamp);
@@ -468,6 +503,34 @@ impl Engine {
         }
     }
 
+    /// Runs a conditional statement: read the addressed row, check the
+    /// condition, apply iff it holds — all under the engine lock, so per
+    /// partition (indeed globally) linearizable.
+    fn execute_cas(
+        &mut self,
+        plan: &ModifyPlan,
+        values: &Bound<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, CqlError> {
+        let Some(condition) = &plan.condition else {
+            return Err(CqlError::server("a plain statement ran as conditional"));
+        };
+        // Cassandra stamps an LWT with its Paxos ballot, never the client's
+        // timestamp; the server clock's strictly increasing timestamp plays
+        // that part, so a later LWT always supersedes an earlier one.
+        let ts = self.next_timestamp();
+        let changes = modify::changes(plan, values, ts)?;
+        let (key, ck) = modify::cas_row(plan, values)?;
+        let table = self.table_mut(&plan.schema.keyspace, &plan.schema.name)?;
+        let current = cas::current_row(table, &key, &ck, now);
+        let applied = cas::applies(&plan.schema, condition, current.as_ref(), values)?;
+        if applied {
+            self.apply_all(vec![(plan.schema.clone(), changes)], now)?;
+        }
+        let (columns, page) = cas::result(&plan.schema, condition, applied, current);
+        Ok(Outcome::Cas(columns, page))
+    }
+
     /// Runs a protocol BATCH: each statement with its own values, all with
     /// one timestamp, checked whole before anything is applied.
     pub(crate) fn execute_batch(
@@ -484,6 +547,11 @@ impl Engine {
                     "Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.",
                 ));
             };
+            if plan.condition.is_some() {
+                return Err(CqlError::invalid(
+                    "conditional statements (IF …) inside a BATCH are not supported by the lockshift CQL emulator",
+                ));
+            }
             let values = Bound::new(vals, &p.binds, now)?;
             all.push((plan.schema.clone(), modify::changes(plan, &values, ts)?));
         }

@@ -62,6 +62,37 @@ fn ttl(plan: &ModifyPlan, values: &Values) -> Result<Option<Duration>, CqlError>
     Ok((secs > 0).then(|| Duration::from_secs(secs as u64)))
 }
 
+/// The one row a conditional statement addresses (compiling checked that
+/// its whole primary key is given by single values).
+pub(crate) fn cas_row(
+    plan: &ModifyPlan,
+    values: &Values,
+) -> Result<(PartitionKey, Clustering), CqlError> {
+    let schema = &plan.schema;
+    let mut lists = Vec::new();
+    for (op, &i) in plan.keys.iter().zip(&schema.partition_key) {
+        lists.push(values.list(op, &schema.columns[i].name)?);
+    }
+    let mut keys = bind::partition_keys(lists)?;
+    let mut raw = Vec::new();
+    for (pos, op) in plan.clustering.prefix.iter().enumerate() {
+        let list = values.list(op, &schema.columns[schema.clustering[pos]].name)?;
+        let [v] = list.as_slice() else {
+            return Err(CqlError::invalid(
+                "IN on the clustering key columns is not supported with conditional updates",
+            ));
+        };
+        bind::check_key_component(v, false)?;
+        raw.push(v.clone());
+    }
+    match (keys.pop(), keys.is_empty()) {
+        (Some(key), true) => Ok((key, schema.clustering_key(raw))),
+        _ => Err(CqlError::invalid(
+            "IN on the partition key is not supported with conditional updates",
+        )),
+    }
+}
+
 /// The changes `plan` makes with `values`; `default_ts` stamps a statement
 /// without `USING TIMESTAMP`.
 pub(crate) fn changes(

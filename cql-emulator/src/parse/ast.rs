@@ -206,9 +206,18 @@ pub(crate) struct Update {
     pub(crate) using: Using,
     pub(crate) assignments: Vec<(String, Term)>,
     pub(crate) relations: Vec<Relation>,
-    /// `IF EXISTS` or `IF cond` (lightweight transactions, refused).
-    pub(crate) conditional: bool,
+    /// `IF EXISTS` or `IF col = term AND …` (a lightweight transaction).
+    pub(crate) condition: Option<Condition>,
     pub(crate) markers: usize,
+}
+
+/// The `IF` clause of an `UPDATE` or `DELETE`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Condition {
+    /// `IF EXISTS`.
+    Exists,
+    /// `IF col = term [AND col = term …]`.
+    Equal(Vec<(String, Term)>),
 }
 
 /// `DELETE`.
@@ -218,7 +227,8 @@ pub(crate) struct Delete {
     pub(crate) table: TableName,
     pub(crate) timestamp: Option<Term>,
     pub(crate) relations: Vec<Relation>,
-    pub(crate) conditional: bool,
+    /// `IF EXISTS` or `IF col = term AND …` (a lightweight transaction).
+    pub(crate) condition: Option<Condition>,
     pub(crate) markers: usize,
 }
 

@@ -156,3 +156,52 @@ fn reserved_words_need_quotes_but_unreserved_ones_do_not() {
     ok("SELECT \"select\" FROM \"from\"");
     err("CREATE TABLE select (k int PRIMARY KEY)");
 }
+
+#[test]
+fn conditions_of_lightweight_transactions() {
+    let Statement::Insert(i) =
+        ok("INSERT INTO ks.leases (name, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?")
+    else {
+        panic!()
+    };
+    assert!(i.if_not_exists);
+    assert!(matches!(
+        &i.using.ttl,
+        Some(Term::Marker(Marker { index: 2, .. }))
+    ));
+    let Statement::Update(u) =
+        ok("UPDATE ks.leases USING TTL ? SET owner = ? WHERE name = ? IF owner = ? AND n = 3")
+    else {
+        panic!()
+    };
+    let Some(Condition::Equal(conds)) = &u.condition else {
+        panic!("{:?}", u.condition)
+    };
+    assert_eq!(conds.len(), 2);
+    assert_eq!(conds[0].0, "owner");
+    assert!(matches!(&conds[0].1, Term::Marker(Marker { index: 3, .. })));
+    assert_eq!(u.markers, 4);
+    let Statement::Update(u) = ok("UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF EXISTS")
+    else {
+        panic!()
+    };
+    assert_eq!(u.condition, Some(Condition::Exists));
+    let Statement::Delete(d) = ok("DELETE FROM ks.leases WHERE name = ? IF owner = ?") else {
+        panic!()
+    };
+    assert!(matches!(&d.condition, Some(Condition::Equal(c)) if c.len() == 1));
+    let Statement::Delete(d) = ok("DELETE FROM ks.leases WHERE name = ?") else {
+        panic!()
+    };
+    assert_eq!(d.condition, None);
+    for refused in [
+        "UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF owner != 'b'",
+        "DELETE FROM ks.leases WHERE name = 'x' IF owner IN ('a', 'b')",
+        "UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF n > 1",
+    ] {
+        assert!(
+            err(refused).message.contains("only `=` conditions"),
+            "{refused}"
+        );
+    }
+}

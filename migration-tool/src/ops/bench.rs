@@ -2,7 +2,7 @@
 //! its worker process (`migrate bench-worker <spec>`).
 
 use lockshift::Settings;
-use lockshift_bench::{BenchConfig, BenchError, BenchReport, WorkerSpec};
+use lockshift_bench::{BenchConfig, BenchError, BenchReport, HoldBenchReport, WorkerSpec};
 use tokio::process::Command;
 
 use crate::UsageError;
@@ -10,8 +10,18 @@ use crate::cli::BenchArgs;
 
 /// The benchmark's configuration: the flags, and the lock tuning and
 /// connection of the settings (so it measures what the fleet would run).
-pub fn config(args: &BenchArgs, settings: &Settings) -> BenchConfig {
-    BenchConfig {
+///
+/// # Errors
+/// A [`UsageError`] when `--renew-every` makes the lease settings invalid.
+pub fn config(args: &BenchArgs, settings: &Settings) -> anyhow::Result<BenchConfig> {
+    let mut lease = settings.lock.lease();
+    if let Some(every) = args.renew_every {
+        lease.renew_every = every;
+        if let Some(problem) = lease.problems().first() {
+            return Err(UsageError(format!("--renew-every: {problem}")).into());
+        }
+    }
+    Ok(BenchConfig {
         algorithms: args.algorithms.clone(),
         processes: args.processes.clone(),
         acquisitions: args.acquisitions,
@@ -19,13 +29,16 @@ pub fn config(args: &BenchArgs, settings: &Settings) -> BenchConfig {
         latency: args.latency,
         jitter: args.jitter,
         cluster: args.cluster.then(|| settings.store.cql.clone()),
-        lease: settings.lock.lease(),
+        lease,
         queue: settings.lock.queue.clone(),
         legacy: settings.lock.legacy.clone(),
         time: settings.time.clone(),
-        plots: (!args.no_plots).then(|| args.plots.clone()),
+        // The hold mode draws nothing.
+        plots: (!args.no_plots && args.hold_locks.is_empty()).then(|| args.plots.clone()),
         seed: args.seed,
-    }
+        hold_locks: args.hold_locks.clone(),
+        hold_periods: args.periods,
+    })
 }
 
 /// Checks before anything runs that the plots can be written: the
@@ -52,6 +65,18 @@ pub fn check_plots_dir(config: &BenchConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A worker process: this executable's `bench-worker`.
+fn worker_command() -> anyhow::Result<impl Fn(&WorkerSpec) -> Result<Command, BenchError> + Sync> {
+    let exe = std::env::current_exe()?;
+    Ok(move |spec: &WorkerSpec| -> Result<Command, BenchError> {
+        let mut command = Command::new(&exe);
+        command
+            .arg("bench-worker")
+            .arg(serde_json::to_string(spec)?);
+        Ok(command)
+    })
+}
+
 /// Runs the benchmark with this executable as the worker.
 ///
 /// # Errors
@@ -60,14 +85,20 @@ pub async fn bench(
     config: &BenchConfig,
     progress: impl FnMut(&str) + Send,
 ) -> anyhow::Result<BenchReport> {
-    let exe = std::env::current_exe()?;
-    let worker = move |spec: &WorkerSpec| -> Result<Command, BenchError> {
-        let mut command = Command::new(&exe);
-        command
-            .arg("bench-worker")
-            .arg(serde_json::to_string(spec)?);
-        Ok(command)
-    };
+    let worker = worker_command()?;
     let mut progress = progress;
     Ok(lockshift_bench::run(config, &worker, &mut progress).await?)
+}
+
+/// Runs the hold mode (`--hold-locks`) with this executable as the worker.
+///
+/// # Errors
+/// The benchmark's errors (endpoint, store, workers).
+pub async fn hold(
+    config: &BenchConfig,
+    progress: impl FnMut(&str) + Send,
+) -> anyhow::Result<HoldBenchReport> {
+    let worker = worker_command()?;
+    let mut progress = progress;
+    Ok(lockshift_bench::run_hold(config, &worker, &mut progress).await?)
 }

@@ -2,7 +2,7 @@
 //! `queue`.
 
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, inspect_lock};
+use lockshift_combined::census::{CensusCell, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_queue_lock::queue::parse_queue_column;
@@ -25,7 +25,7 @@ pub struct InspectReport {
     pub stale_after_ms: u64,
     /// The holder: the owner of the single live `main` cell, if exactly one.
     pub holder: Option<String>,
-    /// Waiters: live queue cells behind the head.
+    /// Waiters: live queue cells of owners that do not hold the lock.
     pub waiting: usize,
     /// Every cell, `main` then `shadow` then `queue`, each in column order.
     pub cells: Vec<CellRow>,
@@ -127,10 +127,9 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         [only] => Some(only.owner.owner.clone()),
         _ => None,
     };
-    let waiting = cells
-        .iter()
-        .filter(|c| c.table == schema::QUEUE && c.queue_position.is_some_and(|p| p > 0))
-        .count();
+    // Holders leave the queue once they hold (queue-lock Q2): waiters are
+    // the queue cells of owners without a holding in main.
+    let waiting = waiters(&cells).len();
     Ok(InspectReport {
         version: JSON_VERSION,
         lock: lock.to_string(),

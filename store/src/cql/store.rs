@@ -131,6 +131,18 @@ impl CqlStore {
         .await
     }
 
+    /// The driver session, for statements outside the [`Store`] interface
+    /// (the benchmark's LWT baseline sends conditional statements on it, so
+    /// it measures the same connections and settings as the locks).
+    pub fn session(&self) -> &std::sync::Arc<Session> {
+        &self.session
+    }
+
+    /// The keyspace of lockshift's tables.
+    pub fn keyspace(&self) -> &str {
+        &self.keyspace
+    }
+
     /// Drops this store's keyspace and everything in it (`DROP KEYSPACE IF
     /// EXISTS`). For keyspaces a tool or a test made for itself (`migrate
     /// demo` on a cluster, a test run) — never a fleet's.

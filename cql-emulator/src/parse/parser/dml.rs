@@ -114,31 +114,41 @@ impl Parser {
         }
         self.expect_kw("where")?;
         let relations = self.relations()?;
-        let conditional = self.conditions()?;
+        let condition = self.conditions()?;
         Ok(Update {
             table,
             using,
             assignments,
             relations,
-            conditional,
+            condition,
             markers: self.markers,
         })
     }
 
-    /// Skips an `IF …` clause, reporting whether there was one.
-    fn conditions(&mut self) -> Result<bool, CqlError> {
+    /// An `IF …` clause: `IF EXISTS`, or equality conditions joined by
+    /// `AND` (what lock clients use: `IF owner = ?`). Other operators are
+    /// refused with a message that says so.
+    fn conditions(&mut self) -> Result<Option<Condition>, CqlError> {
         if !self.eat_kw("if") {
-            return Ok(false);
+            return Ok(None);
         }
-        // Lightweight transactions are refused when compiled; consume the
-        // rest so the refusal says why rather than "unexpected input".
-        while !matches!(self.peek(), Tok::Eof | Tok::Sym(";")) && !self.is_kw("apply") {
-            if let Tok::Marker(name) = self.peek().clone() {
-                self.marker(name);
+        if self.eat_kw("exists") {
+            return Ok(Some(Condition::Exists));
+        }
+        let mut equal = Vec::new();
+        loop {
+            let column = self.ident("a column name in the IF clause")?;
+            if !self.eat_sym("=") {
+                return Err(CqlError::invalid(format!(
+                    "only `=` conditions (IF {column} = …) and IF EXISTS are supported by the lockshift CQL emulator"
+                )));
             }
-            self.advance();
+            equal.push((column, self.term()?));
+            if !self.eat_kw("and") {
+                break;
+            }
         }
-        Ok(true)
+        Ok(Some(Condition::Equal(equal)))
     }
 
     pub(super) fn delete(&mut self) -> Result<Delete, CqlError> {
@@ -165,13 +175,13 @@ impl Parser {
         };
         self.expect_kw("where")?;
         let relations = self.relations()?;
-        let conditional = self.conditions()?;
+        let condition = self.conditions()?;
         Ok(Delete {
             columns,
             table,
             timestamp,
             relations,
-            conditional,
+            condition,
             markers: self.markers,
         })
     }

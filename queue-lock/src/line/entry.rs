@@ -1,0 +1,186 @@
+//! [`MainEntry`]: how a waiter of one algorithm writes and verifies `main`
+//! — the only part of the line the queue lock and the combined lock do
+//! differently. Entries do I/O and report what they read; what to make of
+//! it is the waiter's decision ([`super::waiter`]).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lockshift_lock::{Algorithm, Lease, LockContext, RESERVED_VALUE};
+use lockshift_store::{Cell, Store, StoreError, schema};
+
+use crate::queue::Position;
+
+/// A boxed store operation (what [`Arrival`] carries).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The queue side of an arrival, handed to [`MainEntry::arrive`]: the
+/// write of the waiter's queue cell and the read of its place, to run
+/// beside the entry's own writes and reads. `position` must run only after
+/// `enqueue` succeeded (before, the cell may not be there yet).
+pub struct Arrival<'a> {
+    /// Writes the queue cell (through the lease).
+    pub enqueue: StoreFuture<'a, ()>,
+    /// Reads where the queue cell stands.
+    pub position: StoreFuture<'a, Position>,
+}
+
+impl fmt::Debug for Arrival<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Arrival")
+    }
+}
+
+/// What an arrival found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrived {
+    /// Where the queue cell stands.
+    pub position: Position,
+    /// The read of `main` made after the entry's own `main` write, when it
+    /// made one (the fast path); the lock is the waiter's iff it is first in
+    /// line and this read shows its cell alone (Q1).
+    pub main: Option<Vec<Cell>>,
+    /// Whether the entry wrote cells besides the queue cell (they must go
+    /// if the lock was not taken: Q2).
+    pub wrote: bool,
+}
+
+/// What one attempt at `main` by the first waiter found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entered {
+    /// My `main` cell is written; `main` is a read of `main` made after
+    /// that write. `reserved`: the cell is marked [`RESERVED_VALUE`] (it
+    /// becomes a reservation if someone else holds, and is re-marked a
+    /// holding once the lock is mine).
+    Read {
+        /// The read of `main` after my write.
+        main: Vec<Cell>,
+        /// Whether my cell is marked a reservation.
+        reserved: bool,
+    },
+    /// Nothing of mine is left in `main`: someone else was in the way (in
+    /// `main`, or arbitrating in `shadow`). Wait for `main` to empty, then
+    /// enter again. `prepared`: what the entry readied stands (the combined
+    /// lock's `shadow` cell, checked alone), and the next
+    /// [`enter`](MainEntry::enter) may build on it.
+    Blocked {
+        /// Whether the preparation stands.
+        prepared: bool,
+    },
+}
+
+/// How the first waiter in line writes and verifies `main`.
+///
+/// Every write goes through the lease (TTL, renewal, cleanup). Each method
+/// does only I/O and says what it read; the waiter decides.
+#[async_trait]
+pub trait MainEntry: Send + Sync + fmt::Debug {
+    /// The algorithm this entry belongs to.
+    fn algorithm(&self) -> Algorithm;
+
+    /// The value of a holding `main` cell.
+    fn holding_value(&self) -> &'static [u8] {
+        self.algorithm().as_str().as_bytes()
+    }
+
+    /// Arrives: writes the queue cell and reads the place. The default is
+    /// the slow path — enqueue, then read the place, nothing else. An entry
+    /// with a fast path writes its own cells beside the queue cell and reads
+    /// `main` after them, so an uncontended acquisition ends here.
+    ///
+    /// # Errors
+    /// A store error; what was written stays registered with the lease.
+    async fn arrive(
+        &self,
+        _store: &dyn Store,
+        _lease: &Lease,
+        arrival: Arrival<'_>,
+        _fast: bool,
+    ) -> Result<Arrived, StoreError> {
+        arrival.enqueue.await?;
+        Ok(Arrived {
+            position: arrival.position.await?,
+            main: None,
+            wrote: false,
+        })
+    }
+
+    /// One attempt at `main` by the first waiter: write my `main` cell,
+    /// then read `main` (Q1). `prepared`: the last attempt ended
+    /// [`Entered::Blocked`] with its preparation standing, and nothing
+    /// failed since.
+    ///
+    /// # Errors
+    /// A store error; what was written stays registered with the lease and
+    /// [`tidy`](MainEntry::tidy) removes it.
+    async fn enter(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        prepared: bool,
+    ) -> Result<Entered, StoreError>;
+
+    /// Whether a read showing my cell alone may hand me the lock now (the
+    /// combined lock also needs its `shadow` cell to have lived throughout).
+    fn can_claim(&self, lease: &Lease) -> bool {
+        lease.check_valid().is_ok()
+    }
+
+    /// Whether the entry keeps its `main` cell as a reservation while
+    /// someone else holds; `false` withdraws and waits for `main` to empty.
+    fn prepares(&self) -> bool {
+        true
+    }
+
+    /// How long the first waiter pauses while `main` is taken and it does
+    /// not prepare, when the entry paces itself (the combined lock beside
+    /// legacy contenders, who poll at their own pace and would otherwise
+    /// never win a hand-off); `None`, the default: the line's polling.
+    fn busy_pause(&self, _ctx: &LockContext) -> Option<Duration> {
+        None
+    }
+
+    /// After the lock was taken: drops in the background what a holder no
+    /// longer needs (by default nothing; the line itself re-marks a
+    /// reservation and leaves the queue).
+    fn settle(&self, _lease: &Lease) {}
+
+    /// Removes what a failed or withdrawn attempt left (by default, any
+    /// `main` cell of this lease).
+    ///
+    /// # Errors
+    /// A store error; the cells stay registered.
+    async fn tidy(&self, lease: &Lease) -> Result<(), StoreError> {
+        lease.delete_all_in(schema::MAIN).await
+    }
+}
+
+/// Writes `lease`'s `main` cell marked a reservation, then reads `main`:
+/// the queue lock's whole entry, and the end of the combined lock's.
+///
+/// # Errors
+/// The store error of either step.
+pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Cell>, StoreError> {
+    lease
+        .write(schema::MAIN, lease.owner().as_str(), RESERVED_VALUE)
+        .await?;
+    read_main(store, lease).await
+}
+
+/// Reads the first [`MAIN_CELLS_READ`](super::handoff::MAIN_CELLS_READ)
+/// cells of `main` for `lease`'s lock.
+///
+/// # Errors
+/// The store error.
+pub async fn read_main(store: &dyn Store, lease: &Lease) -> Result<Vec<Cell>, StoreError> {
+    store
+        .read(
+            schema::MAIN,
+            lease.lock().as_str(),
+            &lockshift_store::RowQuery::first(super::handoff::MAIN_CELLS_READ),
+        )
+        .await
+}

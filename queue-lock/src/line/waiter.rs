@@ -1,0 +1,580 @@
+//! The waiter as an explicit state machine: [`Waiter::on`] takes what the
+//! driver observed (an [`Observation`] and its [`Context`]) and returns
+//! the next [`Action`]; it never sleeps or touches the store, so every
+//! decision is tested as a table (`waiter_tests.rs`). The driver
+//! ([`super::Line`]) does the I/O each action names and feeds the result
+//! back — the shape of quinn-proto's connection state machine.
+//!
+//! # States
+//!
+//! ```text
+//!            Arrive ──(first, alone)─────────────────────────────▶ Holding
+//!              │
+//!   Behind ◀───┼──(behind; withdraw what the fast path wrote)
+//!     │ poll   │
+//!     ▼        ▼
+//!   First ──Enter──(alone)───────────────────────────────────────▶ Holding
+//!     │         ├──(someone holds, preparing)──▶ Prepared ──(alone)─▶ Holding
+//!     │         │                                  │ ▲
+//!     │         │                 (only reservations) ▼ │ (first in line)
+//!     │         │                               Deciding ──(behind)──▶ withdraw ▶ Behind
+//!     │         └──(not preparing / blocked)──▶ Blocked ──(main empty)──▶ First
+//! ```
+//!
+//! Safety lives in one place only: the move to `Holding` happens on a read
+//! of `main`, made after this waiter's own `main` write, that shows its cell
+//! alone (Q1, [`super::handoff::verdict`]). Everything else here — where to
+//! wait, how often to look, when to withdraw — is liveness and cost.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use lockshift_store::{Cell, Timestamp};
+use tokio::time::Instant;
+
+use super::entry::{Arrived, Entered};
+use super::handoff::{Verdict, others_in, verdict};
+use super::poll::{self, Average, Bounds, Inputs};
+use crate::queue::Position;
+
+/// Where a waiter stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Writing the queue cell (and, on the fast path, its `main` cell).
+    Arriving,
+    /// Behind `ahead` live queue cells.
+    Behind {
+        /// Live cells ahead.
+        ahead: u32,
+    },
+    /// First in line, writing `main`.
+    First,
+    /// My cell waits in `main` beside someone else's: a reservation.
+    Prepared,
+    /// Only reservations beside mine: asking the queue who stays (Q5).
+    Deciding,
+    /// First in line, not preparing: watching `main` until it empties.
+    Blocked,
+    /// Removing my `main` cells, then `then`.
+    Withdrawing {
+        /// What follows.
+        then: Then,
+    },
+    /// After a store error: the queue will say.
+    Unsure,
+    /// The lock is mine.
+    Holding,
+}
+
+/// What follows a withdrawal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Then {
+    /// Look at the queue after this long.
+    Poll(Duration),
+    /// Enter at once (first in line).
+    Enter,
+    /// Watch `main` until it empties, first after this long.
+    WaitForMain(Duration),
+}
+
+/// What the driver does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Sleep `after`, then write the queue cell — beside the entry's own
+    /// cells when `fast` — and read the place: [`Observation::Arrived`].
+    Arrive {
+        /// Wait this long first (after a store error).
+        after: Duration,
+        /// Take the fast path.
+        fast: bool,
+    },
+    /// Sleep `after`, then read my place: [`Observation::Position`].
+    Poll {
+        /// How long to sleep first.
+        after: Duration,
+    },
+    /// Write my `main` cell and read `main`: [`Observation::Entered`].
+    /// `prepared`: what the entry readied on an earlier attempt still
+    /// stands (the combined lock's checked `shadow` cell), as it said.
+    Enter {
+        /// Whether the entry's preparation stands.
+        prepared: bool,
+    },
+    /// Sleep `after`, then read `main`: [`Observation::Main`].
+    PollMain {
+        /// How long to sleep first.
+        after: Duration,
+    },
+    /// Sleep `after`, then read my place to settle reservations (Q5):
+    /// [`Observation::Position`].
+    AskQueue {
+        /// How long to sleep first.
+        after: Duration,
+    },
+    /// Remove my `main` cells: [`Observation::Withdrawn`].
+    Withdraw,
+    /// My place is gone (queue cell lost): give it up and arrive again.
+    Reenqueue,
+    /// The lock is mine. `reserved`: my `main` cell is still marked a
+    /// reservation and must be re-marked a holding.
+    Acquired {
+        /// Whether to re-mark the cell.
+        reserved: bool,
+    },
+}
+
+/// What the driver saw doing the last action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Observation {
+    /// After [`Action::Arrive`].
+    Arrived(Arrived),
+    /// After [`Action::Poll`] or [`Action::AskQueue`].
+    Position(Position),
+    /// After [`Action::Enter`].
+    Entered(Entered),
+    /// After [`Action::PollMain`]: `main`, and whether a read showing my
+    /// cell alone may hand me the lock now.
+    Main {
+        /// The cells read.
+        cells: Vec<Cell>,
+        /// [`super::MainEntry::can_claim`].
+        can_claim: bool,
+    },
+    /// After [`Action::Withdraw`].
+    Withdrawn,
+    /// The action failed with a store error worth retrying.
+    Failed,
+}
+
+/// Everything else the driver knows when it reports an observation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Context {
+    /// Now.
+    pub(crate) now: Instant,
+    /// Now by the clock cells are stamped with (for the age of a cell).
+    pub(crate) wall: Timestamp,
+    /// How long the action took.
+    pub(crate) took: Duration,
+    /// Whether the entry prepares hand-offs now ([`super::MainEntry::prepares`]).
+    pub(crate) prepares: bool,
+    /// The entry's own pause while `main` is taken, drawn for this
+    /// observation ([`super::MainEntry::busy_pause`]).
+    pub(crate) busy_pause: Option<Duration>,
+    /// The pause after a store error, drawn for this observation.
+    pub(crate) pause_after_error: Duration,
+}
+
+/// One waiter's memory between observations.
+#[derive(Clone, Debug)]
+pub(crate) struct Waiter {
+    bounds: Bounds,
+    stale_after: Duration,
+    /// My `main` column (the owner id).
+    me: String,
+    state: State,
+    /// A write failed in an unknown way and may have left `main` (or
+    /// `shadow`) cells: remove them before anything else.
+    dirty: bool,
+    /// My `main` cell is marked a reservation.
+    reserved: bool,
+    /// The entry's preparation stands ([`Entered::Blocked`]).
+    prepared: bool,
+    round_trip: Average,
+    pace: Average,
+    /// What was seen last (a hash of it), and since when.
+    scene: Option<u64>,
+    since: Instant,
+    /// The last distance seen behind others, and when, for the pace.
+    last_ahead: Option<(u32, Instant)>,
+    /// Anyone else was seen in the way since the last arrival.
+    contended: bool,
+}
+
+impl Waiter {
+    /// A waiter for owner `me` about to arrive.
+    pub(crate) fn new(bounds: Bounds, stale_after: Duration, me: &str, now: Instant) -> Self {
+        Waiter {
+            bounds,
+            stale_after,
+            me: me.to_string(),
+            state: State::Arriving,
+            dirty: false,
+            reserved: false,
+            prepared: false,
+            round_trip: Average::default(),
+            pace: Average::default(),
+            scene: None,
+            since: now,
+            last_ahead: None,
+            contended: false,
+        }
+    }
+
+    /// Starts from the round trip and the pace earlier waiters of the line
+    /// measured, not from `head_poll` and nothing.
+    pub(crate) fn knowing(mut self, round_trip: Average, pace: Average) -> Self {
+        self.round_trip = round_trip;
+        self.pace = pace;
+        self
+    }
+
+    /// The store's round trip as measured so far.
+    pub(crate) fn round_trip(&self) -> Average {
+        self.round_trip
+    }
+
+    /// The line's pace (time per place it moves) as measured so far.
+    pub(crate) fn pace(&self) -> Average {
+        self.pace
+    }
+
+    /// The same waiter arriving again (its place was lost or given up):
+    /// what it measured of the store and the line stays, and it counts as
+    /// having met contention.
+    pub(crate) fn rearrive(&mut self, now: Instant) {
+        *self = Waiter {
+            round_trip: self.round_trip,
+            pace: self.pace,
+            contended: true,
+            ..Waiter::new(self.bounds, self.stale_after, &self.me, now)
+        };
+    }
+
+    /// The owner id (my `main` column) of the place being taken.
+    pub(crate) fn set_owner(&mut self, me: &str) {
+        me.clone_into(&mut self.me);
+    }
+
+    /// Where it stands.
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// Whether anyone else was in the way since it arrived (the line
+    /// remembers contended locks to skip the fast path next time).
+    pub(crate) fn contended(&self) -> bool {
+        self.contended
+    }
+
+    /// The decision: what to do after `observation`.
+    pub(crate) fn on(&mut self, observation: Observation, cx: &Context) -> Action {
+        match observation {
+            Observation::Failed => self.failed(cx),
+            Observation::Arrived(arrived) => {
+                // Two store rounds: the writes, then the reads.
+                self.round_trip.note(cx.took / 2);
+                self.arrived(arrived, cx)
+            }
+            Observation::Position(position) => {
+                self.round_trip.note(cx.took);
+                self.position(position, cx)
+            }
+            Observation::Entered(entered) => self.entered(entered, cx),
+            Observation::Main { cells, can_claim } => {
+                self.round_trip.note(cx.took);
+                self.main(&cells, can_claim, cx)
+            }
+            Observation::Withdrawn => self.withdrawn(),
+        }
+    }
+
+    fn arrived(&mut self, arrived: Arrived, cx: &Context) -> Action {
+        let Arrived {
+            position,
+            main,
+            wrote,
+        } = arrived;
+        let alone = main
+            .as_deref()
+            .is_some_and(|m| verdict(&self.me, m) == Verdict::Alone);
+        if main.as_deref().is_some_and(|m| others_in(&self.me, m)) {
+            self.contended = true;
+        }
+        match position {
+            Position::Missing => self.reenqueue(),
+            // Q1 on the fast path: my `main` write, then a read showing it
+            // alone — and first in line, so nobody waiting is overtaken.
+            Position::First if alone => self.acquired(false),
+            Position::First if wrote => self.withdraw(Then::Enter),
+            Position::First => self.enter(),
+            Position::Behind { ahead, .. } => {
+                self.contended = true;
+                self.moved_to(ahead, cx.now);
+                let after = self.interval(ahead, cx.now);
+                if wrote {
+                    // Q2: a waiter not first keeps no `main` cell.
+                    self.withdraw(Then::Poll(after))
+                } else {
+                    self.state = State::Behind { ahead };
+                    Action::Poll { after }
+                }
+            }
+        }
+    }
+
+    fn position(&mut self, position: Position, cx: &Context) -> Action {
+        if self.state == State::Deciding {
+            return match position {
+                Position::Missing => self.reenqueue(),
+                // Q5: the first in line keeps its reservation.
+                Position::First => {
+                    self.state = State::Prepared;
+                    let after = self.next_main_poll(None, cx);
+                    Action::PollMain { after }
+                }
+                // Q5: a reservation not first in line withdraws.
+                Position::Behind { ahead, .. } => {
+                    self.moved_to(ahead, cx.now);
+                    let after = self.interval(ahead, cx.now);
+                    self.withdraw(Then::Poll(after))
+                }
+            };
+        }
+        match position {
+            Position::Missing => self.reenqueue(),
+            Position::First if self.dirty => self.withdraw(Then::Enter),
+            Position::First => self.enter(),
+            Position::Behind { ahead, .. } => {
+                self.contended = true;
+                self.moved_to(ahead, cx.now);
+                let after = poll::sleep_before_next(
+                    self.interval(ahead, cx.now),
+                    cx.took,
+                    self.bounds.floor,
+                );
+                if self.dirty {
+                    // Q2: leftovers of a failed step go before waiting on.
+                    return self.withdraw(Then::Poll(after));
+                }
+                self.state = State::Behind { ahead };
+                Action::Poll { after }
+            }
+        }
+    }
+
+    fn entered(&mut self, entered: Entered, cx: &Context) -> Action {
+        match entered {
+            Entered::Read { main, reserved } => {
+                self.reserved = reserved;
+                match verdict(&self.me, &main) {
+                    Verdict::Alone => self.acquired(reserved),
+                    Verdict::Missing => {
+                        // My acknowledged write is not there: removed behind
+                        // my back. Start over from the queue.
+                        self.dirty = true;
+                        self.withdraw(Then::Poll(Duration::ZERO))
+                    }
+                    Verdict::Wait { .. } | Verdict::OnlyReservations if !cx.prepares => {
+                        self.contended = true;
+                        let pause = self.blocked_pause(Some(&main), cx);
+                        self.withdraw(Then::WaitForMain(pause))
+                    }
+                    Verdict::Wait { .. } => {
+                        self.contended = true;
+                        self.state = State::Prepared;
+                        self.see(&main, cx.now);
+                        let after = self.next_main_poll(Some(&main), cx);
+                        Action::PollMain { after }
+                    }
+                    Verdict::OnlyReservations => {
+                        self.contended = true;
+                        self.state = State::Deciding;
+                        Action::AskQueue {
+                            after: Duration::ZERO,
+                        }
+                    }
+                }
+            }
+            Entered::Blocked { prepared } => {
+                self.prepared = prepared;
+                self.contended = true;
+                self.state = State::Blocked;
+                Action::PollMain {
+                    after: self.blocked_pause(None, cx),
+                }
+            }
+        }
+    }
+
+    fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
+        match self.state {
+            State::Prepared => match verdict(&self.me, cells) {
+                Verdict::Alone if can_claim => self.acquired(self.reserved),
+                // The preparation needs something that no longer holds (the
+                // combined lock's `shadow` cell): start over.
+                Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
+                Verdict::Wait { .. } => {
+                    self.see(cells, cx.now);
+                    Action::PollMain {
+                        after: self.next_main_poll(Some(cells), cx),
+                    }
+                }
+                Verdict::OnlyReservations => {
+                    self.state = State::Deciding;
+                    Action::AskQueue {
+                        after: Duration::ZERO,
+                    }
+                }
+                Verdict::Missing => {
+                    self.dirty = true;
+                    self.withdraw(Then::Poll(Duration::ZERO))
+                }
+            },
+            _ => {
+                // Blocked: wait for `main` to empty, then enter.
+                if cells.iter().any(|c| c.column == self.me) {
+                    self.dirty = true;
+                    return self.withdraw(Then::Enter);
+                }
+                if !others_in(&self.me, cells) {
+                    return self.enter();
+                }
+                self.see(cells, cx.now);
+                Action::PollMain {
+                    after: self.blocked_pause(Some(cells), cx),
+                }
+            }
+        }
+    }
+
+    fn withdrawn(&mut self) -> Action {
+        self.dirty = false;
+        self.reserved = false;
+        self.prepared = false;
+        let State::Withdrawing { then } = self.state else {
+            // Not expected; the queue will say where we stand.
+            self.state = State::Unsure;
+            return Action::Poll {
+                after: Duration::ZERO,
+            };
+        };
+        match then {
+            Then::Poll(after) => {
+                self.state = State::Unsure;
+                Action::Poll { after }
+            }
+            Then::Enter => self.enter(),
+            Then::WaitForMain(after) => {
+                self.state = State::Blocked;
+                Action::PollMain { after }
+            }
+        }
+    }
+
+    fn failed(&mut self, cx: &Context) -> Action {
+        let after = cx.pause_after_error;
+        match self.state {
+            // The arrival may have left cells: the driver gives the place
+            // up (its lease removes them) and arrives again, slowly.
+            State::Arriving => Action::Arrive { after, fast: false },
+            // A read failed; nothing was written.
+            State::Behind { .. } | State::Unsure => Action::Poll { after },
+            State::Prepared | State::Blocked => Action::PollMain { after },
+            State::Deciding => Action::AskQueue { after },
+            // A write may or may not have landed.
+            State::First | State::Withdrawing { .. } | State::Holding => {
+                self.dirty = true;
+                self.prepared = false;
+                self.state = State::Unsure;
+                Action::Poll { after }
+            }
+        }
+    }
+
+    // ===== helpers =====
+
+    fn enter(&mut self) -> Action {
+        self.state = State::First;
+        Action::Enter {
+            prepared: self.prepared,
+        }
+    }
+
+    fn acquired(&mut self, reserved: bool) -> Action {
+        self.state = State::Holding;
+        Action::Acquired { reserved }
+    }
+
+    fn withdraw(&mut self, then: Then) -> Action {
+        self.state = State::Withdrawing { then };
+        Action::Withdraw
+    }
+
+    fn reenqueue(&mut self) -> Action {
+        self.state = State::Arriving;
+        Action::Reenqueue
+    }
+
+    /// Notes a distance behind others: the pace of the line, and whether
+    /// the scene changed.
+    fn moved_to(&mut self, ahead: u32, now: Instant) {
+        if let Some((before, at)) = self.last_ahead
+            && ahead < before
+        {
+            self.pace
+                .note(now.saturating_duration_since(at) / (before - ahead));
+        }
+        if self.last_ahead.is_none_or(|(before, _)| before != ahead) {
+            self.last_ahead = Some((ahead, now));
+        }
+        self.scene_is(u64::from(ahead), now);
+    }
+
+    /// Notes who else is in `main`.
+    fn see(&mut self, cells: &[Cell], now: Instant) {
+        let mut h = DefaultHasher::new();
+        for c in cells.iter().filter(|c| c.column != self.me) {
+            c.column.hash(&mut h);
+            c.value.hash(&mut h);
+        }
+        self.scene_is(h.finish() | 1 << 63, now);
+    }
+
+    fn scene_is(&mut self, scene: u64, now: Instant) {
+        if self.scene != Some(scene) {
+            self.scene = Some(scene);
+            self.since = now;
+        }
+    }
+
+    fn interval(&self, distance: u32, now: Instant) -> Duration {
+        poll::interval(
+            self.bounds,
+            Inputs {
+                distance,
+                round_trip: self.round_trip,
+                pace: self.pace,
+                still: now.saturating_duration_since(self.since),
+            },
+        )
+    }
+
+    /// The next poll of `main` by the next waiter: once per round trip while
+    /// the line moves, backing off while a hold lasts; a holder that stopped
+    /// renewing is dead and its cell goes only with its TTL.
+    fn next_main_poll(&self, cells: Option<&[Cell]>, cx: &Context) -> Duration {
+        if cells.is_some_and(|c| self.holder_is_stale(c, cx.wall)) {
+            return self.bounds.ceiling.max(self.bounds.floor);
+        }
+        poll::sleep_before_next(self.interval(1, cx.now), cx.took, self.bounds.floor)
+    }
+
+    /// The pause while blocked: the entry's own pacing if it has one, else
+    /// the next waiter's polling.
+    fn blocked_pause(&self, cells: Option<&[Cell]>, cx: &Context) -> Duration {
+        cx.busy_pause
+            .unwrap_or_else(|| self.next_main_poll(cells, cx))
+    }
+
+    fn holder_is_stale(&self, cells: &[Cell], wall: Timestamp) -> bool {
+        let mut others = cells.iter().filter(|c| c.column != self.me);
+        match (others.next(), others.next()) {
+            (Some(only), None) => wall.duration_since(only.writetime) > self.stale_after,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "waiter_tests.rs"]
+mod tests;
