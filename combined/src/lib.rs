@@ -104,7 +104,11 @@ mod settings;
 pub mod stage;
 
 pub use error::{EvidenceError, RolloutError};
-pub use locker::{CombinedEntry, CombinedLocker, LegacyPacing};
+pub use locker::CombinedLocker;
+// The combined lock's entry into the waiting line and its pacing beside
+// legacy contenders: for the node runtime and the tests.
+#[doc(hidden)]
+pub use locker::{CombinedEntry, LegacyPacing};
 pub use lockers::{LockerSettings, Lockers};
 pub use mode::Mode;
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};

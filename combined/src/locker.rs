@@ -323,7 +323,9 @@ pub struct CombinedLocker {
 impl CombinedLocker {
     /// A combined locker over `ctx`, naming queue cells with `time`, paced
     /// for legacy contenders with the legacy lock's default settings (it
-    /// cannot know there are none: see [`LegacyPacing`]).
+    /// cannot know there are none: see [`LegacyPacing`]). Built by
+    /// [`Lockers`](crate::Lockers), which keeps the time service alive.
+    #[doc(hidden)]
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
         Self::with_pacing(ctx, time, settings, pacing)
@@ -331,6 +333,7 @@ impl CombinedLocker {
 
     /// As [`new`](Self::new), with `pacing` decided by its owner (a node
     /// turns it off once no legacy node can run).
+    #[doc(hidden)]
     pub fn with_pacing(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,

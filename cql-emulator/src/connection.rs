@@ -4,13 +4,13 @@
 //!
 //! # Invariants
 //!
-//! - **C1.** Nothing a client sends can panic the server: decoding never
+//! - **P1.** Nothing a client sends can panic the server: decoding never
 //!   indexes past a length it has not checked, and all engine work runs
 //!   under [`guarded`], which turns a bug's panic into a `ServerError`
 //!   answer for that one request.
-//! - **C2.** A frame's body is only buffered once its header passed the
+//! - **P2.** A frame's body is only buffered once its header passed the
 //!   version and size checks (see [`crate::frame`]).
-//! - **C3.** STARTUP, OPTIONS and REGISTER are answered inline, in order, so
+//! - **P3.** STARTUP, OPTIONS and REGISTER are answered inline, in order, so
 //!   a request after STARTUP always sees the connection started.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -51,7 +51,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn engine(&self) -> MutexGuard<'_, Engine> {
-        // C1: a panic under the lock is caught by `guarded`; the engine's
+        // P1: a panic under the lock is caught by `guarded`; the engine's
         // maps stay structurally valid, so keep serving.
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -61,7 +61,7 @@ impl Shared {
     }
 }
 
-/// Runs `f`, turning a panic into a `ServerError` (C1).
+/// Runs `f`, turning a panic into a `ServerError` (P1).
 fn guarded<T>(f: impl FnOnce() -> Result<T, CqlError>) -> Result<T, CqlError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         Err(CqlError::server(
@@ -229,7 +229,7 @@ async fn read_loop(
                 continue;
             }
         }
-        // C3: connection-level requests inline; statements in their own
+        // P3: connection-level requests inline; statements in their own
         // task, which decodes the body (once).
         let inline = match h.opcode {
             opcode::OPTIONS | opcode::STARTUP | opcode::REGISTER | opcode::AUTH_RESPONSE => {

@@ -1,6 +1,6 @@
 //! The real `scylla` 1.9 driver against the endpoint, with its default
-//! settings (schema metadata on) and with metadata off: every statement of
-//! `/work/briefs/cql-statements.md`, prepared, batched and paged, with the
+//! settings (schema metadata on) and with metadata off: every statement
+//! the CQL backend sends (`store/src/cql/statements.rs`), prepared, batched and paged, with the
 //! embedded store's semantics.
 
 mod common;

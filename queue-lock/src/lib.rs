@@ -15,7 +15,7 @@
 //! the holder's as a reservation, so a hand-off is the holder's delete and
 //! one read; waiters poll by the store's measured round trip; a holder keeps
 //! only its `main` cell, so renewing costs two operations per lock. The
-//! waiter is an explicit state machine ([`Line`]; `line/waiter.rs`).
+//! waiter is an explicit state machine (`Line`; `line/waiter.rs`).
 //!
 //! # Invariants
 //!
@@ -64,24 +64,36 @@
 //! `main` cell expires after the TTL.
 //!
 //! # Modules
-//! [`QueueLocker`]; [`Line`] and [`MainEntry`] (the waiting line, shared
-//! with the combined lock: its state machine, polling and hand-off live in
-//! `line/`); [`queue`] (naming, positions); [`time`] (the time service);
-//! [`QueueSettings`], [`TimeSettings`].
+//! [`QueueLocker`] (a node builds it: `lockshift_combined::Lockers`);
+//! [`QueueSettings`], [`TimeSettings`] (the `lock.queue` and `time`
+//! settings). The waiting line (`line/`: its state machine, polling and
+//! hand-off), queue-cell naming (`queue`) and the time service (`time`) are
+//! shared with the combined lock, the census and the operator tool, and
+//! hidden from these docs: a service never needs them.
 
 mod line;
 mod locker;
+#[doc(hidden)]
 pub mod queue;
 mod settings;
+#[doc(hidden)]
 pub mod time;
 
+// The waiting line and its entries, shared with the combined lock.
+#[doc(hidden)]
 pub use line::{
     Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, read_main,
     reserve_and_read, verdict,
 };
-pub use locker::{QueueEntry, QueueLocker};
+#[doc(hidden)]
+pub use locker::QueueEntry;
+pub use locker::QueueLocker;
+#[doc(hidden)]
 pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
+// Built by the locker factory, which keeps it alive for as long as a
+// locker needs it.
+#[doc(hidden)]
 pub use time::{TimeService, TimeSource};
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! [`QueueLocker`]: the fair queue lock — a [`Line`] whose first waiter
+//! [`QueueLocker`]: the fair queue lock — a `Line` whose first waiter
 //! writes `main` and re-reads it (listing 7 lines 3–8).
 
 use std::sync::Arc;
@@ -108,7 +108,10 @@ pub struct QueueLocker {
 }
 
 impl QueueLocker {
-    /// A queue locker over `ctx`, naming queue cells with `time`.
+    /// A queue locker over `ctx`, naming queue cells with `time`. Services
+    /// get one from a node; other code builds lockers with
+    /// `lockshift_combined::Lockers`, which keeps the time service alive.
+    #[doc(hidden)]
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         QueueLocker {
             line: Line::new(ctx, time, settings, Arc::new(QueueEntry)),

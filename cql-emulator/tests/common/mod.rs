@@ -1,6 +1,6 @@
 //! Shared setup for the integration tests: an endpoint on a manual clock, a
 //! scylla session with schema metadata on or off, lockshift's schema and its
-//! prepared statements exactly as `/work/briefs/cql-statements.md` lists them.
+//! prepared statements exactly as the CQL backend sends them (`store/src/cql/statements.rs`).
 
 // Not every test file uses every helper.
 #![allow(dead_code)]
