@@ -6,4 +6,5 @@
 
 mod cql_faults;
 mod locks_over_cql;
+mod repository;
 mod store_conformance;
