@@ -181,12 +181,7 @@ impl MainEntry for CombinedEntry {
         fast: bool,
     ) -> Result<Arrived, StoreError> {
         if !fast {
-            arrival.enqueue.await?;
-            return Ok(Arrived {
-                position: arrival.position.await?,
-                main: None,
-                wrote: false,
-            });
+            return arrival.enqueue_then_place().await;
         }
         let me = lease.owner().as_str();
         let beside_legacy = self.pacing.beside_legacy();

@@ -526,8 +526,7 @@ impl Node {
         lock: impl TryInto<LockId, Error: Into<AcquireError>>,
         options: AcquireOptions,
     ) -> Result<LockGuard, AcquireError> {
-        let lock = lock.try_into().map_err(Into::into)?;
-        Locker::acquire_with(&self.locker(), &lock, options).await
+        self.locker().acquire_with(lock, options).await
     }
 
     /// Takes `lock` if it is free right now; never waits for a holder.
@@ -539,8 +538,7 @@ impl Node {
         &self,
         lock: impl TryInto<LockId, Error: Into<AcquireError>>,
     ) -> Result<LockGuard, TryAcquireError> {
-        let lock = lock.try_into().map_err(Into::into)?;
-        Locker::try_acquire(&self.locker(), &lock).await
+        self.locker().try_acquire(lock).await
     }
 
     /// A [`Locker`] of this node, for code written against the trait: its

@@ -13,9 +13,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Endpoint, FAST, eventually, migrate};
-use lockshift_combined::registry::{NodeInfo, deregister, heartbeat};
-use lockshift_combined::{Mode, Stage};
+use common::{Endpoint, FAST, eventually, migrate, node_info};
+use lockshift_combined::registry::{deregister, heartbeat};
+use lockshift_combined::Mode;
 use lockshift_cql_emulator::{Fault, FaultRule};
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_store::{CellWrite, Clock, RowQuery, Timestamp, Ttl, WriteOptions, schema};
@@ -298,24 +298,6 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
         .await
         .expect_code(0)
         .stdout_has("summary: 0 stale found, 0 kept, 0 deleted");
-}
-
-fn node_info(node: &str, algorithm: Algorithm) -> NodeInfo {
-    NodeInfo {
-        node: node.into(),
-        version: "0.0.9".into(),
-        configured_mode: Mode::from(algorithm),
-        effective: algorithm,
-        degraded: false,
-        seen_stage: Some(Stage::Legacy),
-        seen_version: Some(0),
-        started_at: 0,
-        last_used: BTreeMap::new(),
-        lease: None,
-        acting_version: Some(0),
-        bound: BTreeMap::new(),
-        view_expired: false,
-    }
 }
 
 /// Refused while a legacy node is live (every failing guard printed, exit

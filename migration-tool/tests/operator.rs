@@ -8,31 +8,18 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::Endpoint;
 use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
-use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
 use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
 
-/// A registry entry for a live node announcing `promise`.
+/// A registry entry for a live combined node announcing `promise`.
 fn node_info(node: &str, promise: Option<LeasePromise>) -> NodeInfo {
     NodeInfo {
-        node: node.into(),
-        version: "0.1.0".into(),
-        configured_mode: Mode::Combined,
-        effective: Algorithm::Combined,
-        degraded: false,
-        seen_stage: Some(Stage::Legacy),
-        seen_version: Some(0),
-        started_at: 0,
-        last_used: BTreeMap::new(),
         lease: promise,
-        acting_version: Some(0),
-        bound: BTreeMap::new(),
-        view_expired: false,
+        ..common::node_info(node, Algorithm::Combined)
     }
 }
 
@@ -444,9 +431,7 @@ async fn a_fresh_process_starts_while_contact_points_hang() {
 async fn status_and_advance_judge_the_next_step_alike() {
     let e = Endpoint::with_schema().await;
     let store = e.store().clone();
-    let mut legacy = node_info("old-3", None);
-    legacy.configured_mode = Mode::Legacy;
-    legacy.effective = Algorithm::Legacy;
+    let legacy = common::node_info("old-3", Algorithm::Legacy);
     let judged = |j: &serde_json::Value| -> Vec<(String, bool)> {
         j["guards"]
             .as_array()

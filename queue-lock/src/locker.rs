@@ -39,12 +39,7 @@ impl MainEntry for QueueEntry {
         fast: bool,
     ) -> Result<Arrived, StoreError> {
         if !fast {
-            arrival.enqueue.await?;
-            return Ok(Arrived {
-                position: arrival.position.await?,
-                main: None,
-                wrote: false,
-            });
+            return arrival.enqueue_then_place().await;
         }
         let me = lease.owner().as_str();
         // Round 1: both cells at once. The `main` cell carries the holding

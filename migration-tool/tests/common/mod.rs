@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::{Node, Settings};
-use lockshift_combined::Mode;
+use lockshift_combined::registry::NodeInfo;
+use lockshift_combined::{Mode, Stage};
 use lockshift_cql_emulator::{Emulator, EmulatorHandle};
 use lockshift_store::{CqlSettings, CqlStore, SharedClock, SharedStore, SystemClock};
 
@@ -203,5 +204,25 @@ where
             "timed out waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A registry entry as a live node at stage `legacy` (version 0) writes it,
+/// running `algorithm`, with no lease promise: tests imitate nodes with it.
+pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
+    NodeInfo {
+        node: node.into(),
+        version: "0.0.9".into(),
+        configured_mode: Mode::from(algorithm),
+        effective: algorithm,
+        degraded: false,
+        seen_stage: Some(Stage::Legacy),
+        seen_version: Some(0),
+        started_at: 0,
+        last_used: std::collections::BTreeMap::new(),
+        lease: None,
+        acting_version: Some(0),
+        bound: std::collections::BTreeMap::new(),
+        view_expired: false,
     }
 }

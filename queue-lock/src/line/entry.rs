@@ -28,6 +28,23 @@ pub struct Arrival<'a> {
     pub position: StoreFuture<'a, Position>,
 }
 
+impl Arrival<'_> {
+    /// The slow path: enqueue, then read the place, nothing else — what an
+    /// entry without a fast path does, and what one with a fast path does
+    /// when the line says not to take it.
+    ///
+    /// # Errors
+    /// The store error of either step.
+    pub async fn enqueue_then_place(self) -> Result<Arrived, StoreError> {
+        self.enqueue.await?;
+        Ok(Arrived {
+            position: self.position.await?,
+            main: None,
+            wrote: false,
+        })
+    }
+}
+
 impl fmt::Debug for Arrival<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Arrival")
@@ -100,12 +117,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         arrival: Arrival<'_>,
         _fast: bool,
     ) -> Result<Arrived, StoreError> {
-        arrival.enqueue.await?;
-        Ok(Arrived {
-            position: arrival.position.await?,
-            main: None,
-            wrote: false,
-        })
+        arrival.enqueue_then_place().await
     }
 
     /// One attempt at `main` by the first waiter: write my `main` cell,
