@@ -29,7 +29,9 @@ pub struct CellOwner {
     /// The algorithm the value names; `None` for a foreign value (an old
     /// binary).
     pub algorithm: Option<Algorithm>,
-    /// A queue waiter's reservation in `main` (waiting, not holding).
+    /// A waiter's reservation (waiting, not holding): a queue waiter's in
+    /// `main`, or a queue or combined waiter's reserved behind the waiter
+    /// ahead (in `main`, and for combined also in `shadow`).
     pub reserved: bool,
 }
 
@@ -373,6 +375,17 @@ mod tests {
             now - 1_000_000,
         )
         .await;
+        // A combined waiter second in line, reserved behind n4 in both tables.
+        for table in [schema::MAIN, schema::SHADOW] {
+            put(
+                table,
+                "c",
+                "n5/0000000000000005",
+                "combined:reserved:n4/0000000000000004",
+                now - 1_000_000,
+            )
+            .await;
+        }
         // The reserving waiter is first in line: holders leave the queue, so
         // position 0 is a waiter here.
         put(
@@ -395,14 +408,20 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(census.cells.len(), 7);
+        assert_eq!(census.cells.len(), 9);
         let reservation = census
             .in_table(schema::MAIN)
-            .find(|c| c.lock == "c")
+            .find(|c| c.lock == "c" && c.column.starts_with("n4/"))
             .unwrap();
         assert!(
             reservation.owner.reserved && reservation.owner.algorithm == Some(Algorithm::Queue)
         );
+        for behind in census.cells.iter().filter(|c| c.column.starts_with("n5/")) {
+            assert!(
+                behind.owner.reserved && behind.owner.algorithm == Some(Algorithm::Combined),
+                "{behind:?}"
+            );
+        }
         assert!(
             census.held().all(|c| c.lock != "c"),
             "a reservation is not a holding"

@@ -6,15 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_legacy::{LegacySettings, ShadowEntry, enter_through_shadow};
+use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
     TryAcquireError,
 };
-use lockshift_queue_lock::queue::Position;
 use lockshift_queue_lock::{
-    Arrival, Arrived, Entered, Line, MainEntry, QueueSettings, TimeSource, Verdict, read_main,
-    verdict,
+    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, QueueSettings, TimeSource,
+    Verdict, others_in, read_main, verdict,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
@@ -86,6 +85,19 @@ impl LegacyPacing {
 /// — in **5 round trips**: queue and `shadow` writes together, place and
 /// `shadow` reads together, the fresh read of `main`, the `main` write, the
 /// re-read (C2).
+///
+/// # The hand-off from `dual` on (Q6)
+///
+/// The waiter second in line writes its `shadow` and `main` cells early,
+/// both naming the waiter ahead, which disregards them on every path (the
+/// paced one too: a node that cannot confirm the stage may be ahead of one
+/// that can). Once a queue read shows that waiter gone, read together with
+/// `shadow` showing my cell alone (or beside cells naming me), one read of
+/// `main` claims — the legacy argument's three orders all hold: my `shadow`
+/// write before that `shadow` read, that read before my read of `main`, my
+/// `main` write before my `shadow` delete; and my `shadow` cell must have
+/// lived since ([`MainEntry::can_claim`]). A hand-off is then the queue lock's:
+/// two reads after the previous holder leaves the queue.
 #[derive(Debug, Clone)]
 pub struct CombinedEntry {
     pacing: Arc<LegacyPacing>,
@@ -96,13 +108,19 @@ impl CombinedEntry {
         Algorithm::Combined.as_str().as_bytes()
     }
 
-    /// Whether `shadow` holds my cell alone.
+    /// Whether `shadow` holds my cell alone — beside cells reserved behind
+    /// me at most (Q6): those are combined waiters', never a legacy
+    /// contender's, and between combined waiters `main` decides (C2), so
+    /// Lemma 1 on `shadow` still holds against every legacy contender.
     async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
-        let me = lease.owner().as_str();
         let shadow = store
-            .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::first(2))
+            .read(
+                schema::SHADOW,
+                lease.lock().as_str(),
+                &RowQuery::first(MAIN_CELLS_READ),
+            )
             .await?;
-        Ok(matches!(shadow.as_slice(), [only] if only.column == me))
+        Ok(verdict(lease.owner().as_str(), &shadow) == Verdict::Alone)
     }
 
     /// The thesis' C1 + C2 after my `shadow` cell was found alone: a fresh
@@ -113,11 +131,12 @@ impl CombinedEntry {
         store: &dyn Store,
         lease: &Lease,
     ) -> Result<Option<Vec<lockshift_store::Cell>>, StoreError> {
-        // C1, listing 4 line 10: a fresh read — it must follow the shadow read.
-        let fresh = store
-            .read(schema::MAIN, lease.lock().as_str(), &RowQuery::first(1))
-            .await?;
-        if !fresh.is_empty() {
+        // C1, listing 4 line 10: a fresh read — it must follow the shadow
+        // read. Cells reserved behind me do not count (Q6): their owners
+        // wait for me, and a node that saw the stage move on may have
+        // written them while this one cannot confirm it.
+        let fresh = read_main(store, lease).await?;
+        if others_in(lease.owner().as_str(), &fresh) {
             return Ok(None);
         }
         // C1, line 11: my main cell.
@@ -206,7 +225,7 @@ impl MainEntry for CombinedEntry {
         // contenders that both wrote, at least one sees the other here).
         let (position, alone) = tokio::join!(arrival.position, self.shadow_alone(store, lease));
         let (position, alone) = (position?, alone?);
-        if position != Position::First || !alone {
+        if !position.is_first() || !alone {
             return Ok(Arrived {
                 position,
                 main: None,
@@ -241,16 +260,16 @@ impl MainEntry for CombinedEntry {
         let me = lease.owner().as_str();
         if self.pacing.beside_legacy() {
             // C1: write shadow, read shadow alone, fresh read of main
-            // empty, write main; C2: re-read main.
-            return match enter_through_shadow(store, lease, self.value()).await? {
-                ShadowEntry::Entered => {
-                    let main = read_main(store, lease).await?;
-                    self.conclude(lease, main, false).await
-                }
-                ShadowEntry::Contended | ShadowEntry::MainTaken => {
-                    Ok(Entered::Blocked { prepared: false })
-                }
-            };
+            // empty, write main; C2: re-read main. (The legacy lock's own
+            // steps, but disregarding cells reserved behind me: Q6.)
+            lease.write(schema::SHADOW, me, self.value()).await?;
+            if self.shadow_alone(store, lease).await?
+                && let Some(main) = self.classic_main(store, lease).await?
+            {
+                return self.conclude(lease, main, false).await;
+            }
+            lease.delete(schema::SHADOW, me).await?;
+            return Ok(Entered::Blocked { prepared: false });
         }
         // The prepared shadow row of docs/design.md §3: my shadow cell was
         // read alone earlier and has lived since (the lease proves it), so
@@ -276,6 +295,46 @@ impl MainEntry for CombinedEntry {
         // Round 3: main, after the shadow read.
         let main = read_main(store, lease).await?;
         self.conclude(lease, main, true).await
+    }
+
+    /// Q6: from `dual` on, the combined waiter second in line reserves
+    /// behind the first too.
+    fn reserves_behind(&self) -> bool {
+        true
+    }
+
+    /// Q6: my `main` cell and my `shadow` announcement, both reserved behind
+    /// `ahead`, written together. The waiter ahead disregards both; a
+    /// legacy contender sees them as anyone's.
+    async fn reserve_behind(
+        &self,
+        _store: &dyn Store,
+        lease: &Lease,
+        ahead: &str,
+    ) -> Result<(), StoreError> {
+        let me = lease.owner().as_str();
+        let value = lockshift_lock::reserved_behind(Algorithm::Combined, ahead);
+        let (announced, reserved) = tokio::join!(
+            lease.write(schema::SHADOW, me, &value),
+            lease.write(schema::MAIN, me, &value)
+        );
+        announced?;
+        reserved
+    }
+
+    /// Q6 needs the legacy argument's order too: my `shadow` cell read
+    /// alone (it was written when I reserved), before any read of `main`
+    /// that may claim — and living from then on ([`Self::can_claim`]).
+    async fn ready_behind(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
+        self.shadow_alone(store, lease).await
+    }
+
+    /// A claim on a reservation also needs my `shadow` cell, read alone
+    /// before, to have lived since (the lease proves it): then a legacy
+    /// contender that missed it had finished its `main` write before my
+    /// read of `main`.
+    fn can_claim(&self, lease: &Lease) -> bool {
+        lease.check_valid().is_ok() && lease.is_proven(schema::SHADOW, lease.owner().as_str())
     }
 
     /// The shadow cell has done its work once the lock is held.

@@ -15,6 +15,33 @@ use crate::id::{LockId, OwnerId};
 /// algorithm's name.
 pub const RESERVED_VALUE: &[u8] = b"queue:reserved";
 
+/// What follows the algorithm's name in the value of a reservation
+/// *behind* a waiter; the rest is that waiter's owner id.
+const RESERVED_BEHIND: &str = ":reserved:";
+
+/// The value of a waiter's cell reserved behind `ahead` (the owner id, as
+/// stored, of the waiter directly ahead of it in the queue): the only
+/// waiter that may take the lock beside it (see `lockshift_queue_lock`,
+/// Q6). `algorithm` is the reserving waiter's.
+pub fn reserved_behind(algorithm: Algorithm, ahead: &str) -> Vec<u8> {
+    format!("{}{RESERVED_BEHIND}{ahead}", algorithm.as_str()).into_bytes()
+}
+
+/// The algorithm of a reservation behind another waiter and that waiter's
+/// owner id, if `value` is one written by [`reserved_behind`].
+pub fn reserved_behind_of(value: &[u8]) -> Option<(Algorithm, &str)> {
+    let value = std::str::from_utf8(value).ok()?;
+    let (algorithm, ahead) = value.split_once(RESERVED_BEHIND)?;
+    let algorithm = algorithm.parse().ok()?;
+    (!ahead.is_empty()).then_some((algorithm, ahead))
+}
+
+/// Whether a cell's value marks a reservation (a waiter's cell, not a
+/// holding): [`RESERVED_VALUE`] or a reservation behind another waiter.
+pub fn is_reservation(value: &[u8]) -> bool {
+    value == RESERVED_VALUE || reserved_behind_of(value).is_some()
+}
+
 /// The column of a lock's fencing cell, in the `global_time` table's row
 /// named by the lock id: the last fencing token handed out for the lock, as
 /// both the value and the write timestamp (the `GlobalTime` trick, so the
@@ -29,6 +56,9 @@ pub fn lockshift_writer(column: &str, value: &[u8]) -> Option<(Algorithm, bool)>
     OwnerId::from_stored(column).node()?;
     if value == RESERVED_VALUE {
         return Some((Algorithm::Queue, true));
+    }
+    if let Some((algorithm, _)) = reserved_behind_of(value) {
+        return Some((algorithm, true));
     }
     let algorithm = std::str::from_utf8(value).ok()?.parse::<Algorithm>().ok()?;
     Some((algorithm, false))
@@ -99,5 +129,33 @@ mod tests {
         assert!(is_legacy_evidence("thread-17", b""));
         assert!(!is_legacy_evidence(ours, b"combined"));
         assert!(!is_legacy_evidence(ours, RESERVED_VALUE));
+        let behind = reserved_behind(Algorithm::Combined, "web-2/00000000000000cd");
+        assert_eq!(
+            lockshift_writer(ours, &behind),
+            Some((Algorithm::Combined, true))
+        );
+        assert!(!is_legacy_evidence(ours, &behind));
+    }
+
+    #[test]
+    fn reservations_behind_name_the_waiter_ahead() {
+        let ahead = "web-2/00000000000000cd";
+        for algorithm in [Algorithm::Queue, Algorithm::Combined] {
+            let value = reserved_behind(algorithm, ahead);
+            assert_eq!(reserved_behind_of(&value), Some((algorithm, ahead)));
+            assert!(is_reservation(&value));
+        }
+        assert_eq!(
+            reserved_behind(Algorithm::Queue, ahead),
+            b"queue:reserved:web-2/00000000000000cd"
+        );
+        assert!(is_reservation(RESERVED_VALUE));
+        assert_eq!(reserved_behind_of(RESERVED_VALUE), None);
+        assert_eq!(reserved_behind_of(b"queue:reserved:"), None, "no owner");
+        assert_eq!(reserved_behind_of(b"nonsense:reserved:a/1"), None);
+        assert_eq!(reserved_behind_of(b"queue"), None);
+        assert!(!is_reservation(b"queue"));
+        assert!(!is_reservation(b"combined"));
+        assert!(!is_reservation(b"queue:reserved:\xff"), "not UTF-8");
     }
 }

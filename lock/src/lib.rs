@@ -93,7 +93,8 @@ mod settings;
 pub use api::{AcquireOptions, Algorithm, Locker};
 #[doc(hidden)]
 pub use cells::{
-    ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, lockshift_writer,
+    ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation,
+    lockshift_writer, reserved_behind, reserved_behind_of,
 };
 #[doc(hidden)]
 pub use context::{Interrupted, LockContext, Stop, Waiting};

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Endpoint, FAST, eventually, migrate, node_info};
-use lockshift_combined::registry::{deregister, heartbeat};
 use lockshift_combined::Mode;
+use lockshift_combined::registry::{deregister, heartbeat};
 use lockshift_cql_emulator::{Fault, FaultRule};
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_store::{CellWrite, Clock, RowQuery, Timestamp, Ttl, WriteOptions, schema};

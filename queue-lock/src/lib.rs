@@ -22,12 +22,13 @@
 //! - **Q1.** A waiter holds the lock only after a read of `main`, made after
 //!   its own `main` write, showed its cell alone.
 //! - **Q2.** A waiter has a `main` cell only while it is first in line
-//!   (entering, or a reservation beside a holder), or for the one round trip
-//!   of a fast-path arrival; it removes any other leftover before waiting
-//!   on. A holder leaves the queue once it holds: its queue cell is deleted
-//!   after its verifying read, so a waiter that finds itself first knows
-//!   whoever is alone in `main` has verified (or is an arrival that is not
-//!   first and withdraws).
+//!   (entering, or a reservation beside a holder), second in line reserved
+//!   behind the first (Q6), or for the one round trip of a fast-path
+//!   arrival; it removes any other leftover before waiting on. A holder
+//!   leaves the queue once it holds: its queue cell is deleted after its
+//!   verifying read, so a waiter that finds itself first knows whoever is
+//!   alone in `main` has verified (or is an arrival that is not first and
+//!   withdraws).
 //! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
 //!   while their owner waits or holds; a waiter whose queue cell is gone
 //!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
@@ -37,21 +38,36 @@
 //!   place), everyone less often the longer nothing changes; always within
 //!   `min_poll`..`waiter_poll`. No waiter loops hot against the store.
 //! - **Q5.** Reservations never wait for each other for ever: a reservation
-//!   is marked (`RESERVED_VALUE`) and re-marked a holding once claimed; a
-//!   waiter that sees only reservations beside its own asks the queue, and
-//!   every reservation that is not first in line withdraws.
+//!   is marked (`RESERVED_VALUE`, or a value naming the waiter it is behind)
+//!   and re-marked a holding once claimed; a waiter that sees only
+//!   reservations beside its own — or, blocked without a cell of its own,
+//!   only reservations in its way — asks the queue, and every reservation
+//!   that is not first in line withdraws.
+//! - **Q6.** The waiter second in line may reserve behind the first, X: its
+//!   cell's value names X, and X disregards cells that name it (and only
+//!   those). A waiter whose cell names X reads `main` for a claim only
+//!   after a queue read that found X's queue cell gone — not merely dead —
+//!   has ended; it keeps the cell only while X is directly ahead.
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!
 //! If A and B both hold the lock, each wrote its `main` cell and then read
-//! `main` seeing only its own (Q1) — impossible by Lemma 1 while both cells
-//! live. Both cells live while their holders believe they hold (the lease
-//! fires its lost signal before a cell can expire). This covers every way
-//! in: entering, claiming a reservation, and the fast path, whose `main`
-//! read follows its `main` write just the same; "first in line" is fairness,
-//! not exclusion. The queue only orders entries: nothing about exclusion
-//! depends on it, which is why skipping a dead waiter (a cell not renewed
-//! for `stale_after`) is safe, and why a holder may leave it. A legacy
+//! `main` (Q1). Both cells live while their holders believe they hold (the
+//! lease fires its lost signal before a cell can expire), so by Lemma 1 one
+//! read — say A's — started after B's write ended and saw B's cell, with
+//! the value B last wrote before its claim or a later one. A held anyway,
+//! so that value named A (Q6): B was reserved behind A, and B's read of
+//! `main` started after a queue read found A's queue cell gone. A deletes
+//! it only after its own verifying read, so B's read followed A's `main`
+//! write and saw A's cell — which never names B (B was behind A in the
+//! queue's total order) — and B did not hold. Without Q6 it is plain
+//! Lemma 1. This covers every way in: entering, claiming a reservation,
+//! and the fast path, whose `main` read follows its `main` write just the
+//! same; "first in line" is fairness, not exclusion. The queue orders
+//! entries, and carries exclusion only through Q6's "X's cell is gone":
+//! skipping a dead waiter (a cell not renewed for `stale_after`) is safe
+//! because a waiter reserved behind it then enters plainly, and a holder
+//! may leave the queue because it has verified. A legacy
 //! holder writes `main` without re-reading it, which breaks this argument:
 //! see docs/design.md §3 for why legacy and queue must never run together.
 //!
@@ -82,8 +98,8 @@ pub mod time;
 // The waiting line and its entries, shared with the combined lock.
 #[doc(hidden)]
 pub use line::{
-    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, read_main,
-    reserve_and_read, verdict,
+    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, others_in,
+    read_main, reserve_and_read, verdict,
 };
 #[doc(hidden)]
 pub use locker::QueueEntry;

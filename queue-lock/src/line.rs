@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use entry::{Arrival, Arrived, Entered, MainEntry, StoreFuture, read_main, reserve_and_read};
-pub use handoff::{MAIN_CELLS_READ, Verdict, verdict};
+pub use handoff::{MAIN_CELLS_READ, Verdict, others_in, verdict};
 
 use crate::queue::{Position, position, queue_column};
 use crate::settings::QueueSettings;
@@ -200,6 +200,7 @@ impl Line {
             wall: self.ctx.clock().now(),
             took,
             prepares: self.entry.prepares(),
+            reserves_behind: self.entry.reserves_behind(),
             busy_pause: self.entry.busy_pause(&self.ctx),
             pause_after_error: self.pause_after_error(),
         }
@@ -371,6 +372,7 @@ impl Line {
                     };
                     let after = match other {
                         Action::Poll { after }
+                        | Action::PollBehind { after }
                         | Action::PollMain { after }
                         | Action::AskQueue { after } => after,
                         _ => Duration::ZERO,
@@ -446,6 +448,25 @@ impl Line {
                 Ok(Observation::Main {
                     cells,
                     can_claim: self.entry.can_claim(&ticket.lease),
+                })
+            }
+            // Q6: second in line, my `main` cell reserved behind the first —
+            // so the hand-off after it is one queue read and one `main` read.
+            Action::ReserveBehind { ahead } => self
+                .entry
+                .reserve_behind(store, &ticket.lease, &ahead)
+                .await
+                .map(|()| Observation::ReservedBehind),
+            // Q6: the place, and what the entry's claim needs besides, read
+            // together — both before any read of `main` that may claim.
+            Action::PollBehind { .. } => {
+                let (position, ready) = tokio::join!(
+                    self.where_am_i(lock, &ticket.column, self.window()),
+                    self.entry.ready_behind(store, &ticket.lease)
+                );
+                Ok(Observation::PlaceBehind {
+                    position: position?,
+                    ready: ready?,
                 })
             }
             // Q2: no `main` cell may linger while not first. One delete per
@@ -555,7 +576,7 @@ impl Line {
         let lock = ticket.lease.lock().clone();
         let me = ticket.owner.as_str();
         let arrived = self.arrive(&lock, ticket, true).await?;
-        if arrived.position == Position::First
+        if arrived.position.is_first()
             && arrived
                 .main
                 .as_deref()
@@ -567,7 +588,7 @@ impl Line {
             self.entry.tidy(&ticket.lease).await?;
         }
         // Lines 11–13: not first — someone else is ahead.
-        if arrived.position != Position::First {
+        if !arrived.position.is_first() {
             return Ok(None);
         }
         // Lines 8–10: first, but `main` was busy (an entry or a lingering

@@ -60,6 +60,12 @@ impl MainEntry for QueueEntry {
         })
     }
 
+    /// Q6: the second in line reserves behind the first — the queue lock's
+    /// claim is Q1 alone.
+    fn reserves_behind(&self) -> bool {
+        true
+    }
+
     /// Listing 7 lines 3–4: my `main` cell — marked a reservation, since
     /// someone may still hold — then `main` read after it (Lemma 1 on
     /// `main`: of two writers, at least one sees both cells here).

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use lockshift_lock::OwnerId;
-use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
+use lockshift_lock::{Algorithm, OwnerId};
+use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
 
 /// Digits of the time prefix of a queue column (listing 6).
 pub const TIME_DIGITS: usize = 20;
@@ -33,8 +33,13 @@ pub fn parse_queue_column(column: &str) -> Option<(u64, OwnerId)> {
 /// Where a waiter stands, counting only live (non-stale) cells.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Position {
-    /// First in line: may try to enter `main`.
+    /// First in line, and no cell at all ahead: may try to enter `main`.
     First,
+    /// First among the live cells, past cells of dead waiters (not renewed
+    /// for `stale_after`) that are still in the row. As first for entering;
+    /// but a dead-looking cell may be a paused waiter's, so it does not show
+    /// that waiter gone (Q6).
+    FirstPastDead,
     /// Behind `ahead` live cells (1: next after the head, usually the
     /// holder). `ahead` saturates at the scan window: "far back".
     Behind {
@@ -42,9 +47,24 @@ pub enum Position {
         ahead: u32,
         /// The column of the first live cell (the head of the line).
         head: String,
+        /// The algorithm the head waits with (its queue cell's value), when
+        /// it is lockshift's.
+        head_algorithm: Option<Algorithm>,
     },
     /// The waiter's own cell is not in the row (expired or deleted).
     Missing,
+}
+
+impl Position {
+    /// First in line, past dead waiters or not.
+    pub fn is_first(&self) -> bool {
+        matches!(self, Position::First | Position::FirstPastDead)
+    }
+}
+
+/// The algorithm a queue cell says its waiter uses.
+fn algorithm_of(cell: &Cell) -> Option<Algorithm> {
+    std::str::from_utf8(&cell.value).ok()?.parse().ok()
 }
 
 /// The most cells one position check reads when the front of the queue is
@@ -74,27 +94,29 @@ pub async fn position(
             .read(schema::QUEUE, lock, &RowQuery::first(limit))
             .await?;
         let mut ahead = 0;
-        let mut head: Option<&str> = None;
+        let mut head: Option<&Cell> = None;
+        let mut past_dead = false;
+        let behind = |ahead, head: &Cell| Position::Behind {
+            ahead,
+            head: head.column.clone(),
+            head_algorithm: algorithm_of(head),
+        };
         for cell in &cells {
             if cell.column == me {
                 return Ok(match head {
+                    None if past_dead => Position::FirstPastDead,
                     None => Position::First,
-                    Some(head) => Position::Behind {
-                        ahead,
-                        head: head.to_string(),
-                    },
+                    Some(head) => behind(ahead, head),
                 });
             }
             if now.duration_since(cell.writetime) > stale_after {
+                past_dead = true;
                 continue;
             }
             ahead += 1;
-            let head = *head.get_or_insert(&cell.column);
+            let head = *head.get_or_insert(cell);
             if ahead >= window {
-                return Ok(Position::Behind {
-                    ahead,
-                    head: head.to_string(),
-                });
+                return Ok(behind(ahead, head));
             }
         }
         if cells.len() < limit as usize {
@@ -107,6 +129,7 @@ pub async fn position(
             return Ok(Position::Behind {
                 ahead: window,
                 head: String::new(),
+                head_algorithm: None,
             });
         }
         limit = limit.saturating_mul(8).min(MAX_SCAN);
@@ -141,7 +164,7 @@ mod tests {
                 .write(
                     schema::QUEUE,
                     "L",
-                    &[CellWrite::new(*column, Vec::new())],
+                    &[CellWrite::new(*column, b"queue".to_vec())],
                     WriteOptions::at(Timestamp::from_micros(*writetime)),
                 )
                 .await
@@ -167,7 +190,8 @@ mod tests {
             pos(queue(&[("a", fresh), ("b", fresh)]).await, "b").await,
             Position::Behind {
                 ahead: 1,
-                head: "a".into()
+                head: "a".into(),
+                head_algorithm: Some(Algorithm::Queue),
             }
         );
         assert_eq!(
@@ -178,7 +202,8 @@ mod tests {
             .await,
             Position::Behind {
                 ahead: 2,
-                head: "a".into()
+                head: "a".into(),
+                head_algorithm: Some(Algorithm::Queue),
             }
         );
         let five = [
@@ -195,7 +220,8 @@ mod tests {
                 .unwrap(),
             Position::Behind {
                 ahead: 4,
-                head: "a".into()
+                head: "a".into(),
+                head_algorithm: Some(Algorithm::Queue),
             }
         );
         assert_eq!(
@@ -204,7 +230,8 @@ mod tests {
                 .unwrap(),
             Position::Behind {
                 ahead: 3,
-                head: "a".into()
+                head: "a".into(),
+                head_algorithm: Some(Algorithm::Queue),
             },
             "saturates at the window"
         );
@@ -212,11 +239,12 @@ mod tests {
             pos(queue(&[("a", fresh)]).await, "z").await,
             Position::Missing
         );
-        // A dead head is skipped: the next one is first.
+        // A dead head is skipped: the next one is first — past the dead.
         assert_eq!(
             pos(queue(&[("a", dead), ("b", fresh)]).await, "b").await,
-            Position::First
+            Position::FirstPastDead
         );
+        assert!(Position::FirstPastDead.is_first() && Position::First.is_first());
         // Many dead waiters in front: read further.
         let mut cells: Vec<(String, i64)> = (0..40).map(|i| (format!("d{i:02}"), dead)).collect();
         cells.push(("x".into(), fresh));
@@ -226,7 +254,8 @@ mod tests {
             pos(queue(&refs).await, "y").await,
             Position::Behind {
                 ahead: 1,
-                head: "x".into()
+                head: "x".into(),
+                head_algorithm: Some(Algorithm::Queue),
             },
             "the dead are skipped: the head is the first live cell"
         );

@@ -48,12 +48,17 @@ impl Fixture {
         QueueLocker::new(Arc::new(ctx), self.time.source(), QueueSettings::default())
     }
 
-    async fn columns(&self, table: lockshift_store::Table) -> Vec<String> {
+    async fn cells(&self, table: lockshift_store::Table) -> Vec<lockshift_store::Cell> {
         self.store
             .inner()
             .read(table, "L", &RowQuery::all())
             .await
             .unwrap()
+    }
+
+    async fn columns(&self, table: lockshift_store::Table) -> Vec<String> {
+        self.cells(table)
+            .await
             .into_iter()
             .map(|c| c.column)
             .collect()
@@ -344,12 +349,7 @@ async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
         tokio::spawn(async move { locker.acquire(&lock()).await })
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let main = f
-        .store
-        .inner()
-        .read(schema::MAIN, "L", &RowQuery::all())
-        .await
-        .unwrap();
+    let main = f.cells(schema::MAIN).await;
     assert_eq!(
         main.len(),
         2,
@@ -374,12 +374,7 @@ async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
     let c = f.store.op_counts();
     assert_eq!(c.get(schema::QUEUE, OpKind::Write), 0, "{c}");
     assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
-    let main = f
-        .store
-        .inner()
-        .read(schema::MAIN, "L", &RowQuery::all())
-        .await
-        .unwrap();
+    let main = f.cells(schema::MAIN).await;
     assert_eq!(main.len(), 1);
     assert_eq!(main[0].column, g.owner().as_str());
     assert_eq!(
@@ -418,13 +413,63 @@ async fn a_waiter_behind_a_lone_reservation_does_not_wait_for_ever() {
 }
 
 /// Holds the `main` writes of `RESERVED_VALUE` by owners of one node until
-/// opened: a reservation that takes its time to land.
+/// opened: a reservation that takes its time to land. Records every `main`
+/// write (column, value) in order.
 #[derive(Debug)]
 struct GatedStore {
     inner: MemoryStore,
     node: String,
     open: tokio::sync::watch::Sender<bool>,
     held: std::sync::atomic::AtomicUsize,
+    main_writes: Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+impl GatedStore {
+    fn new(clock: SharedClock, gated_node: &str) -> Self {
+        GatedStore {
+            inner: MemoryStore::with_clock(clock),
+            node: gated_node.into(),
+            open: tokio::sync::watch::channel(false).0,
+            held: Default::default(),
+            main_writes: Mutex::default(),
+        }
+    }
+
+    /// A queue locker of `node` over this store, on `clock`, and the time
+    /// service it names queue cells with (keep it alive).
+    fn locker(self: &Arc<Self>, node: &str, clock: SharedClock) -> (QueueLocker, TimeService) {
+        let shared: SharedStore = self.clone();
+        let time = TimeService::start(
+            &TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            shared.clone(),
+            clock.clone(),
+        );
+        let ctx = LockContext::new(
+            shared,
+            clock,
+            NodeId::new(node).unwrap(),
+            LeaseSettings::default(),
+            Some(node.len() as u64),
+        )
+        .unwrap();
+        (
+            QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default()),
+            time,
+        )
+    }
+
+    fn main_values_written_by(&self, node: &str) -> Vec<Vec<u8>> {
+        self.main_writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(column, _)| column.starts_with(node))
+            .map(|(_, value)| value.clone())
+            .collect()
+    }
 }
 
 #[async_trait::async_trait]
@@ -440,6 +485,12 @@ impl Store for GatedStore {
             && cells
                 .iter()
                 .any(|c| c.value == RESERVED_VALUE && c.column.starts_with(&self.node));
+        if table == schema::MAIN {
+            self.main_writes
+                .lock()
+                .unwrap()
+                .extend(cells.iter().map(|c| (c.column.clone(), c.value.clone())));
+        }
         if gated {
             self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let mut open = self.open.subscribe();
@@ -487,36 +538,8 @@ impl Store for GatedStore {
 #[tokio::test(start_paused = true)]
 async fn two_reservations_made_at_once_resolve_by_queue_order() {
     let clock: SharedClock = Arc::new(TokioClock::new());
-    let (open, _) = tokio::sync::watch::channel(false);
-    let store = Arc::new(GatedStore {
-        inner: MemoryStore::with_clock(clock.clone()),
-        node: "b/".into(),
-        open,
-        held: Default::default(),
-    });
-    let locker = |node: &str, clock: SharedClock| {
-        let shared: SharedStore = store.clone();
-        let time = TimeService::start(
-            &TimeSettings {
-                source: TimeSourceKind::Local,
-                ..TimeSettings::default()
-            },
-            shared.clone(),
-            clock.clone(),
-        );
-        let ctx = LockContext::new(
-            shared,
-            clock,
-            NodeId::new(node).unwrap(),
-            LeaseSettings::default(),
-            Some(node.len() as u64),
-        )
-        .unwrap();
-        (
-            QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default()),
-            time,
-        )
-    };
+    let store = Arc::new(GatedStore::new(clock.clone(), "b/"));
+    let locker = |node: &str, clock: SharedClock| store.locker(node, clock);
     let behind: SharedClock = Arc::new(lockshift_store::SkewedClock::new(clock.clone(), -500_000));
     let ((h, _th), (b, _tb), (c, _tc)) = (
         locker("h", clock.clone()),
@@ -560,4 +583,118 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
     first.release().await.unwrap();
     let second = b_task.await.unwrap().expect("then B");
     second.release().await.unwrap();
+}
+
+/// Q6: the waiter second in line writes its `main` cell early, reserved
+/// behind the first; the first takes the lock beside it (a cell naming it
+/// is not in its way); the second takes over on a read of the queue and a
+/// read of `main` — no write on its way in.
+#[tokio::test(start_paused = true)]
+async fn the_second_in_line_reserves_behind_the_first_and_takes_over_reading() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let spawn = |node: &str| {
+        let locker = f.locker(node);
+        tokio::spawn(async move { locker.acquire(&lock()).await })
+    };
+    let w1 = spawn("w1");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let w2 = spawn("w2");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let main = f.cells(schema::MAIN).await;
+    assert_eq!(main.len(), 3, "holder, w1 and w2: {main:?}");
+    let first = main
+        .iter()
+        .find(|c| c.column.starts_with("w1/"))
+        .expect("w1 reserved");
+    let second = main
+        .iter()
+        .find(|c| c.column.starts_with("w2/"))
+        .expect("w2 reserved");
+    assert_eq!(
+        first.value, RESERVED_VALUE,
+        "the first in line: a plain reservation"
+    );
+    assert_eq!(
+        lockshift_lock::reserved_behind_of(&second.value),
+        Some((lockshift_lock::Algorithm::Queue, first.column.as_str())),
+        "the second names the first"
+    );
+    holder.release().await.unwrap();
+    let g1 = tokio::time::timeout(Duration::from_secs(5), w1)
+        .await
+        .expect("w1 takes the lock beside w2's reservation")
+        .unwrap()
+        .unwrap();
+    // Hold for less than a round trip of the line's polling: w2 learns it is
+    // first only after g1 has gone.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    f.store.reset_counts();
+    g1.release().await.unwrap();
+    let g2 = w2.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let c = f.store.op_counts();
+    // g1's release deletes its `main` cell; w2 wrote nothing to come in —
+    // one `main` write, its re-marking, off the acquire path.
+    assert_eq!(c.get(schema::QUEUE, OpKind::Write), 0, "{c}");
+    assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+    let main = f.cells(schema::MAIN).await;
+    assert_eq!(main.len(), 1, "{main:?}");
+    assert_eq!(main[0].value, b"queue", "re-marked a holding");
+    g2.release().await.unwrap();
+}
+
+/// Q6's other half: a cell that only *looks* dead (not renewed for
+/// `stale_after`) may be a paused waiter's, which would take the lock
+/// beside a cell naming it once it resumes. So a waiter reserved behind it
+/// never claims on that reservation: it enters plainly — a `RESERVED_VALUE`
+/// write, then a read — and only then takes the lock.
+#[tokio::test(start_paused = true)]
+async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    let store = Arc::new(GatedStore::new(clock.clone(), "nobody/"));
+    let paused = lockshift_lock::OwnerId::from_stored("x/0000000000000001");
+    store
+        .inner
+        .write(
+            schema::QUEUE,
+            "L",
+            &[CellWrite::new(
+                queue_column(clock.now(), &paused),
+                b"queue".to_vec(),
+            )],
+            WriteOptions::at(clock.now()).with_ttl(Ttl::from_secs(120).unwrap()),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (w, _time) = store.locker("w", clock.clone());
+    let task = tokio::spawn(async move { w.acquire(&lock()).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let behind_x =
+        lockshift_lock::reserved_behind(lockshift_lock::Algorithm::Queue, paused.as_str());
+    assert_eq!(
+        store.main_values_written_by("w/").last(),
+        Some(&behind_x),
+        "second in line behind x: reserved behind it (over its fast-path cell)"
+    );
+    let guard = tokio::time::timeout(Duration::from_secs(120), task)
+        .await
+        .expect("x's cell is skipped once stale")
+        .unwrap()
+        .unwrap();
+    let written = store.main_values_written_by("w/");
+    let reserved_at = written.iter().rposition(|v| *v == behind_x);
+    assert_eq!(
+        reserved_at
+            .and_then(|i| written.get(i + 1))
+            .map(Vec::as_slice),
+        Some(RESERVED_VALUE),
+        "entered plainly before holding: {:?}",
+        written
+            .iter()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect::<Vec<_>>()
+    );
+    guard.release().await.unwrap();
 }

@@ -37,6 +37,17 @@ fn legacy_beside_combined_holds() {
     );
 }
 
+/// The combined lock at full speed — prepared `shadow` cells, reservations
+/// behind the waiter ahead (Q6) — beside legacy contenders: the legacy
+/// argument must hold on every path, not only the paced one.
+#[test]
+fn legacy_beside_combined_at_full_speed_holds() {
+    allowed_pair(
+        "legacy_beside_combined_at_full_speed_holds",
+        [fleet::legacy, fleet::combined_at_full_speed],
+    );
+}
+
 #[test]
 fn combined_beside_combined_holds() {
     allowed_pair(

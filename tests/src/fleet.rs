@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use lockshift_combined::{LockerSettings, Lockers};
+use lockshift_combined::{LegacyPacing, LockerSettings, Lockers};
+use lockshift_legacy::LegacySettings;
 use lockshift_lock::{Algorithm, Locker};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 
@@ -48,4 +49,18 @@ pub fn queue_with(env: &NodeEnv, queue: QueueSettings, time: TimeSettings) -> No
 /// A combined locker for `env` with the default (hybrid) time service.
 pub fn combined(env: &NodeEnv) -> NodeLocker {
     build(env, Algorithm::Combined, LockerSettings::default())
+}
+
+/// A combined locker for `env` at full speed, as from stage `dual` on: it
+/// prepares hand-offs (a checked `shadow` cell, reservations behind the
+/// waiter ahead) even though a legacy contender may be about — which a
+/// rollout never lets happen, but exclusion must not depend on.
+pub fn combined_at_full_speed(env: &NodeEnv) -> NodeLocker {
+    let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
+    pacing.set_beside_legacy(false);
+    NodeLocker {
+        locker: Lockers::new(env.ctx.clone(), LockerSettings::default())
+            .with_pacing(pacing)
+            .build(Algorithm::Combined),
+    }
 }

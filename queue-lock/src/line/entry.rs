@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_lock::{Algorithm, Lease, LockContext, RESERVED_VALUE};
+use lockshift_lock::{Algorithm, Lease, LockContext, RESERVED_VALUE, reserved_behind};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
 use crate::queue::Position;
@@ -145,6 +145,44 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     /// someone else holds; `false` withdraws and waits for `main` to empty.
     fn prepares(&self) -> bool {
         true
+    }
+
+    /// Whether the waiter second in line reserves behind the first (Q6,
+    /// `handoff`) while the entry prepares. Default `false`.
+    fn reserves_behind(&self) -> bool {
+        false
+    }
+
+    /// Second in line: writes my cells reserved behind `ahead` (an owner
+    /// id) — by default my `main` cell, marked with
+    /// [`reserved_behind`](lockshift_lock::reserved_behind).
+    ///
+    /// # Errors
+    /// A store error; what was written stays registered with the lease and
+    /// [`tidy`](MainEntry::tidy) removes it.
+    async fn reserve_behind(
+        &self,
+        _store: &dyn Store,
+        lease: &Lease,
+        ahead: &str,
+    ) -> Result<(), StoreError> {
+        lease
+            .write(
+                schema::MAIN,
+                lease.owner().as_str(),
+                &reserved_behind(self.algorithm(), ahead),
+            )
+            .await
+    }
+
+    /// Reserved behind another waiter: besides the place in line, what my
+    /// claim needs before my reads of `main` count (the combined lock: my
+    /// `shadow` cell read alone). `true`, the default: nothing.
+    ///
+    /// # Errors
+    /// A store error.
+    async fn ready_behind(&self, _store: &dyn Store, _lease: &Lease) -> Result<bool, StoreError> {
+        Ok(true)
     }
 
     /// How long the first waiter pauses while `main` is taken and it does

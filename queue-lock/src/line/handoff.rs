@@ -5,7 +5,8 @@
 //! # The verdict (Q1)
 //!
 //! The lock is mine only on a read, made after my own `main` write, that
-//! shows my cell alone: Lemma 1 on `main` against every other writer of
+//! shows my cell alone — or beside cells that name me as the waiter they
+//! are behind (Q6, below): Lemma 1 on `main` against every other writer of
 //! `main` that verifies (queue, combined). That is the only way any waiter
 //! of this crate ever takes the lock — entering, preparing, or on the fast
 //! path.
@@ -20,12 +21,12 @@
 //! one read. Q1 still decides, so this is queue + queue, safe whoever else
 //! is in `main`.
 //!
-//! - **Who.** Only the first waiter in line writes `main` (plus, for one
-//!   round trip, an arrival on the fast path). Holders leave the queue once
-//!   their verifying read is done (Q2), so the first waiter never writes
-//!   beside a holder that is still verifying: whoever is alone in `main`
-//!   while it is first has verified already — or is an arrival that is not
-//!   first and withdraws.
+//! - **Who.** Only the first waiter in line writes a plain reservation
+//!   (plus, for one round trip, an arrival on the fast path). Holders leave
+//!   the queue once their verifying read is done (Q2), so the first waiter
+//!   never writes beside a holder that is still verifying: whoever is alone
+//!   in `main` while it is first has verified already — or is an arrival
+//!   that is not first and withdraws.
 //! - **Marked.** A reservation is not a holding: it is marked, so the
 //!   census, `migrate status` and other waiters can tell, and re-marked a
 //!   holding once claimed (in the background).
@@ -37,9 +38,48 @@
 //!   only gives up the preparation), and of two waiters in the queue at most
 //!   one is first.
 //!
+//! # Reservations behind the waiter ahead (Q6, beyond the thesis)
+//!
+//! When holds are shorter than a round trip, the holder is gone before the
+//! next waiter even learns it is first, and every hand-off is that chain:
+//! the holder's queue delete lands, the next waiter's poll sees it, its
+//! write, its read. So the queue waiter *second* in line writes its `main`
+//! cell early too, marked as waiting behind the one directly ahead of it
+//! ([`reserved_behind`]: the value names that waiter's owner id), and the
+//! hand-off shrinks to that poll and one read of `main`.
+//!
+//! A plain reservation would make the waiter ahead fail Q1 on its
+//! verifying read; so the waiter ahead, X, disregards the cells that name
+//! it, and only those. That is safe because a cell naming X is claimed
+//! only under a stricter rule: its owner W holds only on a read of `main`
+//! that *starts after* a read of the queue found X's queue cell gone (not
+//! skipped as dead: gone). X deletes its queue cell only after its own
+//! verifying read (Q2), which followed its own `main` write; so W's read of
+//! `main` follows X's `main` write and shows X's cell for as long as X
+//! holds — and X's cell never names W (queue columns are totally ordered,
+//! so W is never directly ahead of X). Every other pair is plain Lemma 1:
+//! a cell that names someone else counts as a reservation like any other.
+//! A cell that looks dead may be a paused waiter's, so W falls back to a
+//! plain entry when the queue showed X only as dead ([`Position::FirstPastDead`]).
+//! The same holds whatever W wrote in between (a reservation behind
+//! someone else, or a plain entry): a claim of X's that saw W's cell naming
+//! X started before W's later write ended, so W's later read of `main`
+//! follows X's `main` write; a claim of X's after it sees W's new value.
+//!
+//! The combined lock reserves behind the one ahead too, in `shadow` and
+//! `main` at once, and the waiter ahead disregards both. Its claim keeps the
+//! legacy argument's order: W reads `shadow` (its cell alone, or beside
+//! cells naming W) together with the queue read that shows X gone, and
+//! claims only on a later read of `main`, with its `shadow` cell proven to
+//! have lived since. A legacy contender's cells are never disregarded, so
+//! Lemma 1 on `shadow` holds against every one of them; between combined
+//! waiters `main` decides.
+//!
 //! [`RESERVED_VALUE`]: lockshift_lock::RESERVED_VALUE
+//! [`reserved_behind`]: lockshift_lock::reserved_behind
+//! [`Position::FirstPastDead`]: crate::queue::Position::FirstPastDead
 
-use lockshift_lock::{OwnerId, RESERVED_VALUE};
+use lockshift_lock::{OwnerId, is_reservation, reserved_behind_of};
 use lockshift_store::Cell;
 
 /// How many `main` cells a waiter reads when it looks at `main` after its
@@ -49,10 +89,10 @@ use lockshift_store::Cell;
 /// deadlocks (the first in line stays; the rest withdraw).
 pub const MAIN_CELLS_READ: u32 = 4;
 
-/// What a read of `main`, made after my own write, says (Q1, Q5).
+/// What a read of `main`, made after my own write, says (Q1, Q5, Q6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// My cell alone: the lock is mine.
+    /// My cell alone (beside cells behind me at most): the lock is mine.
     Alone,
     /// Someone else holds or is entering (a cell that is not a
     /// reservation): wait.
@@ -77,27 +117,39 @@ pub fn verdict(me: &str, main: &[Cell]) -> Verdict {
     if !mine && main.len() < MAIN_CELLS_READ as usize {
         return Verdict::Missing;
     }
-    if let Some(holder) = main
-        .iter()
-        .find(|c| c.column != me && c.value != RESERVED_VALUE)
-    {
+    let others: Vec<&Cell> = main.iter().filter(|c| in_my_way(me, c)).collect();
+    if let Some(holder) = others.iter().find(|c| !is_reservation(&c.value)) {
         return Verdict::Wait {
             holder: OwnerId::from_stored(&holder.column),
         };
     }
-    if main.iter().all(|c| c.column == me) {
+    if mine && others.is_empty() {
         return Verdict::Alone;
     }
     Verdict::OnlyReservations
 }
 
-/// Whether any cell of `main` other than `me`'s is there.
+/// Whether any cell of `main` other than `me`'s is in my way (cells behind
+/// me, Q6, are not).
 pub fn others_in(me: &str, main: &[Cell]) -> bool {
-    main.iter().any(|c| c.column != me)
+    main.iter().any(|c| in_my_way(me, c))
+}
+
+/// Whether someone else's cells are in my way in `main`, and all of them
+/// are reservations: nobody holds, and the queue decides who goes (Q5).
+pub fn only_reservations_in_my_way(me: &str, main: &[Cell]) -> bool {
+    let mut others = main.iter().filter(|c| in_my_way(me, c)).peekable();
+    others.peek().is_some() && others.all(|c| is_reservation(&c.value))
+}
+
+/// A cell of someone else's that is not a reservation behind me (Q6).
+fn in_my_way(me: &str, cell: &Cell) -> bool {
+    cell.column != me && reserved_behind_of(&cell.value).is_none_or(|(_, ahead)| ahead != me)
 }
 
 #[cfg(test)]
 mod tests {
+    use lockshift_lock::{Algorithm, RESERVED_VALUE, reserved_behind};
     use lockshift_store::Timestamp;
 
     use super::*;
@@ -118,6 +170,8 @@ mod tests {
         let holder = cell("h/01", b"queue");
         let legacy = cell("legacy-thread", b"");
         let other_res = cell("w/01", RESERVED_VALUE);
+        let behind_me = cell("w/02", &reserved_behind(Algorithm::Queue, me));
+        let behind_other = cell("w/03", &reserved_behind(Algorithm::Combined, "h/01"));
         let wait = |h: &str| Verdict::Wait {
             holder: OwnerId::from_stored(h),
         };
@@ -133,11 +187,33 @@ mod tests {
             (vec![other_res.clone()], Verdict::Missing),
             // Four reservations read, mine beyond them: still the queue's call.
             ((0..4).map(|i| cell(&format!("a/{i}"), RESERVED_VALUE)).collect(), Verdict::OnlyReservations),
+            // Q6: cells behind me are not in my way; cells behind others are
+            // reservations like any other.
+            (vec![mine.clone(), behind_me.clone()], Verdict::Alone),
+            (vec![holder.clone(), mine.clone(), behind_me.clone()], wait("h/01")),
+            (vec![mine.clone(), behind_other.clone()], Verdict::OnlyReservations),
+            (vec![mine.clone(), behind_me.clone(), other_res.clone()], Verdict::OnlyReservations),
+            (vec![behind_me.clone()], Verdict::Missing),
+            // A full read of cells behind me, mine beyond them: not Alone
+            // (my cell was not seen), the queue's call.
+            ((0..4).map(|i| cell(&format!("a/{i}"), &reserved_behind(Algorithm::Combined, me))).collect(), Verdict::OnlyReservations),
         ];
         for (i, (main, want)) in cases.iter().enumerate() {
             assert_eq!(&verdict(me, main), want, "case #{i}");
         }
-        assert!(others_in(me, &[holder]));
-        assert!(!others_in(me, &[mine]));
+        assert!(others_in(me, std::slice::from_ref(&holder)));
+        assert!(!others_in(me, std::slice::from_ref(&mine)));
+        assert!(!others_in(me, &[mine, behind_me.clone()]));
+        assert!(others_in(me, std::slice::from_ref(&behind_other)));
+        assert!(only_reservations_in_my_way(
+            me,
+            &[behind_other.clone(), other_res.clone()]
+        ));
+        assert!(!only_reservations_in_my_way(me, &[behind_other, holder]));
+        assert!(
+            !only_reservations_in_my_way(me, &[behind_me]),
+            "nothing in my way"
+        );
+        assert!(!only_reservations_in_my_way(me, &[]));
     }
 }

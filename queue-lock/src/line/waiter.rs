@@ -11,7 +11,10 @@
 //!            Arrive ──(first, alone)─────────────────────────────▶ Holding
 //!              │
 //!   Behind ◀───┼──(behind; withdraw what the fast path wrote)
-//!     │ poll   │
+//!     │ ▲ │    │
+//!     │ │ └─(second, behind a lockshift waiter)─▶ Reserving ─▶ Behind (reserved behind it)
+//!     │ │                                            │ (it left the queue: Q6)
+//!     │ poll                                         └──────────────────▶ Prepared
 //!     ▼        ▼
 //!   First ──Enter──(alone)───────────────────────────────────────▶ Holding
 //!     │         ├──(someone holds, preparing)──▶ Prepared ──(alone)─▶ Holding
@@ -19,34 +22,45 @@
 //!     │         │                 (only reservations) ▼ │ (first in line)
 //!     │         │                               Deciding ──(behind)──▶ withdraw ▶ Behind
 //!     │         └──(not preparing / blocked)──▶ Blocked ──(main empty)──▶ First
+//!     │                                               │ ▲ (first)
+//!     │                              (only reservations) ▼ │
+//!     │                                             Checking ──(behind)──▶ withdraw ▶ Behind
 //! ```
 //!
-//! Safety lives in one place only: the move to `Holding` happens on a read
+//! Safety lives in two places only: the move to `Holding` happens on a read
 //! of `main`, made after this waiter's own `main` write, that shows its cell
-//! alone (Q1, [`super::handoff::verdict`]). Everything else here — where to
-//! wait, how often to look, when to withdraw — is liveness and cost.
+//! alone (Q1, [`super::handoff::verdict`]); and a waiter whose cell is
+//! reserved behind another moves to `Prepared` — where such reads are made —
+//! only on a queue read that found that other waiter's cell gone (Q6).
+//! Everything else here — where to wait, how often to look, when to
+//! withdraw — is liveness and cost.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
+use lockshift_lock::Algorithm;
 use lockshift_store::{Cell, Timestamp};
 use tokio::time::Instant;
 
 use super::entry::{Arrived, Entered};
-use super::handoff::{Verdict, others_in, verdict};
+use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
 use super::poll::{self, Average, Bounds, Inputs};
-use crate::queue::Position;
+use crate::queue::{Position, parse_queue_column};
 
 /// Where a waiter stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     /// Writing the queue cell (and, on the fast path, its `main` cell).
     Arriving,
-    /// Behind `ahead` live queue cells.
+    /// Behind `ahead` live queue cells (with my cells reserved behind the
+    /// one ahead while the waiter's `behind` is set).
     Behind {
         /// Live cells ahead.
         ahead: u32,
     },
+    /// Second in line: writing my cells reserved behind the waiter directly
+    /// ahead (Q6).
+    Reserving,
     /// First in line, writing `main`.
     First,
     /// My cell waits in `main` beside someone else's: a reservation.
@@ -55,6 +69,12 @@ pub(crate) enum State {
     Deciding,
     /// First in line, not preparing: watching `main` until it empties.
     Blocked,
+    /// Blocked, with only reservations in the way: asking the queue whether
+    /// I still am first (Q5 for a waiter with no `main` cell of its own: a
+    /// waiter that once found itself first never looks at the queue again
+    /// while blocked, and reservations — behind someone else, or of a
+    /// waiter that is first — wait for the queue, not for `main`).
+    Checking,
     /// Removing my `main` cells, then `then`.
     Withdrawing {
         /// What follows.
@@ -78,7 +98,7 @@ pub(crate) enum Then {
 }
 
 /// What the driver does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Action {
     /// Sleep `after`, then write the queue cell — beside the entry's own
     /// cells when `fast` — and read the place: [`Observation::Arrived`].
@@ -90,6 +110,19 @@ pub(crate) enum Action {
     },
     /// Sleep `after`, then read my place: [`Observation::Position`].
     Poll {
+        /// How long to sleep first.
+        after: Duration,
+    },
+    /// Write my cells reserved behind `ahead` (an owner id), the waiter
+    /// directly ahead of me: [`Observation::ReservedBehind`].
+    ReserveBehind {
+        /// The owner id of the waiter ahead.
+        ahead: String,
+    },
+    /// Reserved behind another waiter: sleep `after`, then read my place
+    /// and what the entry's claim needs besides (Q6):
+    /// [`Observation::PlaceBehind`].
+    PollBehind {
         /// How long to sleep first.
         after: Duration,
     },
@@ -142,6 +175,16 @@ pub(crate) enum Observation {
     },
     /// After [`Action::Withdraw`].
     Withdrawn,
+    /// After [`Action::ReserveBehind`].
+    ReservedBehind,
+    /// After [`Action::PollBehind`]: my place, and whether the entry is
+    /// ready to claim on reads of `main` ([`super::MainEntry::ready_behind`]).
+    PlaceBehind {
+        /// Where I stand.
+        position: Position,
+        /// What the entry's claim needs besides holds.
+        ready: bool,
+    },
     /// The action failed with a store error worth retrying.
     Failed,
 }
@@ -157,6 +200,9 @@ pub(crate) struct Context {
     pub(crate) took: Duration,
     /// Whether the entry prepares hand-offs now ([`super::MainEntry::prepares`]).
     pub(crate) prepares: bool,
+    /// Whether the second in line reserves behind the first
+    /// ([`super::MainEntry::reserves_behind`]).
+    pub(crate) reserves_behind: bool,
     /// The entry's own pause while `main` is taken, drawn for this
     /// observation ([`super::MainEntry::busy_pause`]).
     pub(crate) busy_pause: Option<Duration>,
@@ -177,6 +223,10 @@ pub(crate) struct Waiter {
     dirty: bool,
     /// My `main` cell is marked a reservation.
     reserved: bool,
+    /// My `main` cell is (or may be) reserved behind this owner, whose queue
+    /// cell has not yet been seen gone (Q6): no read of `main` may hand me
+    /// the lock until it has.
+    behind: Option<String>,
     /// The entry's preparation stands ([`Entered::Blocked`]).
     prepared: bool,
     round_trip: Average,
@@ -200,6 +250,7 @@ impl Waiter {
             state: State::Arriving,
             dirty: false,
             reserved: false,
+            behind: None,
             prepared: false,
             round_trip: Average::default(),
             pace: Average::default(),
@@ -267,6 +318,7 @@ impl Waiter {
             }
             Observation::Position(position) => {
                 self.round_trip.note(cx.took);
+                self.reached_first(&position, cx.now);
                 self.position(position, cx)
             }
             Observation::Entered(entered) => self.entered(entered, cx),
@@ -275,6 +327,33 @@ impl Waiter {
                 self.main(&cells, can_claim, cx)
             }
             Observation::Withdrawn => self.withdrawn(),
+            Observation::ReservedBehind => {
+                self.round_trip.note(cx.took);
+                self.state = State::Behind { ahead: 1 };
+                let after =
+                    poll::sleep_before_next(self.interval(1, cx.now), cx.took, self.bounds.floor);
+                self.poll(after)
+            }
+            Observation::PlaceBehind { position, ready } => {
+                self.round_trip.note(cx.took);
+                self.reached_first(&position, cx.now);
+                match position {
+                    // Q6: the waiter I reserved behind left the queue —
+                    // after its verifying read, which followed its `main`
+                    // write — so every read of `main` from now on shows its
+                    // cell while it holds. My cell is a reservation like the
+                    // first waiter's.
+                    Position::First if self.behind.is_some() && ready && !self.dirty => {
+                        self.behind = None;
+                        self.reserved = true;
+                        self.state = State::Prepared;
+                        Action::PollMain {
+                            after: Duration::ZERO,
+                        }
+                    }
+                    other => self.position(other, cx),
+                }
+            }
         }
     }
 
@@ -294,13 +373,22 @@ impl Waiter {
             Position::Missing => self.reenqueue(),
             // Q1 on the fast path: my `main` write, then a read showing it
             // alone — and first in line, so nobody waiting is overtaken.
-            Position::First if alone => self.acquired(false),
-            Position::First if wrote => self.withdraw(Then::Enter),
-            Position::First => self.enter(),
-            Position::Behind { ahead, .. } => {
+            p if p.is_first() && alone => self.acquired(false),
+            p if p.is_first() && wrote => self.withdraw(Then::Enter),
+            Position::First | Position::FirstPastDead => self.enter(),
+            Position::Behind {
+                ahead,
+                head,
+                head_algorithm,
+            } => {
                 self.contended = true;
                 self.moved_to(ahead, cx.now);
                 let after = self.interval(ahead, cx.now);
+                // Second in line: reserve behind the first (Q6) — over
+                // what the fast path wrote, if it did.
+                if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
+                    return reserve;
+                }
                 if wrote {
                     // Q2: a waiter not first keeps no `main` cell.
                     self.withdraw(Then::Poll(after))
@@ -313,11 +401,31 @@ impl Waiter {
     }
 
     fn position(&mut self, position: Position, cx: &Context) -> Action {
+        if self.state == State::Checking {
+            return match position {
+                Position::Missing => self.reenqueue(),
+                // Still first: the reservations go, by their own rules
+                // (Q5, Q6); watch `main` on.
+                Position::First | Position::FirstPastDead => {
+                    self.state = State::Blocked;
+                    Action::PollMain {
+                        after: Duration::ZERO,
+                    }
+                }
+                // Not first any more: give up what was prepared (the
+                // combined lock's `shadow` cell, in the way of the first).
+                Position::Behind { ahead, .. } => {
+                    self.moved_to(ahead, cx.now);
+                    let after = self.interval(ahead, cx.now);
+                    self.withdraw(Then::Poll(after))
+                }
+            };
+        }
         if self.state == State::Deciding {
             return match position {
                 Position::Missing => self.reenqueue(),
                 // Q5: the first in line keeps its reservation.
-                Position::First => {
+                Position::First | Position::FirstPastDead => {
                     self.state = State::Prepared;
                     let after = self.next_main_poll(None, cx);
                     Action::PollMain { after }
@@ -332,9 +440,19 @@ impl Waiter {
         }
         match position {
             Position::Missing => self.reenqueue(),
-            Position::First if self.dirty => self.withdraw(Then::Enter),
-            Position::First => self.enter(),
-            Position::Behind { ahead, .. } => {
+            p if p.is_first() && self.dirty => self.withdraw(Then::Enter),
+            // First with no reservation behind anyone; or past dead-looking
+            // cells, or with the entry not ready (Q6 does not hold): enter
+            // plainly, over my reservation if any — Q1 alone decides.
+            Position::First | Position::FirstPastDead => {
+                self.behind = None;
+                self.enter()
+            }
+            Position::Behind {
+                ahead,
+                head,
+                head_algorithm,
+            } => {
                 self.contended = true;
                 self.moved_to(ahead, cx.now);
                 let after = poll::sleep_before_next(
@@ -346,8 +464,24 @@ impl Waiter {
                     // Q2: leftovers of a failed step go before waiting on.
                     return self.withdraw(Then::Poll(after));
                 }
+                // Still second, behind the one I named, and still preparing
+                // (a node beside legacy contenders prepares nothing).
+                let still_behind =
+                    ahead == 1 && cx.prepares && cx.reserves_behind && self.behind.is_some() && {
+                        let head_owner = owner_of(&head);
+                        head_owner.is_some() && head_owner.as_deref() == self.behind.as_deref()
+                    };
+                if !still_behind {
+                    if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
+                        return reserve;
+                    }
+                    if self.behind.is_some() {
+                        // Q2: no longer second behind the one I named.
+                        return self.withdraw(Then::Poll(after));
+                    }
+                }
                 self.state = State::Behind { ahead };
-                Action::Poll { after }
+                self.poll(after)
             }
         }
     }
@@ -430,9 +564,12 @@ impl Waiter {
                     return self.enter();
                 }
                 self.see(cells, cx.now);
-                Action::PollMain {
-                    after: self.blocked_pause(Some(cells), cx),
+                let after = self.blocked_pause(Some(cells), cx);
+                if only_reservations_in_my_way(&self.me, cells) {
+                    self.state = State::Checking;
+                    return Action::AskQueue { after };
                 }
+                Action::PollMain { after }
             }
         }
     }
@@ -440,6 +577,7 @@ impl Waiter {
     fn withdrawn(&mut self) -> Action {
         self.dirty = false;
         self.reserved = false;
+        self.behind = None;
         self.prepared = false;
         let State::Withdrawing { then } = self.state else {
             // Not expected; the queue will say where we stand.
@@ -468,11 +606,11 @@ impl Waiter {
             // up (its lease removes them) and arrives again, slowly.
             State::Arriving => Action::Arrive { after, fast: false },
             // A read failed; nothing was written.
-            State::Behind { .. } | State::Unsure => Action::Poll { after },
+            State::Behind { .. } | State::Unsure => self.poll(after),
             State::Prepared | State::Blocked => Action::PollMain { after },
-            State::Deciding => Action::AskQueue { after },
+            State::Deciding | State::Checking => Action::AskQueue { after },
             // A write may or may not have landed.
-            State::First | State::Withdrawing { .. } | State::Holding => {
+            State::First | State::Reserving | State::Withdrawing { .. } | State::Holding => {
                 self.dirty = true;
                 self.prepared = false;
                 self.state = State::Unsure;
@@ -500,7 +638,43 @@ impl Waiter {
         Action::Withdraw
     }
 
+    /// Second in line, directly behind a queue or combined waiter (one whose
+    /// every path disregards cells naming it), preparing, with nothing left
+    /// over: reserve behind it (Q6). `None` otherwise.
+    fn reserve_behind(
+        &mut self,
+        ahead: u32,
+        head: &str,
+        head_algorithm: Option<Algorithm>,
+        cx: &Context,
+    ) -> Option<Action> {
+        if ahead != 1
+            || !cx.reserves_behind
+            || !cx.prepares
+            || self.dirty
+            || !matches!(head_algorithm, Some(Algorithm::Queue | Algorithm::Combined))
+        {
+            return None;
+        }
+        let ahead = owner_of(head)?;
+        self.behind = Some(ahead.clone());
+        self.state = State::Reserving;
+        Some(Action::ReserveBehind { ahead })
+    }
+
+    /// Look at the queue after `after` — with what the entry's claim needs,
+    /// when reserved behind someone.
+    fn poll(&self, after: Duration) -> Action {
+        if self.behind.is_some() {
+            Action::PollBehind { after }
+        } else {
+            Action::Poll { after }
+        }
+    }
+
     fn reenqueue(&mut self) -> Action {
+        // The place, and any reservation with it, is given up.
+        self.behind = None;
         self.state = State::Arriving;
         Action::Reenqueue
     }
@@ -518,6 +692,19 @@ impl Waiter {
             self.last_ahead = Some((ahead, now));
         }
         self.scene_is(u64::from(ahead), now);
+    }
+
+    /// The line's pace counts the move to first too: a waiter that polled
+    /// late and found itself first would otherwise never lower a pace that
+    /// was too slow — and would keep polling too late to reserve behind
+    /// the one ahead (Q6).
+    fn reached_first(&mut self, position: &Position, now: Instant) {
+        if let (true, Some((before, at))) = (position.is_first(), self.last_ahead)
+            && before > 0
+        {
+            self.pace.note(now.saturating_duration_since(at) / before);
+            self.last_ahead = Some((0, now));
+        }
     }
 
     /// Notes who else is in `main`.
@@ -573,6 +760,11 @@ impl Waiter {
             _ => false,
         }
     }
+}
+
+/// The owner id (as stored) of a queue column.
+fn owner_of(column: &str) -> Option<String> {
+    parse_queue_column(column).map(|(_, owner)| owner.as_str().to_string())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The waiter's decisions as a table: state before, observation, the
 //! action and the state after. Each case prints its index on failure.
 
-use lockshift_lock::RESERVED_VALUE;
+use lockshift_lock::{RESERVED_VALUE, reserved_behind};
 
 use super::*;
 
@@ -39,9 +39,14 @@ fn reservation() -> Cell {
 }
 
 fn behind(ahead: u32) -> Position {
+    behind_of(ahead, "00000000000000000001h/01", Algorithm::Queue)
+}
+
+fn behind_of(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
     Position::Behind {
         ahead,
-        head: "00000000000000000001h/01".into(),
+        head: head.into(),
+        head_algorithm: Some(algorithm),
     }
 }
 
@@ -54,6 +59,7 @@ fn cx(now: Instant) -> Context {
         wall: Timestamp::from_micros(100_000_000),
         took: MS * 2,
         prepares: true,
+        reserves_behind: false,
         busy_pause: None,
         pause_after_error: MS * 30,
     }
@@ -166,6 +172,18 @@ fn decisions() {
         case(State::Blocked, main_obs(vec![], true), Enter { prepared: false }, State::First),
         case(State::Blocked, main_obs(vec![holder()], true), PollMain { after: zero }, State::Blocked),
         case(State::Blocked, main_obs(vec![mine(), holder()], true), Withdraw, withdrawing(Then::Enter)),
+        // Only reservations in the way: am I still first? (Q5)
+        case(State::Blocked, main_obs(vec![reservation()], true), AskQueue { after: zero }, State::Checking),
+        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, "h/01"), 99)], true),
+             AskQueue { after: zero }, State::Checking),
+        // ... but a cell reserved behind me is not in my way: enter.
+        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, ME), 99)], true),
+             Enter { prepared: false }, State::First),
+        case(State::Checking, Observation::Position(Position::First), PollMain { after: zero }, State::Blocked),
+        // Not first any more: what I prepared is in the way of the first.
+        case(State::Checking, Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
+        case(State::Checking, Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(State::Checking, Observation::Failed, AskQueue { after: MS * 30 }, State::Checking),
         // ===== withdrawing =====
         case(withdrawing(Then::Enter), Observation::Withdrawn, Enter { prepared: false }, State::First),
         case(withdrawing(Then::Poll(MS * 7)), Observation::Withdrawn, poll(7), State::Unsure),
@@ -299,4 +317,193 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     let action = w.on(Observation::Position(behind(4)), &cx(start));
     assert_eq!(action, poll(58));
     assert_eq!(w.pace().get(), Some(MS * 40));
+}
+
+/// Q6 as a table: the second in line reserves behind the first queue
+/// waiter (over a fast-path cell too), keeps it only while directly behind
+/// that waiter, and moves to `Prepared` only on a queue read that found the
+/// waiter gone — not merely dead-looking.
+#[test]
+fn the_second_in_line_reserves_behind_the_first() {
+    use Action::*;
+    let zero = Duration::ZERO;
+    let h01 = || Some("h/01".to_string());
+    let reserve = |owner: &str| ReserveBehind {
+        ahead: owner.into(),
+    };
+    let reserves = |c: &mut Context| c.reserves_behind = true;
+    let place = |position: Position, ready: bool| Observation::PlaceBehind { position, ready };
+    let beside_legacy = |c: &mut Context| {
+        c.reserves_behind = true;
+        c.prepares = false;
+    };
+    let reserves_no_prepare = |c: &mut Context| {
+        c.reserves_behind = true;
+        c.prepares = false;
+    };
+    struct Q6 {
+        state: State,
+        behind: Option<String>,
+        dirty: bool,
+        observation: Observation,
+        tweak: fn(&mut Context),
+        action: Action,
+        after: State,
+        behind_after: Option<String>,
+        reserved_after: bool,
+    }
+    let q = |state, behind, observation, action, after, behind_after| Q6 {
+        state,
+        behind,
+        dirty: false,
+        observation,
+        tweak: reserves,
+        action,
+        after,
+        behind_after,
+        reserved_after: false,
+    };
+    let other_head = "00000000000000000002h/02";
+    #[rustfmt::skip]
+    let cases = vec![
+        // Second behind a queue waiter: reserve behind it.
+        q(State::Behind { ahead: 2 }, None, Observation::Position(behind(1)),
+          reserve("h/01"), State::Reserving, h01()),
+        // On arrival too, over the fast-path cell (one write instead of a withdrawal).
+        q(State::Arriving, None, arrived(behind(1), Some(vec![holder(), cell(ME, b"queue", 99)]), true),
+          reserve("h/01"), State::Reserving, h01()),
+        q(State::Arriving, None, arrived(behind(1), None, false),
+          reserve("h/01"), State::Reserving, h01()),
+        // Behind a combined waiter too (it disregards cells naming it on every path).
+        q(State::Behind { ahead: 2 }, None, Observation::Position(behind_of(1, "00000000000000000001h/01", Algorithm::Combined)),
+          reserve("h/01"), State::Reserving, h01()),
+        // Not behind a head whose queue cell is not lockshift's, nor further back.
+        q(State::Behind { ahead: 2 }, None, Observation::Position(Position::Behind { ahead: 1, head: "00000000000000000001h/01".into(), head_algorithm: None }),
+          Poll { after: zero }, State::Behind { ahead: 1 }, None),
+        q(State::Behind { ahead: 3 }, None, Observation::Position(behind(2)),
+          poll(2), State::Behind { ahead: 2 }, None),
+        // Written: poll the queue (and what the entry needs) once per round trip.
+        q(State::Reserving, h01(), Observation::ReservedBehind,
+          PollBehind { after: zero }, State::Behind { ahead: 1 }, h01()),
+        // Still directly behind it: keep waiting.
+        q(State::Behind { ahead: 1 }, h01(), place(behind(1), true),
+          PollBehind { after: zero }, State::Behind { ahead: 1 }, h01()),
+        // It left the queue, and the entry is ready: the reservation is
+        // prepared; read `main` now.
+        Q6 { reserved_after: true, ..q(State::Behind { ahead: 1 }, h01(), place(Position::First, true),
+          PollMain { after: zero }, State::Prepared, None) },
+        // The entry is not ready (the combined lock's `shadow` is not mine
+        // alone yet): enter plainly.
+        q(State::Behind { ahead: 1 }, h01(), place(Position::First, false),
+          Enter { prepared: false }, State::First, None),
+        // Only dead-looking cells ahead: it may be paused, not gone — enter plainly.
+        q(State::Behind { ahead: 1 }, h01(), place(Position::FirstPastDead, true),
+          Enter { prepared: false }, State::First, None),
+        // A place read without the entry's check never prepares a claim.
+        q(State::Behind { ahead: 1 }, h01(), Observation::Position(Position::First),
+          Enter { prepared: false }, State::First, None),
+        // Someone else is directly ahead now: reserve behind that one instead.
+        q(State::Behind { ahead: 1 }, h01(), place(behind_of(1, other_head, Algorithm::Queue), true),
+          reserve("h/02"), State::Reserving, Some("h/02".into())),
+        // Further back again: withdraw (Q2).
+        q(State::Behind { ahead: 1 }, h01(), place(behind(2), true),
+          Withdraw, withdrawing(Then::Poll(MS * 2)), h01()),
+        q(State::Behind { ahead: 1 }, h01(), place(Position::Missing, true),
+          Reenqueue, State::Arriving, None),
+        // The node now prepares nothing (beside legacy contenders): withdraw.
+        Q6 { tweak: beside_legacy, ..q(State::Behind { ahead: 1 }, h01(), place(behind(1), true),
+          Withdraw, withdrawing(Then::Poll(zero)), h01()) },
+        // A read failed: look again, with the entry's check.
+        q(State::Behind { ahead: 1 }, h01(), Observation::Failed,
+          PollBehind { after: MS * 30 }, State::Behind { ahead: 1 }, h01()),
+        // The write failed in an unknown way: unsure and dirty.
+        q(State::Reserving, h01(), Observation::Failed,
+          poll(30), State::Unsure, h01()),
+        // Withdrawn: nothing is reserved any more.
+        q(withdrawing(Then::Poll(MS * 2)), h01(), Observation::Withdrawn,
+          poll(2), State::Unsure, None),
+        // An entry that does not prepare never reserves.
+        Q6 { tweak: reserves_no_prepare, ..q(State::Behind { ahead: 2 }, None, Observation::Position(behind(1)),
+          Poll { after: zero }, State::Behind { ahead: 1 }, None) },
+        // Leftovers go first.
+        Q6 { dirty: true, ..q(State::Unsure, None, Observation::Position(behind(1)),
+          Withdraw, withdrawing(Then::Poll(zero)), None) },
+    ];
+    let start = Instant::now();
+    for (i, c) in cases.into_iter().enumerate() {
+        let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+        w.state = c.state;
+        w.behind = c.behind;
+        w.dirty = c.dirty;
+        let mut context = cx(start);
+        (c.tweak)(&mut context);
+        let action = w.on(c.observation, &context);
+        assert_eq!(
+            (action, w.state, w.behind.clone(), w.reserved),
+            (c.action, c.after, c.behind_after, c.reserved_after),
+            "case #{i}"
+        );
+    }
+}
+
+/// Q6 end to end in the decisions: reserved behind `h/01`, the waiter
+/// claims only on a read of `main` after the queue showed `h/01` gone — and
+/// the cell of `h/01` in that read stops it (it still holds).
+#[test]
+fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
+    let start = Instant::now();
+    let mut context = cx(start);
+    context.reserves_behind = true;
+    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    w.state = State::Behind { ahead: 2 };
+    let mine_behind = || cell(ME, &reserved_behind(Algorithm::Queue, "h/01"), 99);
+    assert!(matches!(
+        w.on(Observation::Position(behind(1)), &context),
+        Action::ReserveBehind { .. }
+    ));
+    let place = |position| Observation::PlaceBehind {
+        position,
+        ready: true,
+    };
+    assert!(matches!(
+        w.on(Observation::ReservedBehind, &context),
+        Action::PollBehind { .. }
+    ));
+    // Still behind h/01: no read of `main` is even made.
+    assert!(matches!(
+        w.on(place(behind(1)), &context),
+        Action::PollBehind { .. }
+    ));
+    // h/01 left the queue: read `main`. Its cell is there (it holds): wait.
+    assert!(matches!(
+        w.on(place(Position::First), &context),
+        Action::PollMain { .. }
+    ));
+    assert!(matches!(
+        w.on(main_obs(vec![holder(), mine_behind()], true), &context),
+        Action::PollMain { .. }
+    ));
+    // Released: mine alone — the lock is mine, and the cell is re-marked.
+    assert_eq!(
+        w.on(main_obs(vec![mine_behind()], true), &context),
+        Action::Acquired { reserved: true }
+    );
+}
+
+/// A waiter that polled late and found itself first counts that move in the
+/// line's pace: otherwise a pace once measured too slow is never lowered,
+/// and every waiter keeps jumping from far back to first — too late to
+/// reserve behind the one ahead (Q6).
+#[test]
+fn reaching_first_counts_in_the_pace_of_the_line() {
+    let start = Instant::now();
+    let mut slow = Average::default();
+    slow.note(MS * 80);
+    let mut w =
+        Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(Average::default(), slow);
+    w.state = State::Behind { ahead: 4 };
+    w.on(Observation::Position(behind(4)), &cx(start));
+    // Four places in 40 ms: 10 ms per place, weighed into the average.
+    w.on(Observation::Position(Position::First), &cx(start + MS * 40));
+    assert_eq!(w.pace().get(), Some((MS * 80 * 3 + MS * 10) / 4));
 }
