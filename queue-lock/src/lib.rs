@@ -47,7 +47,8 @@
 //!   cell's value names X, and X disregards cells that name it (and only
 //!   those). A waiter whose cell names X reads `main` for a claim only
 //!   after a queue read that found X's queue cell gone — not merely dead —
-//!   has ended; it keeps the cell only while X is directly ahead.
+//!   has ended; it keeps the cell only while X is directly ahead, and for a
+//!   bounded time (16 measured round trips, at least `head_poll`).
 //!
 //! # Safety argument (queue + queue; thesis theorem 1)
 //!

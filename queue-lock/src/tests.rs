@@ -438,6 +438,15 @@ impl GatedStore {
     /// A queue locker of `node` over this store, on `clock`, and the time
     /// service it names queue cells with (keep it alive).
     fn locker(self: &Arc<Self>, node: &str, clock: SharedClock) -> (QueueLocker, TimeService) {
+        self.locker_with(node, clock, QueueSettings::default())
+    }
+
+    fn locker_with(
+        self: &Arc<Self>,
+        node: &str,
+        clock: SharedClock,
+        settings: QueueSettings,
+    ) -> (QueueLocker, TimeService) {
         let shared: SharedStore = self.clone();
         let time = TimeService::start(
             &TimeSettings {
@@ -456,7 +465,7 @@ impl GatedStore {
         )
         .unwrap();
         (
-            QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default()),
+            QueueLocker::new(Arc::new(ctx), time.source(), settings),
             time,
         )
     }
@@ -588,19 +597,23 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
 /// Q6: the waiter second in line writes its `main` cell early, reserved
 /// behind the first; the first takes the lock beside it (a cell naming it
 /// is not in its way); the second takes over on a read of the queue and a
-/// read of `main` — no write on its way in.
+/// read of `main` — no write on its way in. Holds are short, as where the
+/// reservation pays off (a store round trip of 10 ms, holds of 1 ms).
 #[tokio::test(start_paused = true)]
 async fn the_second_in_line_reserves_behind_the_first_and_takes_over_reading() {
     let f = Fixture::new();
+    let latency = Duration::from_millis(10);
+    f.store
+        .set_plan(lockshift_store::FaultPlan::latency(latency, Duration::ZERO));
     let holder = f.locker("h").acquire(&lock()).await.unwrap();
     let spawn = |node: &str| {
         let locker = f.locker(node);
         tokio::spawn(async move { locker.acquire(&lock()).await })
     };
     let w1 = spawn("w1");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(latency * 3).await;
     let w2 = spawn("w2");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(latency * 5).await;
     let main = f.cells(schema::MAIN).await;
     assert_eq!(main.len(), 3, "holder, w1 and w2: {main:?}");
     let first = main
@@ -621,18 +634,22 @@ async fn the_second_in_line_reserves_behind_the_first_and_takes_over_reading() {
         "the second names the first"
     );
     holder.release().await.unwrap();
-    let g1 = tokio::time::timeout(Duration::from_secs(5), w1)
+    let g1 = tokio::time::timeout(latency * 10, w1)
         .await
         .expect("w1 takes the lock beside w2's reservation")
         .unwrap()
         .unwrap();
-    // Hold for less than a round trip of the line's polling: w2 learns it is
-    // first only after g1 has gone.
+    // A hold shorter than a round trip: w2 learns it is first only after
+    // g1's release has landed.
     tokio::time::sleep(Duration::from_millis(1)).await;
     f.store.reset_counts();
     g1.release().await.unwrap();
-    let g2 = w2.await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let g2 = tokio::time::timeout(latency * 10, w2)
+        .await
+        .expect("w2 takes over")
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(latency * 2).await;
     let c = f.store.op_counts();
     // g1's release deletes its `main` cell; w2 wrote nothing to come in —
     // one `main` write, its re-marking, off the acquire path.
@@ -667,23 +684,29 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (w, _time) = store.locker("w", clock.clone());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // x's cell looks dead 5 ms after it was written — sooner than the
+    // reservation's own bound (`head_poll`, 10 ms, on an instant store), so
+    // the waiter still holds its reservation behind x when it finds itself
+    // first past x's dead-looking cell.
+    let settings = QueueSettings {
+        stale_after: Some(Duration::from_millis(5)),
+        ..QueueSettings::default()
+    };
+    let (w, _time) = store.locker_with("w", clock.clone(), settings);
     let task = tokio::spawn(async move { w.acquire(&lock()).await });
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let behind_x =
         lockshift_lock::reserved_behind(lockshift_lock::Algorithm::Queue, paused.as_str());
-    assert_eq!(
-        store.main_values_written_by("w/").last(),
-        Some(&behind_x),
-        "second in line behind x: reserved behind it (over its fast-path cell)"
-    );
     let guard = tokio::time::timeout(Duration::from_secs(120), task)
         .await
         .expect("x's cell is skipped once stale")
         .unwrap()
         .unwrap();
     let written = store.main_values_written_by("w/");
+    assert!(
+        written.contains(&behind_x),
+        "second in line behind x: reserved behind it"
+    );
     let reserved_at = written.iter().rposition(|v| *v == behind_x);
     assert_eq!(
         reserved_at

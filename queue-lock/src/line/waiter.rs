@@ -47,6 +47,17 @@ use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
 use super::poll::{self, Average, Bounds, Inputs};
 use crate::queue::{Position, parse_queue_column};
 
+/// How long, in measured round trips, a waiter keeps its cells reserved
+/// behind the same waiter ahead (Q6) before it gives that up — and with
+/// `head_poll`, at least. A reservation behind pays off when holds are
+/// shorter than a few round trips (the waiter ahead takes the lock within
+/// about three); past that the plain preparation, made once the waiter
+/// ahead holds, hands off as fast. The bound turns any wait the reservation
+/// takes part in into a bounded delay: a waiter ahead that does not
+/// disregard it (a lockshift build from before Q6, in a rolling upgrade of
+/// lockshift itself) waits at most this long.
+const RESERVE_BEHIND_ROUND_TRIPS: u32 = 16;
+
 /// Where a waiter stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -227,6 +238,10 @@ pub(crate) struct Waiter {
     /// cell has not yet been seen gone (Q6): no read of `main` may hand me
     /// the lock until it has.
     behind: Option<String>,
+    /// Since when `behind` was named; and the waiter ahead it gave up
+    /// reserving behind, once the reservation outlived its bound.
+    behind_since: Instant,
+    declined: Option<String>,
     /// The entry's preparation stands ([`Entered::Blocked`]).
     prepared: bool,
     round_trip: Average,
@@ -251,6 +266,8 @@ impl Waiter {
             dirty: false,
             reserved: false,
             behind: None,
+            behind_since: now,
+            declined: None,
             prepared: false,
             round_trip: Average::default(),
             pace: Average::default(),
@@ -471,6 +488,12 @@ impl Waiter {
                         let head_owner = owner_of(&head);
                         head_owner.is_some() && head_owner.as_deref() == self.behind.as_deref()
                     };
+                if still_behind && self.reserved_behind_too_long(cx.now) {
+                    // The waiter ahead is taking its time: give the
+                    // reservation up for good (see the bound's docs).
+                    self.declined = self.behind.clone();
+                    return self.withdraw(Then::Poll(after));
+                }
                 if !still_behind {
                     if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
                         return reserve;
@@ -657,9 +680,25 @@ impl Waiter {
             return None;
         }
         let ahead = owner_of(head)?;
+        if self.declined.as_ref() == Some(&ahead) {
+            return None;
+        }
+        if self.behind.as_ref() != Some(&ahead) {
+            self.behind_since = cx.now;
+        }
         self.behind = Some(ahead.clone());
         self.state = State::Reserving;
         Some(Action::ReserveBehind { ahead })
+    }
+
+    /// Whether the reservation behind the current waiter ahead has lasted
+    /// past its bound ([`RESERVE_BEHIND_ROUND_TRIPS`]).
+    fn reserved_behind_too_long(&self, now: Instant) -> bool {
+        let round_trip = self.round_trip.get().unwrap_or(self.bounds.head);
+        let bound = round_trip
+            .saturating_mul(RESERVE_BEHIND_ROUND_TRIPS)
+            .max(self.bounds.head);
+        now.saturating_duration_since(self.behind_since) > bound
     }
 
     /// Look at the queue after `after` — with what the entry's claim needs,

@@ -507,3 +507,55 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
     w.on(Observation::Position(Position::First), &cx(start + MS * 40));
     assert_eq!(w.pace().get(), Some((MS * 80 * 3 + MS * 10) / 4));
 }
+
+/// A reservation behind the same waiter lasts a bounded time (16 measured
+/// round trips, at least `head_poll`): past it the waiter withdraws and
+/// does not reserve behind that waiter again — so a waiter ahead that does
+/// not disregard the cell (a lockshift build from before Q6) is held up
+/// for at most that long, and long holds fall back to the plain
+/// preparation.
+#[test]
+fn a_reservation_behind_is_given_up_after_its_bound() {
+    let start = Instant::now();
+    let mut context = cx(start);
+    context.reserves_behind = true;
+    let place = |position| Observation::PlaceBehind {
+        position,
+        ready: true,
+    };
+    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    w.state = State::Behind { ahead: 2 };
+    assert!(matches!(
+        w.on(Observation::Position(behind(1)), &context),
+        Action::ReserveBehind { .. }
+    ));
+    w.on(Observation::ReservedBehind, &context);
+    // The round trip measured is 2 ms: the bound is 32 ms.
+    let at = |ms: u32| Context {
+        now: start + MS * ms,
+        ..context
+    };
+    assert!(matches!(
+        w.on(place(behind(1)), &at(30)),
+        Action::PollBehind { .. }
+    ));
+    assert!(matches!(w.on(place(behind(1)), &at(40)), Action::Withdraw));
+    assert!(matches!(
+        w.on(Observation::Withdrawn, &at(41)),
+        Action::Poll { .. }
+    ));
+    // Still second behind the same waiter: no new reservation.
+    assert!(matches!(
+        w.on(Observation::Position(behind(1)), &at(45)),
+        Action::Poll { .. }
+    ));
+    assert_eq!(w.state, State::Behind { ahead: 1 });
+    // Behind someone new: reserve again.
+    assert!(matches!(
+        w.on(
+            Observation::Position(behind_of(1, "00000000000000000002h/02", Algorithm::Queue)),
+            &at(50)
+        ),
+        Action::ReserveBehind { .. }
+    ));
+}
