@@ -20,7 +20,8 @@
 //! # Invariants
 //!
 //! - **Q1.** A waiter holds the lock only after a read of `main`, made after
-//!   its own `main` write, showed its cell alone.
+//!   its own `main` write, showed its cell alone — or beside cells that
+//!   name it as the waiter they are reserved behind (Q6).
 //! - **Q2.** A waiter has a `main` cell only while it is first in line
 //!   (entering, or a reservation beside a holder), second in line reserved
 //!   behind the first (Q6), or for the one round trip of a fast-path
@@ -74,8 +75,10 @@
 //!
 //! # Fairness (theorem 2)
 //!
-//! Waiters enter in queue order: only the first in line writes `main`, and a
-//! fast-path arrival holds only if it is first in line. With a
+//! Waiters enter in queue order: only the first in line writes `main` to
+//! enter (the second's reservation behind it is claimed only once the
+//! first has left the queue), and a fast-path arrival holds only if it is
+//! first in line. With a
 //! non-decreasing time service a new arrival queues behind everyone already
 //! waiting. Dead waiters are skipped after `stale_after`, a crashed holder's
 //! `main` cell expires after the TTL.
