@@ -44,18 +44,14 @@
 //! others under contention (thesis table 2: 5 processes, max wait 502 s).
 //!
 //! # Modules
-//! [`LegacyLocker`] (listing 5; its `try_lock` is listing 4), the shadow
-//! arbitration of listing 4's lines 7–15 (shared with the combined lock),
-//! [`LegacySettings`].
+//! [`LegacyLocker`] (listing 5; its `try_lock` is listing 4, with the
+//! shadow arbitration of lines 7–15), [`LegacySettings`].
 
 mod locker;
 mod protocol;
 mod settings;
 
 pub use locker::LegacyLocker;
-// The shadow arbitration, shared with the combined lock (its C1 step).
-#[doc(hidden)]
-pub use protocol::{ShadowEntry, enter_through_shadow};
 pub use settings::{Backoff, LegacySettings};
 
 #[cfg(test)]

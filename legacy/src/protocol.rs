@@ -1,6 +1,8 @@
 //! `TryLock` (thesis listing 4): one attempt at entering `main` through the
-//! shadow-table arbitration. Shared with the combined lock, which runs it
-//! once it is first in the queue.
+//! shadow-table arbitration. The combined lock runs the same steps from its
+//! own pieces (`combined/src/locker.rs`), because it must disregard the
+//! cells of waiters reserved behind it; nothing reserves behind a legacy
+//! contender, so this one keeps the thesis' checks exactly.
 
 use lockshift_lock::{Lease, OwnerId};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
@@ -63,7 +65,7 @@ pub(crate) async fn try_lock(
 
 /// What the shadow arbitration (listing 4 lines 7–15) found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShadowEntry {
+pub(crate) enum ShadowEntry {
     /// My `main` cell is written; my `shadow` cell is still there for the
     /// caller to delete (line 12) when it suits it.
     Entered,
@@ -73,11 +75,8 @@ pub enum ShadowEntry {
     MainTaken,
 }
 
-/// Listing 4 lines 7–11 and 14–15: enter `main` through the shadow arbitration. The
-/// legacy lock runs it after finding `main` not held by exactly one owner;
-/// the combined lock runs it when first in its queue, so that legacy
-/// contenders and combined contenders arbitrate through the same `shadow`
-/// row.
+/// Listing 4 lines 7–11 and 14–15: enter `main` through the shadow
+/// arbitration, after finding `main` not held by exactly one owner.
 ///
 /// Round trips: 4 on entry (write shadow, read shadow, fresh read of main,
 /// write main; the caller then deletes its shadow cell), 3 or 4 otherwise.
@@ -85,7 +84,7 @@ pub enum ShadowEntry {
 /// # Errors
 /// A store error from any step; cells that may have been written stay
 /// registered with the lease.
-pub async fn enter_through_shadow(
+pub(crate) async fn enter_through_shadow(
     store: &dyn Store,
     lease: &Lease,
     value: &[u8],

@@ -27,16 +27,22 @@ fn world() -> World {
     }
 }
 
-async fn start(w: &World, path: &std::path::Path) -> Node {
-    Node::builder()
-        .config_file(path)
+/// A node started from a config file saying `mode`, and the file (its
+/// directory lives as long as the first element).
+async fn start(w: &World, mode: &str) -> (tempfile::TempDir, std::path::PathBuf, Node) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    write_config(&path, mode);
+    let node = Node::builder()
+        .config_file(&path)
         .env(HashMap::new())
         .seed(1)
         .store(w.store.clone())
         .clock(w.clock.clone())
         .start()
         .await
-        .unwrap()
+        .unwrap();
+    (dir, path, node)
 }
 
 /// A node on `store` with `settings` and the world's clock, no config file.
@@ -61,10 +67,7 @@ async fn main_value(w: &World, lock: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
     let w = world();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lockshift.toml");
-    write_config(&path, "queue");
-    let node = start(&w, &path).await;
+    let (_dir, _, node) = start(&w, "queue").await;
     let status = node.status();
     assert_eq!(status.stage.as_ref().map(|s| s.stage), Some(Stage::Legacy));
     assert_eq!(status.effective, Algorithm::Combined);
@@ -93,10 +96,7 @@ async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
 #[tokio::test(start_paused = true)]
 async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_release_as_taken() {
     let w = world();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lockshift.toml");
-    write_config(&path, "combined");
-    let node = start(&w, &path).await;
+    let (_dir, path, node) = start(&w, "combined").await;
     let locker = node.locker();
     let held = locker.acquire(&LockId::new("A").unwrap()).await.unwrap();
     assert_eq!(held.algorithm(), Algorithm::Combined);
@@ -133,10 +133,7 @@ async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_releas
 #[tokio::test(start_paused = true)]
 async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
     let w = world();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lockshift.toml");
-    write_config(&path, "auto");
-    let node = start(&w, &path).await;
+    let (_dir, _, node) = start(&w, "auto").await;
     assert_eq!(
         node.status().effective,
         Algorithm::Combined,

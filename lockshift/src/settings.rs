@@ -185,10 +185,7 @@ impl Settings {
                     message: e.to_string(),
                 },
             })?;
-        let settings: Settings = built.try_deserialize().map_err(|e| SettingsError::Parse {
-            message: e.to_string(),
-        })?;
-        settings.validated()
+        Self::from_built(built)
     }
 
     /// Parses TOML text and validates.
@@ -202,6 +199,11 @@ impl Settings {
             .map_err(|e| SettingsError::Parse {
                 message: e.to_string(),
             })?;
+        Self::from_built(built)
+    }
+
+    /// The settings `built` holds, validated.
+    fn from_built(built: Config) -> Result<Settings, SettingsError> {
         let settings: Settings = built.try_deserialize().map_err(|e| SettingsError::Parse {
             message: e.to_string(),
         })?;

@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Endpoint, FAST, eventually, migrate, node_info};
+use common::{Endpoint, FAST, eventually, migrate, node_info, small_demo};
 use lockshift_combined::Mode;
 use lockshift_combined::registry::{deregister, heartbeat};
 use lockshift_cql_emulator::{Fault, FaultRule};
@@ -693,23 +693,7 @@ async fn serve_shares_a_store_between_processes() {
 /// verdict, as JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_rolls_a_small_fleet_to_a_green_verdict() {
-    let r = migrate(
-        None,
-        &[
-            "demo",
-            "--json",
-            "--nodes",
-            "2",
-            "--workers",
-            "2",
-            "--accounts",
-            "4",
-            "--settle",
-            "1s",
-        ],
-        &[],
-    )
-    .await;
+    let r = migrate(None, &small_demo("1s", &[]), &[]).await;
     let j = r.expect_code(0).json();
     assert_eq!(j["passed"], true, "{j:#}");
     assert_eq!(j["balance_before"], j["balance_after"]);

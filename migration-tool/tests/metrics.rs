@@ -6,7 +6,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{command, migrate};
+use common::{command, migrate, small_demo};
 use lockshift::metrics;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
@@ -83,28 +83,11 @@ async fn metrics_address(stderr: &mut mpsc::UnboundedReceiver<String>) -> String
 /// metric named is there, and the ones a rollout must move have moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_metrics_scrape_has_every_metric_named() {
-    let mut child = command(
-        None,
-        &[
-            "demo",
-            "--json",
-            "--nodes",
-            "2",
-            "--workers",
-            "2",
-            "--accounts",
-            "4",
-            "--settle",
-            "2s",
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-        &[],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("migrate demo starts");
+    let mut child = command(None, &small_demo("2s", &["--metrics", "127.0.0.1:0"]), &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("migrate demo starts");
     let mut stderr = lines(child.stderr.take().expect("piped"));
     let addr = metrics_address(&mut stderr).await;
 

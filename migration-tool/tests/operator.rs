@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::Endpoint;
+use common::{Endpoint, small_demo};
 use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
 use lockshift_lock::Algorithm;
 use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
@@ -350,18 +350,7 @@ async fn guard_text_and_history_entries_are_bounded() {
 async fn demo_runs_against_the_given_cluster_in_its_own_keyspace() {
     let e = Endpoint::with_schema().await;
     let j = e
-        .migrate(&[
-            "demo",
-            "--json",
-            "--nodes",
-            "2",
-            "--workers",
-            "2",
-            "--accounts",
-            "4",
-            "--settle",
-            "1s",
-        ])
+        .migrate(&small_demo("1s", &[]))
         .await
         .expect_code(0)
         .json();

@@ -174,6 +174,25 @@ pub fn command(
     cmd
 }
 
+/// `migrate demo` on a small fleet (2 nodes, 2 workers, 4 accounts), with
+/// JSON output, settling for `settle` after each step, then `extra`.
+pub fn small_demo<'a>(settle: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "demo",
+        "--json",
+        "--nodes",
+        "2",
+        "--workers",
+        "2",
+        "--accounts",
+        "4",
+        "--settle",
+        settle,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Runs the binary to completion (at most 90 s: a generous bound, only
 /// there so a hang fails instead of blocking the suite).
 pub async fn migrate(contact: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Run {

@@ -347,8 +347,7 @@ impl Waiter {
             Observation::ReservedBehind => {
                 self.round_trip.note(cx.took);
                 self.state = State::Behind { ahead: 1 };
-                let after =
-                    poll::sleep_before_next(self.interval(1, cx.now), cx.took, self.bounds.floor);
+                let after = self.sleep_before_poll(1, cx);
                 self.poll(after)
             }
             Observation::PlaceBehind { position, ready } => {
@@ -418,36 +417,27 @@ impl Waiter {
     }
 
     fn position(&mut self, position: Position, cx: &Context) -> Action {
-        if self.state == State::Checking {
+        // Q5: asking the queue who stays — with a reservation (`Deciding`)
+        // or blocked with only reservations in the way (`Checking`).
+        if matches!(self.state, State::Deciding | State::Checking) {
             return match position {
                 Position::Missing => self.reenqueue(),
-                // Still first: the reservations go, by their own rules
-                // (Q5, Q6); watch `main` on.
+                // The first in line keeps its reservation.
+                Position::First | Position::FirstPastDead if self.state == State::Deciding => {
+                    self.state = State::Prepared;
+                    let after = self.next_main_poll(None, cx);
+                    Action::PollMain { after }
+                }
+                // Still first, blocked: the reservations go by their own
+                // rules (Q5, Q6); watch `main` on.
                 Position::First | Position::FirstPastDead => {
                     self.state = State::Blocked;
                     Action::PollMain {
                         after: Duration::ZERO,
                     }
                 }
-                // Not first any more: give up what was prepared (the
-                // combined lock's `shadow` cell, in the way of the first).
-                Position::Behind { ahead, .. } => {
-                    self.moved_to(ahead, cx.now);
-                    let after = self.interval(ahead, cx.now);
-                    self.withdraw(Then::Poll(after))
-                }
-            };
-        }
-        if self.state == State::Deciding {
-            return match position {
-                Position::Missing => self.reenqueue(),
-                // Q5: the first in line keeps its reservation.
-                Position::First | Position::FirstPastDead => {
-                    self.state = State::Prepared;
-                    let after = self.next_main_poll(None, cx);
-                    Action::PollMain { after }
-                }
-                // Q5: a reservation not first in line withdraws.
+                // Not first: withdraw the reservation, or what was prepared
+                // (the combined lock's `shadow` cell, in the first's way).
                 Position::Behind { ahead, .. } => {
                     self.moved_to(ahead, cx.now);
                     let after = self.interval(ahead, cx.now);
@@ -472,11 +462,7 @@ impl Waiter {
             } => {
                 self.contended = true;
                 self.moved_to(ahead, cx.now);
-                let after = poll::sleep_before_next(
-                    self.interval(ahead, cx.now),
-                    cx.took,
-                    self.bounds.floor,
-                );
+                let after = self.sleep_before_poll(ahead, cx);
                 if self.dirty {
                     // Q2: leftovers of a failed step go before waiting on.
                     return self.withdraw(Then::Poll(after));
@@ -721,6 +707,13 @@ impl Waiter {
     /// Notes a distance behind others: the pace of the line, and whether
     /// the scene changed.
     fn moved_to(&mut self, ahead: u32, now: Instant) {
+        self.note_distance(ahead, now);
+        self.scene_is(u64::from(ahead), now);
+    }
+
+    /// Notes a distance for the pace of the line: the time since the last
+    /// distance was first seen, per place moved.
+    fn note_distance(&mut self, ahead: u32, now: Instant) {
         if let Some((before, at)) = self.last_ahead
             && ahead < before
         {
@@ -730,7 +723,6 @@ impl Waiter {
         if self.last_ahead.is_none_or(|(before, _)| before != ahead) {
             self.last_ahead = Some((ahead, now));
         }
-        self.scene_is(u64::from(ahead), now);
     }
 
     /// The line's pace counts the move to first too: a waiter that polled
@@ -738,11 +730,8 @@ impl Waiter {
     /// was too slow — and would keep polling too late to reserve behind
     /// the one ahead (Q6).
     fn reached_first(&mut self, position: &Position, now: Instant) {
-        if let (true, Some((before, at))) = (position.is_first(), self.last_ahead)
-            && before > 0
-        {
-            self.pace.note(now.saturating_duration_since(at) / before);
-            self.last_ahead = Some((0, now));
+        if position.is_first() {
+            self.note_distance(0, now);
         }
     }
 
@@ -782,7 +771,13 @@ impl Waiter {
         if cells.is_some_and(|c| self.holder_is_stale(c, cx.wall)) {
             return self.bounds.ceiling.max(self.bounds.floor);
         }
-        poll::sleep_before_next(self.interval(1, cx.now), cx.took, self.bounds.floor)
+        self.sleep_before_poll(1, cx)
+    }
+
+    /// The sleep before the next look of a waiter `distance` hand-offs from
+    /// its turn, counted from the start of the one that just took `cx.took`.
+    fn sleep_before_poll(&self, distance: u32, cx: &Context) -> Duration {
+        poll::sleep_before_next(self.interval(distance, cx.now), cx.took, self.bounds.floor)
     }
 
     /// The pause while blocked: the entry's own pacing if it has one, else
