@@ -1,19 +1,32 @@
 //! The node registry and the activity record.
 //!
-//! Every lockshift node keeps one cell in the `nodes` table — row
-//! [`REGISTRY_ROW`], column = node id, value = [`NodeInfo`] as JSON — written
-//! with a TTL and rewritten every heartbeat. Listing the live fleet is one
-//! read; a node that dies vanishes when its TTL runs out.
+//! Every lockshift process keeps one cell in the `nodes` table — row
+//! [`REGISTRY_ROW`], column = `node/incarnation` ([`registry_column`]),
+//! value = [`NodeInfo`] as JSON — written with a TTL and rewritten every
+//! heartbeat. Listing the live fleet is one read; a process that dies
+//! vanishes when its TTL runs out.
+//!
+//! The column names the *process*, not only the node id: two processes
+//! that share a node id (a replacement started before its predecessor
+//! stopped, a StatefulSet pod, one `node.id` in two copies of a config
+//! file) each keep a row of their own, and a row one of them writes never
+//! hides the other's (docs/design.md §4, R5). Rows written by lockshift
+//! builds that predate incarnations are named by the node id alone; they
+//! are read, and counted, all the same.
 //!
 //! The `rollout` table's row [`ACTIVITY_ROW`] holds, per algorithm, the last
-//! time anyone was seen using it: a cell whose write timestamp *is* that time,
-//! so concurrent reporters can only move it forward (the `GlobalTime` trick,
-//! thesis theorem 5).
+//! time anyone was seen using it — or may use it: a cell whose write
+//! timestamp *is* that time, so concurrent reporters can only move it
+//! forward (the `GlobalTime` trick, thesis theorem 5). A node running legacy
+//! or queue writes, with every heartbeat, the time until which that
+//! heartbeat lets it start acquisitions (`stage_valid_for` ahead): a
+//! promise, possibly in the future, that the guards honour even if the node
+//! never reports again (docs/design.md §4, R8).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lockshift_lock::Algorithm;
+use lockshift_lock::{Algorithm, Incarnation};
 use lockshift_store::{
     Cell, CellWrite, Clock, RowQuery, Store, StoreError, StoreErrorKind, Timestamp, Ttl,
     WriteOptions, schema,
@@ -47,6 +60,10 @@ pub struct NodeInfo {
     pub seen_version: Option<u64>,
     /// When the node started (µs since the epoch).
     pub started_at: i64,
+    /// The process: drawn at random when it started (`None`: a build that
+    /// predates incarnations, whose row is named by the node id alone).
+    #[serde(default)]
+    pub incarnation: Option<String>,
     /// Per algorithm, when this node last took a lock with it (µs).
     #[serde(default)]
     pub last_used: BTreeMap<Algorithm, i64>,
@@ -67,6 +84,14 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// The column of this process's registry row.
+    pub fn column(&self) -> String {
+        match &self.incarnation {
+            Some(incarnation) => format!("{}/{incarnation}", self.node),
+            None => self.node.clone(),
+        }
+    }
+
     /// The oldest stage version the node may act on, as the guards read it:
     /// its reported acting version, or (from nodes that predate it) the
     /// version it has seen.
@@ -113,9 +138,17 @@ impl LeasePromise {
     }
 }
 
-/// A registry entry as read back.
+/// The column of the registry row of `node`'s process `incarnation`.
+pub fn registry_column(node: &str, incarnation: Incarnation) -> String {
+    format!("{node}/{incarnation}")
+}
+
+/// A registry entry as read back: one running process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveNode {
+    /// The row's column (`node/incarnation`, or the node id alone for a
+    /// build that predates incarnations).
+    pub column: String,
     /// What the node said.
     pub info: NodeInfo,
     /// When its last heartbeat was written (by its clock).
@@ -125,7 +158,8 @@ pub struct LiveNode {
 }
 
 #[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
-/// Writes `info` as `info.node`'s registry cell with `ttl`.
+/// Writes `info` as its process's registry cell ([`NodeInfo::column`])
+/// with `ttl`.
 ///
 /// # Errors
 /// The store error.
@@ -140,33 +174,75 @@ pub async fn heartbeat(
         .write(
             schema::NODES,
             REGISTRY_ROW,
-            &[CellWrite::new(info.node.clone(), value)],
+            &[CellWrite::new(info.column(), value)],
             WriteOptions::at(clock.now()).with_ttl(ttl),
         )
         .await
 }
 
 #[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
-/// Removes `node` from the registry (clean shutdown).
+/// Removes one process's row (its [`NodeInfo::column`]) from the registry
+/// (clean shutdown); other processes of the same node id keep theirs.
 ///
 /// # Errors
 /// The store error.
 pub async fn deregister(
     store: &dyn Store,
     clock: &dyn Clock,
-    node: &str,
+    column: &str,
 ) -> Result<(), StoreError> {
     store
         .delete(
             schema::NODES,
             REGISTRY_ROW,
-            &[node.to_string()],
+            &[column.to_string()],
             clock.now(),
         )
         .await
 }
 
-/// Every live node, in node-id order. Entries that do not decode (written
+/// The live processes of `node` whose rows carry an incarnation, `mine`
+/// excluded: another process running under the same node id.
+///
+/// One read of at most a few cells: incarnation columns of one node id sort
+/// together, right after `node/`.
+///
+/// # Errors
+/// The store error.
+pub async fn other_incarnations(
+    store: &dyn Store,
+    node: &str,
+    mine: Incarnation,
+) -> Result<Vec<LiveNode>, StoreError> {
+    const SHOWN: u32 = 16;
+    let prefix = format!("{node}/");
+    let cells = store
+        .read(
+            schema::NODES,
+            REGISTRY_ROW,
+            &RowQuery::first(SHOWN).starting_at(prefix.clone()),
+        )
+        .await?;
+    let mine = registry_column(node, mine);
+    Ok(cells
+        .into_iter()
+        .take_while(|c| c.column.starts_with(&prefix))
+        .filter(|c| c.column != mine)
+        .filter_map(decode)
+        .collect())
+}
+
+fn decode(cell: Cell) -> Option<LiveNode> {
+    let info = serde_json::from_slice::<NodeInfo>(&cell.value).ok()?;
+    Some(LiveNode {
+        column: cell.column,
+        info,
+        heartbeat_at: cell.writetime,
+        ttl_left: cell.ttl,
+    })
+}
+
+/// Every live process, in column (node id, then incarnation) order. Entries that do not decode (written
 /// by a newer or broken binary) come back in the second list by column.
 ///
 /// # Errors
@@ -177,27 +253,19 @@ pub async fn live_nodes(store: &dyn Store) -> Result<(Vec<LiveNode>, Vec<String>
         .await?;
     let mut nodes = Vec::new();
     let mut unreadable = Vec::new();
-    for Cell {
-        column,
-        value,
-        writetime,
-        ttl,
-    } in cells
-    {
-        match serde_json::from_slice::<NodeInfo>(&value) {
-            Ok(info) => nodes.push(LiveNode {
-                info,
-                heartbeat_at: writetime,
-                ttl_left: ttl,
-            }),
-            Err(_) => unreadable.push(column),
+    for cell in cells {
+        let column = cell.column.clone();
+        match decode(cell) {
+            Some(node) => nodes.push(node),
+            None => unreadable.push(column),
         }
     }
     Ok((nodes, unreadable))
 }
 
 #[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
-/// Records that `algorithm` was seen in use at `at`; the record only moves
+/// Records that `algorithm` was, or may be, in use until `at` (a sighting,
+/// or a node's promise — then `at` may lie ahead); the record only moves
 /// forward (its write timestamp is `at`).
 ///
 /// # Errors
@@ -263,6 +331,7 @@ mod tests {
             seen_stage: Some(Stage::Legacy),
             seen_version: Some(0),
             started_at: 1,
+            incarnation: None,
             last_used: BTreeMap::new(),
             lease: None,
             acting_version: Some(0),
@@ -296,8 +365,57 @@ mod tests {
         clock.advance(Duration::from_secs(15));
         let (nodes, _) = live_nodes(&store).await.unwrap();
         assert_eq!(nodes.len(), 1, "a's TTL ran out");
-        deregister(&store, clock.as_ref(), "b").await.unwrap();
+        deregister(&store, clock.as_ref(), &info("b").column())
+            .await
+            .unwrap();
         assert!(live_nodes(&store).await.unwrap().0.is_empty());
+    }
+
+    /// Issue 22: two processes under one node id each keep a row; one's
+    /// heartbeat never overwrites, and one's leaving never removes, the
+    /// other's; each finds the other.
+    #[tokio::test]
+    async fn two_processes_under_one_id_keep_a_row_each() {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000)));
+        let store = MemoryStore::with_clock(clock.clone());
+        let ttl = Ttl::from_secs(30).unwrap();
+        let (one, two) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let mut old = info("web-1");
+        old.incarnation = Some(one.to_string());
+        old.effective = Algorithm::Legacy;
+        let mut new = info("web-1");
+        new.incarnation = Some(two.to_string());
+        // A neighbour whose id starts the same way is another node.
+        let mut other = info("web-10");
+        other.incarnation = Some(one.to_string());
+        for i in [&old, &new, &other, &old, &new] {
+            heartbeat(&store, clock.as_ref(), i, ttl).await.unwrap();
+        }
+        let (nodes, _) = live_nodes(&store).await.unwrap();
+        let web1: Vec<_> = nodes.iter().filter(|n| n.info.node == "web-1").collect();
+        assert_eq!(web1.len(), 2, "{nodes:?}");
+        assert!(web1.iter().any(|n| n.info.effective == Algorithm::Legacy));
+        assert_eq!(web1[0].column, format!("web-1/{}", one.min(two)));
+        let seen = other_incarnations(&store, "web-1", two).await.unwrap();
+        assert_eq!(
+            seen.iter().map(|n| n.column.as_str()).collect::<Vec<_>>(),
+            [registry_column("web-1", one)]
+        );
+        deregister(&store, clock.as_ref(), &new.column())
+            .await
+            .unwrap();
+        let (nodes, _) = live_nodes(&store).await.unwrap();
+        assert_eq!(
+            nodes.iter().filter(|n| n.info.node == "web-1").count(),
+            1,
+            "the old process's row stays"
+        );
+        assert!(
+            other_incarnations(&store, "web-1", one)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]

@@ -309,6 +309,22 @@ struct Guards<'a> {
 }
 
 impl Guards<'_> {
+    /// How a guard names the process of `node`: its node id, plus the
+    /// incarnation when another live process shares that id (R5).
+    fn who(&self, node: &LiveNode) -> String {
+        let shared = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.node == node.info.node)
+            .count()
+            > 1;
+        match &node.info.incarnation {
+            Some(incarnation) if shared => format!("{} (process {incarnation})", node.info.node),
+            _ => node.info.node.clone(),
+        }
+    }
+
     /// How long ago `node` last heartbeat, for the guard texts: a silent
     /// node still counts until its row expires (it may still act on what
     /// it last reported).
@@ -334,7 +350,7 @@ impl Guards<'_> {
                 } else {
                     format!("has {bound} {algorithm} acquisition(s) waiting or held")
                 };
-                format!("node {} {what} ({})", n.info.node, self.heard(n))
+                format!("node {} {what} ({})", self.who(n), self.heard(n))
             })
             .collect();
         Guard {
@@ -374,7 +390,7 @@ impl Guards<'_> {
                             .map_or("unknown".to_string(), |v| v.to_string())
                     )
                 };
-                format!("node {} {why} ({})", n.info.node, self.heard(n))
+                format!("node {} {why} ({})", self.who(n), self.heard(n))
             })
             .collect();
         Guard {
@@ -419,6 +435,16 @@ impl Guards<'_> {
                 name,
                 passed: true,
                 detail: format!("no {algorithm} activity ever seen"),
+            },
+            // A node's promise (R8): it may start acquisitions until then.
+            Some(at) if at > self.evidence.now => Guard {
+                name,
+                passed: false,
+                detail: format!(
+                    "{algorithm} may be in use for another {} (a node's heartbeat allows it), then the quiet period {}",
+                    fmt_duration(round_secs(at.duration_since(self.evidence.now))),
+                    fmt_duration(quiet)
+                ),
             },
             Some(at) => {
                 let ago = self.evidence.now.duration_since(at);

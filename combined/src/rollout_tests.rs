@@ -18,6 +18,7 @@ fn node(
     heartbeat_secs_ago: u64,
 ) -> LiveNode {
     LiveNode {
+        column: name.to_string(),
         info: NodeInfo {
             node: name.to_string(),
             version: "0.1.0".to_string(),
@@ -27,6 +28,7 @@ fn node(
             seen_stage: seen.map(|s| s.0),
             seen_version: seen.map(|s| s.1),
             started_at: 0,
+            incarnation: None,
             last_used: BTreeMap::new(),
             lease: None,
             acting_version: seen.map(|s| s.1),
@@ -154,6 +156,48 @@ fn legacy_to_dual_is_refused_while_a_legacy_node_lives_or_legacy_was_active_rece
     assert_eq!(
         v.failures(),
         ["legacy activity seen 0s ago (quiet period 2m)"]
+    );
+}
+
+/// Issue 22: two processes under one node id are two rows, each counted;
+/// the guards name the process when the id alone is ambiguous.
+#[test]
+fn every_process_under_one_node_id_counts() {
+    let mut e = evidence(Stage::Dual, 1);
+    for (incarnation, effective, seen) in [
+        ("0000000a", Algorithm::Legacy, (Stage::Legacy, 0)),
+        ("0000000b", Algorithm::Combined, (Stage::Dual, 1)),
+    ] {
+        let mut n = node("web-1", effective, Some(seen), 1);
+        n.info.incarnation = Some(incarnation.to_string());
+        n.column = n.info.column();
+        e.nodes.push(n);
+    }
+    let v = evaluate(&e, Stage::Queue, &settings());
+    assert_eq!(
+        v.failures(),
+        [
+            "node web-1 (process 0000000a) runs legacy (heartbeat 1s ago)",
+            "node web-1 (process 0000000a) still acts on stage legacy (heartbeat 1s ago)"
+        ]
+    );
+    e.nodes.remove(0);
+    assert!(evaluate(&e, Stage::Queue, &settings()).is_safe());
+}
+
+/// R8: a node's promise lies ahead of now: the quiet period has not even
+/// begun.
+#[test]
+fn a_promised_use_keeps_the_quiet_guard_shut() {
+    let mut e = evidence(Stage::Legacy, 0);
+    e.activity
+        .insert(Algorithm::Legacy, Timestamp::from_micros(NOW + 25_000_000));
+    let v = evaluate(&e, Stage::Dual, &settings());
+    assert_eq!(
+        v.failures(),
+        [
+            "legacy may be in use for another 25s (a node's heartbeat allows it), then the quiet period 2m"
+        ]
     );
 }
 

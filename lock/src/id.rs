@@ -100,7 +100,8 @@ impl NodeId {
         let id = id.into();
         if id.is_empty() || id.len() > MAX_NODE_ID_LEN {
             return Err(InvalidId::new(format!(
-                "node id {id:?} must be 1 to {MAX_NODE_ID_LEN} characters long"
+                "node id {:?} must be 1 to {MAX_NODE_ID_LEN} characters long",
+                cut_short(&id)
             )));
         }
         if let Some(bad) = id
@@ -108,18 +109,30 @@ impl NodeId {
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')))
         {
             return Err(InvalidId::new(format!(
-                "node id {id:?} contains {bad:?}; only A-Z, a-z, 0-9, '.', '_', '-' and ':' are allowed"
+                "node id {:?} contains {bad:?}; only A-Z, a-z, 0-9, '.', '_', '-' and ':' are allowed",
+                cut_short(&id)
             )));
         }
         Ok(NodeId(id))
     }
 
-    /// A node id for this process: `host-pid` ([`host_name`]), sanitised to
-    /// the allowed characters.
+    /// A node id for this process: `host-pid-tag` ([`host_name`],
+    /// sanitised to the allowed characters), where `tag` is four hex digits
+    /// drawn at random once per process start. The pid alone does not tell
+    /// processes apart: in a container it is usually 1, so a replaced pod
+    /// with a stable host name (a StatefulSet) would reuse its
+    /// predecessor's id. The id is the same for every call in one process.
     pub fn for_this_process() -> Self {
-        let host = host_name();
-        let mut id: String = host
+        Self::derived("")
+    }
+
+    /// As [`for_this_process`](Self::for_this_process), with `prefix` in
+    /// front (`migrate-host-pid-tag` for the operator tool's processes).
+    pub fn derived(prefix: &str) -> Self {
+        let tail = format!("-{}-{:04x}", std::process::id(), process_tag() & 0xffff);
+        let mut id: String = prefix
             .chars()
+            .chain(host_name().chars())
             .map(|c| {
                 if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
                     c
@@ -127,10 +140,9 @@ impl NodeId {
                     '_'
                 }
             })
-            .take(MAX_NODE_ID_LEN - 12)
+            .take(MAX_NODE_ID_LEN - tail.len())
             .collect();
-        id.push('-');
-        id.push_str(&std::process::id().to_string());
+        id.push_str(&tail);
         NodeId(id)
     }
 
@@ -163,6 +175,58 @@ impl TryFrom<String> for NodeId {
 impl From<NodeId> for String {
     fn from(id: NodeId) -> String {
         id.0
+    }
+}
+
+/// A random number drawn once per process, the same for every call.
+fn process_tag() -> u32 {
+    static TAG: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *TAG.get_or_init(rand::random)
+}
+
+/// One running process of a node: drawn at random when the process starts
+/// (from the seed in simulations). Two processes that share a node id — a
+/// replacement started before its predecessor stopped, a StatefulSet pod,
+/// a `node.id` two copies of a config file share — are two incarnations,
+/// each with a registry row of its own (docs/design.md §4, R5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Incarnation(u32);
+
+impl Incarnation {
+    /// A fresh incarnation: random, or derived from `seed` (simulations).
+    pub fn new(seed: Option<u64>) -> Self {
+        match seed {
+            // A mix of the seed, so that nearby seeds differ in every digit.
+            Some(seed) => Incarnation((seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32),
+            None => Incarnation(rand::random()),
+        }
+    }
+
+    /// The incarnation as a number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for Incarnation {
+    /// Eight lowercase hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+impl FromStr for Incarnation {
+    type Err = InvalidId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(InvalidId::new(format!(
+                "incarnation {:?} is not eight hex digits",
+                cut_short(s)
+            )));
+        }
+        u32::from_str_radix(s, 16)
+            .map(Incarnation)
+            .map_err(|e| InvalidId::new(format!("incarnation {s:?}: {e}")))
     }
 }
 
@@ -208,6 +272,23 @@ impl fmt::Display for OwnerId {
     }
 }
 
+/// The longest part of a value an error message echoes.
+const ECHO_MAX: usize = 64;
+
+/// `s` as an error message may echo it: whole if short, else its first
+/// characters and how long it was — a 1 MB node id must not make a 2 MB
+/// error.
+pub fn cut_short(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= ECHO_MAX {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut end = ECHO_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…({} bytes)", &s[..end], s.len()))
+}
+
 fn check_printable(what: &str, s: &str, max: usize) -> Result<(), InvalidId> {
     if s.is_empty() {
         return Err(InvalidId::new(format!("{what} must not be empty")));
@@ -220,12 +301,14 @@ fn check_printable(what: &str, s: &str, max: usize) -> Result<(), InvalidId> {
     }
     if s.chars().any(char::is_control) {
         return Err(InvalidId::new(format!(
-            "{what} {s:?} contains a control character"
+            "{what} {:?} contains a control character",
+            cut_short(s)
         )));
     }
     if s.trim() != s {
         return Err(InvalidId::new(format!(
-            "{what} {s:?} starts or ends with whitespace"
+            "{what} {:?} starts or ends with whitespace",
+            cut_short(s)
         )));
     }
     Ok(())

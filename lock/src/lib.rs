@@ -104,7 +104,9 @@ pub use error::{
 pub use guard::LockGuard;
 #[doc(hidden)]
 pub use guard::Revoker;
-pub use id::{LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, host_name};
+pub use id::{
+    Incarnation, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short, host_name,
+};
 #[doc(hidden)]
 pub use lease::Lease;
 #[doc(hidden)]

@@ -26,8 +26,13 @@
 //!   oldest version among the node's view and all its bindings
 //!   ([`Bindings::acting_version`]); guards that need "every node acts on
 //!   stage ≥ N" read that, not only the node's view.
+//! - **B5. Only a declared algorithm is used.** New acquisitions use legacy
+//!   or queue only if the last heartbeat that landed declared it (as the
+//!   node's algorithm, or one it had acquisitions of); until then they run
+//!   combined ([`View::resolve`]). A mode switched while the registry cannot
+//!   be written therefore never acts unseen (docs/design.md §4, R8).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use lockshift_lock::Algorithm;
@@ -47,6 +52,8 @@ pub(crate) struct View {
     read_sent: Option<Instant>,
     /// When the last successful heartbeat was sent.
     heartbeat_sent: Option<Instant>,
+    /// What that heartbeat declared the node may run (B5).
+    declared: BTreeSet<Algorithm>,
     valid_for: Duration,
 }
 
@@ -56,6 +63,7 @@ impl View {
             record: None,
             read_sent: None,
             heartbeat_sent: None,
+            declared: BTreeSet::new(),
             valid_for,
         }
     }
@@ -74,9 +82,14 @@ impl View {
         self.read_sent = Some(self.read_sent.map_or(sent, |t| t.max(sent)));
     }
 
-    /// A heartbeat sent at `sent` was written.
-    pub(crate) fn heartbeat(&mut self, sent: Instant) {
-        self.heartbeat_sent = Some(self.heartbeat_sent.map_or(sent, |t| t.max(sent)));
+    /// A heartbeat sent at `sent`, declaring that the node may run
+    /// `declared`, was written (with its activity promise, R8).
+    pub(crate) fn heartbeat(&mut self, sent: Instant, declared: BTreeSet<Algorithm>) {
+        // A slow heartbeat that lands after a newer one changes nothing.
+        if self.heartbeat_sent.is_none_or(|t| sent >= t) {
+            self.heartbeat_sent = Some(sent);
+            self.declared = declared;
+        }
     }
 
     /// Until when the view is confirmed (B1); `None` if it never was.
@@ -94,6 +107,11 @@ impl View {
         }
     }
 
+    /// Whether a heartbeat has landed since the node started.
+    pub(crate) fn has_heartbeat(&self) -> bool {
+        self.heartbeat_sent.is_some()
+    }
+
     /// Whether the view was confirmed once and is not any more. A node that
     /// has not yet confirmed a view since it started (its first heartbeat
     /// is still on its way) is unconfirmed, not expired.
@@ -101,8 +119,24 @@ impl View {
         self.valid_until().is_some_and(|until| now >= until)
     }
 
-    /// What `configured` resolves to at `now` (B1).
+    /// What new acquisitions use at `now`: `configured` resolved against the
+    /// confirmed stage (B1) — combined while the result is an algorithm the
+    /// last landed heartbeat did not declare (B5).
     pub(crate) fn resolve(&self, configured: Mode, now: Instant) -> Resolution {
+        let wanted = self.declaring(configured, now);
+        if wanted.algorithm == Algorithm::Combined || self.declared.contains(&wanted.algorithm) {
+            wanted
+        } else {
+            Resolution {
+                algorithm: Algorithm::Combined,
+                degraded_from: None,
+            }
+        }
+    }
+
+    /// What `configured` resolves to at `now` once the registry knows it:
+    /// what the next heartbeat declares (B5).
+    pub(crate) fn declaring(&self, configured: Mode, now: Instant) -> Resolution {
         resolve(configured, self.confirmed(now).map(|r| r.stage))
     }
 }
@@ -128,6 +162,8 @@ pub(crate) enum Refusal {
     Unconfirmed,
     /// The stage moved past the acquisition's binding.
     Moved,
+    /// The last landed heartbeat did not declare the algorithm (B5).
+    Undeclared,
 }
 
 /// Every acquisition of a node, by id.
@@ -229,6 +265,9 @@ impl Bindings {
             };
             if b.version != Some(confirmed.version) {
                 return Err(Refusal::Moved);
+            }
+            if !view.declared.contains(&b.algorithm) {
+                return Err(Refusal::Undeclared);
             }
         }
         b.held = true;

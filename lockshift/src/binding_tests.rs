@@ -12,11 +12,16 @@ fn record(stage: Stage, version: u64) -> StageRecord {
     }
 }
 
+/// What a node that may run anything declares.
+fn declared_all() -> BTreeSet<Algorithm> {
+    [Algorithm::Legacy, Algorithm::Combined, Algorithm::Queue].into()
+}
+
 /// A view confirmed at `t0` (stage read and heartbeat both sent then).
 fn view_at(t0: Instant, stage: Stage, version: u64) -> View {
     let mut v = View::new(VALID);
     v.read(record(stage, version), t0);
-    v.heartbeat(t0);
+    v.heartbeat(t0, declared_all());
     v
 }
 
@@ -32,7 +37,7 @@ fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
         "no heartbeat yet: unconfirmed (B1)"
     );
     assert!(!v.expired(t0), "starting up is not 'expired'");
-    v.heartbeat(t0 + Duration::from_secs(1));
+    v.heartbeat(t0 + Duration::from_secs(1), declared_all());
     assert_eq!(v.confirmed(t0).map(|r| r.version), Some(0));
     // Valid for 30 s from the older of the two.
     assert!(v.confirmed(t0 + VALID - Duration::from_millis(1)).is_some());
@@ -41,7 +46,7 @@ fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
     // A fresh read alone does not help while heartbeats fail.
     v.read(record(Stage::Legacy, 0), t0 + VALID);
     assert!(v.confirmed(t0 + VALID + Duration::from_secs(1)).is_none());
-    v.heartbeat(t0 + VALID);
+    v.heartbeat(t0 + VALID, declared_all());
     assert!(v.confirmed(t0 + VALID + Duration::from_secs(1)).is_some());
 }
 
@@ -238,4 +243,32 @@ fn acting_version_is_unknown_until_a_stage_was_read() {
     assert_eq!(b.acting_version(&View::new(VALID)), None);
     let t0 = Instant::now();
     assert_eq!(b.acting_version(&view_at(t0, Stage::Queue, 5)), Some(5));
+}
+
+/// B5 (issue 22): a mode switched while the registry cannot be written
+/// does not act until a heartbeat that declares it has landed; combined
+/// never waits.
+#[test]
+fn only_a_declared_algorithm_is_used() {
+    let t0 = Instant::now();
+    let mut v = View::new(VALID);
+    v.read(record(Stage::Legacy, 0), t0);
+    v.heartbeat(t0, [Algorithm::Combined].into());
+    assert_eq!(v.resolve(Mode::Legacy, t0).algorithm, Algorithm::Combined);
+    assert_eq!(v.declaring(Mode::Legacy, t0).algorithm, Algorithm::Legacy);
+    assert_eq!(v.resolve(Mode::Combined, t0).algorithm, Algorithm::Combined);
+    // A slow heartbeat sent earlier that lands later changes nothing.
+    v.heartbeat(t0 + Duration::from_secs(2), [Algorithm::Legacy].into());
+    v.heartbeat(t0 + Duration::from_secs(1), [Algorithm::Combined].into());
+    let t1 = t0 + Duration::from_secs(3);
+    assert_eq!(v.resolve(Mode::Legacy, t1).algorithm, Algorithm::Legacy);
+    // At stage queue a legacy node degrades as before, declared or not.
+    v.read(record(Stage::Dual, 1), t1);
+    v.read(record(Stage::Queue, 2), t1);
+    let r = v.resolve(Mode::Legacy, t1);
+    assert_eq!(
+        (r.algorithm, r.degraded_from),
+        (Algorithm::Combined, Some(Mode::Legacy))
+    );
+    assert_eq!(v.resolve(Mode::Queue, t1).algorithm, Algorithm::Combined);
 }

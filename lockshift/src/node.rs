@@ -23,8 +23,14 @@
 //! - **N5.** The node lives as long as anything that can act for it: its
 //!   [`Node`] handle, any [`NodeLocker`], any guard they handed out. A locker
 //!   never acts on a stage its node stopped following.
+//! - **N6.** The node is one process in the registry: its row is named by
+//!   node id *and* incarnation, drawn at start, so a second process under
+//!   the same node id never hides it (docs/design.md §4, R5). A heartbeat
+//!   counts (B1) only once the row *and* the activity promise for every
+//!   legacy or queue use it declares have landed, and only a declared
+//!   algorithm is used (`binding` B5; docs/design.md §4, R8).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,15 +38,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_combined::registry::{
-    LeasePromise, NodeInfo, deregister, heartbeat, record_activity,
+    LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
+    registry_column,
 };
 use lockshift_combined::rollout::read_stage;
 use lockshift_combined::{
     LegacyPacing, LockerSettings, Lockers, Mode, Resolution, RolloutSettings, Stage, StageRecord,
 };
 use lockshift_lock::{
-    AcquireError, AcquireOptions, ActivityObserver, Algorithm, LockContext, LockGuard, LockId,
-    Locker, NodeId, Revoker, TryAcquireError,
+    AcquireError, AcquireOptions, ActivityObserver, Algorithm, Incarnation, LockContext, LockGuard,
+    LockId, Locker, NodeId, Revoker, TryAcquireError,
 };
 use lockshift_store::{SharedClock, SharedStore, StoreError, SystemClock, Timestamp, Ttl};
 use tokio::sync::Notify;
@@ -196,6 +203,14 @@ pub struct NodeStatus {
     /// The oldest stage version the node may still act on (its view's and
     /// every waiting acquisition's or held guard's).
     pub acting_version: Option<u64>,
+    /// This process among the node's ([`Incarnation`]).
+    pub incarnation: Incarnation,
+    /// Other live processes under the same node id, by registry column, as
+    /// the last heartbeat found them: each should have its own `node.id`.
+    pub other_processes: Vec<String>,
+    /// The algorithm the node switches new acquisitions to once a heartbeat
+    /// declaring it has landed (`binding` B5); `None` when there is none.
+    pub pending: Option<Algorithm>,
 }
 
 #[derive(Debug)]
@@ -212,6 +227,8 @@ struct State {
     left: bool,
     last_used: BTreeMap<Algorithm, Timestamp>,
     reported: BTreeMap<Algorithm, Timestamp>,
+    /// Other live processes under this node id (registry columns).
+    others: Vec<String>,
 }
 
 /// Legacy holders the node's lockers saw (binaries that never register).
@@ -234,6 +251,7 @@ impl ActivityObserver for Sightings {
 struct Shared {
     sightings: Arc<Sightings>,
     id: NodeId,
+    incarnation: Incarnation,
     version: String,
     started_at: Timestamp,
     store: SharedStore,
@@ -263,6 +281,7 @@ impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
             .field("id", &self.id)
+            .field("incarnation", &self.incarnation)
             .field("state", &self.state)
             .finish()
     }
@@ -411,8 +430,11 @@ impl Node {
             },
         )
         .with_pacing(pacing.clone());
+        // Simulations replay: the incarnation comes from the seed there.
+        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
         let shared = Arc::new(Shared {
             sightings,
+            incarnation,
             version: options.version.clone(),
             started_at: clock.now(),
             legacy: lockers.build(Algorithm::Legacy),
@@ -439,6 +461,7 @@ impl Node {
                 left: false,
                 last_used: BTreeMap::new(),
                 reported: BTreeMap::new(),
+                others: Vec::new(),
             }),
             view_changed: Notify::new(),
         });
@@ -630,6 +653,18 @@ impl Node {
     }
 }
 
+/// The algorithm new acquisitions will use once the registry knows of it
+/// (B5), if it is not the one they use now.
+fn pending(
+    view: &View,
+    configured: Mode,
+    now_using: Resolution,
+    now: Instant,
+) -> Option<Algorithm> {
+    let wanted = view.declaring(configured, now).algorithm;
+    (wanted != now_using.algorithm).then_some(wanted)
+}
+
 async fn every<F, Fut>(period: Duration, stop: CancellationToken, mut tick: F)
 where
     F: FnMut() -> Fut,
@@ -688,6 +723,9 @@ impl Shared {
             degraded_from: st.resolution.degraded_from,
             view_expired: st.view.expired(now),
             acting_version: st.bindings.acting_version(&st.view),
+            incarnation: self.incarnation,
+            other_processes: st.others.clone(),
+            pending: pending(&st.view, st.configured, st.resolution, now),
         }
     }
 
@@ -711,6 +749,10 @@ impl Shared {
                 .view
                 .confirmed(now)
                 .map_or("unconfirmed", |s| s.stage.as_str());
+            if let Some(wanted) = pending(&st.view, st.configured, resolution, now) {
+                info!(node = %self.id, %wanted, %stage,
+                    "running combined until a heartbeat has registered {wanted}");
+            }
             match resolution.degraded_from {
                 Some(mode) => warn!(node = %self.id, configured = %mode, %stage,
                     "mode {mode} is not allowed at stage {stage}; running combined"),
@@ -736,26 +778,37 @@ impl Shared {
         let sent = Instant::now();
         let stage = read_stage(self.store.as_ref()).await;
         let configured = self.reload_mode();
-        let mut st = self.state();
-        if let Some(mode) = configured
-            && mode != st.configured
-        {
-            info!(node = %self.id, from = %st.configured, to = %mode, "configured mode changed");
-            st.configured = mode;
-        }
-        let result = match stage {
-            Ok((record, _)) => {
-                if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
-                    info!(node = %self.id, stage = %record.stage, version = record.version, "stage read");
-                }
-                st.view.read(record, sent);
-                Ok(())
+        let (result, register) = {
+            let mut st = self.state();
+            if let Some(mode) = configured
+                && mode != st.configured
+            {
+                info!(node = %self.id, from = %st.configured, to = %mode, "configured mode changed");
+                st.configured = mode;
             }
-            Err(e) => Err(e),
+            let result = match stage {
+                Ok((record, _)) => {
+                    if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
+                        info!(node = %self.id, stage = %record.stage, version = record.version, "stage read");
+                    }
+                    st.view.read(record, sent);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            let now = Instant::now();
+            self.reevaluate(&mut st, now);
+            // A switch waits for the registry to know of it (B5): tell it
+            // now rather than a heartbeat period later — once a heartbeat
+            // has landed at all (at start, one follows anyway).
+            let register = st.view.has_heartbeat()
+                && pending(&st.view, st.configured, st.resolution, now).is_some();
+            (result, register)
         };
-        self.reevaluate(&mut st, Instant::now());
-        drop(st);
         self.view_changed.notify_one();
+        if register && let Err(e) = self.heartbeat().await {
+            warn!(node = %self.id, error = %e, "heartbeat for a mode switch failed; running combined until one lands");
+        }
         result
     }
 
@@ -774,14 +827,22 @@ impl Shared {
 
     /// What the heartbeat sent at `sent` says: the node as it will act once
     /// that heartbeat lands (its view confirmed by it, B1) — the row is
-    /// only written if it does.
-    fn info(&self, sent: Instant) -> NodeInfo {
+    /// only written if it does — and the algorithms it declares (B5): the
+    /// one new acquisitions will use, and every one it has acquisitions of.
+    fn info(&self, sent: Instant) -> (NodeInfo, BTreeSet<Algorithm>) {
         let mut st = self.state();
         self.reevaluate(&mut st, sent);
         let mut view = st.view.clone();
-        view.heartbeat(sent);
-        let resolution = view.resolve(st.configured, sent);
-        NodeInfo {
+        view.heartbeat(sent, BTreeSet::new());
+        let resolution = view.declaring(st.configured, sent);
+        let bound = st.bindings.counts();
+        let declared = bound
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(a, _)| *a)
+            .chain([resolution.algorithm])
+            .collect();
+        let info = NodeInfo {
             node: self.id.to_string(),
             version: self.version.clone(),
             configured_mode: st.configured,
@@ -790,6 +851,7 @@ impl Shared {
             seen_stage: st.view.record.as_ref().map(|s| s.stage),
             seen_version: st.view.record.as_ref().map(|s| s.version),
             started_at: self.started_at.as_micros(),
+            incarnation: Some(self.incarnation.to_string()),
             last_used: st
                 .last_used
                 .iter()
@@ -797,9 +859,10 @@ impl Shared {
                 .collect(),
             lease: Some(self.lease_promise),
             acting_version: st.bindings.acting_version(&st.view),
-            bound: st.bindings.counts(),
+            bound,
             view_expired: view.expired(sent),
-        }
+        };
+        (info, declared)
     }
 
     async fn heartbeat(&self) -> Result<(), StoreError> {
@@ -807,7 +870,21 @@ impl Shared {
         // acquisition bound after this moment binds to this view or a
         // newer one, so the report stays a lower bound.
         let sent = Instant::now();
-        let info = self.info(sent);
+        let (info, declared) = self.info(sent);
+        // R8: first the promise. This heartbeat confirms the view until
+        // `sent + stage_valid_for` at most, so every legacy or queue
+        // acquisition it lets the node hand out falls before
+        // `promised` — recorded even if the node never reports again.
+        let promised = self
+            .clock
+            .now()
+            .saturating_add(self.rollout.stage_valid_for);
+        for algorithm in declared
+            .iter()
+            .filter(|a| matches!(a, Algorithm::Legacy | Algorithm::Queue))
+        {
+            record_activity(self.store.as_ref(), *algorithm, promised).await?;
+        }
         heartbeat(
             self.store.as_ref(),
             self.clock.as_ref(),
@@ -817,11 +894,40 @@ impl Shared {
         .await?;
         {
             let mut st = self.state();
-            st.view.heartbeat(sent);
+            st.view.heartbeat(sent, declared);
             self.reevaluate(&mut st, Instant::now());
         }
         self.view_changed.notify_one();
+        self.look_for_other_processes().await;
         self.report_activity().await
+    }
+
+    /// Warns when another live process runs under this node id (N6): both
+    /// count for the guards, but operators should give each its own id.
+    async fn look_for_other_processes(&self) {
+        let found = match other_incarnations(
+            self.store.as_ref(),
+            self.id.as_str(),
+            self.incarnation,
+        )
+        .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                debug!(node = %self.id, error = %e, "could not look for other processes under this node id");
+                return;
+            }
+        };
+        let columns: Vec<String> = found.iter().map(|n| n.column.clone()).collect();
+        let mut st = self.state();
+        if columns != st.others {
+            for n in found.iter().filter(|n| !st.others.contains(&n.column)) {
+                warn!(node = %self.id, incarnation = %self.incarnation, other = %n.column,
+                    other_mode = %n.info.configured_mode, other_started_at = n.info.started_at,
+                    "another live process runs under this node id; both count for the rollout guards, but give each process its own node.id");
+            }
+            st.others = columns;
+        }
     }
 
     /// Records, per algorithm, the last use since the last report — this
@@ -860,10 +966,13 @@ impl Shared {
             st.left = true;
         }
         if let Err(e) = self.report_activity().await {
-            debug!(error = %e, "final activity report failed");
+            // The guards do not depend on it (R8: every use was promised
+            // before it happened), but "last seen" in `status` will be older
+            // than the truth.
+            warn!(node = %self.id, error = %e, "final activity report failed; the rollout guards rely on the promises already recorded");
         }
-        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), self.id.as_str()).await
-        {
+        let column = registry_column(self.id.as_str(), self.incarnation);
+        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), &column).await {
             warn!(node = %self.id, error = %e, "could not deregister; the entry expires with its TTL");
         }
     }

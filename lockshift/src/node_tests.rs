@@ -306,3 +306,77 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
     );
     guard.release().await.unwrap();
 }
+
+/// Issue 22 (N6): two processes under one node id each keep a registry row,
+/// find each other, and say so in their status; the one that leaves takes
+/// only its own row.
+#[tokio::test(start_paused = true)]
+async fn two_processes_under_one_id_see_each_other_and_each_keeps_its_row() {
+    let w = world();
+    let (_d1, _, old) = start(&w, "legacy").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    write_config(&path, "auto");
+    let new = Node::builder()
+        .config_file(&path)
+        .env(HashMap::new())
+        .seed(2)
+        .store(w.store.clone())
+        .clock(w.clock.clone())
+        .start()
+        .await
+        .unwrap();
+    assert_ne!(old.status().incarnation, new.status().incarnation);
+    old.heartbeat().await.unwrap();
+    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(nodes.iter().all(|n| n.info.node == "web-1"));
+    assert_eq!(
+        old.status().other_processes,
+        [format!("web-1/{}", new.status().incarnation)]
+    );
+    assert_eq!(
+        new.status().other_processes,
+        [format!("web-1/{}", old.status().incarnation)]
+    );
+    old.shutdown().await;
+    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(
+        nodes[0].info.incarnation,
+        Some(new.status().incarnation.to_string())
+    );
+    new.heartbeat().await.unwrap();
+    assert!(new.status().other_processes.is_empty());
+    new.shutdown().await;
+}
+
+/// R8: every heartbeat of a node that may run legacy records, before the
+/// row, that legacy may be in use until `stage_valid_for` from now; a
+/// combined node promises nothing.
+#[tokio::test(start_paused = true)]
+async fn a_legacy_node_promises_its_activity_with_every_heartbeat() {
+    let w = world();
+    let (_dir, _, node) = start(&w, "legacy").await;
+    let valid_for = RolloutSettings::default().stage_valid_for;
+    let promised = lockshift_combined::registry::last_activity(w.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(
+        promised.get(&Algorithm::Legacy).copied(),
+        Some(w.clock.now().saturating_add(valid_for))
+    );
+    assert!(!promised.contains_key(&Algorithm::Queue));
+    node.shutdown().await;
+    let (_dir, _, node) = start(&w, "combined").await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    node.heartbeat().await.unwrap();
+    let promised = lockshift_combined::registry::last_activity(w.store.as_ref())
+        .await
+        .unwrap();
+    assert!(
+        promised[&Algorithm::Legacy] < w.clock.now(),
+        "a combined node promises no legacy use"
+    );
+    node.shutdown().await;
+}

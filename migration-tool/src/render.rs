@@ -339,7 +339,12 @@ impl Human for StatusReport {
             ]);
             for n in &self.nodes {
                 t.row(vec![
-                    n.node.clone(),
+                    match &n.incarnation {
+                        Some(process) if n.processes_under_id > 1 => {
+                            format!("{} (process {process})", n.node)
+                        }
+                        _ => n.node.clone(),
+                    },
                     n.configured_mode.to_string(),
                     format!(
                         "{}{}",

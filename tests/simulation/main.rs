@@ -10,6 +10,7 @@ mod attacks;
 pub mod exclusion;
 mod fairness;
 mod fencing;
+mod incarnations;
 mod leases;
 mod mixed;
 mod rollout;

@@ -220,6 +220,8 @@ pub struct RollingReport {
     pub transitions: Vec<Stage>,
     /// Refusals before reaching dual and before returning to legacy.
     pub refusals: (usize, usize),
+    /// Replacements started beside their predecessor under its node id.
+    pub replacements: usize,
 }
 
 impl RollingReport {
@@ -247,6 +249,8 @@ struct Fleet {
     failures: Arc<Mutex<Vec<String>>>,
     nodes: Vec<Option<Running>>,
     generation: u64,
+    /// Replacements started beside their predecessor under its node id.
+    replacements: usize,
     /// Every node's config file lives here, re-read while it runs.
     dir: tempfile::TempDir,
 }
@@ -263,6 +267,14 @@ impl Fleet {
     }
 
     async fn start(&mut self, i: usize, mode: Mode) {
+        let running = self.launch(i, mode).await;
+        self.nodes[i] = Some(running);
+    }
+
+    /// Starts a process of node `i` (id `node{i}`) in `mode` without
+    /// stopping one that runs: a replacement started beside its
+    /// predecessor, under the same node id (issue 22).
+    async fn launch(&mut self, i: usize, mode: Mode) -> Running {
         self.generation += 1;
         let settings = self.timings.settings(i, mode);
         let config = self.config_path(i);
@@ -346,12 +358,12 @@ impl Fleet {
                 })
             })
             .collect();
-        self.nodes[i] = Some(Running {
+        Running {
             node,
             env,
             stop,
             workers,
-        });
+        }
     }
 
     fn config_path(&self, i: usize) -> std::path::PathBuf {
@@ -395,10 +407,24 @@ impl Fleet {
         }
     }
 
+    /// Restarts every node into `mode`, one at a time, every other one (by
+    /// the seed) stopped then started, the others — as a container platform
+    /// does —
+    /// start the replacement under the same node id first and stop the old
+    /// process a moment later, both running in between (issue 22).
     async fn restart_all_one_by_one(&mut self, mode: Mode) {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ (self.generation << 20) ^ 0x5eed);
         for i in 0..self.nodes.len() {
-            self.stop(i).await;
-            self.start(i, mode).await;
+            if (i as u64 + self.seed).is_multiple_of(2) {
+                let replacement = self.launch(i, mode).await;
+                tokio::time::sleep(self.timings.pause.mul_f64(rng.random_range(0.1..1.0))).await;
+                self.stop(i).await;
+                self.nodes[i] = Some(replacement);
+                self.replacements += 1;
+            } else {
+                self.stop(i).await;
+                self.start(i, mode).await;
+            }
             tokio::time::sleep(self.timings.pause).await;
         }
     }
@@ -541,6 +567,7 @@ impl Fleet {
             failures: Arc::default(),
             nodes: (0..nodes).map(|_| None).collect(),
             generation: 0,
+            replacements: 0,
             dir: tempfile::tempdir().expect("a temporary directory"),
         };
         (rollout, fleet)
@@ -576,6 +603,7 @@ impl Fleet {
                 .map(|h| h.to)
                 .collect(),
             refusals,
+            replacements: self.replacements,
         }
     }
 }
@@ -625,6 +653,10 @@ impl RollingReport {
         assert!(
             self.refusals.0 > 0,
             "{what}: dual must wait for the legacy quiet period"
+        );
+        assert!(
+            self.replacements > 0,
+            "{what}: no replacement ran beside its predecessor"
         );
         assert!(
             self.refusals.1 > 0,

@@ -757,6 +757,7 @@ mod tests {
             seen_stage: Some(Stage::Legacy),
             seen_version: Some(0),
             started_at: 0,
+            incarnation: None,
             last_used: std::collections::BTreeMap::new(),
             lease: Some(LeasePromise {
                 ttl_ms: 300_000,

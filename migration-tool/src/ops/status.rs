@@ -65,11 +65,17 @@ pub struct StageView {
     pub reason: String,
 }
 
-/// One live node.
+/// One live node process.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeRow {
     /// Node id.
     pub node: String,
+    /// The process (drawn at its start; `null`: a build that predates
+    /// incarnations).
+    pub incarnation: Option<String>,
+    /// Live processes under this node id, this one included: more than one
+    /// means two processes share a `node.id` (each is counted).
+    pub processes_under_id: usize,
     /// lockshift version it runs.
     pub version: String,
     /// Configured mode: legacy, combined, queue or auto.
@@ -210,6 +216,12 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         .iter()
         .map(|n| NodeRow {
             node: n.info.node.clone(),
+            incarnation: n.info.incarnation.clone(),
+            processes_under_id: evidence
+                .nodes
+                .iter()
+                .filter(|m| m.info.node == n.info.node)
+                .count(),
             version: n.info.version.clone(),
             configured_mode: n.info.configured_mode,
             effective: n.info.effective,
@@ -352,6 +364,16 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
             ));
         }
     }
+    let mut per_id: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &evidence.nodes {
+        *per_id.entry(n.info.node.as_str()).or_default() += 1;
+    }
+    for (node, processes) in per_id.into_iter().filter(|(_, p)| *p > 1) {
+        out.push(format!(
+            "node id {node} is used by {processes} live processes: the guards count each, but \
+             give every process its own node.id (docs/operating.md §0)"
+        ));
+    }
     let mut per_lock: BTreeMap<&str, usize> = BTreeMap::new();
     for c in evidence.census.held() {
         *per_lock.entry(c.lock.as_str()).or_default() += 1;
@@ -418,6 +440,7 @@ mod tests {
             seen_stage: Some(Stage::Legacy),
             seen_version: Some(0),
             started_at: 0,
+            incarnation: None,
             last_used: BTreeMap::new(),
             lease: None,
             acting_version: Some(0),

@@ -238,6 +238,7 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         seen_stage: Some(Stage::Legacy),
         seen_version: Some(0),
         started_at: 0,
+        incarnation: None,
         last_used: std::collections::BTreeMap::new(),
         lease: None,
         acting_version: Some(0),
