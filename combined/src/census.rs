@@ -3,7 +3,7 @@
 //! status`, `inspect` and `clean`.
 //!
 //! Binaries that predate lockshift do not register and do not name their
-//! cells lockshift's way; a cell whose owner is not `node/nonce`, or whose
+//! cells lockshift's way; a cell whose owner is not `node/<16 hex digits>`, or whose
 //! value says `legacy`, is legacy activity.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,7 +11,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use lockshift_lock::{Algorithm, OwnerId, lockshift_writer};
-use lockshift_queue_lock::queue::parse_queue_column;
+use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
 use serde::Serialize;
 
@@ -20,7 +20,8 @@ use crate::registry::LiveNode;
 /// Who wrote a cell, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CellOwner {
-    /// The owner id (the column, or the queue column's suffix).
+    /// The owner id (the column; for a queue cell of the thesis' layout,
+    /// the column's suffix).
     pub owner: String,
     /// The lockshift node in the owner id, if it has lockshift's shape.
     pub node: Option<String>,
@@ -87,6 +88,8 @@ pub struct CensusCell {
     pub ttl_left: Option<Duration>,
     /// Queue cells: the position among the lock's live queue cells (0 = head).
     pub queue_position: Option<usize>,
+    /// Queue cells: when the waiter arrived (µs, by the time service).
+    pub queued_at: Option<u64>,
     /// Not renewed for longer than the staleness threshold.
     pub stale: bool,
 }
@@ -238,32 +241,60 @@ fn classify_row(
 ) -> Vec<CensusCell> {
     let mut live_position = 0;
     let mut out = Vec::with_capacity(cells.len());
-    for cell in cells {
+    // Queue cells in line order: by arrival (in the value, or the column of
+    // the thesis' layout), then owner id.
+    let mut cells: Vec<(Option<u64>, Cell)> = cells
+        .into_iter()
+        .map(|c| {
+            let arrival = (table == schema::QUEUE)
+                .then(|| parse_queue_cell(&c.column, &c.value).map(|e| e.arrival))
+                .flatten();
+            (arrival, c)
+        })
+        .collect();
+    if table == schema::QUEUE {
+        cells.sort_by(|(a, ca), (b, cb)| {
+            (a.unwrap_or(0), &ca.column).cmp(&(b.unwrap_or(0), &cb.column))
+        });
+    }
+    for (queued_at, cell) in cells {
         let age = now.duration_since(cell.writetime);
         let stale = age > stale_after;
-        let (owner_text, queue_position) = if table == schema::QUEUE {
-            let owner = parse_queue_column(&cell.column)
-                .map(|(_, o)| o.as_str().to_string())
-                .unwrap_or_else(|| cell.column.clone());
+        let owner = if table == schema::QUEUE {
             let position = if stale {
                 None
             } else {
                 live_position += 1;
                 Some(live_position - 1)
             };
+            let owner = match parse_queue_cell(&cell.column, &cell.value) {
+                // A queue cell says its algorithm in its own way; classify
+                // it as the same owner's `main` cell would be.
+                Some(entry) => CellOwner::classify(
+                    entry.owner.as_str(),
+                    entry.algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
+                    registered,
+                ),
+                None => CellOwner::classify(&cell.column, &cell.value, registered),
+            };
             (owner, position)
         } else {
-            (cell.column.clone(), None)
+            (
+                CellOwner::classify(&cell.column, &cell.value, registered),
+                None,
+            )
         };
+        let (owner, queue_position) = owner;
         out.push(CensusCell {
             table,
             lock: lock.to_string(),
-            owner: CellOwner::classify(&owner_text, &cell.value, registered),
+            owner,
             column: cell.column,
             writetime: cell.writetime,
             age,
             ttl_left: cell.ttl,
             queue_position,
+            queued_at,
             stale,
         });
     }

@@ -120,7 +120,7 @@ impl CombinedEntry {
                 &RowQuery::first(MAIN_CELLS_READ),
             )
             .await?;
-        Ok(verdict(lease.owner().as_str(), &shadow) == Verdict::Alone)
+        Ok(verdict(lease.owner().as_str(), lease.mark(), &shadow) == Verdict::Alone)
     }
 
     /// The thesis' C1 + C2 after my `shadow` cell was found alone: a fresh
@@ -136,7 +136,7 @@ impl CombinedEntry {
         // wait for me, and a node that saw the stage move on may have
         // written them while this one cannot confirm it.
         let fresh = read_main(store, lease).await?;
-        if others_in(lease.owner().as_str(), &fresh) {
+        if others_in(lease.owner().as_str(), lease.mark(), &fresh) {
             return Ok(None);
         }
         // C1, line 11: my main cell.
@@ -156,7 +156,7 @@ impl CombinedEntry {
         main: Vec<lockshift_store::Cell>,
         keep_shadow: bool,
     ) -> Result<Entered, StoreError> {
-        if verdict(lease.owner().as_str(), &main) == Verdict::Alone {
+        if verdict(lease.owner().as_str(), lease.mark(), &main) == Verdict::Alone {
             return Ok(Entered::Read {
                 main,
                 reserved: false,

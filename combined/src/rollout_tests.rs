@@ -57,6 +57,7 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
         age: Duration::ZERO,
         ttl_left: Some(Duration::from_secs(60)),
         queue_position: None,
+        queued_at: None,
         stale: false,
     }
 }

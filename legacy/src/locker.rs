@@ -50,10 +50,12 @@ impl LegacyLocker {
         LegacyLocker { ctx, settings }
     }
 
+    /// A slot (the lowest free one: K1) and its lease.
     fn fresh(&self, lock: &LockId) -> (OwnerId, Lease) {
-        let owner = self.ctx.new_owner();
-        let lease = self.ctx.start_lease(lock, &owner, Algorithm::Legacy);
-        (owner, lease)
+        let lease = self
+            .ctx
+            .start_lease(self.ctx.take_slot(lock), Algorithm::Legacy, None);
+        (lease.owner().clone(), lease)
     }
 
     async fn get_lock(
@@ -69,8 +71,9 @@ impl LegacyLocker {
         loop {
             waiting.check().map_err(Stop::Interrupted)?;
             if lease.lost_token().is_cancelled() {
-                // A fresh identity: the old lease's background cleanup then
-                // cannot touch any cell of the new attempts.
+                // A fresh slot: the old lease keeps its own until its
+                // background cleanup is done (K1), so it cannot touch any
+                // cell of the new attempts.
                 (*owner, *lease) = self.fresh(lock);
             }
             // Leftovers of a step that failed in an unknown way.

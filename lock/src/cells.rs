@@ -50,7 +50,7 @@ pub const FENCE_COLUMN: &str = "fence";
 
 /// Who wrote a cell, when lockshift did: its algorithm, and whether it is a
 /// reservation. `None` when the cell is not lockshift's — an owner id that
-/// is not `node/nonce` or a value lockshift never writes: a binary that
+/// is not `node/<16 hex digits>` or a value lockshift never writes: a binary that
 /// predates lockshift.
 pub fn lockshift_writer(column: &str, value: &[u8]) -> Option<(Algorithm, bool)> {
     OwnerId::from_stored(column).node()?;

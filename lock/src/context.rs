@@ -3,6 +3,7 @@
 //! deadlines and cancellation.
 
 use std::fmt;
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{AcquireOptions, Algorithm};
 use crate::cells::ActivityObserver;
 use crate::error::AcquireError;
-use crate::id::{LockId, NodeId, OwnerId};
+use crate::id::{Incarnation, LockId, NodeId, OwnerId};
 use crate::lease::Lease;
 use crate::settings::LeaseSettings;
+use crate::slots::{Slot, Slots};
 
 /// The parts every locker shares.
 pub struct LockContext {
@@ -29,6 +31,10 @@ pub struct LockContext {
     lease: LeaseSettings,
     ttl: Ttl,
     rng: Mutex<StdRng>,
+    slots: Arc<Slots>,
+    /// The last stamp any lease of this context used: stamps increase
+    /// across leases (L1), so a reused slot's new cells win (K1).
+    stamps: Arc<AtomicI64>,
 }
 
 impl fmt::Debug for LockContext {
@@ -43,8 +49,8 @@ impl fmt::Debug for LockContext {
 
 impl LockContext {
     /// A context over `store`, stamping with `clock`, creating owners for
-    /// `node`. `seed` makes owner ids and backoff reproducible (tests,
-    /// simulations); `None` seeds from the OS.
+    /// `node`. `seed` makes the incarnation in owner ids and the backoff
+    /// reproducible (tests, simulations); `None` seeds from the OS.
     ///
     /// # Errors
     /// The first rule the lease settings break.
@@ -67,11 +73,26 @@ impl LockContext {
             observer: None,
             store,
             clock,
+            slots: Arc::new(Slots::new(node.clone(), Incarnation::new(seed))),
             node,
             lease,
             ttl,
             rng: Mutex::new(rng),
+            stamps: Arc::new(AtomicI64::new(i64::MIN)),
         })
+    }
+
+    /// This context, writing owner ids of process `incarnation` (a node
+    /// passes its own, so lock cells and its registry row name the same
+    /// process).
+    pub fn with_incarnation(mut self, incarnation: Incarnation) -> Self {
+        self.slots = Arc::new(Slots::new(self.node.clone(), incarnation));
+        self
+    }
+
+    /// The process whose owner ids this context writes.
+    pub fn incarnation(&self) -> Incarnation {
+        self.slots.incarnation()
     }
 
     /// This context, telling `observer` of legacy holders its lockers see.
@@ -108,22 +129,25 @@ impl LockContext {
         &self.lease
     }
 
-    /// A fresh owner id for one acquisition.
-    pub fn new_owner(&self) -> OwnerId {
-        let nonce = self.with_rng(|rng| rng.random::<u64>());
-        OwnerId::new(&self.node, nonce)
+    /// A slot of `lock` for one acquisition: the owner id it writes under,
+    /// reused from earlier acquisitions whose cells are gone (K1).
+    pub fn take_slot(&self, lock: &LockId) -> Slot {
+        self.slots.take(lock)
     }
 
-    /// Starts the lease of an acquisition.
-    pub fn start_lease(&self, lock: &LockId, owner: &OwnerId, algorithm: Algorithm) -> Lease {
-        Lease::start(
+    /// Starts the lease of an acquisition writing under `slot`; `mark`
+    /// names this acquisition apart from others of the same slot, where a
+    /// waiter behind it must (the queue's arrival, Q6).
+    pub fn start_lease(&self, slot: Slot, algorithm: Algorithm, mark: Option<String>) -> Lease {
+        Lease::start_in_slot(
             self.store.clone(),
             self.clock.clone(),
             self.lease.clone(),
             self.ttl,
-            lock.clone(),
-            owner.clone(),
+            slot,
             algorithm.as_str(),
+            mark,
+            self.stamps.clone(),
         )
     }
 

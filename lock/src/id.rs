@@ -230,19 +230,29 @@ impl FromStr for Incarnation {
     }
 }
 
-/// Who holds or waits for a lock: unique per acquisition, `node/16-hex-digits`.
+/// Who holds or waits for a lock: the column name an acquisition writes in
+/// `main` and `shadow` (and in the queue), `node/IIIIIIIISSSSSSSS` — the
+/// node id, then the writing process's [`Incarnation`] and a slot number,
+/// eight hex digits each.
 ///
-/// It is the column name in `main` and `shadow` and the suffix of the queue
-/// column. Carrying the node id lets operators (and the legacy-activity
-/// detector) tell which node an owner belongs to; binaries that predate
-/// lockshift write owner ids without a registered node prefix.
+/// One acquisition uses an owner id at a time, and the next acquisition of
+/// the same lock by the same process reuses it once the previous one's
+/// cells are gone (K1): a name reused costs the lock's rows one tombstone,
+/// however often (the `slots` module). Carrying the node id lets operators
+/// (and the legacy-activity detector) tell which node an owner belongs to;
+/// binaries that predate lockshift write owner ids without that shape.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct OwnerId(String);
 
 impl OwnerId {
-    /// A fresh owner id for `node`; `nonce` makes it unique (lockers draw it
-    /// from their seeded generator so simulations replay).
+    /// The owner id of `node`'s process `incarnation`, slot `slot`.
+    pub fn for_slot(node: &NodeId, incarnation: Incarnation, slot: u32) -> Self {
+        OwnerId(format!("{node}/{incarnation}{slot:08x}"))
+    }
+
+    /// An owner id with a free-form `nonce` (16 hex digits; tests, and the
+    /// shape lockshift builds before slots wrote).
     pub fn new(node: &NodeId, nonce: u64) -> Self {
         OwnerId(format!("{node}/{nonce:016x}"))
     }
@@ -255,9 +265,20 @@ impl OwnerId {
 
     /// The node that created this owner id, if it has lockshift's shape.
     pub fn node(&self) -> Option<&str> {
+        self.parts().map(|(node, _)| node)
+    }
+
+    /// The incarnation of the process that wrote this owner id, if it has
+    /// lockshift's shape (for builds before slots: the nonce's first half).
+    pub fn incarnation(&self) -> Option<Incarnation> {
+        let (_, hex) = self.parts()?;
+        hex[..8].parse().ok()
+    }
+
+    fn parts(&self) -> Option<(&str, &str)> {
         let (node, nonce) = self.0.rsplit_once('/')?;
         (nonce.len() == 16 && nonce.bytes().all(|b| b.is_ascii_hexdigit()) && !node.is_empty())
-            .then_some(node)
+            .then_some((node, nonce))
     }
 
     /// The id as a string (the column name).
@@ -360,6 +381,18 @@ mod tests {
                 .to_string()
                 .contains("limit is 256")
         );
+    }
+
+    #[test]
+    fn slot_owner_ids_carry_node_and_incarnation() {
+        let node = NodeId::new("web-1").unwrap();
+        let incarnation: Incarnation = "0a1b2c3d".parse().unwrap();
+        let owner = OwnerId::for_slot(&node, incarnation, 2);
+        assert_eq!(owner.as_str(), "web-1/0a1b2c3d00000002");
+        assert_eq!(owner.node(), Some("web-1"));
+        assert_eq!(owner.incarnation(), Some(incarnation));
+        assert!("0a1b2c3".parse::<Incarnation>().is_err());
+        assert!("0a1b2c3z".parse::<Incarnation>().is_err());
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! # Invariants
 //!
 //! - **L1. Stamps increase.** Every write and delete of one lease carries a
-//!   timestamp greater than all earlier ones of that lease, even if the clock
-//!   steps back, so the release's delete always beats the last renewal.
+//!   timestamp greater than all earlier ones of that lease — and of every
+//!   earlier lease of the same context — even if the clock steps back, so
+//!   the release's delete always beats the last renewal, and the next
+//!   acquisition in the same slot (K1) beats both.
 //! - **L2. No resurrection.** A renewal rewrites a cell only after a read shows
 //!   it still there, and never after its deletion was stamped: a renewal whose
 //!   stamp precedes a delete's loses to it by L1; one that would follow it is
@@ -29,10 +31,13 @@
 //!   it stays fired.
 //! - **L4. Clean exit.** Dropping a lease that was not released stops its
 //!   renewals and removes its cells in the background (best effort; the TTL
-//!   removes them otherwise).
+//!   removes them otherwise). Its slot is given back once its cells are
+//!   gone: at once after acknowledged deletes, a TTL (plus a second and the
+//!   skew allowance) later otherwise (K1).
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -49,7 +54,8 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::cells::FENCE_COLUMN;
 use crate::error::LeaseLostReason;
 use crate::id::{LockId, OwnerId};
-use crate::settings::LeaseSettings;
+use crate::settings::{LeaseSettings, TTL_SKEW_ALLOWANCE};
+use crate::slots::Slot;
 
 /// How many times `release` retries a transient delete failure before
 /// leaving the cells to their TTL.
@@ -86,9 +92,15 @@ struct Shared {
     settings: LeaseSettings,
     lock: LockId,
     owner: OwnerId,
+    /// This acquisition among those of its slot (see [`Lease::mark`]).
+    mark: Option<String>,
     algorithm: &'static str,
     state: Mutex<State>,
     lost: CancellationToken,
+    /// The slot the cells are written under, given back once they are gone.
+    slot: Mutex<Option<Slot>>,
+    /// The last stamp of any lease of the context (L1).
+    stamps: Arc<AtomicI64>,
 }
 
 /// The cells one acquisition wrote, kept alive in the background.
@@ -126,13 +138,14 @@ impl Lease {
         owner: OwnerId,
         algorithm: &'static str,
     ) -> Lease {
-        let shared = Arc::new(Shared {
+        Self::spawn(Shared {
             store,
             clock,
             ttl,
             settings,
             lock,
             owner,
+            mark: None,
             algorithm,
             state: Mutex::new(State {
                 cells: BTreeMap::new(),
@@ -140,7 +153,50 @@ impl Lease {
                 lost: None,
             }),
             lost: CancellationToken::new(),
-        });
+            slot: Mutex::new(None),
+            stamps: Arc::new(AtomicI64::new(i64::MIN)),
+        })
+    }
+
+    /// As [`start`](Self::start), writing under `slot` (its lock and owner
+    /// id) with stamps above every earlier one in `stamps` (L1), and
+    /// giving the slot back once the cells are gone (L4, K1).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_in_slot(
+        store: SharedStore,
+        clock: SharedClock,
+        settings: LeaseSettings,
+        ttl: Ttl,
+        slot: Slot,
+        algorithm: &'static str,
+        mark: Option<String>,
+        stamps: Arc<AtomicI64>,
+    ) -> Lease {
+        Self::spawn(Shared {
+            store,
+            clock,
+            ttl,
+            settings,
+            lock: slot.lock().clone(),
+            owner: slot.owner().clone(),
+            mark,
+            algorithm,
+            state: Mutex::new(State {
+                cells: BTreeMap::new(),
+                last_stamp: i64::MIN,
+                lost: None,
+            }),
+            lost: CancellationToken::new(),
+            slot: Mutex::new(Some(slot)),
+            stamps,
+        })
+    }
+
+    fn spawn(shared: Shared) -> Lease {
+        let shared = Arc::new(shared);
         let stop = CancellationToken::new();
         let span = info_span!("lease", lock = %shared.lock, owner = %shared.owner, algorithm = shared.algorithm);
         let renewer = tokio::spawn(renew_loop(shared.clone(), stop.clone()).instrument(span));
@@ -159,6 +215,17 @@ impl Lease {
     /// The owner.
     pub fn owner(&self) -> &OwnerId {
         &self.shared.owner
+    }
+
+    /// What names this acquisition apart from others of the same owner id
+    /// (they follow one another in one slot, K1): the waiter's mark in the
+    /// queue, which a reservation behind it names (Q6). The owner id when
+    /// none was given.
+    pub fn mark(&self) -> &str {
+        self.shared
+            .mark
+            .as_deref()
+            .unwrap_or(self.shared.owner.as_str())
     }
 
     /// The TTL on every cell.
@@ -478,7 +545,9 @@ impl Lease {
         // Successful deletes unregister their cells, so Drop finds nothing
         // left unless a delete failed for good.
         let cells = self.shared.mark_all_deleting();
-        self.shared.delete_with_retries(cells).await
+        let result = self.shared.delete_with_retries(cells).await;
+        self.shared.give_slot_back(result.is_ok());
+        result
     }
 
     async fn stop_renewing(&mut self) {
@@ -501,20 +570,24 @@ impl Drop for Lease {
         }
         let leftover = self.shared.mark_all_deleting();
         if leftover.is_empty() {
+            self.shared.give_slot_back(true);
             return;
         }
         // L4: remove what is left in the background if a runtime is around.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             warn!(lock = %self.shared.lock, owner = %self.shared.owner,
                 "lease dropped outside a tokio runtime; its cells expire by TTL");
+            self.shared.give_slot_back(false);
             return;
         };
         let shared = self.shared.clone();
         runtime.spawn(async move {
-            if let Err(e) = shared.delete_with_retries(leftover).await {
+            let result = shared.delete_with_retries(leftover).await;
+            if let Err(e) = &result {
                 warn!(lock = %shared.lock, owner = %shared.owner, error = %e,
                     "cleanup of a dropped lease failed; its cells expire by TTL");
             }
+            shared.give_slot_back(result.is_ok());
         });
     }
 }
@@ -573,13 +646,36 @@ impl Shared {
     }
 
     fn stamp(&self, st: &mut State) -> Timestamp {
-        let next = self
-            .clock
-            .now()
-            .as_micros()
-            .max(st.last_stamp.saturating_add(1));
+        // L1: above this lease's last stamp and every earlier lease's of the
+        // context (the slot's previous acquisition among them).
+        let floor = st
+            .last_stamp
+            .max(self.stamps.load(Ordering::Acquire))
+            .saturating_add(1);
+        let next = self.clock.now().as_micros().max(floor);
+        self.stamps.fetch_max(next, Ordering::AcqRel);
         st.last_stamp = next;
         Timestamp::from_micros(next)
+    }
+
+    /// Gives the slot back (K1): free at once when every cell is known
+    /// deleted, else once the last of them has surely expired — a TTL, the
+    /// second Cassandra may round up, and the skew allowance from now (no
+    /// write of this lease is sent after this).
+    fn give_slot_back(&self, all_deleted: bool) {
+        let slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(slot) = slot {
+            let wait = if all_deleted {
+                Duration::ZERO
+            } else {
+                self.ttl.as_duration() + Duration::from_secs(1) + TTL_SKEW_ALLOWANCE
+            };
+            slot.free_from(Instant::now() + wait);
+        }
     }
 
     fn mark_proven(&self, table: Table, column: &str, sent: Instant) {

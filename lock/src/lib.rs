@@ -13,8 +13,9 @@
 //!   a timeout or a cancellation token, `try_acquire`), and
 //!   [`AcquireOptions`].
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
-//!   acquisition gets a fresh owner id `node/nonce`, the column name it
-//!   writes.
+//!   acquisition writes under an owner id `node/IIIIIIIISSSSSSSS` — its
+//!   process and a slot, reused by the process's next acquisition of the
+//!   lock (K1) — the column name it writes.
 //! - The errors, one per operation: [`AcquireError`], [`TryAcquireError`],
 //!   [`FenceError`], [`ReleaseError`], and [`LeaseLostReason`].
 //! - [`LeaseSettings`]: lease TTL, renewal period, when a lease counts as
@@ -32,7 +33,11 @@
 //!
 //! # Invariants
 //!
-//! - **K1.** An owner id is used by exactly one acquisition.
+//! - **K1.** An owner id is used by one acquisition at a time, and by the
+//!   next acquisition of the same lock in the same process only once every
+//!   cell of the previous one is gone (deleted, or past its TTL) — names are
+//!   reused so that a lock's rows hold one tombstone per slot, not one per
+//!   acquisition (`slots.rs`; docs/design.md §1).
 //! - **K2.** Every cell an acquisition writes is registered with its lease
 //!   before the write is sent, and the lease deletes it on release, on drop,
 //!   or it expires within one TTL (thesis §5.3).
@@ -65,8 +70,8 @@
 //! let ctx = LockContext::new(store.clone(), Arc::new(SystemClock), NodeId::new("n1")?,
 //!     LeaseSettings::default(), Some(7))?;
 //! let lock = LockId::new("accounts")?;
-//! let owner = ctx.new_owner();
-//! let lease = ctx.start_lease(&lock, &owner, Algorithm::Queue);
+//! let lease = ctx.start_lease(ctx.take_slot(&lock), Algorithm::Queue, None);
+//! let owner = lease.owner().clone();
 //! lease.write(schema::MAIN, owner.as_str(), b"queue").await?;
 //! assert_eq!(store.read(schema::MAIN, "accounts", &RowQuery::all()).await?.len(), 1);
 //! lease.release().await?;
@@ -89,6 +94,7 @@ mod id;
 pub mod lease;
 pub mod metrics;
 mod settings;
+mod slots;
 
 pub use api::{AcquireOptions, Algorithm, Locker};
 #[doc(hidden)]
@@ -112,3 +118,5 @@ pub use lease::Lease;
 #[doc(hidden)]
 pub use settings::scale_duration;
 pub use settings::{LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration};
+#[doc(hidden)]
+pub use slots::Slot;

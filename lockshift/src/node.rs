@@ -408,6 +408,9 @@ impl Node {
         // Every operation of this node, counted by table and kind.
         let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
         let sightings = Arc::new(Sightings::default());
+        // Simulations replay: the incarnation comes from the seed there.
+        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
+        // Lock cells name the same process as the registry row (N6).
         let ctx = Arc::new(
             LockContext::new(
                 store.clone(),
@@ -416,6 +419,7 @@ impl Node {
                 lease.clone(),
                 options.seed,
             )?
+            .with_incarnation(incarnation)
             .with_observer(sightings.clone()),
         );
         let configured = settings.node.mode;
@@ -430,8 +434,6 @@ impl Node {
             },
         )
         .with_pacing(pacing.clone());
-        // Simulations replay: the incarnation comes from the seed there.
-        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
         let shared = Arc::new(Shared {
             sightings,
             incarnation,

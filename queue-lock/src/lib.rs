@@ -4,8 +4,11 @@
 //!
 //! Per lock, a **queue row** orders waiters and the **main row** (the same
 //! `main` table the legacy lock uses) records the holder. A waiter writes a
-//! queue cell named `20-digit time ‖ owner id` (listing 6), so the row's
-//! byte order is arrival order. When its cell is the first live one, it
+//! queue cell saying its arrival time (listing 6 puts the time in the name;
+//! here the name is the owner id, reused by the process's next acquisition,
+//! so a lock's rows hold one tombstone per slot rather than one per
+//! acquisition — `queue.rs`, docs/design.md §2a), and the line is read in
+//! arrival order. When its cell is the first live one, it
 //! writes its `main` cell and re-reads `main`: if only its own cell is there
 //! it holds the lock (listing 7). Release deletes the `main` cell.
 //!
@@ -32,7 +35,8 @@
 //!   withdraws).
 //! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
 //!   while their owner waits or holds; a waiter whose queue cell is gone
-//!   re-enqueues, one whose lease is lost re-enqueues with a new owner id.
+//!   re-enqueues, one whose lease is lost re-enqueues in a slot of its own
+//!   (the old one is free again once the old lease's cells are gone, K1).
 //! - **Q4.** A waiter polls by the store's round trip as it measures it: the
 //!   next waiter about once per round trip while the line moves, a waiter
 //!   `d` places back every `d` round trips (or half the line's pace per

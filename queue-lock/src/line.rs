@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Stop,
-    TryAcquireError, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Slot,
+    Stop, TryAcquireError, Waiting,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tokio::time::Instant;
@@ -34,17 +34,19 @@ use tracing::{Instrument, debug, info, info_span, warn};
 pub use entry::{Arrival, Arrived, Entered, MainEntry, StoreFuture, read_main, reserve_and_read};
 pub use handoff::{MAIN_CELLS_READ, Verdict, others_in, verdict};
 
-use crate::queue::{Position, position, queue_column};
+use crate::queue::{Position, mark, position, queue_value};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use poll::{Average, Bounds};
 use waiter::{Action, Context, Observation, Waiter};
 
-/// One place in line: an owner, its lease, its queue cell.
+/// One place in line: an owner (a slot, K1), its lease, its queue cell —
+/// named by the owner id, the arrival in the value — and its mark (Q6).
 struct Ticket {
     owner: OwnerId,
     lease: Lease,
     column: String,
+    value: Vec<u8>,
 }
 
 /// The waiting line of one algorithm: queue lock or combined lock.
@@ -157,17 +159,21 @@ impl Line {
         .await
     }
 
-    /// A new place in line for `owner`: one time-service call (a store read
-    /// with the thesis' global service), a lease, a queue column. Nothing is
-    /// written yet.
-    async fn ticket(&self, lock: &LockId, owner: OwnerId) -> Result<Ticket, StoreError> {
+    /// A new place in line in `slot`: one time-service call (a store read
+    /// with the thesis' global service), a lease marked with the arrival,
+    /// the queue cell's name and value. Nothing is written yet.
+    async fn ticket(&self, slot: Slot) -> Result<Ticket, StoreError> {
         let time = self.time.now().await?;
-        let lease = self.ctx.start_lease(lock, &owner, self.algorithm());
-        let column = queue_column(time, &owner);
+        let owner = slot.owner().clone();
+        let arrival = u64::try_from(time.as_micros()).unwrap_or(0);
+        let lease =
+            self.ctx
+                .start_lease(slot, self.algorithm(), Some(mark(owner.as_str(), arrival)));
         Ok(Ticket {
+            column: owner.as_str().to_string(),
+            value: queue_value(time, self.algorithm()),
             owner,
             lease,
-            column,
         })
     }
 
@@ -181,11 +187,11 @@ impl Line {
         fast: bool,
     ) -> Result<Arrived, StoreError> {
         let arrival = Arrival {
-            enqueue: Box::pin(ticket.lease.write(
-                schema::QUEUE,
-                &ticket.column,
-                self.algorithm().as_str().as_bytes(),
-            )),
+            enqueue: Box::pin(
+                ticket
+                    .lease
+                    .write(schema::QUEUE, &ticket.column, &ticket.value),
+            ),
             position: Box::pin(self.where_am_i(lock, &ticket.column, self.window())),
         };
         self.entry
@@ -240,10 +246,11 @@ impl Line {
         options: AcquireOptions,
     ) -> Result<LockGuard, AcquireError> {
         let waiting = Waiting::new(&options);
-        let mut last_owner = self.ctx.new_owner();
+        let first = self.ctx.take_slot(lock);
+        let mut last_owner = first.owner().clone();
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
         let result = self
-            .wait_and_enter(lock, &waiting, &mut last_owner)
+            .wait_and_enter(lock, &waiting, first, &mut last_owner)
             .instrument(span)
             .await;
         match result {
@@ -265,13 +272,15 @@ impl Line {
         &self,
         lock: &LockId,
         waiting: &Waiting,
+        first: Slot,
         last_owner: &mut OwnerId,
     ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
-        // The owner drawn by `acquire` names the first place in line; every
-        // later place gets a fresh one (I1), so a lingering cleanup of an
-        // old place can never delete a new cell.
-        let mut fresh_owner = Some(last_owner.clone());
+        // The slot taken by `acquire` names the first place in line; every
+        // later place takes a slot of its own while the old place's lease
+        // still holds its slot (K1), so a lingering cleanup of an old place
+        // can never delete a new cell.
+        let mut fresh_slot = Some(first);
         let mut waiter = Waiter::new(
             self.bounds(),
             self.stale_after(),
@@ -350,13 +359,15 @@ impl Line {
                     {
                         return Err((why.into(), None));
                     }
-                    let owner = fresh_owner.take().unwrap_or_else(|| self.ctx.new_owner());
-                    tracing::Span::current().record("owner", tracing::field::display(&owner));
-                    *last_owner = owner.clone();
-                    waiter.set_owner(owner.as_str());
+                    let slot = fresh_slot
+                        .take()
+                        .unwrap_or_else(|| self.ctx.take_slot(lock));
+                    tracing::Span::current().record("owner", tracing::field::display(slot.owner()));
+                    *last_owner = slot.owner().clone();
                     let started = Instant::now();
-                    let arrived = match self.ticket(lock, owner).await {
+                    let arrived = match self.ticket(slot).await {
                         Ok(new) => {
+                            waiter.set_place(new.owner.as_str(), new.lease.mark());
                             let arrived = self.arrive(lock, &new, fast).await;
                             ticket = Some(new);
                             arrived.map(Observation::Arrived)
@@ -505,7 +516,8 @@ impl Line {
     }
 
     async fn try_inner(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        let owner = self.ctx.new_owner();
+        let slot = self.ctx.take_slot(lock);
+        let owner = slot.owner().clone();
         let store_error = |owner: &OwnerId, source| -> TryAcquireError {
             AcquireError::Store {
                 lock: lock.clone(),
@@ -529,7 +541,7 @@ impl Line {
         }
         // Line 3, with the fast path beside it.
         let ticket = self
-            .ticket(lock, owner.clone())
+            .ticket(slot)
             .await
             .map_err(|e| store_error(&owner, e))?;
         let outcome = self.try_with(&ticket).await;
@@ -574,13 +586,13 @@ impl Line {
     /// taken, `None` when someone else is ahead or in `main`.
     async fn try_with(&self, ticket: &Ticket) -> Result<Option<bool>, StoreError> {
         let lock = ticket.lease.lock().clone();
-        let me = ticket.owner.as_str();
+        let (me, mark) = (ticket.owner.as_str(), ticket.lease.mark());
         let arrived = self.arrive(&lock, ticket, true).await?;
         if arrived.position.is_first()
             && arrived
                 .main
                 .as_deref()
-                .is_some_and(|m| verdict(me, m) == Verdict::Alone)
+                .is_some_and(|m| verdict(me, mark, m) == Verdict::Alone)
         {
             return Ok(Some(false));
         }
@@ -603,7 +615,7 @@ impl Line {
                 .enter(self.store(), &ticket.lease, prepared)
                 .await?
             {
-                Entered::Read { main, reserved } if verdict(me, &main) == Verdict::Alone => {
+                Entered::Read { main, reserved } if verdict(me, mark, &main) == Verdict::Alone => {
                     return Ok(Some(reserved));
                 }
                 Entered::Read { .. } => {

@@ -1,33 +1,98 @@
-//! The queue row: cell names (listing 6) and where a waiter stands.
+//! The queue row: what a waiter's cell says (listing 6, with names reused)
+//! and where a waiter stands.
+//!
+//! # The layout
+//!
+//! The thesis names a queue cell by its arrival — a 20-digit time in µs,
+//! then the owner id — so that the row's column order is arrival order and
+//! a read of the first few cells finds the head. Every acquisition then
+//! leaves a tombstone under a name never used again, and every read of the
+//! row passes all of them: on Cassandra a lock slows with use and its reads
+//! fail past 100 000 tombstones (docs/design.md §1). So lockshift names a
+//! queue cell by its owner id alone — a slot, reused by the process's next
+//! acquisition of the lock (K1) — and writes the arrival into the value:
+//! `"{arrival:020}:{algorithm}"`. The row holds one cell, live or
+//! tombstone, per slot; a read takes the whole row and orders it by
+//! (arrival, owner id) — the thesis' order, the same names in another
+//! place.
+//!
+//! Cells of the thesis' shape, written by lockshift builds before this
+//! layout, are read too: their arrival comes from the column. The two
+//! builds place each other's waiters by the same arrival times, but an
+//! older build counts only cells of its own shape as ahead: a waiter of
+//! each may believe itself first at once. That costs fairness, never
+//! exclusion, which rests on `main` (Q1); and a reservation behind a
+//! waiter of the other shape is never disregarded by it (the names differ,
+//! below), so Q6 never spans the two.
+//!
+//! A waiter is named, where a reservation behind it must name it (Q6), by
+//! its *mark* — owner id and arrival, `owner@arrival` — not by its owner id
+//! alone: the owner id passes to the slot's next acquisition, the mark
+//! does not.
 
 use std::time::Duration;
 
 use lockshift_lock::{Algorithm, OwnerId};
 use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
 
-/// Digits of the time prefix of a queue column (listing 6).
+/// Digits of the arrival time (listing 6's time prefix).
 pub const TIME_DIGITS: usize = 20;
 
-/// The queue column for a waiter that arrived at `time`: the time in µs,
-/// zero-padded to 20 digits, then the owner id. Byte order of the names is
-/// arrival order; equal times fall back to owner-id order.
-pub fn queue_column(time: Timestamp, owner: &OwnerId) -> String {
-    let micros = u64::try_from(time.as_micros()).unwrap_or(0);
-    format!("{micros:0width$}{owner}", width = TIME_DIGITS)
+/// The value of the queue cell of a waiter that arrived at `arrival`,
+/// waiting with `algorithm`.
+pub fn queue_value(arrival: Timestamp, algorithm: Algorithm) -> Vec<u8> {
+    let micros = u64::try_from(arrival.as_micros()).unwrap_or(0);
+    format!("{micros:0width$}:{algorithm}", width = TIME_DIGITS).into_bytes()
 }
 
-/// Splits a queue column into its time prefix and owner; `None` if it does
-/// not have listing 6's shape (written by something else).
-pub fn parse_queue_column(column: &str) -> Option<(u64, OwnerId)> {
+/// The name a reservation behind the waiter `owner`, arrived at `arrival`,
+/// gives it (Q6).
+pub fn mark(owner: &str, arrival: u64) -> String {
+    format!("{owner}@{arrival:0width$}", width = TIME_DIGITS)
+}
+
+/// One waiter's queue cell, read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// When it arrived (µs, by the time service).
+    pub arrival: u64,
+    /// Its owner id.
+    pub owner: OwnerId,
+    /// The algorithm it waits with, when the cell says (lockshift's).
+    pub algorithm: Option<Algorithm>,
+}
+
+impl QueueEntry {
+    /// Its mark: what a reservation behind it names.
+    pub fn mark(&self) -> String {
+        mark(self.owner.as_str(), self.arrival)
+    }
+}
+
+/// Reads a queue cell of either layout: owner-id column with the arrival in
+/// the value, or the thesis' time-and-owner column with the algorithm in
+/// the value. `None` if it is neither (written by something else).
+pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
+    let value = std::str::from_utf8(value).ok();
+    if let Some((arrival, algorithm)) = value.and_then(|v| v.split_once(':'))
+        && arrival.len() == TIME_DIGITS
+        && arrival.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Some(QueueEntry {
+            arrival: arrival.parse().ok()?,
+            owner: OwnerId::from_stored(column),
+            algorithm: algorithm.parse().ok(),
+        });
+    }
     let prefix = column.get(..TIME_DIGITS)?;
-    if !prefix.bytes().all(|b| b.is_ascii_digit()) {
+    if !prefix.bytes().all(|b| b.is_ascii_digit()) || column.len() == TIME_DIGITS {
         return None;
     }
-    let owner = &column[TIME_DIGITS..];
-    if owner.is_empty() {
-        return None;
-    }
-    Some((prefix.parse().ok()?, OwnerId::from_stored(owner)))
+    Some(QueueEntry {
+        arrival: prefix.parse().ok()?,
+        owner: OwnerId::from_stored(&column[TIME_DIGITS..]),
+        algorithm: value.and_then(|v| v.parse().ok()),
+    })
 }
 
 /// Where a waiter stands, counting only live (non-stale) cells.
@@ -41,11 +106,11 @@ pub enum Position {
     /// that waiter gone (Q6).
     FirstPastDead,
     /// Behind `ahead` live cells (1: next after the head, usually the
-    /// holder). `ahead` saturates at the scan window: "far back".
+    /// holder). `ahead` saturates at the window: "far back".
     Behind {
         /// Live cells ahead, at most the window.
         ahead: u32,
-        /// The column of the first live cell (the head of the line).
+        /// The mark of the first live cell (the head of the line).
         head: String,
         /// The algorithm the head waits with (its queue cell's value), when
         /// it is lockshift's.
@@ -62,23 +127,15 @@ impl Position {
     }
 }
 
-/// The algorithm a queue cell says its waiter uses.
-fn algorithm_of(cell: &Cell) -> Option<Algorithm> {
-    std::str::from_utf8(&cell.value).ok()?.parse().ok()
-}
-
-/// The most cells one position check reads when the front of the queue is
-/// full of dead waiters.
-const MAX_SCAN: u32 = 512;
-
-/// Finds `me` in the queue of `lock`, reading at most `window` live cells
-/// ahead of it (the waiter polls in proportion to its distance, so beyond
-/// the window the exact distance does not matter). Cells older than
-/// `stale_after` (by write time, against `now`) are dead waiters and are
-/// skipped; `me` never is.
+/// Finds `me` (my queue column) in the queue of `lock`: one read of the
+/// whole row, ordered by arrival. `ahead` saturates at `window` (the
+/// waiter polls in proportion to its distance, so beyond the window the
+/// exact distance does not matter). Cells older than `stale_after` (by
+/// write time, against `now`) are dead waiters and are skipped; `me` never
+/// is. A cell of neither layout counts as arrived at time 0.
 ///
 /// # Errors
-/// The store error of a read.
+/// The store error of the read.
 pub async fn position(
     store: &dyn Store,
     lock: &str,
@@ -87,53 +144,54 @@ pub async fn position(
     stale_after: Duration,
     window: u32,
 ) -> Result<Position, StoreError> {
+    let cells = store.read(schema::QUEUE, lock, &RowQuery::all()).await?;
+    Ok(place(&cells, me, now, stale_after, window))
+}
+
+/// [`position`] on a read of the whole row (pure).
+pub fn place(
+    cells: &[Cell],
+    me: &str,
+    now: Timestamp,
+    stale_after: Duration,
+    window: u32,
+) -> Position {
     let window = window.max(1);
-    let mut limit = window.saturating_add(1).min(MAX_SCAN);
-    loop {
-        let cells = store
-            .read(schema::QUEUE, lock, &RowQuery::first(limit))
-            .await?;
-        let mut ahead = 0;
-        let mut head: Option<&Cell> = None;
-        let mut past_dead = false;
-        let behind = |ahead, head: &Cell| Position::Behind {
-            ahead,
-            head: head.column.clone(),
-            head_algorithm: algorithm_of(head),
-        };
-        for cell in &cells {
-            if cell.column == me {
-                return Ok(match head {
-                    None if past_dead => Position::FirstPastDead,
-                    None => Position::First,
-                    Some(head) => behind(ahead, head),
-                });
-            }
-            if now.duration_since(cell.writetime) > stale_after {
-                past_dead = true;
-                continue;
-            }
-            ahead += 1;
-            let head = *head.get_or_insert(cell);
-            if ahead >= window {
-                return Ok(behind(ahead, head));
-            }
-        }
-        if cells.len() < limit as usize {
-            // The whole row was read and I am not in it.
-            return Ok(Position::Missing);
-        }
-        if limit >= MAX_SCAN {
-            // A long run of dead waiters: treat as far back and look again
-            // later; they expire within one lease TTL.
-            return Ok(Position::Behind {
-                ahead: window,
-                head: String::new(),
-                head_algorithm: None,
+    let mut line: Vec<(QueueEntry, &Cell)> = cells
+        .iter()
+        .map(|c| {
+            let entry = parse_queue_cell(&c.column, &c.value).unwrap_or(QueueEntry {
+                arrival: 0,
+                owner: OwnerId::from_stored(&c.column),
+                algorithm: None,
             });
+            (entry, c)
+        })
+        .collect();
+    line.sort_by(|(a, ca), (b, cb)| (a.arrival, &ca.column).cmp(&(b.arrival, &cb.column)));
+    let mut ahead: u32 = 0;
+    let mut head: Option<&QueueEntry> = None;
+    let mut past_dead = false;
+    for (entry, cell) in &line {
+        if cell.column == me {
+            return match head {
+                None if past_dead => Position::FirstPastDead,
+                None => Position::First,
+                Some(head) => Position::Behind {
+                    ahead: ahead.min(window),
+                    head: head.mark(),
+                    head_algorithm: head.algorithm,
+                },
+            };
         }
-        limit = limit.saturating_mul(8).min(MAX_SCAN);
+        if now.duration_since(cell.writetime) > stale_after {
+            past_dead = true;
+            continue;
+        }
+        ahead = ahead.saturating_add(1);
+        head.get_or_insert(entry);
     }
+    Position::Missing
 }
 
 #[cfg(test)]
@@ -144,27 +202,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn columns_sort_by_time_and_parse_back() {
+    fn cells_of_both_layouts_parse_back() {
         let node = NodeId::new("n").unwrap();
-        let (a, b) = (OwnerId::new(&node, 2), OwnerId::new(&node, 1));
-        let early = queue_column(Timestamp::from_micros(999), &a);
-        let late = queue_column(Timestamp::from_micros(1_000), &b);
-        assert_eq!(early, "00000000000000000999n/0000000000000002");
-        assert!(early < late, "time first, owner second");
-        assert_eq!(parse_queue_column(&late), Some((1_000, b)));
-        assert_eq!(parse_queue_column("garbage"), None);
-        assert_eq!(parse_queue_column("0000000000000000000x-owner"), None);
-        assert_eq!(parse_queue_column("00000000000000000001"), None);
+        let owner = OwnerId::new(&node, 2);
+        let value = queue_value(Timestamp::from_micros(999), Algorithm::Combined);
+        assert_eq!(value, b"00000000000000000999:combined");
+        assert_eq!(
+            parse_queue_cell(owner.as_str(), &value),
+            Some(QueueEntry {
+                arrival: 999,
+                owner: owner.clone(),
+                algorithm: Some(Algorithm::Combined),
+            })
+        );
+        // The thesis' shape, as lockshift builds before slots wrote it.
+        assert_eq!(
+            parse_queue_cell("00000000000000001000n/0000000000000002", b"queue"),
+            Some(QueueEntry {
+                arrival: 1_000,
+                owner: owner.clone(),
+                algorithm: Some(Algorithm::Queue),
+            })
+        );
+        assert_eq!(parse_queue_cell("garbage", b"queue"), None);
+        assert_eq!(parse_queue_cell("0000000000000000000x-owner", b""), None);
+        assert_eq!(parse_queue_cell("00000000000000000001", b"queue"), None);
+        assert_eq!(parse_queue_cell("o", b"0001:queue"), None, "short time");
+        assert_eq!(
+            parse_queue_cell(owner.as_str(), &value).unwrap().mark(),
+            "n/0000000000000002@00000000000000000999"
+        );
     }
 
-    async fn queue(cells: &[(&str, i64)]) -> MemoryStore {
+    /// A queue of cells `(column, arrival, writetime)`, in the new layout.
+    async fn queue(cells: &[(&str, u64, i64)]) -> MemoryStore {
         let store = MemoryStore::new();
-        for (column, writetime) in cells {
+        for (column, arrival, writetime) in cells {
+            let arrival = Timestamp::from_micros(i64::try_from(*arrival).unwrap());
             store
                 .write(
                     schema::QUEUE,
                     "L",
-                    &[CellWrite::new(*column, b"queue".to_vec())],
+                    &[CellWrite::new(
+                        *column,
+                        queue_value(arrival, Algorithm::Queue),
+                    )],
                     WriteOptions::at(Timestamp::from_micros(*writetime)),
                 )
                 .await
@@ -173,8 +255,16 @@ mod tests {
         store
     }
 
+    fn behind(ahead: u32, head: &str, arrival: u64) -> Position {
+        Position::Behind {
+            ahead,
+            head: mark(head, arrival),
+            head_algorithm: Some(Algorithm::Queue),
+        }
+    }
+
     #[tokio::test]
-    async fn positions_skip_dead_waiters_but_never_me() {
+    async fn positions_follow_arrival_skip_dead_waiters_but_never_me() {
         let now = Timestamp::from_micros(100_000_000);
         let stale = Duration::from_secs(30);
         let fresh = now.as_micros() - 1_000_000;
@@ -182,84 +272,101 @@ mod tests {
         let pos = |store: MemoryStore, me: &'static str| async move {
             position(&store, "L", me, now, stale, 2).await.unwrap()
         };
+        // Arrival order, not column order.
         assert_eq!(
-            pos(queue(&[("a", fresh), ("b", fresh)]).await, "a").await,
+            pos(queue(&[("b", 1, fresh), ("a", 2, fresh)]).await, "b").await,
             Position::First
         );
         assert_eq!(
-            pos(queue(&[("a", fresh), ("b", fresh)]).await, "b").await,
-            Position::Behind {
-                ahead: 1,
-                head: "a".into(),
-                head_algorithm: Some(Algorithm::Queue),
-            }
+            pos(queue(&[("b", 1, fresh), ("a", 2, fresh)]).await, "a").await,
+            behind(1, "b", 1)
         );
+        // Equal arrivals: the owner id decides.
         assert_eq!(
-            pos(
-                queue(&[("a", fresh), ("b", fresh), ("c", fresh)]).await,
-                "c"
-            )
-            .await,
-            Position::Behind {
-                ahead: 2,
-                head: "a".into(),
-                head_algorithm: Some(Algorithm::Queue),
-            }
+            pos(queue(&[("b", 5, fresh), ("a", 5, fresh)]).await, "b").await,
+            behind(1, "a", 5)
         );
+        let three = [("a", 1, fresh), ("b", 2, fresh), ("c", 3, fresh)];
+        assert_eq!(pos(queue(&three).await, "c").await, behind(2, "a", 1));
         let five = [
-            ("a", fresh),
-            ("b", fresh),
-            ("c", fresh),
-            ("d", fresh),
-            ("e", fresh),
+            ("a", 1, fresh),
+            ("b", 2, fresh),
+            ("c", 3, fresh),
+            ("d", 4, fresh),
+            ("e", 5, fresh),
         ];
-        let far = || queue(&five);
         assert_eq!(
-            position(&far().await, "L", "e", now, stale, 8)
+            position(&queue(&five).await, "L", "e", now, stale, 8)
                 .await
                 .unwrap(),
-            Position::Behind {
-                ahead: 4,
-                head: "a".into(),
-                head_algorithm: Some(Algorithm::Queue),
-            }
+            behind(4, "a", 1)
         );
         assert_eq!(
-            position(&far().await, "L", "e", now, stale, 3)
+            position(&queue(&five).await, "L", "e", now, stale, 3)
                 .await
                 .unwrap(),
-            Position::Behind {
-                ahead: 3,
-                head: "a".into(),
-                head_algorithm: Some(Algorithm::Queue),
-            },
+            behind(3, "a", 1),
             "saturates at the window"
         );
         assert_eq!(
-            pos(queue(&[("a", fresh)]).await, "z").await,
+            pos(queue(&[("a", 1, fresh)]).await, "z").await,
             Position::Missing
         );
         // A dead head is skipped: the next one is first — past the dead.
         assert_eq!(
-            pos(queue(&[("a", dead), ("b", fresh)]).await, "b").await,
+            pos(queue(&[("a", 1, dead), ("b", 2, fresh)]).await, "b").await,
             Position::FirstPastDead
         );
         assert!(Position::FirstPastDead.is_first() && Position::First.is_first());
-        // Many dead waiters in front: read further.
-        let mut cells: Vec<(String, i64)> = (0..40).map(|i| (format!("d{i:02}"), dead)).collect();
-        cells.push(("x".into(), fresh));
-        cells.push(("y".into(), fresh));
-        let refs: Vec<(&str, i64)> = cells.iter().map(|(c, t)| (c.as_str(), *t)).collect();
+        // Many dead waiters in front.
+        let mut cells: Vec<(String, u64, i64)> =
+            (0..40).map(|i| (format!("d{i:02}"), i, dead)).collect();
+        cells.push(("x".into(), 50, fresh));
+        cells.push(("y".into(), 51, fresh));
+        let refs: Vec<(&str, u64, i64)> =
+            cells.iter().map(|(c, a, t)| (c.as_str(), *a, *t)).collect();
         assert_eq!(
             pos(queue(&refs).await, "y").await,
-            Position::Behind {
-                ahead: 1,
-                head: "x".into(),
-                head_algorithm: Some(Algorithm::Queue),
-            },
+            behind(1, "x", 50),
             "the dead are skipped: the head is the first live cell"
         );
         // My own old cell is not skipped.
-        assert_eq!(pos(queue(&[("a", dead)]).await, "a").await, Position::First);
+        assert_eq!(
+            pos(queue(&[("a", 1, dead)]).await, "a").await,
+            Position::First
+        );
+    }
+
+    /// An older build's waiter (the thesis' column) and a new one share a
+    /// line by arrival.
+    #[tokio::test]
+    async fn both_layouts_share_one_line() {
+        let now = Timestamp::from_micros(100_000_000);
+        let store = queue(&[("new/0000000000000001", 30, now.as_micros())]).await;
+        store
+            .write(
+                schema::QUEUE,
+                "L",
+                &[CellWrite::new(
+                    "00000000000000000020old/0000000000000009",
+                    b"queue".to_vec(),
+                )],
+                WriteOptions::at(now),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            position(
+                &store,
+                "L",
+                "new/0000000000000001",
+                now,
+                Duration::from_secs(30),
+                4
+            )
+            .await
+            .unwrap(),
+            behind(1, "old/0000000000000009", 20)
+        );
     }
 }

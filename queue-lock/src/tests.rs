@@ -13,7 +13,7 @@ use lockshift_store::{
 };
 
 use super::*;
-use crate::queue::queue_column;
+use crate::queue::{mark, queue_value};
 
 struct Fixture {
     clock: SharedClock,
@@ -163,16 +163,15 @@ async fn waiters_acquire_in_arrival_order() {
 async fn a_dead_head_does_not_block_past_the_stale_threshold() {
     let f = Fixture::new();
     // A waiter that enqueued and crashed: its cell is never renewed.
-    let dead = queue_column(
-        f.clock.now(),
-        &lockshift_lock::OwnerId::from_stored("dead/0000000000000001"),
-    );
     f.store
         .inner()
         .write(
             schema::QUEUE,
             "L",
-            &[CellWrite::new(dead, b"queue".to_vec())],
+            &[CellWrite::new(
+                "dead/0000000000000001",
+                queue_value(f.clock.now(), lockshift_lock::Algorithm::Queue),
+            )],
             WriteOptions::at(f.clock.now()).with_ttl(Ttl::from_secs(60).unwrap()),
         )
         .await
@@ -262,16 +261,16 @@ async fn try_acquire_on_a_held_lock_returns_at_once_and_leaves_nothing() {
 async fn try_acquire_behind_a_waiter_dequeues() {
     let f = Fixture::new();
     // Someone is first in line but not yet in main.
-    let ahead = queue_column(
-        Timestamp::from_micros(1),
-        &lockshift_lock::OwnerId::from_stored("x/0000000000000001"),
-    );
+    let ahead = "x/0000000000000001".to_string();
     f.store
         .inner()
         .write(
             schema::QUEUE,
             "L",
-            &[CellWrite::new(ahead.clone(), Vec::new())],
+            &[CellWrite::new(
+                ahead.clone(),
+                queue_value(Timestamp::from_micros(1), lockshift_lock::Algorithm::Queue),
+            )],
             WriteOptions::at(f.clock.now()),
         )
         .await
@@ -628,10 +627,12 @@ async fn the_second_in_line_reserves_behind_the_first_and_takes_over_reading() {
         first.value, RESERVED_VALUE,
         "the first in line: a plain reservation"
     );
-    assert_eq!(
-        lockshift_lock::reserved_behind_of(&second.value),
-        Some((lockshift_lock::Algorithm::Queue, first.column.as_str())),
-        "the second names the first"
+    let (algorithm, named) =
+        lockshift_lock::reserved_behind_of(&second.value).expect("a reservation behind");
+    assert_eq!(algorithm, lockshift_lock::Algorithm::Queue);
+    assert!(
+        named.starts_with(&format!("{}@", first.column)),
+        "the second names the first (its mark: owner id and arrival): {named}"
     );
     holder.release().await.unwrap();
     let g1 = tokio::time::timeout(latency * 10, w1)
@@ -671,14 +672,15 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
     let clock: SharedClock = Arc::new(TokioClock::new());
     let store = Arc::new(GatedStore::new(clock.clone(), "nobody/"));
     let paused = lockshift_lock::OwnerId::from_stored("x/0000000000000001");
+    let paused_at = clock.now();
     store
         .inner
         .write(
             schema::QUEUE,
             "L",
             &[CellWrite::new(
-                queue_column(clock.now(), &paused),
-                b"queue".to_vec(),
+                paused.as_str(),
+                queue_value(paused_at, lockshift_lock::Algorithm::Queue),
             )],
             WriteOptions::at(clock.now()).with_ttl(Ttl::from_secs(120).unwrap()),
         )
@@ -695,8 +697,11 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
     };
     let (w, _time) = store.locker_with("w", clock.clone(), settings);
     let task = tokio::spawn(async move { w.acquire(&lock()).await });
-    let behind_x =
-        lockshift_lock::reserved_behind(lockshift_lock::Algorithm::Queue, paused.as_str());
+    let arrival = u64::try_from(paused_at.as_micros()).unwrap();
+    let behind_x = lockshift_lock::reserved_behind(
+        lockshift_lock::Algorithm::Queue,
+        &mark(paused.as_str(), arrival),
+    );
     let guard = tokio::time::timeout(Duration::from_secs(120), task)
         .await
         .expect("x's cell is skipped once stale")

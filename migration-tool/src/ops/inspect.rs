@@ -5,7 +5,6 @@ use anyhow::Context;
 use lockshift_combined::census::{CensusCell, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
-use lockshift_queue_lock::queue::parse_queue_column;
 use lockshift_store::schema;
 use serde::Serialize;
 
@@ -71,10 +70,7 @@ impl From<&CensusCell> for CellRow {
             registered: c.owner.registered,
             algorithm: c.owner.algorithm,
             queue_position: c.queue_position,
-            queued_at_us: (c.table == schema::QUEUE)
-                .then(|| parse_queue_column(&c.column))
-                .flatten()
-                .and_then(|(t, _)| i64::try_from(t).ok()),
+            queued_at_us: c.queued_at.and_then(|t| i64::try_from(t).ok()),
             writetime_us: c.writetime.as_micros(),
             age_ms: ms(c.age),
             ttl_left_ms: c.ttl_left.map(ms),

@@ -43,7 +43,7 @@ use lockshift_combined::{Mode, Stage};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
 };
-use lockshift_queue_lock::queue::parse_queue_column;
+use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{RowQuery, schema};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -232,8 +232,8 @@ async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
         .ok()
         .and_then(|cells| {
             cells.iter().find_map(|c| {
-                let (at, owner) = parse_queue_column(&c.column)?;
-                (owner.as_str() == holder.column).then_some(at)
+                let entry = parse_queue_cell(&c.column, &c.value)?;
+                (entry.owner.as_str() == holder.column).then_some(entry.arrival)
             })
         })
         .and_then(|at| i64::try_from(at).ok());

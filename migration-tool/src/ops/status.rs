@@ -8,7 +8,6 @@ use anyhow::Context;
 use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
 use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
-use lockshift_queue_lock::queue::parse_queue_column;
 use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
 
@@ -264,11 +263,10 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
     locks.oldest_wait = waiting
         .iter()
         .filter_map(|c| {
-            let (queued_at, owner) = parse_queue_column(&c.column)?;
-            let queued_at = Timestamp::from_micros(i64::try_from(queued_at).ok()?);
+            let queued_at = Timestamp::from_micros(i64::try_from(c.queued_at?).ok()?);
             Some(OldestWait {
                 lock: c.lock.clone(),
-                owner: owner.as_str().to_string(),
+                owner: c.owner.owner.clone(),
                 waiting_ms: ms(now.duration_since(queued_at)),
             })
         })

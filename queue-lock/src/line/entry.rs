@@ -153,8 +153,8 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         false
     }
 
-    /// Second in line: writes my cells reserved behind `ahead` (an owner
-    /// id) — by default my `main` cell, marked with
+    /// Second in line: writes my cells reserved behind `ahead` (a mark:
+    /// owner id and arrival) — by default my `main` cell, marked with
     /// [`reserved_behind`](lockshift_lock::reserved_behind).
     ///
     /// # Errors

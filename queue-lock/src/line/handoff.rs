@@ -45,8 +45,10 @@
 //! the holder's queue delete lands, the next waiter's poll sees it, its
 //! write, its read. So the queue waiter *second* in line writes its `main`
 //! cell early too, marked as waiting behind the one directly ahead of it
-//! ([`reserved_behind`]: the value names that waiter's owner id), and the
-//! hand-off shrinks to that poll and one read of `main`.
+//! ([`reserved_behind`]: the value names that waiter's *mark*, its owner id
+//! and arrival — the owner id alone passes on to the next acquisition in
+//! the same slot, K1, which must not take the cell for one behind it), and
+//! the hand-off shrinks to that poll and one read of `main`.
 //!
 //! A plain reservation would make the waiter ahead fail Q1 on its
 //! verifying read; so the waiter ahead, X, disregards the cells that name
@@ -56,7 +58,8 @@
 //! skipped as dead: gone). X deletes its queue cell only after its own
 //! verifying read (Q2), which followed its own `main` write; so W's read of
 //! `main` follows X's `main` write and shows X's cell for as long as X
-//! holds — and X's cell never names W (queue columns are totally ordered,
+//! holds — and X's cell never names W (queue cells are totally ordered by
+//! arrival and owner id, and a cell names a mark, which is one acquisition,
 //! so W is never directly ahead of X). Every other pair is plain Lemma 1:
 //! a cell that names someone else counts as a reservation like any other.
 //! A cell that looks dead may be a paused waiter's, so W falls back to a
@@ -107,9 +110,10 @@ pub enum Verdict {
     Missing,
 }
 
-/// Q1's verdict for `me` on `main` (read with [`MAIN_CELLS_READ`] as the
-/// limit, or more).
-pub fn verdict(me: &str, main: &[Cell]) -> Verdict {
+/// Q1's verdict for `me` (my `main` column) marked `mark` (what a
+/// reservation behind me names, Q6) on `main` (read with
+/// [`MAIN_CELLS_READ`] as the limit, or more).
+pub fn verdict(me: &str, mark: &str, main: &[Cell]) -> Verdict {
     let mine = main.iter().any(|c| c.column == me);
     // A read short of the limit saw the whole row: without my cell there,
     // it is gone. (A full read may have stopped before it: cells sort by
@@ -117,7 +121,7 @@ pub fn verdict(me: &str, main: &[Cell]) -> Verdict {
     if !mine && main.len() < MAIN_CELLS_READ as usize {
         return Verdict::Missing;
     }
-    let others: Vec<&Cell> = main.iter().filter(|c| in_my_way(me, c)).collect();
+    let others: Vec<&Cell> = main.iter().filter(|c| in_my_way(me, mark, c)).collect();
     if let Some(holder) = others.iter().find(|c| !is_reservation(&c.value)) {
         return Verdict::Wait {
             holder: OwnerId::from_stored(&holder.column),
@@ -130,21 +134,22 @@ pub fn verdict(me: &str, main: &[Cell]) -> Verdict {
 }
 
 /// Whether any cell of `main` other than `me`'s is in my way (cells behind
-/// me, Q6, are not).
-pub fn others_in(me: &str, main: &[Cell]) -> bool {
-    main.iter().any(|c| in_my_way(me, c))
+/// me — naming `mark` — are not, Q6).
+pub fn others_in(me: &str, mark: &str, main: &[Cell]) -> bool {
+    main.iter().any(|c| in_my_way(me, mark, c))
 }
 
 /// Whether someone else's cells are in my way in `main`, and all of them
 /// are reservations: nobody holds, and the queue decides who goes (Q5).
-pub fn only_reservations_in_my_way(me: &str, main: &[Cell]) -> bool {
-    let mut others = main.iter().filter(|c| in_my_way(me, c)).peekable();
+pub fn only_reservations_in_my_way(me: &str, mark: &str, main: &[Cell]) -> bool {
+    let mut others = main.iter().filter(|c| in_my_way(me, mark, c)).peekable();
     others.peek().is_some() && others.all(|c| is_reservation(&c.value))
 }
 
-/// A cell of someone else's that is not a reservation behind me (Q6).
-fn in_my_way(me: &str, cell: &Cell) -> bool {
-    cell.column != me && reserved_behind_of(&cell.value).is_none_or(|(_, ahead)| ahead != me)
+/// A cell of someone else's that is not a reservation behind me (Q6): one
+/// naming my mark, not merely my owner id.
+fn in_my_way(me: &str, mark: &str, cell: &Cell) -> bool {
+    cell.column != me && reserved_behind_of(&cell.value).is_none_or(|(_, ahead)| ahead != mark)
 }
 
 #[cfg(test)]
@@ -166,11 +171,17 @@ mod tests {
     #[test]
     fn verdicts_on_main() {
         let me = "me/01";
+        let mark = "me/01@00000000000000000007";
         let mine = cell(me, RESERVED_VALUE);
         let holder = cell("h/01", b"queue");
         let legacy = cell("legacy-thread", b"");
         let other_res = cell("w/01", RESERVED_VALUE);
-        let behind_me = cell("w/02", &reserved_behind(Algorithm::Queue, me));
+        let behind_me = cell("w/02", &reserved_behind(Algorithm::Queue, mark));
+        // Behind an earlier acquisition of my slot (K1): not behind me.
+        let behind_my_slot = cell(
+            "w/04",
+            &reserved_behind(Algorithm::Queue, "me/01@00000000000000000003"),
+        );
         let behind_other = cell("w/03", &reserved_behind(Algorithm::Combined, "h/01"));
         let wait = |h: &str| Verdict::Wait {
             holder: OwnerId::from_stored(h),
@@ -196,24 +207,35 @@ mod tests {
             (vec![behind_me.clone()], Verdict::Missing),
             // A full read of cells behind me, mine beyond them: not Alone
             // (my cell was not seen), the queue's call.
-            ((0..4).map(|i| cell(&format!("a/{i}"), &reserved_behind(Algorithm::Combined, me))).collect(), Verdict::OnlyReservations),
+            ((0..4).map(|i| cell(&format!("a/{i}"), &reserved_behind(Algorithm::Combined, mark))).collect(), Verdict::OnlyReservations),
+            // A reservation naming my owner id with another arrival is
+            // someone else's business: in my way.
+            (vec![mine.clone(), behind_my_slot.clone()], Verdict::OnlyReservations),
+            // One naming my bare owner id (an older build) too.
+            (vec![mine.clone(), cell("w/05", &reserved_behind(Algorithm::Queue, me))], Verdict::OnlyReservations),
         ];
         for (i, (main, want)) in cases.iter().enumerate() {
-            assert_eq!(&verdict(me, main), want, "case #{i}");
+            assert_eq!(&verdict(me, mark, main), want, "case #{i}");
         }
-        assert!(others_in(me, std::slice::from_ref(&holder)));
-        assert!(!others_in(me, std::slice::from_ref(&mine)));
-        assert!(!others_in(me, &[mine, behind_me.clone()]));
-        assert!(others_in(me, std::slice::from_ref(&behind_other)));
+        assert!(others_in(me, mark, std::slice::from_ref(&holder)));
+        assert!(!others_in(me, mark, std::slice::from_ref(&mine)));
+        assert!(!others_in(me, mark, &[mine, behind_me.clone()]));
+        assert!(others_in(me, mark, std::slice::from_ref(&behind_other)));
+        assert!(others_in(me, mark, std::slice::from_ref(&behind_my_slot)));
         assert!(only_reservations_in_my_way(
             me,
+            mark,
             &[behind_other.clone(), other_res.clone()]
         ));
-        assert!(!only_reservations_in_my_way(me, &[behind_other, holder]));
+        assert!(!only_reservations_in_my_way(
+            me,
+            mark,
+            &[behind_other, holder]
+        ));
         assert!(
-            !only_reservations_in_my_way(me, &[behind_me]),
+            !only_reservations_in_my_way(me, mark, &[behind_me]),
             "nothing in my way"
         );
-        assert!(!only_reservations_in_my_way(me, &[]));
+        assert!(!only_reservations_in_my_way(me, mark, &[]));
     }
 }

@@ -45,7 +45,7 @@ use tokio::time::Instant;
 use super::entry::{Arrived, Entered};
 use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
 use super::poll::{self, Average, Bounds, Inputs};
-use crate::queue::{Position, parse_queue_column};
+use crate::queue::Position;
 
 /// How long, in measured round trips, a waiter keeps its cells reserved
 /// behind the same waiter ahead (Q6) before it gives that up — and with
@@ -124,10 +124,10 @@ pub(crate) enum Action {
         /// How long to sleep first.
         after: Duration,
     },
-    /// Write my cells reserved behind `ahead` (an owner id), the waiter
+    /// Write my cells reserved behind `ahead` (a mark), the waiter
     /// directly ahead of me: [`Observation::ReservedBehind`].
     ReserveBehind {
-        /// The owner id of the waiter ahead.
+        /// The mark of the waiter ahead (owner id and arrival).
         ahead: String,
     },
     /// Reserved behind another waiter: sleep `after`, then read my place
@@ -228,15 +228,17 @@ pub(crate) struct Waiter {
     stale_after: Duration,
     /// My `main` column (the owner id).
     me: String,
+    /// My mark: what a reservation behind me names (Q6).
+    mark: String,
     state: State,
     /// A write failed in an unknown way and may have left `main` (or
     /// `shadow`) cells: remove them before anything else.
     dirty: bool,
     /// My `main` cell is marked a reservation.
     reserved: bool,
-    /// My `main` cell is (or may be) reserved behind this owner, whose queue
-    /// cell has not yet been seen gone (Q6): no read of `main` may hand me
-    /// the lock until it has.
+    /// My `main` cell is (or may be) reserved behind this waiter (its mark),
+    /// whose queue cell has not yet been seen gone (Q6): no read of `main`
+    /// may hand me the lock until it has.
     behind: Option<String>,
     /// Since when `behind` was named; and the waiter ahead it gave up
     /// reserving behind, once the reservation outlived its bound.
@@ -262,6 +264,7 @@ impl Waiter {
             bounds,
             stale_after,
             me: me.to_string(),
+            mark: me.to_string(),
             state: State::Arriving,
             dirty: false,
             reserved: false,
@@ -304,13 +307,16 @@ impl Waiter {
             round_trip: self.round_trip,
             pace: self.pace,
             contended: true,
+            mark: self.mark.clone(),
             ..Waiter::new(self.bounds, self.stale_after, &self.me, now)
         };
     }
 
-    /// The owner id (my `main` column) of the place being taken.
-    pub(crate) fn set_owner(&mut self, me: &str) {
+    /// The owner id (my `main` column) and the mark (what a reservation
+    /// behind me names) of the place being taken.
+    pub(crate) fn set_place(&mut self, me: &str, mark: &str) {
         me.clone_into(&mut self.me);
+        mark.clone_into(&mut self.mark);
     }
 
     /// Where it stands.
@@ -381,8 +387,11 @@ impl Waiter {
         } = arrived;
         let alone = main
             .as_deref()
-            .is_some_and(|m| verdict(&self.me, m) == Verdict::Alone);
-        if main.as_deref().is_some_and(|m| others_in(&self.me, m)) {
+            .is_some_and(|m| verdict(&self.me, &self.mark, m) == Verdict::Alone);
+        if main
+            .as_deref()
+            .is_some_and(|m| others_in(&self.me, &self.mark, m))
+        {
             self.contended = true;
         }
         match position {
@@ -469,11 +478,11 @@ impl Waiter {
                 }
                 // Still second, behind the one I named, and still preparing
                 // (a node beside legacy contenders prepares nothing).
-                let still_behind =
-                    ahead == 1 && cx.prepares && cx.reserves_behind && self.behind.is_some() && {
-                        let head_owner = owner_of(&head);
-                        head_owner.is_some() && head_owner.as_deref() == self.behind.as_deref()
-                    };
+                let still_behind = ahead == 1
+                    && cx.prepares
+                    && cx.reserves_behind
+                    && !head.is_empty()
+                    && self.behind.as_deref() == Some(head.as_str());
                 if still_behind && self.reserved_behind_too_long(cx.now) {
                     // The waiter ahead is taking its time: give the
                     // reservation up for good (see the bound's docs).
@@ -499,7 +508,7 @@ impl Waiter {
         match entered {
             Entered::Read { main, reserved } => {
                 self.reserved = reserved;
-                match verdict(&self.me, &main) {
+                match verdict(&self.me, &self.mark, &main) {
                     Verdict::Alone => self.acquired(reserved),
                     Verdict::Missing => {
                         // My acknowledged write is not there: removed behind
@@ -541,7 +550,7 @@ impl Waiter {
 
     fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
         match self.state {
-            State::Prepared => match verdict(&self.me, cells) {
+            State::Prepared => match verdict(&self.me, &self.mark, cells) {
                 Verdict::Alone if can_claim => self.acquired(self.reserved),
                 // The preparation needs something that no longer holds (the
                 // combined lock's `shadow` cell): start over.
@@ -569,12 +578,12 @@ impl Waiter {
                     self.dirty = true;
                     return self.withdraw(Then::Enter);
                 }
-                if !others_in(&self.me, cells) {
+                if !others_in(&self.me, &self.mark, cells) {
                     return self.enter();
                 }
                 self.see(cells, cx.now);
                 let after = self.blocked_pause(Some(cells), cx);
-                if only_reservations_in_my_way(&self.me, cells) {
+                if only_reservations_in_my_way(&self.me, &self.mark, cells) {
                     self.state = State::Checking;
                     return Action::AskQueue { after };
                 }
@@ -665,7 +674,10 @@ impl Waiter {
         {
             return None;
         }
-        let ahead = owner_of(head)?;
+        if head.is_empty() {
+            return None;
+        }
+        let ahead = head.to_string();
         if self.declined.as_ref() == Some(&ahead) {
             return None;
         }
@@ -794,11 +806,6 @@ impl Waiter {
             _ => false,
         }
     }
-}
-
-/// The owner id (as stored) of a queue column.
-fn owner_of(column: &str) -> Option<String> {
-    parse_queue_column(column).map(|(_, owner)| owner.as_str().to_string())
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ fn reservation() -> Cell {
 }
 
 fn behind(ahead: u32) -> Position {
-    behind_of(ahead, "00000000000000000001h/01", Algorithm::Queue)
+    behind_of(ahead, "h/01@00000000000000000001", Algorithm::Queue)
 }
 
 fn behind_of(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
@@ -174,7 +174,7 @@ fn decisions() {
         case(State::Blocked, main_obs(vec![mine(), holder()], true), Withdraw, withdrawing(Then::Enter)),
         // Only reservations in the way: am I still first? (Q5)
         case(State::Blocked, main_obs(vec![reservation()], true), AskQueue { after: zero }, State::Checking),
-        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, "h/01"), 99)], true),
+        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, "h/01@00000000000000000001"), 99)], true),
              AskQueue { after: zero }, State::Checking),
         // ... but a cell reserved behind me is not in my way: enter.
         case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, ME), 99)], true),
@@ -327,7 +327,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
 fn the_second_in_line_reserves_behind_the_first() {
     use Action::*;
     let zero = Duration::ZERO;
-    let h01 = || Some("h/01".to_string());
+    let h01 = || Some("h/01@00000000000000000001".to_string());
     let reserve = |owner: &str| ReserveBehind {
         ahead: owner.into(),
     };
@@ -363,22 +363,22 @@ fn the_second_in_line_reserves_behind_the_first() {
         behind_after,
         reserved_after: false,
     };
-    let other_head = "00000000000000000002h/02";
+    let other_head = "h/02@00000000000000000002";
     #[rustfmt::skip]
     let cases = vec![
         // Second behind a queue waiter: reserve behind it.
         q(State::Behind { ahead: 2 }, None, Observation::Position(behind(1)),
-          reserve("h/01"), State::Reserving, h01()),
+          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
         // On arrival too, over the fast-path cell (one write instead of a withdrawal).
         q(State::Arriving, None, arrived(behind(1), Some(vec![holder(), cell(ME, b"queue", 99)]), true),
-          reserve("h/01"), State::Reserving, h01()),
+          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
         q(State::Arriving, None, arrived(behind(1), None, false),
-          reserve("h/01"), State::Reserving, h01()),
+          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
         // Behind a combined waiter too (it disregards cells naming it on every path).
-        q(State::Behind { ahead: 2 }, None, Observation::Position(behind_of(1, "00000000000000000001h/01", Algorithm::Combined)),
-          reserve("h/01"), State::Reserving, h01()),
+        q(State::Behind { ahead: 2 }, None, Observation::Position(behind_of(1, "h/01@00000000000000000001", Algorithm::Combined)),
+          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
         // Not behind a head whose queue cell is not lockshift's, nor further back.
-        q(State::Behind { ahead: 2 }, None, Observation::Position(Position::Behind { ahead: 1, head: "00000000000000000001h/01".into(), head_algorithm: None }),
+        q(State::Behind { ahead: 2 }, None, Observation::Position(Position::Behind { ahead: 1, head: "h/01@00000000000000000001".into(), head_algorithm: None }),
           Poll { after: zero }, State::Behind { ahead: 1 }, None),
         q(State::Behind { ahead: 3 }, None, Observation::Position(behind(2)),
           poll(2), State::Behind { ahead: 2 }, None),
@@ -404,7 +404,7 @@ fn the_second_in_line_reserves_behind_the_first() {
           Enter { prepared: false }, State::First, None),
         // Someone else is directly ahead now: reserve behind that one instead.
         q(State::Behind { ahead: 1 }, h01(), place(behind_of(1, other_head, Algorithm::Queue), true),
-          reserve("h/02"), State::Reserving, Some("h/02".into())),
+          reserve("h/02@00000000000000000002"), State::Reserving, Some("h/02@00000000000000000002".into())),
         // Further back again: withdraw (Q2).
         q(State::Behind { ahead: 1 }, h01(), place(behind(2), true),
           Withdraw, withdrawing(Then::Poll(MS * 2)), h01()),
@@ -456,7 +456,13 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
     context.reserves_behind = true;
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
     w.state = State::Behind { ahead: 2 };
-    let mine_behind = || cell(ME, &reserved_behind(Algorithm::Queue, "h/01"), 99);
+    let mine_behind = || {
+        cell(
+            ME,
+            &reserved_behind(Algorithm::Queue, "h/01@00000000000000000001"),
+            99,
+        )
+    };
     assert!(matches!(
         w.on(Observation::Position(behind(1)), &context),
         Action::ReserveBehind { .. }
@@ -553,7 +559,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
     // Behind someone new: reserve again.
     assert!(matches!(
         w.on(
-            Observation::Position(behind_of(1, "00000000000000000002h/02", Algorithm::Queue)),
+            Observation::Position(behind_of(1, "h/02@00000000000000000002", Algorithm::Queue)),
             &at(50)
         ),
         Action::ReserveBehind { .. }
