@@ -16,7 +16,7 @@ use std::time::Duration;
 use lockshift_combined::registry::live_nodes;
 use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
 use lockshift_lock::Algorithm;
-use lockshift_store::schema;
+use lockshift_store::{OpKind, schema};
 use lockshift_tests::attacks::{Started, World, cut_off, hold, plan};
 use lockshift_tests::sim::{for_each_seed, paused};
 
@@ -289,6 +289,60 @@ fn a_mode_switch_the_registry_has_not_seen_does_not_take_effect() {
             let guard = hold(&c.node.locker(), "x1").await;
             assert_eq!(guard.algorithm(), Algorithm::Legacy, "seed {seed}");
             guard.release().await.unwrap();
+            drop(w);
+        })
+    });
+}
+
+/// Issue 19 item 9: queue uses whose activity reports fail (the node is
+/// cut off from the `rollout` partition, so neither its promise nor its
+/// report lands) keep the rollback to `legacy` refused for the quiet period
+/// after the last of them — the guard never believes lost evidence.
+#[test]
+fn queue_uses_whose_reports_fail_keep_the_rollback_refused() {
+    let test = "queue_uses_whose_reports_fail_keep_the_rollback_refused";
+    for_each_seed(test, 0, 4, |seed| {
+        paused(async {
+            let mut w = world(seed);
+            let rollout = w.rollout();
+            let q = w.start("q", Mode::Auto, plan(false), false).await;
+            assert!(
+                advance_to_queue(
+                    &rollout,
+                    &q,
+                    true,
+                    Duration::from_millis(500),
+                    Duration::from_secs(120)
+                )
+                .await
+            );
+            q.node.refresh().await.expect("the stage reads");
+            let guard = hold(&q.node.locker(), "x1").await;
+            assert_eq!(guard.algorithm(), Algorithm::Queue, "seed {seed}");
+            let used = tokio::time::Instant::now();
+            // Its writes to the `rollout` partition fail from now on (its
+            // stage reads still work).
+            let mut writes_cut = cut_off(plan(false), vec![schema::ROLLOUT]);
+            writes_cut.scope.ops = Some(vec![OpKind::Write]);
+            q.env.store.set_plan(writes_cut);
+            guard.release().await.unwrap();
+            // Back to dual (free), then to legacy as soon as the guards allow.
+            assert!(attempt(&rollout, Stage::Dual).await, "seed {seed}");
+            let quiet = w.timings.quiet;
+            let mut passed_at = None;
+            while tokio::time::Instant::now() < used + quiet + Duration::from_secs(60) {
+                if attempt(&rollout, Stage::Legacy).await {
+                    passed_at = Some(tokio::time::Instant::now());
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            let passed_at = passed_at.expect("legacy passes once the quiet period is over");
+            assert!(
+                passed_at >= used + quiet,
+                "seed {seed}: legacy passed {:?} after an unreported queue use (quiet period {quiet:?})",
+                passed_at - used
+            );
             drop(w);
         })
     });
