@@ -39,7 +39,12 @@ Examples:
 
 Connection settings come from flags, then LOCKSHIFT__... environment
 variables (e.g. LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042), then
-the config file (--config or LOCKSHIFT_CONFIG); flags win.";
+the config file (--config or LOCKSHIFT_CONFIG); flags win. Every command
+that reads or changes the fleet's state needs the store named this way
+(for `migrate serve`: --contact-points 127.0.0.1:9042); `serve`, `demo`,
+`schema` and `bench` need none. Authentication and TLS: --username with
+--password-file (or LOCKSHIFT__STORE__CQL__PASSWORD), --tls-ca-file,
+--tls-cert-file and --tls-key-file, or the same keys in the file.";
 
 /// The operator tool for moving a fleet from the legacy lock to the queue lock.
 ///
@@ -74,7 +79,8 @@ pub struct ConnectOpts {
     /// Settings file (TOML; the services' own file works).
     #[arg(long, global = true, env = "LOCKSHIFT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// CQL nodes to contact, host:port, comma-separated [default: 127.0.0.1:9042].
+    /// CQL nodes to contact, host:port, comma-separated (127.0.0.1:9042 for
+    /// a local `migrate serve`).
     #[arg(
         long,
         global = true,
@@ -96,6 +102,28 @@ pub struct ConnectOpts {
     /// say how to create it.
     #[arg(long, global = true)]
     pub create_schema: bool,
+    /// User name for password authentication; the password comes from
+    /// --password-file or LOCKSHIFT__STORE__CQL__PASSWORD (never a flag:
+    /// flags show in `ps`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub username: Option<String>,
+    /// File holding the password (one trailing newline is dropped).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Connect with TLS, trusting the CA certificate(s) in this PEM file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes that require one; with --tls-key-file.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// UNSAFE: accept a node certificate that does not name the node's
+    /// address (the CA signature is still checked). Any certificate the CA
+    /// signed then passes for any node.
+    #[arg(long, global = true)]
+    pub tls_skip_hostname_verification: bool,
 }
 
 /// `--consistency`.
