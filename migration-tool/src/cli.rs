@@ -135,6 +135,15 @@ pub enum ConsistencyArg {
     LocalQuorum,
 }
 
+/// `run-with-lock --fencing-token`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FencingTokenArg {
+    /// No token, no command.
+    Required,
+    /// Run the command without a token when none can be had.
+    Optional,
+}
+
 /// Output options shared by every command.
 #[derive(Debug, Clone, Copy, Default, Args)]
 #[command(next_help_heading = "Output")]
@@ -246,10 +255,16 @@ pub enum Command {
     /// dies with migrate (even on kill -9: a supervisor kills the group);
     /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
     /// and it gets SIGKILL if still running --grace later or on a second
-    /// signal. The process registers as a node (node.id and node.mode come
-    /// from --mode, LOCKSHIFT__NODE__..., the --config file, as for every
-    /// node) and the command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
-    /// LOCKSHIFT_FENCING_TOKEN (queue-based modes). stdout is the command's:
+    /// signal. The lock is held until the command's whole process group is
+    /// gone: when the command exits (or is stopped) and processes it started
+    /// are still in its group (`sh -c 'job &'`), they get SIGTERM, then
+    /// SIGKILL after --grace, and only then is the lock released. (A process
+    /// that leaves the group itself, with setsid, is out of reach.) The
+    /// process registers as a node (node.id and node.mode come from --mode,
+    /// LOCKSHIFT__NODE__..., the --config file, as for every node) and the
+    /// command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
+    /// LOCKSHIFT_FENCING_TOKEN; without a token the command does not start
+    /// (exit 1) unless --fencing-token optional. stdout is the command's:
     /// --json writes the report to stderr, --report FILE to a file.
     #[command(
         after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
@@ -273,6 +288,13 @@ pub enum Command {
         /// Write the JSON report to this file (as well as --json on stderr).
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
+        /// Whether the command needs its fencing token: `required` (the
+        /// default) does not start it without one — taking the token is
+        /// retried while the lease holds; if it cannot be had, the lock is
+        /// released and migrate exits 1 —, `optional` starts it anyway,
+        /// without LOCKSHIFT_FENCING_TOKEN.
+        #[arg(long, value_enum, default_value = "required")]
+        fencing_token: FencingTokenArg,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -284,6 +306,9 @@ pub enum Command {
         /// The pid of the run-with-lock process.
         #[arg(long)]
         parent: i32,
+        /// SIGTERM → SIGKILL grace for processes the command leaves behind.
+        #[arg(long, value_parser = parse_duration, default_value = "10s")]
+        grace: Duration,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,

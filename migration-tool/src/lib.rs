@@ -178,6 +178,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             timeout,
             grace,
             report,
+            fencing_token,
             command,
         } => {
             let env = ops::Env::open(connect).await?;
@@ -186,6 +187,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 mode,
                 timeout,
                 grace,
+                fencing_token_required: fencing_token == cli::FencingTokenArg::Required,
                 command,
                 supervisor: Some(
                     std::env::current_exe()
