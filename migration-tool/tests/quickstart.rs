@@ -3,6 +3,9 @@
 //! build: `examples/quickstart` (issue 13: a lock in at most 15 lines) and
 //! the README's "Using the lock in a service" as written (issue 19 item 3).
 
+// Integration tests: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

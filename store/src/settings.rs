@@ -421,7 +421,7 @@ impl CqlSettings {
 /// The longest setting value echoed in a message, in characters.
 const ECHO_MAX: usize = 80;
 
-/// `value`, cut to [`ECHO_MAX`] characters (with `…`), quoted.
+/// `value`, cut to 80 characters (with `…`), quoted: how a setting's value is echoed in a message.
 pub fn echo(value: &str) -> String {
     if value.chars().count() <= ECHO_MAX {
         format!("{value:?}")
@@ -813,6 +813,9 @@ mod tests {
         (dir, path)
     }
 
+    /// A change to default CQL settings, for table-driven cases.
+    type Edit<'a> = Box<dyn FnOnce(&mut CqlSettings) + 'a>;
+
     fn cql_with(f: impl FnOnce(&mut CqlSettings)) -> Vec<String> {
         let mut cql = CqlSettings::default();
         f(&mut cql);
@@ -825,7 +828,7 @@ mod tests {
     fn credential_and_tls_mistakes_name_their_key() {
         let (_keep, dir) = tls_dir();
         let missing = dir.join("nope.crt");
-        let cases: Vec<(&str, Box<dyn FnOnce(&mut CqlSettings)>)> = vec![
+        let cases: Vec<(&str, Edit<'_>)> = vec![
             (
                 "store.cql.password and store.cql.password_file are both set",
                 Box::new(|c| {

@@ -233,7 +233,7 @@ pub fn group_alive(g: Pid) -> bool {
 }
 
 /// Ending a process group: `SIGTERM`, up to `grace` for it to empty, then
-/// `SIGKILL`, then up to [`AFTER_KILL`]. Driven by [`step`](Self::step)
+/// `SIGKILL`, then up to 5 s more. Driven by [`step`](Self::step)
 /// from a polling loop (the caller decides how to wait).
 #[derive(Debug)]
 pub struct GroupEnd {
@@ -256,7 +256,7 @@ impl GroupEnd {
     }
 
     /// Moves on when a deadline passed: `SIGKILL` after the grace period,
-    /// giving up [`AFTER_KILL`] later. Returns what it did, to be said.
+    /// giving up 5 s later. Returns what it did, to be said.
     pub fn step(&mut self) -> Option<String> {
         let now = Instant::now();
         match self.killed_at {
