@@ -284,3 +284,61 @@ async fn one_cell_costs_two_operations_per_period_and_a_cell_let_go_none() {
     assert_eq!(f.main_columns().await, ["me"]);
     lease.release().await.unwrap();
 }
+
+/// Issue 19 item 5: fence writes that time out (and landed) are retried
+/// within the lease; the token handed out is above every attempt that
+/// landed, and is the fencing cell's value.
+#[tokio::test(start_paused = true)]
+async fn the_fencing_token_survives_writes_that_may_have_applied() {
+    use lockshift_store::{FailPoint, FaultPlan, FaultScope, OpKind};
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.set_plan(FaultPlan {
+        scope: FaultScope {
+            tables: Some(vec![schema::GLOBAL_TIME]),
+            ops: Some(vec![OpKind::Write]),
+        },
+        ..FaultPlan::default()
+    });
+    // Two fence writes land and are reported as timeouts; the third is
+    // acknowledged.
+    f.store.fail_next(2, FailPoint::After);
+    let token = lease.next_fencing_token().await.expect("a token");
+    let c = f.store.op_counts();
+    assert_eq!(c.get(schema::GLOBAL_TIME, OpKind::Write), 3, "{c}");
+    assert_eq!(
+        c.get(schema::GLOBAL_TIME, OpKind::Read),
+        3,
+        "each attempt re-reads: {c}"
+    );
+    let cell = f
+        .store
+        .inner()
+        .read(schema::GLOBAL_TIME, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(cell.len(), 1);
+    assert_eq!(
+        cell[0].writetime.as_micros(),
+        i64::try_from(token).unwrap(),
+        "the newest landed write is the token handed out"
+    );
+    lease.release().await.unwrap();
+}
+
+/// Retries end with the lease: cut off from the store, the call answers
+/// "lease lost" (by the lost signal's deadline), not a store error at the
+/// first failure and not never.
+#[tokio::test(start_paused = true)]
+async fn fencing_token_retries_end_when_the_lease_is_lost() {
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    f.store.set_partitioned(true);
+    let outcome = tokio::time::timeout(settings().lease_ttl, lease.next_fencing_token())
+        .await
+        .expect("retries end within the lease TTL");
+    assert!(matches!(outcome, Err(FenceFailure::Lost(_))), "{outcome:?}");
+    assert!(lease.lost_token().is_cancelled());
+}

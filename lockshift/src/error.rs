@@ -16,6 +16,11 @@ pub enum StartError {
     /// A setting is invalid for a running node.
     #[error("invalid settings: {0}")]
     Invalid(#[from] InvalidSetting),
+    /// The settings name no store and none was given to the builder: a
+    /// node never falls back to an in-memory store by itself. The message
+    /// says what to add.
+    #[error("{}", lockshift_store::settings::NO_STORE_CHOSEN)]
+    NoStore,
     /// The store named by `[store]` could not be opened (unreachable
     /// cluster, missing keyspace or tables: `migrate schema` prints them).
     #[error("cannot open the store: {0}")]

@@ -75,6 +75,8 @@ use crate::settings::Settings;
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let mut settings = lockshift::Settings::default();
 /// settings.node.id = Some("web-1".into());
+/// // In-memory, this process only: tests and examples.
+/// settings.store.backend = Some(lockshift::settings::StoreBackend::Embedded);
 /// let node = lockshift::Node::builder().settings(settings).start().await?;
 /// let guard = node.acquire("accounts").await?;
 /// guard.release().await?;
@@ -145,9 +147,16 @@ impl NodeBuilder {
     /// leaves it unknown, hence combined), registers, and starts the
     /// background loops.
     ///
+    /// A node runs on the store given with [`store`](Self::store), or on the
+    /// one the settings name: `[store.cql]` (a cluster) or
+    /// `store.backend = "embedded"` (this process only). Settings that name
+    /// none are refused ([`StartError::NoStore`]) — never a silent
+    /// in-memory store whose locks exclude nothing across processes.
+    ///
     /// # Errors
     /// [`StartError::Settings`] when the settings cannot be read or break a
-    /// rule, [`StartError::Store`] when the store cannot be opened.
+    /// rule, [`StartError::NoStore`] when they name no store and none was
+    /// given, [`StartError::Store`] when the store cannot be opened.
     pub async fn start(self) -> Result<Node, StartError> {
         let settings = match self.settings {
             Some(settings) => settings.validated()?,
@@ -155,6 +164,7 @@ impl NodeBuilder {
         };
         let store = match self.store {
             Some(store) => store,
+            None if settings.store.backend.is_none() => return Err(StartError::NoStore),
             None => settings.store.open().await?,
         };
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
@@ -402,7 +412,7 @@ impl Node {
                     ),
                 )
             })?;
-        if settings.store.backend == lockshift_store::StoreBackend::Embedded {
+        if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
             info!(node = %id, "embedded store: locks exclude only within this process");
         }
         // Every operation of this node, counted by table and kind.

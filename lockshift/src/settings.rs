@@ -7,10 +7,14 @@
 //! id = "web-1"               # default: <hostname>-<pid>
 //! mode = "auto"              # legacy | combined | queue | auto
 //!
-//! [store]
-//! backend = "cql"            # or "embedded"
+//! [store]                    # required: a cluster, or "embedded" said out loud
+//! backend = "cql"            # or "embedded" (this process only); implied by [store.cql]
 //! [store.cql]
 //! contact_points = ["10.0.0.1:9042"]
+//! username = "app"           # with password_file (or password): authentication
+//! password_file = "/run/secrets/cql-password"
+//! [store.cql.tls]            # TLS when ca_file is given; cert/key for client auth
+//! ca_file = "/etc/lockshift/ca.crt"
 //!
 //! [lock]
 //! lease_ttl = "60s"
@@ -32,7 +36,16 @@
 //!
 //! Every key can be overridden from the environment: `LOCKSHIFT__` then the
 //! dotted path with `__` for the dots, e.g. `LOCKSHIFT__LOCK__RENEW_EVERY=20s`,
-//! `LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042,10.0.0.2:9042`.
+//! `LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042,10.0.0.2:9042`,
+//! `LOCKSHIFT__STORE__CQL__TLS__CA_FILE=/etc/lockshift/ca.crt`. User names,
+//! passwords and file names are taken from the environment as they are
+//! (never read as numbers or booleans). The password is never logged nor
+//! shown in `Debug` output ([`lockshift_store::settings::Secret`]).
+//!
+//! Settings that name no store — no `[store.cql]`, no `store.backend` —
+//! are valid to load, but a node refuses to start on them
+//! ([`crate::StartError::NoStore`]): the embedded store is never a silent
+//! default.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +60,7 @@ pub use lockshift_combined::{LockSettings, RolloutSettings};
 pub use lockshift_legacy::{Backoff, LegacySettings};
 pub use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use lockshift_store::settings::InvalidSetting;
+pub use lockshift_store::settings::{ConnectionSecurity, Secret, TlsSettings};
 pub use lockshift_store::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 
 /// The prefix of environment overrides.
@@ -58,6 +72,24 @@ const LONGEST_PERIOD: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Keys whose environment value is a comma-separated list.
 const LIST_KEYS: [&str; 1] = ["store.cql.contact_points"];
+
+/// Keys whose environment value is taken as it is, never parsed: the
+/// loader otherwise reads `0123` as the number 123 and `True` as `true`,
+/// which would change a password, a user name or a file name.
+const VERBATIM_KEYS: [&str; 7] = [
+    "node.id",
+    "store.cql.username",
+    "store.cql.password",
+    "store.cql.password_file",
+    "store.cql.tls.ca_file",
+    "store.cql.tls.cert_file",
+    "store.cql.tls.key_file",
+];
+
+/// The `LOCKSHIFT__…` variable of a dotted key.
+pub fn env_var_of(key: &str) -> String {
+    format!("{ENV_PREFIX}__{}", key.to_uppercase().replace('.', "__"))
+}
 
 /// All of lockshift's settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -157,34 +189,55 @@ impl Settings {
             }
             builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
         }
+        // The environment as a map (the process's, or the one given), so
+        // the verbatim keys can be taken out and set as plain strings.
+        let mut env: HashMap<String, String> = env.unwrap_or_else(|| {
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+                .collect()
+        });
+        let mut verbatim = Vec::new();
+        for key in VERBATIM_KEYS {
+            if let Some(value) = env.remove(&env_var_of(key)) {
+                verbatim.push((key, value));
+            }
+        }
         let mut environment = Environment::with_prefix(ENV_PREFIX)
             .prefix_separator("__")
             .separator("__")
             .try_parsing(true)
             .list_separator(",")
-            .source(env);
+            .source(Some(env));
         for key in LIST_KEYS {
             environment = environment.with_list_parse_key(key);
         }
-        let built = builder
-            .add_source(environment)
-            .build()
-            .map_err(|e| match path {
-                Some(p)
-                    if matches!(
-                        e,
-                        config::ConfigError::FileParse { .. } | config::ConfigError::Foreign(_)
-                    ) =>
-                {
-                    SettingsError::File {
-                        path: p.to_path_buf(),
-                        source: e,
-                    }
-                }
-                _ => SettingsError::Parse {
+        builder = builder.add_source(environment);
+        for (key, value) in verbatim {
+            // Overrides sit above every source, where the environment's
+            // values sit anyway (above the file).
+            builder = builder
+                .set_override(key, value)
+                .map_err(|e| SettingsError::Parse {
                     message: e.to_string(),
-                },
-            })?;
+                })?;
+        }
+        let built = builder.build().map_err(|e| match path {
+            Some(p)
+                if matches!(
+                    e,
+                    config::ConfigError::FileParse { .. } | config::ConfigError::Foreign(_)
+                ) =>
+            {
+                SettingsError::File {
+                    path: p.to_path_buf(),
+                    source: e,
+                }
+            }
+            _ => SettingsError::Parse {
+                message: e.to_string(),
+            },
+        })?;
         Self::from_built(built)
     }
 
@@ -250,6 +303,10 @@ impl Settings {
             ("rollout.heartbeat_ttl", self.rollout.heartbeat_ttl),
             ("store.cql.connect_timeout", self.store.cql.connect_timeout),
             ("store.cql.request_timeout", self.store.cql.request_timeout),
+            (
+                "store.cql.speculative_read_after",
+                self.store.cql.speculative_read_after,
+            ),
             ("store.embedded.gc_grace", self.store.embedded.gc_grace),
         ];
         if let Some(stale_after) = self.lock.queue.stale_after {

@@ -64,7 +64,7 @@ fn the_file_is_read_and_the_environment_overrides_it() {
     .unwrap();
     assert_eq!(s.node.id.as_deref(), Some("web-1"));
     assert_eq!(s.node.mode, Mode::Queue, "env wins over the file");
-    assert_eq!(s.store.backend, StoreBackend::Cql);
+    assert_eq!(s.store.backend, Some(StoreBackend::Cql));
     assert_eq!(
         s.store.cql.contact_points,
         ["10.0.0.7:9042", "10.0.0.8:9042"]
@@ -189,25 +189,85 @@ fn absurd_durations_are_refused_not_panicked_on() {
 fn a_cql_section_without_a_backend_means_cql() {
     let f = file("[store.cql]\ncontact_points = [\"10.0.0.1:9042\"]\n");
     let s = Settings::load_with_env(Some(f.path()), env(&[])).unwrap();
-    assert_eq!(s.store.backend, StoreBackend::Cql);
+    assert_eq!(s.store.backend, Some(StoreBackend::Cql));
     assert_eq!(s.store.cql.contact_points, ["10.0.0.1:9042"]);
     let s = Settings::load_with_env(
         None,
         env(&[("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", "10.0.0.2:9042")]),
     )
     .unwrap();
-    assert_eq!(s.store.backend, StoreBackend::Cql, "from the environment");
+    assert_eq!(
+        s.store.backend,
+        Some(StoreBackend::Cql),
+        "from the environment"
+    );
     let s = Settings::from_toml("[store]\nbackend = \"embedded\"\n[store.cql]\nkeyspace = \"x\"\n")
         .unwrap();
     assert_eq!(
         s.store.backend,
-        StoreBackend::Embedded,
+        Some(StoreBackend::Embedded),
         "an explicit backend wins"
     );
     let s = Settings::from_toml("[lock]\nrenew_every = \"5s\"\n").unwrap();
     assert_eq!(
-        s.store.backend,
-        StoreBackend::Embedded,
-        "nothing said about CQL"
+        s.store.backend, None,
+        "nothing said about the store: no store (a node refuses to start)"
     );
+}
+
+/// Issue 19 item 1: credentials and TLS files come from the environment
+/// as they are — a password of digits or `True` is not read as a number
+/// or a boolean — and the password never shows in `Debug`.
+#[test]
+fn secrets_and_files_come_from_the_environment_verbatim() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("0042");
+    std::fs::write(&ca, "x").unwrap();
+    let s = Settings::load_with_env(
+        None,
+        env(&[
+            ("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", "10.0.0.2:9042"),
+            ("LOCKSHIFT__STORE__CQL__USERNAME", "True"),
+            ("LOCKSHIFT__STORE__CQL__PASSWORD", "000123"),
+            ("LOCKSHIFT__STORE__CQL__TLS__CA_FILE", ca.to_str().unwrap()),
+            ("LOCKSHIFT__STORE__CQL__TLS__VERIFY_HOSTNAME", "false"),
+        ]),
+    )
+    .unwrap();
+    let cql = &s.store.cql;
+    assert_eq!(cql.username.as_deref(), Some("True"));
+    assert_eq!(cql.password.as_ref().map(|p| p.expose()), Some("000123"));
+    assert_eq!(cql.tls.ca_file.as_deref(), Some(ca.as_path()));
+    assert!(!cql.tls.verify_hostname);
+    let debug = format!("{s:?}");
+    assert!(!debug.contains("000123"), "{debug}");
+    assert!(debug.contains("<redacted>"), "{debug}");
+}
+
+/// Issue 19 item 1: a TLS or credentials mistake in the environment is
+/// refused at load, naming the key.
+#[test]
+fn tls_and_credential_mistakes_are_refused_at_load() {
+    let err = Settings::load_with_env(
+        None,
+        env(&[
+            ("LOCKSHIFT__STORE__CQL__USERNAME", "app"),
+            ("LOCKSHIFT__STORE__CQL__PASSWORD", "pw"),
+            ("LOCKSHIFT__STORE__CQL__PASSWORD_FILE", "/nonexistent/pw"),
+            (
+                "LOCKSHIFT__STORE__CQL__TLS__CERT_FILE",
+                "/nonexistent/c.crt",
+            ),
+        ]),
+    )
+    .unwrap_err()
+    .to_string();
+    for needle in [
+        "store.cql.password and store.cql.password_file are both set",
+        "store.cql.password_file (\"/nonexistent/pw\") does not exist",
+        "store.cql.tls.cert_file is set, but store.cql.tls.key_file (its private key) is not",
+        "store.cql.tls.ca_file is not",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
 }

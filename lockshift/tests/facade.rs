@@ -175,3 +175,55 @@ async fn connect_reads_the_file_and_names_what_is_wrong() {
         "names the key and the rule: {err}"
     );
 }
+
+/// Issue 19 item 2: no silent local lock. Settings that name no store —
+/// from code or from a file — do not start a node on a process-local
+/// store; the error says exactly what to add. Asked for explicitly (a
+/// store given to the builder, or `store.backend = "embedded"`), it runs.
+#[tokio::test]
+async fn a_node_without_a_named_store_refuses_to_start() {
+    let err = Node::builder()
+        .settings(Settings::default())
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StartError::NoStore), "{err}");
+    let msg = err.to_string();
+    for needle in [
+        "[store.cql] contact_points = [",
+        "LOCKSHIFT__STORE__CQL__CONTACT_POINTS",
+        "store.backend = \"embedded\"",
+    ] {
+        assert!(msg.contains(needle), "{needle}: {msg}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lockshift.toml");
+    std::fs::write(&path, "[node]\nid = \"web-1\"\n").unwrap();
+    let err = Node::builder()
+        .config_file(&path)
+        .env(HashMap::new())
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StartError::NoStore), "{err}");
+
+    std::fs::write(
+        &path,
+        "[node]\nid = \"web-1\"\n[store]\nbackend = \"embedded\"\n",
+    )
+    .unwrap();
+    let node = Node::builder()
+        .config_file(&path)
+        .env(HashMap::new())
+        .start()
+        .await
+        .expect("the embedded store, asked for");
+    node.shutdown().await;
+    let node = Node::builder()
+        .settings(Settings::default())
+        .store(Arc::new(MemoryStore::new()))
+        .start()
+        .await
+        .expect("a store given in code");
+    node.shutdown().await;
+}

@@ -39,7 +39,12 @@ Examples:
 
 Connection settings come from flags, then LOCKSHIFT__... environment
 variables (e.g. LOCKSHIFT__STORE__CQL__CONTACT_POINTS=10.0.0.1:9042), then
-the config file (--config or LOCKSHIFT_CONFIG); flags win.";
+the config file (--config or LOCKSHIFT_CONFIG); flags win. Every command
+that reads or changes the fleet's state needs the store named this way
+(for `migrate serve`: --contact-points 127.0.0.1:9042); `serve`, `demo`,
+`schema` and `bench` need none. Authentication and TLS: --username with
+--password-file (or LOCKSHIFT__STORE__CQL__PASSWORD), --tls-ca-file,
+--tls-cert-file and --tls-key-file, or the same keys in the file.";
 
 /// The operator tool for moving a fleet from the legacy lock to the queue lock.
 ///
@@ -74,7 +79,8 @@ pub struct ConnectOpts {
     /// Settings file (TOML; the services' own file works).
     #[arg(long, global = true, env = "LOCKSHIFT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// CQL nodes to contact, host:port, comma-separated [default: 127.0.0.1:9042].
+    /// CQL nodes to contact, host:port, comma-separated (127.0.0.1:9042 for
+    /// a local `migrate serve`).
     #[arg(
         long,
         global = true,
@@ -96,6 +102,28 @@ pub struct ConnectOpts {
     /// say how to create it.
     #[arg(long, global = true)]
     pub create_schema: bool,
+    /// User name for password authentication; the password comes from
+    /// --password-file or LOCKSHIFT__STORE__CQL__PASSWORD (never a flag:
+    /// flags show in `ps`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub username: Option<String>,
+    /// File holding the password (one trailing newline is dropped).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Connect with TLS, trusting the CA certificate(s) in this PEM file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes that require one; with --tls-key-file.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// UNSAFE: accept a node certificate that does not name the node's
+    /// address (the CA signature is still checked). Any certificate the CA
+    /// signed then passes for any node.
+    #[arg(long, global = true)]
+    pub tls_skip_hostname_verification: bool,
 }
 
 /// `--consistency`.
@@ -105,6 +133,15 @@ pub enum ConsistencyArg {
     Quorum,
     /// LOCAL_QUORUM: only when every client of a lock is in one datacenter.
     LocalQuorum,
+}
+
+/// `run-with-lock --fencing-token`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FencingTokenArg {
+    /// No token, no command.
+    Required,
+    /// Run the command without a token when none can be had.
+    Optional,
 }
 
 /// Output options shared by every command.
@@ -218,10 +255,16 @@ pub enum Command {
     /// dies with migrate (even on kill -9: a supervisor kills the group);
     /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
     /// and it gets SIGKILL if still running --grace later or on a second
-    /// signal. The process registers as a node (node.id and node.mode come
-    /// from --mode, LOCKSHIFT__NODE__..., the --config file, as for every
-    /// node) and the command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
-    /// LOCKSHIFT_FENCING_TOKEN (queue-based modes). stdout is the command's:
+    /// signal. The lock is held until the command's whole process group is
+    /// gone: when the command exits (or is stopped) and processes it started
+    /// are still in its group (`sh -c 'job &'`), they get SIGTERM, then
+    /// SIGKILL after --grace, and only then is the lock released. (A process
+    /// that leaves the group itself, with setsid, is out of reach.) The
+    /// process registers as a node (node.id and node.mode come from --mode,
+    /// LOCKSHIFT__NODE__..., the --config file, as for every node) and the
+    /// command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
+    /// LOCKSHIFT_FENCING_TOKEN; without a token the command does not start
+    /// (exit 1) unless --fencing-token optional. stdout is the command's:
     /// --json writes the report to stderr, --report FILE to a file.
     #[command(
         after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
@@ -245,6 +288,13 @@ pub enum Command {
         /// Write the JSON report to this file (as well as --json on stderr).
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
+        /// Whether the command needs its fencing token: `required` (the
+        /// default) does not start it without one — taking the token is
+        /// retried while the lease holds; if it cannot be had, the lock is
+        /// released and migrate exits 1 —, `optional` starts it anyway,
+        /// without LOCKSHIFT_FENCING_TOKEN.
+        #[arg(long, value_enum, default_value = "required")]
+        fencing_token: FencingTokenArg,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -256,6 +306,9 @@ pub enum Command {
         /// The pid of the run-with-lock process.
         #[arg(long)]
         parent: i32,
+        /// SIGTERM → SIGKILL grace for processes the command leaves behind.
+        #[arg(long, value_parser = parse_duration, default_value = "10s")]
+        grace: Duration,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,

@@ -6,9 +6,19 @@
 //! [`Settings::load`] does the last three, the flags are laid on top here.
 //!
 //! `migrate` always talks CQL: an embedded store inside the tool's own
-//! process would hold nothing the fleet wrote. `store.backend = "embedded"`
-//! (the services' default) therefore means the default CQL endpoint,
-//! `127.0.0.1:9042`, where `migrate serve` listens.
+//! process would hold nothing the fleet wrote. The commands that read or
+//! change the fleet's state (`status`, `inspect`, `clean`, `advance`,
+//! `rollback`, `run-with-lock`, `bench --cluster`) need the store *named* —
+//! `--contact-points`, `LOCKSHIFT__STORE__CQL__…`, or `[store.cql]` in the
+//! file ([`store_settings`]); with nothing named, or with
+//! `store.backend = "embedded"` (a store inside each service process,
+//! which no other process can reach), they stop with a usage error that
+//! says what to add. They once fell back to `127.0.0.1:9042`: a
+//! `run-with-lock` on a machine whose settings went missing then took its
+//! lock from whatever listened there — a local `migrate serve` — and
+//! excluded nobody. `serve` (which *is* that endpoint), `schema` (prints
+//! only), `bench` (its own endpoint) and `demo` (its own fleet, in-process
+//! unless a cluster is named) need no store named ([`settings`]).
 //!
 //! Schema: nothing creates a keyspace or tables unless asked — the
 //! `--create-schema` flag, `store.cql.create_schema = true` in the file or
@@ -40,11 +50,82 @@ pub const CONFIG_ENV: &str = "LOCKSHIFT_CONFIG";
 /// A [`UsageError`] (exit 2) for unreadable or invalid settings.
 pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::Result<Settings> {
     let path = opts.config.as_deref();
-    let mut settings = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
-    settings.store.backend = StoreBackend::Cql;
+    let loaded = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
+    with_flags(loaded, opts, create_schema_by_default)
+}
+
+/// As [`settings`], for the commands that work on the fleet's store: the
+/// store must be named (see the module docs).
+///
+/// # Errors
+/// A [`UsageError`] (exit 2) for unreadable or invalid settings, for
+/// settings that name no store, and for `store.backend = "embedded"`.
+pub fn store_settings(
+    opts: &ConnectOpts,
+    create_schema_by_default: bool,
+) -> anyhow::Result<Settings> {
+    let path = opts.config.as_deref();
+    let loaded = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
+    if opts.contact_points.is_empty() {
+        match loaded.store.backend {
+            Some(StoreBackend::Cql) => {}
+            Some(StoreBackend::Embedded) => {
+                return Err(UsageError(format!(
+                    "store.backend = \"embedded\" ({}) names a store inside each service \
+                     process, which migrate cannot reach. Name the fleet's cluster: \
+                     --contact-points HOST:PORT,… (127.0.0.1:9042 for a local `migrate serve`), \
+                     LOCKSHIFT__STORE__CQL__CONTACT_POINTS, or [store.cql] contact_points in \
+                     the --config file",
+                    source_of("store.backend", path, None)
+                ))
+                .into());
+            }
+            None => {
+                return Err(UsageError(format!(
+                    "no store named: this command works on the fleet's store. Pass \
+                     --contact-points HOST:PORT,… (127.0.0.1:9042 for a local `migrate serve`), \
+                     set LOCKSHIFT__STORE__CQL__CONTACT_POINTS, or add [store.cql] \
+                     contact_points = [\"HOST:PORT\"] to the --config file ({})",
+                    anywhere(path)
+                ))
+                .into());
+            }
+        }
+    }
+    with_flags(loaded, opts, create_schema_by_default)
+}
+
+/// The flags of `opts` on top of `loaded`, then validation.
+fn with_flags(
+    mut settings: Settings,
+    opts: &ConnectOpts,
+    create_schema_by_default: bool,
+) -> anyhow::Result<Settings> {
+    let path = opts.config.as_deref();
+    settings.store.backend = Some(StoreBackend::Cql);
     let cql = &mut settings.store.cql;
     if !opts.contact_points.is_empty() {
         cql.contact_points = opts.contact_points.clone();
+    }
+    if let Some(user) = &opts.username {
+        cql.username = Some(user.clone());
+    }
+    if let Some(file) = &opts.password_file {
+        // The flag replaces whatever password the file or environment gave.
+        cql.password = None;
+        cql.password_file = Some(file.clone());
+    }
+    if let Some(ca) = &opts.tls_ca_file {
+        cql.tls.ca_file = Some(ca.clone());
+    }
+    if let Some(cert) = &opts.tls_cert_file {
+        cql.tls.cert_file = Some(cert.clone());
+    }
+    if let Some(key) = &opts.tls_key_file {
+        cql.tls.key_file = Some(key.clone());
+    }
+    if opts.tls_skip_hostname_verification {
+        cql.tls.verify_hostname = false;
     }
     if let Some(ks) = &opts.keyspace {
         cql.keyspace = ks.clone();
@@ -73,7 +154,7 @@ pub fn settings(opts: &ConnectOpts, create_schema_by_default: bool) -> anyhow::R
 pub fn cluster_settings(opts: &ConnectOpts) -> anyhow::Result<Option<Settings>> {
     let path = opts.config.as_deref();
     let loaded = Settings::load(path).map_err(|e| usage_from_settings(e, path, None))?;
-    if opts.contact_points.is_empty() && loaded.store.backend != StoreBackend::Cql {
+    if opts.contact_points.is_empty() && loaded.store.backend != Some(StoreBackend::Cql) {
         return Ok(None);
     }
     settings(opts, false).map(Some)
@@ -125,6 +206,13 @@ fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> Stri
             "store.cql.connect_timeout" if opts.connect_timeout.is_some() => {
                 Some("--connect-timeout")
             }
+            "store.cql.username" if opts.username.is_some() => Some("--username"),
+            "store.cql.password" | "store.cql.password_file" if opts.password_file.is_some() => {
+                Some("--password-file")
+            }
+            "store.cql.tls.ca_file" if opts.tls_ca_file.is_some() => Some("--tls-ca-file"),
+            "store.cql.tls.cert_file" if opts.tls_cert_file.is_some() => Some("--tls-cert-file"),
+            "store.cql.tls.key_file" if opts.tls_key_file.is_some() => Some("--tls-key-file"),
             _ => None,
         };
         if let Some(flag) = flag {
@@ -140,7 +228,14 @@ fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> Stri
         base.to_uppercase().replace('.', "__")
     );
     if let Ok(value) = std::env::var(&var) {
-        return format!("from {var}={value:?} in the environment");
+        // Never echo a secret; cut long values short.
+        if base == "store.cql.password" {
+            return format!("from {var} in the environment");
+        }
+        return format!(
+            "from {var}={} in the environment",
+            lockshift_store::settings::echo(&value)
+        );
     }
     match path {
         Some(p) => format!("from the file {}", p.display()),
@@ -181,6 +276,12 @@ pub fn explain_connect_error(settings: &Settings, e: StoreError) -> anyhow::Erro
              `migrate --create-schema status` creates them with store.cql.replication; a local \
              endpoint started with `migrate serve` has them already",
             ks = cql.keyspace
+        )),
+        StoreErrorKind::Authentication => anyhow::Error::new(e).context(format!(
+            "the database at {points} refused this client (authentication or TLS); the \
+             reason follows. Settings: --username/--password-file or store.cql.username and \
+             store.cql.password_file; --tls-ca-file/--tls-cert-file/--tls-key-file or \
+             [store.cql.tls]"
         )),
         StoreErrorKind::Connection | StoreErrorKind::NotApplied | StoreErrorKind::Unavailable => {
             anyhow::Error::new(e).context(format!(

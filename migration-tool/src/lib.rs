@@ -178,6 +178,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             timeout,
             grace,
             report,
+            fencing_token,
             command,
         } => {
             let env = ops::Env::open(connect).await?;
@@ -186,6 +187,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 mode,
                 timeout,
                 grace,
+                fencing_token_required: fencing_token == cli::FencingTokenArg::Required,
                 command,
                 supervisor: Some(
                     std::env::current_exe()
@@ -240,7 +242,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Bench(args) => {
-            let settings = connect::settings(connect, args.cluster)?;
+            // A cluster to measure must be named; the local endpoint needs none.
+            let settings = if args.cluster {
+                connect::store_settings(connect, true)?
+            } else {
+                connect::settings(connect, false)?
+            };
             let config = ops::bench::config(&args, &settings)?;
             if !config.hold_locks.is_empty() {
                 let report = ops::bench::hold(&config, render::note).await?;
@@ -261,8 +268,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             }
         }
         Command::BenchWorker { spec } => {
-            let spec = serde_json::from_str(&spec)
+            let mut spec = serde_json::from_str(&spec)
                 .map_err(|e| UsageError(format!("invalid worker spec: {e}")))?;
+            ops::bench::restore_password(&mut spec);
             lockshift_bench::run_worker(spec).await?;
             Ok(Outcome::Ok)
         }

@@ -38,8 +38,13 @@ fn main() -> ExitCode {
     let _ = nix::sys::signal::SigSet::all().thread_unblock();
     // The run-with-lock supervisor: its own small runtime, no logging (its
     // stderr is the command's).
-    if let Command::RunWithLockChild { parent, command } = &cli.command {
-        return ExitCode::from(ops::child::supervise(*parent, command));
+    if let Command::RunWithLockChild {
+        parent,
+        grace,
+        command,
+    } = &cli.command
+    {
+        return ExitCode::from(ops::child::supervise(*parent, *grace, command));
     }
     // Default: warnings of lockshift's own crates. The driver's connection
     // chatter is off: a failed connection is explained once, by `migrate`.

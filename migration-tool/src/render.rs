@@ -267,6 +267,31 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 
 // ===== status =====
 
+/// `TLS (certificates verified, hostname checked, client certificate),
+/// authenticated as app` — or `not encrypted, not authenticated`.
+fn describe_connection(c: &crate::ops::status::ConnectionView) -> String {
+    let tls = if c.encrypted {
+        let mut parts = vec!["certificates verified"];
+        parts.push(if c.hostname_verified {
+            "hostname checked"
+        } else {
+            "hostname NOT checked (unsafe)"
+        });
+        if c.client_certificate {
+            parts.push("client certificate");
+        }
+        format!("TLS ({})", parts.join(", "))
+    } else {
+        "not encrypted".to_string()
+    };
+    let auth = match (&c.authenticated, &c.user) {
+        (true, Some(user)) => format!("authenticated as {user}"),
+        (true, None) => "authenticated".to_string(),
+        (false, _) => "not authenticated".to_string(),
+    };
+    format!("{tls}, {auth}")
+}
+
 impl Human for StatusReport {
     fn human(&self) -> String {
         let mut s = String::new();
@@ -285,6 +310,9 @@ impl Human for StatusReport {
             }
         );
         let _ = writeln!(s, "store      {}", self.store);
+        if let Some(c) = &self.connection {
+            let _ = writeln!(s, "connection {}", describe_connection(c));
+        }
         for w in &self.warnings {
             let _ = writeln!(s, "WARNING    {w}");
         }

@@ -307,3 +307,172 @@ async fn the_command_starts_with_no_signal_blocked() {
     r.expect_code(0);
     assert_eq!(r.stdout.trim(), "SigBlk:\t0000000000000000", "{r:#?}");
 }
+
+/// Reads `child`'s stderr until a line contains `needle` (at most 30 s);
+/// returns everything read so far.
+async fn stderr_until(child: &mut tokio::process::Child, needle: &str) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(found, "stderr never said {needle:?}:\n{seen}");
+    // Keep draining, so migrate never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    seen
+}
+
+/// Issue 19 item 4: `sh -c 'job &'` exits at once and leaves `job`
+/// running; the lock stays held until `job` is gone too. Here `job`
+/// ignores SIGTERM and the grace period is long, so it lives until the
+/// test kills it: meanwhile another run-with-lock cannot take the lock;
+/// after, it can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_process_keeps_the_lock_until_it_is_gone() {
+    let e = Endpoint::with_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("job");
+    let mut migrate = spawned(common::command(
+        Some(&e.addr()),
+        &[
+            "run-with-lock",
+            "background",
+            "--grace",
+            "10m",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 44 & echo $! > \"$1\"",
+            "sh",
+            pidfile.to_str().unwrap(),
+        ],
+        FAST,
+    ));
+    let job = pid_in(&pidfile).await;
+    stderr_until(&mut migrate, "still run in its process group").await;
+    assert!(alive(job), "the background job ignores SIGTERM");
+    e.migrate_env(
+        &[
+            "run-with-lock",
+            "background",
+            "--timeout",
+            "1s",
+            "--",
+            "true",
+        ],
+        FAST,
+    )
+    .await
+    .expect_code(3);
+    assert!(
+        migrate.try_wait().unwrap().is_none(),
+        "migrate holds on while the job lives"
+    );
+    kill(Pid::from_raw(job), Signal::SIGKILL).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), migrate.wait())
+        .await
+        .expect("migrate ends once the group is gone")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the command's own exit code");
+    e.migrate_env(
+        &[
+            "run-with-lock",
+            "background",
+            "--timeout",
+            "5s",
+            "--",
+            "true",
+        ],
+        FAST,
+    )
+    .await
+    .expect_code(0);
+}
+
+/// The leftover process is ended (SIGTERM) before migrate releases and
+/// exits: when migrate is done, so is `sleep 44`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_process_is_ended_before_the_release() {
+    let e = Endpoint::with_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("job");
+    let r = e
+        .migrate_env(
+            &[
+                "run-with-lock",
+                "leftover",
+                "--",
+                "sh",
+                "-c",
+                "sleep 44 & echo $! > \"$1\"",
+                "sh",
+                pidfile.to_str().unwrap(),
+            ],
+            FAST,
+        )
+        .await;
+    let job: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let still_alive = alive(job);
+    if still_alive {
+        let _ = kill(Pid::from_raw(job), Signal::SIGKILL);
+    }
+    r.expect_code(0)
+        .stderr_has("still run in its process group; sending them SIGTERM");
+    assert!(!still_alive, "sleep 44 outlived migrate:\n{r:#?}");
+}
+
+/// A command that traps SIGINT, exits 0 and leaves a child behind (which
+/// ignores SIGINT, as background jobs of `sh` do): the forwarded SIGINT
+/// ends the command, then the child is ended, then migrate exits with the
+/// command's code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_traps_sigint_and_leaves_a_child() {
+    let e = Endpoint::with_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (shell, child) = (dir.path().join("shell"), dir.path().join("child"));
+    let migrate = spawned(common::command(
+        Some(&e.addr()),
+        &[
+            "run-with-lock",
+            "trapper",
+            "--",
+            "sh",
+            "-c",
+            "trap 'exit 0' INT; sleep 45 & echo $! > \"$2\"; echo $$ > \"$1\"; wait",
+            "sh",
+            shell.to_str().unwrap(),
+            child.to_str().unwrap(),
+        ],
+        FAST,
+    ));
+    let (shell, child) = (pid_in(&shell).await, pid_in(&child).await);
+    let pid = Pid::from_raw(i32::try_from(migrate.id().unwrap()).unwrap());
+    kill(pid, Signal::SIGINT).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), migrate.wait_with_output())
+        .await
+        .expect("migrate ends")
+        .unwrap();
+    let child_alive = alive(child);
+    if child_alive {
+        let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the trap's exit 0: {stderr}");
+    assert!(!alive(shell));
+    assert!(!child_alive, "the child outlived migrate: {stderr}");
+}

@@ -35,6 +35,11 @@ pub enum StoreErrorKind {
     SchemaMissing,
     /// No connection to the database could be established.
     Connection,
+    /// The cluster refused this client: wrong or missing credentials, or a
+    /// TLS handshake that failed (an untrusted certificate, a client
+    /// certificate required, TLS required or not spoken). Retrying with the
+    /// same settings will not help.
+    Authentication,
 }
 
 impl StoreErrorKind {
@@ -46,6 +51,7 @@ impl StoreErrorKind {
             StoreErrorKind::Invalid => "was rejected as invalid",
             StoreErrorKind::SchemaMissing => "failed: schema missing",
             StoreErrorKind::Connection => "failed: no connection",
+            StoreErrorKind::Authentication => "failed: refused by the cluster",
         }
     }
 }

@@ -286,7 +286,8 @@ async fn rolling_deployment_over_cql() {
     let timings = Timings::real_time();
     for run in 0..2 {
         let settings = own_keyspace(&ep.settings, "rolling");
-        let report = rolling_deployment(Backend::Cql(settings.clone()), timings, 3, 5).await;
+        let report =
+            rolling_deployment(Backend::Cql(Box::new(settings.clone())), timings, 3, 5).await;
         report.assert_clean(&timings, &format!("over CQL, run #{run}"));
         println!(
             "over CQL, run #{run}: {} acquisitions {:?}, worst unavailability {:?}",

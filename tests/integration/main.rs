@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod cql_faults;
+mod cut_off_node;
 mod locks_over_cql;
 mod repository;
+mod secure_cluster;
 mod store_conformance;

@@ -34,7 +34,7 @@ pub enum Backend {
     /// One shared embedded store (use under a paused clock).
     Embedded(Cluster),
     /// The local endpoint (or a cluster): each node connects on its own.
-    Cql(CqlSettings),
+    Cql(Box<CqlSettings>),
 }
 
 impl Backend {

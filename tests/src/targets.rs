@@ -228,3 +228,117 @@ impl Target for EndpointTarget {
         self.inner.unique(name)
     }
 }
+
+// ===== a cluster with authentication and TLS =====
+
+/// `host:port` of a node that requires password authentication and TLS
+/// (`start-cassandra.sh --auth --tls CERTDIR`).
+pub const TLS_CONTACT_POINTS_VAR: &str = "LOCKSHIFT_TEST_TLS_CONTACT_POINTS";
+/// `host:port` of a node that requires authentication, TLS and a client
+/// certificate (`--auth --tls CERTDIR --tls-client-auth`); optional.
+pub const TLS_CLIENT_AUTH_CONTACT_POINTS_VAR: &str =
+    "LOCKSHIFT_TEST_TLS_CLIENT_AUTH_CONTACT_POINTS";
+/// The CERTDIR: `ca.crt` (the CA that signed the nodes' certificates),
+/// `client.crt` and `client.key`.
+pub const TLS_DIR_VAR: &str = "LOCKSHIFT_TEST_TLS_DIR";
+/// `user:password` of a role that may create keyspaces (default
+/// `cassandra:cassandra`, Cassandra's own superuser).
+pub const AUTH_VAR: &str = "LOCKSHIFT_TEST_AUTH";
+/// Set (by CI, when it started the nodes): a missing secure cluster fails
+/// the tests instead of skipping them.
+pub const REQUIRE_SECURE_VAR: &str = "LOCKSHIFT_REQUIRE_SECURE_CLUSTER";
+
+/// Nodes that require authentication and TLS, and what it takes to use
+/// them.
+#[derive(Clone, Debug)]
+pub struct SecureCluster {
+    /// The auth + TLS node(s).
+    pub tls_points: Vec<String>,
+    /// The auth + TLS + client-certificate node(s), if configured.
+    pub client_auth_points: Option<Vec<String>>,
+    /// The CERTDIR.
+    pub tls_dir: std::path::PathBuf,
+    /// A role that may create keyspaces.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl SecureCluster {
+    /// The cluster named by the environment, or why there is none.
+    ///
+    /// # Errors
+    /// Why the secure cluster tests cannot run (a variable missing).
+    pub fn from_env() -> Result<SecureCluster, String> {
+        let points = |var: &str| {
+            std::env::var(var).ok().map(|raw| {
+                raw.split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+        };
+        let tls_points = points(TLS_CONTACT_POINTS_VAR)
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| format!("{TLS_CONTACT_POINTS_VAR} is not set"))?;
+        let tls_dir = std::env::var(TLS_DIR_VAR)
+            .map(std::path::PathBuf::from)
+            .map_err(|_| format!("{TLS_DIR_VAR} is not set"))?;
+        let auth = std::env::var(AUTH_VAR).unwrap_or_else(|_| "cassandra:cassandra".into());
+        let (user, password) = auth
+            .split_once(':')
+            .ok_or_else(|| format!("{AUTH_VAR} is not user:password"))?;
+        Ok(SecureCluster {
+            tls_points,
+            client_auth_points: points(TLS_CLIENT_AUTH_CONTACT_POINTS_VAR)
+                .filter(|p| !p.is_empty()),
+            tls_dir,
+            user: user.to_string(),
+            password: password.to_string(),
+        })
+    }
+
+    /// The cluster, or `None` after printing why the test is skipped —
+    /// unless [`REQUIRE_SECURE_VAR`] is set, when a missing cluster panics.
+    ///
+    /// # Panics
+    /// When the cluster is required and not named.
+    pub fn or_skip(test: &str) -> Option<SecureCluster> {
+        match SecureCluster::from_env() {
+            Ok(cluster) => Some(cluster),
+            Err(why) if std::env::var_os(REQUIRE_SECURE_VAR).is_some() => {
+                panic!("{test}: {REQUIRE_SECURE_VAR} is set but {why}")
+            }
+            Err(why) => {
+                println!(
+                    "skipped {test}: {why}; start a node with start-cassandra.sh --auth --tls \
+                     CERTDIR and set {TLS_CONTACT_POINTS_VAR}=host:port and {TLS_DIR_VAR}=CERTDIR \
+                     (.ci/run does, when the Cassandra bundle is there)"
+                );
+                None
+            }
+        }
+    }
+
+    /// Settings for the auth + TLS node with the right credentials and CA,
+    /// in keyspace `keyspace` (created if missing).
+    pub fn settings(&self, keyspace: &str) -> CqlSettings {
+        CqlSettings {
+            contact_points: self.tls_points.clone(),
+            keyspace: keyspace.to_string(),
+            create_schema: true,
+            connect_timeout: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(10),
+            username: Some(self.user.clone()),
+            password: Some(lockshift_store::settings::Secret::new(
+                self.password.clone(),
+            )),
+            tls: lockshift_store::settings::TlsSettings {
+                ca_file: Some(self.tls_dir.join("ca.crt")),
+                ..Default::default()
+            },
+            ..CqlSettings::default()
+        }
+    }
+}

@@ -65,6 +65,12 @@ pub fn check_plots_dir(config: &BenchConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The variable that hands a worker the store password: the spec on the
+/// command line (visible to every user through `ps`) never carries it — the
+/// settings never serialise it — and a process's environment is readable
+/// by its owner only.
+pub const WORKER_PASSWORD_ENV: &str = "LOCKSHIFT_BENCH_WORKER_PASSWORD";
+
 /// A worker process: this executable's `bench-worker`.
 fn worker_command() -> anyhow::Result<impl Fn(&WorkerSpec) -> Result<Command, BenchError> + Sync> {
     let exe = std::env::current_exe()?;
@@ -73,8 +79,23 @@ fn worker_command() -> anyhow::Result<impl Fn(&WorkerSpec) -> Result<Command, Be
         command
             .arg("bench-worker")
             .arg(serde_json::to_string(spec)?);
+        if let Some(password) = &spec.cql.password {
+            command.env(WORKER_PASSWORD_ENV, password.expose());
+        }
         Ok(command)
     })
+}
+
+/// The worker's side of [`WORKER_PASSWORD_ENV`]: the password its spec
+/// could not carry.
+pub fn restore_password(spec: &mut WorkerSpec) {
+    if spec.cql.username.is_some()
+        && spec.cql.password.is_none()
+        && spec.cql.password_file.is_none()
+        && let Ok(password) = std::env::var(WORKER_PASSWORD_ENV)
+    {
+        spec.cql.password = Some(lockshift_store::settings::Secret::new(password));
+    }
 }
 
 /// Runs the benchmark with this executable as the worker.

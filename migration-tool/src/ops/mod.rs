@@ -46,7 +46,7 @@ impl Env {
     /// # Errors
     /// Settings (usage) or connection errors, explained.
     pub async fn open(opts: &ConnectOpts) -> anyhow::Result<Env> {
-        let settings = connect::settings(opts, false)?;
+        let settings = connect::store_settings(opts, false)?;
         let store = connect::open(&settings).await?;
         Ok(Env::new(settings, store, Arc::new(SystemClock)))
     }

@@ -25,12 +25,22 @@
 //!
 //! The command runs in its own process group under a small supervisor
 //! ([`super::child`]) that kills the whole group if `migrate` dies, even by
-//! `kill -9`; and `migrate` ends when the command ends. Signals `migrate`
-//! receives (INT, TERM, HUP, QUIT) are forwarded as they are to the group;
-//! if the command is still running `--grace` later, or on a second signal,
-//! the group gets SIGKILL. The price of the own group: a command reading
-//! from the terminal would be stopped (SIGTTIN) — locked commands are
-//! batch jobs.
+//! `kill -9`. Signals `migrate` receives (INT, TERM, HUP, QUIT) are
+//! forwarded as they are to the group; if the command is still running
+//! `--grace` later, or on a second signal, the group gets SIGKILL. The
+//! price of the own group: a command reading from the terminal would be
+//! stopped (SIGTTIN) — locked commands are batch jobs.
+//!
+//! # The whole group, then the release
+//!
+//! The lock is held until the command's whole process group is gone, not
+//! only the command: `sh -c 'job &'` exits at once and leaves `job`
+//! running, still touching the resource. When the command exits (or is
+//! stopped after a lost lease or a signal) and processes remain in its
+//! group, they get SIGTERM, then SIGKILL after `--grace`, and only once
+//! the group is empty is the lock released and `migrate` exits. The
+//! supervisor does this (so a `kill -9` of `migrate` meanwhile still kills
+//! the group); `migrate` checks again after it ([`child::end_group`]).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -67,6 +77,8 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// SIGTERM (or a forwarded signal) → SIGKILL grace period.
     pub grace: Duration,
+    /// Whether the command may start only with a fencing token.
+    pub fencing_token_required: bool,
     /// Program and arguments.
     pub command: Vec<String>,
     /// The `migrate` binary, to run the command under its supervisor
@@ -90,6 +102,9 @@ pub enum RunResult {
     Interrupted,
     /// The command could not be started.
     SpawnFailed,
+    /// No fencing token could be had while the lease held, and one was
+    /// required (`--fencing-token required`, the default); nothing ran.
+    NoFencingToken,
 }
 
 /// The report of `migrate run-with-lock` (JSON schema, `"version": 1`;
@@ -307,9 +322,23 @@ async fn hold_and_run(
     report.waited_ms = ms(started.elapsed());
     report.algorithm = guard.algorithm();
     report.owner = Some(guard.owner().to_string());
-    // Two round trips: the child gets a token it can hand to the resource.
+    // Two round trips (retried within the lease by the guard): the child
+    // gets a token it can hand to the resource.
     report.fencing_token = match guard.fencing_token().await {
         Ok(token) => Some(token),
+        Err(e) if request.fencing_token_required => {
+            note(format!(
+                "error: {e}; the command was not started (--fencing-token optional starts it \
+                 without one)"
+            ));
+            report.result = RunResult::NoFencingToken;
+            report.exit_code = 1;
+            report.lease_lost = guard.lost_reason().map(|r| r.to_string());
+            if let Err(e) = guard.release().await {
+                note(format!("warning: {e}"));
+            }
+            return Ok(());
+        }
         Err(e) => {
             note(format!("warning: running without a fencing token: {e}"));
             None
@@ -389,6 +418,8 @@ fn spawn(
             cmd.arg(child::SUBCOMMAND)
                 .arg("--parent")
                 .arg(std::process::id().to_string())
+                .arg("--grace")
+                .arg(humantime::format_duration(request.grace).to_string())
                 .arg("--")
                 .args(&request.command);
             cmd
@@ -464,7 +495,13 @@ async fn supervise(
         }
         tokio::select! {
             status = child.wait() => {
-                return Ok(Ran::Exited(status.context("waiting for the command")?));
+                let status = status.context("waiting for the command")?;
+                // The supervisor waits for the whole group before it exits;
+                // this covers a run without one (and a supervisor that died).
+                if let Some(group) = group {
+                    child::end_group(group, grace, &mut *note).await;
+                }
+                return Ok(Ran::Exited(status));
             }
             _ = lost.cancelled() => {
                 note(format!(
@@ -480,6 +517,9 @@ async fn supervise(
                         (true, child.wait().await.ok())
                     }
                 };
+                if let Some(group) = group {
+                    child::end_group(group, Duration::ZERO, &mut *note).await;
+                }
                 return Ok(Ran::LeaseLost { killed, status });
             }
             Some(sig) = interrupts.rx.recv() => pending.push(sig),
@@ -603,6 +643,7 @@ mod tests {
             mode: Some(Mode::Queue),
             timeout: Some(Duration::from_secs(10)),
             grace: Duration::from_secs(1),
+            fencing_token_required: true,
             command: command.iter().map(|s| s.to_string()).collect(),
             supervisor: None,
         }
@@ -638,5 +679,50 @@ mod tests {
             (r.result, r.outcome()),
             (RunResult::SpawnFailed, Outcome::Child(127))
         );
+    }
+
+    /// Issue 19 item 5: without a fencing token (the fencing cell out of
+    /// reach for a whole lease TTL of retries) the command does not start,
+    /// unless `--fencing-token optional`.
+    #[tokio::test]
+    async fn no_fencing_token_no_command_unless_optional() {
+        use lockshift_store::{FaultPlan, FaultScope, FaultyStore};
+        let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 1));
+        faulty.set_plan(FaultPlan {
+            scope: FaultScope {
+                tables: Some(vec![schema::GLOBAL_TIME]),
+                ops: None,
+            },
+            ..FaultPlan::default()
+        });
+        faulty.set_partitioned(true);
+        let store: SharedStore = faulty.clone();
+        let mut settings = Settings::default();
+        settings.lock.lease_ttl = Duration::from_secs(3);
+        settings.lock.renew_every = Duration::from_secs(1);
+        let env = Env::new(settings, store, Arc::new(SystemClock));
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let touch = format!("touch '{}'", marker.display());
+        let mut notes = Vec::new();
+        let r = run_with_lock(&env, request(&["sh", "-c", &touch]), |n| notes.push(n))
+            .await
+            .unwrap();
+        assert_eq!(r.result, RunResult::NoFencingToken, "{notes:?}");
+        assert_eq!(r.outcome(), Outcome::Child(1));
+        assert!(!marker.exists(), "the command did not run");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("the command was not started")),
+            "{notes:?}"
+        );
+        let optional = Request {
+            fencing_token_required: false,
+            ..request(&["sh", "-c", &touch])
+        };
+        let r = run_with_lock(&env, optional, |_| {}).await.unwrap();
+        assert_eq!((r.result, r.fencing_token), (RunResult::Completed, None));
+        assert!(marker.exists(), "optional: the command ran without a token");
     }
 }

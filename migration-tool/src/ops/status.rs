@@ -21,6 +21,9 @@ pub struct StatusReport {
     pub version: u32,
     /// The store, e.g. `cql 127.0.0.1:9042/lockshift (QUORUM)`.
     pub store: String,
+    /// How the connection to the cluster is protected (`null` when the
+    /// store is not a CQL connection). Never holds a secret.
+    pub connection: Option<ConnectionView>,
     /// When the report was made (µs since the epoch).
     pub now_us: i64,
     /// The current stage.
@@ -47,6 +50,37 @@ pub struct StatusReport {
     /// Whether a warning is an UNSAFE one: exclusion is not guaranteed now
     /// (`migrate status` then exits 5).
     pub unsafe_state: bool,
+}
+
+/// How `migrate` is connected: encryption and authentication, never the
+/// password.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConnectionView {
+    /// TLS to the nodes (`store.cql.tls.ca_file` given).
+    pub encrypted: bool,
+    /// The nodes' certificates are checked against their addresses
+    /// (`false` with TLS: `store.cql.tls.verify_hostname = false`, unsafe).
+    pub hostname_verified: bool,
+    /// A client certificate is presented.
+    pub client_certificate: bool,
+    /// Password authentication is used.
+    pub authenticated: bool,
+    /// The user name, when authenticated.
+    pub user: Option<String>,
+}
+
+impl ConnectionView {
+    /// The view of `cql`'s settings.
+    pub fn of(cql: &lockshift_store::CqlSettings) -> ConnectionView {
+        let security = cql.security();
+        ConnectionView {
+            encrypted: security.encrypted,
+            hostname_verified: security.hostname_verified,
+            client_certificate: security.client_certificate,
+            authenticated: security.authenticated,
+            user: cql.username.clone(),
+        }
+    }
 }
 
 /// The stage record.
@@ -314,6 +348,8 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
     StatusReport {
         version: JSON_VERSION,
         store: env.store.describe(),
+        connection: (env.settings.store.backend == Some(lockshift_store::StoreBackend::Cql))
+            .then(|| ConnectionView::of(&env.settings.store.cql)),
         now_us: now.as_micros(),
         stage: StageView {
             stage: current.stage,

@@ -15,9 +15,10 @@ use scylla::policies::host_filter::HostFilter;
 use scylla::statement::Consistency as DriverConsistency;
 use tokio::time::Instant;
 
-use super::errors::{self, at_connect, classify_execution, classify_new_session};
+use super::errors::{self, at_connect, classify_execution};
 use super::rows::decode_rows;
 use super::statements;
+use super::tls;
 use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::schema;
@@ -59,6 +60,20 @@ const SCHEMA_HINT: &str = "run the statements `migrate schema` prints (cqlsh -f)
 /// session itself.
 pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>, StoreError> {
     let timeout = settings.connect_timeout;
+    let invalid = |problem: crate::settings::InvalidSetting| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            CONNECT_OP,
+            None,
+            format!("invalid settings: {}", problem.message),
+        )
+    };
+    let tls_config = tls::client_config(&settings.tls).map_err(invalid)?;
+    let credentials = settings.credentials().map_err(invalid)?;
+    let probe = Probe {
+        tls: tls_config.clone(),
+        settings: settings.tls.clone(),
+    };
     let error = |kind, why: String| {
         StoreError::new(
             kind,
@@ -73,10 +88,17 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
     };
     let started = Instant::now();
     let deadline = started + timeout;
-    let probed = probe_contact_points(&settings.contact_points, started, deadline).await;
+    let probed = probe_contact_points(&probe, &settings.contact_points, started, deadline).await;
     if probed.answered.is_empty() {
+        // Refused by every node for the same kind of reason (TLS): say so,
+        // rather than "unreachable".
+        let kind = if !probed.failed.is_empty() && probed.failed.iter().all(|f| f.refused) {
+            StoreErrorKind::Authentication
+        } else {
+            StoreErrorKind::Connection
+        };
         return Err(error(
-            StoreErrorKind::Connection,
+            kind,
             format!("no contact point answered: {}", probed.describe_failures()),
         ));
     }
@@ -90,16 +112,23 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
     unresponsive.extend(probed.failed.iter().filter_map(|f| f.addr));
     // Schema metadata of lockshift's keyspace only: it is all lockshift
     // reads, and a cluster with a large schema should not slow a start.
-    let builder = SessionBuilder::new()
+    let mut builder = SessionBuilder::new()
         .known_nodes(probed.answered.iter().map(|(point, _)| point.as_str()))
         .connection_timeout(timeout)
         .metadata_request_clientside_timeout(timeout)
         .keyspaces_to_fetch([settings.keyspace.as_str()])
-        .host_filter(Arc::new(SkipUnresponsive(unresponsive.clone())));
+        .host_filter(Arc::new(SkipUnresponsive(unresponsive.clone())))
+        .tls_context(tls_config);
+    if let Some((user, password)) = &credentials {
+        builder = builder.user(user.as_str(), password.expose());
+    }
     let left = deadline.saturating_duration_since(Instant::now());
     let session = match tokio::time::timeout(left, builder.build()).await {
         Ok(Ok(session)) => Arc::new(session),
-        Ok(Err(e)) => return Err(error(classify_new_session(&e), e.to_string())),
+        Ok(Err(e)) => {
+            let (kind, why) = errors::describe_new_session(&e, settings);
+            return Err(error(kind, why));
+        }
         Err(_) => {
             return Err(error(
                 StoreErrorKind::Connection,
@@ -119,12 +148,21 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
     };
     if !unresponsive.is_empty() {
         tokio::spawn(reprobe_until_answered(
+            probe,
             Arc::downgrade(&session),
             unresponsive,
             timeout,
         ));
     }
     Ok(session)
+}
+
+/// How to ask a node for its `OPTIONS`: in the clear, or through TLS with
+/// the configuration the driver gets.
+#[derive(Clone)]
+struct Probe {
+    tls: Option<Arc<rustls::ClientConfig>>,
+    settings: crate::settings::TlsSettings,
 }
 
 /// `2s`, `300ms`: a duration as the operator wrote it.
@@ -147,6 +185,24 @@ struct ProbeFailure {
     /// The address that was tried, when the name resolved.
     addr: Option<SocketAddr>,
     why: String,
+    /// The node answered, but refused this client (TLS): no use waiting.
+    refused: bool,
+}
+
+/// Why one probe failed: the words, and whether the node refused us.
+#[derive(Debug)]
+struct ProbeError {
+    why: String,
+    refused: bool,
+}
+
+impl ProbeError {
+    fn unreachable(why: String) -> Self {
+        ProbeError {
+            why,
+            refused: false,
+        }
+    }
 }
 
 impl Probed {
@@ -161,11 +217,16 @@ impl Probed {
 
 /// Probes every contact point at once (see [`open_session`] for when it
 /// stops waiting).
-async fn probe_contact_points(points: &[String], started: Instant, deadline: Instant) -> Probed {
+async fn probe_contact_points(
+    probe: &Probe,
+    points: &[String],
+    started: Instant,
+    deadline: Instant,
+) -> Probed {
     let per_node = deadline.saturating_duration_since(started);
     let mut pending: FuturesUnordered<_> = points
         .iter()
-        .map(|point| async move { (point.clone(), probe_point(point, per_node).await) })
+        .map(|point| async move { (point.clone(), probe_point(probe, point, per_node).await) })
         .collect();
     let quorum = points.len() / 2 + 1;
     let halfway = started + per_node / 2;
@@ -181,9 +242,9 @@ async fn probe_contact_points(points: &[String], started: Instant, deadline: Ins
                         break;
                     }
                 }
-                Some((point, Err((addr, why)))) => {
+                Some((point, Err((addr, e)))) => {
                     settled.push(point.clone());
-                    probed.failed.push(ProbeFailure { point, addr, why });
+                    probed.failed.push(ProbeFailure { point, addr, why: e.why, refused: e.refused });
                 }
                 None => break,
             },
@@ -205,6 +266,7 @@ async fn probe_contact_points(points: &[String], started: Instant, deadline: Ins
             // driver's own discovery.
             addr: point.parse().ok(),
             why: why.clone(),
+            refused: false,
         });
     }
     probed
@@ -213,19 +275,28 @@ async fn probe_contact_points(points: &[String], started: Instant, deadline: Ins
 /// Resolves `point` and asks the first address that answers for its
 /// `OPTIONS`, all within `limit`.
 async fn probe_point(
+    probe: &Probe,
     point: &str,
     limit: Duration,
-) -> Result<SocketAddr, (Option<SocketAddr>, String)> {
+) -> Result<SocketAddr, (Option<SocketAddr>, ProbeError)> {
     let attempt = async {
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(point)
             .await
-            .map_err(|e| (None, format!("cannot resolve: {e}")))?
+            .map_err(|e| {
+                (
+                    None,
+                    ProbeError::unreachable(format!("cannot resolve: {e}")),
+                )
+            })?
             .collect();
-        let mut last = (None, "resolves to no address".to_string());
+        let mut last = (
+            None,
+            ProbeError::unreachable("resolves to no address".to_string()),
+        );
         for addr in addrs {
-            match probe_addr(addr).await {
+            match probe_addr(probe, addr).await {
                 Ok(()) => return Ok(addr),
-                Err(why) => last = (Some(addr), why),
+                Err(e) => last = (Some(addr), e),
             }
         }
         Err(last)
@@ -234,38 +305,93 @@ async fn probe_point(
         Ok(result) => result,
         Err(_) => Err((
             point.parse().ok(),
-            format!("no CQL answer within {}", fmt_secs(limit)),
+            ProbeError::unreachable(format!("no CQL answer within {}", fmt_secs(limit))),
         )),
     }
 }
 
-/// One CQL v4 `OPTIONS` round trip: any response frame means a live node.
+/// One CQL v4 `OPTIONS` round trip (through TLS when configured): any
+/// response frame means a live node.
 ///
 /// Written out rather than done through the driver: the driver has no way
 /// to talk to one node alone without building a whole session, whose
-/// handshake is the very thing that hangs.
-async fn probe_addr(addr: SocketAddr) -> Result<(), String> {
+/// handshake is the very thing that hangs. Done through TLS exactly as
+/// the driver's connections are (same configuration, same server name: the
+/// node's IP address), a handshake failure is reported here, at once and
+/// in words, rather than as a session that never comes up.
+async fn probe_addr(probe: &Probe, addr: SocketAddr) -> Result<(), ProbeError> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| ProbeError::unreachable(format!("connect: {e}")))?;
+    match &probe.tls {
+        None => options_round_trip(stream).await.map_err(|e| {
+            // A node that requires TLS reads our clear-text frame as a
+            // broken TLS record and drops the connection without a word.
+            let closed = matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+            );
+            if closed {
+                ProbeError {
+                    why: format!(
+                        "the node closed the connection without a CQL answer ({e}): it may \
+                         require TLS (set store.cql.tls.ca_file to the CA that signed its \
+                         certificate)"
+                    ),
+                    refused: true,
+                }
+            } else {
+                ProbeError::unreachable(e.to_string())
+            }
+        }),
+        Some(config) => {
+            let connector = tokio_rustls::TlsConnector::from(config.clone());
+            let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            let stream = connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| ProbeError {
+                    why: tls::describe_handshake_error(&e, &probe.settings),
+                    refused: true,
+                })?;
+            options_round_trip(stream).await.map_err(|e| {
+                // TLS 1.3 reports a refused client certificate only after
+                // the handshake, on the first read.
+                if e.get_ref()
+                    .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+                {
+                    ProbeError {
+                        why: tls::describe_handshake_error(&e, &probe.settings),
+                        refused: true,
+                    }
+                } else {
+                    ProbeError::unreachable(e.to_string())
+                }
+            })
+        }
+    }
+}
+
+/// Sends `OPTIONS` on `stream` and reads one response header.
+async fn options_round_trip<S>(mut stream: S) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // Header: version 4 request, no flags, stream 1, opcode OPTIONS (5),
     // empty body.
     const OPTIONS: [u8; 9] = [0x04, 0x00, 0x00, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00];
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    stream
-        .write_all(&OPTIONS)
-        .await
-        .map_err(|e| format!("send: {e}"))?;
+    stream.write_all(&OPTIONS).await?;
+    stream.flush().await?;
     let mut header = [0u8; 9];
-    stream
-        .read_exact(&mut header)
-        .await
-        .map_err(|e| format!("no CQL answer: {e}"))?;
+    stream.read_exact(&mut header).await?;
     // A response has the direction bit set on the version byte.
     if header[0] & 0x80 == 0 {
-        return Err(format!(
-            "not a CQL response (first byte {:#04x})",
-            header[0]
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not a CQL response (first byte {:#04x})", header[0]),
         ));
     }
     Ok(())
@@ -317,6 +443,7 @@ impl HostFilter for SkipUnresponsive {
 /// metadata refresh opens its pool. Ends when all answered or the session
 /// is gone.
 async fn reprobe_until_answered(
+    probe: Probe,
     session: Weak<Session>,
     unresponsive: Arc<Unresponsive>,
     every: Duration,
@@ -328,7 +455,7 @@ async fn reprobe_until_answered(
         let mut recovered = false;
         for addr in waiting {
             if matches!(
-                tokio::time::timeout(every, probe_addr(addr)).await,
+                tokio::time::timeout(every, probe_addr(&probe, addr)).await,
                 Ok(Ok(()))
             ) {
                 tracing::info!(%addr, "a contact point answers again; connecting to it");

@@ -44,13 +44,15 @@
 //! [`MutationRetryPolicy`] closes that hole for writes and deletes: it lets
 //! the default policy decide only after attempts that provably applied
 //! nothing, and stops at the first ambiguous one, so the final error describes
-//! the whole request. (Reads keep the default policy: an earlier attempt of a
-//! read changes nothing.) Speculative execution would break the same
-//! reasoning; lockshift never enables it.
+//! the whole request. Speculative execution would break the same reasoning,
+//! so writes never get it. Reads have [`ReadRetryPolicy`] and speculative
+//! execution instead: an earlier attempt of a read changes nothing (see
+//! `mod.rs`, "Retries").
 
 use scylla::errors::{
-    DbError, ExecutionError, NewSessionError, PrepareError, RequestAttemptError,
-    SchemaAgreementError, UseKeyspaceError,
+    ConnectionError, ConnectionPoolError, ConnectionSetupRequestError,
+    ConnectionSetupRequestErrorKind, DbError, ExecutionError, NewSessionError, PrepareError,
+    RequestAttemptError, SchemaAgreementError, UseKeyspaceError,
 };
 use scylla::policies::retry::{
     DefaultRetryPolicy, RequestInfo, RetryDecision, RetryPolicy, RetrySession,
@@ -238,6 +240,82 @@ pub(crate) fn classify_new_session(err: &NewSessionError) -> StoreErrorKind {
     }
 }
 
+/// Why a session could not be built, in the operator's words: an
+/// authentication failure (missing credentials, or credentials refused) is
+/// said as such, with the setting to fix; anything else keeps the driver's
+/// text and [`classify_new_session`]'s kind.
+pub(crate) fn describe_new_session(
+    err: &NewSessionError,
+    settings: &crate::settings::CqlSettings,
+) -> (StoreErrorKind, String) {
+    match auth_failure(err) {
+        Some(AuthFailure::Missing) => (
+            StoreErrorKind::Authentication,
+            "authentication failed: the cluster requires a user name and password and none \
+             was given (set store.cql.username and store.cql.password_file or \
+             store.cql.password)"
+                .to_string(),
+        ),
+        Some(AuthFailure::Refused(message)) => (
+            StoreErrorKind::Authentication,
+            format!(
+                "authentication failed: the cluster refused user {} — wrong user name or \
+                 password (store.cql.username, store.cql.password_file / store.cql.password): \
+                 {}",
+                crate::settings::echo(settings.username.as_deref().unwrap_or("")),
+                crate::settings::echo(&message)
+            ),
+        ),
+        None => (classify_new_session(err), err.to_string()),
+    }
+}
+
+/// How the cluster refused this client's authentication.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AuthFailure {
+    /// It asked for credentials and the driver had none.
+    Missing,
+    /// It refused the credentials; the server's message.
+    Refused(String),
+}
+
+/// The authentication failure somewhere in `err`'s chain of causes, if any.
+pub(crate) fn auth_failure(err: &(dyn std::error::Error + 'static)) -> Option<AuthFailure> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        // `ConnectionError` is `#[error(transparent)]` over the setup error,
+        // so its `source()` skips it: look inside by hand.
+        let setup = e
+            .downcast_ref::<ConnectionSetupRequestError>()
+            .or_else(|| match e.downcast_ref::<ConnectionError>() {
+                Some(ConnectionError::ConnectionSetupRequestError(setup)) => Some(setup),
+                _ => None,
+            });
+        if let Some(setup) = setup {
+            match setup.get_error() {
+                ConnectionSetupRequestErrorKind::MissingAuthentication => {
+                    return Some(AuthFailure::Missing);
+                }
+                ConnectionSetupRequestErrorKind::DbError(DbError::AuthenticationError, msg) => {
+                    return Some(AuthFailure::Refused(msg.clone()));
+                }
+                _ => {}
+            }
+        }
+        // The driver keeps a broken pool's last connection error in a field
+        // that is not its `source()`: follow it by hand.
+        if let Some(ConnectionPoolError::Broken {
+            last_connection_error,
+        }) = e.downcast_ref::<ConnectionPoolError>()
+        {
+            next = Some(last_connection_error);
+            continue;
+        }
+        next = e.source();
+    }
+    None
+}
+
 /// During [`CqlStore::connect`](super::CqlStore::connect) a transient
 /// failure means the store could not be set up, whatever the request was:
 /// the caller's remedy is to retry the connect, not to re-read a row.
@@ -297,6 +375,67 @@ impl RetrySession for MutationRetrySession {
 
     fn reset(&mut self) {
         self.inner.reset();
+    }
+}
+
+// ===== ReadRetryPolicy =====
+
+/// How many times a read is sent again after its first attempt failed:
+/// two, so a read reaches a third coordinator when one node of three is
+/// cut off and a second one answers with an error.
+pub(crate) const READ_RETRIES: usize = 2;
+
+/// For reads only: an attempt that failed in a way another coordinator may
+/// not (a broken connection, a timeout or refusal on that coordinator) is
+/// sent to the next node of the plan, up to [`READ_RETRIES`] times.
+///
+/// Safe because a read changes nothing: an earlier attempt that is still
+/// running somewhere can only return rows nobody waits for. Errors that
+/// every node would give alike (invalid statement, missing table,
+/// permission) are not retried.
+#[derive(Debug, Default)]
+pub(crate) struct ReadRetryPolicy;
+
+impl RetryPolicy for ReadRetryPolicy {
+    fn new_session(&self) -> Box<dyn RetrySession> {
+        Box::new(ReadRetrySession { retries: 0 })
+    }
+}
+
+struct ReadRetrySession {
+    retries: usize,
+}
+
+impl RetrySession for ReadRetrySession {
+    fn decide_should_retry(&mut self, request_info: RequestInfo) -> RetryDecision {
+        if self.retries >= READ_RETRIES || !read_may_succeed_elsewhere(request_info.error) {
+            return RetryDecision::DontRetry;
+        }
+        self.retries += 1;
+        RetryDecision::RetryNextTarget(None)
+    }
+
+    fn reset(&mut self) {
+        self.retries = 0;
+    }
+}
+
+/// Whether a failed read attempt may succeed on another coordinator.
+pub(crate) fn read_may_succeed_elsewhere(err: &RequestAttemptError) -> bool {
+    match err {
+        RequestAttemptError::BrokenConnectionError(_)
+        | RequestAttemptError::UnableToAllocStreamId => true,
+        RequestAttemptError::DbError(db, _) => matches!(
+            db,
+            DbError::Unavailable { .. }
+                | DbError::ReadTimeout { .. }
+                | DbError::ReadFailure { .. }
+                | DbError::Overloaded
+                | DbError::IsBootstrapping
+                | DbError::ServerError
+                | DbError::RateLimitReached { .. }
+        ),
+        _ => false,
     }
 }
 

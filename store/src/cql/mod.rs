@@ -11,7 +11,53 @@
 //! - `connect.rs`: opening the session, creating or checking the schema.
 //! - `statements.rs`: the CQL text, preparation, per-statement settings.
 //! - `rows.rs`: bind values out, result rows in.
-//! - `errors.rs`: the error mapping and the retry policy that keeps it honest.
+//! - `errors.rs`: the error mapping and the retry policies that keep it honest.
+//! - `tls.rs`: TLS (rustls with *ring*) and what a failed handshake means.
+//!
+//! # Connecting: authentication and TLS
+//!
+//! `store.cql.username` with `password` or `password_file` logs in with
+//! the driver's plain-text authenticator (SASL PLAIN, as Cassandra's and
+//! ScyllaDB's `PasswordAuthenticator` expect); `[store.cql.tls]` wraps every
+//! connection — the driver's and the contact-point probe's — in TLS. A
+//! refusal is [`StoreErrorKind::Authentication`](crate::StoreErrorKind::Authentication)
+//! with the reason in words (missing or refused credentials, TLS required,
+//! an untrusted certificate, a client certificate required), found at once
+//! by the probe (TLS) or from the driver's setup error (authentication) —
+//! never left to end as a connect timeout.
+//!
+//! # Retries
+//!
+//! What is repeated after a failure, and why (thesis-free: this is about
+//! the driver):
+//!
+//! - **Reads and scans** — every `SELECT` on the lock tables: the stage,
+//!   the registry, the census, `inspect`, the locks' own reads — change
+//!   nothing, so repeating them is always safe. They run with an execution
+//!   profile of their own: [`ReadRetryPolicy`](errors::ReadRetryPolicy)
+//!   sends a failed attempt to the next node of the plan when another
+//!   coordinator may succeed (broken connection, timeout, unavailable,
+//!   overloaded, bootstrapping; at most twice), and speculative execution
+//!   sends a second copy to another node when the first has not answered
+//!   within `store.cql.speculative_read_after` (250 ms; up to two extra
+//!   copies). A node that is cut off but keeps its connections open — the
+//!   case the driver cannot see — then costs a read one speculation delay,
+//!   not a request timeout: with three nodes and one cut off, reads go on.
+//! - **Writes and deletes** are idempotent for the data (each carries its
+//!   own timestamp, W1: applying one twice gives the same cell), so the
+//!   driver may retry them — but only after an attempt that provably
+//!   applied nothing ([`MutationRetryPolicy`](errors::MutationRetryPolicy)),
+//!   and never speculatively. Not for the data's sake: for the error's. An
+//!   error after a retry describes the last attempt only, and a retry after
+//!   an ambiguous attempt could turn "may have applied" into "not applied"
+//!   — a lie the lock code would act on (W3). So an ambiguous write comes
+//!   back as [`StoreErrorKind::MaybeApplied`](crate::StoreErrorKind::MaybeApplied),
+//!   and the caller decides: lock code re-reads or cleans up as if it
+//!   landed. The one write lockshift does repeat after `MaybeApplied` is
+//!   the fencing cell's, whose value is its own timestamp, so any landing
+//!   only raises it (`LockGuard::fencing_token`).
+//! - **Connecting** is not retried here: [`CqlStore::connect`] fails with
+//!   the reason, and the caller (a node's start, `migrate`) reports it.
 //!
 //! # Round trips
 //!
@@ -42,6 +88,7 @@ mod errors;
 mod rows;
 mod statements;
 mod store;
+mod tls;
 
 pub use store::CqlStore;
 

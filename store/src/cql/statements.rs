@@ -26,18 +26,27 @@
 //!   nothing.
 //! - **Retry policy** for writes and deletes: [`MutationRetryPolicy`], so the
 //!   error after retries still tells whether the write may have landed.
+//! - **Reads** (and scans): [`ReadRetryPolicy`] — the next coordinator after
+//!   a failure another node may not share, at most twice — and speculative
+//!   execution after [`CqlSettings::speculative_read_after`] through an
+//!   execution profile of their own (writes never get it; see `mod.rs`,
+//!   "Retries").
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
+use scylla::client::execution_profile::{ExecutionProfile, ExecutionProfileHandle};
 use scylla::client::session::Session;
+use scylla::policies::speculative_execution::SimpleSpeculativeExecutionPolicy;
 use scylla::statement::Consistency as DriverConsistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
-use super::errors::{MutationRetryPolicy, at_connect, classify_prepare};
+use super::errors::{
+    MutationRetryPolicy, READ_RETRIES, ReadRetryPolicy, at_connect, classify_prepare,
+};
 use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::schema;
@@ -246,6 +255,8 @@ struct StatementConfig {
     consistency: DriverConsistency,
     request_timeout: Duration,
     mutation_retry: Arc<MutationRetryPolicy>,
+    /// Reads' profile: their retry policy and speculative execution.
+    reads: ExecutionProfileHandle,
 }
 
 impl StatementConfig {
@@ -254,6 +265,7 @@ impl StatementConfig {
             consistency: driver_consistency(settings.consistency),
             request_timeout: settings.request_timeout,
             mutation_retry: Arc::new(MutationRetryPolicy::default()),
+            reads: read_profile(settings).into_handle(),
         }
     }
 
@@ -273,6 +285,10 @@ impl StatementConfig {
         statement.set_is_idempotent(true);
         if op.is_mutation() {
             statement.set_retry_policy(Some(self.mutation_retry.clone()));
+        } else {
+            // The statement's own consistency and timeout (set above) win
+            // over the profile's; the profile adds speculation and retries.
+            statement.set_execution_profile_handle(Some(self.reads.clone()));
         }
         Ok(statement)
     }
@@ -286,6 +302,30 @@ impl StatementConfig {
         batch.set_retry_policy(Some(self.mutation_retry.clone()));
         batch
     }
+}
+
+/// The execution profile of every read and scan: [`ReadRetryPolicy`], and
+/// speculative execution after `speculative_read_after` (off at `0s`) to as
+/// many extra nodes as a read may be retried on.
+///
+/// Why reads only: a speculative copy of a write is a second attempt whose
+/// outcome the driver never reports, so a "not applied" answer could hide
+/// a copy that landed (the argument of `errors.rs`). A read's copies change
+/// nothing.
+pub(crate) fn read_profile(settings: &CqlSettings) -> ExecutionProfile {
+    let mut profile = ExecutionProfile::builder()
+        .consistency(driver_consistency(settings.consistency))
+        .request_timeout(Some(settings.request_timeout))
+        .retry_policy(Arc::new(ReadRetryPolicy));
+    if !settings.speculative_read_after.is_zero() {
+        profile = profile.speculative_execution_policy(Some(Arc::new(
+            SimpleSpeculativeExecutionPolicy {
+                max_retry_count: READ_RETRIES,
+                retry_interval: settings.speculative_read_after,
+            },
+        )));
+    }
+    profile.build()
 }
 
 #[cfg(test)]
