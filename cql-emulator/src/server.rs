@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_store::{DEFAULT_GC_GRACE, SharedClock, SystemClock};
+use lockshift_store::schema::CASSANDRA_DEFAULT_GC_GRACE_SECONDS;
+use lockshift_store::{SharedClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -30,7 +31,8 @@ pub struct Emulator;
 
 impl Emulator {
     /// A builder with the defaults: system clock, [`DEFAULT_HOST_ID`],
-    /// 256 MiB frames, the embedded store's gc grace.
+    /// 256 MiB frames, Cassandra's gc grace (10 days) for tables that set
+    /// none.
     pub fn builder() -> EmulatorBuilder {
         EmulatorBuilder {
             clock: Arc::new(SystemClock),
@@ -38,7 +40,7 @@ impl Emulator {
             rpc_address: None,
             cluster_name: "lockshift-emulator".to_string(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
-            gc_grace: DEFAULT_GC_GRACE,
+            gc_grace: Duration::from_secs(CASSANDRA_DEFAULT_GC_GRACE_SECONDS as u64),
             faults: FaultController::new(),
         }
     }

@@ -32,8 +32,8 @@ use std::num::NonZeroU32;
 use async_trait::async_trait;
 use lockshift_lock::Algorithm;
 use lockshift_store::{
-    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, SharedStore, Store, StoreError, Table,
-    Timestamp, WriteOptions,
+    CellWrite, KeyPage, OpKind, PageCursor, ReadOutcome, RowQuery, SharedStore, Store, StoreError,
+    Table, Timestamp, WriteOptions,
 };
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
@@ -320,13 +320,13 @@ impl Store for MeteredStore {
         result
     }
 
-    async fn read(
+    async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
-        let result = self.inner.read(table, row, query).await;
+    ) -> Result<ReadOutcome, StoreError> {
+        let result = self.inner.read_observed(table, row, query).await;
         self.count(table, OpKind::Read, &result);
         result
     }

@@ -250,8 +250,10 @@ impl Settings {
             ("rollout.heartbeat_ttl", self.rollout.heartbeat_ttl),
             ("store.cql.connect_timeout", self.store.cql.connect_timeout),
             ("store.cql.request_timeout", self.store.cql.request_timeout),
-            ("store.embedded.gc_grace", self.store.embedded.gc_grace),
         ];
+        if let Some(gc_grace) = self.store.embedded.gc_grace {
+            periods.push(("store.embedded.gc_grace", gc_grace));
+        }
         if let Some(stale_after) = self.lock.queue.stale_after {
             periods.push(("lock.queue.stale_after", stale_after));
         }

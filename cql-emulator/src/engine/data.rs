@@ -212,8 +212,10 @@ impl Deletion {
         }
     }
 
-    fn purgeable(&self, now: Timestamp, gc_grace: Duration) -> bool {
-        self.deleted_at.saturating_add(gc_grace) <= now
+    /// Past gc grace in whole seconds, as a cell tombstone
+    /// ([`lockshift_store::reconcile::purge_time`]).
+    pub(crate) fn purgeable(&self, now: Timestamp, gc_grace: Duration) -> bool {
+        lockshift_store::reconcile::purge_time(self.deleted_at, gc_grace) <= now
     }
 }
 
