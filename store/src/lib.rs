@@ -84,6 +84,6 @@ pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, Tokio
 pub use cql::CqlStore;
 pub use error::{InvalidArgument, StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
-pub use memory::MemoryStore;
+pub use memory::{DEFAULT_KEYSPACE, MemoryStore};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 pub use tombstones::TombstoneThresholds;

@@ -21,7 +21,7 @@
 //!   re-queues the row. So memory holds only live cells and dead ones
 //!   younger than gc grace (plus at most an eighth of it), whether or not
 //!   anything reads them again. Reads never depend on the sweep: they count
-//!   a dead version only while it is not purgeable (T1–T2 of
+//!   a dead version only while it is not purgeable (TB1–TB2 of
 //!   [`crate::tombstones`]), and forget the purgeable ones they pass.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -79,7 +79,7 @@ struct State {
 /// table's gc grace — by default the table's `gc_grace_seconds` from
 /// [`schema::options`], Cassandra's 10 days unless the schema says
 /// otherwise — and every read that passes it counts it ([`crate::tombstones`]
-/// T1–T4): above the warn threshold the [`ReadOutcome`] carries
+/// TB1–TB4): above the warn threshold the [`ReadOutcome`] carries
 /// Cassandra's warning, above the failure threshold the read fails with
 /// [`StoreErrorKind::TooManyTombstones`]. Settings: [`with_gc_grace`],
 /// [`with_table_gc_grace`], [`with_tombstone_thresholds`] (defaults 1 000 /
@@ -212,7 +212,7 @@ impl MemoryStore {
     }
 
     /// The most tombstones any single page of a key scan of `table` passed
-    /// (T4), like [`max_tombstones_per_read`](Self::max_tombstones_per_read).
+    /// (TB4), like [`max_tombstones_per_read`](Self::max_tombstones_per_read).
     pub fn max_tombstones_per_scan(&self, table: Table) -> u64 {
         self.lock().stats.get(&table).map_or(0, |s| s.max_per_scan)
     }
@@ -319,7 +319,11 @@ impl MemoryStore {
             let purge_at = version.purge_time(grace);
             let stored = match data.cells.get_mut(&column) {
                 Some(existing) => {
-                    let wins = version.supersedes(existing, now);
+                    // TB1: a version past gc grace is forgotten, as if
+                    // compaction had run at that moment — whether or not
+                    // a sweep got to it yet.
+                    let wins =
+                        existing.is_purgeable(now, grace) || version.supersedes(existing, now);
                     if wins {
                         *existing = version;
                     }
@@ -453,7 +457,7 @@ impl Store for MemoryStore {
                 None => Bound::Unbounded,
             };
             let mut purgeable = Vec::new();
-            // T2: count the dead versions passed until the limit of live
+            // TB2: count the dead versions passed until the limit of live
             // cells is reached; nothing after the last live cell returned.
             for (column, version) in data.cells.range((lower, Bound::Unbounded)) {
                 if out.len() >= limit {
@@ -467,7 +471,7 @@ impl Store for MemoryStore {
                         ttl: expires_at
                             .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
                     }),
-                    // T1: past gc grace it costs nothing, and goes.
+                    // TB1: past gc grace it costs nothing, and goes.
                     None if version.is_purgeable(now, grace) => purgeable.push(column.clone()),
                     None => {
                         tombstones += 1;
@@ -487,7 +491,7 @@ impl Store for MemoryStore {
         }
         self.record(&mut state, table, OpKind::Read, tombstones);
         drop(state);
-        // T3.
+        // TB3.
         if failed {
             return Err(StoreError::too_many_tombstones(
                 OpKind::Read,
@@ -555,7 +559,7 @@ impl Store for MemoryStore {
                     }
                     continue;
                 }
-                // T4: each partition up to its first live cell.
+                // TB4: each partition up to its first live cell.
                 for version in data.cells.values() {
                     if version.is_live(now) {
                         keys.push(key.clone());
@@ -907,6 +911,24 @@ mod tests {
         put(&store, "keep", "k2", 1).await;
         assert_eq!(store.stored_versions(), 2, "only the live cells are left");
         assert!(store.lock().sweeps.is_empty());
+    }
+
+    /// TB1: past gc grace a tombstone is forgotten before a write meets
+    /// it, swept or not, so a late older write comes back — exactly when
+    /// the local endpoint lets it.
+    #[tokio::test]
+    async fn past_gc_grace_a_late_older_write_resurrects() {
+        let (clock, store) = store();
+        store
+            .delete(SCRATCH, "r", &["c".into()], Timestamp::from_micros(50))
+            .await
+            .unwrap();
+        clock.advance(Duration::from_millis(10_999));
+        put(&store, "r", "c", 10).await;
+        assert!(count(&store, "r", RowQuery::all()).await.0.is_empty());
+        clock.advance(Duration::from_millis(1));
+        put(&store, "r", "c", 10).await;
+        assert_eq!(count(&store, "r", RowQuery::all()).await.0, ["c"]);
     }
 
     #[tokio::test]
