@@ -186,6 +186,9 @@ async fn main() -> Res<()> {
     if run("scan") {
         scan_section(&p, ts).await?;
     }
+    if run("late") {
+        late_delete_section(&p).await?;
+    }
     if !run("main") {
         p.session
             .query_unpaged(format!("DROP KEYSPACE IF EXISTS {KS}"), ())
@@ -470,5 +473,58 @@ async fn scan_section(p: &Probe, ts: i64) -> Res<()> {
             println!("    WARNING: {w}");
         }
     }
+    Ok(())
+}
+
+/// Sleeps until `secs` whole seconds plus `frac` after the second `base`.
+async fn until(base: i64, secs: i64, frac: f64) {
+    let target = (base + secs) * 1_000_000 + (frac * 1e6) as i64;
+    let left = target - now_micros();
+    if left > 0 {
+        tokio::time::sleep(Duration::from_micros(left.unsigned_abs())).await;
+    }
+}
+
+/// A delete with an older timestamp than the cell it meets loses; does
+/// its tombstone still cost reads once the newer cell is gone? Aligned to
+/// whole seconds so the answer does not depend on when it runs.
+async fn late_delete_section(p: &Probe) -> Res<()> {
+    println!("\n== (h) a losing delete, after the newer cell expired and was purged (gc_grace 5)");
+    let columns = cols("c", 0..1001);
+    // Start 0.1 s into a second s0: the cells expire at s0 + 2.
+    let s0 = now_micros() / 1_000_000 + 1;
+    until(s0, 0, 0.1).await;
+    let ts = now_micros();
+    p.write_many(1, "h1", &columns, 2).await?;
+    p.write(1, "h1", "zz", 0, ts).await?;
+    // The control: the same cells, never deleted.
+    p.write_many(1, "h0", &columns, 2).await?;
+    p.write(1, "h0", "zz", 0, ts).await?;
+    until(s0, 3, 0.1).await;
+    p.read("s0+3.1: 1001 cells expired at s0+2", 1, "h1", "")
+        .await?;
+    // Deleted at s0 + 3.1 (local deletion time s0 + 3), with a timestamp
+    // older than the (expired) cells'.
+    p.delete_many(1, "h1", &columns, ts - 1_000_000).await?;
+    p.read("s0+3.1: after deletes older than the cells", 1, "h1", "")
+        .await?;
+    until(s0, 8, 0.5).await;
+    p.read(
+        "s0+8.5: the cells purgeable (s0+2 < s0+8-5), the deletes not (s0+3 < s0+3 is false)",
+        1,
+        "h1",
+        "",
+    )
+    .await?;
+    p.read("s0+8.5: the control row, never deleted", 1, "h0", "")
+        .await?;
+    until(s0, 9, 0.5).await;
+    p.read(
+        "s0+9.5: the deletes purgeable too (s0+3 < s0+4)",
+        1,
+        "h1",
+        "",
+    )
+    .await?;
     Ok(())
 }

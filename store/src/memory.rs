@@ -8,9 +8,13 @@
 //!
 //! # Invariants
 //!
-//! - **E1.** A row maps each column to exactly one version: the winner of
-//!   [`CellVersion::supersedes`] among everything ever written there, except
-//!   dead versions purged after the table's gc grace.
+//! - **E1.** A row maps each column to at most two versions: the winner of
+//!   [`CellVersion::supersedes`] among the values written there, and the
+//!   newest delete, kept only while it is older than that value (a newer
+//!   delete drops the value) — dead versions purged after the table's gc
+//!   grace. The visible cell is the value, if live. Keeping the losing
+//!   delete is Cassandra's (a row deletion outlives the newer data it lost
+//!   to, and costs reads once that data is gone).
 //! - **E2.** TTL deadlines are computed from the store's clock when the write
 //!   is applied, never from the write's timestamp, and in whole seconds:
 //!   the start of that second plus the TTL (Cassandra's `localDeletionTime`;
@@ -43,12 +47,117 @@ use crate::reconcile::{CellVersion, ttl_deadline, ttl_seconds_left};
 use crate::schema;
 use crate::tombstones::{self, TombstoneThresholds};
 
-/// One row: its cells, and when it is next swept for purgeable versions.
+/// One row: its columns, and when it is next swept for purgeable versions.
 #[derive(Debug, Default)]
 struct Row {
-    cells: BTreeMap<String, CellVersion>,
+    cells: BTreeMap<String, Column>,
     /// The time this row is queued under in [`State::sweeps`], if it is.
     sweep_at: Option<Timestamp>,
+}
+
+/// One column: its winning written version and its newest delete, kept
+/// apart as Cassandra keeps a row's data and its row deletion (E1).
+///
+/// A delete older than the value it meets loses — the value stays
+/// visible — but the tombstone is not dropped: once the value is gone
+/// (expired and purged), that tombstone costs every read until its own
+/// purge time. Measured on Cassandra 4.1.1 ([`crate::tombstones`] (c)).
+#[derive(Clone, Debug, Default)]
+struct Column {
+    /// A `Live` version (visible or expired), newer than `deletion`.
+    value: Option<CellVersion>,
+    /// The newest `Tombstone`.
+    deletion: Option<CellVersion>,
+}
+
+impl Column {
+    /// Merges `incoming`; whether it was kept.
+    fn apply(&mut self, incoming: CellVersion, now: Timestamp, grace: Duration) -> bool {
+        // TB1: what is past gc grace is forgotten before a write meets it.
+        self.purge(now, grace);
+        match incoming {
+            CellVersion::Tombstone { .. } => {
+                // A delete at T hides every version at or before T.
+                if self
+                    .value
+                    .as_ref()
+                    .is_some_and(|v| v.timestamp() <= incoming.timestamp())
+                {
+                    self.value = None;
+                }
+                let newer = self
+                    .deletion
+                    .as_ref()
+                    .is_none_or(|d| incoming.supersedes(d, now));
+                if newer {
+                    self.deletion = Some(incoming);
+                }
+                newer
+            }
+            CellVersion::Live { .. } => {
+                // Ties go to the tombstone.
+                if self
+                    .deletion
+                    .as_ref()
+                    .is_some_and(|d| d.timestamp() >= incoming.timestamp())
+                {
+                    return false;
+                }
+                let wins = self
+                    .value
+                    .as_ref()
+                    .is_none_or(|v| incoming.supersedes(v, now));
+                if wins {
+                    self.value = Some(incoming);
+                }
+                wins
+            }
+        }
+    }
+
+    /// The visible version, if any.
+    fn live(&self, now: Timestamp) -> Option<&CellVersion> {
+        self.value.as_ref().filter(|v| v.is_live(now))
+    }
+
+    /// TB2: the tombstones this column costs a read passing it: one while
+    /// it is dead and something dead in it is not yet purgeable
+    /// (Cassandra counts a row's dead cells, else its deletion, once).
+    fn tombstones(&self, now: Timestamp, grace: Duration) -> u64 {
+        if self.live(now).is_some() {
+            return 0;
+        }
+        let costs =
+            |v: &Option<CellVersion>| v.as_ref().is_some_and(|v| !v.is_purgeable(now, grace));
+        u64::from(costs(&self.value) || costs(&self.deletion))
+    }
+
+    /// Whether [`purge`](Self::purge) would forget anything.
+    fn has_purgeable(&self, now: Timestamp, grace: Duration) -> bool {
+        self.versions().any(|v| v.is_purgeable(now, grace))
+    }
+
+    /// Forgets what is past gc grace.
+    fn purge(&mut self, now: Timestamp, grace: Duration) {
+        for slot in [&mut self.value, &mut self.deletion] {
+            if slot.as_ref().is_some_and(|v| v.is_purgeable(now, grace)) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// When something here becomes purgeable next.
+    fn purge_time(&self, grace: Duration) -> Option<Timestamp> {
+        self.versions().filter_map(|v| v.purge_time(grace)).min()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.value.is_none() && self.deletion.is_none()
+    }
+
+    fn versions(&self) -> impl Iterator<Item = &CellVersion> {
+        self.value.iter().chain(self.deletion.iter())
+    }
 }
 
 type TableData = BTreeMap<String, Row>;
@@ -232,7 +341,7 @@ impl MemoryStore {
             .map(|r| {
                 r.cells
                     .iter()
-                    .map(|(c, v)| (c.clone(), v.clone()))
+                    .flat_map(|(c, col)| col.versions().map(|v| (c.clone(), v.clone())))
                     .collect()
             })
             .unwrap_or_default()
@@ -245,7 +354,8 @@ impl MemoryStore {
             .tables
             .values()
             .flat_map(|t| t.values())
-            .map(|r| r.cells.len())
+            .flat_map(|r| r.cells.values())
+            .map(|c| c.versions().count())
             .sum()
     }
 
@@ -284,12 +394,15 @@ impl MemoryStore {
                 continue;
             };
             row.sweep_at = None;
-            row.cells.retain(|_, v| !v.is_purgeable(now, grace));
+            row.cells.retain(|_, c| {
+                c.purge(now, grace);
+                !c.is_empty()
+            });
             if row.cells.is_empty() {
                 rows.remove(&key);
                 continue;
             }
-            let next = row.cells.values().filter_map(|v| v.purge_time(grace)).min();
+            let next = row.cells.values().filter_map(|c| c.purge_time(grace)).min();
             if let Some(next) = next {
                 let at = next.max(now.saturating_add(Self::sweep_slack(grace)));
                 row.sweep_at = Some(at);
@@ -317,27 +430,13 @@ impl MemoryStore {
         let mut earliest: Option<Timestamp> = None;
         for (column, version) in incoming {
             let purge_at = version.purge_time(grace);
-            let stored = match data.cells.get_mut(&column) {
-                Some(existing) => {
-                    // TB1: a version past gc grace is forgotten, as if
-                    // compaction had run at that moment — whether or not
-                    // a sweep got to it yet.
-                    let wins =
-                        existing.is_purgeable(now, grace) || version.supersedes(existing, now);
-                    if wins {
-                        *existing = version;
-                    }
-                    wins
-                }
-                None => {
-                    data.cells.insert(column, version);
-                    true
-                }
-            };
+            let col = data.cells.entry(column).or_default();
+            let stored = col.apply(version, now, grace);
             if stored && let Some(at) = purge_at {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
         }
+        data.cells.retain(|_, c| !c.is_empty());
         // E3: every version that will die is covered by its row's sweep.
         if let Some(at) = earliest
             && data.sweep_at.is_none_or(|queued| at < queued)
@@ -459,31 +558,39 @@ impl Store for MemoryStore {
             let mut purgeable = Vec::new();
             // TB2: count the dead versions passed until the limit of live
             // cells is reached; nothing after the last live cell returned.
-            for (column, version) in data.cells.range((lower, Bound::Unbounded)) {
+            for (column, col) in data.cells.range((lower, Bound::Unbounded)) {
                 if out.len() >= limit {
                     break;
                 }
-                match version.live_value(now) {
-                    Some((value, expires_at)) => out.push(Cell {
+                if let Some(version) = col.live(now)
+                    && let Some((value, expires_at)) = version.live_value(now)
+                {
+                    out.push(Cell {
                         column: column.clone(),
                         value: value.to_vec(),
                         writetime: version.timestamp(),
                         ttl: expires_at
                             .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
-                    }),
-                    // TB1: past gc grace it costs nothing, and goes.
-                    None if version.is_purgeable(now, grace) => purgeable.push(column.clone()),
-                    None => {
-                        tombstones += 1;
-                        if tombstones > limits.fail {
-                            failed = true;
-                            break;
-                        }
-                    }
+                    });
+                    continue;
+                }
+                // TB1: past gc grace it costs nothing, and goes.
+                if col.has_purgeable(now, grace) {
+                    purgeable.push(column.clone());
+                }
+                tombstones += col.tombstones(now, grace);
+                if tombstones > limits.fail {
+                    failed = true;
+                    break;
                 }
             }
             for column in purgeable {
-                data.cells.remove(&column);
+                if let Some(col) = data.cells.get_mut(&column) {
+                    col.purge(now, grace);
+                    if col.is_empty() {
+                        data.cells.remove(&column);
+                    }
+                }
             }
             if data.cells.is_empty() {
                 rows.remove(row);
@@ -553,24 +660,22 @@ impl Store for MemoryStore {
                 if keys.len() >= page_size.get() as usize {
                     // Only whether another page follows; a page's count
                     // ends with its last key, as a cluster's does.
-                    if data.cells.values().any(|v| v.is_live(now)) {
+                    if data.cells.values().any(|c| c.live(now).is_some()) {
                         more = true;
                         break;
                     }
                     continue;
                 }
                 // TB4: each partition up to its first live cell.
-                for version in data.cells.values() {
-                    if version.is_live(now) {
+                for col in data.cells.values() {
+                    if col.live(now).is_some() {
                         keys.push(key.clone());
                         break;
                     }
-                    if !version.is_purgeable(now, grace) {
-                        tombstones += 1;
-                        if tombstones > limits.fail {
-                            failed = true;
-                            break 'rows;
-                        }
+                    tombstones += col.tombstones(now, grace);
+                    if tombstones > limits.fail {
+                        failed = true;
+                        break 'rows;
                     }
                 }
             }
@@ -911,6 +1016,55 @@ mod tests {
         put(&store, "keep", "k2", 1).await;
         assert_eq!(store.stored_versions(), 2, "only the live cells are left");
         assert!(store.lock().sweeps.is_empty());
+    }
+
+    /// tombstones (c), measured with a control row: a delete older than
+    /// the (expired) cell it meets loses, but stays, and costs reads once
+    /// that cell is purged, until its own purge time.
+    #[tokio::test]
+    async fn a_losing_delete_costs_reads_once_the_newer_cell_is_gone() {
+        // 0.1 s into second s0 = 1000.
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_100_000)));
+        let store = MemoryStore::with_clock(clock.clone()).with_gc_grace(Duration::from_secs(5));
+        let at = |s: f64| Timestamp::from_micros((s * 1e6) as i64);
+        let ttl = WriteOptions::at(at(1000.1)).with_ttl(Ttl::from_secs(2).unwrap());
+        for row in ["h0", "h1"] {
+            let cells: Vec<CellWrite> = cols("c", 0..10)
+                .into_iter()
+                .map(|c| CellWrite::new(c, b"v".to_vec()))
+                .collect();
+            store.write(SCRATCH, row, &cells, ttl).await.unwrap();
+        }
+        clock.set(at(1003.1));
+        assert_eq!(count(&store, "h1", RowQuery::all()).await.1, 10, "expired");
+        store
+            .delete(
+                SCRATCH,
+                "h1",
+                &cols("c", 0..10),
+                at(1000.1).offset_micros(-1_000_000),
+            )
+            .await
+            .unwrap();
+        assert_eq!(count(&store, "h1", RowQuery::all()).await.1, 10);
+        clock.set(at(1008.5));
+        assert_eq!(
+            count(&store, "h0", RowQuery::all()).await.1,
+            0,
+            "control: purged"
+        );
+        assert_eq!(
+            count(&store, "h1", RowQuery::all()).await.1,
+            10,
+            "the deletes stay"
+        );
+        clock.set(at(1009.5));
+        assert_eq!(
+            count(&store, "h1", RowQuery::all()).await.1,
+            0,
+            "purgeable too"
+        );
+        assert_eq!(store.stored_versions(), 0);
     }
 
     /// TB1: past gc grace a tombstone is forgotten before a write meets

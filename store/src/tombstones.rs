@@ -51,7 +51,15 @@
 //! re-written with a higher timestamp: 1 001 (and the cell is live). A
 //! live cell re-written 5 times: no tombstone. A cell written at T + 100
 //! and deleted at T + 50 (the delete loses): live, no tombstone. A write
-//! older than the tombstone it meets: still one tombstone.
+//! older than the tombstone it meets: still one tombstone. **But a delete
+//! that loses is kept**: in a table with `gc_grace_seconds = 5`, 1 001
+//! cells written with TTL 2 s at second s0 + 0.1, deleted at s0 + 3.1 with
+//! a timestamp 1 s older than theirs: 1 001 counted at s0 + 3.1 (the
+//! expired cells), still 1 001 at s0 + 8.5 — when a control row of the
+//! same cells, never deleted, counts none (expiry s0 + 2 < s0 + 8 − 5) —
+//! and none at s0 + 9.5, when the deletes' own local deletion time
+//! (s0 + 3) is past gc grace. Cassandra keeps a row deletion beside the
+//! newer data it lost to.
 //!
 //! **(d) Tombstones older than `gc_grace_seconds` no longer count, compacted
 //! or not** — Cassandra drops purgeable tombstones from every read before
