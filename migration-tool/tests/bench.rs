@@ -105,6 +105,7 @@ fn a_small_benchmark_runs_on_a_real_cluster() {
             "1,3",
             "--acquisitions",
             "5",
+            "--no-plots",
             "--json",
         ])
         .env("LOCKSHIFT__STORE__CQL__KEYSPACE", "lockshift_e2e_bench")
