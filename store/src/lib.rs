@@ -28,8 +28,10 @@
 //!   ([`tombstones`]; [`Store::read_observed`] reports the cost).
 //!
 //! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],
-//! [`StoreErrorKind::Unavailable`] (nothing changed) and
-//! [`StoreErrorKind::MaybeApplied`] (a timeout: it may have changed).
+//! [`StoreErrorKind::Unavailable`] (nothing changed),
+//! [`StoreErrorKind::MaybeApplied`] (a timeout: it may have changed) and
+//! [`StoreErrorKind::TooManyTombstones`] (a read aborted; retrying fails
+//! the same way until the tombstones age out).
 //!
 //! # Example
 //!
