@@ -1,7 +1,9 @@
 //! End-to-end tests of the operator paths that must never break a holder,
 //! and of the small operator-facing promises of issue 11 (exit codes,
 //! output, schema), against the built `migrate` binary and a local
-//! endpoint. (`e2e.rs` holds the first round of e2e tests.)
+//! endpoint — or, with `LOCKSHIFT_TEST_CONTACT_POINTS`, a keyspace of each
+//! test's own on that cluster (fault injection stays local). (`e2e.rs`
+//! holds the first round of e2e tests.)
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -121,7 +123,7 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
 async fn a_closed_stdout_ends_quietly() {
     let e = Endpoint::with_schema().await;
     for args in [&["status", "--json"][..], &["status"][..]] {
-        let mut cmd = common::command(Some(&e.addr()), args, &[]);
+        let mut cmd = e.command(args, &[]);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().unwrap();
@@ -195,10 +197,9 @@ async fn a_bad_value_names_its_real_source() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
     use lockshift_cql_emulator::{Fault, FaultRule};
-    let e = Endpoint::with_schema().await;
+    let e = Endpoint::local_with_schema().await;
     // Alice's stage write is held back 2 s, with the rollout lock held.
     let hold = e
-        .handle
         .faults()
         .add(
             FaultRule::new(Fault::Latency(Duration::from_secs(2)))
@@ -207,9 +208,8 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
                 .times(1),
         )
         .unwrap();
-    let alice =
-        tokio::spawn(common::command(Some(&e.addr()), &["advance", "--by", "alice"], &[]).output());
-    let faults = e.handle.faults().clone();
+    let alice = tokio::spawn(e.command(&["advance", "--by", "alice"], &[]).output());
+    let faults = e.faults().clone();
     common::eventually(Duration::from_secs(30), "alice's stage write", || {
         let fired = faults.fired(&hold).unwrap_or(0);
         async move { fired >= 1 }
@@ -238,8 +238,10 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
 async fn schema_is_created_only_on_request_and_printed_on_demand() {
     use lockshift_store::{CqlSettings, CqlStore, StoreErrorKind};
     let bare = Endpoint::bare().await;
+    let ks = bare.keyspace();
     let err = CqlStore::connect(&CqlSettings {
-        contact_points: vec![bare.addr()],
+        contact_points: bare.addr().split(',').map(String::from).collect(),
+        keyspace: ks.to_string(),
         ..CqlSettings::default()
     })
     .await
@@ -249,17 +251,18 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
     bare.migrate(&["status"])
         .await
         .expect_code(1)
-        .stderr_has("keyspace lockshift does not exist")
+        .stderr_has(&format!("keyspace {ks} does not exist"))
         .stderr_has("`migrate schema`");
     let r = bare
         .migrate(&["schema", "--datacenter", "dc1:3", "--datacenter", "dc2:2"])
         .await;
     r.expect_code(0)
-        .stdout_has(
-            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
-             {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}",
-        )
-        .stdout_has("CREATE TABLE IF NOT EXISTS lockshift.main");
+        .stdout_has(&format!(
+            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = \
+             {{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}}"
+        ))
+        .stdout_has(&format!("CREATE TABLE IF NOT EXISTS {ks}.main"))
+        .stdout_has("AND gc_grace_seconds = 864000");
     let j = bare
         .migrate(&[
             "schema",
@@ -401,7 +404,7 @@ async fn a_fresh_process_starts_while_contact_points_hang() {
         let r = common::migrate(
             Some(&points),
             &["--connect-timeout", "3s", "--json", "status"],
-            &[],
+            &[("LOCKSHIFT__STORE__CQL__KEYSPACE", e.keyspace())],
         )
         .await;
         let j = r.expect_code(0).json();

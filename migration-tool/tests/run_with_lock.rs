@@ -61,8 +61,7 @@ async fn kill_9_of_migrate_kills_the_command_and_its_children() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let (shell, grandchild) = (dir.path().join("shell"), dir.path().join("grandchild"));
-    let mut migrate = spawned(common::command(
-        Some(&e.addr()),
+    let mut migrate = spawned(e.command(
         &[
             "run-with-lock",
             "nightly",
@@ -106,8 +105,7 @@ async fn the_real_signal_is_forwarded() {
         // Every trap names its signal, so a forwarded TERM cannot pass for
         // a forwarded HUP.
         let script = r#"for s in INT TERM HUP QUIT; do trap "echo $s > '$2'; exit 5" $s; done; echo $$ > "$1"; while :; do sleep 0.1; done"#;
-        let mut migrate = spawned(common::command(
-            Some(&e.addr()),
+        let mut migrate = spawned(e.command(
             &[
                 "run-with-lock",
                 &format!("job-{name}"),
@@ -149,8 +147,7 @@ async fn a_second_signal_or_the_grace_period_escalates_to_sigkill() {
     for (grace, signals) in [("60s", 2), ("1s", 1)] {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
-        let migrate = spawned(common::command(
-            Some(&e.addr()),
+        let migrate = spawned(e.command(
             &[
                 "run-with-lock",
                 "stubborn",

@@ -515,13 +515,13 @@ impl Store for GatedStore {
     ) -> Result<(), lockshift_store::StoreError> {
         self.inner.delete(table, row, columns, timestamp).await
     }
-    async fn read(
+    async fn read_observed(
         &self,
         table: lockshift_store::Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
-        self.inner.read(table, row, query).await
+    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
+        self.inner.read_observed(table, row, query).await
     }
     async fn scan_keys(
         &self,

@@ -528,7 +528,7 @@ mod tests {
 
     use async_trait::async_trait;
     use lockshift_store::{
-        Cell, CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, SharedStore, Table,
+        CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, ReadOutcome, SharedStore, Table,
         WriteOptions,
     };
 
@@ -577,8 +577,13 @@ mod tests {
             }
             self.inner.delete(t, r, c, ts).await
         }
-        async fn read(&self, t: Table, r: &str, q: &RowQuery) -> Result<Vec<Cell>, StoreError> {
-            self.inner.read(t, r, q).await
+        async fn read_observed(
+            &self,
+            t: Table,
+            r: &str,
+            q: &RowQuery,
+        ) -> Result<ReadOutcome, StoreError> {
+            self.inner.read_observed(t, r, q).await
         }
         async fn scan_keys(
             &self,
