@@ -262,7 +262,13 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
              {{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}}"
         ))
         .stdout_has(&format!("CREATE TABLE IF NOT EXISTS {ks}.main"))
-        .stdout_has("AND gc_grace_seconds = 864000");
+        .stdout_has("AND gc_grace_seconds = 600")
+        .stdout_has(&format!(
+            "ALTER TABLE {ks}.main WITH gc_grace_seconds = 600"
+        ))
+        .stdout_has(&format!(
+            "ALTER TABLE {ks}.rollout WITH gc_grace_seconds = 864000"
+        ));
     let j = bare
         .migrate(&[
             "schema",
@@ -276,7 +282,7 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
         .expect_code(0)
         .json();
     let statements = j["statements"].as_array().unwrap();
-    assert_eq!(statements.len(), 1 + lockshift_store::schema::ALL.len());
+    assert_eq!(statements.len(), 1 + 2 * lockshift_store::schema::ALL.len());
     assert!(
         statements[0]
             .as_str()

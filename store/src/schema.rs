@@ -10,7 +10,17 @@
 //! them too) and the embedded store's default gc grace per table, which is
 //! what decides how long a delete or an expired cell keeps costing reads
 //! ([`crate::tombstones`]). Change a table's number here and every backend
-//! follows. All default to Cassandra's own default, 864 000 s (10 days).
+//! follows.
+//!
+//! The tables whose cells lockshift deletes — `main`, `shadow`, `queue`
+//! and the registry (`nodes`) — keep tombstones for
+//! [`LOCK_TABLES_GC_GRACE_SECONDS`] (10 minutes): every cell lockshift
+//! writes there carries a TTL far below it (a lease TTL, the registry's
+//! TTL), so by the time a tombstone may be purged every cell it deleted
+//! has expired anyway, and a replica that missed the delete cannot bring
+//! one back. Together with names reused per process (docs/design.md §2a)
+//! that bounds what a read of a lock passes. The other tables are only
+//! ever overwritten and keep Cassandra's default, 864 000 s (10 days).
 //!
 //! No `compaction` option is stated: the tombstone cost a read pays does not
 //! depend on it (Cassandra drops tombstones older than `gc_grace_seconds`
@@ -23,6 +33,11 @@ use crate::cell::Table;
 
 /// Cassandra's default `gc_grace_seconds`: 10 days.
 pub const CASSANDRA_DEFAULT_GC_GRACE_SECONDS: u32 = 864_000;
+
+/// `gc_grace_seconds` of the tables whose cells lockshift deletes (`main`,
+/// `shadow`, `queue`, `nodes`): 10 minutes, far above any TTL lockshift
+/// writes there (see the module docs).
+pub const LOCK_TABLES_GC_GRACE_SECONDS: u32 = 600;
 
 /// Options of one table, stated in its `CREATE TABLE` and followed by the
 /// embedded store.
@@ -52,28 +67,29 @@ impl TableOptions {
 pub const MAIN: Table = Table::new("main");
 /// Legacy shadow arbitration: row = lock id, column = owner id of a contender.
 pub const SHADOW: Table = Table::new("shadow");
-/// Queue lock waiting line: row = lock id, column = 20-digit time + owner id.
+/// Queue lock waiting line: row = lock id, column = owner id, value = the
+/// arrival and the algorithm (docs/design.md §2a).
 pub const QUEUE: Table = Table::new("queue");
 /// The time service's `GlobalTime` cell (thesis §5.4).
 pub const GLOBAL_TIME: Table = Table::new("global_time");
 /// The rollout stage and its history.
 pub const ROLLOUT: Table = Table::new("rollout");
-/// The node registry: one row per node, refreshed by heartbeat.
+/// The node registry: one cell per process, refreshed by heartbeat.
 pub const NODES: Table = Table::new("nodes");
 /// Free space for conformance tests and probes; no lock reads it.
 pub const SCRATCH: Table = Table::new("scratch");
 
 /// Options of [`MAIN`].
 pub const MAIN_OPTIONS: TableOptions = TableOptions {
-    gc_grace_seconds: CASSANDRA_DEFAULT_GC_GRACE_SECONDS,
+    gc_grace_seconds: LOCK_TABLES_GC_GRACE_SECONDS,
 };
 /// Options of [`SHADOW`].
 pub const SHADOW_OPTIONS: TableOptions = TableOptions {
-    gc_grace_seconds: CASSANDRA_DEFAULT_GC_GRACE_SECONDS,
+    gc_grace_seconds: LOCK_TABLES_GC_GRACE_SECONDS,
 };
 /// Options of [`QUEUE`].
 pub const QUEUE_OPTIONS: TableOptions = TableOptions {
-    gc_grace_seconds: CASSANDRA_DEFAULT_GC_GRACE_SECONDS,
+    gc_grace_seconds: LOCK_TABLES_GC_GRACE_SECONDS,
 };
 /// Options of [`GLOBAL_TIME`].
 pub const GLOBAL_TIME_OPTIONS: TableOptions = TableOptions {
@@ -85,7 +101,7 @@ pub const ROLLOUT_OPTIONS: TableOptions = TableOptions {
 };
 /// Options of [`NODES`].
 pub const NODES_OPTIONS: TableOptions = TableOptions {
-    gc_grace_seconds: CASSANDRA_DEFAULT_GC_GRACE_SECONDS,
+    gc_grace_seconds: LOCK_TABLES_GC_GRACE_SECONDS,
 };
 /// Options of [`SCRATCH`].
 pub const SCRATCH_OPTIONS: TableOptions = TableOptions {
@@ -152,7 +168,17 @@ mod tests {
             options(Table::new("other")).gc_grace_seconds,
             CASSANDRA_DEFAULT_GC_GRACE_SECONDS
         );
-        assert_eq!(MAIN_OPTIONS.to_cql(), "gc_grace_seconds = 864000");
-        assert_eq!(MAIN_OPTIONS.gc_grace(), Duration::from_secs(864_000));
+        assert_eq!(MAIN_OPTIONS.to_cql(), "gc_grace_seconds = 600");
+        assert_eq!(MAIN_OPTIONS.gc_grace(), Duration::from_secs(600));
+        assert_eq!(ROLLOUT_OPTIONS.to_cql(), "gc_grace_seconds = 864000");
+        // Every table whose cells lockshift deletes keeps tombstones for a
+        // short, TTL-safe time (docs/design.md §2a).
+        for table in [MAIN, SHADOW, QUEUE, NODES] {
+            assert_eq!(
+                options(table).gc_grace_seconds,
+                LOCK_TABLES_GC_GRACE_SECONDS,
+                "{table}"
+            );
+        }
     }
 }

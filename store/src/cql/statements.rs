@@ -73,6 +73,17 @@ pub(crate) fn create_table(keyspace: &str, table: Table) -> String {
     )
 }
 
+/// `ALTER TABLE <ks>.<t> WITH …`: the table's options from
+/// [`schema::options`], for a table that exists already (`CREATE TABLE IF
+/// NOT EXISTS` leaves its options as they were — `main` and `shadow`
+/// usually predate lockshift).
+pub(crate) fn alter_table(keyspace: &str, table: Table) -> String {
+    format!(
+        "ALTER TABLE {keyspace}.{table} WITH {}",
+        schema::options(table).to_cql()
+    )
+}
+
 /// Lists the tables of a keyspace (bind: the keyspace name).
 pub(crate) const LIST_TABLES: &str =
     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?";
@@ -381,7 +392,7 @@ mod tests {
             ddl[1],
             "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
              PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) \
-             AND gc_grace_seconds = 864000"
+             AND gc_grace_seconds = 600"
         );
         for (i, table) in schema::ALL.iter().enumerate() {
             assert!(

@@ -182,6 +182,18 @@ impl CqlStore {
     pub fn schema_cql(settings: &CqlSettings) -> Vec<String> {
         statements::schema_cql(settings)
     }
+
+    /// The `ALTER TABLE` statements that give tables which exist already
+    /// lockshift's options ([`crate::schema::options`]): what `CREATE TABLE
+    /// IF NOT EXISTS` leaves alone — `main` and `shadow` usually predate
+    /// lockshift, and an older lockshift created its tables with other
+    /// options. Idempotent.
+    pub fn schema_options_cql(settings: &CqlSettings) -> Vec<String> {
+        crate::schema::ALL
+            .iter()
+            .map(|t| statements::alter_table(&settings.keyspace, *t))
+            .collect()
+    }
 }
 
 /// Maps a driver failure, logging it (never the values) at debug level.
