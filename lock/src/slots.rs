@@ -148,7 +148,7 @@ impl Slots {
 
 /// One slot of one lock, taken by an acquisition: its owner id is the
 /// column the acquisition writes. Given back when dropped — free at once
-/// unless [`free_from`](Slot::free_from) said later (cells that must expire
+/// unless `free_from` said later (cells that must expire
 /// first).
 pub struct Slot {
     slots: Arc<Slots>,
