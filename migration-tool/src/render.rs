@@ -384,12 +384,21 @@ impl Human for StatusReport {
         let l = &self.locks;
         let _ = writeln!(
             s,
-            "\nlocks      {} held{}; {} waiting on {} lock(s){}",
+            "\nlocks      {} held{}{}; {} waiting on {} lock(s){}",
             l.held,
             if l.held_by.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", counts(&l.held_by))
+            },
+            if l.lease_over == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", {} of them by a cell whose lease is over (held by nobody; `migrate \
+                     inspect` shows it, `migrate clean` deletes it)",
+                    l.lease_over
+                )
             },
             l.waiting,
             l.locks_with_waiters,
@@ -488,7 +497,13 @@ impl Human for InspectReport {
                 when(c.writetime_us),
                 age(c.age_ms),
                 c.ttl_left_ms.map_or("none".to_string(), age),
-                if c.stale { "STALE".into() } else { "no".into() },
+                if c.lease_over {
+                    "LEASE OVER".into()
+                } else if c.stale {
+                    "STALE".into()
+                } else {
+                    "no".into()
+                },
                 match (&c.node, c.registered) {
                     (Some(n), true) => format!("{n} (live)"),
                     (Some(n), false) => format!("{n} (not registered)"),

@@ -397,6 +397,7 @@ async fn scan(
             // The census's own notion of stale (one threshold for all) is
             // not used: every cell is judged by its owner's promise below.
             stale_after: Duration::MAX,
+            clock_skew_margin: env.settings.rollout.clock_skew_margin,
             page_size: options.page_size,
         },
         |table, rows| {
