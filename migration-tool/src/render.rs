@@ -544,7 +544,7 @@ impl Human for CleanReport {
         let _ = writeln!(
             s,
             "scanned {} main, {} shadow, {} queue rows ({} cells); overdue = not renewed for {} of \
-             the owner's promised renewal periods{}",
+             the owner's promised renewal periods{}, ages less the {} clock skew margin",
             sc.main_rows,
             sc.shadow_rows,
             sc.queue_rows,
@@ -553,7 +553,8 @@ impl Human for CleanReport {
             self.stale_after_ms.map_or(String::new(), |t| format!(
                 " (no TTL: older than {})",
                 age(t)
-            ))
+            )),
+            age(self.clock_skew_margin_ms)
         );
         if !self.cells.is_empty() {
             let mut t = Table::new(&[
@@ -562,11 +563,16 @@ impl Human for CleanReport {
             for c in &self.cells {
                 t.row(vec![
                     match c.action {
+                        Action::WouldDelete if c.second_look_after_ms > 0 => format!(
+                            "would delete{} (after a second look {} on)",
+                            if c.lease_over { ", lease over" } else { "" },
+                            age(c.second_look_after_ms)
+                        ),
                         Action::WouldDelete => "would delete".into(),
                         Action::Deleted => "deleted".into(),
-                        Action::KeptOwnerLive => "KEPT (owner's node is live)".into(),
+                        Action::KeptOwnerLive => "KEPT (owner's process is live)".into(),
                         Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
-                        Action::SkippedRenewed => "skipped (renewed)".into(),
+                        Action::SkippedRenewed => "skipped (renewed since the scan)".into(),
                         Action::SkippedGone => "skipped (gone)".into(),
                         Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
                     },
