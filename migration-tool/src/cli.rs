@@ -188,14 +188,18 @@ pub enum Command {
         /// (its process is live, or it may not have been told yet) — still
         /// only after the second look finds them not renewed: an owner
         /// renewing within its promise keeps its cells, whatever the
-        /// clocks. RISK: an owner that is alive but not renewing — paused
-        /// (GC, SIGSTOP, a frozen VM), cut off from the database, or with
-        /// renewals stuck in flight longer than the second look — is told
-        /// it lost the lock only lost_after_fraction x TTL after its last
-        /// renewal that landed; until then another process can take the
-        /// lock while it still runs its critical section (fencing tokens
-        /// protect a resource that checks them). Use only when you know the
-        /// owner is dead.
+        /// clocks. RISK: an owner that is alive but not renewing within its
+        /// promise — paused (GC, SIGSTOP, a frozen VM), cut off from the
+        /// database, or with renewals slow or stuck in flight — may still
+        /// run its critical section: it is told it lost the lock only
+        /// lost_after_fraction x TTL after its last renewal that landed,
+        /// and another process can take the lock before then. And a
+        /// renewal of such an owner still in flight when its cell is
+        /// deleted lands afterwards and survives (it is stamped after the
+        /// delete): the owner then keeps holding, never told, beside
+        /// whoever took the lock meanwhile. Use only when you know the
+        /// owner is dead (fencing tokens protect a resource that checks
+        /// them).
         #[arg(long)]
         force: bool,
         /// Row keys per scan page.

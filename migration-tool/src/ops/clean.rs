@@ -59,12 +59,20 @@
 //!
 //! # What `--force` still risks
 //!
-//! Only an owner that is alive but *not* renewing: paused (a GC pause,
-//! SIGSTOP, a frozen VM), cut off from the store, or with its renewals
-//! stuck in flight for longer than the second look. Its lease tells it at
-//! the latest `lost_after_fraction × TTL` after its last renewal that
-//! landed (K3), and until then it may still act on the lock beside the
-//! process that takes it next — unless the resource is fenced.
+//! Only an owner that is alive but *not* renewing within its promise:
+//! paused (a GC pause, SIGSTOP, a frozen VM), cut off from the store, or
+//! with its renewals slow or stuck in flight. Its lease tells it at the
+//! latest `lost_after_fraction × TTL` after its last renewal that landed
+//! (K3), and until then it may still act on the lock beside the process
+//! that takes it next — unless the resource is fenced. Worse, a renewal of
+//! such an owner still in flight when its cell is deleted lands afterwards
+//! and survives the delete (defence 2 below lets a later stamp win): the
+//! owner's lease then finds its cell and keeps renewing, never told,
+//! beside whoever entered while the cell was gone (lock invariant L5 is
+//! about the same late landing, for an owner that was told). Without
+//! `--force` neither can happen to a lockshift owner whose clock is within
+//! the skew margin: of the cells with a TTL only those whose lease is over
+//! by their owner's own promise go, and a lost lease never renews again.
 //!
 //! # Why deleting cannot hurt a renewing owner (M2)
 //!
