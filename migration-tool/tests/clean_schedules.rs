@@ -10,9 +10,9 @@
 //!
 //! Schedules 1–3 are the reported ways `--force` let a second holder in
 //! beside an owner renewing exactly on time; each failed before the change
-//! (docs/design.md §5, `migrate clean --help`). The last two are the
+//! (`migrate clean --help`, docs/operating.md §4). The last two are the
 //! renewal answered as failed that lands seconds later, after its lease
-//! was lost (L5).
+//! was lost (docs/design.md §5, L5).
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

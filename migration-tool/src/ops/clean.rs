@@ -340,8 +340,18 @@ pub async fn clean(
                 done,
                 total: Some(total),
             });
-            sleep_until(scanned + *wait).await;
-            let (action, error) = delete_if_unchanged(env.store.as_ref(), cell).await;
+            // A plausible promise keeps the wait within years; should it
+            // not, the cell is left alone rather than looked at early.
+            let (action, error) = match scanned.checked_add(*wait) {
+                Some(due) => {
+                    sleep_until(due).await;
+                    delete_if_unchanged(env.store.as_ref(), cell).await
+                }
+                None => (
+                    Action::Failed,
+                    Some("its second look would be too far off".to_string()),
+                ),
+            };
             report.cells[i].action = action;
             report.cells[i].error = error;
             progress(Progress {
@@ -429,6 +439,7 @@ fn plausible(p: &LeasePromise) -> bool {
     p.renew_every_ms > 0
         && p.renew_every_ms.saturating_mul(2) < p.ttl_ms
         && p.ttl() >= lockshift_lock::MIN_LEASE_TTL
+        && lockshift_store::Ttl::from_duration(p.ttl()).is_ok()
 }
 
 /// The second look's verdict on a cell the first look saw written at
@@ -1051,6 +1062,16 @@ mod tests {
                 {
                     let mut c = census_cell(6.0, Some(54.0));
                     c.owner.promise = Some(promise(60, 0));
+                    c
+                },
+                opts(None, 3, true),
+                fine,
+            ),
+            (
+                "a promise past the longest TTL (20 years) is no promise",
+                {
+                    let mut c = census_cell(6.0, Some(54.0));
+                    c.owner.promise = Some(promise(u64::MAX / 1000, 1));
                     c
                 },
                 opts(None, 3, true),
