@@ -35,9 +35,9 @@ use lockshift_lock::{
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{Action, CleanOptions, CleanReport, clean};
 use lockshift_store::{
-    Cell, CellWrite, FaultPlan, FaultyStore, KeyPage, MemoryStore, OpKind, PageCursor, RowQuery,
-    SharedClock, SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table, Timestamp,
-    TokioClock, Ttl, WriteOptions, schema,
+    Cell, CellWrite, FaultPlan, FaultyStore, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome,
+    RowQuery, SharedClock, SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table,
+    Timestamp, TokioClock, Ttl, WriteOptions, schema,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -536,9 +536,14 @@ impl Store for LateStore {
         self.cut(OpKind::Delete, table)?;
         self.inner.delete(table, row, columns, ts).await
     }
-    async fn read(&self, table: Table, row: &str, q: &RowQuery) -> Result<Vec<Cell>, StoreError> {
+    async fn read_observed(
+        &self,
+        table: Table,
+        row: &str,
+        q: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError> {
         self.cut(OpKind::Read, table)?;
-        self.inner.read(table, row, q).await
+        self.inner.read_observed(table, row, q).await
     }
     async fn scan_keys(
         &self,
