@@ -12,6 +12,8 @@
 //! connect_timeout = "5s"
 //! request_timeout = "2s"
 //! speculative_read_after = "250ms"
+//! keepalive_every = "500ms"  # a node silent this long + keepalive_timeout is left
+//! keepalive_timeout = "1s"
 //! create_schema = false     # default; true creates keyspace and tables if missing
 //! replication = { class = "NetworkTopologyStrategy", datacenters = { dc1 = 3 } }
 //! username = "app"           # password authentication (PasswordAuthenticator)
@@ -258,6 +260,25 @@ pub struct CqlSettings {
     /// docs (`store/src/cql/mod.rs`, "Retries") for the whole policy.
     #[serde(with = "humantime_serde")]
     pub speculative_read_after: Duration,
+    /// How often every connection to a node sends a keepalive request
+    /// (the CQL `OPTIONS` request, a few bytes; the node answers at once).
+    /// With [`keepalive_timeout`](Self::keepalive_timeout) it bounds how
+    /// long a node that was cut off or stopped, whose connections stay
+    /// open, keeps getting requests: its connections close after at most
+    /// `keepalive_every + keepalive_timeout` without an answer, the
+    /// requests in flight on them fail at once (a write as "may have been
+    /// applied"), and new requests go to the other nodes until it answers
+    /// again. Without it they would wait out `request_timeout`, each. The
+    /// cost: two small requests a second per connection at the default.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_every: Duration,
+    /// A connection whose keepalives have had no answer for this long is
+    /// closed (see [`keepalive_every`](Self::keepalive_every)). Too short
+    /// for a node's worst pause (a long garbage collection) only costs a
+    /// reconnection: the requests that were on it fail as they would on a
+    /// timeout, and the driver connects again as soon as the node answers.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
     /// User name for password authentication (Cassandra's
     /// `PasswordAuthenticator`, ScyllaDB's `PasswordAuthenticator`); with
     /// `password` or `password_file`.
@@ -284,6 +305,8 @@ impl Default for CqlSettings {
             request_timeout: Duration::from_secs(5),
             create_schema: false,
             speculative_read_after: Duration::from_millis(250),
+            keepalive_every: Duration::from_millis(500),
+            keepalive_timeout: Duration::from_secs(1),
             username: None,
             password: None,
             password_file: None,
@@ -586,6 +609,8 @@ impl CqlSettings {
         for (key, value) in [
             ("store.cql.connect_timeout", self.connect_timeout),
             ("store.cql.request_timeout", self.request_timeout),
+            ("store.cql.keepalive_every", self.keepalive_every),
+            ("store.cql.keepalive_timeout", self.keepalive_timeout),
         ] {
             if value.is_zero() {
                 out.push(InvalidSetting::new(
@@ -763,17 +788,19 @@ mod tests {
                     replication_factor: 0,
                 },
                 request_timeout: Duration::ZERO,
+                keepalive_timeout: Duration::ZERO,
                 ..CqlSettings::default()
             },
             ..StoreSettings::default()
         };
         let msgs: Vec<String> = s.problems().iter().map(|p| p.to_string()).collect();
-        assert_eq!(msgs.len(), 5, "{msgs:#?}");
+        assert_eq!(msgs.len(), 6, "{msgs:#?}");
         assert!(msgs[0].starts_with("store.cql.contact_points[0] (\"nohost\") must be host:port"));
         assert!(msgs[1].contains("contact_points[1]") && msgs[1].contains("port"));
         assert!(msgs[2].starts_with("store.cql.keyspace (\"Bad-Name\")"));
         assert!(msgs[3].contains("replication_factor must be at least 1"));
         assert_eq!(msgs[4], "store.cql.request_timeout must be greater than 0");
+        assert_eq!(msgs[5], "store.cql.keepalive_timeout must be greater than 0");
     }
 
     /// Issue 11 item 4: a process on the embedded store is told at start

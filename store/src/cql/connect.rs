@@ -115,6 +115,8 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
     let mut builder = SessionBuilder::new()
         .known_nodes(probed.answered.iter().map(|(point, _)| point.as_str()))
         .connection_timeout(timeout)
+        .keepalive_interval(settings.keepalive_every)
+        .keepalive_timeout(settings.keepalive_timeout)
         .metadata_request_clientside_timeout(timeout)
         .keyspaces_to_fetch([settings.keyspace.as_str()])
         .host_filter(Arc::new(SkipUnresponsive(unresponsive.clone())))
