@@ -208,7 +208,8 @@ impl Waiting {
         }
     }
 
-    /// Sleeps for `d`, cut short by the deadline or cancellation.
+    /// Sleeps for `d`, cut short by the deadline or cancellation; a pause
+    /// below tokio's millisecond tick ends on time (`pause.rs`).
     ///
     /// # Errors
     /// The interruption, if one happened.
@@ -218,7 +219,7 @@ impl Waiting {
         let until = self.deadline.map_or(wake, |dl| dl.min(wake));
         tokio::select! {
             _ = self.cancel.cancelled() => Err(Interrupted::Cancelled),
-            _ = tokio::time::sleep_until(until) => if until < wake { Err(Interrupted::Timeout) } else { Ok(()) },
+            () = crate::pause::sleep_until(until) => if until < wake { Err(Interrupted::Timeout) } else { Ok(()) },
         }
     }
 

@@ -93,6 +93,8 @@ mod error;
 mod guard;
 mod id;
 #[doc(hidden)]
+pub mod pause;
+#[doc(hidden)]
 pub mod lease;
 pub mod metrics;
 mod settings;

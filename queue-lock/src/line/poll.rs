@@ -108,8 +108,8 @@ pub(crate) fn interval(bounds: Bounds, inputs: Inputs) -> Duration {
         .clamp(bounds.floor, ceiling)
 }
 
-/// Tokio's timer fires on whole milliseconds: a sleep ends at the first
-/// tick at or after its deadline, so a sleep of 0.2 ms lasts up to 1 ms.
+/// Tokio's timer tick. Pauses below it are timed by the lock crate's fine
+/// timer (`lockshift_lock::pause`), to within the system's timer slack.
 pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// How long to sleep before the next poll: the interval counts from the
@@ -117,11 +117,13 @@ pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
 /// once when the interval is one round trip.
 ///
 /// A remainder shorter than a timer tick, and shorter than the poll that
-/// just took `last_took`, is dropped: the timer would stretch it to up to a
-/// whole millisecond — a third of a round trip on a 3 ms store, four round
-/// trips on a 0.25 ms cluster — while starting at once is early by less
-/// than one round trip. Not when the last poll was quicker than the floor
-/// (an in-process store): the floor keeps that from becoming a hot loop.
+/// just took `last_took`, is dropped: starting at once is early by less
+/// than one round trip, and saves a wake-up whose own slack is a fifth of
+/// a round trip on a 0.25 ms cluster. Not when the last poll was quicker
+/// than the floor (an in-process store): the floor keeps that from
+/// becoming a hot loop. A longer remainder is slept in full — on a fast
+/// store a waiter further back keeps its distance, and its pause ends on
+/// time, not on the next millisecond.
 pub(crate) fn sleep_before_next(
     interval: Duration,
     last_took: Duration,

@@ -1,0 +1,250 @@
+//! Pauses shorter than tokio's timer can time.
+//!
+//! Tokio's timer counts whole milliseconds: a sleep ends at the first tick
+//! at or after its deadline, so a pause of 0.25 ms lasts up to 2 ms — four
+//! to eight round trips of a Cassandra node answering in 0.25 ms. A waiter
+//! that polls once per round trip would then poll once per tick, and every
+//! hand-off would round up to it.
+//!
+//! [`sleep_until`] ends a pause at its deadline to within the operating
+//! system's timer slack (about 50 µs on Linux) instead: a pause shorter than
+//! [`FINE_BELOW`] is also registered with one process-wide thread that
+//! sleeps until the earliest deadline it holds and wakes the waiting tasks
+//! (`std::sync::mpsc::Receiver::recv_timeout`, a futex wait with a
+//! nanosecond timeout). Longer pauses are tokio's alone: a tick late is
+//! under half of them.
+//!
+//! # What it costs
+//!
+//! One thread for the process, asleep unless a short pause is due; one
+//! channel message and one wake-up per short pause. No pause is shorter
+//! than the caller asked, so the store sees no more requests than the
+//! polling policy intends (`queue-lock`'s `poll`, with its `min_poll`
+//! floor).
+//!
+//! # Paused time
+//!
+//! Tests run on tokio's paused clock, which only moves when the runtime is
+//! idle, and seeded simulations must replay exactly. So the fine timer only
+//! *wakes* a pause early; the pause ends only once **tokio's** clock shows
+//! the deadline passed. On a real clock that is the same moment. On a
+//! paused clock the fine wake finds the deadline not yet reached and the
+//! pause waits for tokio's own timer — exactly what it did before, however
+//! fast or slow the machine is.
+
+use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Pauses shorter than this also get the fine timer: tokio's tick of 1 ms
+/// (a sleep lasts up to one tick more than asked) is then more than half
+/// of them.
+pub const FINE_BELOW: Duration = Duration::from_millis(2);
+
+/// Sleeps until `deadline`, ending within the system's timer slack of it
+/// for short pauses (see the module docs).
+pub async fn sleep_until(deadline: Instant) {
+    let now = Instant::now();
+    if deadline <= now {
+        return;
+    }
+    if deadline - now >= FINE_BELOW || clock_is_virtual(now) {
+        tokio::time::sleep_until(deadline).await;
+        return;
+    }
+    let Some(woken) = fine_wake(deadline.into_std()) else {
+        tokio::time::sleep_until(deadline).await;
+        return;
+    };
+    tokio::select! {
+        () = tokio::time::sleep_until(deadline) => {}
+        _ = woken => {
+            // On a paused clock the fine timer may ring before tokio's clock
+            // has reached the deadline: tokio's timer decides then.
+            if Instant::now() < deadline {
+                tokio::time::sleep_until(deadline).await;
+            }
+        }
+    }
+}
+
+/// Whether tokio's clock (read as `now`) is visibly not the real one: a
+/// paused clock that tokio has advanced, or that stood while real time
+/// went on. The fine timer would only ring at the wrong moment there and
+/// be ignored (see the module docs), so it is not asked. A clock paused a
+/// moment ago still looks real; that costs nothing but the ignored ring.
+fn clock_is_virtual(now: Instant) -> bool {
+    let real = std::time::Instant::now();
+    let tokio = now.into_std();
+    let apart = real
+        .checked_duration_since(tokio)
+        .unwrap_or_else(|| tokio.saturating_duration_since(real));
+    apart > FINE_BELOW
+}
+
+/// Sleeps for `d` (see [`sleep_until`]).
+pub async fn sleep(d: Duration) {
+    sleep_until(Instant::now() + d).await;
+}
+
+type Request = (std::time::Instant, oneshot::Sender<()>);
+
+/// The timer thread drops rings nobody waits for once it holds more (and
+/// then once it holds twice what was left, so pruning stays linear).
+const PRUNE_ABOVE: usize = 1024;
+
+/// Asks the timer thread to ring at `at`; `None` if the thread could not
+/// be started (the caller falls back to tokio's timer).
+fn fine_wake(at: std::time::Instant) -> Option<oneshot::Receiver<()>> {
+    static TIMER: OnceLock<Option<Sender<Request>>> = OnceLock::new();
+    let sender = TIMER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("lockshift-fine-timer".into())
+            .spawn(move || run(&rx))
+            .ok()
+            .map(|_| tx)
+    });
+    let (tx, rx) = oneshot::channel();
+    sender.as_ref()?.send((at, tx)).ok()?;
+    Some(rx)
+}
+
+/// One pending ring, ordered by its instant only.
+struct Due(std::time::Instant, oneshot::Sender<()>);
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for Due {}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+/// The timer thread: rings every due request, then sleeps until the next
+/// one or a new request. Ends when every sender is gone (never, in
+/// practice: the sender is process-wide).
+fn run(requests: &Receiver<Request>) {
+    let mut pending: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
+    let mut prune_above = PRUNE_ABOVE;
+    loop {
+        let now = std::time::Instant::now();
+        while pending.peek().is_some_and(|Reverse(d)| d.0 <= now) {
+            if let Some(Reverse(Due(_, ring))) = pending.pop() {
+                // The pause may have ended another way: nobody listens then.
+                let _ = ring.send(());
+            }
+        }
+        let next = match pending.peek() {
+            Some(Reverse(d)) => requests.recv_timeout(d.0.saturating_duration_since(now)),
+            None => requests.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok((at, ring)) => {
+                pending.push(Reverse(Due(at, ring)));
+                // Pauses that ended another way (tokio's timer, a deadline,
+                // a cancellation) leave their ring behind; on a paused clock
+                // their instants may lie far ahead of the real one. Drop
+                // them before they pile up.
+                if pending.len() > prune_above {
+                    pending.retain(|Reverse(d)| !d.1.is_closed());
+                    prune_above = PRUNE_ABOVE.max(pending.len() * 2);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    /// On a real clock a short pause never ends before its deadline, and
+    /// the timer thread serves pauses from several tasks at once. (How
+    /// close to the deadline it ends is a timing matter: the benchmark
+    /// shows it, in the hand-off on a fast store.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn short_pauses_never_end_early_on_a_real_clock() {
+        let mut tasks = Vec::new();
+        for i in 0..20u32 {
+            tasks.push(tokio::spawn(async move {
+                let d = US * (100 + 50 * i);
+                let started = std::time::Instant::now();
+                sleep(d).await;
+                (d, started.elapsed())
+            }));
+        }
+        for t in tasks {
+            let (asked, lasted) = t.await.unwrap();
+            assert!(lasted >= asked, "asked {asked:?}, lasted {lasted:?}");
+        }
+    }
+
+    /// On a paused clock a pause lasts in tokio's time exactly what a
+    /// plain tokio sleep lasts (its tick included), and tasks wake in
+    /// deadline order.
+    #[tokio::test(start_paused = true)]
+    async fn on_a_paused_clock_pauses_keep_tokio_time() {
+        for d in [US * 300, US * 1500, US * 1999] {
+            let start = Instant::now();
+            tokio::time::sleep(d).await;
+            let plain = Instant::now() - start;
+            let start = Instant::now();
+            sleep(d).await;
+            assert_eq!(Instant::now() - start, plain, "{d:?}");
+        }
+        assert_eq!(wake_order(false).await, wake_order(true).await);
+    }
+
+    /// The order in which tasks pausing for various lengths wake, with
+    /// this module's sleep or tokio's.
+    async fn wake_order(fine: bool) -> Vec<usize> {
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (i, d) in [US * 1900, US * 300, US * 1200, US * 2500, US * 50]
+            .into_iter()
+            .enumerate()
+        {
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                if fine {
+                    sleep(d).await;
+                } else {
+                    tokio::time::sleep(d).await;
+                }
+                order.lock().unwrap().push(i);
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        order
+    }
+
+    /// Long pauses are tokio's own.
+    #[tokio::test(start_paused = true)]
+    async fn long_pauses_are_tokios() {
+        let start = Instant::now();
+        sleep(Duration::from_millis(30)).await;
+        assert_eq!(Instant::now() - start, Duration::from_millis(30));
+    }
+}
