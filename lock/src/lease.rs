@@ -34,6 +34,28 @@
 //!   removes them otherwise). Its slot is given back once its cells are
 //!   gone: at once after acknowledged deletes, a TTL (plus a second and the
 //!   skew allowance) later otherwise (K1).
+//! - **L5. Late writes hold nothing.** L2 cannot stop a write already sent:
+//!   one the store answered with a timeout may still be applied later — a
+//!   client cannot bound how much later — with its TTL counted from then,
+//!   so a renewal in flight when the lease is lost can bring its cell back
+//!   after the loss, beside the next holder, for up to one TTL after it
+//!   lands. On Cassandra's semantics no client can rule that out: only a
+//!   delete stamped above the write shadows it, and the owner that lost
+//!   its lease is typically the one that cannot reach the store (anyone
+//!   else stamping that high could bury a live holder's renewal). So it is
+//!   bounded instead. The owner was told (L3) and never renews again, so
+//!   the cell holds nothing and only keeps others waiting. Release and drop
+//!   delete above every stamp the lease sent (L1): once any such delete
+//!   lands, the late write is shadowed whenever it arrives. The slot's next
+//!   acquisition writes above it (K1), and the legacy entry never takes it
+//!   for its own holding (legacy G3). `migrate status` and `inspect` mark
+//!   it *lease over* (by its process's own promise it has outlived its
+//!   guaranteed life) and `migrate clean` deletes it without `--force`
+//!   (docs/design.md §5). The one landing L5 does not cover is for an owner
+//!   not yet told: when `migrate clean --force` deleted the cell of an
+//!   owner with a renewal in flight, the renewal brings it back and the
+//!   lease, finding its cell, renews on — what `--force` risks, and why it
+//!   is only for owners known dead.
 
 use std::collections::BTreeMap;
 use std::fmt;

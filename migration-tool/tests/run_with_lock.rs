@@ -340,8 +340,7 @@ async fn a_background_process_keeps_the_lock_until_it_is_gone() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("job");
-    let mut migrate = spawned(common::command(
-        Some(&e.addr()),
+    let mut migrate = spawned(e.command(
         &[
             "run-with-lock",
             "background",
@@ -442,8 +441,7 @@ async fn a_command_that_traps_sigint_and_leaves_a_child() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let (shell, child) = (dir.path().join("shell"), dir.path().join("child"));
-    let migrate = spawned(common::command(
-        Some(&e.addr()),
+    let migrate = spawned(e.command(
         &[
             "run-with-lock",
             "trapper",

@@ -1,8 +1,10 @@
 //! `migrate inspect <lock>`: every cell of one lock in `main`, `shadow` and
 //! `queue`.
 
+use std::num::NonZeroU32;
+
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, inspect_lock, waiters};
+use lockshift_combined::census::{CensusCell, CensusOptions, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_store::schema;
@@ -22,7 +24,9 @@ pub struct InspectReport {
     pub now_us: i64,
     /// Cells not renewed for longer than this are flagged stale.
     pub stale_after_ms: u64,
-    /// The holder: the owner of the single live `main` cell, if exactly one.
+    /// The holder: the owner of the single `main` cell whose lease is not
+    /// over, if exactly one (a cell whose lease is over holds nothing,
+    /// though it keeps others waiting: see [`CellRow::lease_over`]).
     pub holder: Option<String>,
     /// Waiters: live queue cells of owners that do not hold the lock.
     pub waiting: usize,
@@ -58,6 +62,14 @@ pub struct CellRow {
     pub ttl_left_ms: Option<u64>,
     /// Not renewed for longer than the threshold.
     pub stale: bool,
+    /// Its lease is over by its owner's own promise: not renewed for
+    /// longer than its guaranteed life (allowing for
+    /// `rollout.clock_skew_margin`), so its owner has been told it lost
+    /// the lock. A late write brought it back, or its owner could not
+    /// delete it (docs/design.md §5, L5): nobody holds or waits through
+    /// it, it keeps others waiting until it expires, and `migrate clean`
+    /// deletes it. Known only while the owner's process is in the registry.
+    pub lease_over: bool,
 }
 
 impl From<&CensusCell> for CellRow {
@@ -75,6 +87,7 @@ impl From<&CensusCell> for CellRow {
             age_ms: ms(c.age),
             ttl_left_ms: c.ttl_left.map(ms),
             stale: c.stale,
+            lease_over: c.lease_over,
         }
     }
 }
@@ -111,14 +124,21 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         env.clock.as_ref(),
         &nodes,
         lock.as_str(),
-        stale_after,
+        CensusOptions {
+            stale_after,
+            clock_skew_margin: env.settings.rollout.clock_skew_margin,
+            page_size: NonZeroU32::MIN,
+        },
     )
     .await
     .with_context(|| format!("reading the cells of lock {lock}"))?;
     if cells.is_empty() {
         return Err(UnknownLock(lock.to_string()).into());
     }
-    let main: Vec<&CensusCell> = cells.iter().filter(|c| c.table == schema::MAIN).collect();
+    let main: Vec<&CensusCell> = cells
+        .iter()
+        .filter(|c| c.table == schema::MAIN && !c.lease_over)
+        .collect();
     let holder = match main.as_slice() {
         [only] => Some(only.owner.owner.clone()),
         _ => None,
