@@ -9,20 +9,25 @@
 //! and its store-operation counts; [`stats`] turns them into waits (mean,
 //! p50, p99, max), throughput, operations per acquisition, hand-off latency
 //! in store round trips and fairness (longest same-process run, Jain's index
-//! over windows); [`plot`] draws the thesis-style figures.
+//! over windows); [`plot`] draws the thesis-style figures. The [`soak`]
+//! takes one lock N times per algorithm and checks that the last waits are
+//! the first ones' and that no read passes more than 1 000 tombstones
+//! ([`reads`] records what each read cost).
 
 mod algorithm;
 mod error;
 pub mod hold;
 pub mod lwt;
 pub mod plot;
+pub mod reads;
 pub mod report;
 mod run;
+pub mod soak;
 pub mod stats;
 mod worker;
 
 pub use algorithm::BenchAlgorithm;
 pub use error::BenchError;
-pub use report::{BenchReport, HoldBenchReport, render, render_hold};
-pub use run::{BenchConfig, WorkerCommand, run, run_hold};
+pub use report::{BenchReport, HoldBenchReport, SoakReport, render, render_hold, render_soak};
+pub use run::{BenchConfig, WorkerCommand, run, run_hold, run_soak};
 pub use worker::{Job, WorkerSpec, run_worker};

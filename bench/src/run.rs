@@ -18,9 +18,13 @@ use crate::algorithm::BenchAlgorithm;
 use crate::error::BenchError;
 use crate::hold::{HoldReport, HoldStats, hold_stats};
 use crate::plot;
-use crate::report::{BenchReport, HoldBenchReport, Machine, check_hold_targets, check_targets};
+use crate::reads::EndpointReads;
+use crate::report::{
+    BenchReport, HoldBenchReport, Machine, SoakReport, check_hold_targets, check_targets,
+};
+use crate::soak::soak_stats;
 use crate::stats::{RunStats, Sample, WorkerReport, compute};
-use crate::worker::{Job, WorkerSpec, now_micros};
+use crate::worker::{Job, PROGRESS_PREFIX, WorkerSpec, now_micros};
 
 /// What to measure.
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +63,9 @@ pub struct BenchConfig {
     pub hold_locks: Vec<u32>,
     /// Renew periods each hold run measures.
     pub hold_periods: u32,
+    /// The soak's N: acquisitions of one lock per algorithm and process
+    /// count, split between the P processes ([`run_soak`]).
+    pub soak: Option<u32>,
 }
 
 impl Default for BenchConfig {
@@ -80,6 +87,7 @@ impl Default for BenchConfig {
             seed: 1,
             hold_locks: vec![100, 1_000, 10_000],
             hold_periods: 3,
+            soak: None,
         }
     }
 }
@@ -249,7 +257,7 @@ pub async fn run_hold(
                     &worker_cql,
                 )
             };
-            let mut lines = run_workers(vec![spec], worker_command).await?;
+            let mut lines = run_workers(vec![spec], worker_command, &mut |_| {}).await?;
             let line = lines.pop().unwrap_or_default();
             let report: HoldReport = serde_json::from_str(&line)?;
             let stats = hold_stats(algorithm, &report);
@@ -276,6 +284,125 @@ pub async fn run_hold(
     })
 }
 
+/// Runs the soak: for each algorithm and each P of `config.processes`, P
+/// worker processes take one lock `config.soak` times between them, and
+/// the report compares the first and last tenth of the waits and says what
+/// every read cost in tombstones. `progress` hears one line per run and
+/// the first worker's progress every tenth.
+///
+/// # Errors
+/// As [`run`]; a usage error ([`BenchError::Setting`]) when `config.soak`
+/// is unset, asks for fewer acquisitions than processes, or an algorithm
+/// is not one of lockshift's locks.
+pub async fn run_soak(
+    config: &BenchConfig,
+    worker_command: WorkerCommand<'_>,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<SoakReport, BenchError> {
+    let Some(total) = config.soak else {
+        return Err(BenchError::Setting("the soak needs its N".to_string()));
+    };
+    if let Some(a) = config.algorithms.iter().find(|a| a.lock().is_none()) {
+        return Err(BenchError::Setting(format!(
+            "the soak measures lockshift's locks (legacy, queue, combined); {a} is not one"
+        )));
+    }
+    if let Some(p) = config.processes.iter().find(|p| **p == 0 || **p > total) {
+        return Err(BenchError::Setting(format!(
+            "the soak's {total} acquisitions cannot be split between {p} processes"
+        )));
+    }
+    let load_start = load_average();
+    let (endpoint, worker_cql) = prepare_store(config).await?;
+    let started = std::time::Instant::now();
+    let nonce = now_micros();
+    let mut runs = Vec::new();
+    for &algorithm in &config.algorithms {
+        for &processes in &config.processes {
+            let lock = format!("soak-{algorithm}-p{processes}-{nonce}");
+            // The endpoint's tally from here on is this run's.
+            if let Some(e) = &endpoint {
+                e.take_read_costs();
+            }
+            let specs = (0..processes)
+                .map(|worker| {
+                    let share = total / processes + u32::from(worker < total % processes);
+                    WorkerSpec {
+                        acquisitions: share,
+                        progress_every: if worker == 0 { (share / 10).max(1) } else { 0 },
+                        ..worker_spec(config, algorithm, worker, &lock, &worker_cql)
+                    }
+                })
+                .collect();
+            let run_started = std::time::Instant::now();
+            let mut heard = |line: &str| {
+                progress(&format!(
+                    "{algorithm:<8} P={processes}: {line} acquisitions, {:.0}s",
+                    run_started.elapsed().as_secs_f64()
+                ));
+            };
+            let reports: Vec<WorkerReport> = run_workers(specs, worker_command, &mut heard)
+                .await?
+                .iter()
+                .map(|line| serde_json::from_str(line).map_err(BenchError::from))
+                .collect::<Result<_, _>>()?;
+            let endpoint_reads = endpoint.as_ref().map(|e| {
+                e.take_read_costs()
+                    .into_iter()
+                    .filter(|c| c.keyspace == worker_cql.keyspace)
+                    .map(|c| EndpointReads {
+                        table: c.table,
+                        reads: c.reads,
+                        max_tombstones: c.max_tombstones,
+                        tombstones: c.tombstones,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let stats = soak_stats(
+                algorithm.as_str(),
+                processes,
+                &reports,
+                endpoint_reads.as_deref(),
+            );
+            progress(&format!(
+                "{algorithm:<8} P={processes}: {} acquisitions in {:.1}s, first tenth {:.2} ms, last tenth {:.2} ms ({:.2}x)",
+                stats.acquisitions,
+                run_started.elapsed().as_secs_f64(),
+                stats.first_tenth.mean_ms,
+                stats.last_tenth.mean_ms,
+                stats.last_over_first
+            ));
+            runs.push(stats);
+        }
+    }
+    if let Some(endpoint) = endpoint {
+        endpoint.shutdown().await;
+    }
+    Ok(SoakReport {
+        version: 1,
+        soak: total,
+        hold: config.hold,
+        machine: Machine::this(),
+        load_average_start: load_start,
+        load_average_end: load_average(),
+        store: store_description(config),
+        duration_s: started.elapsed().as_secs_f64(),
+        passed: !runs.is_empty() && runs.iter().all(|r| r.verdict.passed),
+        runs,
+    })
+}
+
+/// The 1, 5 and 15 minute load averages, where the OS says (Linux).
+fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut fields = text.split_whitespace().map(str::parse::<f64>);
+    Some([
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+    ])
+}
+
 fn worker_spec(
     config: &BenchConfig,
     algorithm: BenchAlgorithm,
@@ -299,6 +426,7 @@ fn worker_spec(
             .seed
             .wrapping_mul(1_000)
             .wrapping_add(u64::from(worker)),
+        progress_every: 0,
     }
 }
 
@@ -326,6 +454,33 @@ struct Running {
     child: Child,
     stdin: ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// The tail of its stderr, read as it comes: a worker that logs much
+    /// over a long run must never block on a full pipe.
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+/// How much of a worker's stderr is kept for an error message.
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// Reads `stderr` to its end, keeping the last [`STDERR_TAIL`] bytes.
+async fn drain_tail(mut stderr: tokio::process::ChildStderr) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 2 * STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+        }
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    String::from_utf8_lossy(&tail).into_owned()
 }
 
 async fn run_once(
@@ -339,7 +494,7 @@ async fn run_once(
     let specs = (0..processes)
         .map(|worker| worker_spec(config, algorithm, worker, lock, cql))
         .collect();
-    run_workers(specs, worker_command)
+    run_workers(specs, worker_command, &mut |_| {})
         .await?
         .iter()
         .map(|line| serde_json::from_str(line).map_err(BenchError::from))
@@ -347,10 +502,12 @@ async fn run_once(
 }
 
 /// Starts one worker process per spec, releases them together once all
-/// are ready, and returns each one's report line.
+/// are ready, and returns each one's report line; `progress` hears each
+/// worker's progress lines (`progress <done>`) with its index.
 async fn run_workers(
     specs: Vec<WorkerSpec>,
     worker_command: WorkerCommand<'_>,
+    progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Vec<String>, BenchError> {
     let mut running = Vec::new();
     for spec in &specs {
@@ -365,7 +522,9 @@ async fn run_workers(
             worker,
             message: format!("cannot start: {e}"),
         })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             return Err(BenchError::Worker {
                 worker,
                 message: "no pipes".to_string(),
@@ -376,6 +535,7 @@ async fn run_workers(
             child,
             stdin,
             lines: BufReader::new(stdout).lines(),
+            stderr: tokio::spawn(drain_tail(stderr)),
         });
     }
     // Barrier: everyone connected and measured before anyone starts.
@@ -391,9 +551,14 @@ async fn run_workers(
     }
     let mut lines = Vec::new();
     for mut r in running {
-        let line = match r.lines.next_line().await? {
-            Some(line) => line,
-            None => return Err(worker_failed(&mut r, "no report".to_string()).await),
+        let line = loop {
+            match r.lines.next_line().await? {
+                Some(line) => match line.strip_prefix(PROGRESS_PREFIX) {
+                    Some(done) => progress(&format!("worker {}: {}", r.worker, done.trim())),
+                    None => break line,
+                },
+                None => return Err(worker_failed(&mut r, "no report".to_string()).await),
+            }
         };
         let status = r.child.wait().await?;
         if !status.success() {
@@ -405,12 +570,13 @@ async fn run_workers(
 }
 
 async fn worker_failed(r: &mut Running, what: String) -> BenchError {
-    let mut stderr = String::new();
-    if let Some(mut err) = r.child.stderr.take() {
-        // Best effort: the error is about to be reported anyway.
-        let _ = tokio::time::timeout(Duration::from_secs(5), err.read_to_string(&mut stderr)).await;
-    }
+    // Best effort: the error is about to be reported anyway. Stopped
+    // first, so its stderr ends.
     let _ = r.child.start_kill();
+    let stderr = match tokio::time::timeout(Duration::from_secs(5), &mut r.stderr).await {
+        Ok(Ok(tail)) => tail,
+        _ => String::new(),
+    };
     BenchError::Worker {
         worker: r.worker,
         message: format!("{what}; stderr: {}", stderr.trim()),

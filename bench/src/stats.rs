@@ -58,6 +58,9 @@ pub struct WorkerReport {
     pub unknown_outcomes: u64,
     /// Acquisitions that failed, with the error.
     pub failures: Vec<String>,
+    /// What its reads cost in tombstones, as the answers said.
+    #[serde(default)]
+    pub reads: crate::reads::ReadCosts,
 }
 
 /// The statistics of one algorithm at one process count.
@@ -305,6 +308,7 @@ mod tests {
             round_trip_micros: 10,
             unknown_outcomes: 1,
             failures: Vec::new(),
+            reads: crate::reads::ReadCosts::default(),
         };
         let reports = [
             report(0, vec![s(0, 0, 10, 100), s(0, 280, 320, 400)]),

@@ -2,8 +2,10 @@
 //! wait for `go`, do its job, report.
 //!
 //! The protocol with the orchestrator is line-based: the worker prints
-//! `ready` on stdout once connected, reads one line (`go`) from stdin, and
-//! finally prints its report as one JSON line: a [`WorkerReport`] for the
+//! `ready` on stdout once connected, reads one line (`go`) from stdin,
+//! prints `progress <done>` every so many acquisitions when its spec asks
+//! (the soak's long runs), and finally prints its report as one JSON line:
+//! a [`WorkerReport`] for the
 //! contention job (take one shared lock K times), a
 //! [`HoldReport`](crate::hold::HoldReport) for the hold job (one node holding
 //! N locks through several renew periods).
@@ -27,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use crate::algorithm::BenchAlgorithm;
 use crate::error::BenchError;
 use crate::lwt::{LwtGuard, LwtLocker};
+use crate::reads::ObservingStore;
 use crate::stats::{OpTotals, Sample, WorkerReport};
 
 /// What a worker does once released.
@@ -74,6 +77,10 @@ pub struct WorkerSpec {
     pub time: TimeSettings,
     /// Seed for owner ids and backoff.
     pub seed: u64,
+    /// Print `progress <done>` on stdout after every this many
+    /// acquisitions (0: never); the orchestrator passes it on.
+    #[serde(default)]
+    pub progress_every: u32,
 }
 
 /// Wall-clock microseconds since the epoch: samples of different processes
@@ -128,6 +135,8 @@ impl Held {
 /// A connected worker: the counting store, the contender, what it measured.
 pub(crate) struct Setup {
     pub(crate) counting: Arc<FaultyStore<SharedStore>>,
+    /// What reads cost (below the counting store, so it sees every read).
+    pub(crate) observing: Arc<ObservingStore>,
     pub(crate) contender: Contender,
     pub(crate) round_trip: Duration,
     // Kept alive for the run (lockshift's locks read the time service).
@@ -146,6 +155,7 @@ impl Setup {
 
     pub(crate) fn reset_counts(&self) {
         self.counting.reset_counts();
+        self.observing.reset();
         if let Contender::Lwt(l) = &self.contender {
             l.reset_counts();
         }
@@ -158,7 +168,8 @@ impl Setup {
 
 pub(crate) async fn setup(spec: &WorkerSpec) -> Result<Setup, BenchError> {
     let cql = Arc::new(CqlStore::connect(&spec.cql).await?);
-    let backend: SharedStore = cql.clone();
+    let observing = Arc::new(ObservingStore::new(cql.clone()));
+    let backend: SharedStore = observing.clone();
     let counting = Arc::new(FaultyStore::new(backend, spec.seed));
     let store: SharedStore = counting.clone();
     let clock: SharedClock = Arc::new(SystemClock);
@@ -235,6 +246,7 @@ pub(crate) async fn setup(spec: &WorkerSpec) -> Result<Setup, BenchError> {
     };
     Ok(Setup {
         counting,
+        observing,
         contender,
         round_trip,
         _time: time,
@@ -250,6 +262,19 @@ pub(crate) async fn barrier() -> Result<(), BenchError> {
     BufReader::new(tokio::io::stdin())
         .read_line(&mut go)
         .await?;
+    Ok(())
+}
+
+/// The line a worker prints after `done` acquisitions when its spec asks
+/// for progress; the orchestrator reads past it to the report.
+pub(crate) const PROGRESS_PREFIX: &str = "progress ";
+
+async fn progress(done: u32) -> Result<(), BenchError> {
+    let mut stdout = tokio::io::stdout();
+    stdout
+        .write_all(format!("{PROGRESS_PREFIX}{done}\n").as_bytes())
+        .await?;
+    stdout.flush().await?;
     Ok(())
 }
 
@@ -309,6 +334,10 @@ async fn contend(spec: WorkerSpec) -> Result<(), BenchError> {
             release_started,
             released_at: now_micros(),
         });
+        let done = index + 1;
+        if spec.progress_every > 0 && done % spec.progress_every == 0 && done < spec.acquisitions {
+            progress(done).await?;
+        }
     }
     let counts = setup.counting.op_counts();
     let report_line = WorkerReport {
@@ -326,6 +355,7 @@ async fn contend(spec: WorkerSpec) -> Result<(), BenchError> {
             Contender::Lock(_) => 0,
         },
         failures,
+        reads: setup.observing.costs(),
     };
     setup.drop_time();
     report(&report_line).await

@@ -38,7 +38,9 @@
 //!   that pass them, answered with Cassandra's warning (the frame's warning
 //!   list) above 1 000 and `READ_FAILURE` (`READ_TOO_MANY_TOMBSTONES`)
 //!   above 100 000 — `engine::select::cost`, thresholds set with
-//!   [`EmulatorBuilder::tombstone_thresholds`].
+//!   [`EmulatorBuilder::tombstone_thresholds`]. The endpoint counts
+//!   every read, not only those it warns about, and tells whoever runs it
+//!   ([`EmulatorHandle::take_read_costs`]).
 //! - **I2. Server timestamps strictly increase** (µs from the clock, at
 //!   least one more than the last) for statements without `USING TIMESTAMP`.
 //! - **I3. No client input can panic the server** or disturb another
@@ -179,6 +181,7 @@ mod frame;
 mod messages;
 mod murmur3;
 mod parse;
+mod read_costs;
 mod server;
 mod types;
 mod value;
@@ -190,4 +193,5 @@ mod fuzz_tests;
 pub use error::EmulatorError;
 pub use faults::{Fault, FaultController, FaultId, FaultOps, FaultRule, FaultStatus};
 pub use frame::DEFAULT_MAX_FRAME_BYTES;
+pub use read_costs::TableReadCosts;
 pub use server::{DEFAULT_HOST_ID, Emulator, EmulatorBuilder, EmulatorHandle};

@@ -20,6 +20,7 @@ use crate::engine::system::NodeInfo;
 use crate::error::EmulatorError;
 use crate::faults::FaultController;
 use crate::frame::DEFAULT_MAX_FRAME_BYTES;
+use crate::read_costs::{ReadCostLog, TableReadCosts};
 
 /// The host id every endpoint reports unless told otherwise. Fixed, so a
 /// restarted endpoint is the same node to a driver that stayed connected.
@@ -144,14 +145,16 @@ impl EmulatorBuilder {
             rack: "rack1".to_string(),
         };
         let gc_grace = u32::try_from(self.gc_grace.as_secs()).unwrap_or(u32::MAX);
+        let engine = Engine::new(
+            self.clock,
+            node,
+            self.faults.clone(),
+            gc_grace,
+            self.tombstone_thresholds,
+        );
+        let read_costs = engine.read_costs().clone();
         let shared = Arc::new(Shared {
-            engine: Mutex::new(Engine::new(
-                self.clock,
-                node,
-                self.faults.clone(),
-                gc_grace,
-                self.tombstone_thresholds,
-            )),
+            engine: Mutex::new(engine),
             prepared: Mutex::new(HashMap::new()),
             faults: self.faults.clone(),
             max_frame_bytes: self.max_frame_bytes,
@@ -169,6 +172,7 @@ impl EmulatorBuilder {
             local_addr,
             host_id: self.host_id,
             faults: self.faults,
+            read_costs,
             shutdown,
             tracker,
         })
@@ -220,6 +224,7 @@ pub struct EmulatorHandle {
     local_addr: SocketAddr,
     host_id: Uuid,
     faults: FaultController,
+    read_costs: ReadCostLog,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -234,6 +239,17 @@ impl EmulatorHandle {
     /// The host id `system.local` reports.
     pub fn host_id(&self) -> Uuid {
         self.host_id
+    }
+
+    /// What the reads of each table cost in tombstones since the endpoint
+    /// started or since the last call — reads served, tombstones passed,
+    /// the most one read passed, reads answered with a warning — in
+    /// (keyspace, table) order; the tally starts afresh. The system
+    /// keyspaces and the fault table are not charged and not listed. A
+    /// client sees a read's count only in Cassandra's warning, above 1 000
+    /// ([`lockshift_store::tombstones`]); the endpoint counts every read.
+    pub fn take_read_costs(&self) -> Vec<TableReadCosts> {
+        self.read_costs.take()
     }
 
     /// The endpoint's fault rules.

@@ -415,6 +415,33 @@ async fn tombstones_reach_the_driver_as_cassandra_sends_them() {
         .await
         .unwrap();
     assert_eq!(quiet.warnings().count(), 0, "a slice after the tombstones");
+    // The endpoint counted every read, the quiet one too (0), and tells
+    // whoever runs it; the tally starts afresh once taken.
+    let costs = e.take_read_costs();
+    let main = costs
+        .iter()
+        .find(|c| c.keyspace == "lockshift" && c.table == "main")
+        .unwrap();
+    assert_eq!(
+        (
+            main.reads,
+            main.max_tombstones,
+            main.tombstones,
+            main.warned
+        ),
+        (3, 3, 6, 2),
+        "{costs:?}"
+    );
+    assert!(
+        costs.iter().all(|c| !c.keyspace.starts_with("system")),
+        "system keyspaces are not charged: {costs:?}"
+    );
+    s.execute_unpaged(&st.read_from, ("r", "z", 1))
+        .await
+        .unwrap();
+    let again = e.take_read_costs();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!((again[0].reads, again[0].max_tombstones), (1, 0));
 
     for c in ["d", "e", "f"] {
         delete(&s, &st, "r", c, 10).await;

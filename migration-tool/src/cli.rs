@@ -398,6 +398,8 @@ pub enum Command {
     /// thesis' tables 1-2, against the LWT lease users build instead: P
     /// worker processes each take one shared lock K times, for each
     /// algorithm and each P. With --hold-locks: one node holding N locks.
+    /// With --soak N: one lock taken N times, its first waits against its
+    /// last, and the tombstones its reads passed.
     ///
     /// By default against a local endpoint started in-process with injected
     /// store latency (fixed + uniform jitter); with --cluster against the
@@ -423,11 +425,12 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Algorithms to measure, in order (lwt: the lightweight-transaction
-    /// lease Cassandra users build, a baseline).
-    #[arg(long, value_delimiter = ',', default_value = "legacy,queue,combined,lwt", value_parser = parse_bench_algorithm)]
+    /// lease Cassandra users build, a baseline) [default:
+    /// legacy,queue,combined,lwt; with --soak: legacy,queue,combined].
+    #[arg(long, value_delimiter = ',', value_name = "ALGORITHM,...", value_parser = parse_bench_algorithm)]
     pub algorithms: Vec<lockshift_bench::BenchAlgorithm>,
-    /// Worker process counts P, in order.
-    #[arg(long, value_delimiter = ',', default_value = "1,3,5", value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Worker process counts P, in order [default: 1,3,5; with --soak: 1].
+    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub processes: Vec<u32>,
     /// Acquisitions per process K.
     #[arg(long, short = 'k', default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -464,6 +467,14 @@ pub struct BenchArgs {
     /// Hold mode: the lease renew period (default: lock.renew_every of the settings).
     #[arg(long, value_name = "DURATION", requires = "hold_locks", value_parser = parse_duration)]
     pub renew_every: Option<Duration>,
+    /// Soak instead of contention: take one lock N times per algorithm (and
+    /// per P, the N split between the P processes), then compare the mean
+    /// and p99 wait of the first and the last tenth and report the most
+    /// tombstones any read passed and the database's warnings. Verdict per
+    /// algorithm: last tenth mean ≤ 1.2 × first tenth mean, and no read
+    /// above 1 000 tombstones. Draws no plots.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "acquisitions"], value_parser = clap::value_parser!(u32).range(10..=100_000_000))]
+    pub soak: Option<u32>,
 }
 
 /// `advance` and `rollback`.

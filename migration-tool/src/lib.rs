@@ -252,6 +252,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 connect::settings(connect, false)?
             };
             let config = ops::bench::config(&args, &settings)?;
+            if config.soak.is_some() {
+                let report = ops::bench::soak(&config, render::note).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             if !config.hold_locks.is_empty() {
                 let report = ops::bench::hold(&config, render::note).await?;
                 render::print(&report, json)?;

@@ -32,6 +32,12 @@ impl Human for lockshift_bench::BenchReport {
     }
 }
 
+impl Human for lockshift_bench::SoakReport {
+    fn human(&self) -> String {
+        lockshift_bench::render_soak(self)
+    }
+}
+
 impl Human for lockshift_bench::HoldBenchReport {
     fn human(&self) -> String {
         lockshift_bench::render_hold(self)

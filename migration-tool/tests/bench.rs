@@ -126,6 +126,230 @@ fn a_small_benchmark_runs_on_a_real_cluster() {
     }
 }
 
+/// The soak, small, on the local endpoint: one lock taken N times per
+/// lockshift algorithm; the report's fields agree with each other and the
+/// endpoint counted every read. Never timing: the waits' verdict is not
+/// asserted, only that the tenths are there and add up.
+#[test]
+fn a_small_soak_reports_tenths_and_tombstones_per_algorithm() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--soak",
+            "100",
+            "--latency",
+            "1ms",
+            "--jitter",
+            "0ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(
+        stderr.contains("queue P=1: worker 0: 50 acquisitions"),
+        "progress every tenth: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["version"], 1);
+    assert_eq!(report["soak"], 100);
+    assert!(report["store"].as_str().unwrap().contains("local endpoint"));
+    assert_eq!(report["load_average_start"].as_array().unwrap().len(), 3);
+    let runs = report["runs"].as_array().unwrap();
+    let algorithms: Vec<&str> = runs
+        .iter()
+        .map(|r| r["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        algorithms,
+        ["legacy", "queue", "combined"],
+        "lwt is no lock of lockshift's"
+    );
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap();
+    for r in runs {
+        assert_eq!(r["processes"], 1, "{r}");
+        assert_eq!(r["acquisitions"], 100, "{r}");
+        assert_eq!(r["failures"], 0, "{r}");
+        for tenth in [&r["first_tenth"], &r["last_tenth"]] {
+            assert_eq!(tenth["acquisitions"], 10, "{r}");
+            assert!(ms(&tenth["mean_ms"]) > 0.0, "{r}");
+            assert!(ms(&tenth["p99_ms"]) >= ms(&tenth["mean_ms"]), "{r}");
+        }
+        let tenths = r["tenths_mean_ms"].as_array().unwrap();
+        assert_eq!(tenths.len(), 10, "{r}");
+        assert!((ms(&tenths[0]) - ms(&r["first_tenth"]["mean_ms"])).abs() < 1e-9);
+        assert!((ms(&tenths[9]) - ms(&r["last_tenth"]["mean_ms"])).abs() < 1e-9);
+        let mean_of_tenths = tenths.iter().map(ms).sum::<f64>() / 10.0;
+        assert!(
+            (mean_of_tenths - ms(&r["wait_mean_ms"])).abs() < 1e-6,
+            "{r}"
+        );
+        let ratio = ms(&r["last_tenth"]["mean_ms"]) / ms(&r["first_tenth"]["mean_ms"]);
+        assert!((ms(&r["last_over_first"]) - ratio).abs() < 1e-9, "{r}");
+        assert_eq!(
+            r["verdict"]["waits_flat"],
+            ratio <= 1.2,
+            "the verdict is the ratio's: {r}"
+        );
+
+        let t = &r["tombstones"];
+        assert_eq!(t["every_read_counted"], true, "the endpoint counts: {r}");
+        assert!(
+            t["reads"].as_u64().unwrap() >= 100,
+            "at least one read per acquisition: {r}"
+        );
+        // A bounded layout: a handful at most, never one per earlier
+        // acquisition (the last reads would pass ~99).
+        let most = t["max_tombstones"].as_u64().unwrap();
+        assert!(most <= 10, "{r}");
+        assert_eq!(
+            (&t["warnings"], &t["tombstone_warnings"], &t["failed_reads"]),
+            (&0.into(), &0.into(), &0.into()),
+            "{r}"
+        );
+        assert_eq!(r["verdict"]["tombstones_bounded"], true, "{r}");
+        let tables = t["tables"].as_array().unwrap();
+        let table = |name: &str| tables.iter().find(|x| x["table"] == name);
+        assert!(table("main").is_some(), "every algorithm reads main: {r}");
+        let lock_table = if r["algorithm"] == "legacy" {
+            "shadow"
+        } else {
+            "queue"
+        };
+        let read = table(lock_table).unwrap_or_else(|| panic!("no {lock_table}: {r}"));
+        assert!(read["reads"].as_u64().unwrap() >= 100, "{r}");
+        assert_eq!(
+            tables
+                .iter()
+                .filter_map(|x| x["max_tombstones"].as_u64())
+                .max(),
+            Some(most),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        report["passed"],
+        runs.iter().all(|r| r["verdict"]["passed"] == true)
+    );
+}
+
+/// The soak's terminal report: the table, each run's tenths and tables,
+/// a verdict per algorithm.
+#[test]
+fn the_soak_prints_a_verdict_per_algorithm() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--soak",
+            "20",
+            "--algorithms",
+            "queue",
+            "--processes",
+            "2",
+            "--latency",
+            "1ms",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("N = 20"), "{stdout}");
+    assert!(stdout.contains("load average"), "{stdout}");
+    assert!(
+        stdout.contains("queue P=2: mean wait per tenth"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("queue P=2: tombstones per read, by table: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict queue    P=2: "), "{stdout}");
+    assert!(
+        !stdout.contains("legacy"),
+        "only the algorithm asked for: {stdout}"
+    );
+}
+
+/// The soak measures lockshift's locks: the LWT baseline, a process count
+/// above N or a hold-mode flag beside it are usage errors.
+#[test]
+fn soak_usage_errors() {
+    for (args, expected) in [
+        (
+            &["--soak", "100", "--algorithms", "lwt"][..],
+            "--algorithms lwt",
+        ),
+        (&["--soak", "10", "--processes", "20"][..], "--soak 10"),
+        (&["--soak", "100", "--hold-locks", "5"][..], "--hold-locks"),
+        (&["--soak", "100", "-k", "5"][..], "--acquisitions"),
+        (&["--soak", "3"][..], "--soak"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .arg("bench")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// The soak, small, against the real cluster `LOCKSHIFT_TEST_CONTACT_POINTS`
+/// names: every acquisition done, and a cluster's report says it counts
+/// only what its warnings tell (none here: a fresh lock). Skipped, saying
+/// so, without one.
+#[test]
+fn a_small_soak_runs_on_a_real_cluster() {
+    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    else {
+        println!(
+            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
+             cluster to run migrate bench --cluster --soak against it"
+        );
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "--contact-points",
+            points.trim(),
+            "bench",
+            "--cluster",
+            "--soak",
+            "50",
+            "--json",
+        ])
+        .env("LOCKSHIFT__STORE__CQL__KEYSPACE", "lockshift_e2e_bench")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{report:#}");
+    for r in runs {
+        assert_eq!(r["acquisitions"], 50, "{r}");
+        assert_eq!(r["failures"], 0, "{r}");
+        assert_eq!(r["first_tenth"]["acquisitions"], 5, "{r}");
+        let t = &r["tombstones"];
+        assert_eq!(t["every_read_counted"], false, "{r}");
+        assert!(t["max_tombstones"].is_null(), "no warning, no count: {r}");
+        assert_eq!(t["tombstone_warnings"], 0, "{r}");
+        assert_eq!(t["failed_reads"], 0, "{r}");
+        assert!(t["reads"].as_u64().unwrap() >= 50, "{r}");
+    }
+}
+
 #[test]
 fn the_hold_mode_holds_n_locks_and_counts_renewals() {
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))

@@ -132,6 +132,7 @@ pub(crate) fn result(
             rows: vec![row],
             paging_state: None,
             warnings: Vec::new(),
+            tombstones: None,
         },
     )
 }

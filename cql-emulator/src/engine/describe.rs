@@ -257,6 +257,7 @@ impl Engine {
             rows,
             paging_state: None,
             warnings: Vec::new(),
+            tombstones: None,
         })
     }
 }

@@ -43,6 +43,7 @@ use crate::engine::system::NodeInfo;
 use crate::error::CqlError;
 use crate::faults::{FaultController, RequestOp};
 use crate::parse::ast::{Statement, TableName};
+use crate::read_costs::ReadCostLog;
 use crate::wire::Value;
 
 /// The storage (inter-node) port Cassandra names a replica by in failure
@@ -158,6 +159,8 @@ pub(crate) struct Engine {
     /// When a read's tombstones earn a warning or a failure
     /// (`select::cost`).
     thresholds: TombstoneThresholds,
+    /// What charged reads cost, per table, for the handle.
+    read_costs: ReadCostLog,
 }
 
 fn no_keyspace() -> CqlError {
@@ -184,9 +187,16 @@ impl Engine {
             default_gc_grace,
             faults,
             thresholds,
+            read_costs: ReadCostLog::default(),
         };
         e.bootstrap();
         e
+    }
+
+    /// The tally of what charged reads cost, shared with whoever holds a
+    /// clone.
+    pub(crate) fn read_costs(&self) -> &ReadCostLog {
+        &self.read_costs
     }
 
     /// A server timestamp: the clock's µs, strictly above the previous one
@@ -479,14 +489,19 @@ impl Engine {
                         }
                     });
                     let table = self.table_mut(ks, name)?;
-                    select::run(
+                    let page = select::run(
                         table,
                         plan,
                         &values,
                         opts.page_size,
                         opts.paging_state,
                         charging.as_ref(),
-                    )?
+                    )?;
+                    if let Some(tombstones) = page.tombstones {
+                        self.read_costs
+                            .record(ks, name, tombstones, !page.warnings.is_empty());
+                    }
+                    page
                 };
                 Ok(Outcome::Rows(page))
             }

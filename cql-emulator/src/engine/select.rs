@@ -34,6 +34,10 @@ pub(crate) struct Page {
     pub(crate) paging_state: Option<Vec<u8>>,
     /// Warnings for the response frame (Cassandra's tombstone warning).
     pub(crate) warnings: Vec<String>,
+    /// The most tombstones one command of this page passed (TC4: a page
+    /// reading several partition keys runs one command per key); `None`
+    /// when the read was not charged (system keyspaces, the fault table).
+    pub(crate) tombstones: Option<u64>,
 }
 
 /// One emitted row and where it sits.
@@ -541,6 +545,7 @@ pub(crate) fn run(
         per_partition
     };
     let mut warnings = Vec::new();
+    let mut most_tombstones: Option<u64> = None;
     match &plan.partition {
         PartitionSel::Keys(ops) => {
             let mut lists = Vec::new();
@@ -561,6 +566,7 @@ pub(crate) fn run(
                 let dead = std::mem::take(&mut walk.dead);
                 table.purge_rows(&key, &dead, now);
                 if let Some(c) = charging {
+                    most_tombstones = most_tombstones.max(Some(walk.count.tombstones));
                     if let Some(e) = cost::failure(c, walk.count) {
                         return Err(e);
                     }
@@ -618,6 +624,7 @@ pub(crate) fn run(
                     table.partitions.remove(&k);
                 }
                 if let Some(c) = charging {
+                    most_tombstones = most_tombstones.max(Some(walk.count.tombstones));
                     if let Some(e) = cost::failure(c, walk.count) {
                         return Err(e);
                     }
@@ -646,6 +653,7 @@ pub(crate) fn run(
             ],
             paging_state: None,
             warnings,
+            tombstones: most_tombstones,
         });
     }
     let mut out = walk.out;
@@ -686,6 +694,7 @@ pub(crate) fn run(
         rows: out.into_iter().map(|e| e.values).collect(),
         paging_state,
         warnings,
+        tombstones: most_tombstones,
     })
 }
 

@@ -1,8 +1,11 @@
 //! `migrate bench`: the benchmark of `lockshift_bench`, with this binary as
-//! its worker process (`migrate bench-worker <spec>`).
+//! its worker process (`migrate bench-worker <spec>`) — contention (the
+//! default), the hold mode (`--hold-locks`) and the soak (`--soak`).
 
 use lockshift::Settings;
-use lockshift_bench::{BenchConfig, BenchError, BenchReport, HoldBenchReport, WorkerSpec};
+use lockshift_bench::{
+    BenchAlgorithm, BenchConfig, BenchError, BenchReport, HoldBenchReport, SoakReport, WorkerSpec,
+};
 use tokio::process::Command;
 
 use crate::UsageError;
@@ -21,9 +24,37 @@ pub fn config(args: &BenchArgs, settings: &Settings) -> anyhow::Result<BenchConf
             return Err(UsageError(format!("--renew-every: {problem}")).into());
         }
     }
+    let soak = args.soak.is_some();
+    let algorithms = if args.algorithms.is_empty() {
+        BenchAlgorithm::ALL
+            .into_iter()
+            .filter(|a| !soak || a.lock().is_some())
+            .collect()
+    } else {
+        args.algorithms.clone()
+    };
+    if soak && let Some(a) = algorithms.iter().find(|a| a.lock().is_none()) {
+        return Err(UsageError(format!(
+            "--soak measures lockshift's locks (legacy, queue, combined); --algorithms {a} is not one"
+        ))
+        .into());
+    }
+    let processes = match (args.processes.is_empty(), soak) {
+        (false, _) => args.processes.clone(),
+        (true, true) => vec![1],
+        (true, false) => vec![1, 3, 5],
+    };
+    if let (Some(n), Some(p)) = (args.soak, processes.iter().max())
+        && n < *p
+    {
+        return Err(UsageError(format!(
+            "--soak {n}: fewer acquisitions than --processes {p} (each process takes N / P)"
+        ))
+        .into());
+    }
     Ok(BenchConfig {
-        algorithms: args.algorithms.clone(),
-        processes: args.processes.clone(),
+        algorithms,
+        processes,
         acquisitions: args.acquisitions,
         hold: args.hold,
         latency: args.latency,
@@ -33,11 +64,12 @@ pub fn config(args: &BenchArgs, settings: &Settings) -> anyhow::Result<BenchConf
         queue: settings.lock.queue.clone(),
         legacy: settings.lock.legacy.clone(),
         time: settings.time.clone(),
-        // The hold mode draws nothing.
-        plots: (!args.no_plots && args.hold_locks.is_empty()).then(|| args.plots.clone()),
+        // The hold mode and the soak draw nothing.
+        plots: (!args.no_plots && args.hold_locks.is_empty() && !soak).then(|| args.plots.clone()),
         seed: args.seed,
         hold_locks: args.hold_locks.clone(),
         hold_periods: args.periods,
+        soak: args.soak,
     })
 }
 
@@ -109,6 +141,19 @@ pub async fn bench(
     let worker = worker_command()?;
     let mut progress = progress;
     Ok(lockshift_bench::run(config, &worker, &mut progress).await?)
+}
+
+/// Runs the soak (`--soak N`) with this executable as the worker.
+///
+/// # Errors
+/// The benchmark's errors (endpoint, store, workers).
+pub async fn soak(
+    config: &BenchConfig,
+    progress: impl FnMut(&str) + Send,
+) -> anyhow::Result<SoakReport> {
+    let worker = worker_command()?;
+    let mut progress = progress;
+    Ok(lockshift_bench::run_soak(config, &worker, &mut progress).await?)
 }
 
 /// Runs the hold mode (`--hold-locks`) with this executable as the worker.
