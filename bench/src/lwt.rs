@@ -288,7 +288,7 @@ impl LwtLocker {
                     .unwrap_or_else(|| format!("lease {name} still taken after {give_up:?}")));
             }
             let delay = retry_delay(&mut *self.rng.lock().await, self.round_trip);
-            tokio::time::sleep(delay).await;
+            lockshift_lock::pause::sleep(delay).await;
         }
     }
 

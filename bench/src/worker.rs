@@ -320,7 +320,9 @@ async fn contend(spec: WorkerSpec) -> Result<(), BenchError> {
         };
         let acquired_at = now_micros();
         if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
+            // The hold lasts what was asked: tokio's timer alone would
+            // stretch a 1 ms hold to up to 2 ms (pause.rs).
+            lockshift_lock::pause::sleep(hold).await;
         }
         let release_started = now_micros();
         if let Err(e) = held.release().await {
