@@ -144,11 +144,55 @@ impl Census {
     }
 }
 
+/// What counts as stale: waiters' cells (queue cells and reservations,
+/// rewritten every `lock.queue.waiting_renew_every`) and holdings (renewed
+/// every `lock.renew_every`) are judged each by their own period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staleness {
+    /// Waiters' cells not rewritten for longer than this are stale (the
+    /// threshold waiters skip queue cells by, `lock.queue.stale_after`).
+    pub waiting: Duration,
+    /// Holdings (and cells of binaries that predate lockshift) not renewed
+    /// for longer than this are stale.
+    pub holding: Duration,
+}
+
+impl Staleness {
+    /// One threshold for every cell.
+    pub fn uniform(after: Duration) -> Staleness {
+        Staleness {
+            waiting: after,
+            holding: after,
+        }
+    }
+
+    /// The fleet's thresholds: `lock.queue.stale_after` for waiters' cells,
+    /// three `lock.renew_every` periods for holdings.
+    pub fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness {
+        Staleness {
+            waiting: queue.stale_after(lease),
+            holding: lockshift_queue_lock::QueueSettings::holder_stale_after(lease),
+        }
+    }
+
+    /// The threshold for a cell of `table` written by `owner`.
+    fn for_cell(&self, table: Table, owner: &CellOwner) -> Duration {
+        if table == schema::QUEUE || owner.reserved {
+            self.waiting
+        } else {
+            self.holding
+        }
+    }
+}
+
 /// How a census pages through row keys and what counts as stale.
 #[derive(Clone, Copy, Debug)]
 pub struct CensusOptions {
-    /// Cells not renewed for longer than this are stale.
-    pub stale_after: Duration,
+    /// Cells not renewed for longer than their threshold are stale.
+    pub stale_after: Staleness,
     /// Row keys per scan page.
     pub page_size: NonZeroU32,
 }
@@ -162,7 +206,7 @@ pub async fn inspect_lock(
     clock: &dyn Clock,
     nodes: &[LiveNode],
     lock: &str,
-    stale_after: Duration,
+    stale_after: Staleness,
 ) -> Result<Vec<CensusCell>, StoreError> {
     let registered = registered(nodes);
     let now = clock.now();
@@ -237,7 +281,7 @@ fn classify_row(
     cells: Vec<Cell>,
     registered: &BTreeSet<String>,
     now: Timestamp,
-    stale_after: Duration,
+    stale_after: Staleness,
 ) -> Vec<CensusCell> {
     let mut live_position = 0;
     let mut out = Vec::with_capacity(cells.len());
@@ -259,7 +303,9 @@ fn classify_row(
     }
     for (queued_at, cell) in cells {
         let age = now.duration_since(cell.writetime);
-        let stale = age > stale_after;
+        // Queue cells are judged by the waiters' threshold whoever wrote
+        // them: it is the one waiters skip them by.
+        let stale = age > stale_after.waiting;
         let owner = if table == schema::QUEUE {
             let position = if stale {
                 None
@@ -285,6 +331,11 @@ fn classify_row(
             )
         };
         let (owner, queue_position) = owner;
+        let stale = if table == schema::QUEUE {
+            stale
+        } else {
+            age > stale_after.for_cell(table, &owner)
+        };
         out.push(CensusCell {
             table,
             lock: lock.to_string(),
@@ -432,7 +483,7 @@ mod tests {
             &clock,
             &[],
             CensusOptions {
-                stale_after: Duration::from_secs(30),
+                stale_after: Staleness::uniform(Duration::from_secs(30)),
                 page_size: NonZeroU32::new(1).unwrap(),
             },
             |_, _| {},

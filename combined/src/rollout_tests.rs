@@ -292,6 +292,7 @@ fn request(to: Stage, dry_run: bool) -> TransitionRequest {
         by: "alice".into(),
         reason: "rollout".into(),
         dry_run,
+        expected_from: None,
     }
 }
 

@@ -196,7 +196,11 @@ async fn a_bad_value_names_its_real_source() {
 async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
     use lockshift_cql_emulator::{Fault, FaultRule};
     let e = Endpoint::with_schema().await;
-    // Alice's stage write is held back 2 s, with the rollout lock held.
+    e.migrate(&["advance", "--to", "dual"])
+        .await
+        .expect_code(0);
+    // Alice rolls back; her stage write is held back 2 s, with the rollout
+    // lock held.
     let hold = e
         .handle
         .faults()
@@ -207,28 +211,78 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
                 .times(1),
         )
         .unwrap();
-    let alice =
-        tokio::spawn(common::command(Some(&e.addr()), &["advance", "--by", "alice"], &[]).output());
+    let alice = tokio::spawn(
+        common::command(
+            Some(&e.addr()),
+            &["rollback", "--to", "legacy", "--by", "alice"],
+            &[],
+        )
+        .output(),
+    );
     let faults = e.handle.faults().clone();
     common::eventually(Duration::from_secs(30), "alice's stage write", || {
         let fired = faults.fired(&hold).unwrap_or(0);
         async move { fired >= 1 }
     })
     .await;
-    // Bob reads `legacy`, aims at `dual`, and waits for the rollout lock.
-    let bob = e.migrate(&["advance", "--by", "bob", "--json"]).await;
+    // Bob reads `dual`, aims at `queue`, and waits for the rollout lock;
+    // he gets it at `legacy`, and moves from nowhere he did not see.
+    let bob = e
+        .migrate(&["advance", "--to", "queue", "--by", "bob", "--json"])
+        .await;
     let alice = alice.await.unwrap().unwrap();
     assert_eq!(alice.status.code(), Some(0), "{alice:?}");
     let j = bob.expect_code(3).json();
     assert_eq!(j["applied"], false, "{j:#}");
-    assert_eq!(j["raced"], "dual", "{j:#}");
+    assert_eq!(j["raced"], "legacy", "{j:#}");
     assert!(
         j["because"][0]
             .as_str()
             .unwrap()
-            .contains("the stage moved from legacy to dual while this command waited"),
+            .contains("the stage moved from dual to legacy while this command waited"),
         "{j:#}"
     );
+    assert_eq!(j["actions"][0], "`migrate status`, then decide again", "{j:#}");
+}
+
+/// Two operators asking for the same stage at once: the second finds it
+/// done — what it asked for — and exits 0; the fleet moved one stage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_advance_twice_at_once_moves_one_stage() {
+    use lockshift_cql_emulator::{Fault, FaultRule};
+    let e = Endpoint::with_schema().await;
+    let hold = e
+        .handle
+        .faults()
+        .add(
+            FaultRule::new(Fault::Latency(Duration::from_secs(2)))
+                .on_table("lockshift.rollout")
+                .writes()
+                .times(1),
+        )
+        .unwrap();
+    let alice = tokio::spawn(
+        common::command(
+            Some(&e.addr()),
+            &["advance", "--to", "dual", "--by", "alice"],
+            &[],
+        )
+        .output(),
+    );
+    let faults = e.handle.faults().clone();
+    common::eventually(Duration::from_secs(30), "alice's stage write", || {
+        let fired = faults.fired(&hold).unwrap_or(0);
+        async move { fired >= 1 }
+    })
+    .await;
+    let bob = e
+        .migrate(&["advance", "--to", "dual", "--by", "bob", "--json"])
+        .await;
+    assert_eq!(alice.await.unwrap().unwrap().status.code(), Some(0));
+    let j = bob.expect_code(0).json();
+    assert_eq!((j["already"].clone(), j["raced"].clone()), (true.into(), "dual".into()), "{j:#}");
+    let j = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    assert_eq!(j["stage"]["stage"], "dual");
 }
 
 /// Issue 11 item 9: nothing creates a keyspace unless asked (a service's
@@ -301,7 +355,9 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_text_and_history_entries_are_bounded() {
     let e = Endpoint::with_schema().await;
-    e.migrate(&["advance"]).await.expect_code(0);
+    e.migrate(&["advance", "--to", "dual"])
+        .await
+        .expect_code(0);
     let store = e.store().clone();
     let now = SystemClock.now();
     for chunk in (0..5_000u32).collect::<Vec<_>>().chunks(250) {
@@ -326,7 +382,7 @@ async fn guard_text_and_history_entries_are_bounded() {
         writes.join_all().await;
     }
     let j = e
-        .migrate(&["rollback", "--json", "--reason", "x"])
+        .migrate(&["rollback", "--to", "legacy", "--json", "--reason", "x"])
         .await
         .expect_code(3)
         .json();

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
+use lockshift_combined::census::Staleness;
 use lockshift_combined::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;
@@ -71,13 +72,11 @@ impl Env {
         )
     }
 
-    /// The staleness threshold nodes use for queue cells (and rollout guards
-    /// for their census).
-    pub fn stale_after(&self) -> Duration {
-        self.settings
-            .lock
-            .queue
-            .stale_after(&self.settings.lock.lease())
+    /// The staleness thresholds of the fleet's census: the one nodes skip
+    /// queue cells by (waiters' cells), and three lease renewal periods
+    /// (holdings) — as the rollout guards judge them.
+    pub fn stale_after(&self) -> Staleness {
+        Staleness::of(&self.settings.lock.queue, &self.settings.lock.lease())
     }
 }
 

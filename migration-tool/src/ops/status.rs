@@ -176,8 +176,12 @@ pub struct OldestWait {
 /// Stale cells.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StaleSummary {
-    /// The threshold: not renewed for longer than this.
+    /// The threshold for waiters' cells (queue cells, reservations): not
+    /// rewritten for longer than this (`lock.queue.stale_after`).
     pub threshold_ms: u64,
+    /// The threshold for holdings: not renewed for longer than this (three
+    /// `lock.renew_every` periods).
+    pub holding_threshold_ms: u64,
     /// Stale cells in all.
     pub cells: usize,
     /// Distinct locks with a stale cell.
@@ -209,10 +213,15 @@ pub struct NextVerdict {
     pub to: Stage,
     /// Whether every guard holds.
     pub safe: bool,
-    /// Every guard: name, passed, detail.
+    /// Every guard: name, passed, detail, what to do.
     pub guards: Vec<Guard>,
     /// The failing guards' details.
     pub because: Vec<String>,
+    /// What to do about the failing guards, each once.
+    pub actions: Vec<String>,
+    /// What the guards cannot know, said with a "yes" as with a "no"
+    /// (e.g. no node is registered).
+    pub caveats: Vec<String>,
 }
 
 /// Gathers the report; `progress` hears about the census pages.
@@ -307,7 +316,8 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         .max_by_key(|w| w.waiting_ms);
 
     let mut stale = StaleSummary {
-        threshold_ms: ms(env.stale_after()),
+        threshold_ms: ms(env.stale_after().waiting),
+        holding_threshold_ms: ms(env.stale_after().holding),
         ..StaleSummary::default()
     };
     let mut stale_locks: Vec<&str> = Vec::new();
@@ -339,6 +349,8 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             to: verdict.to,
             safe: verdict.is_safe(),
             because: verdict.failures(),
+            actions: verdict.actions(),
+            caveats: verdict.caveats.clone(),
             guards: verdict.guards,
         }
     });
@@ -383,11 +395,25 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
                 .to_string(),
         );
     }
+    // Every holding that is not lockshift's own counts as legacy: a binary
+    // that predates lockshift runs the legacy algorithm, whatever its cell
+    // looks like (docs/design.md §4, "The quiet period").
     let held_legacy = evidence.census.held_by(Algorithm::Legacy).count();
+    let held_foreign = evidence
+        .census
+        .held()
+        .filter(|c| c.owner.algorithm.is_none())
+        .count();
     let held_queue = evidence.census.held_by(Algorithm::Queue).count();
-    if held_legacy > 0 && held_queue > 0 {
+    if held_legacy + held_foreign > 0 && held_queue > 0 {
+        let legacy = match (held_legacy, held_foreign) {
+            (0, f) => format!("{f} by binaries that predate lockshift (legacy)"),
+            (l, 0) => format!("{l} by legacy"),
+            (l, f) => format!("{l} by legacy and {f} by binaries that predate lockshift"),
+        };
         out.push(format!(
-            "UNSAFE: {held_legacy} lock(s) held by legacy and {held_queue} by queue holders at once"
+            "UNSAFE: lock cells held {legacy} and {held_queue} by queue holders at once; \
+             exclusion between them is not guaranteed (docs/operating.md §5)"
         ));
     }
     for n in &evidence.nodes {
@@ -510,6 +536,46 @@ mod tests {
             next.because
                 .iter()
                 .any(|b| b.contains("node web-1 runs legacy"))
+        );
+    }
+
+    /// Issue 19 (B): a `main` cell that is not lockshift's own — a binary
+    /// that predates lockshift, any column and value — beside a queue
+    /// holder is the unsafe pair: exit 5, as for a lockshift legacy holder.
+    #[tokio::test]
+    async fn a_foreign_main_cell_beside_a_queue_holder_is_unsafe() {
+        let (env, clock) = env();
+        let put = |column: &'static str, value: &'static [u8]| {
+            let store = env.store.clone();
+            let at = clock.now();
+            async move {
+                store
+                    .write(
+                        schema::MAIN,
+                        "acct",
+                        &[CellWrite::new(column, value.to_vec())],
+                        WriteOptions::at(at),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        put("q1/0000000000000001", b"queue").await;
+        let quiet = status(&env, |_| {}).await.unwrap();
+        assert!(!quiet.unsafe_state, "{:?}", quiet.warnings);
+        // Old-style cells: not lockshift's shape, whatever the value.
+        put("3f2504e0-4f89-11d3-9a0c-0305e82c3301", b"anything").await;
+        put("worker-7", b"").await;
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.locks.held_by["foreign"], 2);
+        assert_eq!(r.locks.held_by["queue"], 1);
+        assert!(r.unsafe_state, "{:?}", r.warnings);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.starts_with("UNSAFE") && w.contains("predate lockshift")),
+            "{:?}",
+            r.warnings
         );
     }
 }
