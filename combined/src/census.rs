@@ -5,17 +5,27 @@
 //! Binaries that predate lockshift do not register and do not name their
 //! cells lockshift's way; a cell whose owner is not `node/<16 hex digits>`, or whose
 //! value says `legacy`, is legacy activity.
+//!
+//! A lockshift owner id names the process that wrote it (node id and
+//! incarnation, docs/design.md §2a), and so does a registry row (§4, R5):
+//! each cell is matched to its own process's row, never to another
+//! process's of the same node id — a replacement's promise says nothing
+//! about its predecessor's cells. By that process's own promise a cell can
+//! be known to have outlived its lease ([`CensusCell::lease_over`]): a
+//! late write brought it back (lock invariant L5), or its owner could not
+//! delete it. Nobody holds or waits through such a cell; it only makes
+//! others wait until it expires.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use lockshift_lock::{Algorithm, OwnerId, lockshift_writer};
+use lockshift_lock::{Algorithm, Incarnation, OwnerId, lockshift_writer};
 use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
 use serde::Serialize;
 
-use crate::registry::LiveNode;
+use crate::registry::{LeasePromise, LiveNode};
 
 /// Who wrote a cell, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -25,8 +35,19 @@ pub struct CellOwner {
     pub owner: String,
     /// The lockshift node in the owner id, if it has lockshift's shape.
     pub node: Option<String>,
-    /// Whether that node is in the registry now.
+    /// Whether that node is in the registry now (any process of it).
     pub registered: bool,
+    /// Whether the owner's own process — its node id *and* incarnation —
+    /// is in the registry now. A row of a build that predates incarnations
+    /// cannot be told apart from its node id's other processes, so it
+    /// counts for every owner of that node id here (the cautious reading:
+    /// a live owner's cells are kept).
+    pub process_live: bool,
+    /// The lease the owner's own process announced in its registry row;
+    /// `None` when that process has no row, did not say, or has a row of a
+    /// build that predates incarnations (whose promise may be another
+    /// process's).
+    pub promise: Option<LeasePromise>,
     /// The algorithm the value names; `None` for a foreign value (an old
     /// binary).
     pub algorithm: Option<Algorithm>,
@@ -37,24 +58,31 @@ pub struct CellOwner {
 }
 
 impl CellOwner {
-    fn classify(column_owner: &str, value: &[u8], registered: &BTreeSet<String>) -> Self {
+    fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> Self {
         // Only a lockshift-shaped owner id with a lockshift value is
         // lockshift's; anything else was written by something older.
-        let node = OwnerId::from_stored(column_owner)
-            .node()
-            .map(str::to_string);
-        match (lockshift_writer(column_owner, value), node) {
-            (Some((algorithm, reserved)), Some(node)) => CellOwner {
-                owner: column_owner.to_string(),
-                registered: registered.contains(&node),
-                node: Some(node),
-                algorithm: Some(algorithm),
-                reserved,
-            },
+        let id = OwnerId::from_stored(column_owner);
+        match (lockshift_writer(column_owner, value), id.node()) {
+            (Some((algorithm, reserved)), Some(node)) => {
+                let process = id
+                    .incarnation()
+                    .and_then(|i| registry.processes.get(&(node.to_string(), i)));
+                CellOwner {
+                    owner: column_owner.to_string(),
+                    registered: registry.nodes.contains(node),
+                    process_live: process.is_some() || registry.unnamed.contains(node),
+                    promise: process.copied().flatten(),
+                    node: Some(node.to_string()),
+                    algorithm: Some(algorithm),
+                    reserved,
+                }
+            }
             _ => CellOwner {
                 owner: column_owner.to_string(),
                 node: None,
                 registered: false,
+                process_live: false,
+                promise: None,
                 algorithm: None,
                 reserved: false,
             },
@@ -92,6 +120,31 @@ pub struct CensusCell {
     pub queued_at: Option<u64>,
     /// Not renewed for longer than the staleness threshold.
     pub stale: bool,
+    /// Its lease is over by its owner's own promise ([`lease_over`]): not
+    /// renewed for longer than the cell's guaranteed life, allowing for the
+    /// clock skew margin, so its owner has been told it lost the lock. It
+    /// stands because a write of its lease landed late (L5) or its owner
+    /// could not delete it; nobody holds or waits through it, and it keeps
+    /// others waiting until it expires (or `migrate clean` deletes it).
+    /// Always `false` when the owner's process has no registry row: only
+    /// its own promise can tell.
+    pub lease_over: bool,
+}
+
+/// Whether a cell not renewed for `age` (by the observer's clock) has
+/// outlived the lease its owner promised: older than the cell's guaranteed
+/// life (`ttl − 1 s − skew allowance`, lock invariant L3) even if the
+/// owner's clock is `clock_skew_margin` behind the observer's. Its owner
+/// has then been told it lost the lock (lock invariant K3). `None`
+/// promise: unknown, `false`.
+pub fn lease_over(
+    age: Duration,
+    promise: Option<LeasePromise>,
+    clock_skew_margin: Duration,
+) -> bool {
+    promise
+        .and_then(|p| p.guaranteed_life())
+        .is_some_and(|life| age.saturating_sub(clock_skew_margin) > life)
 }
 
 fn serialize_table<S: serde::Serializer>(t: &Table, s: S) -> Result<S::Ok, S::Error> {
@@ -193,6 +246,10 @@ impl Staleness {
 pub struct CensusOptions {
     /// Cells not renewed for longer than their threshold are stale.
     pub stale_after: Staleness,
+    /// How far an owner's clock may be behind the observer's
+    /// (`rollout.clock_skew_margin`): ages judged against an owner's
+    /// promise allow for it ([`lease_over`]).
+    pub clock_skew_margin: Duration,
     /// Row keys per scan page.
     pub page_size: NonZeroU32,
 }
@@ -206,21 +263,14 @@ pub async fn inspect_lock(
     clock: &dyn Clock,
     nodes: &[LiveNode],
     lock: &str,
-    stale_after: Staleness,
+    options: CensusOptions,
 ) -> Result<Vec<CensusCell>, StoreError> {
-    let registered = registered(nodes);
+    let registry = Registry::of(nodes);
     let now = clock.now();
     let mut out = Vec::new();
     for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
         let cells = store.read(table, lock, &RowQuery::all()).await?;
-        out.extend(classify_row(
-            table,
-            lock,
-            cells,
-            &registered,
-            now,
-            stale_after,
-        ));
+        out.extend(classify_row(table, lock, cells, &registry, now, &options));
     }
     Ok(out)
 }
@@ -237,7 +287,7 @@ pub async fn take_census(
     options: CensusOptions,
     mut progress: impl FnMut(Table, usize),
 ) -> Result<Census, StoreError> {
-    let registered = registered(nodes);
+    let registry = Registry::of(nodes);
     let mut census = Census {
         cells: Vec::new(),
         taken_at: clock.now(),
@@ -255,9 +305,9 @@ pub async fn take_census(
                     table,
                     lock,
                     cells,
-                    &registered,
+                    &registry,
                     clock.now(),
-                    options.stale_after,
+                    &options,
                 ));
             }
             rows += page.keys.len();
@@ -271,17 +321,44 @@ pub async fn take_census(
     Ok(census)
 }
 
-fn registered(nodes: &[LiveNode]) -> BTreeSet<String> {
-    nodes.iter().map(|n| n.info.node.clone()).collect()
+/// The registry as cells are matched against it.
+#[derive(Debug, Default)]
+struct Registry {
+    /// Node ids with any row.
+    nodes: BTreeSet<String>,
+    /// Each process with a row (node id, incarnation), and its promise.
+    processes: BTreeMap<(String, Incarnation), Option<LeasePromise>>,
+    /// Node ids with a row that names no process (a build that predates
+    /// incarnations, or an incarnation that does not parse).
+    unnamed: BTreeSet<String>,
+}
+
+impl Registry {
+    fn of(nodes: &[LiveNode]) -> Self {
+        let mut r = Registry::default();
+        for n in nodes {
+            r.nodes.insert(n.info.node.clone());
+            match n.info.incarnation.as_deref().map(str::parse::<Incarnation>) {
+                Some(Ok(incarnation)) => {
+                    r.processes
+                        .insert((n.info.node.clone(), incarnation), n.info.lease);
+                }
+                _ => {
+                    r.unnamed.insert(n.info.node.clone());
+                }
+            }
+        }
+        r
+    }
 }
 
 fn classify_row(
     table: Table,
     lock: &str,
     cells: Vec<Cell>,
-    registered: &BTreeSet<String>,
+    registry: &Registry,
     now: Timestamp,
-    stale_after: Staleness,
+    options: &CensusOptions,
 ) -> Vec<CensusCell> {
     let mut live_position = 0;
     let mut out = Vec::with_capacity(cells.len());
@@ -305,7 +382,7 @@ fn classify_row(
         let age = now.duration_since(cell.writetime);
         // Queue cells are judged by the waiters' threshold whoever wrote
         // them: it is the one waiters skip them by.
-        let stale = age > stale_after.waiting;
+        let stale = age > options.stale_after.waiting;
         let owner = if table == schema::QUEUE {
             let position = if stale {
                 None
@@ -319,14 +396,14 @@ fn classify_row(
                 Some(entry) => CellOwner::classify(
                     entry.owner.as_str(),
                     entry.algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
-                    registered,
+                    registry,
                 ),
-                None => CellOwner::classify(&cell.column, &cell.value, registered),
+                None => CellOwner::classify(&cell.column, &cell.value, registry),
             };
             (owner, position)
         } else {
             (
-                CellOwner::classify(&cell.column, &cell.value, registered),
+                CellOwner::classify(&cell.column, &cell.value, registry),
                 None,
             )
         };
@@ -334,8 +411,9 @@ fn classify_row(
         let stale = if table == schema::QUEUE {
             stale
         } else {
-            age > stale_after.for_cell(table, &owner)
+            age > options.stale_after.for_cell(table, &owner)
         };
+        let lease_over = lease_over(age, owner.promise, options.clock_skew_margin);
         out.push(CensusCell {
             table,
             lock: lock.to_string(),
@@ -347,6 +425,7 @@ fn classify_row(
             queue_position,
             queued_at,
             stale,
+            lease_over,
         });
     }
     out
@@ -484,6 +563,7 @@ mod tests {
             &[],
             CensusOptions {
                 stale_after: Staleness::uniform(Duration::from_secs(30)),
+                clock_skew_margin: Duration::from_secs(5),
                 page_size: NonZeroU32::new(1).unwrap(),
             },
             |_, _| {},
@@ -541,5 +621,120 @@ mod tests {
             1,
             "the foreign holder"
         );
+    }
+    /// Issue 23: a cell is matched to its own process's registry row (node
+    /// id and incarnation), never to another process of the same node id;
+    /// a row that names no process (a build before incarnations) counts
+    /// for liveness only; by its own process's promise a cell is known to
+    /// have outlived its lease — allowing for the skew margin.
+    #[tokio::test]
+    async fn cells_are_matched_to_their_own_process() {
+        use crate::registry::NodeInfo;
+        use lockshift_lock::NodeId;
+        let now = 100_000_000;
+        let clock = ManualClock::new(Timestamp::from_micros(now));
+        let store = MemoryStore::new();
+        let (mine, other) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let web = NodeId::new("web").unwrap();
+        let owner = |i, slot| OwnerId::for_slot(&web, i, slot).as_str().to_string();
+        let promise = |ttl_s: u64, renew_s: u64| LeasePromise {
+            ttl_ms: ttl_s * 1000,
+            renew_every_ms: renew_s * 1000,
+        };
+        let row = |node: &str, incarnation: Option<Incarnation>, lease| LiveNode {
+            column: node.to_string(),
+            info: NodeInfo {
+                node: node.to_string(),
+                version: "0.1.0".into(),
+                configured_mode: crate::Mode::Combined,
+                effective: Algorithm::Combined,
+                degraded: false,
+                seen_stage: None,
+                seen_version: None,
+                started_at: 0,
+                incarnation: incarnation.map(|i| i.to_string()),
+                last_used: BTreeMap::new(),
+                lease,
+                acting_version: None,
+                bound: BTreeMap::new(),
+                view_expired: false,
+            },
+            heartbeat_at: Timestamp::from_micros(now),
+            ttl_left: None,
+        };
+        // web/other announces TTL 4 s; web/mine has no row; "old" has a row
+        // without an incarnation.
+        let nodes = [
+            row("web", Some(other), Some(promise(4, 1))),
+            row("old", None, Some(promise(4, 1))),
+        ];
+        let cells = [
+            ("a", owner(mine, 0), 20),
+            ("b", owner(other, 0), 7),
+            ("c", owner(other, 1), 11),
+            ("d", "old/0000000100000000".to_string(), 20),
+        ];
+        for (lock, column, age_s) in &cells {
+            store
+                .write(
+                    schema::MAIN,
+                    lock,
+                    &[CellWrite::new(column.clone(), b"queue".to_vec())],
+                    WriteOptions::at(Timestamp::from_micros(now - age_s * 1_000_000)),
+                )
+                .await
+                .unwrap();
+        }
+        let census = take_census(
+            &store,
+            &clock,
+            &nodes,
+            CensusOptions {
+                stale_after: Staleness::uniform(Duration::from_secs(30)),
+                clock_skew_margin: Duration::from_secs(5),
+                page_size: NonZeroU32::new(10).unwrap(),
+            },
+            |_, _| {},
+        )
+        .await
+        .unwrap();
+        let seen: Vec<(&str, bool, bool, Option<u64>, bool)> = census
+            .cells
+            .iter()
+            .map(|c| {
+                (
+                    c.lock.as_str(),
+                    c.owner.registered,
+                    c.owner.process_live,
+                    c.owner.promise.map(|p| p.ttl_ms),
+                    c.lease_over,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                // Another process's row: the node id is registered, the
+                // owner's process is not, and the promise is not its own.
+                ("a", true, false, None, false),
+                // Its own process's promise: life 2.75 s. 7 s − the 5 s
+                // margin is within it, 11 s − 5 s is not.
+                ("b", true, true, Some(4000), false),
+                ("c", true, true, Some(4000), true),
+                // A row without an incarnation: live, but no promise.
+                ("d", true, true, None, false),
+            ]
+        );
+        assert!(!lease_over(
+            Duration::from_secs(7),
+            Some(promise(4, 1)),
+            Duration::from_secs(5)
+        ));
+        assert!(lease_over(
+            Duration::from_millis(7_800),
+            Some(promise(4, 1)),
+            Duration::from_secs(5)
+        ));
+        assert!(!lease_over(Duration::from_secs(600), None, Duration::ZERO));
     }
 }

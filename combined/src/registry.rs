@@ -136,6 +136,19 @@ impl LeasePromise {
     pub fn renew_every(&self) -> Duration {
         Duration::from_millis(self.renew_every_ms)
     }
+
+    /// How long a cell written under this promise is sure to live after it
+    /// was sent (the TTL in whole seconds − 1 s − the skew allowance, lock
+    /// invariant L3); its owner is told it lost the lock before then (K3).
+    /// `None` when the TTL guarantees nothing.
+    pub fn guaranteed_life(&self) -> Option<Duration> {
+        lockshift_lock::LeaseSettings {
+            lease_ttl: self.ttl(),
+            renew_every: self.renew_every(),
+            ..lockshift_lock::LeaseSettings::default()
+        }
+        .guaranteed_life()
+    }
 }
 
 /// The column of the registry row of `node`'s process `incarnation`.

@@ -742,6 +742,7 @@ impl Rollout {
             &nodes,
             CensusOptions {
                 stale_after: self.stale_after,
+                clock_skew_margin: self.settings.clock_skew_margin,
                 page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
             },
             progress,

@@ -50,6 +50,8 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
             owner: owner.to_string(),
             node: algorithm.map(|_| owner.split('/').next().unwrap_or_default().to_string()),
             registered: algorithm.is_some(),
+            process_live: algorithm.is_some(),
+            promise: None,
             algorithm,
             reserved: false,
         },
@@ -59,6 +61,7 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
         queue_position: None,
         queued_at: None,
         stale: false,
+        lease_over: false,
     }
 }
 

@@ -283,10 +283,7 @@ async fn deliver(
     conn: &CancellationToken,
 ) -> bool {
     match reply {
-        Reply::Send(r) => tx
-            .send(frame::response(stream, r.opcode, &r.body))
-            .await
-            .is_ok(),
+        Reply::Send(r) => tx.send(frame::response_of(stream, &r)).await.is_ok(),
         Reply::Drop => {
             debug!("dropping a connection (injected fault)");
             conn.cancel();

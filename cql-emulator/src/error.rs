@@ -57,6 +57,16 @@ pub(crate) enum ErrorKind {
         block_for: i32,
         data_present: bool,
     },
+    /// 0x1300: replicas failed a read (here: too many tombstones). The v4
+    /// body Cassandra 4.1.1 sends: consistency, received, block-for,
+    /// number of failures, data present (the reason codes are v5's).
+    ReadFailure {
+        consistency: u16,
+        received: i32,
+        block_for: i32,
+        num_failures: i32,
+        data_present: bool,
+    },
     /// 0x2000: the statement does not parse.
     Syntax,
     /// 0x2100: the statement is not allowed (writing a system table).
@@ -114,6 +124,7 @@ impl CqlError {
             ErrorKind::Overloaded => 0x1001,
             ErrorKind::WriteTimeout { .. } => 0x1100,
             ErrorKind::ReadTimeout { .. } => 0x1200,
+            ErrorKind::ReadFailure { .. } => 0x1300,
             ErrorKind::Syntax => 0x2000,
             ErrorKind::Unauthorized => 0x2100,
             ErrorKind::Invalid => 0x2200,
@@ -158,6 +169,19 @@ impl CqlError {
                 w.int(*block_for);
                 w.byte(u8::from(*data_present));
             }
+            ErrorKind::ReadFailure {
+                consistency,
+                received,
+                block_for,
+                num_failures,
+                data_present,
+            } => {
+                w.short(*consistency);
+                w.int(*received);
+                w.int(*block_for);
+                w.int(*num_failures);
+                w.byte(u8::from(*data_present));
+            }
             ErrorKind::AlreadyExists { keyspace, table } => {
                 w.string(keyspace);
                 w.string(table);
@@ -198,6 +222,32 @@ mod tests {
         assert_eq!(r.int().unwrap(), 0);
         assert_eq!(r.int().unwrap(), 1);
         assert_eq!(r.string().unwrap(), "SIMPLE");
+        assert_eq!(r.remaining(), 0);
+    }
+
+    /// The v4 body Cassandra 4.1.1 sends for a read aborted on tombstones.
+    #[test]
+    fn read_failure_body_is_the_v4_layout() {
+        let e = CqlError::new(
+            ErrorKind::ReadFailure {
+                consistency: 4,
+                received: 0,
+                block_for: 1,
+                num_failures: 1,
+                data_present: false,
+            },
+            "Operation failed - received 0 responses and 1 failures: READ_TOO_MANY_TOMBSTONES from /127.0.0.1:7000",
+        );
+        let mut w = Writer::new();
+        e.encode(&mut w);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(r.int().unwrap(), 0x1300);
+        assert!(r.string().unwrap().contains("READ_TOO_MANY_TOMBSTONES"));
+        assert_eq!(r.short().unwrap(), 4);
+        assert_eq!(r.int().unwrap(), 0);
+        assert_eq!(r.int().unwrap(), 1);
+        assert_eq!(r.int().unwrap(), 1);
+        assert_eq!(r.byte().unwrap(), 0);
         assert_eq!(r.remaining(), 0);
     }
 }

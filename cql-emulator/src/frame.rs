@@ -50,6 +50,7 @@ pub(crate) mod opcode {
 mod flag {
     pub(crate) const COMPRESSION: u8 = 0x01;
     pub(crate) const CUSTOM_PAYLOAD: u8 = 0x04;
+    pub(crate) const WARNING: u8 = 0x08;
 }
 
 /// A request header that passed the version, direction and size checks.
@@ -155,9 +156,27 @@ pub(crate) fn request_body<'a>(header: &Header, body: &'a [u8]) -> Result<&'a [u
 
 /// A complete response frame: header then body.
 pub(crate) fn response(stream: i16, opcode: u8, body: &[u8]) -> Vec<u8> {
+    framed(stream, 0, opcode, body)
+}
+
+/// The frame of a [`Response`](crate::messages::Response): with warnings,
+/// the warning flag set and the body led by them as a `[string list]`, as
+/// Cassandra sends a tombstone warning.
+pub(crate) fn response_of(stream: i16, r: &crate::messages::Response) -> Vec<u8> {
+    if r.warnings.is_empty() {
+        return response(stream, r.opcode, &r.body);
+    }
+    let mut w = crate::wire::Writer::new();
+    let list: Vec<&str> = r.warnings.iter().map(String::as_str).collect();
+    w.string_list(&list);
+    w.buf.extend_from_slice(&r.body);
+    framed(stream, flag::WARNING, r.opcode, &w.buf)
+}
+
+fn framed(stream: i16, flags: u8, opcode: u8, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
     out.push(0x80 | VERSION);
-    out.push(0);
+    out.push(flags);
     out.extend_from_slice(&stream.to_be_bytes());
     out.push(opcode);
     // Bodies are built from capped requests and pages; a u32 overflow would

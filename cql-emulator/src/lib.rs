@@ -33,7 +33,12 @@
 //!   rows sort by clustering key byte-wise (per type collation); LIMIT counts
 //!   live rows only. A lockshift cell is a CQL row whose marker and `value`
 //!   cell share one timestamp and TTL, so it is live exactly when the
-//!   embedded store's cell is.
+//!   embedded store's cell is. Tombstones cost what they cost on Cassandra
+//!   4.1.1: kept for the table's `gc_grace_seconds`, counted by the reads
+//!   that pass them, answered with Cassandra's warning (the frame's warning
+//!   list) above 1 000 and `READ_FAILURE` (`READ_TOO_MANY_TOMBSTONES`)
+//!   above 100 000 — `engine::select::cost`, thresholds set with
+//!   [`EmulatorBuilder::tombstone_thresholds`].
 //! - **I2. Server timestamps strictly increase** (µs from the clock, at
 //!   least one more than the last) for statements without `USING TIMESTAMP`.
 //! - **I3. No client input can panic the server** or disturb another

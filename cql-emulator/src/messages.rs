@@ -177,17 +177,28 @@ pub(crate) fn decode(op: u8, body: &[u8]) -> Result<Request<'_>, CqlError> {
 
 // ===== Responses =====
 
-/// A response body and its opcode.
+/// A response body and its opcode, and the warnings to send with it (the
+/// frame's warning flag and list, spec §2.2).
 #[derive(Debug, PartialEq)]
 pub(crate) struct Response {
     pub(crate) opcode: u8,
     pub(crate) body: Vec<u8>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Response {
+    /// This response with `warnings` for the client.
+    pub(crate) fn with_warnings(mut self, warnings: Vec<String>) -> Response {
+        self.warnings = warnings;
+        self
+    }
 }
 
 pub(crate) fn ready() -> Response {
     Response {
         opcode: opcode::READY,
         body: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -203,6 +214,7 @@ pub(crate) fn supported() -> Response {
     Response {
         opcode: opcode::SUPPORTED,
         body: w.buf,
+        warnings: Vec::new(),
     }
 }
 
@@ -212,6 +224,7 @@ pub(crate) fn error(e: &CqlError) -> Response {
     Response {
         opcode: opcode::ERROR,
         body: w.buf,
+        warnings: Vec::new(),
     }
 }
 
@@ -222,6 +235,7 @@ fn result(kind: i32, w: impl FnOnce(&mut Writer)) -> Response {
     Response {
         opcode: opcode::RESULT,
         body: out.buf,
+        warnings: Vec::new(),
     }
 }
 

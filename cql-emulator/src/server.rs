@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_store::{DEFAULT_GC_GRACE, SharedClock, SystemClock};
+use lockshift_store::schema::CASSANDRA_DEFAULT_GC_GRACE_SECONDS;
+use lockshift_store::{SharedClock, SystemClock, TombstoneThresholds};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -30,7 +31,8 @@ pub struct Emulator;
 
 impl Emulator {
     /// A builder with the defaults: system clock, [`DEFAULT_HOST_ID`],
-    /// 256 MiB frames, the embedded store's gc grace.
+    /// 256 MiB frames, Cassandra's gc grace (10 days) for tables that set
+    /// none.
     pub fn builder() -> EmulatorBuilder {
         EmulatorBuilder {
             clock: Arc::new(SystemClock),
@@ -38,7 +40,8 @@ impl Emulator {
             rpc_address: None,
             cluster_name: "lockshift-emulator".to_string(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
-            gc_grace: DEFAULT_GC_GRACE,
+            gc_grace: Duration::from_secs(CASSANDRA_DEFAULT_GC_GRACE_SECONDS as u64),
+            tombstone_thresholds: TombstoneThresholds::default(),
             faults: FaultController::new(),
         }
     }
@@ -53,6 +56,7 @@ pub struct EmulatorBuilder {
     cluster_name: String,
     max_frame_bytes: usize,
     gc_grace: Duration,
+    tombstone_thresholds: TombstoneThresholds,
     faults: FaultController,
 }
 
@@ -97,6 +101,15 @@ impl EmulatorBuilder {
         self
     }
 
+    /// When a read's tombstones make the response carry Cassandra's
+    /// warning, and when they make it fail with `READ_FAILURE`
+    /// (`READ_TOO_MANY_TOMBSTONES`): Cassandra's defaults, 1 000 and
+    /// 100 000, unless set.
+    pub fn tombstone_thresholds(mut self, thresholds: TombstoneThresholds) -> Self {
+        self.tombstone_thresholds = thresholds;
+        self
+    }
+
     /// Shares an existing fault controller (by default each endpoint has
     /// its own, reachable through [`EmulatorHandle::faults`]).
     pub fn faults(mut self, faults: FaultController) -> Self {
@@ -132,7 +145,13 @@ impl EmulatorBuilder {
         };
         let gc_grace = u32::try_from(self.gc_grace.as_secs()).unwrap_or(u32::MAX);
         let shared = Arc::new(Shared {
-            engine: Mutex::new(Engine::new(self.clock, node, self.faults.clone(), gc_grace)),
+            engine: Mutex::new(Engine::new(
+                self.clock,
+                node,
+                self.faults.clone(),
+                gc_grace,
+                self.tombstone_thresholds,
+            )),
             prepared: Mutex::new(HashMap::new()),
             faults: self.faults.clone(),
             max_frame_bytes: self.max_frame_bytes,

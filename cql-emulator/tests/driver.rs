@@ -367,6 +367,82 @@ async fn errors_reach_the_driver_with_cassandra_codes() {
     }
 }
 
+/// Tombstones reach the driver as Cassandra 4.1.1 sends them (measured;
+/// `lockshift_store::tombstones`): the warning in the frame's warning list,
+/// for reads and for key scans, and above the failure threshold a
+/// `READ_FAILURE` with the v4 fields of one replica.
+#[tokio::test]
+async fn tombstones_reach_the_driver_as_cassandra_sends_them() {
+    let clock = std::sync::Arc::new(lockshift_store::ManualClock::new(
+        lockshift_store::Timestamp::from_micros(START),
+    ));
+    let e = Emulator::builder()
+        .clock(clock)
+        .tombstone_thresholds(lockshift_store::TombstoneThresholds { warn: 2, fail: 5 })
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let s = session(e.local_addr(), false).await;
+    create_schema(&s).await;
+    let st = Statements::prepare(&s, "main").await;
+    for c in ["a", "b", "c"] {
+        delete(&s, &st, "r", c, 10).await;
+    }
+    write(&s, &st, "r", "z", b"v", 0, 10).await;
+    let token = lockshift_store::tombstones::token("r");
+    let result = s.execute_unpaged(&st.read, ("r", 1)).await.unwrap();
+    assert_eq!(
+        result.warnings().collect::<Vec<_>>(),
+        [format!(
+            "Read 1 live rows and 3 tombstone cells for query SELECT value FROM lockshift.main \
+             WHERE row_key = 'r' LIMIT 1 ALLOW FILTERING; token {token} (see tombstone_warn_threshold)"
+        )]
+    );
+    let (page, _) = s
+        .execute_single_page(&st.keys, (), PagingState::start())
+        .await
+        .unwrap();
+    assert_eq!(
+        page.warnings().collect::<Vec<_>>(),
+        [format!(
+            "Read 1 live rows and 3 tombstone cells for query SELECT * FROM lockshift.main \
+             LIMIT 5000 PER PARTITION LIMIT 1 ALLOW FILTERING; token {token} (see tombstone_warn_threshold)"
+        )],
+        "a key scan page counts like Cassandra's"
+    );
+    let quiet = s
+        .execute_unpaged(&st.read_from, ("r", "z", 1))
+        .await
+        .unwrap();
+    assert_eq!(quiet.warnings().count(), 0, "a slice after the tombstones");
+
+    for c in ["d", "e", "f"] {
+        delete(&s, &st, "r", c, 10).await;
+    }
+    let mut read = st.read.clone();
+    read.set_consistency(scylla::statement::Consistency::Quorum);
+    match s.execute_unpaged(&read, ("r", 1)).await {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(err, msg))) => {
+            assert_eq!(
+                err,
+                DbError::ReadFailure {
+                    consistency: scylla::statement::Consistency::Quorum,
+                    received: 0,
+                    required: 1,
+                    numfailures: 1,
+                    data_present: false,
+                }
+            );
+            assert_eq!(
+                msg,
+                "Operation failed - received 0 responses and 1 failures: \
+                 READ_TOO_MANY_TOMBSTONES from /127.0.0.1:7000"
+            );
+        }
+        other => panic!("6 > 5 tombstones must fail the read: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn host_id_is_stable_and_a_session_survives_a_restart() {
     let first = Emulator::builder()

@@ -7,8 +7,9 @@
 //! lockshift, with exactly their protocol, until the rollout retires it.
 //!
 //! Row = lock id in both tables; column = owner id. `TryLock` reads `main`;
-//! if it holds exactly one cell the answer is `Success` (mine) or
-//! `AnotherThreadIsOwner`. Otherwise it writes its `shadow` cell, reads
+//! if it holds exactly one cell of another owner the answer is
+//! `AnotherThreadIsOwner` (the thesis answers `Success` for a cell of my
+//! own: lockshift never does, G3). Otherwise it writes its `shadow` cell, reads
 //! `shadow`, and — if its cell is the only one and a fresh read of `main` is
 //! empty — writes its `main` cell, deletes its `shadow` cell and succeeds;
 //! else it deletes its `shadow` cell: `ConcurrentAttempt`. `GetLock` repeats
@@ -22,6 +23,16 @@
 //! - **G2.** Every cell carries the lease TTL and is renewed while needed
 //!   (see `lockshift_lock::lease`); a failed step's cells are deleted before
 //!   the next attempt.
+//! - **G3.** A contender succeeds only through G1: a `main` cell under its
+//!   own owner id that this acquisition did not write is not its holding.
+//!   The thesis' owner id was a thread's, so a lone cell of its own meant
+//!   it already held the lock; lockshift's names a *slot* (K1), which the
+//!   process's next acquisition of the lock reuses, and a write of the
+//!   slot's previous lease answered with a timeout may land after that
+//!   lease ended (lockshift_lock L5). Such a leftover holds nothing (its
+//!   lease is over) and would expire under a "holder" that never renews
+//!   it: the contender deletes it — stamped above every write of the slot's
+//!   earlier leases (L1) — and enters through shadow as usual.
 //!
 //! # Safety argument (legacy + legacy)
 //!

@@ -26,7 +26,8 @@ pub(crate) enum TryLockOutcome {
 ///
 /// Round trips: 1 when another owner holds the lock; 6 on success (read main,
 /// write shadow, read shadow, fresh read of main, write main, delete shadow);
-/// 4 on a concurrent attempt.
+/// 4 on a concurrent attempt; one more when `main` held only a leftover
+/// under my own owner id (G3).
 ///
 /// # Errors
 /// A store error from any step. Cells that may have been written stay
@@ -42,12 +43,19 @@ pub(crate) async fn try_lock(
     // Lines 1–6. Two cells are enough to tell "none", "exactly one" and
     // "more than one" apart.
     let main = store.read(schema::MAIN, lock, &RowQuery::first(2)).await?;
-    if let [only] = main.as_slice() {
-        return Ok(if only.column == me {
-            TryLockOutcome::Success
-        } else {
-            TryLockOutcome::AnotherThreadIsOwner(OwnerId::from_stored(&only.column))
-        });
+    match main.as_slice() {
+        [only] if only.column != me => {
+            return Ok(TryLockOutcome::AnotherThreadIsOwner(OwnerId::from_stored(
+                &only.column,
+            )));
+        }
+        // The thesis' `Success` ("mine") would hold the lock through a cell
+        // this acquisition never wrote (G3): it is a leftover of my slot's
+        // previous acquisition — a write of its lease that landed late
+        // (lockshift_lock L5). Nobody holds through it; bury it (my stamps
+        // are above all of that lease's, L1) and enter as usual.
+        [_] => lease.delete(schema::MAIN, me).await?,
+        _ => {}
     }
     Ok(match enter_through_shadow(store, lease, value).await? {
         ShadowEntry::Entered => {

@@ -214,3 +214,48 @@ async fn a_main_write_that_may_have_applied_is_removed_before_retrying() {
         "the maybe-written cell was deleted"
     );
 }
+
+/// G3: a lone `main` cell under the owner id of the slot this acquisition
+/// takes — a late write of the slot's previous lease (L5) — is not a
+/// holding of this acquisition. The thesis' `Success` ("mine") held the
+/// lock through it, never renewed it, and the lock fell free under its
+/// "holder" once it expired; now the contender buries it and enters
+/// through shadow with a cell of its own, which its lease renews.
+#[tokio::test(start_paused = true)]
+async fn a_leftover_under_my_own_slot_is_not_my_holding() {
+    use lockshift_lock::{Incarnation, OwnerId};
+    use lockshift_store::Clock;
+    let f = fixture();
+    let slot0 = OwnerId::for_slot(&NodeId::new("n1").unwrap(), Incarnation::new(Some(5)), 0);
+    let clock = TokioClock::new();
+    let leftover = WriteOptions::at(clock.now().saturating_sub(Duration::from_secs(1)))
+        .with_ttl(lockshift_store::Ttl::from_secs(60).unwrap());
+    f.store
+        .inner()
+        .write(
+            schema::MAIN,
+            "L",
+            &[CellWrite::new(slot0.as_str(), b"legacy".to_vec())],
+            leftover,
+        )
+        .await
+        .unwrap();
+    let guard = f.locker.acquire(&lock()).await.unwrap();
+    assert_eq!(guard.owner(), &slot0, "the slot the leftover names");
+    assert!(columns(f.store.inner(), schema::SHADOW).await.is_empty());
+    // Long past the leftover's TTL: the holder's own cell, renewed.
+    tokio::time::sleep(Duration::from_secs(150)).await;
+    let main = f
+        .store
+        .inner()
+        .read(schema::MAIN, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(main.len(), 1, "{main:?}");
+    assert!(
+        main[0].writetime > clock.now().saturating_sub(Duration::from_secs(20)),
+        "renewed by the holder's lease: {main:?}"
+    );
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+}

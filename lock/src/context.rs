@@ -143,7 +143,7 @@ impl LockContext {
     }
 
     /// As [`start_lease`](Self::start_lease), for a waiter whose cells live
-    /// by `waiting` until it holds (lease invariant L5).
+    /// by `waiting` until it holds (lease invariant L6).
     pub fn start_waiting_lease(
         &self,
         slot: Slot,

@@ -34,7 +34,29 @@
 //!   removes them otherwise). Its slot is given back once its cells are
 //!   gone: at once after acknowledged deletes, a TTL (plus a second and the
 //!   skew allowance) later otherwise (K1).
-//! - **L5. Waiting cells live briefly.** A lease started with
+//! - **L5. Late writes hold nothing.** L2 cannot stop a write already sent:
+//!   one the store answered with a timeout may still be applied later — a
+//!   client cannot bound how much later — with its TTL counted from then,
+//!   so a renewal in flight when the lease is lost can bring its cell back
+//!   after the loss, beside the next holder, for up to one TTL after it
+//!   lands. On Cassandra's semantics no client can rule that out: only a
+//!   delete stamped above the write shadows it, and the owner that lost
+//!   its lease is typically the one that cannot reach the store (anyone
+//!   else stamping that high could bury a live holder's renewal). So it is
+//!   bounded instead. The owner was told (L3) and never renews again, so
+//!   the cell holds nothing and only keeps others waiting. Release and drop
+//!   delete above every stamp the lease sent (L1): once any such delete
+//!   lands, the late write is shadowed whenever it arrives. The slot's next
+//!   acquisition writes above it (K1), and the legacy entry never takes it
+//!   for its own holding (legacy G3). `migrate status` and `inspect` mark
+//!   it *lease over* (by its process's own promise it has outlived its
+//!   guaranteed life) and `migrate clean` deletes it without `--force`
+//!   (docs/design.md §5). The one landing L5 does not cover is for an owner
+//!   not yet told: when `migrate clean --force` deleted the cell of an
+//!   owner with a renewal in flight, the renewal brings it back and the
+//!   lease, finding its cell, renews on — what `--force` risks, and why it
+//!   is only for owners known dead.
+//! - **L6. Waiting cells live briefly.** A lease started with
 //!   [`WaitingTerms`] writes its cells with the waiting TTL (seconds, not a
 //!   lease TTL) and rewrites them every waiting renewal period, until
 //!   [`start_holding`](Lease::start_holding): from then on every cell
@@ -92,7 +114,7 @@ use crate::slots::Slot;
 /// leaving the cells to their TTL.
 const RELEASE_ATTEMPTS: u32 = 3;
 
-/// How a waiter's cells live while it waits (L5): a TTL of a few seconds,
+/// How a waiter's cells live while it waits (L6): a TTL of a few seconds,
 /// rewritten every `renew_every` — so a waiter killed while it waits holds
 /// nobody up for longer than `ttl`. Settings validation (`lock.queue`)
 /// keeps `lost_after_fraction × ttl` below the TTL's guaranteed life and
@@ -109,7 +131,7 @@ pub struct WaitingTerms {
 /// Which TTL a cell's writes carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Term {
-    /// The waiting TTL (L5).
+    /// The waiting TTL (L6).
     Waiting,
     /// The lease TTL.
     Holding,
@@ -179,7 +201,7 @@ struct State {
     cells: BTreeMap<(Table, String), LeaseCell>,
     last_stamp: i64,
     lost: Option<LeaseLostReason>,
-    /// Waiting (L5): new cells take the waiting TTL.
+    /// Waiting (L6): new cells take the waiting TTL.
     waiting: bool,
 }
 
@@ -264,7 +286,7 @@ impl Lease {
     /// As [`start`](Self::start), writing under `slot` (its lock and owner
     /// id) with stamps above every earlier one in `stamps` (L1), and
     /// giving the slot back once the cells are gone (L4, K1). With
-    /// `waiting`, the lease starts in the waiting phase (L5).
+    /// `waiting`, the lease starts in the waiting phase (L6).
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -335,12 +357,12 @@ impl Lease {
             .unwrap_or(self.shared.owner.as_str())
     }
 
-    /// The lease TTL: what every cell carries once the lease holds (L5).
+    /// The lease TTL: what every cell carries once the lease holds (L6).
     pub fn ttl(&self) -> Ttl {
         self.shared.ttl
     }
 
-    /// Whether the lease is still in its waiting phase (L5).
+    /// Whether the lease is still in its waiting phase (L6).
     pub fn is_waiting(&self) -> bool {
         self.shared.state().waiting
     }
@@ -375,7 +397,7 @@ impl Lease {
     }
 
     /// As [`write`](Self::write), with the lease TTL even while waiting
-    /// (L5): for a cell that is the holding itself if the attempt succeeds
+    /// (L6): for a cell that is the holding itself if the attempt succeeds
     /// — and is removed at once if it does not — so that taking the lock
     /// needs no rewrite of it.
     ///
@@ -502,7 +524,7 @@ impl Lease {
 
     /// Whether the lease is still proven now: not lost, and every live cell's
     /// last successful write was sent less than `lost_after` ago (for a
-    /// write under the waiting TTL, `lost_after_fraction ×` that TTL: L5). Lockers call
+    /// write under the waiting TTL, `lost_after_fraction ×` that TTL: L6). Lockers call
     /// it just before `acquire` returns (a lesson from etcd's bug tracker: the
     /// lease can run out while an acquisition is slow).
     ///
@@ -643,7 +665,7 @@ impl Lease {
         }
     }
 
-    /// The acquisition holds the lock now (L5): the lease leaves its
+    /// The acquisition holds the lock now (L6): the lease leaves its
     /// waiting phase, every later write carries the lease TTL, and each
     /// live cell still under the waiting TTL — or given a new value in
     /// `values` (a reservation re-marked a holding) — is rewritten with the

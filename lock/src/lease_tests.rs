@@ -351,7 +351,7 @@ fn waiting_terms() -> WaitingTerms {
 }
 
 impl Fixture {
-    /// A lease in its waiting phase (L5).
+    /// A lease in its waiting phase (L6).
     fn waiting_lease(&self) -> Lease {
         let s = settings();
         let ttl = s.ttl().unwrap();
@@ -385,7 +385,7 @@ impl Fixture {
     }
 }
 
-/// L5: a waiter's cells carry the waiting TTL and are renewed at the
+/// L6: a waiter's cells carry the waiting TTL and are renewed at the
 /// waiting period; once it holds, every cell carries the lease TTL — those
 /// still under the waiting TTL rewritten at once, one written as the
 /// holding left alone — and renewals go back to the lease's period.

@@ -48,7 +48,8 @@
 //!   enforces — and it is never un-fired (the lease's own invariants: L1–L4
 //!   in `lease.rs`).
 //! - **K4.** A lease never writes a cell it has begun to delete, and never
-//!   rewrites a cell a renewal found gone (no resurrection).
+//!   rewrites a cell a renewal found gone (no resurrection). A write already
+//!   in flight may still land late; it holds nothing (L5).
 //!
 //! # Safety argument (what this crate contributes)
 //!
@@ -56,7 +57,8 @@
 //! the main or shadow row). This crate guarantees the conditions the
 //! arguments assume: that a holder's main cell exists for as long as the
 //! holder believes it holds the lock (K3: it is told before the cell can
-//! expire), and that a cell removed by anyone stays removed (K4).
+//! expire), and that a cell removed by anyone stays removed (K4) — but for
+//! a write of a lost lease landing late, which only makes others wait (L5).
 //!
 //! # How a locker writes through a lease
 //!

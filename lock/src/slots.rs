@@ -22,7 +22,11 @@
 //!   deleted, with the delete acknowledged, or past its TTL. Together with
 //!   the stamps of one context only ever increasing (across leases, L1), a
 //!   slot's new cells always win over its old cells and their tombstones,
-//!   by stamp.
+//!   by stamp. "Past its TTL" cannot count a write of the old lease still
+//!   in flight (L5): one may land after the slot was taken again. Its
+//!   stamp is below everything the new acquisition writes, so it loses to
+//!   those writes; only a read made before them can meet it, and none
+//!   takes it for the new acquisition's own (legacy G3).
 //!
 //! The slot table forgets a lock once all its slots are free: it holds an
 //! entry only per lock the process has an acquisition of, or had one of
@@ -148,7 +152,7 @@ impl Slots {
 
 /// One slot of one lock, taken by an acquisition: its owner id is the
 /// column the acquisition writes. Given back when dropped — free at once
-/// unless [`free_from`](Slot::free_from) said later (cells that must expire
+/// unless `free_from` said later (cells that must expire
 /// first).
 pub struct Slot {
     slots: Arc<Slots>,

@@ -13,12 +13,24 @@
 //! | [`RENEWAL_FAILURES`] | counter | `node`, `algorithm` | lease renewals that failed and were retried |
 //! | [`STORE_OPERATIONS`] | counter | `node`, `table`, `kind` | store operations sent (`kind`: read, write, delete, scan) |
 //! | [`STORE_ERRORS`] | counter | `node`, `table`, `kind` | those that failed |
+//! | [`STORE_WARNINGS`] | counter | `node`, `table` | warnings the database added to read answers (Cassandra's tombstone warning: a read passed more than 1 000 tombstones) |
+//! | [`READ_TOMBSTONES`] | histogram | `node`, `table` | tombstones a read passed, when the store reports it (the embedded store and the local endpoint always; Cassandra only above its warn threshold, parsed from its warning) |
 //! | [`EFFECTIVE_MODE`] | gauge | `node`, `algorithm` | 1 for the algorithm new acquisitions use, 0 for the others |
 //! | [`STAGE_VERSION`] | gauge | `node` | the version of the stage the node last read (-1: none yet) |
 //! | [`STAGE_CONFIRMED`] | gauge | `node` | 1 while the node's stage view is confirmed, 0 while it acts as combined because it cannot confirm it |
 //!
 //! Every counter and gauge is registered at zero when a node starts, so a
-//! dashboard sees a flat line rather than no series. Algorithm labels are
+//! dashboard sees a flat line rather than no series.
+//!
+//! **Tombstones.** A delete, and a lease cell once expired, stays a
+//! tombstone for the table's `gc_grace_seconds` (10 days by default) and
+//! every read passing it pays for it; above 1 000 Cassandra warns, above
+//! 100 000 it fails the read (`lockshift_store::tombstones`). The
+//! [`MeteredStore`] a node wraps its store in counts each warning in
+//! [`STORE_WARNINGS`], records [`READ_TOMBSTONES`], and logs the warning at
+//! `warn` with the table and the lock id — at most once a minute per lock,
+//! with how many were left unlogged — and likewise a read that failed for
+//! too many tombstones. Algorithm labels are
 //! the algorithm that did the work — `combined` for a node configured
 //! `queue` at stage `legacy`.
 //!
@@ -32,8 +44,8 @@ use std::num::NonZeroU32;
 use async_trait::async_trait;
 use lockshift_lock::Algorithm;
 use lockshift_store::{
-    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, SharedStore, Store, StoreError, Table,
-    Timestamp, WriteOptions,
+    CellWrite, KeyPage, OpKind, PageCursor, ReadOutcome, RowQuery, SharedStore, Store, StoreError,
+    Table, Timestamp, WriteOptions,
 };
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
@@ -60,6 +72,10 @@ pub const RENEWAL_FAILURES: &str = lockshift_lock::metrics::RENEWAL_FAILURES;
 pub const STORE_OPERATIONS: &str = "lockshift_store_operations_total";
 /// Counter: store operations that failed, by table and kind.
 pub const STORE_ERRORS: &str = "lockshift_store_errors_total";
+/// Counter: warnings the database added to read answers, by table.
+pub const STORE_WARNINGS: &str = "lockshift_store_warnings_total";
+/// Histogram: tombstones one read passed, by table (when the store says).
+pub const READ_TOMBSTONES: &str = "lockshift_store_read_tombstones";
 /// Gauge: 1 for the algorithm new acquisitions use, 0 for the others.
 pub const EFFECTIVE_MODE: &str = "lockshift_effective_mode";
 /// Gauge: the version of the stage record the node last read; -1 before
@@ -69,7 +85,7 @@ pub const STAGE_VERSION: &str = "lockshift_stage_version";
 pub const STAGE_CONFIRMED: &str = "lockshift_stage_confirmed";
 
 /// Every metric lockshift records, for exporters and tests.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 13] = [
     ACQUIRE_WAIT_SECONDS,
     HOLD_SECONDS,
     ACQUISITIONS,
@@ -78,6 +94,8 @@ pub const ALL: [&str; 11] = [
     RENEWAL_FAILURES,
     STORE_OPERATIONS,
     STORE_ERRORS,
+    STORE_WARNINGS,
+    READ_TOMBSTONES,
     EFFECTIVE_MODE,
     STAGE_VERSION,
     STAGE_CONFIRMED,
@@ -103,6 +121,15 @@ pub fn describe() {
     describe_counter!(RENEWAL_FAILURES, "Lease renewals that failed (retried)");
     describe_counter!(STORE_OPERATIONS, "Store operations sent");
     describe_counter!(STORE_ERRORS, "Store operations that failed");
+    describe_counter!(
+        STORE_WARNINGS,
+        "Warnings the database added to read answers (too many tombstones passed)"
+    );
+    describe_histogram!(
+        READ_TOMBSTONES,
+        Unit::Count,
+        "Tombstones one read passed (when the store reports it)"
+    );
     describe_gauge!(
         EFFECTIVE_MODE,
         "1 for the algorithm new acquisitions use, 0 for the others"
@@ -226,13 +253,35 @@ impl NodeMetrics {
 // ===== The store wrapper =====
 
 /// A [`Store`] that counts every operation (and failure) by table and kind
-/// before handing it to the store it wraps. A node wraps its store in one.
+/// before handing it to the store it wraps, and reports what reads cost:
+/// the database's warnings ([`STORE_WARNINGS`], logged at `warn` with the
+/// table and lock id, at most once per [`WARNING_LOG_EVERY`] per lock) and
+/// the tombstones passed ([`READ_TOMBSTONES`]). A node wraps its store in
+/// one.
 pub struct MeteredStore {
     inner: SharedStore,
     node: String,
     /// (operations, errors) handles per kind for each of lockshift's
     /// tables, made once; another table's are made on the fly.
     handles: Vec<(Table, [(Counter, Counter); 4])>,
+    /// (warnings, tombstones per read) handles per table, made once.
+    read_costs: Vec<(Table, Counter, Histogram)>,
+    /// When each lock's last warning was logged, and how many were not.
+    logged: std::sync::Mutex<std::collections::HashMap<(Table, String), WarningLog>>,
+}
+
+/// How often at most the warnings about one lock (a table and a row) are
+/// logged; those in between are counted and reported with the next.
+pub const WARNING_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Locks whose last warning time is remembered; beyond, the oldest are
+/// forgotten (a forgotten lock's next warning is logged at once).
+const WARNING_LOG_LOCKS: usize = 1024;
+
+#[derive(Clone, Copy, Debug)]
+struct WarningLog {
+    at: tokio::time::Instant,
+    suppressed: u64,
 }
 
 impl fmt::Debug for MeteredStore {
@@ -260,11 +309,110 @@ impl MeteredStore {
                 (table, per_kind)
             })
             .collect();
+        let read_costs = lockshift_store::schema::ALL
+            .into_iter()
+            .map(|table| {
+                let warnings = warnings(&node, table);
+                warnings.increment(0);
+                (table, warnings, read_tombstones(&node, table))
+            })
+            .collect();
         MeteredStore {
             inner,
             node,
             handles,
+            read_costs,
+            logged: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Records what a read of `row` cost, and logs what the operator must
+    /// hear about (rate-limited per lock).
+    fn observe(&self, table: Table, row: &str, result: &Result<ReadOutcome, StoreError>) {
+        let (warn_count, tombstones_hist) = match self.read_costs.iter().find(|(t, ..)| *t == table)
+        {
+            Some((_, w, h)) => (w.clone(), h.clone()),
+            None => (
+                warnings(&self.node, table),
+                read_tombstones(&self.node, table),
+            ),
+        };
+        match result {
+            Ok(outcome) => {
+                if let Some(n) = outcome.tombstones {
+                    // Tombstone counts are far below 2^53: exact in an f64.
+                    #[allow(clippy::cast_precision_loss)]
+                    tombstones_hist.record(n as f64);
+                }
+                if outcome.warnings.is_empty() {
+                    return;
+                }
+                warn_count.increment(outcome.warnings.len() as u64);
+                if let Some(suppressed) = self.may_log(table, row) {
+                    for warning in &outcome.warnings {
+                        tracing::warn!(
+                            node = %self.node,
+                            %table,
+                            lock = %lockshift_store::tombstones::shorten(row),
+                            tombstones = ?outcome.tombstones,
+                            suppressed,
+                            %warning,
+                            "the database warned about a read"
+                        );
+                    }
+                }
+            }
+            Err(e) if e.kind() == lockshift_store::StoreErrorKind::TooManyTombstones => {
+                if let Some(suppressed) = self.may_log(table, row) {
+                    tracing::warn!(
+                        node = %self.node,
+                        %table,
+                        lock = %lockshift_store::tombstones::shorten(row),
+                        suppressed,
+                        error = %e,
+                        "a read failed: too many tombstones"
+                    );
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Whether a warning about `row` of `table` may be logged now, and how
+    /// many were held back since the last one logged.
+    fn may_log(&self, table: Table, row: &str) -> Option<u64> {
+        let now = tokio::time::Instant::now();
+        let mut logged = self
+            .logged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (table, row.to_string());
+        if let Some(entry) = logged.get_mut(&key) {
+            if now.duration_since(entry.at) < WARNING_LOG_EVERY {
+                entry.suppressed += 1;
+                return None;
+            }
+            let suppressed = entry.suppressed;
+            *entry = WarningLog {
+                at: now,
+                suppressed: 0,
+            };
+            return Some(suppressed);
+        }
+        if logged.len() >= WARNING_LOG_LOCKS {
+            logged.retain(|_, e| now.duration_since(e.at) < WARNING_LOG_EVERY);
+            if logged.len() >= WARNING_LOG_LOCKS {
+                logged.clear();
+            }
+        }
+        logged.insert(
+            key,
+            WarningLog {
+                at: now,
+                suppressed: 0,
+            },
+        );
+        Some(0)
     }
 
     fn count<T>(&self, table: Table, kind: OpKind, result: &Result<T, StoreError>) {
@@ -288,6 +436,14 @@ impl MeteredStore {
 
 fn operations(node: &str, table: Table, kind: OpKind) -> Counter {
     counter!(STORE_OPERATIONS, "node" => node.to_string(), "table" => table.name(), "kind" => kind.as_str())
+}
+
+fn warnings(node: &str, table: Table) -> Counter {
+    counter!(STORE_WARNINGS, "node" => node.to_string(), "table" => table.name())
+}
+
+fn read_tombstones(node: &str, table: Table) -> Histogram {
+    histogram!(READ_TOMBSTONES, "node" => node.to_string(), "table" => table.name())
 }
 
 fn errors(node: &str, table: Table, kind: OpKind) -> Counter {
@@ -320,14 +476,15 @@ impl Store for MeteredStore {
         result
     }
 
-    async fn read(
+    async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
-        let result = self.inner.read(table, row, query).await;
+    ) -> Result<ReadOutcome, StoreError> {
+        let result = self.inner.read_observed(table, row, query).await;
         self.count(table, OpKind::Read, &result);
+        self.observe(table, row, &result);
         result
     }
 
@@ -344,5 +501,127 @@ impl Store for MeteredStore {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use lockshift_store::{
+        ManualClock, MemoryStore, RowQuery, StoreErrorKind, TombstoneThresholds, schema,
+    };
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The database's warnings reach the operator: logged at `warn` with
+    /// table and lock, once a minute per lock, the rest counted.
+    #[test]
+    fn warnings_are_logged_per_lock_at_most_once_a_minute() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000)));
+        let memory = MemoryStore::with_clock(clock)
+            .with_tombstone_thresholds(TombstoneThresholds { warn: 1, fail: 3 });
+        let store = MeteredStore::new(Arc::new(memory), "n1");
+        let long_lock = "L".repeat(200);
+        tracing::subscriber::with_default(subscriber, || {
+            runtime.block_on(async {
+                let at = Timestamp::from_micros(5);
+                for lock in ["busy", long_lock.as_str()] {
+                    store
+                        .delete(schema::QUEUE, lock, &["a".into(), "b".into()], at)
+                        .await
+                        .expect("delete");
+                }
+                for _ in 0..3 {
+                    let read = store
+                        .read_observed(schema::QUEUE, "busy", &RowQuery::all())
+                        .await
+                        .expect("read");
+                    assert_eq!(read.warnings.len(), 1);
+                }
+                store
+                    .read(schema::QUEUE, &long_lock, &RowQuery::all())
+                    .await
+                    .expect("read");
+                tokio::time::sleep(WARNING_LOG_EVERY).await;
+                store
+                    .read(schema::QUEUE, "busy", &RowQuery::all())
+                    .await
+                    .expect("read");
+                store
+                    .delete(schema::QUEUE, "busy", &["c".into(), "d".into()], at)
+                    .await
+                    .expect("delete");
+                let err = store
+                    .read(schema::QUEUE, "busy", &RowQuery::all())
+                    .await
+                    .expect_err("4 > 3");
+                assert_eq!(err.kind(), StoreErrorKind::TooManyTombstones);
+                tokio::time::sleep(WARNING_LOG_EVERY + Duration::from_secs(1)).await;
+                store
+                    .read(schema::QUEUE, "busy", &RowQuery::all())
+                    .await
+                    .expect_err("still too many");
+            });
+        });
+        let logged = String::from_utf8(
+            captured
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+        .expect("utf-8");
+        let lines: Vec<&str> = logged.lines().collect();
+        assert_eq!(lines.len(), 4, "{logged}");
+        assert!(lines.iter().all(|l| l.contains("WARN")), "{logged}");
+        assert!(lines[0].contains("table=queue"), "{logged}");
+        assert!(lines[0].contains("lock=busy"), "{logged}");
+        assert!(lines[0].contains("suppressed=0"), "{logged}");
+        assert!(lines[0].contains("tombstones=Some(2)"), "{logged}");
+        assert!(
+            lines[0].contains("Read 0 live rows and 2 tombstone cells for query"),
+            "{logged}"
+        );
+        // The long lock id is cut short (the warning's own query is cut by
+        // the database at 512 characters).
+        assert!(
+            lines[1].contains(&format!("lock={}…", "L".repeat(64))),
+            "{logged}"
+        );
+        // A minute later: logged again, with the two held back.
+        assert!(lines[2].contains("lock=busy"), "{logged}");
+        assert!(lines[2].contains("suppressed=2"), "{logged}");
+        // The failure held back (within the minute), then logged.
+        assert!(lines[3].contains("too many tombstones"), "{logged}");
+        assert!(lines[3].contains("suppressed=1"), "{logged}");
     }
 }

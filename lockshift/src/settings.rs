@@ -324,8 +324,10 @@ impl Settings {
                 "store.cql.speculative_read_after",
                 self.store.cql.speculative_read_after,
             ),
-            ("store.embedded.gc_grace", self.store.embedded.gc_grace),
         ];
+        if let Some(gc_grace) = self.store.embedded.gc_grace {
+            periods.push(("store.embedded.gc_grace", gc_grace));
+        }
         if let Some(stale_after) = self.lock.queue.stale_after {
             periods.push(("lock.queue.stale_after", stale_after));
         }

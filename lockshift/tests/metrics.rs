@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use lockshift::prelude::*;
 use lockshift::{Algorithm, metrics};
-use lockshift_store::{FaultyStore, MemoryStore, SharedClock, SharedStore, TokioClock};
+use lockshift_store::{
+    FaultyStore, MemoryStore, SharedClock, SharedStore, TokioClock, TombstoneThresholds,
+};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 /// The value of the sample `name{labels…}` whose labels include every one
@@ -32,10 +34,13 @@ async fn a_node_records_every_metric_named() {
         .expect("the only recorder of this test binary");
     metrics::describe();
     let clock: SharedClock = Arc::new(TokioClock::new());
-    let faulty = Arc::new(FaultyStore::new(
-        Arc::new(MemoryStore::with_clock(clock.clone())) as SharedStore,
-        7,
-    ));
+    // Every read that passes a tombstone warns (Cassandra: above 1 000).
+    let memory =
+        MemoryStore::with_clock(clock.clone()).with_tombstone_thresholds(TombstoneThresholds {
+            warn: 0,
+            ..TombstoneThresholds::default()
+        });
+    let faulty = Arc::new(FaultyStore::new(Arc::new(memory) as SharedStore, 7));
     let mut settings = Settings::default();
     settings.node.id = Some("m1".into());
     settings.node.mode = Mode::Queue; // runs combined at stage legacy
@@ -125,6 +130,32 @@ async fn a_node_records_every_metric_named() {
     assert_eq!(
         sample(&text, metrics::STAGE_VERSION, &[node_label]),
         Some(0.0)
+    );
+    // Tombstones: released cells are tombstones the next reads pass.
+    let warned: f64 = lockshift_store::schema::ALL
+        .iter()
+        .filter_map(|t| {
+            sample(
+                &text,
+                metrics::STORE_WARNINGS,
+                &[node_label, ("table", t.name())],
+            )
+        })
+        .sum();
+    assert!(warned >= 1.0, "no store warning counted:\n{text}");
+    assert_eq!(
+        sample(
+            &text,
+            metrics::STORE_WARNINGS,
+            &[node_label, ("table", "scratch")]
+        ),
+        Some(0.0),
+        "registered at zero"
+    );
+    at_least(
+        &format!("{}_count", metrics::READ_TOMBSTONES),
+        &[node_label, ("table", "main")],
+        1.0,
     );
     node.shutdown().await;
 }

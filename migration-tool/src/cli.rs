@@ -187,22 +187,30 @@ pub enum Command {
     },
 
     /// Find stale lock cells across all locks and (with --apply) delete them,
-    /// never breaking a holder that may still believe it holds a lock.
+    /// never deleting the cell of an owner that renews within its promise.
     ///
     /// Each cell is judged by its own owner's promise, not by this
-    /// machine's settings: the TTL and renewal period its node announces in
-    /// the registry, or else the cell's own TTL (a lockshift owner renews at
-    /// least every TTL/2). A cell is overdue when not renewed for
-    /// --stale-multiple such periods. Overdue cells are KEPT while their
-    /// owner's node is live, or while the cell is younger than its
-    /// guaranteed life (TTL - 1s - 250ms: an owner that is only cut off from
-    /// the database is not told its lease is lost before then); a cell with
-    /// a TTL therefore usually expires by itself first. Cells without a TTL
-    /// promise nothing and are judged only by --stale-after. With --apply
-    /// each cell is re-read first and skipped if it was renewed meanwhile,
-    /// then deleted USING TIMESTAMP its observed writetime, so a renewal
-    /// racing the delete still wins. Without --apply nothing is deleted.
-    /// Exits 1 if a delete failed (the summary counts them).
+    /// machine's settings: the TTL and renewal period announced in the
+    /// registry by the very process that wrote it (node id and
+    /// incarnation; another process of the same node id says nothing about
+    /// it), or else the cell's own TTL (a lockshift owner renews at least
+    /// every TTL/2). Ages allow for rollout.clock_skew_margin: an owner's
+    /// clock may be that far behind this one. A cell is overdue when not
+    /// renewed for --stale-multiple such periods. A cell whose lease is
+    /// over — older than its guaranteed life (TTL - 1s - 250ms) by its own
+    /// process's promise, so its owner was told it lost the lock; a late
+    /// write can leave one (docs/design.md §5, L5) — is deleted. Other
+    /// overdue cells are KEPT: their owner's process is live, or the owner
+    /// may not have been told yet; a cell with a TTL therefore usually
+    /// expires by itself first. Cells without a TTL promise nothing and are
+    /// judged only by --stale-after. With --apply every deletion waits for
+    /// a second look: the cell is read again one and a half promised
+    /// renewal periods after the scan (timed by this machine's monotonic
+    /// clock) and skipped if its writetime moved, then deleted USING
+    /// TIMESTAMP that writetime, so a renewal racing the delete still wins.
+    /// (Cells without a TTL are re-read just before the delete.) So clean
+    /// may take that long. Without --apply nothing is deleted. Exits 1 if a
+    /// delete failed (the summary counts them).
     #[command(
         after_help = "Examples:\n  migrate clean                        # dry run: what is overdue, what would go\n  migrate clean --apply\n  migrate clean --stale-after 30m --apply   # also cells written without a TTL"
     )]
@@ -210,21 +218,32 @@ pub enum Command {
         /// Delete the cells (default: dry run).
         #[arg(long)]
         apply: bool,
-        /// For owners that announced no promise (cells written without a
-        /// TTL, which never expire; owners whose node is not live): overdue
-        /// when not renewed for this long, e.g. 30m. Never overrides a live
-        /// node's own promise. Without it, cells without a TTL are counted,
-        /// never deleted.
+        /// For cells without a TTL, which never expire and promise nothing
+        /// (written by binaries that predate leases): overdue when not
+        /// renewed for this long, e.g. 30m. Never applies to a cell with a
+        /// TTL or an owner's announced promise: it cannot shorten either.
+        /// Without it, cells without a TTL are counted, never deleted.
         #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
         stale_after: Option<Duration>,
         /// Overdue after this many of the owner's promised renewal periods.
         #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
         stale_multiple: u32,
         /// Also delete overdue cells whose owner may still hold the lock
-        /// (its node is live, or it may not have been told yet). RISK: if
-        /// that owner is alive — slow, paused or cut off rather than dead —
-        /// another process can take the lock while it still runs its
-        /// critical section. Use only when you know the owner is dead.
+        /// (its process is live, or it may not have been told yet) — still
+        /// only after the second look finds them not renewed: an owner
+        /// renewing within its promise keeps its cells, whatever the
+        /// clocks. RISK: an owner that is alive but not renewing within its
+        /// promise — paused (GC, SIGSTOP, a frozen VM), cut off from the
+        /// database, or with renewals slow or stuck in flight — may still
+        /// run its critical section: it is told it lost the lock only
+        /// lost_after_fraction x TTL after its last renewal that landed,
+        /// and another process can take the lock before then. And a
+        /// renewal of such an owner still in flight when its cell is
+        /// deleted lands afterwards and survives (it is stamped after the
+        /// delete): the owner then keeps holding, never told, beside
+        /// whoever took the lock meanwhile. Use only when you know the
+        /// owner is dead (fencing tokens protect a resource that checks
+        /// them).
         #[arg(long)]
         force: bool,
         /// Row keys per scan page.

@@ -21,8 +21,11 @@
 //!   same code path with and without the change; the dry run stops just
 //!   before the write.
 //! - **M2.** `clean` deletes a cell only `USING TIMESTAMP` its observed
-//!   writetime, after a re-read showed that writetime unchanged: a renewal
-//!   (newer timestamp) survives the delete by the store's tie rule.
+//!   writetime, after a re-read showed that writetime unchanged — for a
+//!   cell with a promise, a second look one and a half promised renewal
+//!   periods after the scan, so an owner renewing within its promise is
+//!   never deleted: a renewal (newer timestamp) survives the delete by the
+//!   store's tie rule.
 //! - **M3.** Every JSON report has `"version": 1` at the top; fields are only
 //!   ever added under that version.
 //! - **M4.** Exit codes are decided in one place (`main.rs`) from [`Outcome`]

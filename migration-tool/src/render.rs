@@ -412,12 +412,21 @@ impl Human for StatusReport {
         let l = &self.locks;
         let _ = writeln!(
             s,
-            "\nlocks      {} held{}; {} waiting on {} lock(s){}",
+            "\nlocks      {} held{}{}; {} waiting on {} lock(s){}",
             l.held,
             if l.held_by.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", counts(&l.held_by))
+            },
+            if l.lease_over == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", {} of them by a cell whose lease is over (held by nobody; `migrate \
+                     inspect` shows it, `migrate clean` deletes it)",
+                    l.lease_over
+                )
             },
             l.waiting,
             l.locks_with_waiters,
@@ -547,7 +556,13 @@ impl Human for InspectReport {
                 when(c.writetime_us),
                 age(c.age_ms),
                 c.ttl_left_ms.map_or("none".to_string(), age),
-                if c.stale { "STALE".into() } else { "no".into() },
+                if c.lease_over {
+                    "LEASE OVER".into()
+                } else if c.stale {
+                    "STALE".into()
+                } else {
+                    "no".into()
+                },
                 match (&c.node, c.registered) {
                     (Some(n), true) => format!("{n} (live)"),
                     (Some(n), false) => format!("{n} (not registered)"),
@@ -588,7 +603,7 @@ impl Human for CleanReport {
         let _ = writeln!(
             s,
             "scanned {} main, {} shadow, {} queue rows ({} cells); overdue = not renewed for {} of \
-             the owner's promised renewal periods{}",
+             the owner's promised renewal periods{}, ages less the {} clock skew margin",
             sc.main_rows,
             sc.shadow_rows,
             sc.queue_rows,
@@ -597,7 +612,8 @@ impl Human for CleanReport {
             self.stale_after_ms.map_or(String::new(), |t| format!(
                 " (no TTL: older than {})",
                 age(t)
-            ))
+            )),
+            age(self.clock_skew_margin_ms)
         );
         if !self.cells.is_empty() {
             let mut t = Table::new(&[
@@ -606,11 +622,16 @@ impl Human for CleanReport {
             for c in &self.cells {
                 t.row(vec![
                     match c.action {
+                        Action::WouldDelete if c.second_look_after_ms > 0 => format!(
+                            "would delete{} (after a second look {} on)",
+                            if c.lease_over { ", lease over" } else { "" },
+                            age(c.second_look_after_ms)
+                        ),
                         Action::WouldDelete => "would delete".into(),
                         Action::Deleted => "deleted".into(),
-                        Action::KeptOwnerLive => "KEPT (owner's node is live)".into(),
+                        Action::KeptOwnerLive => "KEPT (owner's process is live)".into(),
                         Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
-                        Action::SkippedRenewed => "skipped (renewed)".into(),
+                        Action::SkippedRenewed => "skipped (renewed since the scan)".into(),
                         Action::SkippedGone => "skipped (gone)".into(),
                         Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
                     },

@@ -80,6 +80,52 @@ fn a_small_benchmark_runs_every_algorithm_in_processes() {
     assert!(!text.contains("issue"), "no internal references: {text}");
 }
 
+/// The same, small, against the real cluster `LOCKSHIFT_TEST_CONTACT_POINTS`
+/// names (`--cluster`, in the keyspace `lockshift_e2e_bench`): every
+/// acquisition done, none failed. Skipped, saying so, without one.
+#[test]
+fn a_small_benchmark_runs_on_a_real_cluster() {
+    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    else {
+        println!(
+            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
+             cluster to run migrate bench --cluster against it"
+        );
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--cluster",
+            "--contact-points",
+            points.trim(),
+            "--processes",
+            "1,3",
+            "--acquisitions",
+            "5",
+            "--no-plots",
+            "--json",
+        ])
+        .env("LOCKSHIFT__STORE__CQL__KEYSPACE", "lockshift_e2e_bench")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 8, "{report:#}");
+    for r in runs {
+        let processes = r["processes"].as_u64().unwrap();
+        assert_eq!(r["acquisitions"].as_u64().unwrap(), 5 * processes, "{r}");
+        assert_eq!(r["failures"], 0, "{r}");
+    }
+}
+
 #[test]
 fn the_hold_mode_holds_n_locks_and_counts_renewals() {
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))

@@ -35,7 +35,7 @@ fn run_with_lock(
     let mut argv = vec!["run-with-lock", lock, "--", "sh", "-c", script, "sh"];
     let args: Vec<String> = args.iter().map(|p| p.display().to_string()).collect();
     argv.extend(args.iter().map(String::as_str));
-    let mut cmd = common::command(Some(&e.addr()), &argv, &[("LOCKSHIFT__NODE__ID", id)]);
+    let mut cmd = e.command(&argv, &[("LOCKSHIFT__NODE__ID", id)]);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     cmd.spawn().unwrap()

@@ -1,9 +1,12 @@
-//! End-to-end tests of the `migrate` binary against a local CQL endpoint
-//! (issue 6, "Tests"): every command through the real driver and protocol,
-//! exit codes, human and JSON output, and the error cases.
+//! End-to-end tests of the `migrate` binary against a local CQL endpoint,
+//! or the real cluster `LOCKSHIFT_TEST_CONTACT_POINTS` names (issue 6,
+//! "Tests"): every command through the real driver and protocol, exit
+//! codes, human and JSON output, and the error cases.
 //!
-//! Each test starts its own endpoint on port 0, so tests run in parallel.
-//! Timing assertions are only upper bounds, and generous ones.
+//! Each test starts its own endpoint on port 0 (on a cluster: uses a
+//! keyspace of its own), so tests run in parallel; those that inject
+//! server-side faults always use a local endpoint. Timing assertions are
+//! only upper bounds, and generous ones.
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -150,7 +153,7 @@ async fn status_and_inspect_on_a_busy_store() {
 /// renewal landing while the delete is in flight survives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
-    let e = Endpoint::with_schema().await;
+    let e = Endpoint::local_with_schema().await;
     let store = e.store().clone();
     let owner = "dead/0000000000000001";
     let put = |table, lock: &'static str, column: String, at: WriteOptions| {
@@ -227,7 +230,6 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
     // while, and renew the cell meanwhile — after clean's re-read, before
     // its delete is applied.
     let hold = e
-        .handle
         .faults()
         .add(
             FaultRule::new(Fault::Latency(Duration::from_secs(2)))
@@ -236,14 +238,11 @@ async fn clean_dry_run_then_apply_and_a_racing_renewal_survives() {
                 .times(1),
         )
         .unwrap();
-    let clean = common::command(
-        Some(&e.addr()),
-        &["clean", "--apply", "--json", "--stale-after", "5m"],
-        &[],
-    )
-    .output();
+    let clean = e
+        .command(&["clean", "--apply", "--json", "--stale-after", "5m"], &[])
+        .output();
     let clean = tokio::spawn(clean);
-    let faults = e.handle.faults().clone();
+    let faults = e.faults().clone();
     eventually(
         Duration::from_secs(30),
         "clean's delete to reach the endpoint",
@@ -417,13 +416,12 @@ async fn run_with_lock_excludes_across_processes() {
     let script = r#"n=$(cat "$1"); sleep 0.1; echo $((n + 1)) > "$1""#;
     let mut tasks = Vec::new();
     for p in 0..PROCESSES {
-        let addr = e.addr();
+        let at = e.at.clone();
         let counter = counter.to_str().unwrap().to_string();
         let mode = if p % 2 == 0 { "legacy" } else { "auto" };
         tasks.push(tokio::spawn(async move {
             for _ in 0..ROUNDS {
-                migrate(
-                    Some(&addr),
+                at.migrate_env(
                     &[
                         "run-with-lock",
                         "counter",
@@ -520,28 +518,28 @@ async fn run_with_lock_passes_exit_codes_and_times_out() {
 /// is lost, the command is terminated, migrate exits 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_loss_terminates_the_command() {
-    let e = Endpoint::with_schema().await;
+    let e = Endpoint::local_with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let pidfile_s = pidfile.to_str().unwrap().to_string();
     let started = Instant::now();
-    let run = common::command(
-        Some(&e.addr()),
-        &[
-            "run-with-lock",
-            "fragile",
-            "--grace",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            "echo $$ > \"$1\"; exec sleep 60",
-            "sh",
-            &pidfile_s,
-        ],
-        FAST,
-    )
-    .output();
+    let run = e
+        .command(
+            &[
+                "run-with-lock",
+                "fragile",
+                "--grace",
+                "2s",
+                "--",
+                "sh",
+                "-c",
+                "echo $$ > \"$1\"; exec sleep 60",
+                "sh",
+                &pidfile_s,
+            ],
+            FAST,
+        )
+        .output();
     let run = tokio::spawn(run);
     eventually(Duration::from_secs(30), "the command to start", || {
         let exists = pidfile.exists()
@@ -556,8 +554,7 @@ async fn lease_loss_terminates_the_command() {
         .unwrap()
         .trim()
         .to_string();
-    e.handle
-        .faults()
+    e.faults()
         .add(
             FaultRule::new(Fault::Unavailable)
                 .on_table("lockshift.main")
@@ -607,7 +604,7 @@ async fn errors_say_what_to_do() {
     bare.migrate(&["status"])
         .await
         .expect_code(1)
-        .stderr_has("keyspace lockshift does not exist")
+        .stderr_has(&format!("keyspace {} does not exist", bare.keyspace()))
         .stderr_has("--create-schema");
     bare.migrate(&["--create-schema", "status"])
         .await
@@ -699,7 +696,14 @@ async fn serve_shares_a_store_between_processes() {
 /// verdict, as JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_rolls_a_small_fleet_to_a_green_verdict() {
-    let r = migrate(None, &small_demo("1s", &[]), &[]).await;
+    // On a real cluster when one is named (a keyspace of its own, dropped
+    // at the end), else in-process.
+    let r = migrate(
+        common::real_cluster().as_deref(),
+        &small_demo("1s", &[]),
+        &[],
+    )
+    .await;
     let j = r.expect_code(0).json();
     assert_eq!(j["passed"], true, "{j:#}");
     assert_eq!(j["balance_before"], j["balance_after"]);
@@ -747,15 +751,24 @@ async fn connection_settings_from_flags_env_and_file() {
     };
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.toml");
+    let ks = e.keyspace();
+    let points = e
+        .addr()
+        .split(',')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     std::fs::write(
         &good,
-        format!("[store.cql]\ncontact_points = [\"{}\"]\n", e.addr()),
+        format!("[store.cql]\ncontact_points = [{points}]\nkeyspace = \"{ks}\"\n"),
     )
     .unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
-        format!("[store.cql]\ncontact_points = [\"{closed}\"]\nconnect_timeout = \"2s\"\n"),
+        format!(
+            "[store.cql]\ncontact_points = [\"{closed}\"]\nconnect_timeout = \"2s\"\nkeyspace = \"{ks}\"\n"
+        ),
     )
     .unwrap();
     let (good, bad) = (good.to_str().unwrap(), bad.to_str().unwrap());

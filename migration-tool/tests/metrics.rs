@@ -83,11 +83,17 @@ async fn metrics_address(stderr: &mut mpsc::UnboundedReceiver<String>) -> String
 /// metric named is there, and the ones a rollout must move have moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_metrics_scrape_has_every_metric_named() {
-    let mut child = command(None, &small_demo("2s", &["--metrics", "127.0.0.1:0"]), &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("migrate demo starts");
+    // On the real cluster when one is named (the demo's own keyspace).
+    let cluster = common::real_cluster();
+    let mut child = command(
+        cluster.as_deref(),
+        &small_demo("2s", &["--metrics", "127.0.0.1:0"]),
+        &[],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("migrate demo starts");
     let mut stderr = lines(child.stderr.take().expect("piped"));
     let addr = metrics_address(&mut stderr).await;
 

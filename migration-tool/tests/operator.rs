@@ -1,7 +1,9 @@
 //! End-to-end tests of the operator paths that must never break a holder,
 //! and of the small operator-facing promises of issue 11 (exit codes,
 //! output, schema), against the built `migrate` binary and a local
-//! endpoint. (`e2e.rs` holds the first round of e2e tests.)
+//! endpoint — or, with `LOCKSHIFT_TEST_CONTACT_POINTS`, a keyspace of each
+//! test's own on that cluster (fault injection stays local). (`e2e.rs`
+//! holds the first round of e2e tests.)
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +17,8 @@ use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
 use lockshift_lock::Algorithm;
 use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
 
-/// A registry entry for a live combined node announcing `promise`.
+/// A registry entry for a live combined process of `node` (incarnation
+/// `incarnation`) announcing `promise`.
 fn node_info(node: &str, promise: Option<LeasePromise>) -> NodeInfo {
     NodeInfo {
         lease: promise,
@@ -23,28 +26,46 @@ fn node_info(node: &str, promise: Option<LeasePromise>) -> NodeInfo {
     }
 }
 
+/// The process whose cells the clean tests write: owner ids
+/// `node/0000abcdSSSSSSSS` name it.
+const INCARNATION: &str = "0000abcd";
+
 /// Issue 11 item 2, the reported schedule: a holder renewing every 60 s
 /// (TTL 5 min) whose cell was last renewed 36 s ago, and an operator
 /// running `clean --apply` without the fleet's config (default
-/// `renew_every` 10 s). The holder's node is live, so its cells stay —
-/// even once overdue by its own promise, unless `--force`.
+/// `renew_every` 10 s). The holder's process is live, so its cells stay —
+/// even once overdue by its own promise, unless `--force`, which deletes
+/// (after a second look) only what the owner's own promise calls overdue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clean_never_deletes_the_cells_of_a_live_holder() {
     let e = Endpoint::with_schema().await;
     let store = e.store().clone();
-    let promise = LeasePromise {
-        ttl_ms: 300_000,
-        renew_every_ms: 60_000,
+    let register = |node: &'static str, promise: LeasePromise| {
+        let store = store.clone();
+        async move {
+            let info = NodeInfo {
+                incarnation: Some(INCARNATION.into()),
+                ..node_info(node, Some(promise))
+            };
+            heartbeat(
+                store.as_ref(),
+                &SystemClock,
+                &info,
+                Ttl::from_secs(120).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
     };
-    heartbeat(
-        store.as_ref(),
-        &SystemClock,
-        &node_info("batch-1", Some(promise)),
-        Ttl::from_secs(120).unwrap(),
+    register(
+        "batch-1",
+        LeasePromise {
+            ttl_ms: 300_000,
+            renew_every_ms: 60_000,
+        },
     )
-    .await
-    .unwrap();
-    let renewed_ago = |lock: &'static str, owner: &'static str, secs: u64| {
+    .await;
+    let renewed_ago = |lock: &'static str, owner: String, secs: u64, ttl: u32| {
         let store = store.clone();
         async move {
             let at = SystemClock.now().saturating_sub(Duration::from_secs(secs));
@@ -53,14 +74,15 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
                     schema::MAIN,
                     lock,
                     &[CellWrite::new(owner, b"combined".to_vec())],
-                    WriteOptions::at(at).with_ttl(Ttl::from_secs(300).unwrap()),
+                    WriteOptions::at(at).with_ttl(Ttl::from_secs(ttl).unwrap()),
                 )
                 .await
                 .unwrap();
         }
     };
-    renewed_ago("report", "batch-1/0000000000000001", 36).await;
-    renewed_ago("archive", "batch-1/0000000000000002", 200).await;
+    let owner = |node: &str, slot: u32| format!("{node}/{INCARNATION}{slot:08x}");
+    renewed_ago("report", owner("batch-1", 1), 36, 300).await;
+    renewed_ago("archive", owner("batch-1", 2), 200, 300).await;
     let present = |lock: &'static str| {
         let store = store.clone();
         async move {
@@ -82,7 +104,7 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
         present("report").await,
         "a holder within its promise: {j:#}"
     );
-    assert!(present("archive").await, "a live node's cell: {j:#}");
+    assert!(present("archive").await, "a live process's cell: {j:#}");
     assert_eq!(j["summary"]["deleted"], 0, "{j:#}");
     let cells = j["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "only the overdue one is listed: {j:#}");
@@ -90,21 +112,46 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
     assert_eq!(cells[0]["action"], "kept_owner_live");
     assert_eq!(cells[0]["promise"]["source"], "registry");
     assert_eq!(cells[0]["promise"]["renew_every_ms"], 60_000);
+    assert_eq!(cells[0]["second_look_after_ms"], 90_000);
+    assert_eq!(j["clock_skew_margin_ms"], 5_000);
     e.migrate(&["clean"])
         .await
         .expect_code(0)
-        .stdout_has("KEPT (owner's node is live)")
+        .stdout_has("KEPT (owner's process is live)")
         .stdout_has("--force deletes them at the risk of a second holder");
 
     // --force: the operator knows better; only what the owner's own
-    // promise calls overdue goes.
+    // promise calls overdue goes, after a second look one and a half
+    // renewal periods on. (The 60 s holder's overdue cell would take a
+    // 90 s second look: it goes by itself here. A process renewing every
+    // second stands in for it.)
+    store
+        .delete(
+            schema::MAIN,
+            "archive",
+            &[owner("batch-1", 2)],
+            SystemClock.now(),
+        )
+        .await
+        .unwrap();
+    register(
+        "quick-1",
+        LeasePromise {
+            ttl_ms: 30_000,
+            renew_every_ms: 1_000,
+        },
+    )
+    .await;
+    renewed_ago("sweep", owner("quick-1", 1), 12, 30).await;
     let j = e
         .migrate(&["clean", "--apply", "--force", "--json"])
         .await
         .expect_code(0)
         .json();
     assert_eq!(j["summary"]["deleted"], 1, "{j:#}");
-    assert!(!present("archive").await);
+    assert_eq!(j["cells"][0]["lock"], "sweep", "{j:#}");
+    assert_eq!(j["cells"][0]["second_look_after_ms"], 1_500, "{j:#}");
+    assert!(!present("sweep").await);
     assert!(
         present("report").await,
         "within its promise even with --force"
@@ -112,7 +159,8 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
     e.migrate(&["clean", "--help"])
         .await
         .expect_code(0)
-        .stdout_has("RISK");
+        .stdout_has("RISK")
+        .stdout_has("second look");
 }
 
 /// Issue 11 item 9: a reader that goes away (`status --json | head -1`)
@@ -121,7 +169,7 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
 async fn a_closed_stdout_ends_quietly() {
     let e = Endpoint::with_schema().await;
     for args in [&["status", "--json"][..], &["status"][..]] {
-        let mut cmd = common::command(Some(&e.addr()), args, &[]);
+        let mut cmd = e.command(args, &[]);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().unwrap();
@@ -195,14 +243,13 @@ async fn a_bad_value_names_its_real_source() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
     use lockshift_cql_emulator::{Fault, FaultRule};
-    let e = Endpoint::with_schema().await;
+    let e = Endpoint::local_with_schema().await;
     e.migrate(&["advance", "--to", "dual"])
         .await
         .expect_code(0);
     // Alice rolls back; her stage write is held back 2 s, with the rollout
     // lock held.
     let hold = e
-        .handle
         .faults()
         .add(
             FaultRule::new(Fault::Latency(Duration::from_secs(2)))
@@ -212,14 +259,10 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
         )
         .unwrap();
     let alice = tokio::spawn(
-        common::command(
-            Some(&e.addr()),
-            &["rollback", "--to", "legacy", "--by", "alice"],
-            &[],
-        )
-        .output(),
+        e.command(&["rollback", "--to", "legacy", "--by", "alice"], &[])
+            .output(),
     );
-    let faults = e.handle.faults().clone();
+    let faults = e.faults().clone();
     common::eventually(Duration::from_secs(30), "alice's stage write", || {
         let fired = faults.fired(&hold).unwrap_or(0);
         async move { fired >= 1 }
@@ -250,9 +293,8 @@ async fn losing_an_advance_race_is_a_refusal_with_its_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_advance_twice_at_once_moves_one_stage() {
     use lockshift_cql_emulator::{Fault, FaultRule};
-    let e = Endpoint::with_schema().await;
+    let e = Endpoint::local_with_schema().await;
     let hold = e
-        .handle
         .faults()
         .add(
             FaultRule::new(Fault::Latency(Duration::from_secs(2)))
@@ -262,14 +304,10 @@ async fn the_same_advance_twice_at_once_moves_one_stage() {
         )
         .unwrap();
     let alice = tokio::spawn(
-        common::command(
-            Some(&e.addr()),
-            &["advance", "--to", "dual", "--by", "alice"],
-            &[],
-        )
-        .output(),
+        e.command(&["advance", "--to", "dual", "--by", "alice"], &[])
+            .output(),
     );
-    let faults = e.handle.faults().clone();
+    let faults = e.faults().clone();
     common::eventually(Duration::from_secs(30), "alice's stage write", || {
         let fired = faults.fired(&hold).unwrap_or(0);
         async move { fired >= 1 }
@@ -292,8 +330,10 @@ async fn the_same_advance_twice_at_once_moves_one_stage() {
 async fn schema_is_created_only_on_request_and_printed_on_demand() {
     use lockshift_store::{CqlSettings, CqlStore, StoreErrorKind};
     let bare = Endpoint::bare().await;
+    let ks = bare.keyspace();
     let err = CqlStore::connect(&CqlSettings {
-        contact_points: vec![bare.addr()],
+        contact_points: bare.addr().split(',').map(String::from).collect(),
+        keyspace: ks.to_string(),
         ..CqlSettings::default()
     })
     .await
@@ -303,17 +343,24 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
     bare.migrate(&["status"])
         .await
         .expect_code(1)
-        .stderr_has("keyspace lockshift does not exist")
+        .stderr_has(&format!("keyspace {ks} does not exist"))
         .stderr_has("`migrate schema`");
     let r = bare
         .migrate(&["schema", "--datacenter", "dc1:3", "--datacenter", "dc2:2"])
         .await;
     r.expect_code(0)
-        .stdout_has(
-            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
-             {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}",
-        )
-        .stdout_has("CREATE TABLE IF NOT EXISTS lockshift.main");
+        .stdout_has(&format!(
+            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = \
+             {{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}}"
+        ))
+        .stdout_has(&format!("CREATE TABLE IF NOT EXISTS {ks}.main"))
+        .stdout_has("AND gc_grace_seconds = 600")
+        .stdout_has(&format!(
+            "ALTER TABLE {ks}.main WITH gc_grace_seconds = 600"
+        ))
+        .stdout_has(&format!(
+            "ALTER TABLE {ks}.rollout WITH gc_grace_seconds = 864000"
+        ));
     let j = bare
         .migrate(&[
             "schema",
@@ -327,7 +374,7 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
         .expect_code(0)
         .json();
     let statements = j["statements"].as_array().unwrap();
-    assert_eq!(statements.len(), 1 + lockshift_store::schema::ALL.len());
+    assert_eq!(statements.len(), 1 + 2 * lockshift_store::schema::ALL.len());
     assert!(
         statements[0]
             .as_str()
@@ -457,7 +504,7 @@ async fn a_fresh_process_starts_while_contact_points_hang() {
         let r = common::migrate(
             Some(&points),
             &["--connect-timeout", "3s", "--json", "status"],
-            &[],
+            &[("LOCKSHIFT__STORE__CQL__KEYSPACE", e.keyspace())],
         )
         .await;
         let j = r.expect_code(0).json();

@@ -61,8 +61,7 @@ async fn kill_9_of_migrate_kills_the_command_and_its_children() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let (shell, grandchild) = (dir.path().join("shell"), dir.path().join("grandchild"));
-    let mut migrate = spawned(common::command(
-        Some(&e.addr()),
+    let mut migrate = spawned(e.command(
         &[
             "run-with-lock",
             "nightly",
@@ -106,8 +105,7 @@ async fn the_real_signal_is_forwarded() {
         // Every trap names its signal, so a forwarded TERM cannot pass for
         // a forwarded HUP.
         let script = r#"for s in INT TERM HUP QUIT; do trap "echo $s > '$2'; exit 5" $s; done; echo $$ > "$1"; while :; do sleep 0.1; done"#;
-        let mut migrate = spawned(common::command(
-            Some(&e.addr()),
+        let mut migrate = spawned(e.command(
             &[
                 "run-with-lock",
                 &format!("job-{name}"),
@@ -149,8 +147,7 @@ async fn a_second_signal_or_the_grace_period_escalates_to_sigkill() {
     for (grace, signals) in [("60s", 2), ("1s", 1)] {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
-        let migrate = spawned(common::command(
-            Some(&e.addr()),
+        let migrate = spawned(e.command(
             &[
                 "run-with-lock",
                 "stubborn",
@@ -343,8 +340,7 @@ async fn a_background_process_keeps_the_lock_until_it_is_gone() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("job");
-    let mut migrate = spawned(common::command(
-        Some(&e.addr()),
+    let mut migrate = spawned(e.command(
         &[
             "run-with-lock",
             "background",
@@ -445,8 +441,7 @@ async fn a_command_that_traps_sigint_and_leaves_a_child() {
     let e = Endpoint::with_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let (shell, child) = (dir.path().join("shell"), dir.path().join("child"));
-    let migrate = spawned(common::command(
-        Some(&e.addr()),
+    let migrate = spawned(e.command(
         &[
             "run-with-lock",
             "trapper",
@@ -508,11 +503,7 @@ async fn waiting_says_who_it_waits_for_when_that_changes() {
         queue.iter().any(|c| c.column.starts_with("next-b/"))
     })
     .await;
-    let mut waiter = spawned(common::command(
-        Some(&e.addr()),
-        &["run-with-lock", "relay", "--", "true"],
-        FAST,
-    ));
+    let mut waiter = spawned(e.command(&["run-with-lock", "relay", "--", "true"], FAST));
     // Everything the waiter says, as it says it.
     let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let reader = {

@@ -36,7 +36,7 @@
 //! - **Q3.** A waiter's cells — its queue cell, its reservations in `main`
 //!   (and `shadow`) — carry the waiting TTL (`lock.queue.waiting_ttl`, 4 s)
 //!   and are rewritten every `waiting_renew_every` (1 s), on the back of
-//!   the waiter's own reads where it reads their rows (lease L5); once it
+//!   the waiter's own reads where it reads their rows (lease L6); once it
 //!   holds, its `main` cell carries the lease TTL and is renewed as any
 //!   holding. A waiter whose queue cell is gone re-enqueues, one whose
 //!   lease is lost re-enqueues in a slot of its own (the old one is free

@@ -172,7 +172,7 @@ impl Line {
         let owner = slot.owner().clone();
         let arrival = u64::try_from(time.as_micros()).unwrap_or(0);
         // A waiter's cells live by the waiting terms until it holds (Q3,
-        // lease L5): killed while it waits, it holds the line up seconds.
+        // lease L6): killed while it waits, it holds the line up seconds.
         let mark = Some(mark(owner.as_str(), arrival));
         let lease = match self.settings.waiting_terms() {
             Some(terms) => self
@@ -228,7 +228,7 @@ impl Line {
     /// waiter that this holder's verifying read is done, so its reservation
     /// cannot disturb it (Q2) — and hold: the `main` cell takes the lease
     /// TTL (re-marked a holding if it was a reservation) where it does not
-    /// carry it yet (lease L5). All in the background, off the acquire path:
+    /// carry it yet (lease L6). All in the background, off the acquire path:
     /// one delete, and one write unless the cell was written as the
     /// holding (the fast path).
     fn settle(&self, ticket: &Ticket, reserved: bool) {
@@ -453,7 +453,7 @@ impl Line {
     ) -> Result<Observation, StoreError> {
         let store = self.store();
         // Every read of a row holding one of my waiting cells that shows it
-        // there refreshes it (lease L5 and L2: the read is the proof a
+        // there refreshes it (lease L6 and L2: the read is the proof a
         // rewrite needs), so a waiter's own polling keeps its cells alive
         // without a read of their own.
         let queue_mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 /// read and a write). A waiter killed while it waits therefore holds the
 /// line up for at most `waiting_ttl`, and its queue cell is skipped once
 /// not rewritten for `stale_after`. Once it holds, its `main` cell takes
-/// the lease TTL (queue-lock Q3, lease L5).
+/// the lease TTL (queue-lock Q3, lease L6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueSettings {
@@ -112,7 +112,7 @@ impl QueueSettings {
         lease.renew_every.saturating_mul(3)
     }
 
-    /// The terms a waiter's lease starts with (lease L5); `None` when
+    /// The terms a waiter's lease starts with (lease L6); `None` when
     /// `waiting_ttl` is not a valid TTL (refused by [`problems`](Self::problems)).
     pub fn waiting_terms(&self) -> Option<WaitingTerms> {
         Some(WaitingTerms {

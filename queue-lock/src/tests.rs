@@ -351,7 +351,7 @@ async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
         tokio::spawn(async move { locker.acquire(&lock()).await })
     };
     // Half-way between two rewrites of the waiter's cells (every second,
-    // lease L5): the hand-off below meets none of them.
+    // lease L6): the hand-off below meets none of them.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let main = f.cells(schema::MAIN).await;
     assert_eq!(
@@ -520,13 +520,13 @@ impl Store for GatedStore {
     ) -> Result<(), lockshift_store::StoreError> {
         self.inner.delete(table, row, columns, timestamp).await
     }
-    async fn read(
+    async fn read_observed(
         &self,
         table: lockshift_store::Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
-        self.inner.read(table, row, query).await
+    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
+        self.inner.read_observed(table, row, query).await
     }
     async fn scan_keys(
         &self,
@@ -825,15 +825,15 @@ impl Store for NodeTap {
         self.gate(table, OpKind::Delete, false).await;
         self.inner.delete(table, row, columns, timestamp).await
     }
-    async fn read(
+    async fn read_observed(
         &self,
         table: lockshift_store::Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
+    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
         let point = query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1);
         self.gate(table, OpKind::Read, point).await;
-        self.inner.read(table, row, query).await
+        self.inner.read_observed(table, row, query).await
     }
     async fn scan_keys(
         &self,

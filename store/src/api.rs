@@ -9,6 +9,34 @@ use async_trait::async_trait;
 use crate::cell::{Cell, CellWrite, KeyPage, PageCursor, RowQuery, Table, WriteOptions};
 use crate::error::StoreError;
 
+/// What a read returned, and what it cost the database: the answer of
+/// [`Store::read_observed`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The live cells, exactly what [`Store::read`] returns.
+    pub cells: Vec<Cell>,
+    /// How many tombstones the read passed, when the backend knows: the
+    /// embedded store (and anything serving it) always; a Cassandra
+    /// cluster only when its answer carries a tombstone warning (above its
+    /// `tombstone_warn_threshold`), parsed from the warning's text; `None`
+    /// otherwise.
+    pub tombstones: Option<u64>,
+    /// The warnings the server added to its answer, verbatim (Cassandra's
+    /// tombstone warning among them: [`crate::tombstones::warning_text`]).
+    pub warnings: Vec<String>,
+}
+
+impl ReadOutcome {
+    /// An outcome of `cells` that cost nothing worth reporting.
+    pub fn of(cells: Vec<Cell>) -> Self {
+        ReadOutcome {
+            cells,
+            tombstones: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// Cassandra's storage model as lockshift uses it: tables of rows, each row a
 /// sorted set of cells.
 ///
@@ -42,6 +70,13 @@ use crate::error::StoreError;
 ///    row, at least one of them sees both cells.
 /// 6. **One row, one write.** The cells of one [`write`](Store::write) or
 ///    [`delete`](Store::delete) are applied together (a single-partition batch).
+/// 7. **Tombstones cost reads** (Cassandra 4.1.1, measured:
+///    [`crate::tombstones`]). A dead cell stays a tombstone for the table's
+///    gc grace; a read passes those in its slice until it has its limit of
+///    live cells, warns above 1 000 and fails with
+///    [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones)
+///    above 100 000. [`read_observed`](Store::read_observed) reports the
+///    count and the warnings.
 ///
 /// # Errors
 ///
@@ -76,13 +111,28 @@ pub trait Store: Send + Sync + Debug {
         timestamp: crate::Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// Reads live cells of `row` of `table` in column order (see contract 4).
+    /// Reads live cells of `row` of `table` in column order (see contract
+    /// 4), with what the read cost: the tombstones it passed and the
+    /// server's warnings (contract 7). Every backend and wrapper implements
+    /// this one; [`read`](Store::read) is it without the cost.
+    async fn read_observed(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError>;
+
+    /// Reads live cells of `row` of `table` in column order (see contract
+    /// 4): [`read_observed`](Store::read_observed)'s cells. Wrappers need
+    /// not implement it — forwarding `read_observed` forwards this too.
     async fn read(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError>;
+    ) -> Result<Vec<Cell>, StoreError> {
+        self.read_observed(table, row, query).await.map(|o| o.cells)
+    }
 
     /// One page of the keys of rows in `table` that hold live cells, starting
     /// after `cursor` (or at the beginning). Keys come in the backend's
@@ -122,13 +172,13 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).delete(table, row, columns, timestamp).await
     }
 
-    async fn read(
+    async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
-        (**self).read(table, row, query).await
+    ) -> Result<ReadOutcome, StoreError> {
+        (**self).read_observed(table, row, query).await
     }
 
     async fn scan_keys(

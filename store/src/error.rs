@@ -40,6 +40,12 @@ pub enum StoreErrorKind {
     /// certificate required, TLS required or not spoken). Retrying with the
     /// same settings will not help.
     Authentication,
+    /// A read passed more tombstones than the failure threshold and was
+    /// aborted (Cassandra's `READ_FAILURE` with `READ_TOO_MANY_TOMBSTONES`;
+    /// [`crate::tombstones`]). Nothing changed, but retrying fails the same
+    /// way until the tombstones are older than the table's gc grace: not
+    /// retryable.
+    TooManyTombstones,
 }
 
 impl StoreErrorKind {
@@ -52,6 +58,7 @@ impl StoreErrorKind {
             StoreErrorKind::SchemaMissing => "failed: schema missing",
             StoreErrorKind::Connection => "failed: no connection",
             StoreErrorKind::Authentication => "failed: refused by the cluster",
+            StoreErrorKind::TooManyTombstones => "failed: too many tombstones",
         }
     }
 }
@@ -107,6 +114,32 @@ impl StoreError {
     /// The table it touched, if one.
     pub fn table(&self) -> Option<Table> {
         self.table
+    }
+
+    /// A read of `row` aborted after passing `tombstones` tombstones, more
+    /// than the failure threshold `threshold` (the embedded store's
+    /// [`StoreErrorKind::TooManyTombstones`]); the message names the row
+    /// (shortened), the count and the threshold.
+    pub fn too_many_tombstones(
+        op: OpKind,
+        table: Table,
+        row: &str,
+        tombstones: u64,
+        threshold: u64,
+    ) -> Self {
+        let what = match op {
+            OpKind::Scan => "the key scan page".to_string(),
+            _ => format!("the read of row {:?}", crate::tombstones::shorten(row)),
+        };
+        StoreError::new(
+            StoreErrorKind::TooManyTombstones,
+            op,
+            Some(table),
+            format!(
+                "{what} passed {tombstones} tombstones, more than the failure threshold \
+                 {threshold} (Cassandra's tombstone_failure_threshold): aborted"
+            ),
+        )
     }
 
     /// The backend's description of the failure.
@@ -172,5 +205,25 @@ mod tests {
         let invalid = StoreError::new(StoreErrorKind::Invalid, OpKind::Read, None, "bad");
         assert!(!invalid.is_retryable());
         assert_eq!(invalid.to_string(), "read was rejected as invalid: bad");
+    }
+
+    #[test]
+    fn too_many_tombstones_names_table_row_and_count_and_is_final() {
+        let e = StoreError::too_many_tombstones(
+            OpKind::Read,
+            schema::QUEUE,
+            "lock-1",
+            100_001,
+            100_000,
+        );
+        assert_eq!(e.kind(), StoreErrorKind::TooManyTombstones);
+        assert_eq!(
+            e.to_string(),
+            "read on table queue failed: too many tombstones: the read of row \"lock-1\" passed \
+             100001 tombstones, more than the failure threshold 100000 (Cassandra's \
+             tombstone_failure_threshold): aborted"
+        );
+        assert!(!e.is_retryable());
+        assert!(!e.may_have_applied());
     }
 }

@@ -21,9 +21,9 @@ use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::api::Store;
+use crate::api::{ReadOutcome, Store};
 use crate::cell::{
-    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
+    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
     duration_micros,
 };
 use crate::error::{StoreError, StoreErrorKind};
@@ -401,14 +401,14 @@ impl<S: Store> Store for FaultyStore<S> {
         .await
     }
 
-    async fn read(
+    async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
+    ) -> Result<ReadOutcome, StoreError> {
         self.run(table, OpKind::Read, async |_| {
-            self.inner.read(table, row, query).await
+            self.inner.read_observed(table, row, query).await
         })
         .await
     }

@@ -20,10 +20,18 @@
 //!   column names; `limit` and `start_column` select a contiguous run.
 //! - **S5. Read-your-writes** (QUORUM writes and reads): a write that returned
 //!   `Ok` is seen by every later read — the basis of the thesis' Lemma 1.
+//! - **S6. Tombstones cost reads**, as on Cassandra 4.1.1 (measured): a dead
+//!   cell is kept for its table's gc grace ([`schema::TableOptions`]); a read
+//!   passes those in its slice until it has its limit of live cells, carries
+//!   Cassandra's warning above 1 000 and fails with
+//!   [`StoreErrorKind::TooManyTombstones`] above 100 000
+//!   ([`tombstones`]; [`Store::read_observed`] reports the cost).
 //!
 //! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],
-//! [`StoreErrorKind::Unavailable`] (nothing changed) and
-//! [`StoreErrorKind::MaybeApplied`] (a timeout: it may have changed).
+//! [`StoreErrorKind::Unavailable`] (nothing changed),
+//! [`StoreErrorKind::MaybeApplied`] (a timeout: it may have changed) and
+//! [`StoreErrorKind::TooManyTombstones`] (a read aborted; retrying fails
+//! the same way until the tombstones age out).
 //!
 //! # Example
 //!
@@ -49,7 +57,9 @@
 //! - [`CqlStore`]: the CQL backend (ScyllaDB, Cassandra, the local endpoint)
 //!   on the `scylla` driver.
 //! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
-//! - [`clock`]: injectable clocks; [`schema`]: every table.
+//! - [`clock`]: injectable clocks; [`schema`]: every table and its options.
+//! - [`tombstones`]: what tombstones cost a read on Cassandra (measured),
+//!   the thresholds, Cassandra's warning text.
 //! - [`settings`]: how a store is chosen and connected.
 
 mod api;
@@ -62,11 +72,12 @@ mod memory;
 pub mod reconcile;
 pub mod schema;
 pub mod settings;
+pub mod tombstones;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use api::{SharedStore, Store};
+pub use api::{ReadOutcome, SharedStore, Store};
 pub use cell::{
     Cell, CellWrite, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table, Timestamp, Ttl,
     WriteOptions, check_key,
@@ -75,5 +86,6 @@ pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, Tokio
 pub use cql::CqlStore;
 pub use error::{InvalidArgument, StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
-pub use memory::{DEFAULT_GC_GRACE, MemoryStore};
+pub use memory::{DEFAULT_KEYSPACE, MemoryStore};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
+pub use tombstones::TombstoneThresholds;

@@ -75,14 +75,19 @@ impl CellVersion {
         }
     }
 
-    /// Whether a dead version may be forgotten: dead at `now` for longer than
-    /// `gc_grace` (Cassandra's `gc_grace_seconds`). Forgetting it earlier would
-    /// let a delayed older write resurrect the cell.
+    /// Whether a dead version may be forgotten at `now`: dead, and its
+    /// [`purge_time`] reached (Cassandra's `gc_grace_seconds`, counted in
+    /// whole seconds from its local deletion time). Forgetting it earlier
+    /// would let a delayed older write resurrect the cell; until then it
+    /// also costs every read that passes it ([`crate::tombstones`]).
     pub fn is_purgeable(&self, now: Timestamp, gc_grace: std::time::Duration) -> bool {
-        !self.is_live(now)
-            && self
-                .death_time()
-                .is_some_and(|dead| dead.saturating_add(gc_grace) <= now)
+        !self.is_live(now) && self.purge_time(gc_grace).is_some_and(|at| at <= now)
+    }
+
+    /// When this version, once dead, becomes purgeable; `None` for a live
+    /// version that never expires.
+    pub fn purge_time(&self, gc_grace: std::time::Duration) -> Option<Timestamp> {
+        self.death_time().map(|dead| purge_time(dead, gc_grace))
     }
 
     /// Whether `self` (arriving) beats `existing` under the rule above.
@@ -127,6 +132,27 @@ pub fn ttl_deadline(applied: Timestamp, ttl: std::time::Duration) -> Timestamp {
         .div_euclid(1_000_000)
         .saturating_mul(1_000_000);
     Timestamp::from_micros(second).saturating_add(ttl)
+}
+
+/// When a tombstone whose local deletion time is `dead` (the store clock
+/// when the delete was applied; for an expired cell, its expiry) becomes
+/// purgeable under `gc_grace`: the start of the second *after*
+/// `dead`'s whole second plus `gc_grace`.
+///
+/// Cassandra keeps local deletion times in whole seconds and purges, in
+/// every read as in compaction, when `localDeletionTime < nowInSec −
+/// gc_grace_seconds`; measured on Cassandra 4.1.1 with `gc_grace_seconds =
+/// 5`: a row deleted 7 s before a read no longer counts, an expired TTL
+/// row counts until its expiry (not its write) plus 5 s
+/// ([`crate::tombstones`] (d)).
+pub fn purge_time(dead: Timestamp, gc_grace: std::time::Duration) -> Timestamp {
+    let second = dead
+        .as_micros()
+        .div_euclid(1_000_000)
+        .saturating_mul(1_000_000);
+    Timestamp::from_micros(second)
+        .saturating_add(gc_grace)
+        .saturating_add(std::time::Duration::from_secs(1))
 }
 
 /// `ttl()` of a live cell expiring at `expires_at`, seen at `now`: whole
@@ -211,12 +237,24 @@ mod tests {
     }
 
     #[test]
-    fn purge_only_after_gc_grace() {
-        let grace = std::time::Duration::from_micros(100);
-        assert!(!dead(1, 950).is_purgeable(NOW, grace));
-        assert!(dead(1, 900).is_purgeable(NOW, grace));
-        assert!(!live(b"a", 1, None).is_purgeable(NOW, grace));
-        assert!(live(b"a", 1, Some(850)).is_purgeable(NOW, grace));
-        assert!(!live(b"a", 1, Some(950)).is_purgeable(NOW, grace));
+    fn purge_only_after_gc_grace_in_whole_seconds() {
+        let grace = std::time::Duration::from_secs(5);
+        let s = |secs: f64| (secs * 1e6) as i64;
+        // Deleted at 10.7 s: local deletion time 10, purgeable once
+        // 10 < now − 5, i.e. from 16.0 s.
+        let d = dead(1, s(10.7));
+        let at = |secs: f64| Timestamp::from_micros(s(secs));
+        assert!(!d.is_purgeable(at(15.99), grace));
+        assert!(d.is_purgeable(at(16.0), grace));
+        assert_eq!(d.purge_time(grace), Some(at(16.0)));
+        // Expired at 12 s (TTL deadlines are whole seconds): from 18 s.
+        let e = live(b"a", 1, Some(s(12.0)));
+        assert!(!e.is_purgeable(at(17.99), grace));
+        assert!(e.is_purgeable(at(18.0), grace));
+        // Still live: never purgeable.
+        assert!(!e.is_purgeable(at(11.0), std::time::Duration::ZERO));
+        assert!(!live(b"a", 1, None).is_purgeable(at(1e6), grace));
+        assert_eq!(live(b"a", 1, None).purge_time(grace), None);
+        assert_eq!(purge_time(Timestamp::from_micros(-1), grace), at(5.0));
     }
 }

@@ -14,3 +14,4 @@ mod incarnations;
 mod leases;
 mod mixed;
 mod rollout;
+mod tombstones;

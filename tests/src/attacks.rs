@@ -186,6 +186,18 @@ impl World {
         );
     }
 
+    /// As [`hammer`](Self::hammer), each holding for less than `hold`.
+    pub fn hammer_holding(
+        &mut self,
+        locker: Arc<dyn Locker>,
+        locks: &[&str],
+        n: usize,
+        think: Duration,
+        hold: Duration,
+    ) {
+        self.workers_for(locker, locks, n, think, usize::MAX, hold);
+    }
+
     /// Spawns `n` tasks on `locker` that each take one lock once (task `w`
     /// lock `w mod locks.len()`) and hold it up to `hold`: acquisitions
     /// that start waiting now.

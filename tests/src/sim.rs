@@ -164,6 +164,14 @@ impl Oracle {
             .clone()
     }
 
+    /// How many critical sections were entered so far.
+    pub fn entered(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Every entry so far, in order: (lock, who).
     pub fn entries(&self) -> Vec<(String, String)> {
         self.entries

@@ -126,6 +126,10 @@ impl Target for CqlTarget {
     fn unique(&self, name: &str) -> String {
         format!("{}-{name}", self.prefix)
     }
+
+    fn keyspace(&self) -> String {
+        self.store.keyspace().to_string()
+    }
 }
 
 /// `run-` and 16 random hex digits: row keys of concurrent or repeated runs
@@ -226,6 +230,9 @@ impl Target for EndpointTarget {
     }
     fn unique(&self, name: &str) -> String {
         self.inner.unique(name)
+    }
+    fn keyspace(&self) -> String {
+        self.inner.keyspace()
     }
 }
 

@@ -135,6 +135,7 @@ async fn run(
         page_size: params.page_size,
         paging_state: params.paging_state.as_deref(),
         default_timestamp: params.default_timestamp,
+        consistency: params.consistency,
     };
     let ks = session.keyspace();
     let outcome = guarded(|| {
@@ -162,7 +163,7 @@ async fn run(
     }
     Ok(Reply::Send(match outcome {
         Outcome::Void => messages::void(),
-        Outcome::Rows(page) => messages::rows(&prepared.result, &page),
+        Outcome::Rows(page) => messages::rows(&prepared.result, &page).with_warnings(page.warnings),
         Outcome::Cas(columns, page) => messages::rows(&columns, &page),
         Outcome::SetKeyspace(ks) => {
             let r = messages::set_keyspace(&ks);

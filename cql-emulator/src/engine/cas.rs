@@ -131,6 +131,7 @@ pub(crate) fn result(
         Page {
             rows: vec![row],
             paging_state: None,
+            warnings: Vec::new(),
         },
     )
 }

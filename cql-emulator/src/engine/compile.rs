@@ -106,6 +106,8 @@ pub(crate) struct ResultColumn {
 pub(crate) struct SelectPlan {
     pub(crate) schema: SharedSchema,
     pub(crate) distinct: bool,
+    /// `SELECT *` (Cassandra then fetches, and prints, `*`).
+    pub(crate) wildcard: bool,
     pub(crate) outputs: Vec<OutputKind>,
     pub(crate) partition: PartitionSel,
     pub(crate) clustering: ClusteringSel,

@@ -15,6 +15,11 @@
 //!   embedded store's invariant M1, so both backends agree cell by cell).
 //! - **D3. TTL deadlines come from the engine clock at apply time**
 //!   (the store contract's rule 3), never from the write timestamp.
+//! - **D4. Past gc grace is gone.** A tombstone (or an expired cell) past
+//!   the table's gc grace ([`lockshift_store::reconcile::purge_time`]) is
+//!   forgotten before a change meets it, as the embedded store forgets it:
+//!   both behave as if compaction ran the moment it became purgeable, so a
+//!   late older write resurrects the cell on both alike.
 //!
 //! A lockshift "cell" is a CQL row `(row_key, column_name, value)`: its row
 //! marker and its `value` cell carry the same timestamp and TTL, so the row
@@ -212,8 +217,10 @@ impl Deletion {
         }
     }
 
-    fn purgeable(&self, now: Timestamp, gc_grace: Duration) -> bool {
-        self.deleted_at.saturating_add(gc_grace) <= now
+    /// Past gc grace in whole seconds, as a cell tombstone
+    /// ([`lockshift_store::reconcile::purge_time`]).
+    pub(crate) fn purgeable(&self, now: Timestamp, gc_grace: Duration) -> bool {
+        lockshift_store::reconcile::purge_time(self.deleted_at, gc_grace) <= now
     }
 }
 
@@ -361,8 +368,23 @@ impl Partition {
         best
     }
 
-    /// Applies `change` at engine time `now` (D1–D3).
-    pub(crate) fn apply(&mut self, change: Change, now: Timestamp) {
+    /// Applies `change` at engine time `now` (D1–D4) in a table whose gc
+    /// grace is `grace`.
+    pub(crate) fn apply(&mut self, change: Change, now: Timestamp, grace: Duration) {
+        // D4: what is past gc grace is forgotten before anything meets it.
+        self.ranges.retain(|rt| !rt.deletion.purgeable(now, grace));
+        if self.deletion.is_some_and(|d| d.purgeable(now, grace)) {
+            self.deletion = None;
+        }
+        let target = match &change {
+            Change::Upsert { clustering, .. }
+            | Change::DeleteCells { clustering, .. }
+            | Change::DeleteRow { clustering, .. } => Some(clustering),
+            Change::DeleteRange { .. } | Change::DeletePartition { .. } => None,
+        };
+        if let Some(row) = target.and_then(|ck| self.rows.get_mut(ck)) {
+            row.purge(now, grace);
+        }
         match change {
             Change::Upsert {
                 clustering,
@@ -515,11 +537,6 @@ impl Partition {
     pub(crate) fn is_empty(&self) -> bool {
         self.deletion.is_none() && self.ranges.is_empty() && self.rows.is_empty()
     }
-
-    /// Whether any row is live at `now`.
-    pub(crate) fn has_live_row(&self, now: Timestamp) -> bool {
-        self.rows.values().any(|r| r.is_live(now))
-    }
 }
 
 /// A table's rows.
@@ -538,8 +555,9 @@ impl TableData {
     }
 
     pub(crate) fn apply(&mut self, key: PartitionKey, change: Change, now: Timestamp) {
+        let grace = self.schema.gc_grace();
         let part = self.partitions.entry(key.clone()).or_default();
-        part.apply(change, now);
+        part.apply(change, now, grace);
         if part.is_empty() {
             self.partitions.remove(&key);
         }

@@ -1,5 +1,5 @@
 //! Storage tests: clustering order with edges and DESC columns, and the
-//! deletion invariants D1–D3 without going through CQL.
+//! deletion invariants D1–D4 without going through CQL.
 
 use super::*;
 
@@ -23,6 +23,7 @@ fn edge(vals: &[i32], e: Edge) -> Clustering {
 }
 
 const T0: Timestamp = Timestamp::from_micros(1_000_000);
+const GRACE: Duration = Duration::from_secs(3600);
 
 #[test]
 fn clustering_orders_by_type_direction_and_edges() {
@@ -47,6 +48,7 @@ fn upsert(p: &mut Partition, c: i32, ts: i64, ttl: Option<u64>, now: Timestamp) 
             ttl: ttl.map(Duration::from_secs),
         },
         now,
+        GRACE,
     );
 }
 
@@ -71,6 +73,7 @@ fn deletions_drop_what_they_shadow_and_block_late_writes() {
             timestamp: Timestamp::from_micros(10),
         },
         T0,
+        GRACE,
     );
     assert_eq!(live(&p, T0), [0, 3]);
     assert_eq!(p.rows.len(), 2, "D1: shadowed rows are gone, not hidden");
@@ -83,6 +86,7 @@ fn deletions_drop_what_they_shadow_and_block_late_writes() {
             timestamp: Timestamp::from_micros(11),
         },
         T0,
+        GRACE,
     );
     assert!(live(&p, T0).is_empty());
     assert!(
@@ -105,8 +109,14 @@ fn ttl_counts_from_apply_time_and_purge_waits_for_grace() {
     );
     p.purge(later, Duration::from_secs(60));
     assert_eq!(p.rows.len(), 1, "kept as a tombstone within gc grace");
+    // Cassandra purges when deletion time < now − grace, in whole seconds.
     p.purge(
         later.saturating_add(Duration::from_secs(60)),
+        Duration::from_secs(60),
+    );
+    assert_eq!(p.rows.len(), 1, "still kept at exactly expiry + grace");
+    p.purge(
+        later.saturating_add(Duration::from_secs(61)),
         Duration::from_secs(60),
     );
     assert!(p.is_empty());
@@ -118,4 +128,37 @@ fn composite_partition_keys_split_back_into_components() {
     assert_eq!(k.components(3), vec![&b"ab"[..], &b""[..], &b"c"[..]]);
     assert_eq!(PartitionKey::new(&[b"x"]).bytes, b"x");
     assert_eq!(PartitionKey::from_bytes(k.bytes.clone()), k);
+}
+
+#[test]
+fn past_gc_grace_a_tombstone_no_longer_shadows_late_older_writes() {
+    let grace = Duration::from_secs(5);
+    let mut p = Partition::default();
+    let ck = key(&[1], false);
+    p.apply(
+        Change::DeleteRow {
+            clustering: ck.clone(),
+            timestamp: Timestamp::from_micros(50),
+        },
+        T0,
+        grace,
+    );
+    let write = |p: &mut Partition, now| {
+        p.apply(
+            Change::Upsert {
+                clustering: ck.clone(),
+                marker: true,
+                cells: vec![(1, Some(vec![1]))],
+                timestamp: Timestamp::from_micros(10),
+                ttl: None,
+            },
+            now,
+            grace,
+        )
+    };
+    // Deleted at second 1: purgeable once 1 < now − 5, from 7 s.
+    write(&mut p, Timestamp::from_micros(6_999_999));
+    assert!(live(&p, T0).is_empty(), "within grace the tombstone wins");
+    write(&mut p, Timestamp::from_micros(7_000_000));
+    assert_eq!(live(&p, T0), [1], "D4: past grace it is forgotten");
 }

@@ -256,6 +256,7 @@ impl Engine {
         Ok(Page {
             rows,
             paging_state: None,
+            warnings: Vec::new(),
         })
     }
 }

@@ -45,7 +45,13 @@ impl Db {
             data_center: "dc".into(),
             rack: "r".into(),
         };
-        let engine = Engine::new(clock.clone(), node, FaultController::new(), 3600);
+        let engine = Engine::new(
+            clock.clone(),
+            node,
+            FaultController::new(),
+            3600,
+            TombstoneThresholds::default(),
+        );
         Db {
             engine,
             clock,
@@ -78,6 +84,7 @@ impl Db {
             page_size: page,
             paging_state: state,
             default_timestamp: None,
+            consistency: 4,
         };
         self.engine.execute(p, &opts)
     }

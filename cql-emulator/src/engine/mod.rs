@@ -3,7 +3,7 @@
 //! the embedded store's semantics.
 //!
 //! - [`schema`]: table and keyspace definitions from `CREATE`.
-//! - [`data`]: partitions, rows, cells and tombstones (invariants D1–D3).
+//! - [`data`]: partitions, rows, cells and tombstones (invariants D1–D4).
 //! - [`compile`]: statements → plans with typed bind markers.
 //! - [`bind`]: resolving a plan's operands against bound values.
 //! - [`select`] / [`modify`]: running plans; paging state.
@@ -31,7 +31,7 @@ mod virtual_faults;
 
 use std::collections::BTreeMap;
 
-use lockshift_store::{SharedClock, Timestamp};
+use lockshift_store::{SharedClock, Timestamp, TombstoneThresholds};
 use uuid::Uuid;
 
 use crate::engine::bind::Bound;
@@ -44,6 +44,11 @@ use crate::error::CqlError;
 use crate::faults::{FaultController, RequestOp};
 use crate::parse::ast::{Statement, TableName};
 use crate::wire::Value;
+
+/// The storage (inter-node) port Cassandra names a replica by in failure
+/// messages ("… READ_TOO_MANY_TOMBSTONES from /127.0.0.3:7000"); the
+/// endpoint has none, so it names Cassandra's default.
+pub(crate) const STORAGE_PORT: u16 = 7000;
 
 /// The keyspace of the endpoint's own virtual tables.
 pub(crate) const FAULTS_KEYSPACE: &str = "lockshift_emulator";
@@ -109,6 +114,8 @@ pub(crate) struct ExecOptions<'a> {
     pub(crate) paging_state: Option<&'a [u8]>,
     /// The client's default timestamp (µs), for statements without one.
     pub(crate) default_timestamp: Option<i64>,
+    /// The request's consistency (echoed in `READ_FAILURE`).
+    pub(crate) consistency: u16,
 }
 
 /// A `RESULT SchemaChange`.
@@ -148,6 +155,9 @@ pub(crate) struct Engine {
     node: NodeInfo,
     default_gc_grace: u32,
     faults: FaultController,
+    /// When a read's tombstones earn a warning or a failure
+    /// (`select::cost`).
+    thresholds: TombstoneThresholds,
 }
 
 fn no_keyspace() -> CqlError {
@@ -163,6 +173,7 @@ impl Engine {
         node: NodeInfo,
         faults: FaultController,
         default_gc_grace: u32,
+        thresholds: TombstoneThresholds,
     ) -> Engine {
         let mut e = Engine {
             clock,
@@ -172,6 +183,7 @@ impl Engine {
             node,
             default_gc_grace,
             faults,
+            thresholds,
         };
         e.bootstrap();
         e
@@ -455,10 +467,26 @@ impl Engine {
                         &values,
                         opts.page_size,
                         opts.paging_state,
+                        None,
                     )?
                 } else {
+                    // Cassandra exempts its local system keyspaces.
+                    let charging = (!system::SYSTEM_KEYSPACES.contains(&ks.as_str())).then(|| {
+                        select::cost::Charging {
+                            thresholds: self.thresholds,
+                            replica: format!("{}:{STORAGE_PORT}", self.node.rpc_address),
+                            consistency: opts.consistency,
+                        }
+                    });
                     let table = self.table_mut(ks, name)?;
-                    select::run(table, plan, &values, opts.page_size, opts.paging_state)?
+                    select::run(
+                        table,
+                        plan,
+                        &values,
+                        opts.page_size,
+                        opts.paging_state,
+                        charging.as_ref(),
+                    )?
                 };
                 Ok(Outcome::Rows(page))
             }

@@ -1,13 +1,17 @@
 //! The model test: random lockshift operations — writes with tied
 //! timestamps and TTLs, deletes, clock moves, reads with LIMIT and a start
 //! column — run against this engine (through the agreed CQL statements) and
-//! against `lockshift_store::MemoryStore`; every read must agree (I1).
+//! against `lockshift_store::MemoryStore`; every read must agree (I1), on
+//! its cells and on the tombstones it passed (the engine's warning, at a
+//! warn threshold of 0, against the store's count), with a gc grace short
+//! enough for tombstones to be purged on both.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use lockshift_store::{
-    CellWrite, MemoryStore, RowQuery, Store, Timestamp, Ttl, WriteOptions, schema,
+    CellWrite, MemoryStore, RowQuery, Store, Timestamp, TombstoneThresholds, Ttl, WriteOptions,
+    schema, tombstones,
 };
 use proptest::prelude::*;
 
@@ -44,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (row.clone(), proptest::collection::vec(col.clone(), 1..3), 0i64..6)
             .prop_map(|(row, cols, ts)| Op::Delete { row, cols, ts }),
         1 => (0u32..2500).prop_map(Op::Advance),
+        1 => (2500u32..4000).prop_map(Op::Advance),
         3 => (row, proptest::option::of(1u32..4), proptest::option::of(col))
             .prop_map(|(row, limit, start)| Op::Read { row, limit, start }),
     ]
@@ -56,11 +61,18 @@ proptest! {
     #[test]
     fn engine_matches_the_embedded_store(ops in proptest::collection::vec(op(), 1..40)) {
         let mut db = Db::lockshift();
-        let store = MemoryStore::with_clock(db.clock.clone());
-        let ins = db.prepare("INSERT INTO ks.main (row_key, column_name, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?").unwrap();
-        let del = db.prepare("BEGIN UNLOGGED BATCH USING TIMESTAMP ? DELETE FROM ks.main WHERE row_key = ? AND column_name IN ? APPLY BATCH").unwrap();
-        let sel = db.prepare("SELECT column_name, value, writetime(value), ttl(value) FROM ks.main WHERE row_key = ? LIMIT ?").unwrap();
-        let sel_from = db.prepare("SELECT column_name, value, writetime(value), ttl(value) FROM ks.main WHERE row_key = ? AND column_name >= ? LIMIT ?").unwrap();
+        // Every tombstone passed shows as a warning; grace 3 s, so the
+        // clock moves past it.
+        let thresholds = TombstoneThresholds { warn: 0, fail: u64::MAX };
+        db.engine.thresholds = thresholds;
+        db.ok("CREATE TABLE ks.scratch (row_key text, column_name text, value blob, PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) AND gc_grace_seconds = 3");
+        let store = MemoryStore::with_clock(db.clock.clone())
+            .with_gc_grace(Duration::from_secs(3))
+            .with_tombstone_thresholds(thresholds);
+        let ins = db.prepare("INSERT INTO ks.scratch (row_key, column_name, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?").unwrap();
+        let del = db.prepare("BEGIN UNLOGGED BATCH USING TIMESTAMP ? DELETE FROM ks.scratch WHERE row_key = ? AND column_name IN ? APPLY BATCH").unwrap();
+        let sel = db.prepare("SELECT column_name, value, writetime(value), ttl(value) FROM ks.scratch WHERE row_key = ? LIMIT ?").unwrap();
+        let sel_from = db.prepare("SELECT column_name, value, writetime(value), ttl(value) FROM ks.scratch WHERE row_key = ? AND column_name >= ? LIMIT ?").unwrap();
         let b = |s: &str| Value::Bytes(s.as_bytes().to_vec());
         for op in ops {
             match op {
@@ -91,13 +103,22 @@ proptest! {
                     let mut q = RowQuery::all();
                     q.limit = limit.and_then(NonZeroU32::new);
                     q.start_column = start.map(|c| format!("c{c}"));
-                    let want = futures::executor::block_on(store.read(schema::SCRATCH, &row, &q)).unwrap();
-                    let lim = Value::Bytes((limit.unwrap_or(1000) as i32).to_be_bytes().to_vec());
+                    let observed = futures::executor::block_on(store.read_observed(schema::SCRATCH, &row, &q)).unwrap();
+                    let want = observed.cells;
+                    // The CQL backend binds Cassandra's "no limit" for a whole row.
+                    let lim = Value::Bytes(limit.map_or(i32::MAX, |l| l as i32).to_be_bytes().to_vec());
                     let out = match &q.start_column {
                         None => db.exec(&sel, &[b(&row), lim], None, None).unwrap(),
                         Some(s) => db.exec(&sel_from, &[b(&row), b(s), lim], None, None).unwrap(),
                     };
                     let Outcome::Rows(page) = out else { panic!() };
+                    // The same count, and the same warning but for the keyspace.
+                    let passed = page.warnings.first().and_then(|w| tombstones::parse_warning(w)).map_or(0, |w| w.tombstones);
+                    prop_assert_eq!(Some(passed), observed.tombstones);
+                    prop_assert_eq!(
+                        page.warnings.iter().map(|w| w.replace("ks.scratch", "lockshift.scratch")).collect::<Vec<_>>(),
+                        observed.warnings
+                    );
                     let got: Vec<(String, Vec<u8>, i64, Option<u64>)> = page.rows.iter().map(|r| (
                         String::from_utf8(r[0].clone().unwrap()).unwrap(),
                         r[1].clone().unwrap(),

@@ -32,6 +32,8 @@ use crate::wire::Value;
 pub(crate) struct Page {
     pub(crate) rows: Vec<Vec<Option<Vec<u8>>>>,
     pub(crate) paging_state: Option<Vec<u8>>,
+    /// Warnings for the response frame (Cassandra's tombstone warning).
+    pub(crate) warnings: Vec<String>,
 }
 
 /// One emitted row and where it sits.
@@ -59,6 +61,10 @@ struct Walk<'a> {
     per_partition: Option<u32>,
     /// Stop after this many rows (page size + 1, to know if more follow).
     cap: Option<usize>,
+    /// The page size: rows after the page's last one are not charged (TC3).
+    page_size: Option<usize>,
+    /// The current command's tombstone count (cost TC1–TC4).
+    count: cost::Count,
     resume: Option<(PartitionKey, Option<Clustering>, Option<u32>)>,
     out: Vec<Emitted>,
     counted: u64,
@@ -70,6 +76,18 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Whether a visited row is still charged: not past the page (TC3).
+    fn counting(&self) -> bool {
+        self.page_size.is_none_or(|p| self.out.len() < p)
+    }
+
+    fn charge(&mut self, c: cost::Count) {
+        if self.counting() {
+            self.count.tombstones += c.tombstones;
+            self.count.live_rows += c.live_rows;
+        }
+    }
+
     fn full(&self) -> bool {
         let taken = if self.count_only {
             self.counted
@@ -98,7 +116,9 @@ impl Walk<'_> {
             }
         }
         if self.plan.distinct {
-            if part.has_live_row(self.now) {
+            let (c, live) = cost::distinct_partition(part, self.now, self.grace);
+            self.charge(c);
+            if live {
                 self.emit(key, None, None, schema, 1);
             }
             return !self.full();
@@ -110,7 +130,7 @@ impl Walk<'_> {
             Box::new(ranges.iter())
         };
         let mut done = false;
-        'ranges: for (start, end) in order {
+        for (start, end) in order {
             let rows = part
                 .rows
                 .range((Bound::Included(start), Bound::Included(end)));
@@ -119,6 +139,8 @@ impl Walk<'_> {
             } else {
                 Box::new(rows)
             };
+            // Where this range's walk stopped short of its end, if it did.
+            let mut stop: Option<&Clustering> = None;
             for (ck, row) in rows {
                 if let Some(r) = &resume_ck {
                     let passed = match ck.cmp(r) {
@@ -130,6 +152,10 @@ impl Walk<'_> {
                         continue;
                     }
                 }
+                self.charge(cost::Count {
+                    live_rows: u64::from(row.is_live(self.now)),
+                    tombstones: cost::row_tombstones(row, self.now, self.grace),
+                });
                 if !row.is_live(self.now) {
                     if row.has_purgeable(self.now, self.grace) {
                         self.dead.push(ck.clone());
@@ -143,11 +169,34 @@ impl Walk<'_> {
                 self.emit(key, Some(ck), Some(row), schema, in_partition);
                 if self.full() {
                     done = true;
-                    break 'ranges;
+                    stop = Some(ck);
+                    break;
                 }
                 if self.per_partition.is_some_and(|p| in_partition >= p) {
-                    break 'ranges;
+                    stop = Some(ck);
+                    break;
                 }
+            }
+            let (from, to) = match (stop, self.plan.reversed) {
+                (Some(at), false) => (start, at),
+                (Some(at), true) => (at, end),
+                (None, _) => (start, end),
+            };
+            let markers = cost::range_markers(
+                &part.ranges,
+                from,
+                to,
+                stop.is_none(),
+                self.plan.reversed,
+                self.now,
+                self.grace,
+            );
+            self.charge(cost::Count {
+                live_rows: 0,
+                tombstones: markers,
+            });
+            if stop.is_some() {
+                break;
             }
         }
         self.ranges = ranges;
@@ -398,13 +447,15 @@ fn later_lower(a: Bound<PartitionKey>, b: Bound<PartitionKey>) -> Bound<Partitio
     }
 }
 
-/// Runs `plan` on `table`.
+/// Runs `plan` on `table`, charging its tombstones when `charging` says how
+/// (cost TC1–TC5; `None` for tables Cassandra exempts).
 pub(crate) fn run(
     table: &mut TableData,
     plan: &SelectPlan,
     values: &Values,
     page_size: Option<usize>,
     paging_state: Option<&[u8]>,
+    charging: Option<&cost::Charging>,
 ) -> Result<Page, CqlError> {
     let schema = table.schema.clone();
     let now = values.now;
@@ -467,6 +518,8 @@ pub(crate) fn run(
         },
         per_partition,
         cap: page_size.map(|p| p.saturating_add(1)),
+        page_size,
+        count: cost::Count::default(),
         resume,
         out: Vec::new(),
         counted: 0,
@@ -475,6 +528,19 @@ pub(crate) fn run(
         dead: Vec::new(),
     };
 
+    // How Cassandra would print the command's limits: the statement's
+    // LIMIT (what is left of it on a later page), or the page size when
+    // smaller; DISTINCT reads one row per partition.
+    let shown_limit = match (limit.map(u64::from), page_size.map(|p| p as u64)) {
+        (Some(l), Some(p)) => Some(l.min(p)),
+        (l, p) => l.or(p),
+    };
+    let shown_per_partition = if plan.distinct {
+        Some(1)
+    } else {
+        per_partition
+    };
+    let mut warnings = Vec::new();
     match &plan.partition {
         PartitionSel::Keys(ops) => {
             let mut lists = Vec::new();
@@ -489,9 +555,28 @@ pub(crate) fn run(
                 let Some(part) = table.partitions.get(&key) else {
                     continue;
                 };
+                // TC4: one command per partition key.
+                walk.count = cost::Count::default();
                 let more = walk.partition(&key, part, &schema);
                 let dead = std::mem::take(&mut walk.dead);
                 table.purge_rows(&key, &dead, now);
+                if let Some(c) = charging {
+                    if let Some(e) = cost::failure(c, walk.count) {
+                        return Err(e);
+                    }
+                    let command = || {
+                        cost::command_cql(
+                            plan,
+                            values,
+                            Some(&key),
+                            shown_limit,
+                            shown_per_partition,
+                        )
+                    };
+                    if walk.count.tombstones > c.thresholds.warn {
+                        warnings.extend(cost::warning(c, walk.count, &command(), key.token));
+                    }
+                }
                 if !more {
                     break;
                 }
@@ -511,11 +596,16 @@ pub(crate) fn run(
             if valid_range(&lo, &hi) {
                 let grace = schema.gc_grace();
                 let mut emptied = Vec::new();
+                // TC4: one command for the page, across partitions.
+                let mut last_token = None;
                 for (key, part) in table.partitions.range_mut((lo, hi)) {
                     part.purge(now, grace);
                     if part.is_empty() {
                         emptied.push(key.clone());
                         continue;
+                    }
+                    if walk.counting() {
+                        last_token = Some(key.token);
                     }
                     let more = walk.partition(key, part, &schema);
                     // The partition was purged whole above.
@@ -526,6 +616,21 @@ pub(crate) fn run(
                 }
                 for k in emptied {
                     table.partitions.remove(&k);
+                }
+                if let Some(c) = charging {
+                    if let Some(e) = cost::failure(c, walk.count) {
+                        return Err(e);
+                    }
+                    if walk.count.tombstones > c.thresholds.warn {
+                        let command =
+                            cost::command_cql(plan, values, None, shown_limit, shown_per_partition);
+                        warnings.extend(cost::warning(
+                            c,
+                            walk.count,
+                            &command,
+                            last_token.unwrap_or_default(),
+                        ));
+                    }
                 }
             }
         }
@@ -540,6 +645,7 @@ pub(crate) fn run(
                     .collect(),
             ],
             paging_state: None,
+            warnings,
         });
     }
     let mut out = walk.out;
@@ -579,9 +685,11 @@ pub(crate) fn run(
     Ok(Page {
         rows: out.into_iter().map(|e| e.values).collect(),
         paging_state,
+        warnings,
     })
 }
 
+pub(crate) mod cost;
 mod paging;
 
 use paging::PagingState;

@@ -1,58 +1,100 @@
 //! `migrate clean`: find stale lock cells and, with `--apply`, delete them
-//! without ever breaking a holder that may still believe it holds a lock.
+//! without ever breaking an owner that is renewing its lease.
 //!
-//! # Whose rules decide (issue 11)
+//! # Whose rules decide (issues 11 and 23)
 //!
 //! Every cell is judged by what **its own owner** promised, never by the
 //! operator's local settings (an operator without the fleet's config once
 //! deleted the cell of a holder renewing every 60 s because the default
 //! `renew_every` is 10 s):
 //!
-//! - **The promise.** A live node announces its lease in its heartbeat
-//!   ([`LeasePromise`]: TTL, renewal period). Otherwise the cell itself
-//!   tells: its TTL (`age + ttl left`), and a lockshift owner renews at least
-//!   every TTL/2 (`lock.renew_every < lock.lease_ttl / 2`). A cell without a
-//!   TTL promises nothing; only `--stale-after` can judge it.
+//! - **The promise.** The owner's *process* announces its lease in its
+//!   heartbeat ([`LeasePromise`]: TTL, renewal period). A cell is matched
+//!   to the row of the very process that wrote it — the owner id's node id
+//!   *and* incarnation (docs/design.md §2a, §4 R5): a row of another
+//!   process of the same node id (a replacement) says nothing about it.
+//!   Otherwise the cell itself tells: its TTL, read back as `age + ttl
+//!   left`, is at most a second (TTLs count in whole seconds) and the skew
+//!   margin (an owner's clock ahead of this one makes its cells look
+//!   younger) short of the TTL it was written with, so the longest it may
+//!   have been is taken; and a lockshift owner renews more often than every
+//!   TTL/2 (`lock.renew_every < lock.lease_ttl / 2`). A cell without a TTL
+//!   promises nothing: `--stale-after` judges it, and nothing else.
+//! - **Ages allow for skew.** A cell's age is this machine's clock minus
+//!   the owner's write stamp; an owner whose clock is behind by up to
+//!   `rollout.clock_skew_margin` makes its cells look that much older, so
+//!   every age is judged less the margin.
 //! - **Overdue**: not renewed for `--stale-multiple` × the promised renewal
-//!   period, or — for owners that announced nothing — for `--stale-after`
-//!   if the operator gives it. (A promise read off a cell's TTL makes a cell
-//!   overdue only after `multiple × TTL/2 ≥ TTL`, i.e. never before it
-//!   expires by itself.)
-//! - **May still hold**: the owner's node is live in the registry; or the
-//!   cell is younger than its guaranteed life (`ttl − 1 s − skew allowance`,
-//!   TTLs count in whole seconds): an owner that is only cut off has not
-//!   necessarily been told its lease is lost before then (lock invariant
-//!   K3). Such a cell is *kept*, and listed, unless `--force` — which can let
-//!   another process take the lock while that owner still runs its critical
-//!   section.
+//!   period, or — for a cell without a TTL — for `--stale-after`. (A
+//!   promise read off a cell's TTL makes it overdue only after `multiple ×
+//!   TTL/2 ≥ TTL`, i.e. never before it expires by itself.)
+//! - **Lease over**: older than its guaranteed life by its own process's
+//!   promise ([`CensusCell::lease_over`]): its owner has been told that it
+//!   lost the lock (lock invariant K3). Nobody holds or waits through such a
+//!   cell — a late write brought it back (L5), or its owner could not delete
+//!   it — and it is deleted, live process or not.
+//! - **May still hold**: any other overdue cell with a TTL. Its owner's
+//!   process is live, or the owner may not have been told yet that its
+//!   lease is lost — a holder that is paused or cut off looks exactly like
+//!   a dead one from here. Such a cell is *kept*, and listed, unless
+//!   `--force`.
 //!
 //! In practice a cell with a TTL whose owner is gone expires on its own
 //! before it could be proven safe to delete; `clean` is for cells without a
-//! TTL (binaries that predate leases) and, with `--force`, for an operator
-//! who knows an owner is dead. Deleting anyway was rejected: a holder that
-//! is paused or cut off looks exactly like a dead one from here.
+//! TTL (binaries that predate leases), for cells whose lease is over, and,
+//! with `--force`, for an operator who knows an owner is dead.
+//!
+//! # The second look (issue 23)
+//!
+//! A cell with a promise is deleted only after a second look: it is read
+//! again one and a half promised renewal periods after the scan, and
+//! deleted only if its writetime has not moved. The wait is timed by this
+//! machine's monotonic clock, so no clock — skewed past the margin, or
+//! stepped — can make a renewing owner look idle: an owner whose renewals
+//! land within one and a half periods of each other (its period, plus up to
+//! half a period for the renewal's own round trips) shows as renewed. A
+//! cell without a TTL has no period; it is re-read just before its delete.
+//! The judgement of both looks is pure (`judge`, `second_look`); the
+//! I/O around them only reads, waits and deletes.
+//!
+//! # What `--force` still risks
+//!
+//! Only an owner that is alive but *not* renewing within its promise:
+//! paused (a GC pause, SIGSTOP, a frozen VM), cut off from the store, or
+//! with its renewals slow or stuck in flight. Its lease tells it at the
+//! latest `lost_after_fraction × TTL` after its last renewal that landed
+//! (K3), and until then it may still act on the lock beside the process
+//! that takes it next — unless the resource is fenced. Worse, a renewal of
+//! such an owner still in flight when its cell is deleted lands afterwards
+//! and survives the delete (defence 2 below lets a later stamp win): the
+//! owner's lease then finds its cell and keeps renewing, never told,
+//! beside whoever entered while the cell was gone (lock invariant L5 is
+//! about the same late landing, for an owner that was told). Without
+//! `--force` neither can happen to a lockshift owner whose clock is within
+//! the skew margin: of the cells with a TTL only those whose lease is over
+//! by their owner's own promise go, and a lost lease never renews again.
 //!
 //! # Why deleting cannot hurt a renewing owner (M2)
 //!
-//! Two defences, in order. (1) Just before deleting, the cell is re-read and
-//! skipped if its writetime changed: its owner renewed it after the scan.
-//! (2) The delete is `USING TIMESTAMP` the writetime observed in that
-//! re-read, so it shadows only that version: a renewal that lands between
-//! the re-read and the delete carries a newer timestamp and survives
-//! (store invariant S2; a tie would go to the tombstone, but a renewal is
-//! always stamped later than the write it renews). The dry run is the same
-//! code path stopping before (1).
+//! Two defences, in order. (1) The second look: the cell is re-read and
+//! skipped if its writetime changed since the scan. (2) The delete is
+//! `USING TIMESTAMP` the writetime observed in that re-read, so it shadows
+//! only that version: a renewal that lands between the re-read and the
+//! delete carries a newer timestamp and survives (store invariant S2; a
+//! tie would go to the tombstone, but a renewal is always stamped later
+//! than the write it renews). The dry run is the same code path stopping
+//! before (1).
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyhow::Context;
 use lockshift_combined::census::{CensusCell, CensusOptions, Staleness, take_census};
 use lockshift_combined::registry::{LeasePromise, live_nodes};
-use lockshift_lock::{Algorithm, TTL_SKEW_ALLOWANCE};
+use lockshift_lock::Algorithm;
 use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
 use serde::Serialize;
+use tokio::time::{Instant, sleep_until};
 
 use super::{Env, Progress, ms};
 use crate::{JSON_VERSION, UsageError};
@@ -63,9 +105,10 @@ pub struct CleanOptions {
     /// Overdue after this many promised renewal periods.
     pub stale_multiple: u32,
     /// Cells without a TTL (no promise): stale after this long; `None`:
-    /// never judged, only reported.
+    /// never judged, only reported. Never applies to a cell with a TTL.
     pub stale_after: Option<Duration>,
-    /// Delete overdue cells even when their owner may still hold the lock.
+    /// Delete overdue cells even when their owner may still hold the lock
+    /// (after the second look).
     pub force: bool,
     /// Row keys per scan page.
     pub page_size: NonZeroU32,
@@ -112,13 +155,17 @@ pub struct CleanReport {
     pub version: u32,
     /// `false`: a dry run, nothing was deleted.
     pub applied: bool,
-    /// `--force`: overdue cells of owners that may still hold were deleted too.
+    /// `--force`: overdue cells of owners that may still hold were deleted
+    /// too (after the second look).
     pub forced: bool,
     /// `--stale-after`: the threshold for cells without a TTL (`null`: such
     /// cells are only reported).
     pub stale_after_ms: Option<u64>,
     /// `--stale-multiple`: overdue after this many promised renewal periods.
     pub stale_multiple: u32,
+    /// `rollout.clock_skew_margin`: every age was judged less this much
+    /// (an owner's clock may be that far behind this machine's).
+    pub clock_skew_margin_ms: u64,
     /// Rows (locks) scanned per table, and cells seen.
     pub scanned: Scanned,
     /// Every overdue cell and what happened to it (kept ones included).
@@ -153,7 +200,8 @@ pub struct CleanCell {
     pub owner: String,
     /// The owner's node, if the owner id has lockshift's shape.
     pub node: Option<String>,
-    /// Whether that node is live in the registry.
+    /// Whether the owner's own process (node id and incarnation) is live in
+    /// the registry.
     pub owner_live: bool,
     /// The algorithm its value names (`null`: not written by lockshift).
     pub algorithm: Option<Algorithm>,
@@ -161,12 +209,19 @@ pub struct CleanCell {
     pub reason: Reason,
     /// What the cell was judged by (`null`: no TTL, judged by `--stale-after`).
     pub promise: Option<Promise>,
+    /// Its lease is over by its own process's promise (older than its
+    /// guaranteed life): deleted even without `--force`.
+    pub lease_over: bool,
     /// The writetime observed (and used as the delete's timestamp).
     pub writetime_us: i64,
-    /// Not renewed for this long when scanned.
+    /// Not renewed for this long when scanned (by this machine's clock).
     pub age_ms: u64,
     /// TTL left when scanned (`null`: none).
     pub ttl_left_ms: Option<u64>,
+    /// How long after the scan the second look reads it again before a
+    /// delete (one and a half promised renewal periods; 0: at once, no
+    /// promise).
+    pub second_look_after_ms: u64,
     /// What happened.
     pub action: Action,
     /// For `failed`: the store error.
@@ -174,21 +229,28 @@ pub struct CleanCell {
 }
 
 /// What a cell's owner promised, and where that came from.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Promise {
-    /// `registry` (the live node's heartbeat) or `cell` (its own TTL).
+    /// `registry` (its process's heartbeat) or `cell` (its own TTL).
     pub source: PromiseSource,
-    /// The TTL its cells are written with.
+    /// The TTL its cells are written with (read off a cell: the longest it
+    /// may have been).
     pub ttl_ms: u64,
     /// The longest it may go between renewals.
     pub renew_every_ms: u64,
+}
+
+impl Promise {
+    fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.renew_every_ms)
+    }
 }
 
 /// Where a [`Promise`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PromiseSource {
-    /// The owner's node announced it in its heartbeat.
+    /// The owner's own process announced it in its heartbeat.
     Registry,
     /// Read off the cell: its TTL, and the lockshift rule renew < TTL/2.
     Cell,
@@ -210,18 +272,19 @@ pub enum Reason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
-    /// Dry run: it would be deleted.
+    /// Dry run: it would be deleted if the second look finds it unchanged.
     WouldDelete,
-    /// Deleted at its observed writetime.
+    /// Deleted at its observed writetime, after the second look.
     Deleted,
-    /// Kept: the owner's node is live (`--force` deletes it anyway).
+    /// Kept: the owner's process is live (`--force` deletes it anyway,
+    /// after the second look).
     KeptOwnerLive,
-    /// Kept: younger than its guaranteed life, so a cut-off owner may not
-    /// have been told yet (`--force` deletes it anyway).
+    /// Kept: its owner may not have been told yet that its lease is lost
+    /// (`--force` deletes it anyway, after the second look).
     KeptOwnerMayHold,
-    /// Its owner renewed it after the scan: left alone.
+    /// The second look found it renewed (or rewritten): left alone.
     SkippedRenewed,
-    /// It was gone already (expired, released) when re-read.
+    /// It was gone already (expired, released) at the second look.
     SkippedGone,
     /// The re-read or delete failed; see `error`.
     Failed,
@@ -232,7 +295,7 @@ pub enum Action {
 pub struct CleanSummary {
     /// Overdue cells found (kept ones included).
     pub found: usize,
-    /// Kept because the owner may still hold (live node, or not yet told).
+    /// Kept because the owner may still hold (live process, or not yet told).
     pub kept: usize,
     /// Deleted.
     pub deleted: usize,
@@ -246,7 +309,8 @@ pub struct CleanSummary {
     pub unjudged_without_ttl: usize,
 }
 
-/// Scans every lock and, when `apply`, deletes the stale cells.
+/// Scans every lock and, when `apply`, deletes the stale cells — each after
+/// its second look (see the module docs), the shortest wait first.
 ///
 /// # Errors
 /// A store error during the scan (failures of single deletes are reported
@@ -257,20 +321,43 @@ pub async fn clean(
     apply: bool,
     mut progress: impl FnMut(Progress),
 ) -> anyhow::Result<CleanReport> {
-    let (mut report, candidates, unjudged) = scan(env, options, &mut progress).await?;
+    let skew_margin = env.settings.rollout.clock_skew_margin;
+    let (mut report, candidates, unjudged) = scan(env, options, skew_margin, &mut progress).await?;
     if apply {
         report.applied = true;
-        let total = candidates.len();
-        for (i, cell) in report.cells.iter_mut().enumerate() {
-            if cell.action == Action::WouldDelete {
-                let (action, error) = delete_if_unchanged(env.store.as_ref(), &candidates[i]).await;
-                cell.action = action;
-                cell.error = error;
-            }
+        // Every first look happened before this moment.
+        let scanned = Instant::now();
+        let mut order: Vec<usize> = (0..report.cells.len())
+            .filter(|&i| report.cells[i].action == Action::WouldDelete)
+            .collect();
+        order.sort_by_key(|&i| candidates[i].1);
+        let total = order.len();
+        for (done, i) in order.into_iter().enumerate() {
+            let (cell, wait) = &candidates[i];
             progress(Progress {
-                phase: "deleting",
+                phase: "second look",
                 table: None,
-                done: i + 1,
+                done,
+                total: Some(total),
+            });
+            // A plausible promise keeps the wait within years; should it
+            // not, the cell is left alone rather than looked at early.
+            let (action, error) = match scanned.checked_add(*wait) {
+                Some(due) => {
+                    sleep_until(due).await;
+                    delete_if_unchanged(env.store.as_ref(), cell).await
+                }
+                None => (
+                    Action::Failed,
+                    Some("its second look would be too far off".to_string()),
+                ),
+            };
+            report.cells[i].action = action;
+            report.cells[i].error = error;
+            progress(Progress {
+                phase: "second look",
+                table: None,
+                done: done + 1,
                 total: Some(total),
             });
         }
@@ -280,28 +367,61 @@ pub async fn clean(
     Ok(report)
 }
 
-/// The verdict on one cell (see the module docs).
-fn judge(
-    cell: &CensusCell,
-    promises: &BTreeMap<String, Option<LeasePromise>>,
-    options: &CleanOptions,
-) -> Judged {
-    let owner_live = cell.owner.registered;
-    let announced = cell
-        .owner
-        .node
-        .as_ref()
-        .and_then(|n| promises.get(n).copied().flatten());
-    let promise = match (announced, cell.ttl_left) {
+/// The first look's verdict on one cell (see the module docs): pure, the
+/// cell as the census saw it, `skew_margin` = `rollout.clock_skew_margin`.
+fn judge(cell: &CensusCell, options: &CleanOptions, skew_margin: Duration) -> Judged {
+    // The owner's clock may be behind this one by the margin: its cells
+    // then look that much older than they are.
+    let age = cell.age.saturating_sub(skew_margin);
+    let promise = promise_of(cell, skew_margin);
+    let overdue_after = match promise {
+        Some(p) => p.renew_every().saturating_mul(options.stale_multiple),
+        // Only a cell that promises nothing is the operator's to judge:
+        // --stale-after never shortens a promise.
+        None => match options.stale_after {
+            Some(after) => after,
+            None => return Judged::Unjudged,
+        },
+    };
+    if age <= overdue_after && !cell.lease_over {
+        return Judged::Fine;
+    }
+    let action = if cell.lease_over || options.force {
+        Action::WouldDelete
+    } else if cell.owner.process_live {
+        Action::KeptOwnerLive
+    } else if promise.is_some() {
+        // Not known to be over: a cut-off owner may not have been told.
+        Action::KeptOwnerMayHold
+    } else {
+        Action::WouldDelete
+    };
+    Judged::Overdue {
+        promise,
+        action,
+        second_look: promise.map_or(Duration::ZERO, |p| {
+            p.renew_every().saturating_add(p.renew_every() / 2)
+        }),
+    }
+}
+
+/// What `cell`'s owner promised: its own process's announcement, or what
+/// the cell's TTL implies; `None` for a cell without a TTL.
+fn promise_of(cell: &CensusCell, skew_margin: Duration) -> Option<Promise> {
+    match (cell.owner.promise.filter(plausible), cell.ttl_left) {
         (Some(p), _) => Some(Promise {
             source: PromiseSource::Registry,
             ttl_ms: p.ttl_ms,
             renew_every_ms: p.renew_every_ms,
         }),
         (None, Some(left)) => {
-            // The TTL it was written with, read back in whole seconds: the
-            // age plus what is left (within a second either way).
-            let ttl = cell.age.saturating_add(left);
+            // `age + left` is short of the TTL written by at most a second
+            // and the skew margin: take the longest it may have been.
+            let ttl = cell
+                .age
+                .saturating_add(left)
+                .saturating_add(Duration::from_secs(1))
+                .saturating_add(skew_margin);
             Some(Promise {
                 source: PromiseSource::Cell,
                 ttl_ms: ms(ttl),
@@ -309,85 +429,55 @@ fn judge(
             })
         }
         (None, None) => None,
-    };
-    // The operator's --stale-after speaks only for owners that announced
-    // nothing: a live node's own promise is never overridden.
-    let by_promise = promise
-        .map(|p| Duration::from_millis(p.renew_every_ms).saturating_mul(options.stale_multiple));
-    let by_operator = match promise {
-        Some(Promise {
-            source: PromiseSource::Registry,
-            ..
-        }) => None,
-        _ => options.stale_after,
-    };
-    let overdue_after = match (by_promise, by_operator) {
-        (Some(a), Some(b)) => a.min(b),
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => return Judged::Unjudged,
-    };
-    if cell.age <= overdue_after {
-        return Judged::Fine;
     }
-    // Until its guaranteed life has passed, an owner that is merely cut off
-    // may not have been told that its lease is lost (K3): that life is the
-    // written TTL − 1 s − skew allowance, counted from the longest TTL the
-    // cell may have been written with (read back from the cell, the TTL is
-    // only known to within a second).
-    let not_yet_told = match (promise, cell.ttl_left) {
-        (Some(p), Some(_)) => {
-            let written = match p.source {
-                PromiseSource::Registry => {
-                    Duration::from_secs(Duration::from_millis(p.ttl_ms).as_secs_f64().ceil() as u64)
-                }
-                PromiseSource::Cell => {
-                    Duration::from_millis(p.ttl_ms).saturating_add(Duration::from_secs(1))
-                }
-            };
-            let life = written
-                .saturating_sub(Duration::from_secs(1))
-                .saturating_sub(TTL_SKEW_ALLOWANCE);
-            cell.age < life
-        }
-        _ => false,
-    };
-    let action = if options.force {
-        Action::WouldDelete
-    } else if owner_live {
-        Action::KeptOwnerLive
-    } else if not_yet_told {
-        Action::KeptOwnerMayHold
-    } else {
-        Action::WouldDelete
-    };
-    Judged::Overdue { promise, action }
 }
 
+/// A promise a lockshift node could have made: its settings validation
+/// refuses any other (a row that says otherwise is broken, and says
+/// nothing).
+fn plausible(p: &LeasePromise) -> bool {
+    p.renew_every_ms > 0
+        && p.renew_every_ms.saturating_mul(2) < p.ttl_ms
+        && p.ttl() >= lockshift_lock::MIN_LEASE_TTL
+        && lockshift_store::Ttl::from_duration(p.ttl()).is_ok()
+}
+
+/// The second look's verdict on a cell the first look saw written at
+/// `first`: `Ok(stamp)` — delete it at that stamp — if it still stands
+/// unchanged (`now`: its writetime at the second look, `None` when gone),
+/// else what to report. Pure.
+fn second_look(first: Timestamp, now: Option<Timestamp>) -> Result<Timestamp, Action> {
+    match now {
+        None => Err(Action::SkippedGone),
+        Some(t) if t != first => Err(Action::SkippedRenewed),
+        Some(t) => Ok(t),
+    }
+}
+
+#[derive(Debug, PartialEq)]
 enum Judged {
     Fine,
     Unjudged,
     Overdue {
         promise: Option<Promise>,
         action: Action,
+        second_look: Duration,
     },
 }
 
 /// The scan: every overdue cell, as a dry run would report it, the cells
-/// to act on (same order) and the count of cells without a TTL left
-/// unjudged.
+/// to act on with their second-look waits (same order) and the count of
+/// cells without a TTL left unjudged.
 async fn scan(
     env: &Env,
     options: &CleanOptions,
+    skew_margin: Duration,
     progress: &mut impl FnMut(Progress),
-) -> anyhow::Result<(CleanReport, Vec<CensusCell>, usize)> {
+) -> anyhow::Result<(CleanReport, Vec<(CensusCell, Duration)>, usize)> {
     let store = env.store.as_ref();
     let (nodes, _) = live_nodes(store)
         .await
         .context("reading the node registry")?;
-    let promises: BTreeMap<String, Option<LeasePromise>> = nodes
-        .iter()
-        .map(|n| (n.info.node.clone(), n.info.lease))
-        .collect();
     let mut scanned = Scanned::default();
     let census = take_census(
         store,
@@ -397,6 +487,7 @@ async fn scan(
             // The census's own notion of stale (one threshold for all) is
             // not used: every cell is judged by its owner's promise below.
             stale_after: Staleness::uniform(Duration::MAX),
+            clock_skew_margin: skew_margin,
             page_size: options.page_size,
         },
         |table, rows| {
@@ -420,13 +511,17 @@ async fn scan(
     let mut candidates = Vec::new();
     let mut cells = Vec::new();
     for c in census.cells {
-        let (promise, action) = match judge(&c, &promises, options) {
+        let (promise, action, wait) = match judge(&c, options, skew_margin) {
             Judged::Fine => continue,
             Judged::Unjudged => {
                 unjudged += 1;
                 continue;
             }
-            Judged::Overdue { promise, action } => (promise, action),
+            Judged::Overdue {
+                promise,
+                action,
+                second_look,
+            } => (promise, action, second_look),
         };
         cells.push(CleanCell {
             table: c.table.to_string(),
@@ -434,7 +529,7 @@ async fn scan(
             column: c.column.clone(),
             owner: c.owner.owner.clone(),
             node: c.owner.node.clone(),
-            owner_live: c.owner.registered,
+            owner_live: c.owner.process_live,
             algorithm: c.owner.algorithm,
             reason: if c.table == schema::MAIN {
                 Reason::StaleHolder
@@ -444,13 +539,15 @@ async fn scan(
                 Reason::OrphanedQueue
             },
             promise,
+            lease_over: c.lease_over,
             writetime_us: c.writetime.as_micros(),
             age_ms: ms(c.age),
             ttl_left_ms: c.ttl_left.map(ms),
+            second_look_after_ms: ms(wait),
             action,
             error: None,
         });
-        candidates.push(c);
+        candidates.push((c, wait));
     }
     Ok((
         CleanReport {
@@ -459,6 +556,7 @@ async fn scan(
             forced: options.force,
             stale_after_ms: options.stale_after.map(ms),
             stale_multiple: options.stale_multiple,
+            clock_skew_margin_ms: ms(skew_margin),
             scanned,
             cells,
             summary: CleanSummary::default(),
@@ -468,8 +566,8 @@ async fn scan(
     ))
 }
 
-/// Re-reads the cell and deletes it at the observed writetime if that is
-/// still the scanned one (M2).
+/// The second look: re-reads the cell and deletes it at the observed
+/// writetime if that is still the scanned one (M2).
 async fn delete_if_unchanged(store: &dyn Store, cell: &CensusCell) -> (Action, Option<String>) {
     let failed = |e: StoreError| (Action::Failed, Some(e.to_string()));
     let reread = store
@@ -479,13 +577,16 @@ async fn delete_if_unchanged(store: &dyn Store, cell: &CensusCell) -> (Action, O
             &RowQuery::first(1).starting_at(cell.column.clone()),
         )
         .await;
-    let observed: Timestamp = match reread {
+    let now = match reread {
         Err(e) => return failed(e),
-        Ok(cells) => match cells.into_iter().find(|c| c.column == cell.column) {
-            None => return (Action::SkippedGone, None),
-            Some(c) if c.writetime != cell.writetime => return (Action::SkippedRenewed, None),
-            Some(c) => c.writetime,
-        },
+        Ok(cells) => cells
+            .into_iter()
+            .find(|c| c.column == cell.column)
+            .map(|c| c.writetime),
+    };
+    let observed = match second_look(cell.writetime, now) {
+        Ok(observed) => observed,
+        Err(action) => return (action, None),
     };
     // Defence (2): a tombstone at exactly the observed writetime shadows that
     // version and nothing newer.
@@ -528,7 +629,7 @@ mod tests {
 
     use async_trait::async_trait;
     use lockshift_store::{
-        Cell, CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, SharedStore, Table,
+        CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, ReadOutcome, SharedStore, Table,
         WriteOptions,
     };
 
@@ -577,8 +678,13 @@ mod tests {
             }
             self.inner.delete(t, r, c, ts).await
         }
-        async fn read(&self, t: Table, r: &str, q: &RowQuery) -> Result<Vec<Cell>, StoreError> {
-            self.inner.read(t, r, q).await
+        async fn read_observed(
+            &self,
+            t: Table,
+            r: &str,
+            q: &RowQuery,
+        ) -> Result<ReadOutcome, StoreError> {
+            self.inner.read_observed(t, r, q).await
         }
         async fn scan_keys(
             &self,
@@ -674,7 +780,9 @@ mod tests {
 
         // Renewed after the scan but before the delete: skipped by the re-read.
         let mut progress = 0;
-        let (mut report, candidates, _) = scan(&env, &options, &mut |_| {}).await.unwrap();
+        let (mut report, candidates, _) = scan(&env, &options, Duration::from_secs(5), &mut |_| {})
+            .await
+            .unwrap();
         put(
             store.as_ref(),
             schema::MAIN,
@@ -684,7 +792,7 @@ mod tests {
         )
         .await;
         for (i, cell) in report.cells.iter_mut().enumerate() {
-            (cell.action, cell.error) = delete_if_unchanged(store.as_ref(), &candidates[i]).await;
+            (cell.action, cell.error) = delete_if_unchanged(store.as_ref(), &candidates[i].0).await;
             progress += 1;
         }
         assert_eq!(progress, 4);
@@ -738,16 +846,22 @@ mod tests {
         assert!(e.to_string().contains("at least 2"), "{e}");
     }
 
-    /// Issue 11 item 2: a cell is judged by its own owner's promise and the
-    /// registry, never by the operator's settings (here the defaults:
-    /// renew every 10 s). The owner renews every 60 s with a 5 min TTL.
-    #[tokio::test]
+    /// Issue 11 item 2 and issue 23: a cell is judged by its own owner's
+    /// promise and the registry, never by the operator's settings (here
+    /// the defaults: renew every 10 s). The owner's process renews every
+    /// 60 s with a 5 min TTL; --stale-after speaks only for cells without a
+    /// TTL. The claim the issue found untrue: a cell within its promise
+    /// survives even --force (schedules with real lockers:
+    /// `tests/clean_schedules.rs`).
+    #[tokio::test(start_paused = true)]
     async fn live_owners_are_judged_by_their_promise_and_kept() {
         use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
         use lockshift_combined::{Mode, Stage};
+        use lockshift_lock::{Incarnation, NodeId, OwnerId};
         let clock = Arc::new(ManualClock::new(Timestamp::from_micros(NOW)));
         let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
         let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        let incarnation = Incarnation::new(Some(1));
         let info = NodeInfo {
             node: "slow".into(),
             version: "0.1.0".into(),
@@ -757,7 +871,7 @@ mod tests {
             seen_stage: Some(Stage::Legacy),
             seen_version: Some(0),
             started_at: 0,
-            incarnation: None,
+            incarnation: Some(incarnation.to_string()),
             last_used: std::collections::BTreeMap::new(),
             lease: Some(LeasePromise {
                 ttl_ms: 300_000,
@@ -771,7 +885,12 @@ mod tests {
         heartbeat(store.as_ref(), clock.as_ref(), &info, ttl)
             .await
             .unwrap();
-        let cell = |lock: &'static str, owner: &'static str, age_s: i64| {
+        let slot = |node: &str, n| {
+            OwnerId::for_slot(&NodeId::new(node).unwrap(), incarnation, n)
+                .as_str()
+                .to_string()
+        };
+        let cell = |lock: &'static str, owner: String, age_s: i64| {
             let store = store.clone();
             async move {
                 store
@@ -787,13 +906,13 @@ mod tests {
             }
         };
         // 36 s without renewal: within a 60 s promise (the issue's case).
-        cell("acct-36s", "slow/0000000000000001", 36).await;
-        // 200 s: overdue by its promise (3 × 60 s), but the node is live.
-        cell("acct-200s", "slow/0000000000000002", 200).await;
-        // 200 s, node gone: its 5 min cell may still be believed held.
-        cell("acct-gone", "gone/0000000000000003", 200).await;
-        // --stale-after speaks for the owner that announced nothing, and
-        // never overrides the live node's promise.
+        cell("acct-36s", slot("slow", 1), 36).await;
+        // 200 s: overdue by its promise (3 × 60 s + the 5 s skew margin),
+        // but its process is live.
+        cell("acct-200s", slot("slow", 2), 200).await;
+        // 200 s, no process: its 5 min TTL is its promise (renewal within
+        // 2.5 min), and --stale-after 30s does not shorten it.
+        cell("acct-gone", slot("gone", 3), 200).await;
         let options = CleanOptions::new(Some(Duration::from_secs(30)), 3, false, 10).unwrap();
         let r = clean(&env, &options, true, |_| {}).await.unwrap();
         let actions: Vec<(&str, Action)> = r
@@ -801,14 +920,7 @@ mod tests {
             .iter()
             .map(|c| (c.lock.as_str(), c.action))
             .collect();
-        assert_eq!(
-            actions,
-            [
-                ("acct-200s", Action::KeptOwnerLive),
-                ("acct-gone", Action::KeptOwnerMayHold)
-            ],
-            "{r:#?}"
-        );
+        assert_eq!(actions, [("acct-200s", Action::KeptOwnerLive)], "{r:#?}");
         assert_eq!(r.summary.deleted, 0);
         for lock in ["acct-36s", "acct-200s", "acct-gone"] {
             let cells = store
@@ -817,14 +929,235 @@ mod tests {
                 .unwrap();
             assert_eq!(cells.len(), 1, "{lock} must survive");
         }
-        // --force: what the promise calls overdue goes, the rest stays.
+        // --force: what the promise calls overdue goes — after a second
+        // look 90 s later found it not renewed — and nothing else.
         let options = CleanOptions::new(Some(Duration::from_secs(30)), 3, true, 10).unwrap();
+        let started = tokio::time::Instant::now();
         let r = clean(&env, &options, true, |_| {}).await.unwrap();
-        assert_eq!(r.summary.deleted, 2, "{r:#?}");
-        let left = store
-            .read(schema::MAIN, "acct-36s", &RowQuery::all())
-            .await
-            .unwrap();
-        assert_eq!(left.len(), 1, "within its promise even under --force");
+        assert_eq!(r.summary.deleted, 1, "{r:#?}");
+        assert_eq!(r.cells[0].second_look_after_ms, 90_000);
+        assert!(started.elapsed() >= Duration::from_secs(90));
+        for (lock, left) in [("acct-36s", 1), ("acct-200s", 0), ("acct-gone", 1)] {
+            let cells = store
+                .read(schema::MAIN, lock, &RowQuery::all())
+                .await
+                .unwrap();
+            assert_eq!(
+                cells.len(),
+                left,
+                "{lock}: within its promise even under --force"
+            );
+        }
+    }
+
+    fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
+        use lockshift_combined::census::CellOwner;
+        CensusCell {
+            table: schema::MAIN,
+            lock: "L".into(),
+            column: "web/0000000100000000".into(),
+            owner: CellOwner {
+                owner: "web/0000000100000000".into(),
+                node: Some("web".into()),
+                registered: false,
+                process_live: false,
+                promise: None,
+                algorithm: Some(Algorithm::Queue),
+                reserved: false,
+            },
+            writetime: Timestamp::from_micros(NOW),
+            age: Duration::from_secs_f64(age_s),
+            ttl_left: ttl_left_s.map(Duration::from_secs_f64),
+            queue_position: None,
+            queued_at: None,
+            stale: false,
+            lease_over: false,
+        }
+    }
+
+    /// The first look, as a table: (case, cell, options) → verdict. The
+    /// skew margin is 5 s throughout (the default).
+    #[test]
+    fn the_first_look_judges_by_the_owners_own_promise() {
+        use lockshift_combined::census::lease_over;
+        use lockshift_combined::registry::LeasePromise;
+        const MARGIN: Duration = Duration::from_secs(5);
+        let promise = |ttl_s: u64, renew_s: u64| LeasePromise {
+            ttl_ms: ttl_s * 1000,
+            renew_every_ms: renew_s * 1000,
+        };
+        // A cell of a live process that promised `p`.
+        let of_process = |age_s: f64, p: LeasePromise| {
+            let mut c = census_cell(age_s, Some(p.ttl().as_secs_f64() - age_s.min(3.0)));
+            c.owner.process_live = true;
+            c.owner.promise = Some(p);
+            c.lease_over = lease_over(c.age, Some(p), MARGIN);
+            c
+        };
+        let opts = |stale_after_s: Option<u64>, multiple, force| {
+            CleanOptions::new(stale_after_s.map(Duration::from_secs), multiple, force, 10).unwrap()
+        };
+        let overdue = |action, second_look_ms| (Some(action), second_look_ms);
+        let fine = (None, 0);
+        // The expected action (`None`: not overdue) and second look in ms.
+        type Expected = (Option<Action>, u64);
+        let cases: Vec<(&str, CensusCell, CleanOptions, Expected)> = vec![
+            (
+                "schedule 1: renewed 0.5 s ago by a clock 5 s behind, --force",
+                of_process(5.5, promise(4, 1)),
+                opts(None, 3, true),
+                fine,
+            ),
+            (
+                "schedule 1: the same, --stale-multiple 5",
+                of_process(5.5, promise(4, 1)),
+                opts(None, 5, true),
+                fine,
+            ),
+            (
+                "overdue beyond the margin, --force: deleted after a second look 1.5 s on",
+                of_process(8.5, promise(4, 1)),
+                opts(None, 3, true),
+                overdue(Action::WouldDelete, 1500),
+            ),
+            (
+                "lease over by its own promise (8.5 s − 5 s > 2.75 s life): deleted, live or not",
+                of_process(8.5, promise(4, 1)),
+                opts(None, 3, false),
+                overdue(Action::WouldDelete, 1500),
+            ),
+            (
+                "lease over, not overdue by a long multiple: still deleted",
+                of_process(8.5, promise(4, 1)),
+                opts(None, 10, false),
+                overdue(Action::WouldDelete, 1500),
+            ),
+            (
+                "issue 11: 36 s into a 60 s promise",
+                of_process(36.0, promise(300, 60)),
+                opts(Some(30), 3, true),
+                fine,
+            ),
+            (
+                "overdue by its promise, within its life, process live",
+                of_process(200.0, promise(300, 60)),
+                opts(Some(30), 3, false),
+                overdue(Action::KeptOwnerLive, 90_000),
+            ),
+            (
+                "the same with --force",
+                of_process(200.0, promise(300, 60)),
+                opts(Some(30), 3, true),
+                overdue(Action::WouldDelete, 90_000),
+            ),
+            (
+                "schedule 2: a cell's TTL promise, --stale-after 1s does not shorten it",
+                census_cell(1.25, Some(3.75)),
+                opts(Some(1), 3, true),
+                fine,
+            ),
+            (
+                "schedule 3: no row of its own process: its 60 s TTL, not another's 4 s",
+                census_cell(6.0, Some(54.0)),
+                opts(None, 3, true),
+                fine,
+            ),
+            (
+                "a promise no lockshift node makes (renewal 0) is no promise",
+                {
+                    let mut c = census_cell(6.0, Some(54.0));
+                    c.owner.promise = Some(promise(60, 0));
+                    c
+                },
+                opts(None, 3, true),
+                fine,
+            ),
+            (
+                "a promise past the longest TTL (20 years) is no promise",
+                {
+                    let mut c = census_cell(6.0, Some(54.0));
+                    c.owner.promise = Some(promise(u64::MAX / 1000, 1));
+                    c
+                },
+                opts(None, 3, true),
+                fine,
+            ),
+            (
+                "no TTL, --stale-after 30s, 36 s old (31 s less the margin)",
+                census_cell(36.0, None),
+                opts(Some(30), 3, false),
+                overdue(Action::WouldDelete, 0),
+            ),
+            (
+                "no TTL, --stale-after 30s, 34 s old (within, less the margin)",
+                census_cell(34.0, None),
+                opts(Some(30), 3, false),
+                fine,
+            ),
+            (
+                "no TTL, its process live: kept",
+                {
+                    let mut c = census_cell(600.0, None);
+                    c.owner.process_live = true;
+                    c
+                },
+                opts(Some(30), 3, false),
+                overdue(Action::KeptOwnerLive, 0),
+            ),
+        ];
+        for (case, cell, options, (action, second_look_ms)) in cases {
+            let got = judge(&cell, &options, MARGIN);
+            match (got, action) {
+                (Judged::Fine, None) => {}
+                (
+                    Judged::Overdue {
+                        action: got,
+                        second_look,
+                        ..
+                    },
+                    Some(want),
+                ) => {
+                    assert_eq!(got, want, "{case}");
+                    assert_eq!(ms(second_look), second_look_ms, "{case}");
+                }
+                (got, want) => panic!("{case}: {got:?}, expected {want:?}"),
+            }
+        }
+        assert_eq!(
+            judge(&census_cell(600.0, None), &opts(None, 3, true), MARGIN),
+            Judged::Unjudged,
+            "no TTL and no --stale-after: counted, never judged"
+        );
+        // A promise read off a cell: the longest TTL it may have had (what
+        // it says, a second, the margin), and renewal within half of it —
+        // so it is never overdue before it expires (2 × 63 s > 126 s).
+        let cell = census_cell(100.0, Some(20.0));
+        assert_eq!(
+            promise_of(&cell, MARGIN),
+            Some(Promise {
+                source: PromiseSource::Cell,
+                ttl_ms: 126_000,
+                renew_every_ms: 63_000
+            })
+        );
+        assert_eq!(judge(&cell, &opts(None, 2, true), MARGIN), Judged::Fine);
+    }
+
+    /// The second look, as a table.
+    #[test]
+    fn the_second_look_deletes_only_an_unchanged_cell() {
+        let t = |us| Timestamp::from_micros(us);
+        assert_eq!(second_look(t(10), Some(t(10))), Ok(t(10)));
+        assert_eq!(
+            second_look(t(10), Some(t(11))),
+            Err(Action::SkippedRenewed),
+            "renewed"
+        );
+        assert_eq!(
+            second_look(t(10), Some(t(9))),
+            Err(Action::SkippedRenewed),
+            "rewritten (a stamp from a clock behind)"
+        );
+        assert_eq!(second_look(t(10), None), Err(Action::SkippedGone));
     }
 }

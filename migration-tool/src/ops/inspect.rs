@@ -1,8 +1,10 @@
 //! `migrate inspect <lock>`: every cell of one lock in `main`, `shadow` and
 //! `queue`.
 
+use std::num::NonZeroU32;
+
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, inspect_lock, waiters};
+use lockshift_combined::census::{CensusCell, CensusOptions, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_store::schema;
@@ -29,8 +31,9 @@ pub struct InspectReport {
     /// the lock (or its id is misspelt).
     pub free: bool,
     /// The holder: the owner of the holding in `main` (a cell that is not a
-    /// reservation) — the first, when several are there (contenders
-    /// entering: see `holders`).
+    /// reservation, and whose lease is not over: such a cell holds nothing,
+    /// though it keeps others waiting, see [`CellRow::lease_over`]) — the
+    /// first, when several are there (contenders entering: see `holders`).
     pub holder: Option<String>,
     /// Every holding in `main` (reservations of waiters not counted), as
     /// `status` counts them.
@@ -71,6 +74,14 @@ pub struct CellRow {
     pub ttl_left_ms: Option<u64>,
     /// Not renewed for longer than the threshold.
     pub stale: bool,
+    /// Its lease is over by its owner's own promise: not renewed for
+    /// longer than its guaranteed life (allowing for
+    /// `rollout.clock_skew_margin`), so its owner has been told it lost
+    /// the lock. A late write brought it back, or its owner could not
+    /// delete it (docs/design.md §5, L5): nobody holds or waits through
+    /// it, it keeps others waiting until it expires, and `migrate clean`
+    /// deletes it. Known only while the owner's process is in the registry.
+    pub lease_over: bool,
 }
 
 impl From<&CensusCell> for CellRow {
@@ -89,6 +100,7 @@ impl From<&CensusCell> for CellRow {
             age_ms: ms(c.age),
             ttl_left_ms: c.ttl_left.map(ms),
             stale: c.stale,
+            lease_over: c.lease_over,
         }
     }
 }
@@ -109,15 +121,19 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         env.clock.as_ref(),
         &nodes,
         lock.as_str(),
-        stale_after,
+        CensusOptions {
+            stale_after,
+            clock_skew_margin: env.settings.rollout.clock_skew_margin,
+            page_size: NonZeroU32::MIN,
+        },
     )
     .await
     .with_context(|| format!("reading the cells of lock {lock}"))?;
     // Holdings as `status` counts them (the census's rule): `main` cells
-    // that are not a waiter's reservation.
+    // that are not a waiter's reservation — less those whose lease is over.
     let holders: Vec<String> = cells
         .iter()
-        .filter(|c| c.table == schema::MAIN && !c.owner.reserved)
+        .filter(|c| c.table == schema::MAIN && !c.owner.reserved && !c.lease_over)
         .map(|c| c.owner.owner.clone())
         .collect();
     // Holders leave the queue once they hold (queue-lock Q2): waiters are

@@ -20,7 +20,10 @@ pub struct SchemaReport {
     pub keyspace: String,
     /// Its replication, as CQL.
     pub replication: String,
-    /// Every statement, in the order to run them (keyspace first).
+    /// Every statement, in the order to run them: the keyspace, every
+    /// table, then `ALTER TABLE` for every table so that tables which
+    /// exist already (`main` and `shadow` usually predate lockshift) get
+    /// lockshift's options too (docs/design.md §2a).
     pub statements: Vec<String>,
     /// What the operator should know before running them (printed as CQL
     /// comments, so the output still pipes into `cqlsh`).
@@ -67,7 +70,10 @@ pub fn schema(
         version: JSON_VERSION,
         keyspace: cql.keyspace.clone(),
         replication: cql.replication.to_cql(),
-        statements: CqlStore::schema_cql(&cql),
+        statements: CqlStore::schema_cql(&cql)
+            .into_iter()
+            .chain(CqlStore::schema_options_cql(&cql))
+            .collect(),
         warnings,
     })
 }

@@ -151,6 +151,11 @@ pub struct ModeCounts {
 pub struct LockSummary {
     /// Live cells in `main` (a lock normally has one holder).
     pub held: usize,
+    /// Of those, cells whose lease is over by their owner's own promise
+    /// (a late write, docs/design.md §5 L5): nobody holds through them,
+    /// they keep others waiting until they expire; `migrate inspect` marks
+    /// them and `migrate clean` deletes them.
+    pub lease_over: usize,
     /// Holders by algorithm (`foreign`: written by a binary that predates
     /// lockshift).
     pub held_by: BTreeMap<String, usize>,
@@ -291,6 +296,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
     let mut locks = LockSummary::default();
     for c in census.held() {
         locks.held += 1;
+        locks.lease_over += usize::from(c.lease_over);
         let by = c
             .owner
             .algorithm

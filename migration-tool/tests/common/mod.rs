@@ -1,9 +1,12 @@
 // Each test binary uses part of the shared harness.
 #![allow(dead_code)]
 
-//! The e2e harness: a local CQL endpoint in this test process (port 0, its
-//! fault controller at hand), the built `migrate` binary run against it,
-//! and a store connection for seeding and checking cells.
+//! The e2e harness: where the tests run — the real cluster named by
+//! `LOCKSHIFT_TEST_CONTACT_POINTS` when it is set, each test in a keyspace
+//! of its own, else a local CQL endpoint in this test process (port 0) —
+//! the built `migrate` binary run against it, and a store connection for
+//! seeding and checking cells. Tests that inject server-side faults always
+//! use a local endpoint ([`Endpoint::local_with_schema`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,8 +15,78 @@ use std::time::Duration;
 use lockshift::{Node, Settings};
 use lockshift_combined::registry::NodeInfo;
 use lockshift_combined::{Mode, Stage};
-use lockshift_cql_emulator::{Emulator, EmulatorHandle};
-use lockshift_store::{CqlSettings, CqlStore, SharedClock, SharedStore, SystemClock};
+use lockshift_cql_emulator::{Emulator, EmulatorHandle, FaultController};
+use lockshift_store::{
+    CqlSettings, CqlStore, SharedClock, SharedStore, StoreErrorKind, SystemClock,
+};
+
+/// The variable naming a real cluster to run on (`host:port[,host:port]`).
+pub const CONTACT_POINTS_VAR: &str = "LOCKSHIFT_TEST_CONTACT_POINTS";
+
+/// The contact points of the real cluster to run on, if one is named.
+pub fn real_cluster() -> Option<String> {
+    let raw = std::env::var(CONTACT_POINTS_VAR).ok()?;
+    let points: Vec<&str> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!points.is_empty()).then(|| points.join(","))
+}
+
+/// A keyspace for the running test on a shared cluster: named after the
+/// test (its thread's name), so a re-run reuses — after dropping — the
+/// same one, and concurrent tests never meet. `suffix` tells apart two
+/// keyspaces of one test. At most 48 characters, Cassandra's limit.
+fn test_keyspace(suffix: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("test");
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (test, suffix).hash(&mut hasher);
+    let readable: String = test
+        .rsplit("::")
+        .next()
+        .unwrap_or(test)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(30)
+        .collect();
+    format!("e2e_{readable}_{:08x}", hasher.finish() as u32)
+}
+
+/// Where `migrate` runs point: contact points and keyspace. Cheap to clone
+/// into spawned tasks.
+#[derive(Clone, Debug)]
+pub struct At {
+    pub contact: String,
+    pub keyspace: String,
+}
+
+impl At {
+    /// The binary pointed here, with `env` (which may override).
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
+        let mut all = vec![("LOCKSHIFT__STORE__CQL__KEYSPACE", self.keyspace.as_str())];
+        all.extend_from_slice(env);
+        command(Some(&self.contact), args, &all)
+    }
+
+    /// Runs `migrate --contact-points <here> args…` in this keyspace.
+    pub async fn migrate(&self, args: &[&str]) -> Run {
+        self.migrate_env(args, &[]).await
+    }
+
+    /// As [`migrate`](Self::migrate) with extra environment.
+    pub async fn migrate_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        run(self.command(args, env), args).await
+    }
+}
 
 /// Short leases, so loss and expiry happen within seconds.
 pub const FAST: &[(&str, &str)] = &[
@@ -21,60 +94,128 @@ pub const FAST: &[(&str, &str)] = &[
     ("LOCKSHIFT__LOCK__RENEW_EVERY", "1s"),
 ];
 
-/// A running endpoint and a client of it.
+/// Where a test runs — a local endpoint or a keyspace on the real cluster
+/// — and a client of it.
 pub struct Endpoint {
-    pub handle: EmulatorHandle,
-    pub addr: SocketAddr,
+    /// The local endpoint; `None` on a real cluster.
+    local: Option<EmulatorHandle>,
+    pub at: At,
     /// Connected with `create_schema = true` (when made by [`Endpoint::with_schema`]).
     pub store: Option<SharedStore>,
     pub clock: SharedClock,
 }
 
 impl Endpoint {
-    /// An endpoint with lockshift's keyspace and tables.
+    /// Lockshift's keyspace and tables: on the real cluster if one is
+    /// named (a keyspace of this test's own, fresh), else on a local
+    /// endpoint.
     pub async fn with_schema() -> Endpoint {
-        let mut e = Endpoint::bare().await;
-        let store = CqlStore::connect(&CqlSettings {
-            contact_points: vec![e.addr.to_string()],
-            create_schema: true,
-            ..CqlSettings::default()
-        })
-        .await
-        .expect("connect and create schema");
-        e.store = Some(Arc::new(store));
+        match real_cluster() {
+            Some(contact) => Endpoint::on_cluster(contact, test_keyspace("")).await,
+            None => Endpoint::local_with_schema().await,
+        }
+    }
+
+    /// A local endpoint with lockshift's keyspace and tables, wherever the
+    /// other tests run: for tests that inject server-side faults.
+    pub async fn local_with_schema() -> Endpoint {
+        let mut e = Endpoint::local_bare().await;
+        e.store = Some(Arc::new(connect(&e.at, true).await));
         e
     }
 
-    /// An endpoint with nothing in it.
+    /// A keyspace that does not exist: on the real cluster if one is named
+    /// (dropped if a previous run left it), else a local endpoint with
+    /// nothing in it.
     pub async fn bare() -> Endpoint {
+        let Some(contact) = real_cluster() else {
+            return Endpoint::local_bare().await;
+        };
+        let at = At {
+            contact,
+            keyspace: test_keyspace("bare"),
+        };
+        drop_if_there(&at).await;
+        Endpoint {
+            local: None,
+            at,
+            store: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    async fn local_bare() -> Endpoint {
         let handle = Emulator::builder()
             .start("127.0.0.1:0".parse().expect("a socket address"))
             .await
             .expect("endpoint starts");
+        let addr: SocketAddr = handle.local_addr();
         Endpoint {
-            addr: handle.local_addr(),
-            handle,
+            local: Some(handle),
+            at: At {
+                contact: addr.to_string(),
+                keyspace: "lockshift".to_string(),
+            },
             store: None,
             clock: Arc::new(SystemClock),
         }
+    }
+
+    async fn on_cluster(contact: String, keyspace: String) -> Endpoint {
+        let at = At { contact, keyspace };
+        drop_if_there(&at).await;
+        let store = connect(&at, true).await;
+        Endpoint {
+            local: None,
+            at,
+            store: Some(Arc::new(store)),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The local endpoint's fault controller.
+    ///
+    /// # Panics
+    /// On a real cluster: such tests use [`Endpoint::local_with_schema`].
+    pub fn faults(&self) -> &FaultController {
+        self.local
+            .as_ref()
+            .expect("fault injection needs a local endpoint: Endpoint::local_with_schema")
+            .faults()
     }
 
     pub fn store(&self) -> &SharedStore {
         self.store.as_ref().expect("endpoint made with schema")
     }
 
+    /// The contact points (`host:port[,…]`).
     pub fn addr(&self) -> String {
-        self.addr.to_string()
+        self.at.contact.clone()
+    }
+
+    /// The keyspace the tables are in.
+    pub fn keyspace(&self) -> &str {
+        &self.at.keyspace
+    }
+
+    /// Whether this runs on the real cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.local.is_none()
     }
 
     /// Runs `migrate --contact-points <this> args…`.
     pub async fn migrate(&self, args: &[&str]) -> Run {
-        migrate(Some(&self.addr()), args, &[]).await
+        self.at.migrate(args).await
     }
 
     /// As [`migrate`](Self::migrate) with extra environment.
     pub async fn migrate_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        migrate(Some(&self.addr()), args, env).await
+        self.at.migrate_env(args, env).await
+    }
+
+    /// The binary pointed here (not yet run).
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
+        self.at.command(args, env)
     }
 
     /// A service node on this endpoint.
@@ -196,17 +337,44 @@ pub fn small_demo<'a>(settle: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 /// Runs the binary to completion (at most 90 s: a generous bound, only
 /// there so a hang fails instead of blocking the suite).
 pub async fn migrate(contact: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let out = tokio::time::timeout(
-        Duration::from_secs(90),
-        command(contact, args, env).output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("migrate {args:?} did not finish within 90 s"))
-    .expect("migrate runs");
+    run(command(contact, args, env), args).await
+}
+
+async fn run(mut cmd: tokio::process::Command, args: &[&str]) -> Run {
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("migrate {args:?} did not finish within 90 s"))
+        .expect("migrate runs");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A store on `at`, creating the keyspace and tables if asked.
+async fn connect(at: &At, create_schema: bool) -> CqlStore {
+    CqlStore::connect(&CqlSettings {
+        contact_points: at.contact.split(',').map(String::from).collect(),
+        keyspace: at.keyspace.clone(),
+        create_schema,
+        ..CqlSettings::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("connecting to {} ({}): {e}", at.contact, at.keyspace))
+}
+
+/// Drops `at`'s keyspace if a previous run left it.
+async fn drop_if_there(at: &At) {
+    let settings = CqlSettings {
+        contact_points: at.contact.split(',').map(String::from).collect(),
+        keyspace: at.keyspace.clone(),
+        ..CqlSettings::default()
+    };
+    match CqlStore::connect(&settings).await {
+        Ok(store) => store.drop_keyspace().await.expect("drop the keyspace"),
+        Err(e) if e.kind() == StoreErrorKind::SchemaMissing => {}
+        Err(e) => panic!("{CONTACT_POINTS_VAR} is set, but {}: {e}", at.contact),
     }
 }
 

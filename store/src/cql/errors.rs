@@ -132,8 +132,13 @@ pub(crate) fn classify_db(err: &DbError, message: &str, op: OpKind) -> StoreErro
         // A read applies nothing; "outcome unknown, may retry" is what the
         // kind says (`may_have_applied()` is false for reads).
         DbError::ReadTimeout { .. } => StoreErrorKind::MaybeApplied,
-        // Replicas failed the read (e.g. too many tombstones): nothing
-        // applied, retry may help.
+        // Replicas failed the read. Too many tombstones is named only in
+        // the message in protocol v4 (the reason codes are v5's), and
+        // retrying fails the same way (crate::tombstones (f)).
+        DbError::ReadFailure { .. } if is_too_many_tombstones_message(message) => {
+            StoreErrorKind::TooManyTombstones
+        }
+        // Another replica failure: nothing applied, retry may help.
         DbError::ReadFailure { .. } => StoreErrorKind::NotApplied,
         // A bootstrapping node refuses before executing anything.
         DbError::IsBootstrapping => StoreErrorKind::NotApplied,
@@ -179,6 +184,14 @@ pub(crate) fn classify_db(err: &DbError, message: &str, op: OpKind) -> StoreErro
         DbError::Other(_) => StoreErrorKind::MaybeApplied,
         _ => StoreErrorKind::MaybeApplied,
     }
+}
+
+/// Whether a `READ_FAILURE` message names Cassandra's
+/// `READ_TOO_MANY_TOMBSTONES` reason: "Operation failed - received 0
+/// responses and 1 failures: READ_TOO_MANY_TOMBSTONES from
+/// /127.0.0.3:7000" (Cassandra 4.1.1, measured).
+pub(crate) fn is_too_many_tombstones_message(message: &str) -> bool {
+    message.contains(crate::tombstones::READ_TOO_MANY_TOMBSTONES)
 }
 
 /// Whether a server message says the keyspace or a table does not exist.

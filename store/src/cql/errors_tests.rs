@@ -15,7 +15,9 @@ use super::*;
 use crate::schema;
 
 use OpKind::{Delete, Read, Scan, Write};
-use StoreErrorKind::{Connection, Invalid, MaybeApplied, NotApplied, SchemaMissing, Unavailable};
+use StoreErrorKind::{
+    Connection, Invalid, MaybeApplied, NotApplied, SchemaMissing, TooManyTombstones, Unavailable,
+};
 
 fn db(err: DbError, message: &str) -> RequestAttemptError {
     RequestAttemptError::DbError(err, message.to_string())
@@ -51,6 +53,18 @@ fn read_timeout() -> DbError {
         consistency: Consistency::Quorum,
         received: 1,
         required: 2,
+        data_present: false,
+    }
+}
+
+/// Cassandra 4.1.1's READ_FAILURE for too many tombstones, as the driver
+/// decodes the v4 frame (crate::tombstones (f)).
+fn read_failure() -> DbError {
+    DbError::ReadFailure {
+        consistency: Consistency::LocalQuorum,
+        received: 0,
+        required: 1,
+        numfailures: 1,
         data_present: false,
     }
 }
@@ -140,6 +154,27 @@ fn execution_errors_map_to_store_kinds() {
             MaybeApplied,
         ),
         (last(db(DbError::Other(0x7777), "")), Write, MaybeApplied),
+        // A read failed by its replicas: nothing applied; for too many
+        // tombstones (Cassandra 4.1.1's exact answer) retrying is useless.
+        (last(db(read_failure(), "")), Read, NotApplied),
+        (
+            last(db(
+                read_failure(),
+                "Operation failed - received 0 responses and 1 failures: \
+                 READ_TOO_MANY_TOMBSTONES from /127.0.0.3:7000",
+            )),
+            Read,
+            TooManyTombstones,
+        ),
+        (
+            last(db(
+                read_failure(),
+                "Operation failed - received 0 responses and 1 failures: \
+                 READ_TOO_MANY_TOMBSTONES from /127.0.0.3:7000",
+            )),
+            Scan,
+            TooManyTombstones,
+        ),
         // Wrong requests: retrying will not help.
         (
             last(db(DbError::Invalid, "Invalid STRING constant")),

@@ -63,11 +63,24 @@ pub(crate) fn create_keyspace(settings: &CqlSettings) -> String {
     )
 }
 
-/// `CREATE TABLE IF NOT EXISTS <ks>.<t> …`: the one shape of every table.
+/// `CREATE TABLE IF NOT EXISTS <ks>.<t> …`: the one shape of every table,
+/// with the table's options from [`schema::options`] (its gc grace).
 pub(crate) fn create_table(keyspace: &str, table: Table) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (row_key text, column_name text, value blob, \
-         PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC)"
+         PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) AND {}",
+        schema::options(table).to_cql()
+    )
+}
+
+/// `ALTER TABLE <ks>.<t> WITH …`: the table's options from
+/// [`schema::options`], for a table that exists already (`CREATE TABLE IF
+/// NOT EXISTS` leaves its options as they were — `main` and `shadow`
+/// usually predate lockshift).
+pub(crate) fn alter_table(keyspace: &str, table: Table) -> String {
+    format!(
+        "ALTER TABLE {keyspace}.{table} WITH {}",
+        schema::options(table).to_cql()
     )
 }
 
@@ -378,13 +391,22 @@ mod tests {
         assert_eq!(
             ddl[1],
             "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
-             PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC)"
+             PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) \
+             AND gc_grace_seconds = 600"
         );
         for (i, table) in schema::ALL.iter().enumerate() {
             assert!(
                 ddl[i + 1].starts_with(&format!("CREATE TABLE IF NOT EXISTS lockshift.{table} (")),
                 "statement #{} is for {table}: {}",
                 i + 1,
+                ddl[i + 1]
+            );
+            assert!(
+                ddl[i + 1].ends_with(&format!(
+                    " AND gc_grace_seconds = {}",
+                    schema::options(*table).gc_grace_seconds
+                )),
+                "{table} states its gc grace from schema::options: {}",
                 ddl[i + 1]
             );
         }

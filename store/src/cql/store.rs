@@ -16,13 +16,13 @@ use super::rows::{
     CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
 };
 use super::statements::{self, Statements};
-use crate::api::Store;
+use crate::api::{ReadOutcome, Store};
 use crate::cell::{
-    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
-    check_request,
+    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::settings::CqlSettings;
+use crate::tombstones;
 
 /// A [`Store`] on a CQL cluster: ScyllaDB, Cassandra, or lockshift's local
 /// CQL endpoint.
@@ -182,6 +182,18 @@ impl CqlStore {
     pub fn schema_cql(settings: &CqlSettings) -> Vec<String> {
         statements::schema_cql(settings)
     }
+
+    /// The `ALTER TABLE` statements that give tables which exist already
+    /// lockshift's options ([`crate::schema::options`]): what `CREATE TABLE
+    /// IF NOT EXISTS` leaves alone — `main` and `shadow` usually predate
+    /// lockshift, and an older lockshift created its tables with other
+    /// options. Idempotent.
+    pub fn schema_options_cql(settings: &CqlSettings) -> Vec<String> {
+        crate::schema::ALL
+            .iter()
+            .map(|t| statements::alter_table(&settings.keyspace, *t))
+            .collect()
+    }
 }
 
 /// Maps a driver failure, logging it (never the values) at debug level.
@@ -189,6 +201,26 @@ fn failed(err: ExecutionError, op: OpKind, table: Table) -> StoreError {
     let error = execution_error(&err, op, table);
     tracing::debug!(kind = ?error.kind(), error = %err, "cql request failed");
     error
+}
+
+/// [`failed`] for a read of `row`: a read aborted for too many tombstones
+/// names the row (Cassandra's message names only the replica).
+fn read_failed(err: ExecutionError, table: Table, row: &str) -> StoreError {
+    let error = failed(err, OpKind::Read, table);
+    if error.kind() != StoreErrorKind::TooManyTombstones {
+        return error;
+    }
+    StoreError::new(
+        StoreErrorKind::TooManyTombstones,
+        OpKind::Read,
+        Some(table),
+        format!(
+            "the read of row {:?} passed more tombstones than the cluster's \
+             tombstone_failure_threshold (100000 by default): {}",
+            tombstones::shorten(row),
+            error.message()
+        ),
+    )
 }
 
 // ===== impl Store for CqlStore =====
@@ -275,12 +307,12 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn read(
+    async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
+    ) -> Result<ReadOutcome, StoreError> {
         let op = OpKind::Read;
         check_request(op, table, row, [], query.start_column.as_deref())?;
         let statements = self.statements.get(table, op)?;
@@ -301,15 +333,27 @@ impl Store for CqlStore {
                         .await
                 }
             }
-            .map_err(|e| failed(e, op, table))?;
-            decode_rows::<CellRow>(result, op, Some(table))?
+            .map_err(|e| read_failed(e, table, row))?;
+            // The server's warnings, verbatim; the tombstone count only
+            // when Cassandra says it (above its warn threshold).
+            let warnings: Vec<String> = result.warnings().map(str::to_string).collect();
+            let tombstones = warnings
+                .iter()
+                .find_map(|w| tombstones::parse_warning(w))
+                .map(|w| w.tombstones);
+            let cells = decode_rows::<CellRow>(result, op, Some(table))?
                 .into_iter()
                 .map(|r| {
                     cell_from_row(r).map_err(|why| {
                         StoreError::new(StoreErrorKind::Invalid, op, Some(table), why)
                     })
                 })
-                .collect()
+                .collect::<Result<_, _>>()?;
+            Ok(ReadOutcome {
+                cells,
+                tombstones,
+                warnings,
+            })
         }
         .instrument(span)
         .await

@@ -193,6 +193,7 @@ pub(crate) fn select(
     let plan = SelectPlan {
         schema: schema.clone(),
         distinct: s.distinct,
+        wildcard: s.selectors.is_none(),
         outputs,
         partition,
         clustering,
