@@ -213,7 +213,9 @@ impl Remedy {
                 "set `node.mode = \"auto\"` (or `combined`) in N's config file — the node \
                  switches within a re-read period, no restart — or redeploy it"
             }
-            Remedy::LegacyAcquisitions | Remedy::QueueAcquisitions | Remedy::CombinedAcquisitions => {
+            Remedy::LegacyAcquisitions
+            | Remedy::QueueAcquisitions
+            | Remedy::CombinedAcquisitions => {
                 "wait for them to finish; a lock held for hours shows in `status` under locks — \
                  ask its owner, or restart N"
             }

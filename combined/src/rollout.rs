@@ -219,7 +219,12 @@ impl Verdict {
     /// What to do about the failing guards, each once, in order.
     pub fn actions(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for a in self.guards.iter().filter(|g| !g.passed).flat_map(|g| &g.actions) {
+        for a in self
+            .guards
+            .iter()
+            .filter(|g| !g.passed)
+            .flat_map(|g| &g.actions)
+        {
             if !out.contains(a) {
                 out.push(a.clone());
             }

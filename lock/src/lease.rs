@@ -67,7 +67,8 @@
 //!   `lost_after_fraction ×` the TTL its proven write carried, which
 //!   settings validation keeps below that TTL's guaranteed life. So a
 //!   waiter killed while it waits leaves cells that expire within the
-//!   waiting TTL, whatever the lease TTL.
+//!   waiting TTL, whatever the lease TTL (why others may then go ahead:
+//!   docs/design.md §2, DW1).
 //!
 //! # Refreshes that ride on the waiter's own reads (L2)
 //!

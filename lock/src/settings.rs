@@ -204,7 +204,7 @@ pub fn fmt_duration_rounded(d: Duration) -> String {
     }
     if ms < 10_000 {
         let tenths = (ms + 50) / 100;
-        return if tenths % 10 == 0 {
+        return if tenths.is_multiple_of(10) {
             format!("{}s", tenths / 10)
         } else {
             format!("{}.{}s", tenths / 10, tenths % 10)
@@ -216,7 +216,9 @@ pub fn fmt_duration_rounded(d: Duration) -> String {
     } else {
         (secs + 30) / 60 * 60
     };
-    fmt_duration(Duration::from_secs(u64::try_from(rounded).unwrap_or(u64::MAX)))
+    fmt_duration(Duration::from_secs(
+        u64::try_from(rounded).unwrap_or(u64::MAX),
+    ))
 }
 
 #[cfg(test)]

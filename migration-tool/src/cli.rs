@@ -36,7 +36,7 @@ Examples:
   migrate serve &                        # a local endpoint on 127.0.0.1:9042
   migrate status                         # stage, nodes, locks, verdict
   migrate advance --dry-run              # is the next stage safe yet?
-  migrate advance --reason 'fleet on v2' # move one stage forward
+  migrate advance --to dual --reason 'fleet on v2'   # move one stage forward
   migrate run-with-lock nightly-report -- ./report.sh --full
   migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
   migrate schema --datacenter dc1:3 | cqlsh 10.0.0.1   # create the tables
@@ -254,9 +254,12 @@ pub enum Command {
     /// Move the rollout one stage forward (legacy -> dual -> queue -> complete)
     /// if every guard holds.
     ///
-    /// Without --to, the next stage. A refusal prints every failing guard and
-    /// exits 3 (it is recorded in the history). A skipped stage (e.g. legacy
-    /// to queue) is a usage error, exit 2. Already at the target: exit 0.
+    /// A change names its target with --to (the next stage); without it,
+    /// only --dry-run is accepted (it evaluates the next stage), so two
+    /// commands a moment apart never move the fleet two stages. A refusal
+    /// prints every failing guard with what to do and exits 3 (it is
+    /// recorded in the history). A skipped stage (e.g. legacy to queue) is a
+    /// usage error, exit 2. Already at the target: exit 0.
     #[command(
         after_help = "Examples:\n  migrate advance --dry-run\n  migrate advance --to dual --reason 'all nodes on v2' --by alice"
     )]
@@ -265,9 +268,11 @@ pub enum Command {
     /// Move the rollout one stage back (complete -> queue -> dual -> legacy)
     /// if every guard holds.
     ///
-    /// Without --to, the previous stage. Exit codes as for `advance`.
+    /// A change names its target with --to (the previous stage), as for
+    /// `advance`; --dry-run alone evaluates the previous stage. Exit codes
+    /// as for `advance`.
     #[command(
-        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --reason 'queue lock misbehaves'"
+        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --to dual --reason 'queue lock misbehaves'"
     )]
     Rollback(TransitionArgs),
 
@@ -478,7 +483,8 @@ pub struct BenchArgs {
 /// `advance` and `rollback`.
 #[derive(Debug, Clone, Args)]
 pub struct TransitionArgs {
-    /// Target stage: legacy, dual, queue or complete (default: one step).
+    /// Target stage: legacy, dual, queue or complete. Required to change the
+    /// stage; with --dry-run it defaults to one step.
     #[arg(long, value_name = "STAGE", value_parser = Checked(parse_stage))]
     pub to: Option<Stage>,
     /// Only evaluate the guards; change and record nothing.
@@ -578,7 +584,11 @@ fn quoted(value: &str) -> String {
 
 fn usage(cmd: &clap::Command, message: String) -> clap::Error {
     let mut cmd = cmd.clone();
-    clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{message}\n")).format(&mut cmd)
+    clap::Error::raw(
+        clap::error::ErrorKind::ValueValidation,
+        format!("{message}\n"),
+    )
+    .format(&mut cmd)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -276,10 +276,7 @@ fn source_of(
         );
     }
     match (path, fallback) {
-        (Some(p), _) => format!(
-            "from the file {}",
-            lockshift_store::settings::show_path(p)
-        ),
+        (Some(p), _) => format!("from the file {}", lockshift_store::settings::show_path(p)),
         (None, Fallback::Default) => "its default".to_string(),
         (None, Fallback::Given) => "from a LOCKSHIFT__… environment variable".to_string(),
     }

@@ -6,8 +6,10 @@
 
 mod common;
 
-use common::{Endpoint, FAST, migrate};
-use lockshift_store::{CellWrite, Ttl, WriteOptions, schema};
+use common::{Endpoint, FAST, migrate, node_info};
+use lockshift_combined::registry::heartbeat;
+use lockshift_lock::Algorithm;
+use lockshift_store::{CellWrite, SystemClock, Ttl, WriteOptions, schema};
 
 /// C1: a holder and one waiter's reservation, both `main` cells labelled
 /// `queue`: `inspect` names the holder `status` counts.
@@ -109,22 +111,45 @@ async fn advance_moves_only_to_the_stage_it_names() {
         .stderr_has("migrate rollback --to legacy");
 }
 
+/// How many runs of at least 20 `c` in a row `text` holds: how often a
+/// huge value made of `c` is echoed.
+fn runs_of(text: &str, c: char) -> usize {
+    text.split(|x| x != c).filter(|run| run.len() >= 20).count()
+}
+
 /// C5: values are echoed once, cut short: a 1 MB `node.id` and a 100 KB
 /// lock name give messages of a line or two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_values_are_echoed_once_and_cut_short() {
     let e = Endpoint::with_schema().await;
-    let id = "n".repeat(1_000_000);
+    // A 1 MB id comes from a file (one environment variable or argument
+    // is limited to 128 KB by the kernel).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.toml");
+    std::fs::write(
+        &file,
+        format!("[node]\nid = \"{}\"\n", "n".repeat(1_000_000)),
+    )
+    .unwrap();
+    let r = e
+        .migrate(&["--config", file.to_str().unwrap(), "status"])
+        .await;
+    r.expect_code(2).stderr_has("node.id");
+    assert!(r.stderr.len() < 2_000, "{} bytes", r.stderr.len());
+    assert_eq!(runs_of(&r.stderr, 'n'), 1, "{}", r.stderr);
+    // From the environment, as large as the kernel allows.
+    let id = "n".repeat(100_000);
     let r = e
         .migrate_env(&["status"], &[("LOCKSHIFT__NODE__ID", id.as_str())])
         .await;
     r.expect_code(2).stderr_has("node.id");
     assert!(r.stderr.len() < 2_000, "{} bytes", r.stderr.len());
+    assert_eq!(runs_of(&r.stderr, 'n'), 1, "{}", r.stderr);
     let lock = "l".repeat(100_000);
     let r = e.migrate(&["inspect", &lock]).await;
     r.expect_code(2);
     assert!(r.stderr.len() < 2_000, "{} bytes", r.stderr.len());
-    assert_eq!(r.stderr.matches("lllllll").count(), 1, "{}", r.stderr);
+    assert_eq!(runs_of(&r.stderr, 'l'), 1, "{}", r.stderr);
     let r = e
         .migrate_env(&["run-with-lock", &lock, "--", "true"], FAST)
         .await;
@@ -185,18 +210,116 @@ async fn address_in_use_is_said_once() {
     let r = migrate(None, &["serve", "--listen", &addr], &[]).await;
     r.expect_code(1);
     assert_eq!(
-        r.stderr.to_lowercase().matches("address already in use").count(),
+        r.stderr
+            .to_lowercase()
+            .matches("address already in use")
+            .count(),
         1,
         "{}",
         r.stderr
     );
 }
 
-/// C10: exit 127 (command not found) is in run-with-lock's table.
+/// C10: exit 127 (command not found) is in run-with-lock's table — and is
+/// what it exits with.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_127_is_documented() {
-    for args in [&["--help"][..], &["run-with-lock", "--help"][..]] {
-        let r = migrate(None, args, &[]).await;
-        r.expect_code(0).stdout_has("127");
+    migrate(None, &["--help"], &[])
+        .await
+        .expect_code(0)
+        .stdout_has("127  the command was not found");
+    migrate(None, &["run-with-lock", "--help"], &[])
+        .await
+        .expect_code(0)
+        .stdout_has("The command not found: exit 127");
+    let e = Endpoint::with_schema().await;
+    e.migrate_env(
+        &["run-with-lock", "job", "--", "/nonexistent/command"],
+        FAST,
+    )
+    .await
+    .expect_code(127);
+}
+
+/// C2: a refusal says what to do under each failing guard — the "do"
+/// column of docs/operating.md §2 — in `advance`, in `status`, and in
+/// their JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_says_what_to_do() {
+    let e = Endpoint::with_schema().await;
+    heartbeat(
+        e.store().as_ref(),
+        &SystemClock,
+        &node_info("old-7", Algorithm::Legacy),
+        Ttl::from_secs(120).unwrap(),
+    )
+    .await
+    .unwrap();
+    let fix = "do: set `node.mode = \"auto\"` (or `combined`) in N's config file";
+    e.migrate(&["advance", "--to", "dual"])
+        .await
+        .expect_code(3)
+        .stdout_has("[FAIL] node old-7 runs legacy")
+        .stdout_has(fix);
+    let j = e
+        .migrate(&["advance", "--to", "dual", "--json"])
+        .await
+        .expect_code(3)
+        .json();
+    assert!(
+        j["actions"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("set `node.mode = \"auto\"`"),
+        "{j:#}"
+    );
+    e.migrate(&["status"])
+        .await
+        .expect_code(0)
+        .stdout_has("safe to advance to dual: no")
+        .stdout_has(fix);
+    let j = e.migrate(&["status", "--json"]).await.expect_code(0).json();
+    assert_eq!(
+        j["next"]["actions"], j["next"]["guards"][0]["actions"],
+        "{j:#}"
+    );
+}
+
+/// Item 6: at stage `queue`, a queue holder and — on the same lock — an
+/// old-style `main` cell that is not lockshift's (a binary that predates
+/// lockshift): `status` calls it the unsafe state and exits 5. (It exited
+/// 0 with "2 foreign, 1 queue holders".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_cell_beside_a_queue_holder_exits_5() {
+    let e = Endpoint::with_schema().await;
+    for to in ["dual", "queue"] {
+        e.migrate(&["advance", "--to", to]).await.expect_code(0);
     }
+    let put = |column: &'static str, value: &'static [u8]| {
+        let store = e.store().clone();
+        let at = WriteOptions::at(e.clock.now()).with_ttl(Ttl::from_secs(60).unwrap());
+        async move {
+            store
+                .write(
+                    schema::MAIN,
+                    "acct-9",
+                    &[CellWrite::new(column, value.to_vec())],
+                    at,
+                )
+                .await
+                .unwrap();
+        }
+    };
+    put("new-1/0000000000000001", b"queue").await;
+    e.migrate(&["status"]).await.expect_code(0);
+    put("3f2504e0-4f89-11d3-9a0c-0305e82c3301", b"1").await;
+    let j = e.migrate(&["status", "--json"]).await.expect_code(5).json();
+    assert_eq!(j["unsafe_state"], true, "{j:#}");
+    assert_eq!(j["locks"]["held_by"]["foreign"], 1, "{j:#}");
+    assert_eq!(j["locks"]["held_by"]["queue"], 1, "{j:#}");
+    e.migrate(&["status"])
+        .await
+        .expect_code(5)
+        .stdout_has("UNSAFE")
+        .stdout_has("predate lockshift");
 }

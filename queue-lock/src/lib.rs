@@ -41,7 +41,8 @@
 //!   holding. A waiter whose queue cell is gone re-enqueues, one whose
 //!   lease is lost re-enqueues in a slot of its own (the old one is free
 //!   again once the old lease's cells are gone, K1). So a waiter killed
-//!   while it waits holds the line up for at most the waiting TTL.
+//!   while it waits holds the line up for at most the waiting TTL (safe:
+//!   docs/design.md §2, DW1).
 //! - **Q4.** A waiter polls by the store's round trip as it measures it: the
 //!   next waiter about once per round trip while the line moves, a waiter
 //!   `d` places back every `d` round trips (or half the line's pace per
@@ -75,13 +76,11 @@
 //! Lemma 1. This covers every way in: entering, claiming a reservation,
 //! and the fast path, whose `main` read follows its `main` write just the
 //! same; "first in line" is fairness, not exclusion. The queue orders
-//! entries, and carries exclusion only through Q6's "X's cell is gone":
-//! skipping a dead waiter (a cell watched unchanged for `stale_after`) is safe
-//! because a waiter reserved behind it then enters plainly, and a holder
-//! may leave the queue because it has verified. A cell that expired (the
-//! waiting TTL, Q3) is gone for everyone; its owner's lease was lost before
-//! it could expire (L3, per cell), and a claim is handed out only on a
-//! proven lease. A legacy
+//! entries, and carries exclusion only through Q6's "X's cell is gone"; a
+//! holder may leave the queue because it has verified. Why skipping a dead
+//! waiter early — a queue cell watched unchanged for `stale_after`, or
+//! cells that expired with the waiting TTL (Q3) — keeps this argument:
+//! docs/design.md §2, DW1. A legacy
 //! holder writes `main` without re-reading it, which breaks this argument:
 //! see docs/design.md §3 for why legacy and queue must never run together.
 //!

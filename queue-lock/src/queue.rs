@@ -106,7 +106,8 @@ pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
 /// write-time rule turned into live waiters skipped (or dead ones kept) —
 /// must not enter. A waiter that just arrived therefore waits up to
 /// `stale_after` before it skips a dead cell; the cell's waiting TTL ends
-/// it soon after anyway.
+/// it soon after anyway. Skipping is safe at any threshold
+/// (docs/design.md §2, DW1).
 #[derive(Debug, Clone)]
 pub struct Sightings {
     stale_after: Duration,
@@ -126,7 +127,8 @@ impl Sightings {
     /// Notes a read of the whole queue row at `now`: a changed write time
     /// restarts a cell's clock; cells no longer there are forgotten.
     pub fn observe(&mut self, cells: &[Cell], now: Instant) {
-        self.seen.retain(|column, _| cells.iter().any(|c| c.column == *column));
+        self.seen
+            .retain(|column, _| cells.iter().any(|c| c.column == *column));
         for c in cells {
             match self.seen.get_mut(&c.column) {
                 Some((writetime, _)) if *writetime == c.writetime => {}
@@ -140,9 +142,12 @@ impl Sightings {
 
     /// Whether `cell` has stood still for longer than `stale_after` at `now`.
     pub fn is_dead(&self, cell: &Cell, now: Instant) -> bool {
-        self.seen.get(&cell.column).is_some_and(|(writetime, since)| {
-            *writetime == cell.writetime && now.saturating_duration_since(*since) > self.stale_after
-        })
+        self.seen
+            .get(&cell.column)
+            .is_some_and(|(writetime, since)| {
+                *writetime == cell.writetime
+                    && now.saturating_duration_since(*since) > self.stale_after
+            })
     }
 }
 
@@ -314,7 +319,10 @@ mod tests {
     /// Positions, with the cells written at `dead` standing still long
     /// enough to be dead.
     async fn pos_with(store: &MemoryStore, me: &str, dead: i64, window: u32) -> Position {
-        let cells = store.read(schema::QUEUE, "L", &RowQuery::all()).await.unwrap();
+        let cells = store
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap();
         place(&cells, me, |c| c.writetime.as_micros() == dead, window)
     }
 
@@ -405,7 +413,10 @@ mod tests {
         let t0 = Instant::now();
         s.observe(&[cell(9_000_000_000_000_000)], t0);
         assert!(!s.is_dead(&cell(9_000_000_000_000_000), t0 + stale));
-        assert!(s.is_dead(&cell(9_000_000_000_000_000), t0 + stale + Duration::from_millis(1)));
+        assert!(s.is_dead(
+            &cell(9_000_000_000_000_000),
+            t0 + stale + Duration::from_millis(1)
+        ));
         // Rewritten: watched afresh.
         let t1 = t0 + Duration::from_secs(10);
         s.observe(&[cell(1)], t1);

@@ -71,7 +71,7 @@ pub struct QueueSettings {
     /// A queue cell a waiter has watched stand still — its write time
     /// unchanged — for this long (the waiter's own time, so clock skew
     /// between nodes does not enter) is a dead waiter's and is skipped.
-    /// Safe at any value (exclusion rests on `main`), but below the waiting
+    /// Safe at any value (docs/design.md §2, DW1), but below the waiting
     /// renewal period live waiters get skipped. Default (`None`): three
     /// `waiting_renew_every` periods, `3s`.
     #[serde(with = "humantime_serde::option")]

@@ -184,7 +184,10 @@ async fn a_dead_head_does_not_block_past_the_stale_threshold() {
     // waiter's first sight of it), noticed on the next poll.
     let settings = QueueSettings::default();
     let stale_after = settings.stale_after(&LeaseSettings::default());
-    assert!(waited <= stale_after + settings.waiter_poll, "waited {waited:?}");
+    assert!(
+        waited <= stale_after + settings.waiter_poll,
+        "waited {waited:?}"
+    );
     assert!(
         waited >= stale_after,
         "the dead head was respected until stale: {waited:?}"

@@ -132,7 +132,11 @@ const SECTIONS: [(&str, &str, &str); 11] = [
     ("store", "store/src/settings.rs", "StoreSettings"),
     ("store.cql", "store/src/settings.rs", "CqlSettings"),
     ("store.cql.tls", "store/src/settings.rs", "TlsSettings"),
-    ("store.embedded", "store/src/settings.rs", "EmbeddedSettings"),
+    (
+        "store.embedded",
+        "store/src/settings.rs",
+        "EmbeddedSettings",
+    ),
     ("lock", "combined/src/settings.rs", "LockSettings"),
     ("lock.legacy", "legacy/src/settings.rs", "LegacySettings"),
     ("lock.queue", "queue-lock/src/settings.rs", "QueueSettings"),
@@ -156,7 +160,12 @@ fn field_docs(text: &str, name: &str) -> BTreeMap<String, String> {
             doc.push_str(d.trim());
             doc.push(' ');
         } else if let Some(rest) = line.strip_prefix("pub ") {
-            let field = rest.split(':').next().unwrap_or_default().trim().to_string();
+            let field = rest
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
             out.insert(field, std::mem::take(&mut doc));
         } else if !line.starts_with("#[") {
             doc.clear();
@@ -183,26 +192,20 @@ fn same_default(said: &str, value: &serde_json::Value) -> bool {
         }
         serde_json::Value::Number(n) => said.parse::<f64>().ok() == n.as_f64(),
         serde_json::Value::Bool(b) => said == b.to_string(),
-        serde_json::Value::Array(_) => serde_json::from_str::<serde_json::Value>(said).ok().as_ref() == Some(value),
+        serde_json::Value::Array(_) => {
+            serde_json::from_str::<serde_json::Value>(said)
+                .ok()
+                .as_ref()
+                == Some(value)
+        }
         // Tables (a replication map) are checked by eye.
         _ => true,
     }
 }
 
 fn humantime_duration(s: &str) -> Option<std::time::Duration> {
-    // The settings' own parser: `LeaseSettings` deserialises durations
-    // with humantime, so a one-key TOML table parses the same way.
-    let toml = format!("[lock]\nrenew_every = \"{s}\"\n");
-    lockshift::Settings::from_toml(&toml)
-        .ok()
-        .map(|settings| settings.lock.renew_every)
-        .or_else(|| {
-            // Values that break a rule as `renew_every` still parse here.
-            let toml = format!("[rollout]\nquiet_period = \"{s}\"\n");
-            lockshift::Settings::from_toml(&toml)
-                .ok()
-                .map(|settings| settings.rollout.quiet_period)
-        })
+    // The parser the settings deserialise durations with.
+    humantime::parse_duration(s).ok()
 }
 
 /// Issue 19 (C13): every settings key says its default in its rustdoc,
@@ -226,7 +229,10 @@ fn every_settings_key_documents_its_default() {
         };
         for (field, default) in fields {
             // A nested section is checked as its own section.
-            let nested = format!("{section}{}{field}", if section.is_empty() { "" } else { "." });
+            let nested = format!(
+                "{section}{}{field}",
+                if section.is_empty() { "" } else { "." }
+            );
             if SECTIONS.iter().any(|(s, _, _)| *s == nested) {
                 continue;
             }
@@ -242,14 +248,13 @@ fn every_settings_key_documents_its_default() {
             let said = &doc[at..];
             if default.is_null() {
                 if !said.contains("none") && !said.contains("None") {
-                    problems.push(format!("{nested}: the default is none, the doc says {said:?}"));
+                    problems.push(format!(
+                        "{nested}: the default is none, the doc says {said:?}"
+                    ));
                 }
                 continue;
             }
-            let quoted = said
-                .split('`')
-                .nth(1)
-                .unwrap_or_default();
+            let quoted = said.split('`').nth(1).unwrap_or_default();
             if !same_default(quoted, default) {
                 problems.push(format!(
                     "{nested}: the doc says the default is `{quoted}`, the code has {default}"
@@ -259,4 +264,26 @@ fn every_settings_key_documents_its_default() {
     }
     assert!(keys > 40, "only {keys} keys checked: is the scan right?");
     assert!(problems.is_empty(), "settings docs: {problems:#?}");
+}
+
+/// Issue 19 item 7: the README says when connecting stops waiting for
+/// contact points as the code decides it (`StopWaiting` in
+/// `store/src/cql/connect.rs`, tested as a table there): a majority, or
+/// one answer once half the connect timeout has passed. It said a session
+/// needed a majority.
+#[test]
+fn the_readme_states_the_connect_rule_the_code_follows() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let words: String = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "as soon as a majority of the contact points has answered",
+        "once half the connect timeout has passed with at least one answer",
+        "With none answering, connecting fails when the timeout runs out",
+    ] {
+        assert!(words.contains(said), "the README does not say {said:?}");
+    }
+    assert!(
+        !words.contains("A session starts while the contact points that answer are a majority"),
+        "the README still says a session needs a majority"
+    );
 }
