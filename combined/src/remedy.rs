@@ -50,11 +50,14 @@ pub enum Remedy {
     Raced,
     /// The rollout lock stayed held by another transition.
     RolloutLockHeld,
+    /// A lock's row cannot be read (too many tombstones): a guard that
+    /// reads lock cells cannot be evaluated.
+    UnreadableLock,
 }
 
 impl Remedy {
     /// Every remedy, in the order of the document's table.
-    pub const ALL: [Remedy; 19] = [
+    pub const ALL: [Remedy; 20] = [
         Remedy::RunsLegacy,
         Remedy::LegacyAcquisitions,
         Remedy::LegacyPromised,
@@ -74,6 +77,7 @@ impl Remedy {
         Remedy::HeldByQueue,
         Remedy::Raced,
         Remedy::RolloutLockHeld,
+        Remedy::UnreadableLock,
     ];
 
     /// A node resolving `algorithm` (the guard "no live node runs X").
@@ -144,6 +148,9 @@ impl Remedy {
             Remedy::RolloutLockHeld => {
                 "`the rollout lock stayed held by another operator's transition`"
             }
+            Remedy::UnreadableLock => {
+                "`cannot be evaluated: the database refuses to read K lock row(s): lock L (table T): … too many tombstones …`"
+            }
         }
     }
 
@@ -203,6 +210,11 @@ impl Remedy {
             Remedy::HeldByQueue => "locks taken with the queue lock are still held",
             Remedy::Raced => "another operator's transition won the race",
             Remedy::RolloutLockHeld => "a transition is running elsewhere",
+            Remedy::UnreadableLock => {
+                "a read of L's row passes more tombstones than Cassandra's \
+                 `tombstone_failure_threshold`, so the database refuses it; what L holds cannot \
+                 be known, and neither can the guard's answer"
+            }
         }
     }
 
@@ -253,9 +265,16 @@ impl Remedy {
             Remedy::QueueSeen => "wait out the quiet period",
             Remedy::Raced => "`migrate status`, then decide again",
             Remedy::RolloutLockHeld => "try again in a minute",
+            Remedy::UnreadableLock => UNREADABLE_ACTION,
         }
     }
 }
+
+/// What to do about a lock the database refuses to read: the one text
+/// `migrate status`, `advance`, `inspect` and `run-with-lock` print.
+pub const UNREADABLE_ACTION: &str = "run `migrate schema --apply` to give the tables the gc grace \
+     the schema states; the row is read again once its tombstones are older than that (see \
+     docs/operating.md, \"A lock the database refuses to read\")";
 
 /// The table of docs/operating.md §2, generated from [`Remedy`]: header,
 /// separator and one row per remedy.

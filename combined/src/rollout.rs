@@ -49,7 +49,7 @@ use lockshift_store::{
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::census::{Census, CensusOptions, Staleness, take_census};
+use crate::census::{Census, CensusOptions, Staleness, UnreadableRow, take_census};
 use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{LiveNode, last_activity, live_nodes};
@@ -333,25 +333,25 @@ pub fn evaluate(evidence: &Evidence, to: Stage, settings: &RolloutSettings) -> V
     let guards = match (from, to) {
         (Stage::Legacy, Stage::Dual) => vec![
             g.no_node_runs(Algorithm::Legacy),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Dual, Stage::Queue) => vec![
             g.no_node_runs(Algorithm::Legacy),
             g.all_saw_current(),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Queue, Stage::Complete) => vec![
             g.no_node_runs(Algorithm::Legacy),
             g.no_node_runs(Algorithm::Combined),
             g.all_saw_current(),
-            g.none_held_by(Algorithm::Combined),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.none_held_by(Algorithm::Combined)),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Dual, Stage::Legacy) => vec![
             g.no_node_runs(Algorithm::Queue),
             g.all_saw_current(),
-            g.none_held_by(Algorithm::Queue),
-            g.quiet(Algorithm::Queue, quiet),
+            g.on_census(g.none_held_by(Algorithm::Queue)),
+            g.on_census(g.quiet(Algorithm::Queue, quiet)),
         ],
         _ => Vec::new(),
     };
@@ -501,6 +501,26 @@ impl Guards<'_> {
                 bounded_list(&behind, "nodes")
             },
             &remedies,
+        )
+    }
+
+    /// `guard`, judged on the census — or, while the database refuses to
+    /// read some lock's row, refused: what that row holds (a holding, a
+    /// legacy cell) is unknown, so the guard cannot be evaluated.
+    fn on_census(&self, guard: Guard) -> Guard {
+        let rows = &self.evidence.census.unreadable;
+        if rows.is_empty() {
+            return guard;
+        }
+        let named: Vec<String> = rows.iter().map(UnreadableRow::describe).collect();
+        Guard::judged(
+            guard.name,
+            format!(
+                "cannot be evaluated: the database refuses to read {} lock row(s): {}",
+                rows.len(),
+                bounded_list(&named, "rows")
+            ),
+            &[Remedy::UnreadableLock],
         )
     }
 
