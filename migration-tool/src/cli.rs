@@ -366,6 +366,12 @@ pub enum Command {
         /// SimpleStrategy with this many replicas (one datacenter only).
         #[arg(long, value_name = "N", conflicts_with = "datacenters")]
         replication_factor: Option<u32>,
+        /// Run the statements against the connected cluster instead of
+        /// printing them: creates what is missing and sets every table's
+        /// options (gc grace, compaction). Brings back a lock the database
+        /// refuses to read (docs/operating.md).
+        #[arg(long)]
+        apply: bool,
     },
 
     /// Run the local CQL endpoint (an in-memory store served over the CQL

@@ -268,12 +268,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Schema {
             datacenters,
             replication_factor,
+            apply,
         } => {
             let settings = connect::settings(connect, false)?;
-            let report =
+            let mut report =
                 ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
+            if apply {
+                let cql = ops::schema::with_replication(
+                    &settings.store.cql,
+                    &datacenters,
+                    replication_factor,
+                )?;
+                ops::schema::apply(&cql, &mut report).await?;
+            }
+            let failed = report.applied.as_ref().is_some_and(|steps| {
+                steps
+                    .iter()
+                    .any(|s| s.outcome == ops::schema::StepOutcome::Refused)
+            });
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            Ok(if failed { Outcome::Failed } else { Outcome::Ok })
         }
         Command::Serve {
             listen,

@@ -409,6 +409,18 @@ impl Human for StatusReport {
                 self.unreadable_nodes.join(", ")
             );
         }
+        if let Some(action) = &self.unreadable_action {
+            let _ = writeln!(
+                s,
+                "\nunreadable {} lock row(s) the database refuses to read; the counts below \
+                 leave them out, and the guards that read lock cells refuse until they can be read:",
+                self.unreadable_locks.len()
+            );
+            for row in &self.unreadable_locks {
+                let _ = writeln!(s, "  {}", row.describe());
+            }
+            let _ = writeln!(s, "  do: {action}");
+        }
         let l = &self.locks;
         let _ = writeln!(
             s,
@@ -586,9 +598,29 @@ impl Human for crate::ops::schema::SchemaReport {
         for warning in &self.warnings {
             let _ = writeln!(s, "-- warning: {warning}");
         }
-        for statement in &self.statements {
-            s.push_str(statement.trim_end_matches(';'));
-            s.push_str(";\n");
+        let Some(applied) = &self.applied else {
+            for statement in &self.statements {
+                s.push_str(statement.trim_end_matches(';'));
+                s.push_str(";\n");
+            }
+            return s;
+        };
+        use crate::ops::schema::StepOutcome;
+        for step in applied {
+            let what = match step.outcome {
+                StepOutcome::Applied => "applied",
+                StepOutcome::Unsupported => {
+                    "not run: the local CQL endpoint does not implement ALTER (its tables were \
+                     created with these options)"
+                }
+                StepOutcome::Refused => "REFUSED",
+            };
+            let _ = writeln!(s, "-- {what}: {}", step.statement.trim_end_matches(';'));
+            if step.outcome == StepOutcome::Refused
+                && let Some(error) = &step.error
+            {
+                let _ = writeln!(s, "--   {error}");
+            }
         }
         s
     }

@@ -252,6 +252,58 @@ mod tests {
         }
     }
 
+    /// Issue 18 item 4: `advance` refuses (exit 3) while a lock cannot be
+    /// read, naming it, the reason and the remedy.
+    #[tokio::test]
+    async fn advance_refuses_while_a_lock_cannot_be_read() {
+        let clock: lockshift_store::SharedClock = Arc::new(SystemClock);
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        crate::ops::jammed::jam(
+            store.as_ref(),
+            clock.as_ref(),
+            lockshift_store::schema::SHADOW,
+            "jammed",
+        )
+        .await;
+        // A queue holder of the lock: `main` names it, so its refused
+        // `shadow` row is read, and named, though the scan cannot pass it.
+        store
+            .write(
+                lockshift_store::schema::MAIN,
+                "jammed",
+                &[lockshift_store::CellWrite::new(
+                    "n1/0000000000000001",
+                    b"queue".to_vec(),
+                )],
+                lockshift_store::WriteOptions::at(clock.now()),
+            )
+            .await
+            .unwrap();
+        let env = Env::new(Settings::default(), store, clock);
+        let r = transition(&env, Direction::Forward, &args(Some(Stage::Dual), false))
+            .await
+            .unwrap();
+        assert!(!r.applied && !r.safe);
+        assert_eq!(r.outcome(), Outcome::NotSafe);
+        assert!(
+            r.because.iter().any(|b| b
+                .starts_with("cannot be evaluated: the database refuses to read 2 lock row(s): ")
+                && b.contains(
+                    "lock \"jammed\" (table shadow): read on table shadow failed: too many \
+                     tombstones"
+                )),
+            "{:?}",
+            r.because
+        );
+        assert!(
+            r.actions
+                .iter()
+                .any(|a| a.starts_with("run `migrate schema --apply`")),
+            "{:?}",
+            r.actions
+        );
+    }
+
     #[tokio::test]
     async fn advance_skip_already_and_rollback() {
         let store: SharedStore = Arc::new(MemoryStore::new());

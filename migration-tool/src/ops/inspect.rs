@@ -7,7 +7,7 @@ use anyhow::Context;
 use lockshift_combined::census::{CensusCell, CensusOptions, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
-use lockshift_store::schema;
+use lockshift_store::{StoreErrorKind, schema};
 use serde::Serialize;
 
 use super::{Env, ms};
@@ -128,7 +128,13 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         },
     )
     .await
-    .with_context(|| format!("reading the cells of lock {lock}"))?;
+    .map_err(|e| {
+        if e.kind() == StoreErrorKind::TooManyTombstones {
+            super::refused_read(lock, &e)
+        } else {
+            anyhow::Error::new(e).context(format!("reading the cells of lock {lock}"))
+        }
+    })?;
     // Holdings as `status` counts them (the census's rule): `main` cells
     // that are not a waiter's reservation — less those whose lease is over.
     let holders: Vec<String> = cells
@@ -211,6 +217,28 @@ mod tests {
         let free = inspect(&env, &LockId::new("nope").unwrap()).await.unwrap();
         assert!(free.free && free.holder.is_none() && free.cells.is_empty());
         assert!(!r.free);
+    }
+
+    /// Issue 18 item 4: a lock whose row the database refuses to read is
+    /// an error naming the refusal and the remedy, not a failure without
+    /// advice.
+    #[tokio::test]
+    async fn names_the_refusal_of_an_unreadable_lock() {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(super::super::jammed::store(clock.clone()));
+        let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        super::super::jammed::jam(store.as_ref(), clock.as_ref(), schema::QUEUE, "jammed").await;
+        let err = inspect(&env, &LockId::new("jammed").unwrap())
+            .await
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("the database refuses to read lock jammed: read on table queue failed: too many tombstones"),
+            "{text}"
+        );
+        assert!(text.contains("migrate schema --apply"), "{text}");
     }
 
     /// Issue 19 (C1): a holder and the next waiter's reservation, both

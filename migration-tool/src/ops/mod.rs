@@ -29,6 +29,20 @@ pub mod schema;
 pub mod serve;
 pub mod status;
 
+/// The database refused to read `lock`'s rows (more tombstones than its
+/// failure threshold): an error naming the refusal and what to do, for
+/// `inspect` and `run-with-lock` (exit 1).
+pub fn refused_read(
+    lock: &lockshift_lock::LockId,
+    e: &lockshift_store::StoreError,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the database refuses to read lock {lock}: {e}. Nothing is known about who holds or \
+         waits for it. To do: {}",
+        lockshift_combined::remedy::UNREADABLE_ACTION
+    )
+}
+
 /// What an operation runs against: settings, store and clock.
 #[derive(Debug, Clone)]
 pub struct Env {
@@ -116,5 +130,39 @@ impl At {
             at_us: t.as_micros(),
             age_ms: ms(now.duration_since(t)),
         }
+    }
+}
+
+/// Test support: stores with a lock the database refuses to read.
+#[cfg(test)]
+pub(crate) mod jammed {
+    use lockshift_store::{
+        CellWrite, Clock, MemoryStore, SharedClock, Store, Table, TombstoneThresholds, WriteOptions,
+    };
+
+    /// An embedded store on `clock` that fails reads passing more than 10
+    /// tombstones (Cassandra: 100 000).
+    pub(crate) fn store(clock: SharedClock) -> MemoryStore {
+        MemoryStore::with_clock(clock)
+            .with_tombstone_thresholds(TombstoneThresholds { warn: 5, fail: 10 })
+    }
+
+    /// Leaves 20 fresh tombstones and nothing live in `lock`'s row of
+    /// `table`: reads of it are refused.
+    pub(crate) async fn jam(store: &dyn Store, clock: &dyn Clock, table: Table, lock: &str) {
+        let gone: Vec<String> = (0..20).map(|i| format!("gone-{i:02}")).collect();
+        let cells: Vec<CellWrite> = gone
+            .iter()
+            .map(|c| CellWrite::new(c.clone(), b"queue".to_vec()))
+            .collect();
+        let t0 = clock.now();
+        store
+            .write(table, lock, &cells, WriteOptions::at(t0))
+            .await
+            .unwrap();
+        store
+            .delete(table, lock, &gone, t0.offset_micros(1))
+            .await
+            .unwrap();
     }
 }

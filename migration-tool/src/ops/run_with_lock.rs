@@ -418,6 +418,13 @@ async fn hold_and_run(
             report.exit_code = 128 + signal as i32;
             return Ok(());
         }
+        // The database refuses to read the lock's rows: waiting cannot
+        // help, and "not free" would be wrong.
+        Err(AcquireError::Store { source, .. })
+            if source.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
+        {
+            return Err(super::refused_read(&request.lock, &source));
+        }
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!("taking lock {}", request.lock)));
         }

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Context;
+
 use lockshift_store::CqlStore;
 use lockshift_store::settings::{CqlSettings, Replication};
 use serde::Serialize;
@@ -28,6 +30,74 @@ pub struct SchemaReport {
     /// What the operator should know before running them (printed as CQL
     /// comments, so the output still pipes into `cqlsh`).
     pub warnings: Vec<String>,
+    /// With `--apply`: what became of each statement run against the
+    /// cluster; `null` when only printed.
+    pub applied: Option<Vec<AppliedStep>>,
+}
+
+/// One statement `migrate schema --apply` ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppliedStep {
+    /// The statement.
+    pub statement: String,
+    /// What the cluster did with it.
+    pub outcome: StepOutcome,
+    /// The cluster's answer when it did not apply it.
+    pub error: Option<String>,
+}
+
+/// What became of a statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    /// Run (a `CREATE … IF NOT EXISTS` of something that exists changes
+    /// nothing).
+    Applied,
+    /// The local CQL endpoint does not implement `ALTER`; its tables were
+    /// created with these options, so nothing is missing there.
+    Unsupported,
+    /// The cluster refused it (`migrate` exits 1).
+    Refused,
+}
+
+/// The local CQL endpoint's answer to `ALTER` (cql-emulator's parser).
+const ENDPOINT_NO_ALTER: &str = "ALTER is not supported by the lockshift CQL emulator";
+
+/// How a refusal of a step reads: an `ALTER` the local endpoint does not
+/// implement is tolerated, any other refusal is not.
+pub fn step_outcome(refusal: Option<&str>) -> StepOutcome {
+    match refusal {
+        None => StepOutcome::Applied,
+        Some(message) if message.contains(ENDPOINT_NO_ALTER) => StepOutcome::Unsupported,
+        Some(_) => StepOutcome::Refused,
+    }
+}
+
+/// Runs `report`'s statements (made by [`schema`] from `cql`, with
+/// [`with_replication`] applied) against `cql`'s cluster (the keyspace and
+/// tables where missing, then every table's options) and records what
+/// became of each in `report.applied`.
+///
+/// # Errors
+/// No connection, or a refused `CREATE` (the store error).
+pub async fn apply(cql: &CqlSettings, report: &mut SchemaReport) -> anyhow::Result<()> {
+    let steps = CqlStore::apply_schema(cql)
+        .await
+        .with_context(|| format!("applying the schema of keyspace {}", report.keyspace))?;
+    report.applied = Some(
+        steps
+            .into_iter()
+            .map(|step| {
+                let error = step.refused.map(|e| e.to_string());
+                AppliedStep {
+                    outcome: step_outcome(error.as_deref()),
+                    statement: step.statement,
+                    error,
+                }
+            })
+            .collect(),
+    );
+    Ok(())
 }
 
 /// The statements for `cql`'s keyspace, with `datacenters`
@@ -41,19 +111,7 @@ pub fn schema(
     datacenters: &[(String, u32)],
     replication_factor: Option<u32>,
 ) -> anyhow::Result<SchemaReport> {
-    let mut cql = cql.clone();
-    if datacenters.iter().any(|(_, rf)| *rf == 0) || replication_factor == Some(0) {
-        return Err(UsageError("a replication factor must be at least 1".into()).into());
-    }
-    if !datacenters.is_empty() {
-        cql.replication = Replication::NetworkTopologyStrategy {
-            datacenters: datacenters.iter().cloned().collect::<BTreeMap<_, _>>(),
-        };
-    } else if let Some(rf) = replication_factor {
-        cql.replication = Replication::SimpleStrategy {
-            replication_factor: rf,
-        };
-    }
+    let cql = with_replication(cql, datacenters, replication_factor)?;
     let mut warnings = Vec::new();
     if let Replication::SimpleStrategy {
         replication_factor: rf @ (1 | 2),
@@ -75,5 +133,33 @@ pub fn schema(
             .chain(CqlStore::schema_options_cql(&cql))
             .collect(),
         warnings,
+        applied: None,
     })
+}
+
+/// `cql` with `datacenters` (NetworkTopologyStrategy) or
+/// `replication_factor` (SimpleStrategy) replacing its replication when
+/// given.
+///
+/// # Errors
+/// A [`UsageError`] for a replication factor of 0.
+pub fn with_replication(
+    cql: &CqlSettings,
+    datacenters: &[(String, u32)],
+    replication_factor: Option<u32>,
+) -> anyhow::Result<CqlSettings> {
+    let mut cql = cql.clone();
+    if datacenters.iter().any(|(_, rf)| *rf == 0) || replication_factor == Some(0) {
+        return Err(UsageError("a replication factor must be at least 1".into()).into());
+    }
+    if !datacenters.is_empty() {
+        cql.replication = Replication::NetworkTopologyStrategy {
+            datacenters: datacenters.iter().cloned().collect::<BTreeMap<_, _>>(),
+        };
+    } else if let Some(rf) = replication_factor {
+        cql.replication = Replication::SimpleStrategy {
+            replication_factor: rf,
+        };
+    }
+    Ok(cql)
 }

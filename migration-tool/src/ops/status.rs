@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
+use lockshift_combined::census::UnreadableRow;
+use lockshift_combined::remedy::UNREADABLE_ACTION;
 use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
 use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
@@ -34,6 +36,13 @@ pub struct StatusReport {
     pub nodes: Vec<NodeRow>,
     /// Registry entries that do not decode (node ids).
     pub unreadable_nodes: Vec<String>,
+    /// Lock rows the database refuses to read (too many tombstones): each
+    /// with its table, lock (`null` when a key scan was refused and could
+    /// not say whose row) and reason. The rest of the report holds without
+    /// them; the guards that read lock cells refuse until they can be read.
+    pub unreadable_locks: Vec<UnreadableRow>,
+    /// What to do about `unreadable_locks` (`null` when there are none).
+    pub unreadable_action: Option<String>,
     /// Live nodes counted by configured mode and by effective algorithm.
     pub modes: ModeCounts,
     /// Held and waited-for locks.
@@ -379,6 +388,9 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         history,
         nodes,
         unreadable_nodes: evidence.unreadable_nodes.clone(),
+        unreadable_locks: evidence.census.unreadable.clone(),
+        unreadable_action: (!evidence.census.unreadable.is_empty())
+            .then(|| UNREADABLE_ACTION.to_string()),
         modes,
         locks,
         stale,
@@ -480,6 +492,66 @@ mod tests {
         )));
         let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
         (Env::new(Settings::default(), store, clock.clone()), clock)
+    }
+
+    /// Issue 18 item 4: one lock the database refuses to read does not
+    /// fail `status` for the fleet: it is named, with the reason and the
+    /// remedy, the other locks are counted, and the verdict is given.
+    #[tokio::test]
+    async fn an_unreadable_lock_is_named_and_the_fleet_still_reported() {
+        use crate::render::Human;
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        // `main`: a holding of "fine", then a row of tombstones its key
+        // scan cannot pass; `queue`: fine's row, all tombstones.
+        store
+            .write(
+                schema::MAIN,
+                "fine",
+                &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                WriteOptions::at(clock.now()).with_ttl(Ttl::from_secs(60).unwrap()),
+            )
+            .await
+            .unwrap();
+        crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::MAIN, "zz-jammed").await;
+        crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::QUEUE, "fine").await;
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.locks.held, 1, "the readable lock is counted");
+        let named: Vec<Option<&str>> = r
+            .unreadable_locks
+            .iter()
+            .map(|u| u.lock.as_deref())
+            .collect();
+        assert_eq!(named, [None, Some("fine")], "{:?}", r.unreadable_locks);
+        assert!(
+            r.unreadable_action
+                .as_deref()
+                .is_some_and(|a| a.contains("migrate schema --apply")),
+            "{:?}",
+            r.unreadable_action
+        );
+        let next = r.next.as_ref().unwrap();
+        assert!(!next.safe, "the quiet-period guard cannot be evaluated");
+        let text = r.human();
+        assert!(
+            text.contains(
+                "lock \"fine\" (table queue): read on table queue failed: too many tombstones"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("do: run `migrate schema --apply`"), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json["unreadable_locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|u| u["lock"] == "fine" && u["table"] == "queue"),
+            "{json}"
+        );
     }
 
     #[tokio::test]

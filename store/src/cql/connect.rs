@@ -540,6 +540,53 @@ pub(super) async fn create_schema(
     Ok(())
 }
 
+/// One statement `migrate schema --apply` ran, and whether the cluster
+/// refused it ([`super::CqlStore::apply_schema`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaStep {
+    /// The statement, as `migrate schema` prints it.
+    pub statement: String,
+    /// `None`: applied. An `ALTER TABLE` the cluster refused: its error
+    /// (the local CQL endpoint does not implement `ALTER`).
+    pub refused: Option<StoreError>,
+}
+
+/// Runs the keyspace's and tables' `CREATE … IF NOT EXISTS` (a refusal
+/// stops it), then every table's `ALTER TABLE … WITH` options (a refusal
+/// is recorded in its step and the next one runs), then waits for schema
+/// agreement.
+pub(super) async fn apply_schema(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<Vec<SchemaStep>, StoreError> {
+    create_schema(session, settings).await?;
+    let mut steps: Vec<SchemaStep> = statements::schema_cql(settings)
+        .into_iter()
+        .map(|statement| SchemaStep {
+            statement,
+            refused: None,
+        })
+        .collect();
+    for table in schema::ALL {
+        let statement = statements::alter_table(&settings.keyspace, table);
+        let refused = session
+            .query_unpaged(statement.as_str(), ())
+            .await
+            .err()
+            .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
+        steps.push(SchemaStep { statement, refused });
+    }
+    session.await_schema_agreement().await.map_err(|e| {
+        StoreError::new(
+            at_connect(errors::classify_schema_agreement(&e)),
+            OpKind::Write,
+            None,
+            format!("waiting for schema agreement after altering the tables: {e}"),
+        )
+    })?;
+    Ok(steps)
+}
+
 /// Checks that the keyspace and every table exist.
 pub(super) async fn check_schema(
     session: &Session,
