@@ -598,6 +598,7 @@ impl Human for crate::ops::schema::SchemaReport {
         for warning in &self.warnings {
             let _ = writeln!(s, "-- warning: {warning}");
         }
+        let _ = writeln!(s, "-- table options: {}", self.options);
         let Some(applied) = &self.applied else {
             for statement in &self.statements {
                 s.push_str(statement.trim_end_matches(';'));

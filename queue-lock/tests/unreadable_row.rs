@@ -3,6 +3,8 @@
 //! with that refusal; it does not wait until the timeout and report the
 //! lock as "not free".
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -842,6 +842,36 @@ mod tests {
         );
     }
 
+    /// Issue 18 item 4: a lock whose rows the database refuses to read
+    /// stops the acquisition at once with that refusal and the remedy —
+    /// not a wait until `--timeout` reported as "not free" — and the
+    /// command does not run.
+    #[tokio::test]
+    async fn an_unreadable_lock_is_named_not_waited_for() {
+        let clock: lockshift_store::SharedClock = Arc::new(SystemClock);
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+            crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), table, "job").await;
+        }
+        let env = Env::new(Settings::default(), store, clock);
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let touch = format!("touch '{}'", marker.display());
+        let mut notes = Vec::new();
+        let err = run_with_lock(&env, request(&["sh", "-c", &touch]), |n| notes.push(n))
+            .await
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("the database refuses to read lock job: read on table "),
+            "{text}"
+        );
+        assert!(text.contains("too many tombstones"), "{text}");
+        assert!(text.contains("migrate schema --apply"), "{text}");
+        assert!(notes.iter().all(|n| !n.contains("not free")), "{notes:?}");
+        assert!(!marker.exists(), "the command did not run");
+    }
+
     /// Issue 19 item 5: without a fencing token (the fencing cell out of
     /// reach for a whole lease TTL of retries) the command does not start,
     /// unless `--fencing-token optional`.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 
 use lockshift_store::CqlStore;
+use lockshift_store::schema::LOCK_TABLES_GC_GRACE_SECONDS;
 use lockshift_store::settings::{CqlSettings, Replication};
 use serde::Serialize;
 
@@ -30,6 +31,8 @@ pub struct SchemaReport {
     /// What the operator should know before running them (printed as CQL
     /// comments, so the output still pipes into `cqlsh`).
     pub warnings: Vec<String>,
+    /// The tables' options and why, in words (printed as a CQL comment).
+    pub options: String,
     /// With `--apply`: what became of each statement run against the
     /// cluster; `null` when only printed.
     pub applied: Option<Vec<AppliedStep>>,
@@ -133,8 +136,28 @@ pub fn schema(
             .chain(CqlStore::schema_options_cql(&cql))
             .collect(),
         warnings,
+        options: options_why(),
         applied: None,
     })
+}
+
+/// The tables' options and why: gc grace per table, compaction left at
+/// Cassandra's default ([`lockshift_store::schema`]).
+fn options_why() -> String {
+    use lockshift_store::schema::{ALL, options};
+    let short: Vec<&str> = ALL
+        .iter()
+        .filter(|t| options(**t).gc_grace_seconds == LOCK_TABLES_GC_GRACE_SECONDS)
+        .map(|t| t.name())
+        .collect();
+    format!(
+        "{} keep tombstones for gc_grace_seconds = {LOCK_TABLES_GC_GRACE_SECONDS}: every cell \
+         lockshift writes there has a TTL far below it, so purging a tombstone cannot bring a \
+         deleted cell back, and a read of a lock passes few tombstones (docs/design.md §2a); \
+         the other tables are only overwritten and keep Cassandra's default. Compaction is \
+         Cassandra's default: what tombstones cost a read does not depend on it",
+        short.join(", ")
+    )
 }
 
 /// `cql` with `datacenters` (NetworkTopologyStrategy) or
@@ -162,4 +185,33 @@ pub fn with_replication(
         };
     }
     Ok(cql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--apply`: an `ALTER` the local endpoint does not implement is
+    /// tolerated (its tables were created with the options); any other
+    /// refusal is not.
+    #[test]
+    fn only_the_endpoint_s_missing_alter_is_tolerated() {
+        for (refusal, outcome) in [
+            (None, StepOutcome::Applied),
+            (
+                Some(
+                    "write on table main failed: running `ALTER TABLE lockshift.main WITH …`: \
+                     ALTER is not supported by the lockshift CQL emulator; drop and re-create \
+                     the table",
+                ),
+                StepOutcome::Unsupported,
+            ),
+            (
+                Some("write on table main was rejected as invalid: Unauthorized"),
+                StepOutcome::Refused,
+            ),
+        ] {
+            assert_eq!(step_outcome(refusal), outcome, "{refusal:?}");
+        }
+    }
 }
