@@ -20,9 +20,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use lockshift_lock::cut_short;
 use lockshift_lock::{Algorithm, Incarnation, OwnerId, lockshift_writer};
 use lockshift_queue_lock::queue::parse_queue_cell;
-use lockshift_store::{Cell, Clock, RowQuery, Store, StoreError, Table, Timestamp, schema};
+use lockshift_store::{
+    Cell, Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, Timestamp, schema,
+};
 use serde::Serialize;
 
 use crate::registry::{LeasePromise, LiveNode};
@@ -158,6 +161,81 @@ pub struct Census {
     pub cells: Vec<CensusCell>,
     /// When the census was taken.
     pub taken_at: Timestamp,
+    /// Rows the database refused to read, by table and lock: their cells
+    /// are not in `cells`, so whatever a guard concludes from the census
+    /// does not hold for these locks.
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// A lock's row in one table that the database refused to read (more
+/// tombstones than its failure threshold): the census went on without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnreadableRow {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key); `None` when the table's key scan was refused,
+    /// which cannot say whose row it met.
+    pub lock: Option<String>,
+    /// What the database answered (the store error, cut short).
+    pub reason: String,
+}
+
+impl UnreadableRow {
+    /// The row's lock and table, cut short, with the reason:
+    /// `lock "jobs" (table queue): read on table queue failed: …`.
+    pub fn describe(&self) -> String {
+        match &self.lock {
+            Some(lock) => format!(
+                "lock {:?} (table {}): {}",
+                cut_short(lock),
+                self.table,
+                self.reason
+            ),
+            None => format!(
+                "a lock the key scan of table {} cannot name (its rows were read for the locks \
+                 other tables name): {}",
+                self.table, self.reason
+            ),
+        }
+    }
+}
+
+/// Whether a failed read of one lock's row concerns only that row — the
+/// census records it as unreadable and goes on — rather than the store
+/// (which fails the census). Only the tombstone refusal is the row's own:
+/// the other kinds are transient, or say something is wrong with the
+/// connection, the credentials or the schema for every row alike (an
+/// `Invalid` answer cannot be told apart from a schema mismatch).
+pub fn concerns_only_the_row(kind: StoreErrorKind) -> bool {
+    match kind {
+        StoreErrorKind::TooManyTombstones => true,
+        StoreErrorKind::NotApplied
+        | StoreErrorKind::MaybeApplied
+        | StoreErrorKind::Unavailable
+        | StoreErrorKind::Invalid
+        | StoreErrorKind::SchemaMissing
+        | StoreErrorKind::Connection
+        | StoreErrorKind::Authentication => false,
+        // A kind added later fails the census until it is judged here.
+        _ => false,
+    }
+}
+
+/// How long an unreadable row's reason may be in a census (bytes).
+const REASON_MAX: usize = 300;
+
+fn short_reason(e: &StoreError) -> String {
+    let mut text = e.to_string();
+    if text.len() > REASON_MAX {
+        let mut end = REASON_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 impl Census {
@@ -197,11 +275,55 @@ impl Census {
     }
 }
 
+/// What counts as stale: waiters' cells (queue cells and reservations,
+/// rewritten every `lock.queue.waiting_renew_every`) and holdings (renewed
+/// every `lock.renew_every`) are judged each by their own period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staleness {
+    /// Waiters' cells not rewritten for longer than this are stale (the
+    /// threshold waiters skip queue cells by, `lock.queue.stale_after`).
+    pub waiting: Duration,
+    /// Holdings (and cells of binaries that predate lockshift) not renewed
+    /// for longer than this are stale.
+    pub holding: Duration,
+}
+
+impl Staleness {
+    /// One threshold for every cell.
+    pub fn uniform(after: Duration) -> Staleness {
+        Staleness {
+            waiting: after,
+            holding: after,
+        }
+    }
+
+    /// The fleet's thresholds: `lock.queue.stale_after` for waiters' cells,
+    /// three `lock.renew_every` periods for holdings.
+    pub fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness {
+        Staleness {
+            waiting: queue.stale_after(lease),
+            holding: lockshift_queue_lock::QueueSettings::holder_stale_after(lease),
+        }
+    }
+
+    /// The threshold for a cell of `table` written by `owner`.
+    fn for_cell(&self, table: Table, owner: &CellOwner) -> Duration {
+        if table == schema::QUEUE || owner.reserved {
+            self.waiting
+        } else {
+            self.holding
+        }
+    }
+}
+
 /// How a census pages through row keys and what counts as stale.
 #[derive(Clone, Copy, Debug)]
 pub struct CensusOptions {
-    /// Cells not renewed for longer than this are stale.
-    pub stale_after: Duration,
+    /// Cells not renewed for longer than their threshold are stale.
+    pub stale_after: Staleness,
     /// How far an owner's clock may be behind the observer's
     /// (`rollout.clock_skew_margin`): ages judged against an owner's
     /// promise allow for it ([`lease_over`]).
@@ -232,10 +354,12 @@ pub async fn inspect_lock(
 }
 
 /// Takes a census of every lock, calling `progress(table, rows_done)` after
-/// each page.
+/// each page. A row the database refuses to read
+/// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
+/// the census goes on with the others.
 ///
 /// # Errors
-/// The first store error.
+/// The first store error that concerns the store, not one row.
 pub async fn take_census(
     store: &dyn Store,
     clock: &dyn Clock,
@@ -247,24 +371,44 @@ pub async fn take_census(
     let mut census = Census {
         cells: Vec::new(),
         taken_at: clock.now(),
+        unreadable: Vec::new(),
     };
-    for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+    let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
+    // Per table, the rows read; the tables whose key scan was refused.
+    let mut read: BTreeMap<Table, BTreeSet<String>> = BTreeMap::new();
+    let mut scan_refused = Vec::new();
+    for table in tables {
         let mut cursor = None;
         let mut rows = 0;
+        let mut page_size = options.page_size;
         loop {
-            let page = store
-                .scan_keys(table, cursor.as_ref(), options.page_size)
-                .await?;
+            let page = match store.scan_keys(table, cursor.as_ref(), page_size).await {
+                Ok(page) => page,
+                // A scan passes each row's tombstones up to its first live
+                // cell, and a page fails as a whole: page by one key to
+                // keep the rows before the refused one.
+                Err(e) if concerns_only_the_row(e.kind()) && page_size.get() > 1 => {
+                    page_size = NonZeroU32::MIN;
+                    continue;
+                }
+                // A row of tombstones alone refuses the scan, which cannot
+                // say whose row it was nor go past it.
+                Err(e) if concerns_only_the_row(e.kind()) => {
+                    census.unreadable.push(UnreadableRow {
+                        table,
+                        lock: None,
+                        reason: short_reason(&e),
+                    });
+                    scan_refused.push(table);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             for lock in &page.keys {
-                let cells = store.read(table, lock, &RowQuery::all()).await?;
-                census.cells.extend(classify_row(
-                    table,
-                    lock,
-                    cells,
-                    &registry,
-                    clock.now(),
-                    &options,
-                ));
+                census
+                    .read_row(store, clock, &registry, &options, table, lock)
+                    .await?;
+                read.entry(table).or_default().insert(lock.clone());
             }
             rows += page.keys.len();
             progress(table, rows);
@@ -274,7 +418,55 @@ pub async fn take_census(
             }
         }
     }
+    // A table whose scan was refused: read its row of every lock seen in
+    // the others, so a row the database refuses is named.
+    let seen: BTreeSet<String> = read.values().flatten().cloned().collect();
+    for table in scan_refused {
+        let done = read.remove(&table).unwrap_or_default();
+        for lock in seen.difference(&done) {
+            census
+                .read_row(store, clock, &registry, &options, table, lock)
+                .await?;
+        }
+    }
     Ok(census)
+}
+
+impl Census {
+    /// Reads `lock`'s row of `table` into the census — or, when the
+    /// database refuses that row alone, records it as unreadable.
+    async fn read_row(
+        &mut self,
+        store: &dyn Store,
+        clock: &dyn Clock,
+        registry: &Registry,
+        options: &CensusOptions,
+        table: Table,
+        lock: &str,
+    ) -> Result<(), StoreError> {
+        match store.read(table, lock, &RowQuery::all()).await {
+            Ok(cells) => {
+                self.cells.extend(classify_row(
+                    table,
+                    lock,
+                    cells,
+                    registry,
+                    clock.now(),
+                    options,
+                ));
+                Ok(())
+            }
+            Err(e) if concerns_only_the_row(e.kind()) => {
+                self.unreadable.push(UnreadableRow {
+                    table,
+                    lock: Some(lock.to_string()),
+                    reason: short_reason(&e),
+                });
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// The registry as cells are matched against it.
@@ -336,7 +528,9 @@ fn classify_row(
     }
     for (queued_at, cell) in cells {
         let age = now.duration_since(cell.writetime);
-        let stale = age > options.stale_after;
+        // Queue cells are judged by the waiters' threshold whoever wrote
+        // them: it is the one waiters skip them by.
+        let stale = age > options.stale_after.waiting;
         let owner = if table == schema::QUEUE {
             let position = if stale {
                 None
@@ -362,6 +556,11 @@ fn classify_row(
             )
         };
         let (owner, queue_position) = owner;
+        let stale = if table == schema::QUEUE {
+            stale
+        } else {
+            age > options.stale_after.for_cell(table, &owner)
+        };
         let lease_over = lease_over(age, owner.promise, options.clock_skew_margin);
         out.push(CensusCell {
             table,
@@ -511,7 +710,7 @@ mod tests {
             &clock,
             &[],
             CensusOptions {
-                stale_after: Duration::from_secs(30),
+                stale_after: Staleness::uniform(Duration::from_secs(30)),
                 clock_skew_margin: Duration::from_secs(5),
                 page_size: NonZeroU32::new(1).unwrap(),
             },
@@ -571,6 +770,115 @@ mod tests {
             "the foreign holder"
         );
     }
+    /// Issue 18 item 4: one lock whose row the database refuses to read
+    /// does not blind the census to the others.
+    #[tokio::test]
+    async fn a_row_the_database_refuses_is_recorded_and_the_census_goes_on() {
+        use lockshift_store::TombstoneThresholds;
+        let now = 100_000_000;
+        let clock = ManualClock::new(Timestamp::from_micros(now));
+        let store =
+            MemoryStore::new().with_tombstone_thresholds(TombstoneThresholds { warn: 5, fail: 10 });
+        let gone: Vec<String> = (0..20).map(|i| format!("gone-{i:02}")).collect();
+        let cells: Vec<CellWrite> = gone
+            .iter()
+            .map(|c| CellWrite::new(c.clone(), b"queue".to_vec()))
+            .collect();
+        let at = |us| WriteOptions::at(Timestamp::from_micros(us));
+        store
+            .write(schema::QUEUE, "jammed", &cells, at(now - 2_000_000))
+            .await
+            .unwrap();
+        store
+            .delete(
+                schema::QUEUE,
+                "jammed",
+                &gone,
+                Timestamp::from_micros(now - 1_000_000),
+            )
+            .await
+            .unwrap();
+        // And in `main`, after the holdings, a row of tombstones alone.
+        store
+            .write(schema::MAIN, "zz-jammed", &cells, at(now - 2_000_000))
+            .await
+            .unwrap();
+        store
+            .delete(
+                schema::MAIN,
+                "zz-jammed",
+                &gone,
+                Timestamp::from_micros(now - 1_000_000),
+            )
+            .await
+            .unwrap();
+        for lock in ["fine", "jammed"] {
+            store
+                .write(
+                    schema::MAIN,
+                    lock,
+                    &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                    at(now - 1_000_000),
+                )
+                .await
+                .unwrap();
+        }
+        let census = take_census(
+            &store,
+            &clock,
+            &[],
+            CensusOptions {
+                stale_after: Staleness::uniform(Duration::from_secs(30)),
+                clock_skew_margin: Duration::from_secs(5),
+                page_size: NonZeroU32::new(500).unwrap(),
+            },
+            |_, _| {},
+        )
+        .await
+        .unwrap();
+        let held: Vec<&str> = census.held().map(|c| c.lock.as_str()).collect();
+        // The page of 500 keys of `main` is refused at zz-jammed; paged by
+        // one key, the scan keeps the rows before it.
+        assert_eq!(held, ["fine", "jammed"], "both main rows were read");
+        // The queue's key scan meets the row of tombstones first and is
+        // refused; the queue row of each lock `main` names is then read,
+        // and the refusal of jammed's is named.
+        let unreadable: Vec<(Table, Option<&str>)> = census
+            .unreadable
+            .iter()
+            .map(|r| (r.table, r.lock.as_deref()))
+            .collect();
+        assert_eq!(
+            unreadable,
+            [(schema::QUEUE, None), (schema::QUEUE, Some("jammed"))]
+        );
+        let row = &census.unreadable[1];
+        assert!(row.reason.contains("too many tombstones"), "{}", row.reason);
+        assert!(
+            row.describe()
+                .starts_with("lock \"jammed\" (table queue): "),
+            "{}",
+            row.describe()
+        );
+    }
+
+    #[test]
+    fn only_the_tombstone_refusal_concerns_one_row() {
+        use StoreErrorKind::*;
+        for (kind, row_only) in [
+            (TooManyTombstones, true),
+            (NotApplied, false),
+            (MaybeApplied, false),
+            (Unavailable, false),
+            (Invalid, false),
+            (SchemaMissing, false),
+            (Connection, false),
+            (Authentication, false),
+        ] {
+            assert_eq!(concerns_only_the_row(kind), row_only, "{kind:?}");
+        }
+    }
+
     /// Issue 23: a cell is matched to its own process's registry row (node
     /// id and incarnation), never to another process of the same node id;
     /// a row that names no process (a build before incarnations) counts
@@ -639,7 +947,7 @@ mod tests {
             &clock,
             &nodes,
             CensusOptions {
-                stale_after: Duration::from_secs(30),
+                stale_after: Staleness::uniform(Duration::from_secs(30)),
                 clock_skew_margin: Duration::from_secs(5),
                 page_size: NonZeroU32::new(10).unwrap(),
             },

@@ -99,6 +99,7 @@ mod locker;
 mod lockers;
 mod mode;
 pub mod registry;
+pub mod remedy;
 pub mod rollout;
 mod settings;
 pub mod stage;

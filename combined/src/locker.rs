@@ -141,7 +141,7 @@ impl CombinedEntry {
         }
         // C1, line 11: my main cell.
         lease
-            .write(schema::MAIN, lease.owner().as_str(), self.value())
+            .write_holding(schema::MAIN, lease.owner().as_str(), self.value())
             .await?;
         // C2: re-read main (Lemma 1 against queue holders).
         Ok(Some(read_main(store, lease).await?))
@@ -214,7 +214,7 @@ impl MainEntry for CombinedEntry {
                 if beside_legacy {
                     Ok(())
                 } else {
-                    lease.write(schema::MAIN, me, self.value()).await
+                    lease.write_holding(schema::MAIN, me, self.value()).await
                 }
             }
         );
@@ -276,14 +276,14 @@ impl MainEntry for CombinedEntry {
         // the legacy argument needs only my main read to follow that read.
         if prepared && lease.check_valid().is_ok() && lease.is_proven(schema::SHADOW, me) {
             // Write main, then read it (Lemma 1 against queue holders).
-            lease.write(schema::MAIN, me, self.value()).await?;
+            lease.write_holding(schema::MAIN, me, self.value()).await?;
             let main = read_main(store, lease).await?;
             return self.conclude(lease, main, true).await;
         }
         // Round 1: shadow announcement and main cell together.
         let (announced, wrote_main) = tokio::join!(
             lease.write(schema::SHADOW, me, self.value()),
-            lease.write(schema::MAIN, me, self.value())
+            lease.write_holding(schema::MAIN, me, self.value())
         );
         announced?;
         wrote_main?;

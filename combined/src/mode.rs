@@ -68,7 +68,12 @@ impl FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("unknown mode {s:?}; expected legacy, combined, queue or auto"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown mode {:?}; expected legacy, combined, queue or auto",
+                    lockshift_lock::cut_short(s)
+                )
+            })
     }
 }
 

@@ -38,7 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, fmt_duration,
+    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, cut_short,
+    fmt_duration,
 };
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
@@ -48,10 +49,11 @@ use lockshift_store::{
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::census::{Census, CensusOptions, take_census};
+use crate::census::{Census, CensusOptions, Staleness, UnreadableRow, take_census};
 use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{LiveNode, last_activity, live_nodes};
+use crate::remedy::Remedy;
 use crate::settings::RolloutSettings;
 use crate::stage::Stage;
 
@@ -162,6 +164,29 @@ pub struct Guard {
     pub passed: bool,
     /// The evidence, in words.
     pub detail: String,
+    /// When it fails: what to do, one text per kind of failure it found
+    /// ([`Remedy::action`], the "do" column of docs/operating.md §2).
+    pub actions: Vec<String>,
+}
+
+impl Guard {
+    /// A guard that passed, or failed with `remedies` (deduplicated, in
+    /// order).
+    fn judged(name: String, detail: String, remedies: &[Remedy]) -> Guard {
+        let mut actions: Vec<String> = Vec::new();
+        for r in remedies {
+            let action = r.action().to_string();
+            if !actions.contains(&action) {
+                actions.push(action);
+            }
+        }
+        Guard {
+            name,
+            passed: remedies.is_empty(),
+            detail,
+            actions,
+        }
+    }
 }
 
 /// Whether a transition is safe now, guard by guard.
@@ -173,12 +198,38 @@ pub struct Verdict {
     pub to: Stage,
     /// Every guard of the edge.
     pub guards: Vec<Guard>,
+    /// What the guards cannot know and the operator should (e.g. no node
+    /// is registered at all): said beside a "yes" as beside a "no".
+    pub caveats: Vec<String>,
 }
+
+/// The caveat when the registry is empty: every guard about nodes passes
+/// vacuously.
+pub const NO_NODE_CAVEAT: &str = "no lockshift node is registered: the guards about nodes \
+     passed because they saw none — no service has started with lockshift yet, or the services \
+     use another cluster or keyspace (store.cql.keyspace) than this command; make sure they \
+     report here (`migrate status` lists them) before you move the stage";
 
 impl Verdict {
     /// Whether every guard holds.
     pub fn is_safe(&self) -> bool {
         self.guards.iter().all(|g| g.passed)
+    }
+
+    /// What to do about the failing guards, each once, in order.
+    pub fn actions(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in self
+            .guards
+            .iter()
+            .filter(|g| !g.passed)
+            .flat_map(|g| &g.actions)
+        {
+            if !out.contains(a) {
+                out.push(a.clone());
+            }
+        }
+        out
     }
 
     /// The failing guards' details.
@@ -275,37 +326,53 @@ pub fn check_edge(from: Stage, to: Stage) -> Result<(), RolloutError> {
 pub fn evaluate(evidence: &Evidence, to: Stage, settings: &RolloutSettings) -> Verdict {
     let from = evidence.current.stage;
     let quiet = settings.quiet_period;
-    let g = Guards { evidence };
+    let g = Guards {
+        evidence,
+        silent_after: settings.heartbeat_ttl,
+    };
     let guards = match (from, to) {
         (Stage::Legacy, Stage::Dual) => vec![
             g.no_node_runs(Algorithm::Legacy),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Dual, Stage::Queue) => vec![
             g.no_node_runs(Algorithm::Legacy),
             g.all_saw_current(),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Queue, Stage::Complete) => vec![
             g.no_node_runs(Algorithm::Legacy),
             g.no_node_runs(Algorithm::Combined),
             g.all_saw_current(),
-            g.none_held_by(Algorithm::Combined),
-            g.quiet(Algorithm::Legacy, quiet),
+            g.on_census(g.none_held_by(Algorithm::Combined)),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
         ],
         (Stage::Dual, Stage::Legacy) => vec![
             g.no_node_runs(Algorithm::Queue),
             g.all_saw_current(),
-            g.none_held_by(Algorithm::Queue),
-            g.quiet(Algorithm::Queue, quiet),
+            g.on_census(g.none_held_by(Algorithm::Queue)),
+            g.on_census(g.quiet(Algorithm::Queue, quiet)),
         ],
         _ => Vec::new(),
     };
-    Verdict { from, to, guards }
+    let caveats = if evidence.nodes.is_empty() {
+        vec![NO_NODE_CAVEAT.to_string()]
+    } else {
+        Vec::new()
+    };
+    Verdict {
+        from,
+        to,
+        guards,
+        caveats,
+    }
 }
 
 struct Guards<'a> {
     evidence: &'a Evidence,
+    /// A node not heard from for longer is silent (`rollout.heartbeat_ttl`,
+    /// as `migrate status` marks it).
+    silent_after: Duration,
 }
 
 impl Guards<'_> {
@@ -337,7 +404,32 @@ impl Guards<'_> {
         )
     }
 
+    /// The remedies a node's naming brings besides the guard's own: a
+    /// silent node, a node id two processes share.
+    fn node_remedies(&self, node: &LiveNode, out: &mut Vec<Remedy>) {
+        if self.silent(node) {
+            out.push(Remedy::Silent);
+        }
+        if self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.node == node.info.node)
+            .count()
+            > 1
+        {
+            out.push(Remedy::SharedNodeId);
+        }
+    }
+
+    /// No heartbeat for longer than a heartbeat TTL's worth (the registry
+    /// row still counts).
+    fn silent(&self, node: &LiveNode) -> bool {
+        self.evidence.now.duration_since(node.heartbeat_at) > self.silent_after
+    }
+
     fn no_node_runs(&self, algorithm: Algorithm) -> Guard {
+        let mut remedies = Vec::new();
         let running: Vec<String> = self
             .evidence
             .nodes
@@ -346,22 +438,25 @@ impl Guards<'_> {
             .map(|n| {
                 let bound = n.info.bound.get(&algorithm).copied().unwrap_or(0);
                 let what = if n.info.effective == algorithm {
+                    remedies.push(Remedy::runs(algorithm));
                     format!("runs {algorithm}")
                 } else {
+                    remedies.push(Remedy::acquisitions(algorithm));
                     format!("has {bound} {algorithm} acquisition(s) waiting or held")
                 };
+                self.node_remedies(n, &mut remedies);
                 format!("node {} {what} ({})", self.who(n), self.heard(n))
             })
             .collect();
-        Guard {
-            name: format!("no live node runs {algorithm}"),
-            passed: running.is_empty(),
-            detail: if running.is_empty() {
+        Guard::judged(
+            format!("no live node runs {algorithm}"),
+            if running.is_empty() {
                 format!("no live node runs {algorithm}")
             } else {
                 bounded_list(&running, "nodes")
             },
-        }
+            &remedies,
+        )
     }
 
     /// Every node acts on the current stage: its view, and every
@@ -369,6 +464,7 @@ impl Guards<'_> {
     /// (`NodeInfo::acting`).
     fn all_saw_current(&self) -> Guard {
         let current = &self.evidence.current;
+        let mut remedies = Vec::new();
         let behind: Vec<String> = self
             .evidence
             .nodes
@@ -376,13 +472,16 @@ impl Guards<'_> {
             .filter(|n| n.info.acting().is_none_or(|v| v < current.version))
             .map(|n| {
                 let why = if n.info.view_expired {
+                    remedies.push(Remedy::CannotConfirm);
                     "cannot confirm the stage".to_string()
                 } else if n.info.seen_version != Some(current.version) {
+                    remedies.push(Remedy::ActsOnOldStage);
                     format!(
                         "still acts on stage {}",
                         n.info.seen_stage.map_or("unknown", Stage::as_str)
                     )
                 } else {
+                    remedies.push(Remedy::BoundToOldVersion);
                     format!(
                         "has acquisitions bound to stage version {}",
                         n.info
@@ -390,18 +489,39 @@ impl Guards<'_> {
                             .map_or("unknown".to_string(), |v| v.to_string())
                     )
                 };
+                self.node_remedies(n, &mut remedies);
                 format!("node {} {why} ({})", self.who(n), self.heard(n))
             })
             .collect();
-        Guard {
-            name: format!("every live node acts on stage {}", current.stage),
-            passed: behind.is_empty(),
-            detail: if behind.is_empty() {
+        Guard::judged(
+            format!("every live node acts on stage {}", current.stage),
+            if behind.is_empty() {
                 format!("every live node acts on stage {}", current.stage)
             } else {
                 bounded_list(&behind, "nodes")
             },
+            &remedies,
+        )
+    }
+
+    /// `guard`, judged on the census — or, while the database refuses to
+    /// read some lock's row, refused: what that row holds (a holding, a
+    /// legacy cell) is unknown, so the guard cannot be evaluated.
+    fn on_census(&self, guard: Guard) -> Guard {
+        let rows = &self.evidence.census.unreadable;
+        if rows.is_empty() {
+            return guard;
         }
+        let named: Vec<String> = rows.iter().map(UnreadableRow::describe).collect();
+        Guard::judged(
+            guard.name,
+            format!(
+                "cannot be evaluated: the database refuses to read {} lock row(s): {}",
+                rows.len(),
+                bounded_list(&named, "rows")
+            ),
+            &[Remedy::UnreadableLock],
+        )
     }
 
     fn none_held_by(&self, algorithm: Algorithm) -> Guard {
@@ -411,12 +531,16 @@ impl Guards<'_> {
             .held_by(algorithm)
             // The transition's own lock is not fleet activity.
             .filter(|c| c.lock != ROLLOUT_LOCK)
-            .map(|c| format!("{} (by {})", c.lock, c.owner.owner))
+            .map(|c| format!("{} (by {})", cut_short(&c.lock), cut_short(&c.owner.owner)))
             .collect();
-        Guard {
-            name: format!("no lock held by a {algorithm} holder"),
-            passed: held.is_empty(),
-            detail: if held.is_empty() {
+        let remedies = if held.is_empty() {
+            Vec::new()
+        } else {
+            vec![Remedy::held_by(algorithm)]
+        };
+        Guard::judged(
+            format!("no lock held by a {algorithm} holder"),
+            if held.is_empty() {
                 format!("no lock held by a {algorithm} holder")
             } else {
                 format!(
@@ -425,39 +549,40 @@ impl Guards<'_> {
                     bounded_list(&held, "locks")
                 )
             },
-        }
+            &remedies,
+        )
     }
 
     fn quiet(&self, algorithm: Algorithm, quiet: Duration) -> Guard {
         let name = format!("no {algorithm} activity within the quiet period");
         match self.evidence.last_seen(algorithm) {
-            None => Guard {
-                name,
-                passed: true,
-                detail: format!("no {algorithm} activity ever seen"),
-            },
+            None => Guard::judged(name, format!("no {algorithm} activity ever seen"), &[]),
             // A node's promise (R8): it may start acquisitions until then.
-            Some(at) if at > self.evidence.now => Guard {
+            Some(at) if at > self.evidence.now => Guard::judged(
                 name,
-                passed: false,
-                detail: format!(
+                format!(
                     "{algorithm} may be in use for another {} (a node's heartbeat allows it), then the quiet period {}",
                     fmt_duration(round_secs(at.duration_since(self.evidence.now))),
                     fmt_duration(quiet)
                 ),
-            },
+                &[Remedy::activity(algorithm, true)],
+            ),
             Some(at) => {
                 let ago = self.evidence.now.duration_since(at);
-                let passed = ago > quiet;
-                Guard {
+                let remedies = if ago > quiet {
+                    Vec::new()
+                } else {
+                    vec![Remedy::activity(algorithm, false)]
+                };
+                Guard::judged(
                     name,
-                    passed,
-                    detail: format!(
+                    format!(
                         "{algorithm} activity seen {} ago (quiet period {})",
                         fmt_duration(round_secs(ago)),
                         fmt_duration(quiet)
                     ),
-                }
+                    &remedies,
+                )
             }
         }
     }
@@ -530,6 +655,11 @@ pub struct TransitionRequest {
     pub reason: String,
     /// Only evaluate: change nothing, record nothing.
     pub dry_run: bool,
+    /// The stage the operator saw: under the rollout lock, a stage found
+    /// different is refused ([`RolloutError::InvalidTransition`] naming
+    /// the stage found) instead of moved from — an edge from there may be
+    /// valid but is not what was asked. `None`: any stage adjacent to `to`.
+    pub expected_from: Option<Stage>,
 }
 
 /// What a transition did.
@@ -553,7 +683,7 @@ pub struct Rollout {
     settings: RolloutSettings,
     lease: LeaseSettings,
     queue: QueueSettings,
-    stale_after: Duration,
+    stale_after: Staleness,
 }
 
 impl Rollout {
@@ -565,7 +695,7 @@ impl Rollout {
         lease: LeaseSettings,
         queue: QueueSettings,
     ) -> Self {
-        let stale_after = queue.stale_after(&lease);
+        let stale_after = Staleness::of(&queue, &lease);
         Rollout {
             store,
             clock,
@@ -694,6 +824,15 @@ impl Rollout {
         let (_, stage_written_at) = read_stage(self.store.as_ref()).await?;
         let evidence = self.evidence().await?;
         let from = evidence.current.stage;
+        if let Some(expected) = request.expected_from
+            && expected != from
+        {
+            return Err(RolloutError::InvalidTransition {
+                from,
+                to: request.to,
+                why: format!("the stage moved from {expected} to {from} meanwhile"),
+            });
+        }
         check_edge(from, request.to)?;
         let verdict = evaluate(&evidence, request.to, &self.settings);
         let now = self.clock.now();

@@ -295,6 +295,7 @@ fn request(to: Stage, dry_run: bool) -> TransitionRequest {
         by: "alice".into(),
         reason: "rollout".into(),
         dry_run,
+        expected_from: None,
     }
 }
 
@@ -441,4 +442,70 @@ async fn a_new_stage_wins_even_when_the_operators_clock_is_behind() {
         .unwrap();
     assert!(report.applied);
     assert_eq!(w.rollout.current().await.unwrap().stage, Stage::Queue);
+}
+
+/// Issue 18 item 4: while the database refuses to read a lock's row, every
+/// guard that reads the census refuses with that row, the reason and the
+/// remedy; guards on the registry alone still judge.
+#[test]
+fn guards_on_the_census_refuse_while_a_lock_cannot_be_read() {
+    use crate::census::UnreadableRow;
+    use crate::remedy::UNREADABLE_ACTION;
+    let row = UnreadableRow {
+        table: schema::QUEUE,
+        lock: Some("jammed".to_string()),
+        reason: "read on table queue failed: too many tombstones: …".to_string(),
+    };
+    // (from, to, the guards refused for the row)
+    let table = [
+        (
+            Stage::Legacy,
+            Stage::Dual,
+            vec!["no legacy activity within the quiet period"],
+        ),
+        (
+            Stage::Dual,
+            Stage::Queue,
+            vec!["no legacy activity within the quiet period"],
+        ),
+        (
+            Stage::Queue,
+            Stage::Complete,
+            vec![
+                "no lock held by a combined holder",
+                "no legacy activity within the quiet period",
+            ],
+        ),
+        (
+            Stage::Dual,
+            Stage::Legacy,
+            vec![
+                "no lock held by a queue holder",
+                "no queue activity within the quiet period",
+            ],
+        ),
+        (Stage::Complete, Stage::Queue, vec![]),
+        (Stage::Queue, Stage::Dual, vec![]),
+    ];
+    for (from, to, refused) in table {
+        let mut e = evidence(from, 3);
+        assert!(evaluate(&e, to, &settings()).is_safe(), "{from} → {to}");
+        e.census.unreadable.push(row.clone());
+        let v = evaluate(&e, to, &settings());
+        let failed: Vec<&str> = v
+            .guards
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.name.as_str())
+            .collect();
+        assert_eq!(failed, refused, "{from} → {to}");
+        for g in v.guards.iter().filter(|g| !g.passed) {
+            assert_eq!(
+                g.detail,
+                "cannot be evaluated: the database refuses to read 1 lock row(s): lock \
+                 \"jammed\" (table queue): read on table queue failed: too many tombstones: …"
+            );
+            assert_eq!(g.actions, [UNREADABLE_ACTION]);
+        }
+    }
 }

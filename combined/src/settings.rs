@@ -18,12 +18,15 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct LockSettings {
     /// See [`LeaseSettings::lease_ttl`].
+    /// Default: `60s`.
     #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
     /// See [`LeaseSettings::renew_every`].
+    /// Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub renew_every: Duration,
     /// See [`LeaseSettings::lost_after_fraction`].
+    /// Default: `0.5`.
     pub lost_after_fraction: f64,
     /// `[lock.legacy]`.
     pub legacy: LegacySettings,
@@ -60,24 +63,30 @@ impl LockSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct RolloutSettings {
     /// How often a node re-reads the stage (and its config file).
+    /// Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub stage_reread_every: Duration,
     /// How long a node trusts its view of the stage without confirming it:
     /// once its last successful stage read or its last successful heartbeat
     /// is older than this, it acts as combined (safe beside every mode)
     /// until it can confirm the stage again.
+    /// Default: `30s`.
     #[serde(with = "humantime_serde")]
     pub stage_valid_for: Duration,
     /// How long no legacy activity must have been seen before `dual`.
+    /// Default: `2m`.
     #[serde(with = "humantime_serde")]
     pub quiet_period: Duration,
     /// The clock skew the fleet is assumed to stay within.
+    /// Default: `5s`.
     #[serde(with = "humantime_serde")]
     pub clock_skew_margin: Duration,
     /// How often a node refreshes its registry row.
+    /// Default: `5s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_every: Duration,
     /// TTL of the registry row: a node silent this long counts as gone.
+    /// Default: `30s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_ttl: Duration,
 }

@@ -97,7 +97,12 @@ impl FromStr for Stage {
         Stage::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown stage {s:?}; expected legacy, dual, queue or complete"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown stage {:?}; expected legacy, dual, queue or complete",
+                    lockshift_lock::cut_short(s)
+                )
+            })
     }
 }
 

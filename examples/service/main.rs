@@ -9,7 +9,7 @@
 //! cargo run -p lockshift --example service -- examples/service/lockshift.toml
 //! # in another terminal, while it runs:
 //! sed -i 's/mode = "auto"/mode = "combined"/' examples/service/lockshift.toml   # switches within 10 s
-//! migrate --contact-points 127.0.0.1:9042 advance               # the stage moves; `auto` follows
+//! migrate --contact-points 127.0.0.1:9042 advance --to dual     # the stage moves; `auto` follows
 //! ```
 //!
 //! Stops after `--rounds N` rounds (default: runs until Ctrl-C), then shuts

@@ -102,6 +102,12 @@ impl LegacyLocker {
                 },
                 Ok(TryLockOutcome::AnotherThreadIsOwner(holder)) => {
                     debug!(%holder, "held by another owner");
+                    waiting.saw(|w| {
+                        let now = Some(holder.as_str().to_string());
+                        let changed = w.holder != now;
+                        w.holder = now;
+                        changed
+                    });
                     self.ctx.random_below(self.settings.owner_wait_max)
                 }
                 Ok(TryLockOutcome::ConcurrentAttempt) => {

@@ -26,11 +26,14 @@ pub enum Backoff {
 #[serde(default, deny_unknown_fields)]
 pub struct LegacySettings {
     /// The pause rule after a concurrent attempt.
+    /// Default: `"thesis"`.
     pub backoff: Backoff,
     /// Upper bound of the pause after finding another owner.
+    /// Default: `1s`.
     #[serde(with = "humantime_serde")]
     pub owner_wait_max: Duration,
     /// The unit of the pause after a concurrent attempt.
+    /// Default: `50ms`.
     #[serde(with = "humantime_serde")]
     pub contention_unit: Duration,
 }

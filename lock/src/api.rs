@@ -1,6 +1,7 @@
 //! The [`Locker`] trait every algorithm implements, and acquisition options.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -49,9 +50,30 @@ impl std::str::FromStr for Algorithm {
         Algorithm::ALL
             .into_iter()
             .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown algorithm {s:?}; expected legacy, combined or queue"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown algorithm {:?}; expected legacy, combined or queue",
+                    crate::id::cut_short(s)
+                )
+            })
     }
 }
+
+/// What a waiting acquisition has in its way, as its own reads of the
+/// lock's rows showed it last — no read is made for it. Lockers update it
+/// through [`AcquireOptions::watch`]; `migrate run-with-lock` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitingFor {
+    /// The owner of the holding in `main` in the way, when the waiter read
+    /// `main` last (a waiter far back reads only the queue).
+    pub holder: Option<String>,
+    /// Waiters ahead in the queue (counted up to the read's window) and the
+    /// owner of the first of them; `None` at the front of the line.
+    pub ahead: Option<(u32, String)>,
+}
+
+/// The channel a waiting acquisition reports [`WaitingFor`] on.
+pub type WaitWatch = Arc<tokio::sync::watch::Sender<WaitingFor>>;
 
 /// How long a blocking acquisition may wait, and how to call it off.
 #[derive(Clone, Debug, Default)]
@@ -60,6 +82,9 @@ pub struct AcquireOptions {
     pub timeout: Option<Duration>,
     /// Give up when this fires ([`AcquireError::Cancelled`]).
     pub cancel: Option<CancellationToken>,
+    /// Told what the acquisition waits for whenever its own reads show a
+    /// change (see [`WaitingFor`]).
+    pub watch: Option<WaitWatch>,
 }
 
 impl AcquireOptions {
@@ -68,12 +93,19 @@ impl AcquireOptions {
         AcquireOptions {
             timeout: Some(timeout),
             cancel: None,
+            watch: None,
         }
     }
 
     /// Also stop when `cancel` fires.
     pub fn cancelled_by(mut self, cancel: CancellationToken) -> Self {
         self.cancel = Some(cancel);
+        self
+    }
+
+    /// Also report what the acquisition waits for on `watch`.
+    pub fn watched_by(mut self, watch: WaitWatch) -> Self {
+        self.watch = Some(watch);
         self
     }
 }

@@ -14,11 +14,11 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{AcquireOptions, Algorithm};
+use crate::api::{AcquireOptions, Algorithm, WaitWatch, WaitingFor};
 use crate::cells::ActivityObserver;
 use crate::error::AcquireError;
 use crate::id::{Incarnation, LockId, NodeId, OwnerId};
-use crate::lease::Lease;
+use crate::lease::{Lease, WaitingTerms};
 use crate::settings::LeaseSettings;
 use crate::slots::{Slot, Slots};
 
@@ -139,6 +139,28 @@ impl LockContext {
     /// names this acquisition apart from others of the same slot, where a
     /// waiter behind it must (the queue's arrival, Q6).
     pub fn start_lease(&self, slot: Slot, algorithm: Algorithm, mark: Option<String>) -> Lease {
+        self.start_lease_with(slot, algorithm, mark, None)
+    }
+
+    /// As [`start_lease`](Self::start_lease), for a waiter whose cells live
+    /// by `waiting` until it holds (lease invariant L6).
+    pub fn start_waiting_lease(
+        &self,
+        slot: Slot,
+        algorithm: Algorithm,
+        mark: Option<String>,
+        waiting: WaitingTerms,
+    ) -> Lease {
+        self.start_lease_with(slot, algorithm, mark, Some(waiting))
+    }
+
+    fn start_lease_with(
+        &self,
+        slot: Slot,
+        algorithm: Algorithm,
+        mark: Option<String>,
+        waiting: Option<WaitingTerms>,
+    ) -> Lease {
         Lease::start_in_slot(
             self.store.clone(),
             self.clock.clone(),
@@ -148,6 +170,7 @@ impl LockContext {
             algorithm.as_str(),
             mark,
             self.stamps.clone(),
+            waiting,
         )
     }
 
@@ -179,6 +202,7 @@ pub struct Waiting {
     started: Instant,
     deadline: Option<Instant>,
     cancel: CancellationToken,
+    watch: Option<WaitWatch>,
 }
 
 impl Waiting {
@@ -189,6 +213,15 @@ impl Waiting {
             started,
             deadline: options.timeout.map(|t| started + t),
             cancel: options.cancel.clone().unwrap_or_default(),
+            watch: options.watch.clone(),
+        }
+    }
+
+    /// Tells the watcher, if any, what the acquisition now waits for:
+    /// `update` changes the last report and says whether it did.
+    pub fn saw(&self, update: impl FnOnce(&mut WaitingFor) -> bool) {
+        if let Some(watch) = &self.watch {
+            watch.send_if_modified(update);
         }
     }
 

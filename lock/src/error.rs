@@ -6,6 +6,7 @@ use std::time::Duration;
 use lockshift_store::{StoreError, Table};
 
 use crate::id::{LockId, NodeId, OwnerId};
+use crate::settings::fmt_duration_rounded;
 
 /// An identifier broke its rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,7 +24,11 @@ impl InvalidId {
 #[non_exhaustive]
 pub enum LeaseLostReason {
     /// No renewal has been proven for too long: the cells may expire soon.
-    #[error("no renewal proven for {overdue_for:?} (limit {limit:?})")]
+    #[error(
+        "no renewal proven for {} (limit {})",
+        fmt_duration_rounded(*overdue_for),
+        fmt_duration_rounded(*limit)
+    )]
     RenewalOverdue {
         /// Time since the last proven renewal was sent.
         overdue_for: Duration,
@@ -52,7 +57,10 @@ pub enum LeaseLostReason {
 #[non_exhaustive]
 pub enum AcquireError {
     /// The deadline passed first; everything written was removed (best effort).
-    #[error("acquiring lock {lock} as {owner} timed out after {waited:?}")]
+    #[error(
+        "acquiring lock {lock} as {owner} timed out after {}",
+        fmt_duration_rounded(*waited)
+    )]
     Timeout {
         /// The lock.
         lock: LockId,
@@ -192,7 +200,8 @@ pub enum FenceError {
 /// `release` could not remove every cell; the rest expire within the lease TTL.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error(
-    "releasing lock {lock} as {owner} left cells behind (they expire within {ttl:?}): {source}"
+    "releasing lock {lock} as {owner} left cells behind (they expire within {}): {source}",
+    fmt_duration_rounded(*ttl)
 )]
 pub struct ReleaseError {
     /// The lock.

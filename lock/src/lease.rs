@@ -56,6 +56,38 @@
 //!   owner with a renewal in flight, the renewal brings it back and the
 //!   lease, finding its cell, renews on — what `--force` risks, and why it
 //!   is only for owners known dead.
+//! - **L6. Waiting cells live briefly.** A lease started with
+//!   [`WaitingTerms`] writes its cells with the waiting TTL (seconds, not a
+//!   lease TTL) and rewrites them every waiting renewal period, until
+//!   [`start_holding`](Lease::start_holding): from then on every cell
+//!   carries the lease TTL, and the cells still under the waiting TTL are
+//!   rewritten with it at once. A cell written with
+//!   [`write_holding`](Lease::write_holding) carries the lease TTL from the
+//!   start. L3 holds per cell: each cell's proof counts against
+//!   `lost_after_fraction ×` the TTL its proven write carried, which
+//!   settings validation keeps below that TTL's guaranteed life. So a
+//!   waiter killed while it waits leaves cells that expire within the
+//!   waiting TTL, whatever the lease TTL (why others may then go ahead:
+//!   docs/design.md §2, DW1).
+//!
+//! # Refreshes that ride on the waiter's own reads (L2)
+//!
+//! A waiter reads its own rows all the time (its place in the queue, `main`
+//! while it is next). [`read_mark`](Lease::read_mark) taken before such a
+//! read and [`refresh_seen`](Lease::refresh_seen) after it, when the read
+//! showed the cell, rewrite a waiting cell without a read of its own: the
+//! waiter's read *is* the read L2 asks for. It started after every write
+//! and delete this lease made of the cell (the mark records the cell's
+//! generation, and any write or delete of the lease since changes it, which
+//! cancels the refresh), it showed the cell present, and the rewrite is
+//! sent right after — exactly the order of a renewal's own read and write.
+//! Between the read and the rewrite the cell can only vanish the ways it
+//! can between a renewal's read and write: an operator's `clean`, whose
+//! delete a renewal racing it was always allowed to beat (`migrate clean`,
+//! M2), or expiry, which L3 rules out while the lease is proven (a refresh
+//! is sent only then). The background renewal covers what the waiter does
+//! not read, at the waiting period; a cell refreshed by reads is never due
+//! there.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,11 +115,41 @@ use crate::slots::Slot;
 /// leaving the cells to their TTL.
 const RELEASE_ATTEMPTS: u32 = 3;
 
+/// How a waiter's cells live while it waits (L6): a TTL of a few seconds,
+/// rewritten every `renew_every` — so a waiter killed while it waits holds
+/// nobody up for longer than `ttl`. Settings validation (`lock.queue`)
+/// keeps `lost_after_fraction × ttl` below the TTL's guaranteed life and
+/// above `renew_every`, as for the lease TTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitingTerms {
+    /// The TTL of every cell written while waiting.
+    pub ttl: Ttl,
+    /// How often a waiting cell is rewritten (by the waiter's own reads,
+    /// see the module docs, or else by the background renewal).
+    pub renew_every: Duration,
+}
+
+/// Which TTL a cell's writes carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    /// The waiting TTL (L6).
+    Waiting,
+    /// The lease TTL.
+    Holding,
+}
+
+/// A successful write: when it was sent, and which TTL it carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Proof {
+    sent: Instant,
+    term: Term,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CellState {
-    /// Written (or being written); `proven` is when the last successful write
-    /// was sent, `None` until one succeeds.
-    Live { proven: Option<Instant> },
+    /// Written (or being written); `proven` is the last successful write,
+    /// `None` until one succeeds.
+    Live { proven: Option<Proof> },
     /// Its delete has been stamped: no longer renewed (L2), not part of the
     /// lease's validity.
     Deleting,
@@ -97,6 +159,42 @@ enum CellState {
 struct LeaseCell {
     value: Vec<u8>,
     state: CellState,
+    /// The TTL the cell's next writes carry.
+    term: Term,
+    /// Changes with every write or delete this lease stamps on the cell:
+    /// a refresh riding on a read is sent only if none came in between.
+    generation: u64,
+    /// A background rewrite (refresh, promotion) is in flight: the renewal
+    /// leaves the cell alone meanwhile.
+    in_flight: bool,
+}
+
+impl LeaseCell {
+    fn new(value: &[u8], term: Term) -> Self {
+        LeaseCell {
+            value: value.to_vec(),
+            state: CellState::Live { proven: None },
+            term,
+            generation: 0,
+            in_flight: false,
+        }
+    }
+
+    fn proof(&self) -> Option<Proof> {
+        match self.state {
+            CellState::Live { proven } => proven,
+            CellState::Deleting => None,
+        }
+    }
+}
+
+/// A waiter's note, taken just before it reads a row its cell is in, of
+/// the cell as this lease last wrote it ([`Lease::read_mark`]).
+#[derive(Debug, Clone)]
+pub struct ReadMark {
+    table: Table,
+    column: String,
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -104,6 +202,8 @@ struct State {
     cells: BTreeMap<(Table, String), LeaseCell>,
     last_stamp: i64,
     lost: Option<LeaseLostReason>,
+    /// Waiting (L6): new cells take the waiting TTL.
+    waiting: bool,
 }
 
 #[derive(Debug)]
@@ -111,6 +211,8 @@ struct Shared {
     store: SharedStore,
     clock: SharedClock,
     ttl: Ttl,
+    /// The terms of the waiting phase, if the lease started in it.
+    waiting: Option<WaitingTerms>,
     settings: LeaseSettings,
     lock: LockId,
     owner: OwnerId,
@@ -164,6 +266,7 @@ impl Lease {
             store,
             clock,
             ttl,
+            waiting: None,
             settings,
             lock,
             owner,
@@ -173,6 +276,7 @@ impl Lease {
                 cells: BTreeMap::new(),
                 last_stamp: i64::MIN,
                 lost: None,
+                waiting: false,
             }),
             lost: CancellationToken::new(),
             slot: Mutex::new(None),
@@ -182,7 +286,8 @@ impl Lease {
 
     /// As [`start`](Self::start), writing under `slot` (its lock and owner
     /// id) with stamps above every earlier one in `stamps` (L1), and
-    /// giving the slot back once the cells are gone (L4, K1).
+    /// giving the slot back once the cells are gone (L4, K1). With
+    /// `waiting`, the lease starts in the waiting phase (L6).
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -196,11 +301,13 @@ impl Lease {
         algorithm: &'static str,
         mark: Option<String>,
         stamps: Arc<AtomicI64>,
+        waiting: Option<WaitingTerms>,
     ) -> Lease {
         Self::spawn(Shared {
             store,
             clock,
             ttl,
+            waiting,
             settings,
             lock: slot.lock().clone(),
             owner: slot.owner().clone(),
@@ -210,6 +317,7 @@ impl Lease {
                 cells: BTreeMap::new(),
                 last_stamp: i64::MIN,
                 lost: None,
+                waiting: waiting.is_some(),
             }),
             lost: CancellationToken::new(),
             slot: Mutex::new(Some(slot)),
@@ -250,9 +358,14 @@ impl Lease {
             .unwrap_or(self.shared.owner.as_str())
     }
 
-    /// The TTL on every cell.
+    /// The lease TTL: what every cell carries once the lease holds (L6).
     pub fn ttl(&self) -> Ttl {
         self.shared.ttl
+    }
+
+    /// Whether the lease is still in its waiting phase (L6).
+    pub fn is_waiting(&self) -> bool {
+        self.shared.state().waiting
     }
 
     /// The one-way lost signal (L3).
@@ -281,20 +394,54 @@ impl Lease {
     /// If dropped, the write may or may not land; the cell stays registered
     /// and is removed on release.
     pub async fn write(&self, table: Table, column: &str, value: &[u8]) -> Result<(), StoreError> {
-        let stamp = {
+        self.write_with(table, column, value, None).await
+    }
+
+    /// As [`write`](Self::write), with the lease TTL even while waiting
+    /// (L6): for a cell that is the holding itself if the attempt succeeds
+    /// — and is removed at once if it does not — so that taking the lock
+    /// needs no rewrite of it.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    ///
+    /// # Cancel safety
+    /// As [`write`](Self::write).
+    pub async fn write_holding(
+        &self,
+        table: Table,
+        column: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.write_with(table, column, value, Some(Term::Holding))
+            .await
+    }
+
+    async fn write_with(
+        &self,
+        table: Table,
+        column: &str,
+        value: &[u8],
+        term: Option<Term>,
+    ) -> Result<(), StoreError> {
+        let (stamp, term) = {
             let mut st = self.shared.state();
+            let term = term.unwrap_or(if st.waiting {
+                Term::Waiting
+            } else {
+                Term::Holding
+            });
             let entry = st
                 .cells
                 .entry((table, column.to_string()))
-                .or_insert(LeaseCell {
-                    value: value.to_vec(),
-                    state: CellState::Live { proven: None },
-                });
+                .or_insert_with(|| LeaseCell::new(value, term));
             entry.value = value.to_vec();
+            entry.term = term;
+            entry.generation += 1;
             if entry.state == CellState::Deleting {
                 entry.state = CellState::Live { proven: None };
             }
-            self.shared.stamp(&mut st)
+            (self.shared.stamp(&mut st), term)
         };
         let sent = Instant::now();
         let result = self
@@ -304,11 +451,11 @@ impl Lease {
                 table,
                 self.shared.lock.as_str(),
                 &[CellWrite::new(column, value.to_vec())],
-                WriteOptions::at(stamp).with_ttl(self.shared.ttl),
+                WriteOptions::at(stamp).with_ttl(self.shared.ttl_of(term)),
             )
             .await;
         if result.is_ok() {
-            self.shared.mark_proven(table, column, sent);
+            self.shared.mark_proven(table, column, sent, term);
         }
         result
     }
@@ -324,6 +471,7 @@ impl Lease {
             if let Some(cell) = st.cells.get_mut(&(table, column.to_string())) {
                 // L2: from here on the renewer leaves this cell alone.
                 cell.state = CellState::Deleting;
+                cell.generation += 1;
             }
             self.shared.stamp(&mut st)
         };
@@ -376,7 +524,8 @@ impl Lease {
     }
 
     /// Whether the lease is still proven now: not lost, and every live cell's
-    /// last successful write was sent less than `lost_after` ago. Lockers call
+    /// last successful write was sent less than `lost_after` ago (for a
+    /// write under the waiting TTL, `lost_after_fraction ×` that TTL: L6). Lockers call
     /// it just before `acquire` returns (a lesson from etcd's bug tracker: the
     /// lease can run out while an acquisition is slow).
     ///
@@ -502,7 +651,7 @@ impl Lease {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn rewrite_in_background(&self, table: Table, column: &str, value: &[u8]) {
-        let stamp = {
+        let job = {
             let mut st = self.shared.state();
             match st.cells.get_mut(&(table, column.to_string())) {
                 Some(cell) if matches!(cell.state, CellState::Live { .. }) => {
@@ -510,29 +659,110 @@ impl Lease {
                 }
                 _ => return,
             }
-            self.shared.stamp(&mut st)
+            self.shared.rewrite_job(&mut st, table, column)
         };
-        let shared = self.shared.clone();
-        let column = column.to_string();
-        let value = value.to_vec();
-        tokio::spawn(async move {
-            let sent = Instant::now();
-            let written = shared
-                .store
-                .write(
-                    table,
-                    shared.lock.as_str(),
-                    &[CellWrite::new(column.clone(), value)],
-                    WriteOptions::at(stamp).with_ttl(shared.ttl),
-                )
-                .await;
-            match written {
-                Ok(()) => shared.mark_proven(table, &column, sent),
-                Err(e) => {
-                    debug!(%table, column, error = %e, "background rewrite failed; the next renewal writes the value")
+        if let Some(job) = job {
+            tokio::spawn(self.shared.clone().rewrite(job));
+        }
+    }
+
+    /// The acquisition holds the lock now (L6): the lease leaves its
+    /// waiting phase, every later write carries the lease TTL, and each
+    /// live cell still under the waiting TTL — or given a new value in
+    /// `values` (a reservation re-marked a holding) — is rewritten with the
+    /// lease TTL in the background, one write per cell. A cell written
+    /// with [`write_holding`](Self::write_holding) and not re-marked costs
+    /// nothing. Until a rewrite is acknowledged the cell's proof still
+    /// counts against the waiting TTL (L3 per cell).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn start_holding(&self, values: &[(Table, &str, &[u8])]) {
+        let jobs = {
+            let mut st = self.shared.state();
+            st.waiting = false;
+            let mut keys: Vec<(Table, String)> = Vec::new();
+            for (table, column, value) in values {
+                if let Some(cell) = st.cells.get_mut(&(*table, (*column).to_string()))
+                    && matches!(cell.state, CellState::Live { .. })
+                {
+                    cell.value = value.to_vec();
+                    keys.push((*table, (*column).to_string()));
                 }
             }
-        });
+            for (key, cell) in &st.cells {
+                if matches!(cell.state, CellState::Live { .. })
+                    && cell.term == Term::Waiting
+                    && !keys.contains(key)
+                {
+                    keys.push(key.clone());
+                }
+            }
+            let mut jobs = Vec::new();
+            for (table, column) in keys {
+                if let Some(cell) = st.cells.get_mut(&(table, column.clone())) {
+                    cell.term = Term::Holding;
+                }
+                jobs.extend(self.shared.rewrite_job(&mut st, table, &column));
+            }
+            jobs
+        };
+        for job in jobs {
+            tokio::spawn(self.shared.clone().rewrite(job));
+        }
+    }
+
+    /// Notes `column` of `table` as this lease last wrote it, just before
+    /// the waiter reads that row (see the module docs); `None` when there
+    /// is nothing to refresh (not a waiting cell, not proven).
+    pub fn read_mark(&self, table: Table, column: &str) -> Option<ReadMark> {
+        let st = self.shared.state();
+        let cell = st.cells.get(&(table, column.to_string()))?;
+        (cell.term == Term::Waiting && cell.proof().is_some()).then(|| ReadMark {
+            table,
+            column: column.to_string(),
+            generation: cell.generation,
+        })
+    }
+
+    /// The read that followed `mark` showed the cell: rewrite it in the
+    /// background if it is due — three quarters of the waiting renewal
+    /// period since its last proof — and nothing of this lease touched it
+    /// since the mark (L2, module docs). At most one such rewrite is in
+    /// flight per cell.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn refresh_seen(&self, mark: ReadMark) {
+        let Some(terms) = self.shared.waiting else {
+            return;
+        };
+        let job = {
+            let mut st = self.shared.state();
+            if st.lost.is_some() {
+                return;
+            }
+            let Some(cell) = st.cells.get(&(mark.table, mark.column.clone())) else {
+                return;
+            };
+            let due = cell.proof().is_some_and(|p| {
+                p.term == Term::Waiting
+                    && p.sent.elapsed() >= terms.renew_every.mul_f64(0.75)
+                    // L3: only while the cell is proven; an overdue lease is lost.
+                    && p.sent.elapsed() < self.shared.lost_after_of(Term::Waiting)
+            });
+            if cell.generation != mark.generation
+                || cell.term != Term::Waiting
+                || cell.in_flight
+                || !due
+            {
+                return;
+            }
+            self.shared.rewrite_job(&mut st, mark.table, &mark.column)
+        };
+        if let Some(job) = job {
+            tokio::spawn(self.shared.clone().rewrite(job));
+        }
     }
 
     /// Deletes a cell this lease holds, without waiting: the cell stops
@@ -549,7 +779,10 @@ impl Lease {
         let stamp = {
             let mut st = self.shared.state();
             match st.cells.get_mut(&(table, column.to_string())) {
-                Some(cell) => cell.state = CellState::Deleting,
+                Some(cell) => {
+                    cell.state = CellState::Deleting;
+                    cell.generation += 1;
+                }
                 None => return,
             }
             self.shared.stamp(&mut st)
@@ -587,13 +820,11 @@ impl Lease {
 
     /// Whether the cell is registered, live and proven.
     pub fn is_proven(&self, table: Table, column: &str) -> bool {
-        matches!(
-            self.shared.state().cells.get(&(table, column.to_string())),
-            Some(LeaseCell {
-                state: CellState::Live { proven: Some(_) },
-                ..
-            })
-        )
+        self.shared
+            .state()
+            .cells
+            .get(&(table, column.to_string()))
+            .is_some_and(|c| c.proof().is_some())
     }
 
     /// Stops renewing and deletes every cell written, retrying transient
@@ -706,6 +937,81 @@ impl Shared {
         }
     }
 
+    /// The TTL a write of `term` carries.
+    fn ttl_of(&self, term: Term) -> Ttl {
+        match (term, self.waiting) {
+            (Term::Waiting, Some(w)) => w.ttl,
+            _ => self.ttl,
+        }
+    }
+
+    /// How long after a proof of `term` the lease counts as lost (L3).
+    fn lost_after_of(&self, term: Term) -> Duration {
+        match (term, self.waiting) {
+            (Term::Waiting, Some(w)) => w
+                .ttl
+                .as_duration()
+                .mul_f64(self.settings.lost_after_fraction.clamp(0.0, 1.0)),
+            _ => self.settings.lost_after(),
+        }
+    }
+
+    /// How often a cell of `term` is renewed.
+    fn renew_every_of(&self, term: Term) -> Duration {
+        match (term, self.waiting) {
+            (Term::Waiting, Some(w)) => w.renew_every,
+            _ => self.settings.renew_every,
+        }
+    }
+
+    /// Stamps a background rewrite of the live cell `column` of `table`
+    /// with its registered value and term; `None` if it is not live.
+    fn rewrite_job(&self, st: &mut State, table: Table, column: &str) -> Option<Rewrite> {
+        let cell = st.cells.get_mut(&(table, column.to_string()))?;
+        if !matches!(cell.state, CellState::Live { .. }) {
+            return None;
+        }
+        cell.generation += 1;
+        cell.in_flight = true;
+        let (value, term, generation) = (cell.value.clone(), cell.term, cell.generation);
+        Some(Rewrite {
+            table,
+            column: column.to_string(),
+            value,
+            term,
+            generation,
+            stamp: self.stamp(st),
+        })
+    }
+
+    /// Sends a rewrite stamped by [`rewrite_job`](Self::rewrite_job).
+    async fn rewrite(self: Arc<Self>, job: Rewrite) {
+        let sent = Instant::now();
+        let written = self
+            .store
+            .write(
+                job.table,
+                self.lock.as_str(),
+                &[CellWrite::new(job.column.clone(), job.value)],
+                WriteOptions::at(job.stamp).with_ttl(self.ttl_of(job.term)),
+            )
+            .await;
+        let mut st = self.state();
+        if let Some(cell) = st.cells.get_mut(&(job.table, job.column.clone()))
+            && cell.generation == job.generation
+        {
+            cell.in_flight = false;
+        }
+        drop(st);
+        match written {
+            Ok(()) => self.mark_proven(job.table, &job.column, sent, job.term),
+            Err(e) => {
+                debug!(table = %job.table, column = job.column, error = %e,
+                    "background rewrite failed; the renewal writes the cell again")
+            }
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // Every critical section is a few field updates; none can panic midway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -744,12 +1050,16 @@ impl Shared {
         }
     }
 
-    fn mark_proven(&self, table: Table, column: &str, sent: Instant) {
+    /// A write of `term` sent at `sent` succeeded. The cell's proof is its
+    /// latest successful write: stamps increase with sending (L1), so that
+    /// write's version is the one the store keeps, with its TTL.
+    fn mark_proven(&self, table: Table, column: &str, sent: Instant, term: Term) {
         let mut st = self.state();
         if let Some(cell) = st.cells.get_mut(&(table, column.to_string()))
             && let CellState::Live { proven } = &mut cell.state
+            && proven.is_none_or(|p| p.sent <= sent)
         {
-            *proven = Some(proven.map_or(sent, |p| p.max(sent)));
+            *proven = Some(Proof { sent, term });
         }
     }
 
@@ -758,35 +1068,39 @@ impl Shared {
         let mut by_table: BTreeMap<Table, Vec<String>> = BTreeMap::new();
         for ((table, column), cell) in st.cells.iter_mut() {
             cell.state = CellState::Deleting;
+            cell.generation += 1;
             by_table.entry(*table).or_default().push(column.clone());
         }
         by_table
     }
 
-    /// When the oldest live cell's last successful write was sent: the
-    /// lease is proven until then + `lost_after` (L3).
-    fn oldest_proof(st: &State) -> Option<Instant> {
+    /// The live cell whose proof runs out first: when it does (its last
+    /// successful write's send + `lost_after` for that write's TTL, L3),
+    /// when it was sent and its limit.
+    fn earliest_deadline(&self, st: &State) -> Option<(Instant, Instant, Duration)> {
         st.cells
             .values()
-            .filter_map(|c| match c.state {
-                CellState::Live { proven } => proven,
-                CellState::Deleting => None,
+            .filter_map(LeaseCell::proof)
+            .map(|p| {
+                let limit = self.lost_after_of(p.term);
+                (p.sent + limit, p.sent, limit)
             })
-            .min()
+            .min_by_key(|(deadline, _, _)| *deadline)
     }
 
-    /// The oldest proof, if it is older than `lost_after`.
+    /// The proof that ran out, if one has.
     fn overdue(&self, st: &State, now: Instant) -> Option<LeaseLostReason> {
-        let limit = self.settings.lost_after();
-        Self::oldest_proof(st)
-            .map(|oldest| now.saturating_duration_since(oldest))
-            .filter(|age| *age >= limit)
-            .map(|overdue_for| LeaseLostReason::RenewalOverdue { overdue_for, limit })
+        self.earliest_deadline(st)
+            .filter(|(deadline, _, _)| now >= *deadline)
+            .map(|(_, sent, limit)| LeaseLostReason::RenewalOverdue {
+                overdue_for: now.saturating_duration_since(sent),
+                limit,
+            })
     }
 
-    /// When the watchdog must look next: the oldest proof + `lost_after`.
+    /// When the watchdog must look next: the earliest proof's deadline.
     fn next_deadline(&self, st: &State) -> Option<Instant> {
-        Self::oldest_proof(st).map(|oldest| oldest + self.settings.lost_after())
+        self.earliest_deadline(st).map(|(deadline, _, _)| deadline)
     }
 
     fn declare_lost(&self, reason: LeaseLostReason) {
@@ -799,14 +1113,46 @@ impl Shared {
         self.lost.cancel();
     }
 
-    /// Proven live cells to renew: (table, column, value).
-    fn renewable(&self) -> Vec<(Table, String, Vec<u8>)> {
+    /// Proven live cells due for renewal at `now` (no rewrite of theirs in
+    /// flight, their proof a renewal period of their term old): (table,
+    /// column, value).
+    fn renewable(&self, now: Instant) -> Vec<(Table, String, Vec<u8>)> {
         self.state()
             .cells
             .iter()
-            .filter(|(_, c)| matches!(c.state, CellState::Live { proven: Some(_) }))
+            .filter(|(_, c)| {
+                !c.in_flight
+                    && c.proof()
+                        .is_some_and(|p| now >= p.sent + self.renew_every_of(c.term))
+            })
             .map(|((t, col), c)| (*t, col.clone(), c.value.clone()))
             .collect()
+    }
+
+    /// When the next renewal is due: the earliest proof plus its term's
+    /// period (cells with a rewrite in flight are looked at again a
+    /// period later).
+    fn next_renewal(&self, now: Instant) -> Instant {
+        let st = self.state();
+        st.cells
+            .values()
+            .filter_map(|c| {
+                let period = self.renew_every_of(c.term);
+                let p = c.proof()?;
+                Some(if c.in_flight {
+                    now + period
+                } else {
+                    p.sent + period
+                })
+            })
+            .min()
+            .unwrap_or(
+                now + self.renew_every_of(if st.waiting {
+                    Term::Waiting
+                } else {
+                    Term::Holding
+                }),
+            )
     }
 
     /// Renews one cell: read to prove it is still there (L2), then rewrite.
@@ -823,20 +1169,20 @@ impl Shared {
             .await
             .map_err(RenewFailure::Store)?;
         let present = found.first().is_some_and(|c| c.column == column);
-        let stamp = {
+        let (stamp, term) = {
             let mut st = self.state();
-            match st.cells.get(&(table, column.to_string())) {
-                Some(LeaseCell {
-                    state: CellState::Live { .. },
-                    ..
-                }) => {}
+            let term = match st.cells.get_mut(&(table, column.to_string())) {
+                Some(cell) if matches!(cell.state, CellState::Live { .. }) => {
+                    cell.generation += 1;
+                    cell.term
+                }
                 // Deleted or being deleted by the lease's owner meanwhile.
                 _ => return Ok(()),
-            }
+            };
             if !present {
                 return Err(RenewFailure::Gone);
             }
-            self.stamp(&mut st)
+            (self.stamp(&mut st), term)
         };
         let sent = Instant::now();
         self.store
@@ -844,13 +1190,23 @@ impl Shared {
                 table,
                 self.lock.as_str(),
                 &[CellWrite::new(column, value.to_vec())],
-                WriteOptions::at(stamp).with_ttl(self.ttl),
+                WriteOptions::at(stamp).with_ttl(self.ttl_of(term)),
             )
             .await
             .map_err(RenewFailure::Store)?;
-        self.mark_proven(table, column, sent);
+        self.mark_proven(table, column, sent, term);
         Ok(())
     }
+}
+
+/// A background rewrite, stamped and ready to send.
+struct Rewrite {
+    table: Table,
+    column: String,
+    value: Vec<u8>,
+    term: Term,
+    generation: u64,
+    stamp: Timestamp,
 }
 
 /// The first pause before a fencing-token attempt is repeated.
@@ -871,10 +1227,15 @@ enum RenewFailure {
 /// The background task: renew every `renew_every` (sooner after a failure),
 /// and fire the lost signal at the watchdog deadline (L3).
 async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
-    let every = shared.settings.renew_every;
-    let retry = (every / 4).max(Duration::from_millis(10));
-    let mut next_renewal = Instant::now() + every;
+    // Retries after a failure come at a quarter of the shortest period.
+    let shortest = shared.waiting.map_or(shared.settings.renew_every, |w| {
+        w.renew_every.min(shared.settings.renew_every)
+    });
+    let retry = (shortest / 4).max(Duration::from_millis(10));
+    // After a failed renewal, nothing is renewed again before this.
+    let mut not_before = Instant::now();
     loop {
+        let next_renewal = shared.next_renewal(Instant::now()).max(not_before);
         let deadline = shared.next_deadline(&shared.state());
         tokio::select! {
             biased;
@@ -887,9 +1248,10 @@ async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                 }
             }
             _ = tokio::time::sleep_until(next_renewal) => {
-                let cells = shared.renewable();
+                let cells = shared.renewable(Instant::now());
                 if cells.is_empty() {
-                    next_renewal = Instant::now() + every;
+                    // Woken for a cell written again meanwhile: nothing due.
+                    not_before = Instant::now() + Duration::from_millis(1);
                     continue;
                 }
                 let mut renewal =
@@ -926,7 +1288,9 @@ async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                         }
                     }
                 }
-                next_renewal = Instant::now() + if failed { retry } else { every };
+                if failed {
+                    not_before = Instant::now() + retry;
+                }
             }
         }
     }

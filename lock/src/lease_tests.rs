@@ -342,3 +342,192 @@ async fn fencing_token_retries_end_when_the_lease_is_lost() {
     assert!(matches!(outcome, Err(FenceFailure::Lost(_))), "{outcome:?}");
     assert!(lease.lost_token().is_cancelled());
 }
+
+fn waiting_terms() -> WaitingTerms {
+    WaitingTerms {
+        ttl: Ttl::from_secs(4).unwrap(),
+        renew_every: Duration::from_secs(1),
+    }
+}
+
+impl Fixture {
+    /// A lease in its waiting phase (L6).
+    fn waiting_lease(&self) -> Lease {
+        let s = settings();
+        let ttl = s.ttl().unwrap();
+        let slot = Arc::new(crate::slots::Slots::new(
+            NodeId::new("n").unwrap(),
+            crate::id::Incarnation::new(Some(1)),
+        ))
+        .take(&LockId::new("L").unwrap());
+        Lease::start_in_slot(
+            self.store.clone(),
+            self.clock.clone(),
+            s,
+            ttl,
+            slot,
+            "test",
+            None,
+            Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            Some(waiting_terms()),
+        )
+    }
+
+    async fn ttl_of(&self, table: lockshift_store::Table, column: &str) -> Option<Duration> {
+        self.store
+            .inner()
+            .read(table, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|c| c.column == column)
+            .and_then(|c| c.ttl)
+    }
+}
+
+/// L6: a waiter's cells carry the waiting TTL and are renewed at the
+/// waiting period; once it holds, every cell carries the lease TTL — those
+/// still under the waiting TTL rewritten at once, one written as the
+/// holding left alone — and renewals go back to the lease's period.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_lease_writes_short_cells_until_it_holds() {
+    use lockshift_store::OpKind;
+    let f = Fixture::new();
+    let lease = f.waiting_lease();
+    lease.write(schema::QUEUE, "q", b"v").await.unwrap();
+    lease.write(schema::MAIN, "m", b"reserved").await.unwrap();
+    lease
+        .write_holding(schema::SHADOW, "s", b"h")
+        .await
+        .unwrap();
+    assert_eq!(
+        f.ttl_of(schema::QUEUE, "q").await,
+        Some(Duration::from_secs(4))
+    );
+    assert_eq!(
+        f.ttl_of(schema::MAIN, "m").await,
+        Some(Duration::from_secs(4))
+    );
+    assert_eq!(
+        f.ttl_of(schema::SHADOW, "s").await,
+        Some(Duration::from_secs(60))
+    );
+    f.store.reset_counts();
+    // Ten waiting periods: the two waiting cells renewed (read + write)
+    // each period, the holding one not yet.
+    tokio::time::sleep(Duration::from_millis(10_100)).await;
+    let c = f.store.op_counts();
+    assert_eq!(c.get(schema::QUEUE, OpKind::Write), 10, "{c}");
+    assert_eq!(c.get(schema::MAIN, OpKind::Write), 10, "{c}");
+    assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
+    lease.check_valid().unwrap();
+    lease.delete_in_background(schema::QUEUE, "q");
+    lease.start_holding(&[(schema::MAIN, "m", b"holding")]);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        f.ttl_of(schema::MAIN, "m").await,
+        Some(Duration::from_secs(60))
+    );
+    assert!(!lease.is_waiting());
+    f.store.reset_counts();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let c = f.store.op_counts();
+    assert_eq!(
+        c.get(schema::MAIN, OpKind::Write),
+        2,
+        "the lease's period: {c}"
+    );
+    assert_eq!(c.get(schema::QUEUE, OpKind::Write), 0, "{c}");
+    let main = f
+        .store
+        .inner()
+        .read(schema::MAIN, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(main[0].value, b"holding", "re-marked");
+    lease.release().await.unwrap();
+}
+
+/// L3 per cell: a waiting cell's proof counts against the waiting TTL —
+/// cut off from the store, the waiter is told at `lost_after_fraction ×`
+/// the waiting TTL (2 s), before its cells can expire (4 s − 1 s − skew).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_lease_is_lost_before_its_short_cells_can_expire() {
+    let f = Fixture::new();
+    let lease = f.waiting_lease();
+    let written_at = Instant::now();
+    lease.write(schema::QUEUE, "q", b"v").await.unwrap();
+    f.store.set_partitioned(true);
+    tokio::time::timeout(Duration::from_secs(4), lease.lost_token().cancelled())
+        .await
+        .expect("told within the waiting TTL");
+    let told = written_at.elapsed();
+    assert!(told <= Duration::from_secs(2), "told after {told:?}");
+    assert!(
+        told < Duration::from_secs(4) - Duration::from_secs(1) - TTL_SKEW_ALLOWANCE,
+        "before the earliest expiry"
+    );
+    assert!(
+        f.store
+            .inner()
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .len()
+            == 1
+    );
+}
+
+/// A refresh riding on the waiter's own read (L2 through the read): sent
+/// only once the cell is due (three quarters of the waiting period), only
+/// if the read followed the lease's last write or delete of the cell, and
+/// never for a cell deleted since.
+#[tokio::test(start_paused = true)]
+async fn a_refresh_rides_on_a_read_only_when_due_and_untouched_since() {
+    use lockshift_store::OpKind;
+    let f = Fixture::new();
+    let lease = f.waiting_lease();
+    lease.write(schema::QUEUE, "q", b"v").await.unwrap();
+    f.store.reset_counts();
+    let writes = |f: &Fixture| f.store.op_counts().get(schema::QUEUE, OpKind::Write);
+    // Not due yet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    lease.refresh_seen(lease.read_mark(schema::QUEUE, "q").unwrap());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(writes(&f), 0);
+    // Due, but written again between the mark and the refresh.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mark = lease.read_mark(schema::QUEUE, "q").unwrap();
+    lease.write(schema::QUEUE, "q", b"w").await.unwrap();
+    lease.refresh_seen(mark);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(writes(&f), 1, "only the write itself");
+    // Due and untouched: one write, and no read of its own.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    f.store.reset_counts();
+    lease.refresh_seen(lease.read_mark(schema::QUEUE, "q").unwrap());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let c = f.store.op_counts();
+    assert_eq!(
+        (c.get(schema::QUEUE, OpKind::Write), c.total()),
+        (1, 1),
+        "{c}"
+    );
+    // Deleted since the mark: nothing.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let mark = lease.read_mark(schema::QUEUE, "q").unwrap();
+    lease.delete(schema::QUEUE, "q").await.unwrap();
+    f.store.reset_counts();
+    lease.refresh_seen(mark);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(f.store.op_counts().total(), 0);
+    assert!(
+        f.store
+            .inner()
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    lease.release().await.unwrap();
+}

@@ -100,7 +100,7 @@ pub mod metrics;
 mod settings;
 mod slots;
 
-pub use api::{AcquireOptions, Algorithm, Locker};
+pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
 #[doc(hidden)]
 pub use cells::{
     ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation,
@@ -118,9 +118,11 @@ pub use id::{
     Incarnation, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short, host_name,
 };
 #[doc(hidden)]
-pub use lease::Lease;
+pub use lease::{Lease, ReadMark, WaitingTerms};
 #[doc(hidden)]
 pub use settings::scale_duration;
-pub use settings::{LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration};
+pub use settings::{
+    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, fmt_duration_rounded,
+};
 #[doc(hidden)]
 pub use slots::Slot;

@@ -1227,6 +1227,7 @@ impl Locker for NodeLocker {
             let inner = AcquireOptions {
                 timeout: remaining,
                 cancel: Some(attempt.token.clone()),
+                watch: options.watch.clone(),
             };
             match shared
                 .locker(attempt.algorithm)

@@ -154,6 +154,7 @@ async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
                 by: "op".into(),
                 reason: "test".into(),
                 dry_run: false,
+                expected_from: None,
             })
             .await
             .unwrap();
@@ -228,6 +229,7 @@ async fn a_combined_waiter_prepares_its_shadow_entry_only_once_legacy_is_gone() 
                     by: "op".into(),
                     reason: "test".into(),
                     dry_run: false,
+                    expected_from: None,
                 })
                 .await
                 .unwrap();

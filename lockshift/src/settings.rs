@@ -112,8 +112,10 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct NodeSettings {
     /// This node's id; `None` derives `<hostname>-<pid>`.
+    /// Default: none — each process derives `<hostname>-<pid>-<tag>`, `tag` drawn at every start.
     pub id: Option<String>,
     /// The algorithm for new acquisitions.
+    /// Default: `"auto"`.
     pub mode: Mode,
 }
 
@@ -126,7 +128,8 @@ impl NodeSettings {
     pub fn node_id(&self) -> Result<NodeId, InvalidSetting> {
         match &self.id {
             Some(id) => NodeId::new(id.clone()).map_err(|e| {
-                InvalidSetting::new("node.id", format!("node.id ({id:?}) is invalid: {e}"))
+                // The id error quotes the id, cut short: once is enough.
+                InvalidSetting::new("node.id", format!("node.id is invalid: {e}"))
             }),
             None => Ok(NodeId::for_this_process()),
         }
@@ -137,7 +140,8 @@ impl NodeSettings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SettingsError {
-    /// The file is missing or unreadable, or not valid TOML.
+    /// The file is missing or unreadable (a directory, say), or not valid
+    /// TOML.
     #[error("cannot read settings file {}: {source}", path.display())]
     File {
         /// The file.
@@ -181,10 +185,19 @@ impl Settings {
     ) -> Result<Settings, SettingsError> {
         let mut builder = Config::builder();
         if let Some(path) = path {
-            if !path.is_file() {
+            let not_a_file = if path.is_dir() {
+                Some("it is a directory; name the TOML settings file in it")
+            } else if !path.exists() {
+                Some("no such file")
+            } else if !path.is_file() {
+                Some("not a regular file")
+            } else {
+                None
+            };
+            if let Some(why) = not_a_file {
                 return Err(SettingsError::File {
                     path: path.to_path_buf(),
-                    source: config::ConfigError::Message("no such file".to_string()),
+                    source: config::ConfigError::Message(why.to_string()),
                 });
             }
             builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
@@ -291,6 +304,10 @@ impl Settings {
             ),
             ("lock.queue.waiter_poll", self.lock.queue.waiter_poll),
             ("lock.queue.head_poll", self.lock.queue.head_poll),
+            (
+                "lock.queue.waiting_renew_every",
+                self.lock.queue.waiting_renew_every,
+            ),
             ("time.update_every", self.time.update_every),
             (
                 "rollout.stage_reread_every",

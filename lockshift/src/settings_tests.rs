@@ -103,7 +103,7 @@ fn every_broken_rule_is_listed() {
     .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("node.id (\"has space\") is invalid"),
+        text.contains("node.id is invalid: invalid id: node id \"has space\" contains ' '"),
         "{text}"
     );
     assert!(
@@ -157,6 +157,17 @@ fn a_missing_or_malformed_file_is_named() {
         err.to_string().contains(&f.path().display().to_string()),
         "{err}"
     );
+}
+
+/// Issue 19 (C7): a directory named as the settings file is called one,
+/// not "no such file".
+#[test]
+fn a_directory_is_not_a_settings_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Settings::load_with_env(Some(dir.path()), env(&[])).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("it is a directory"), "{text}");
+    assert!(!text.contains("no such file"), "{text}");
 }
 
 #[test]

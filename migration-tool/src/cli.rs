@@ -18,20 +18,25 @@ use lockshift_lock::LockId;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  ok (run-with-lock: the command's own exit code is passed through)
-  1  error: database unreachable, schema missing, unknown lock, store failure
+  1  error: database unreachable, schema missing, store failure
   2  usage: bad flag or value, invalid settings, unknown or skipped stage
   3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
      another operator's transition won the race, or run-with-lock could
      not take the lock within --timeout
   4  lease lost: run-with-lock lost the lock and stopped the command
-  5  unsafe state: status found legacy and queue in use at the same time";
+  5  unsafe state: status found legacy and queue in use at the same time
+run-with-lock passes the command's own exit code through (killed by a
+signal: 128 + the signal), and exits
+  126  the command could not be run (found, but not executable)
+  127  the command was not found (not a file, not on PATH)
+  with the lock released and nothing run.";
 
 const EXAMPLES: &str = "\
 Examples:
   migrate serve &                        # a local endpoint on 127.0.0.1:9042
   migrate status                         # stage, nodes, locks, verdict
   migrate advance --dry-run              # is the next stage safe yet?
-  migrate advance --reason 'fleet on v2' # move one stage forward
+  migrate advance --to dual --reason 'fleet on v2'   # move one stage forward
   migrate run-with-lock nightly-report -- ./report.sh --full
   migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
   migrate schema --datacenter dc1:3 | cqlsh 10.0.0.1   # create the tables
@@ -95,7 +100,7 @@ pub struct ConnectOpts {
     #[arg(long, global = true, value_enum)]
     pub consistency: Option<ConsistencyArg>,
     /// How long to wait for the first connection, e.g. 5s.
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = Checked(parse_duration))]
     pub connect_timeout: Option<Duration>,
     /// Create the keyspace and tables if they are missing. Without it, only
     /// `serve` and `demo` create schema; the other commands check for it and
@@ -162,20 +167,22 @@ pub enum Command {
     /// Read-only. Exits 0 whatever the verdict on the next stage (use
     /// `advance --dry-run` to wait for "safe" in a script: it exits 3 until
     /// then), and 5 when the fleet is in an unsafe state now: live nodes or
-    /// holders of the legacy and the queue algorithm at once.
+    /// holders of the legacy and the queue algorithm at once (a `main` cell
+    /// not written by lockshift counts as a legacy holder).
     #[command(after_help = "Examples:\n  migrate status\n  migrate status --json | jq .next.safe")]
     Status,
 
     /// Show every cell of one lock in main, shadow and queue: owner, queue
     /// position, writetime, TTL left, age, and whether it looks stale.
     ///
-    /// Exits 1 when the lock has no cells at all (unknown or not in use).
+    /// A lock with no cells at all is free (or its id is misspelt): it says
+    /// so and exits 0, as for any answer.
     #[command(
         after_help = "Examples:\n  migrate inspect account-42\n  migrate inspect account-42 --json"
     )]
     Inspect {
         /// The lock id (the row key).
-        #[arg(value_parser = parse_lock_id)]
+        #[arg(value_parser = Checked(parse_lock_id))]
         lock: LockId,
     },
 
@@ -216,7 +223,7 @@ pub enum Command {
         /// renewed for this long, e.g. 30m. Never applies to a cell with a
         /// TTL or an owner's announced promise: it cannot shorten either.
         /// Without it, cells without a TTL are counted, never deleted.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
         stale_after: Option<Duration>,
         /// Overdue after this many of the owner's promised renewal periods.
         #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
@@ -247,9 +254,12 @@ pub enum Command {
     /// Move the rollout one stage forward (legacy -> dual -> queue -> complete)
     /// if every guard holds.
     ///
-    /// Without --to, the next stage. A refusal prints every failing guard and
-    /// exits 3 (it is recorded in the history). A skipped stage (e.g. legacy
-    /// to queue) is a usage error, exit 2. Already at the target: exit 0.
+    /// A change names its target with --to (the next stage); without it,
+    /// only --dry-run is accepted (it evaluates the next stage), so two
+    /// commands a moment apart never move the fleet two stages. A refusal
+    /// prints every failing guard with what to do and exits 3 (it is
+    /// recorded in the history). A skipped stage (e.g. legacy to queue) is a
+    /// usage error, exit 2. Already at the target: exit 0.
     #[command(
         after_help = "Examples:\n  migrate advance --dry-run\n  migrate advance --to dual --reason 'all nodes on v2' --by alice"
     )]
@@ -258,9 +268,11 @@ pub enum Command {
     /// Move the rollout one stage back (complete -> queue -> dual -> legacy)
     /// if every guard holds.
     ///
-    /// Without --to, the previous stage. Exit codes as for `advance`.
+    /// A change names its target with --to (the previous stage), as for
+    /// `advance`; --dry-run alone evaluates the previous stage. Exit codes
+    /// as for `advance`.
     #[command(
-        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --reason 'queue lock misbehaves'"
+        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --to dual --reason 'queue lock misbehaves'"
     )]
     Rollback(TransitionArgs),
 
@@ -269,8 +281,10 @@ pub enum Command {
     /// If the lease is lost, the command gets SIGTERM, then SIGKILL after
     /// --grace, and migrate exits 4. Otherwise the command's exit code is
     /// passed through (killed by a signal: 128 + signal). Could not take the
-    /// lock within --timeout: exit 3. While it waits, a line on stderr says
-    /// who holds the lock. The command runs in its own process group and
+    /// lock within --timeout: exit 3. The command not found: exit 127; found
+    /// but not executable: 126 (the lock is released, nothing ran). While it
+    /// waits, stderr says who holds the lock, and again whenever whom it
+    /// waits for changes (at most one line per 5 s). The command runs in its own process group and
     /// dies with migrate (even on kill -9: a supervisor kills the group);
     /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
     /// and it gets SIGKILL if still running --grace later or on a second
@@ -290,19 +304,19 @@ pub enum Command {
     )]
     RunWithLock {
         /// The lock id.
-        #[arg(value_parser = parse_lock_id)]
+        #[arg(value_parser = Checked(parse_lock_id))]
         lock: LockId,
         /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
         /// A mode the stage forbids degrades to combined, with a warning.
         /// [default: node.mode from the settings, else auto]
-        #[arg(long, value_parser = parse_mode)]
+        #[arg(long, value_parser = Checked(parse_mode))]
         mode: Option<Mode>,
         /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
         timeout: Option<Duration>,
         /// After a forwarded signal or SIGTERM, how long the command may take
         /// to exit before SIGKILL.
-        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(parse_duration))]
         grace: Duration,
         /// Write the JSON report to this file (as well as --json on stderr).
         #[arg(long, value_name = "FILE")]
@@ -326,7 +340,7 @@ pub enum Command {
         #[arg(long)]
         parent: i32,
         /// SIGTERM → SIGKILL grace for processes the command leaves behind.
-        #[arg(long, value_parser = parse_duration, default_value = "10s")]
+        #[arg(long, value_parser = Checked(parse_duration), default_value = "10s")]
         grace: Duration,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
@@ -347,11 +361,17 @@ pub enum Command {
     Schema {
         /// NetworkTopologyStrategy: this many replicas in this datacenter,
         /// e.g. dc1:3; repeat for each datacenter.
-        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = parse_datacenter)]
+        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = Checked(parse_datacenter))]
         datacenters: Vec<(String, u32)>,
         /// SimpleStrategy with this many replicas (one datacenter only).
         #[arg(long, value_name = "N", conflicts_with = "datacenters")]
         replication_factor: Option<u32>,
+        /// Run the statements against the connected cluster instead of
+        /// printing them: creates what is missing and sets every table's
+        /// options (gc grace, compaction). Brings back a lock the database
+        /// refuses to read (docs/operating.md).
+        #[arg(long)]
+        apply: bool,
     },
 
     /// Run the local CQL endpoint (an in-memory store served over the CQL
@@ -372,10 +392,10 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
         /// Delay every read and write by this much, e.g. 2ms.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
         latency: Option<Duration>,
         /// Add up to this much random delay on top of --latency.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
         jitter: Option<Duration>,
     },
 
@@ -427,7 +447,7 @@ pub struct BenchArgs {
     /// Algorithms to measure, in order (lwt: the lightweight-transaction
     /// lease Cassandra users build, a baseline) [default:
     /// legacy,queue,combined,lwt; with --soak: legacy,queue,combined].
-    #[arg(long, value_delimiter = ',', value_name = "ALGORITHM,...", value_parser = parse_bench_algorithm)]
+    #[arg(long, value_delimiter = ',', value_name = "ALGORITHM,...", value_parser = Checked(parse_bench_algorithm))]
     pub algorithms: Vec<lockshift_bench::BenchAlgorithm>,
     /// Worker process counts P, in order [default: 1,3,5; with --soak: 1].
     #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -436,13 +456,13 @@ pub struct BenchArgs {
     #[arg(long, short = 'k', default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub acquisitions: u32,
     /// How long each acquisition holds the lock, e.g. 1ms.
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration))]
     pub hold: Duration,
     /// Injected store latency per request at the local endpoint, e.g. 2ms.
-    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration, conflicts_with = "cluster")]
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = Checked(parse_duration), conflicts_with = "cluster")]
     pub latency: Duration,
     /// Extra latency per request, uniform in [0, jitter), e.g. 1ms.
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration, conflicts_with = "cluster")]
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration), conflicts_with = "cluster")]
     pub jitter: Duration,
     /// Measure the database of the connection settings instead of a local endpoint.
     #[arg(long)]
@@ -465,7 +485,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3, requires = "hold_locks", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub periods: u32,
     /// Hold mode: the lease renew period (default: lock.renew_every of the settings).
-    #[arg(long, value_name = "DURATION", requires = "hold_locks", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", requires = "hold_locks", value_parser = Checked(parse_duration))]
     pub renew_every: Option<Duration>,
     /// Soak instead of contention: take one lock N times per algorithm (and
     /// per P, the N split between the P processes), then compare the mean
@@ -480,8 +500,9 @@ pub struct BenchArgs {
 /// `advance` and `rollback`.
 #[derive(Debug, Clone, Args)]
 pub struct TransitionArgs {
-    /// Target stage: legacy, dual, queue or complete (default: one step).
-    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    /// Target stage: legacy, dual, queue or complete. Required to change the
+    /// stage; with --dry-run it defaults to one step.
+    #[arg(long, value_name = "STAGE", value_parser = Checked(parse_stage))]
     pub to: Option<Stage>,
     /// Only evaluate the guards; change and record nothing.
     #[arg(long)]
@@ -515,10 +536,10 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1000)]
     pub balance: i64,
     /// How long the fleet runs between rollout steps, e.g. 4s.
-    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = Checked(parse_duration))]
     pub settle: Duration,
     /// Injected latency of every store request, e.g. 1ms.
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration))]
     pub latency: Duration,
     /// Seed of the workers' choices (accounts, amounts, pauses).
     #[arg(long, default_value_t = 1)]
@@ -531,6 +552,62 @@ pub struct DemoArgs {
     pub metrics: Option<SocketAddr>,
 }
 
+/// A value parser that echoes the value it refuses once, cut short. (With
+/// a plain function clap quotes the whole value in its message: a 100 KB
+/// lock name came back whole.)
+#[derive(Clone, Copy)]
+pub struct Checked<T>(pub fn(&str) -> Result<T, String>);
+
+impl<T> std::fmt::Debug for Checked<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Checked")
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Checked<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let what = arg.map_or_else(|| "a value".to_string(), |a| format!("'{a}'"));
+        let text = value.to_string_lossy();
+        let Some(valid) = value.to_str() else {
+            return Err(usage(
+                cmd,
+                format!("invalid value {} for {what}: not UTF-8", quoted(&text)),
+            ));
+        };
+        (self.0)(valid).map_err(|why| {
+            // Once: a reason that quotes the value already says it.
+            let cut = lockshift_lock::cut_short(valid);
+            let message = if why.contains(cut.as_ref()) {
+                format!("invalid value for {what}: {why}")
+            } else {
+                format!("invalid value {} for {what}: {why}", quoted(valid))
+            };
+            usage(cmd, message)
+        })
+    }
+}
+
+/// `value` quoted, cut short (as every message quotes a value).
+fn quoted(value: &str) -> String {
+    format!("'{}'", lockshift_lock::cut_short(value))
+}
+
+fn usage(cmd: &clap::Command, message: String) -> clap::Error {
+    let mut cmd = cmd.clone();
+    clap::Error::raw(
+        clap::error::ErrorKind::ValueValidation,
+        format!("{message}\n"),
+    )
+    .format(&mut cmd)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("{e} (expected a duration such as 30s, 2m or 250ms)"))
@@ -539,12 +616,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn parse_datacenter(s: &str) -> Result<(String, u32), String> {
     let (dc, rf) = s
         .rsplit_once(':')
-        .ok_or_else(|| format!("{s:?} is not DC:RF, e.g. dc1:3"))?;
+        .ok_or_else(|| "it is not DC:RF, e.g. dc1:3".to_string())?;
     let rf: u32 = rf
         .parse()
-        .map_err(|_| format!("{s:?}: the replication factor {rf:?} is not a number"))?;
+        .map_err(|_| "the replication factor is not a number".to_string())?;
     if dc.is_empty() {
-        return Err(format!("{s:?}: the datacenter name is empty"));
+        return Err("the datacenter name is empty".to_string());
     }
     Ok((dc.to_string(), rf))
 }

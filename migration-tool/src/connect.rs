@@ -76,7 +76,7 @@ pub fn store_settings(
                      --contact-points HOST:PORT,… (127.0.0.1:9042 for a local `migrate serve`), \
                      LOCKSHIFT__STORE__CQL__CONTACT_POINTS, or [store.cql] contact_points in \
                      the --config file",
-                    source_of("store.backend", path, None)
+                    source_of("store.backend", path, None, "", Fallback::Default)
                 ))
                 .into());
             }
@@ -173,12 +173,22 @@ fn usage_from_settings(
             "invalid settings:\n  - {}",
             problems
                 .iter()
-                .map(|p| format!("{p} ({})", source_of(&p.key, path, opts)))
+                .map(|p| {
+                    format!(
+                        "{p} ({})",
+                        source_of(&p.key, path, opts, &p.message, Fallback::Default)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("\n  - ")
         ),
-        SettingsError::Parse { message } => match key_in(message) {
-            Some(key) => format!("{e} ({})", source_of(key, path, opts)),
+        // A value that does not parse, or a key that does not exist, came
+        // from somewhere: never from a default.
+        SettingsError::Parse { message } => match parsed_key(message) {
+            Some(key) => format!(
+                "{e} ({})",
+                source_of(&key, path, opts, message, Fallback::Given)
+            ),
             None => format!("{e} ({})", anywhere(path)),
         },
         _ => e.to_string(),
@@ -186,16 +196,44 @@ fn usage_from_settings(
     UsageError(text).into()
 }
 
-/// The key a `config` crate message names ("… for key `lock.lease_ttl`").
-fn key_in(message: &str) -> Option<&str> {
-    let start = message.find("key `")? + "key `".len();
-    let len = message[start..].find('`')?;
-    Some(&message[start..start + len])
+/// The key a `config` crate message names ("… for key `lock.lease_ttl`"),
+/// with the unknown field it names, if any ("unknown field `bogus` … for
+/// key `lock`" is `lock.bogus`).
+fn parsed_key(message: &str) -> Option<String> {
+    let between = |after: &str| -> Option<&str> {
+        let start = message.find(after)? + after.len();
+        let len = message[start..].find('`')?;
+        Some(&message[start..start + len])
+    };
+    let key = between("key `");
+    match (key, between("unknown field `")) {
+        (Some(key), Some(field)) => Some(format!("{key}.{field}")),
+        (None, Some(field)) => Some(field.to_string()),
+        (Some(key), None) => Some(key.to_string()),
+        (None, None) => None,
+    }
+}
+
+/// What a key's value came from when neither a flag nor a variable set it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fallback {
+    /// Its default, unless the file gave it.
+    Default,
+    /// Something gave it (it does not parse, or the key is unknown): the
+    /// file if there is one.
+    Given,
 }
 
 /// Where the value of `key` came from, by precedence: flag, environment,
-/// file, default.
-fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> String {
+/// file, default. The value is echoed (cut short) unless `message`
+/// already quotes it: once is enough.
+fn source_of(
+    key: &str,
+    path: Option<&Path>,
+    opts: Option<&ConnectOpts>,
+    message: &str,
+    fallback: Fallback,
+) -> String {
     if let Some(opts) = opts {
         let flag = match key {
             "store.cql.contact_points" if !opts.contact_points.is_empty() => {
@@ -228,8 +266,8 @@ fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> Stri
         base.to_uppercase().replace('.', "__")
     );
     if let Ok(value) = std::env::var(&var) {
-        // Never echo a secret; cut long values short.
-        if base == "store.cql.password" {
+        // Never echo a secret; cut long values short; say a value once.
+        if base == "store.cql.password" || quotes(message, &value) {
             return format!("from {var} in the environment");
         }
         return format!(
@@ -237,10 +275,20 @@ fn source_of(key: &str, path: Option<&Path>, opts: Option<&ConnectOpts>) -> Stri
             lockshift_store::settings::echo(&value)
         );
     }
-    match path {
-        Some(p) => format!("from the file {}", p.display()),
-        None => "its default".to_string(),
+    match (path, fallback) {
+        (Some(p), _) => format!("from the file {}", lockshift_store::settings::show_path(p)),
+        (None, Fallback::Default) => "its default".to_string(),
+        (None, Fallback::Given) => "from a LOCKSHIFT__… environment variable".to_string(),
     }
+}
+
+/// Whether `message` already quotes `value` (whole, or its first
+/// characters where it was cut short).
+fn quotes(message: &str, value: &str) -> bool {
+    let head: String = value.chars().take(32).collect();
+    let quoted = format!("{head:?}");
+    let open = quoted.strip_suffix('"').unwrap_or(&quoted);
+    !value.is_empty() && message.contains(open)
 }
 
 /// When the key is unknown: everywhere it could have come from.

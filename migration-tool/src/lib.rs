@@ -30,6 +30,11 @@
 //!   ever added under that version.
 //! - **M4.** Exit codes are decided in one place (`main.rs`) from [`Outcome`]
 //!   and the error chain ([`UsageError`] → 2, anything else → 1).
+//! - **M5.** A message echoes a value once, cut short: settings and flag
+//!   values through `cut_short`/`echo`, and clap's own usage errors through
+//!   [`cut_long_words`]; an error chain is printed with each cause once
+//!   ([`error_text`]) — errors that show their source and also chain it
+//!   said "Address already in use" twice.
 
 // Every public item is documented (the workspace warns, CI denies warnings).
 #![warn(missing_docs)]
@@ -87,6 +92,49 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// The error and its causes, `: `-separated, each cause once: a cause
+/// whose text the message so far already holds (an error that shows its
+/// source and also chains it) is not repeated.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// `text` with every run of more than 200 bytes without whitespace cut
+/// short (a value clap quotes in a usage error).
+pub fn cut_long_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4_096));
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.len() > 200 {
+            out.push_str(&lockshift_lock::cut_short(word));
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// Whether `err` is a usage error anywhere in its chain.
@@ -220,12 +268,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Schema {
             datacenters,
             replication_factor,
+            apply,
         } => {
             let settings = connect::settings(connect, false)?;
-            let report =
+            let mut report =
                 ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
+            if apply {
+                let cql = ops::schema::with_replication(
+                    &settings.store.cql,
+                    &datacenters,
+                    replication_factor,
+                )?;
+                ops::schema::apply(&cql, &mut report).await?;
+            }
+            let failed = report.applied.as_ref().is_some_and(|steps| {
+                steps
+                    .iter()
+                    .any(|s| s.outcome == ops::schema::StepOutcome::Refused)
+            });
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            Ok(if failed { Outcome::Failed } else { Outcome::Ok })
         }
         Command::Serve {
             listen,
@@ -305,5 +367,46 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 Outcome::Failed
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 19 (C9): a cause the message already shows is not repeated.
+    #[test]
+    fn each_cause_is_said_once() {
+        #[derive(Debug)]
+        struct Bind(std::io::Error);
+        impl fmt::Display for Bind {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "could not listen on 127.0.0.1:9042: {}", self.0)
+            }
+        }
+        impl std::error::Error for Bind {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = anyhow::Error::new(Bind(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "Address already in use (os error 98)",
+        )))
+        .context("starting the endpoint");
+        assert_eq!(
+            error_text(&e),
+            "starting the endpoint: could not listen on 127.0.0.1:9042: Address already in use (os error 98)"
+        );
+    }
+
+    #[test]
+    fn long_words_are_cut_short() {
+        let long = "x".repeat(100_000);
+        let text = format!("error: invalid value '{long}' for '<LOCK>'\n");
+        let cut = cut_long_words(&text);
+        assert!(cut.len() < 400, "{}", cut.len());
+        assert!(cut.starts_with("error: invalid value 'xxx") && cut.ends_with("for '<LOCK>'\n"));
+        assert_eq!(cut_long_words("a b\tc\n"), "a b\tc\n");
     }
 }

@@ -4,11 +4,12 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | ok (`run-with-lock`: the command's own code passes through) |
-//! | 1 | error (database unreachable, schema missing, unknown lock, store failure, demo invariant broken) |
+//! | 1 | error (database unreachable, schema missing, store failure, demo invariant broken) |
 //! | 2 | usage (bad flag or value, invalid settings, unknown or skipped stage) |
 //! | 3 | not safe yet / refused (guards; `run-with-lock --timeout` expired) |
 //! | 4 | lease lost (`run-with-lock`) |
 //! | 5 | unsafe state (`status`: legacy and queue in use at once) |
+//! | 126, 127 | `run-with-lock`: the command could not be run / was not found |
 //!
 //! A closed stdout (`migrate status --json | head -1`) ends the command
 //! quietly with 0: the reader has what it wanted.
@@ -16,10 +17,12 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use lockshift_migration_tool::cli::{Cli, Command};
 use lockshift_migration_tool::ops;
-use lockshift_migration_tool::{JSON_VERSION, Outcome, is_broken_pipe, is_usage_error, run};
+use lockshift_migration_tool::{
+    JSON_VERSION, Outcome, cut_long_words, error_text, is_broken_pipe, is_usage_error, run,
+};
 use tracing_subscriber::EnvFilter;
 
 const OK: u8 = 0;
@@ -30,8 +33,20 @@ const LEASE_LOST: u8 = 4;
 const UNSAFE: u8 = 5;
 
 fn main() -> ExitCode {
-    // clap prints usage errors itself and exits 2 (its default, kept).
-    let cli = Cli::parse();
+    // clap prints usage errors and exits 2 (its default, kept) — with any
+    // value it quotes cut short (lib invariant M5).
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = write!(
+                std::io::stderr(),
+                "{}",
+                cut_long_words(&e.render().to_string())
+            );
+            return ExitCode::from(USAGE);
+        }
+    };
     // Signals blocked by whoever started us would be inherited by every
     // runtime thread (and never reach run-with-lock's forwarding): start
     // from a clean mask, before any thread exists.
@@ -81,11 +96,12 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::from(OK),
         Err(e) => {
             let code = if is_usage_error(&e) { USAGE } else { ERROR };
-            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            let text = error_text(&e);
+            let _ = writeln!(std::io::stderr(), "error: {text}");
             if json {
                 let body = serde_json::json!({
                     "version": JSON_VERSION,
-                    "error": { "exit_code": code, "message": format!("{e:#}") },
+                    "error": { "exit_code": code, "message": text },
                 });
                 // A failed write has nowhere left to be reported.
                 let _ = if json_on_stderr {

@@ -415,6 +415,18 @@ impl Human for StatusReport {
                 self.unreadable_nodes.join(", ")
             );
         }
+        if let Some(action) = &self.unreadable_action {
+            let _ = writeln!(
+                s,
+                "\nunreadable {} lock row(s) the database refuses to read; the counts below \
+                 leave them out, and the guards that read lock cells refuse until they can be read:",
+                self.unreadable_locks.len()
+            );
+            for row in &self.unreadable_locks {
+                let _ = writeln!(s, "  {}", row.describe());
+            }
+            let _ = writeln!(s, "  do: {action}");
+        }
         let l = &self.locks;
         let _ = writeln!(
             s,
@@ -444,7 +456,7 @@ impl Human for StatusReport {
         );
         let _ = writeln!(
             s,
-            "stale      {} cell(s) on {} lock(s){} (not renewed for {}; `migrate clean`)",
+            "stale      {} cell(s) on {} lock(s){} (not renewed for {}, holdings {}; `migrate clean`)",
             self.stale.cells,
             self.stale.locks,
             if self.stale.by_table.is_empty() {
@@ -452,7 +464,8 @@ impl Human for StatusReport {
             } else {
                 format!(" ({})", counts(&self.stale.by_table))
             },
-            age(self.stale.threshold_ms)
+            age(self.stale.threshold_ms),
+            age(self.stale.holding_threshold_ms)
         );
         let la = &self.legacy_activity;
         let _ = writeln!(
@@ -479,9 +492,17 @@ impl Human for StatusReport {
             }
             Some(n) => {
                 let _ = writeln!(s, "safe to advance to {}: no, because", n.to);
-                for b in &n.because {
-                    let _ = writeln!(s, "  - {b}");
+                for g in n.guards.iter().filter(|g| !g.passed) {
+                    let _ = writeln!(s, "  - {}", g.detail);
+                    for a in &g.actions {
+                        let _ = writeln!(s, "    do: {a}");
+                    }
                 }
+            }
+        }
+        if let Some(n) = &self.next {
+            for c in &n.caveats {
+                let _ = writeln!(s, "  but: {c}");
             }
         }
         s
@@ -503,13 +524,31 @@ fn counts(m: &std::collections::BTreeMap<String, usize>) -> String {
 impl Human for InspectReport {
     fn human(&self) -> String {
         let mut s = String::new();
+        if self.free {
+            let _ = writeln!(
+                s,
+                "lock {} is free: no cells in main, shadow or queue (nobody holds or waits \
+                 for it — or the id is misspelt; `migrate status` counts the locks in use)",
+                self.lock
+            );
+            return s;
+        }
+        let holder = match self.holders.as_slice() {
+            [] => "none".to_string(),
+            [one] => one.clone(),
+            many => format!(
+                "{} ({} holdings in main: contenders entering, or stale cells)",
+                many.join(", "),
+                many.len()
+            ),
+        };
         let _ = writeln!(
             s,
-            "lock {}: holder {}, {} waiting (stale after {})",
+            "lock {}: holder {holder}, {} waiting (stale after {}, holdings {})",
             self.lock,
-            self.holder.as_deref().unwrap_or("none"),
             self.waiting,
-            age(self.stale_after_ms)
+            age(self.stale_after_ms),
+            age(self.holding_stale_after_ms)
         );
         let mut t = Table::new(&[
             "table",
@@ -526,7 +565,11 @@ impl Human for InspectReport {
             t.row(vec![
                 c.table.clone(),
                 c.owner.clone(),
-                c.algorithm.map_or("foreign".to_string(), |a| a.to_string()),
+                match (c.algorithm, c.reserved) {
+                    (None, _) => "foreign".to_string(),
+                    (Some(a), true) => format!("{a} (reserved)"),
+                    (Some(a), false) => a.to_string(),
+                },
                 opt(c.queue_position),
                 when(c.writetime_us),
                 age(c.age_ms),
@@ -561,9 +604,30 @@ impl Human for crate::ops::schema::SchemaReport {
         for warning in &self.warnings {
             let _ = writeln!(s, "-- warning: {warning}");
         }
-        for statement in &self.statements {
-            s.push_str(statement.trim_end_matches(';'));
-            s.push_str(";\n");
+        let _ = writeln!(s, "-- table options: {}", self.options);
+        let Some(applied) = &self.applied else {
+            for statement in &self.statements {
+                s.push_str(statement.trim_end_matches(';'));
+                s.push_str(";\n");
+            }
+            return s;
+        };
+        use crate::ops::schema::StepOutcome;
+        for step in applied {
+            let what = match step.outcome {
+                StepOutcome::Applied => "applied",
+                StepOutcome::Unsupported => {
+                    "not run: the local CQL endpoint does not implement ALTER (its tables were \
+                     created with these options)"
+                }
+                StepOutcome::Refused => "REFUSED",
+            };
+            let _ = writeln!(s, "-- {what}: {}", step.statement.trim_end_matches(';'));
+            if step.outcome == StepOutcome::Refused
+                && let Some(error) = &step.error
+            {
+                let _ = writeln!(s, "--   {error}");
+            }
         }
         s
     }
@@ -681,7 +745,16 @@ impl Human for TransitionReport {
     fn human(&self) -> String {
         let mut s = String::new();
         if self.already {
-            let _ = writeln!(s, "the stage already is {}: nothing to do", self.to);
+            let _ = writeln!(
+                s,
+                "the stage already is {}: nothing to do{}",
+                self.to,
+                if self.raced.is_some() {
+                    " (another operator's transition moved it while this command waited)"
+                } else {
+                    ""
+                }
+            );
             return s;
         }
         for g in &self.guards {
@@ -691,6 +764,11 @@ impl Human for TransitionReport {
                 if g.passed { "ok" } else { "FAIL" },
                 g.detail
             );
+            if !g.passed {
+                for a in &g.actions {
+                    let _ = writeln!(s, "         do: {a}");
+                }
+            }
         }
         let line = match (self.dry_run, self.applied, self.safe) {
             (true, _, true) => format!(
@@ -718,6 +796,16 @@ impl Human for TransitionReport {
         };
         s.push_str(&line);
         s.push('\n');
+        // Refusals that are not a guard's (a race, the rollout lock) say
+        // what to do here; a guard's said it under the guard.
+        if self.guards.is_empty() {
+            for a in &self.actions {
+                let _ = writeln!(s, "do: {a}");
+            }
+        }
+        for c in &self.caveats {
+            let _ = writeln!(s, "note: {c}");
+        }
         s
     }
 }

@@ -471,3 +471,73 @@ async fn a_command_that_traps_sigint_and_leaves_a_child() {
     assert!(!alive(shell));
     assert!(!child_alive, "the child outlived migrate: {stderr}");
 }
+
+/// Issue 19 (A): while it waits, stderr says whom it waits for when that
+/// changes — from the waiter's own reads, at most one line per
+/// `WAIT_LINE_GAP`. Here A holds, B waits ahead of run-with-lock; A leaves,
+/// B holds: the line names B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_says_who_it_waits_for_when_that_changes() {
+    let e = Endpoint::with_schema().await;
+    let lock = LockId::new("relay").unwrap();
+    let (a, b) = (
+        e.node("holder-a", Mode::Combined).await,
+        e.node("next-b", Mode::Combined).await,
+    );
+    let held_a = a.locker().acquire(&lock).await.unwrap();
+    let b_task = {
+        let locker = b.locker();
+        let lock = lock.clone();
+        tokio::spawn(async move { locker.acquire(&lock).await })
+    };
+    eventually(Duration::from_secs(10), "b to queue", || async {
+        let queue = e
+            .store()
+            .read(
+                lockshift_store::schema::QUEUE,
+                "relay",
+                &lockshift_store::RowQuery::all(),
+            )
+            .await
+            .unwrap();
+        queue.iter().any(|c| c.column.starts_with("next-b/"))
+    })
+    .await;
+    let mut waiter = spawned(e.command(&["run-with-lock", "relay", "--", "true"], FAST));
+    // Everything the waiter says, as it says it.
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        use tokio::io::AsyncBufReadExt;
+        let said = said.clone();
+        let mut lines = tokio::io::BufReader::new(waiter.stderr.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut said = said.lock().unwrap();
+                said.push_str(&line);
+                said.push('\n');
+            }
+        })
+    };
+    let holder_a = format!("held by {}", held_a.owner());
+    eventually(Duration::from_secs(30), "the first waiting line", || {
+        let said = said.lock().unwrap().contains(&holder_a);
+        async move { said }
+    })
+    .await;
+    held_a.release().await.unwrap();
+    let held_b = b_task.await.unwrap().unwrap();
+    let named_b = format!("waiting for relay: held by {}", held_b.owner());
+    let gap = lockshift_migration_tool::ops::run_with_lock::WAIT_LINE_GAP;
+    eventually(gap + Duration::from_secs(10), "a line naming B", || {
+        let said = said.lock().unwrap().contains(&named_b);
+        async move { said }
+    })
+    .await;
+    held_b.release().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), waiter.wait())
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap();
+    reader.await.unwrap();
+    assert_eq!(status.code(), Some(0), "{}", said.lock().unwrap());
+}

@@ -33,10 +33,16 @@
 //!   verifying read, so a waiter that finds itself first knows whoever is
 //!   alone in `main` has verified (or is an arrival that is not first and
 //!   withdraws).
-//! - **Q3.** Queue cells and `main` cells carry the lease TTL and are renewed
-//!   while their owner waits or holds; a waiter whose queue cell is gone
-//!   re-enqueues, one whose lease is lost re-enqueues in a slot of its own
-//!   (the old one is free again once the old lease's cells are gone, K1).
+//! - **Q3.** A waiter's cells — its queue cell, its reservations in `main`
+//!   (and `shadow`) — carry the waiting TTL (`lock.queue.waiting_ttl`, 4 s)
+//!   and are rewritten every `waiting_renew_every` (1 s), on the back of
+//!   the waiter's own reads where it reads their rows (lease L6); once it
+//!   holds, its `main` cell carries the lease TTL and is renewed as any
+//!   holding. A waiter whose queue cell is gone re-enqueues, one whose
+//!   lease is lost re-enqueues in a slot of its own (the old one is free
+//!   again once the old lease's cells are gone, K1). So a waiter killed
+//!   while it waits holds the line up for at most the waiting TTL (safe:
+//!   docs/design.md §2, DW1).
 //! - **Q4.** A waiter polls by the store's round trip as it measures it: the
 //!   next waiter about once per round trip while the line moves, a waiter
 //!   `d` places back every `d` round trips (or half the line's pace per
@@ -70,10 +76,11 @@
 //! Lemma 1. This covers every way in: entering, claiming a reservation,
 //! and the fast path, whose `main` read follows its `main` write just the
 //! same; "first in line" is fairness, not exclusion. The queue orders
-//! entries, and carries exclusion only through Q6's "X's cell is gone":
-//! skipping a dead waiter (a cell not renewed for `stale_after`) is safe
-//! because a waiter reserved behind it then enters plainly, and a holder
-//! may leave the queue because it has verified. A legacy
+//! entries, and carries exclusion only through Q6's "X's cell is gone"; a
+//! holder may leave the queue because it has verified. Why skipping a dead
+//! waiter early — a queue cell watched unchanged for `stale_after`, or
+//! cells that expired with the waiting TTL (Q3) — keeps this argument:
+//! docs/design.md §2, DW1. A legacy
 //! holder writes `main` without re-reading it, which breaks this argument:
 //! see docs/design.md §3 for why legacy and queue must never run together.
 //!
@@ -84,8 +91,9 @@
 //! first has left the queue), and a fast-path arrival holds only if it is
 //! first in line. With a
 //! non-decreasing time service a new arrival queues behind everyone already
-//! waiting. Dead waiters are skipped after `stale_after`, a crashed holder's
-//! `main` cell expires after the TTL.
+//! waiting. Dead waiters are skipped after `stale_after` and their cells
+//! expire after the waiting TTL; a crashed holder's `main` cell expires
+//! after the lease TTL.
 //!
 //! # Modules
 //! [`QueueLocker`] (a node builds it: `lockshift_combined::Lockers`);

@@ -32,9 +32,9 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use entry::{Arrival, Arrived, Entered, MainEntry, StoreFuture, read_main, reserve_and_read};
-pub use handoff::{MAIN_CELLS_READ, Verdict, others_in, verdict};
+pub use handoff::{MAIN_CELLS_READ, Verdict, holder_in_my_way, others_in, verdict};
 
-use crate::queue::{Position, mark, position, queue_value};
+use crate::queue::{Position, Sightings, mark, position, queue_value};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use poll::{Average, Bounds};
@@ -47,6 +47,8 @@ struct Ticket {
     lease: Lease,
     column: String,
     value: Vec<u8>,
+    /// The queue cells this place in line has watched stand still.
+    sightings: Mutex<Sightings>,
 }
 
 /// The waiting line of one algorithm: queue lock or combined lock.
@@ -134,26 +136,29 @@ impl Line {
         self.settings.stale_after(self.ctx.lease_settings())
     }
 
+    fn holder_stale_after(&self) -> Duration {
+        QueueSettings::holder_stale_after(self.ctx.lease_settings())
+    }
+
     fn pause_after_error(&self) -> Duration {
         // Spread retries over a few head polls so a flapping store is not
         // hammered in lock step by every waiter.
         self.settings.head_poll + self.ctx.random_below(self.settings.head_poll * 4)
     }
 
-    /// Where `column` stands in `lock`'s queue, reading at most `window`
+    /// Where `ticket` stands in `lock`'s queue, reading at most `window`
     /// live cells ahead of it.
     async fn where_am_i(
         &self,
         lock: &LockId,
-        column: &str,
+        ticket: &Ticket,
         window: u32,
     ) -> Result<Position, StoreError> {
         position(
             self.store(),
             lock.as_str(),
-            column,
-            self.ctx.clock().now(),
-            self.stale_after(),
+            &ticket.column,
+            &ticket.sightings,
             window,
         )
         .await
@@ -166,14 +171,21 @@ impl Line {
         let time = self.time.now().await?;
         let owner = slot.owner().clone();
         let arrival = u64::try_from(time.as_micros()).unwrap_or(0);
-        let lease =
-            self.ctx
-                .start_lease(slot, self.algorithm(), Some(mark(owner.as_str(), arrival)));
+        // A waiter's cells live by the waiting terms until it holds (Q3,
+        // lease L6): killed while it waits, it holds the line up seconds.
+        let mark = Some(mark(owner.as_str(), arrival));
+        let lease = match self.settings.waiting_terms() {
+            Some(terms) => self
+                .ctx
+                .start_waiting_lease(slot, self.algorithm(), mark, terms),
+            None => self.ctx.start_lease(slot, self.algorithm(), mark),
+        };
         Ok(Ticket {
             column: owner.as_str().to_string(),
             value: queue_value(time, self.algorithm()),
             owner,
             lease,
+            sightings: Mutex::new(Sightings::new(self.stale_after())),
         })
     }
 
@@ -192,7 +204,7 @@ impl Line {
                     .lease
                     .write(schema::QUEUE, &ticket.column, &ticket.value),
             ),
-            position: Box::pin(self.where_am_i(lock, &ticket.column, self.window())),
+            position: Box::pin(self.where_am_i(lock, ticket, self.window())),
         };
         self.entry
             .arrive(self.store(), &ticket.lease, arrival, fast)
@@ -212,22 +224,26 @@ impl Line {
         }
     }
 
-    /// After the lock was taken: re-mark a reservation a holding, and leave
-    /// the queue — the sign to the next waiter that this holder's verifying
-    /// read is done, so its reservation cannot disturb it (Q2). Both in the
-    /// background, off the acquire path.
+    /// After the lock was taken: leave the queue — the sign to the next
+    /// waiter that this holder's verifying read is done, so its reservation
+    /// cannot disturb it (Q2) — and hold: the `main` cell takes the lease
+    /// TTL (re-marked a holding if it was a reservation) where it does not
+    /// carry it yet (lease L6). All in the background, off the acquire path:
+    /// one delete, and one write unless the cell was written as the
+    /// holding (the fast path).
     fn settle(&self, ticket: &Ticket, reserved: bool) {
-        if reserved {
-            ticket.lease.rewrite_in_background(
-                schema::MAIN,
-                ticket.owner.as_str(),
-                self.entry.holding_value(),
-            );
-        }
         ticket
             .lease
             .delete_in_background(schema::QUEUE, &ticket.column);
         self.entry.settle(&ticket.lease);
+        let remark = [(
+            schema::MAIN,
+            ticket.owner.as_str(),
+            self.entry.holding_value(),
+        )];
+        ticket
+            .lease
+            .start_holding(if reserved { &remark[..] } else { &[] });
     }
 
     /// Listing 7 with leases, the fast path, polling, reservations,
@@ -283,7 +299,7 @@ impl Line {
         let mut fresh_slot = Some(first);
         let mut waiter = Waiter::new(
             self.bounds(),
-            self.stale_after(),
+            self.holder_stale_after(),
             last_owner.as_str(),
             Instant::now(),
         )
@@ -406,6 +422,9 @@ impl Line {
                 }
                 Err(e) => return Err((Stop::Store(e), ticket)),
             };
+            if let Some(current) = &ticket {
+                report(waiting, &observation, current);
+            }
             action = waiter.on(observation, &self.context_now(took));
             self.remember(&waiter);
         }
@@ -433,16 +452,31 @@ impl Line {
         action: Action,
     ) -> Result<Observation, StoreError> {
         let store = self.store();
+        // Every read of a row holding one of my waiting cells that shows it
+        // there refreshes it (lease L6 and L2: the read is the proof a
+        // rewrite needs), so a waiter's own polling keeps its cells alive
+        // without a read of their own.
+        let queue_mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
+        let main_mark = ticket.lease.read_mark(schema::MAIN, ticket.owner.as_str());
+        let refresh_queue = |position: &Position| {
+            if *position != Position::Missing
+                && let Some(mark) = queue_mark.clone()
+            {
+                ticket.lease.refresh_seen(mark);
+            }
+        };
         match action {
             // Listing 7 line 2: where am I? One read of the queue row.
             Action::Poll { .. } => self
-                .where_am_i(lock, &ticket.column, self.window())
+                .where_am_i(lock, ticket, self.window())
                 .await
+                .inspect(refresh_queue)
                 .map(Observation::Position),
             // Q5: am I first? One read, one cell past the head is enough.
             Action::AskQueue { .. } => self
-                .where_am_i(lock, &ticket.column, 1)
+                .where_am_i(lock, ticket, 1)
                 .await
+                .inspect(refresh_queue)
                 .map(Observation::Position),
             // Listing 7 lines 3–4 (and the entry's own steps): write my
             // `main` cell, read `main` after it.
@@ -455,6 +489,14 @@ impl Line {
             // the claim itself (Q1: it follows my write).
             Action::PollMain { .. } => {
                 let cells = read_main(store, &ticket.lease).await?;
+                // Still waiting: refresh. (Alone, the claim follows, and
+                // holding rewrites the cell anyway.)
+                if let Some(mark) = main_mark
+                    && cells.iter().any(|c| c.column == ticket.owner.as_str())
+                    && verdict(ticket.owner.as_str(), ticket.lease.mark(), &cells) != Verdict::Alone
+                {
+                    ticket.lease.refresh_seen(mark);
+                }
                 self.ctx.observe_main(lock, &cells);
                 Ok(Observation::Main {
                     cells,
@@ -472,11 +514,13 @@ impl Line {
             // together — both before any read of `main` that may claim.
             Action::PollBehind { .. } => {
                 let (position, ready) = tokio::join!(
-                    self.where_am_i(lock, &ticket.column, self.window()),
+                    self.where_am_i(lock, ticket, self.window()),
                     self.entry.ready_behind(store, &ticket.lease)
                 );
+                let position = position?;
+                refresh_queue(&position);
                 Ok(Observation::PlaceBehind {
-                    position: position?,
+                    position,
                     ready: ready?,
                 })
             }
@@ -660,6 +704,39 @@ impl Contended {
         // Critical sections are single set operations; none can panic midway.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Tells the acquisition's watcher what `observation` shows in the way of
+/// `ticket`: the first waiter ahead and how far, from a read of the queue;
+/// the holder, from a read of `main`.
+fn report(waiting: &Waiting, observation: &Observation, ticket: &Ticket) {
+    let place = match observation {
+        Observation::Position(p) | Observation::PlaceBehind { position: p, .. } => Some(p),
+        Observation::Arrived(a) => Some(&a.position),
+        _ => None,
+    };
+    let main = match observation {
+        Observation::Main { cells, .. } => Some(cells),
+        Observation::Entered(Entered::Read { main, .. }) => Some(main),
+        Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
+        _ => None,
+    };
+    waiting.saw(|w| {
+        let before = w.clone();
+        match place {
+            Some(Position::Behind { ahead, head, .. }) => {
+                let owner = head.split_once('@').map_or(head.as_str(), |(o, _)| o);
+                w.ahead = Some((*ahead, owner.to_string()));
+            }
+            Some(Position::First | Position::FirstPastDead) => w.ahead = None,
+            Some(Position::Missing) | None => {}
+        }
+        if let Some(main) = main {
+            w.holder = holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
+                .map(|h| h.as_str().to_string());
+        }
+        *w != before
+    });
 }
 
 /// Gives a place in line up: deletes its cells (the queue cell and any

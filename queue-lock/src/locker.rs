@@ -43,10 +43,11 @@ impl MainEntry for QueueEntry {
         }
         let me = lease.owner().as_str();
         // Round 1: both cells at once. The `main` cell carries the holding
-        // value: uncontended, it is the holding and needs no re-marking.
+        // value and the lease TTL: uncontended, it is the holding and needs
+        // no rewrite (else it is withdrawn at once, Q2).
         let (queued, wrote) = tokio::join!(
             arrival.enqueue,
-            lease.write(schema::MAIN, me, self.holding_value())
+            lease.write_holding(schema::MAIN, me, self.holding_value())
         );
         queued?;
         wrote?;

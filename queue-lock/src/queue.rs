@@ -30,10 +30,13 @@
 //! alone: the owner id passes to the slot's next acquisition, the mark
 //! does not.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{Algorithm, OwnerId};
 use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
+use tokio::time::Instant;
 
 /// Digits of the arrival time (listing 6's time prefix).
 pub const TIME_DIGITS: usize = 20;
@@ -95,6 +98,59 @@ pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
     })
 }
 
+/// Which queue cells a waiter has watched stand still: a cell whose write
+/// time has not changed for `stale_after` *of this waiter's own time* is a
+/// dead waiter's. Judged by watching, not by comparing the write time with
+/// this node's clock: waiting cells are rewritten every second and skipped
+/// after three, so clock skew of a few seconds between nodes — which the
+/// write-time rule turned into live waiters skipped (or dead ones kept) —
+/// must not enter. A waiter that just arrived therefore waits up to
+/// `stale_after` before it skips a dead cell; the cell's waiting TTL ends
+/// it soon after anyway. Skipping is safe at any threshold
+/// (docs/design.md §2, DW1).
+#[derive(Debug, Clone)]
+pub struct Sightings {
+    stale_after: Duration,
+    /// Column → (the write time last seen, since when it has been seen).
+    seen: HashMap<String, (Timestamp, Instant)>,
+}
+
+impl Sightings {
+    /// Nothing watched yet; cells standing still for `stale_after` are dead.
+    pub fn new(stale_after: Duration) -> Sightings {
+        Sightings {
+            stale_after,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Notes a read of the whole queue row at `now`: a changed write time
+    /// restarts a cell's clock; cells no longer there are forgotten.
+    pub fn observe(&mut self, cells: &[Cell], now: Instant) {
+        self.seen
+            .retain(|column, _| cells.iter().any(|c| c.column == *column));
+        for c in cells {
+            match self.seen.get_mut(&c.column) {
+                Some((writetime, _)) if *writetime == c.writetime => {}
+                Some(entry) => *entry = (c.writetime, now),
+                None => {
+                    self.seen.insert(c.column.clone(), (c.writetime, now));
+                }
+            }
+        }
+    }
+
+    /// Whether `cell` has stood still for longer than `stale_after` at `now`.
+    pub fn is_dead(&self, cell: &Cell, now: Instant) -> bool {
+        self.seen
+            .get(&cell.column)
+            .is_some_and(|(writetime, since)| {
+                *writetime == cell.writetime
+                    && now.saturating_duration_since(*since) > self.stale_after
+            })
+    }
+}
+
 /// Where a waiter stands, counting only live (non-stale) cells.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Position {
@@ -130,9 +186,9 @@ impl Position {
 /// Finds `me` (my queue column) in the queue of `lock`: one read of the
 /// whole row, ordered by arrival. `ahead` saturates at `window` (the
 /// waiter polls in proportion to its distance, so beyond the window the
-/// exact distance does not matter). Cells older than `stale_after` (by
-/// write time, against `now`) are dead waiters and are skipped; `me` never
-/// is. A cell of neither layout counts as arrived at time 0.
+/// exact distance does not matter). Cells `sightings` has watched stand
+/// still for its `stale_after` are dead waiters and are skipped; `me`
+/// never is. A cell of neither layout counts as arrived at time 0.
 ///
 /// # Errors
 /// The store error of the read.
@@ -140,22 +196,19 @@ pub async fn position(
     store: &dyn Store,
     lock: &str,
     me: &str,
-    now: Timestamp,
-    stale_after: Duration,
+    sightings: &Mutex<Sightings>,
     window: u32,
 ) -> Result<Position, StoreError> {
     let cells = store.read(schema::QUEUE, lock, &RowQuery::all()).await?;
-    Ok(place(&cells, me, now, stale_after, window))
+    let now = Instant::now();
+    let mut sightings = sightings.lock().unwrap_or_else(PoisonError::into_inner);
+    sightings.observe(&cells, now);
+    Ok(place(&cells, me, |c| sightings.is_dead(c, now), window))
 }
 
-/// [`position`] on a read of the whole row (pure).
-pub fn place(
-    cells: &[Cell],
-    me: &str,
-    now: Timestamp,
-    stale_after: Duration,
-    window: u32,
-) -> Position {
+/// [`position`] on a read of the whole row (pure): `dead` says which cells
+/// are dead waiters'.
+pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32) -> Position {
     let window = window.max(1);
     let mut line: Vec<(QueueEntry, &Cell)> = cells
         .iter()
@@ -184,7 +237,7 @@ pub fn place(
                 },
             };
         }
-        if now.duration_since(cell.writetime) > stale_after {
+        if dead(cell) {
             past_dead = true;
             continue;
         }
@@ -263,14 +316,23 @@ mod tests {
         }
     }
 
+    /// Positions, with the cells written at `dead` standing still long
+    /// enough to be dead.
+    async fn pos_with(store: &MemoryStore, me: &str, dead: i64, window: u32) -> Position {
+        let cells = store
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap();
+        place(&cells, me, |c| c.writetime.as_micros() == dead, window)
+    }
+
     #[tokio::test]
     async fn positions_follow_arrival_skip_dead_waiters_but_never_me() {
         let now = Timestamp::from_micros(100_000_000);
-        let stale = Duration::from_secs(30);
         let fresh = now.as_micros() - 1_000_000;
         let dead = now.as_micros() - 31_000_000;
         let pos = |store: MemoryStore, me: &'static str| async move {
-            position(&store, "L", me, now, stale, 2).await.unwrap()
+            pos_with(&store, me, dead, 2).await
         };
         // Arrival order, not column order.
         assert_eq!(
@@ -296,15 +358,11 @@ mod tests {
             ("e", 5, fresh),
         ];
         assert_eq!(
-            position(&queue(&five).await, "L", "e", now, stale, 8)
-                .await
-                .unwrap(),
+            pos_with(&queue(&five).await, "e", dead, 8).await,
             behind(4, "a", 1)
         );
         assert_eq!(
-            position(&queue(&five).await, "L", "e", now, stale, 3)
-                .await
-                .unwrap(),
+            pos_with(&queue(&five).await, "e", dead, 3).await,
             behind(3, "a", 1),
             "saturates at the window"
         );
@@ -337,6 +395,41 @@ mod tests {
         );
     }
 
+    /// A cell is dead once its write time has stood still for
+    /// `stale_after` of the watcher's own time — whatever the write time
+    /// says against the watcher's clock (skew between nodes does not
+    /// enter); a rewrite restarts its clock, a cell gone is forgotten.
+    #[tokio::test(start_paused = true)]
+    async fn a_cell_is_dead_once_watched_standing_still() {
+        let stale = Duration::from_secs(3);
+        let cell = |at: i64| Cell {
+            column: "x".into(),
+            value: b"v".to_vec(),
+            // Far in the future or past of anyone's clock: it does not matter.
+            writetime: Timestamp::from_micros(at),
+            ttl: None,
+        };
+        let mut s = Sightings::new(stale);
+        let t0 = Instant::now();
+        s.observe(&[cell(9_000_000_000_000_000)], t0);
+        assert!(!s.is_dead(&cell(9_000_000_000_000_000), t0 + stale));
+        assert!(s.is_dead(
+            &cell(9_000_000_000_000_000),
+            t0 + stale + Duration::from_millis(1)
+        ));
+        // Rewritten: watched afresh.
+        let t1 = t0 + Duration::from_secs(10);
+        s.observe(&[cell(1)], t1);
+        assert!(!s.is_dead(&cell(1), t1 + stale));
+        assert!(s.is_dead(&cell(1), t1 + stale * 2));
+        // Gone, then back with the same write time: watched afresh.
+        s.observe(&[], t1);
+        s.observe(&[cell(1)], t1 + stale * 3);
+        assert!(!s.is_dead(&cell(1), t1 + stale * 3 + Duration::from_millis(1)));
+        // Never seen: not dead.
+        assert!(!Sightings::new(stale).is_dead(&cell(1), t1 + stale * 10));
+    }
+
     /// An older build's waiter (the thesis' column) and a new one share a
     /// line by arrival.
     #[tokio::test]
@@ -360,8 +453,7 @@ mod tests {
                 &store,
                 "L",
                 "new/0000000000000001",
-                now,
-                Duration::from_secs(30),
+                &Mutex::new(Sightings::new(Duration::from_secs(3))),
                 4
             )
             .await

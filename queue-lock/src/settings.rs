@@ -1,53 +1,84 @@
-//! `[lock.queue]` and `[time]`: polling of waiters, stale-waiter threshold,
-//! and which time service names queue cells.
+//! `[lock.queue]` and `[time]`: polling of waiters, how a waiter's cells
+//! live while it waits, the stale-waiter threshold, and which time service
+//! names queue cells.
 
 use std::time::Duration;
 
-use lockshift_lock::{LeaseSettings, fmt_duration};
+use lockshift_lock::{
+    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, WaitingTerms, fmt_duration, scale_duration,
+};
+use lockshift_store::Ttl;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
 /// ```toml
 /// [lock.queue]
-/// min_poll = "200us"     # no waiter polls more often than this
-/// head_poll = "10ms"     # the next waiter's poll before it measured the store's
-///                        # round trip, and the longest round trip it assumes
-/// waiter_poll = "250ms"  # no waiter polls less often than this
-/// stale_after = "30s"    # a queue cell not renewed for this long is skipped
-///                        # (default: 3 × lock.renew_every)
-/// try_attempts = 3       # try-acquire: entries into main while first in line
+/// min_poll = "200us"           # no waiter polls more often than this
+/// head_poll = "10ms"           # the next waiter's poll before it measured the store's
+///                              # round trip, and the longest round trip it assumes
+/// waiter_poll = "250ms"        # no waiter polls less often than this
+/// waiting_ttl = "4s"           # TTL of a waiter's cells while it waits
+/// waiting_renew_every = "1s"   # how often a waiting cell is rewritten
+/// stale_after = "3s"           # a queue cell seen unchanged this long is skipped
+///                              # (default: 3 × waiting_renew_every)
+/// try_attempts = 3             # try-acquire: entries into main while first in line
 /// ```
 ///
 /// Waiters poll by the measured round trip (see `line/poll.rs`): the next
 /// waiter about once per round trip while the line moves, a waiter `d`
 /// places back every `d` round trips, and everyone less and less often while
 /// a hold lasts — always between `min_poll` and `waiter_poll`.
+///
+/// # A waiter's cells while it waits
+///
+/// Its queue cell and any reservation in `main` (and `shadow`) carry
+/// `waiting_ttl`, not `lock.lease_ttl`, and are rewritten every
+/// `waiting_renew_every` — on the back of the waiter's own reads of those
+/// rows where it makes them (a write, no extra read), else by its lease (a
+/// read and a write). A waiter killed while it waits therefore holds the
+/// line up for at most `waiting_ttl`, and its queue cell is skipped once
+/// not rewritten for `stale_after`. Once it holds, its `main` cell takes
+/// the lease TTL (queue-lock Q3, lease L6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueSettings {
     /// The ceiling: no waiter polls less often than this — far back in a
     /// long line, or during a long hold. Bounds the delay of a hand-off
-    /// after a long hold.
+    /// after a long hold. Default: `250ms`.
     #[serde(with = "humantime_serde")]
     pub waiter_poll: Duration,
     /// The next waiter's poll interval before it has measured the store's
     /// round trip, and the longest round trip it assumes (a slower store is
-    /// still polled back to back, one read in flight).
+    /// still polled back to back, one read in flight). Default: `10ms`.
     #[serde(with = "humantime_serde")]
     pub head_poll: Duration,
     /// The floor: no waiter polls more often than this, so an in-process
     /// store (round trips of microseconds) is not polled in a hot loop.
-    /// Below a real store's round trip it does not matter.
+    /// Below a real store's round trip it does not matter. Default:
+    /// `200us`.
     #[serde(with = "humantime_serde")]
     pub min_poll: Duration,
-    /// A queue cell whose write time is older than this is a dead waiter and
-    /// is skipped. Safe at any value (exclusion rests on `main`), but below
-    /// the renewal period plus clock skew live waiters get skipped. `None`:
-    /// three renewal periods.
+    /// The TTL of a waiter's cells while it waits (at least 2 s; written
+    /// rounded up to whole seconds): the longest a waiter killed while it waits holds others up.
+    /// Its lease counts as lost once `lock.lost_after_fraction ×` this
+    /// passes without a proven rewrite (the waiter then queues again).
+    /// Default: `4s`.
+    #[serde(with = "humantime_serde")]
+    pub waiting_ttl: Duration,
+    /// How often a waiting cell is rewritten. Default: `1s`.
+    #[serde(with = "humantime_serde")]
+    pub waiting_renew_every: Duration,
+    /// A queue cell a waiter has watched stand still — its write time
+    /// unchanged — for this long (the waiter's own time, so clock skew
+    /// between nodes does not enter) is a dead waiter's and is skipped.
+    /// Safe at any value (docs/design.md §2, DW1), but below the waiting
+    /// renewal period live waiters get skipped. Default (`None`): three
+    /// `waiting_renew_every` periods, `3s`.
     #[serde(with = "humantime_serde::option")]
     pub stale_after: Option<Duration>,
     /// How many times `try_acquire` tries to enter `main` while first in
     /// line before giving up (listing 8 loops; a bound keeps "try" prompt).
+    /// Default: `3`.
     pub try_attempts: u32,
 }
 
@@ -57,6 +88,8 @@ impl Default for QueueSettings {
             waiter_poll: Duration::from_millis(250),
             head_poll: Duration::from_millis(10),
             min_poll: Duration::from_micros(200),
+            waiting_ttl: Duration::from_secs(4),
+            waiting_renew_every: Duration::from_secs(1),
             stale_after: None,
             try_attempts: 3,
         }
@@ -64,10 +97,28 @@ impl Default for QueueSettings {
 }
 
 impl QueueSettings {
-    /// The stale-waiter threshold in effect with `lease`.
-    pub fn stale_after(&self, lease: &LeaseSettings) -> Duration {
+    /// The stale-waiter threshold in effect: `stale_after`, or three
+    /// waiting renewal periods. (The lease settings no longer enter; the
+    /// argument stays for the callers that judge holders too, see
+    /// [`holder_stale_after`](Self::holder_stale_after).)
+    pub fn stale_after(&self, _lease: &LeaseSettings) -> Duration {
         self.stale_after
-            .unwrap_or(lease.renew_every.saturating_mul(3))
+            .unwrap_or(self.waiting_renew_every.saturating_mul(3))
+    }
+
+    /// When a holding cell (renewed every `lock.renew_every`) looks dead:
+    /// three renewal periods.
+    pub fn holder_stale_after(lease: &LeaseSettings) -> Duration {
+        lease.renew_every.saturating_mul(3)
+    }
+
+    /// The terms a waiter's lease starts with (lease L6); `None` when
+    /// `waiting_ttl` is not a valid TTL (refused by [`problems`](Self::problems)).
+    pub fn waiting_terms(&self) -> Option<WaitingTerms> {
+        Some(WaitingTerms {
+            ttl: Ttl::from_duration(self.waiting_ttl).ok()?,
+            renew_every: self.waiting_renew_every,
+        })
     }
 
     /// Every rule these settings break, given the lease settings.
@@ -99,14 +150,15 @@ impl QueueSettings {
                 ),
             ));
         }
+        out.extend(self.waiting_problems(lease));
         let stale_after = self.stale_after(lease);
-        if stale_after < lease.renew_every.saturating_mul(2) {
+        if stale_after < self.waiting_renew_every.saturating_mul(2) {
             out.push(InvalidSetting::new(
                 "lock.queue.stale_after",
                 format!(
-                    "lock.queue.stale_after ({}) must be at least twice lock.renew_every ({}), or live waiters are skipped between renewals",
+                    "lock.queue.stale_after ({}) must be at least twice lock.queue.waiting_renew_every ({}), or live waiters are skipped between rewrites",
                     fmt_duration(stale_after),
-                    fmt_duration(lease.renew_every)
+                    fmt_duration(self.waiting_renew_every)
                 ),
             ));
         }
@@ -114,6 +166,66 @@ impl QueueSettings {
             out.push(InvalidSetting::new(
                 "lock.queue.try_attempts",
                 "lock.queue.try_attempts must be at least 1",
+            ));
+        }
+        out
+    }
+}
+
+impl QueueSettings {
+    /// The lease rules (lock settings L3) for the waiting TTL: at least
+    /// 2 s (written rounded up to whole seconds); the lost signal before the earliest expiry;
+    /// the rewrite period below the lost limit.
+    fn waiting_problems(&self, lease: &LeaseSettings) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        let ttl = match Ttl::from_duration(self.waiting_ttl) {
+            Ok(ttl) if self.waiting_ttl >= MIN_LEASE_TTL => ttl,
+            _ => {
+                out.push(InvalidSetting::new(
+                    "lock.queue.waiting_ttl",
+                    format!(
+                        "lock.queue.waiting_ttl ({}) must be at least {} (and at most 20 years): \
+                         Cassandra counts TTLs in whole seconds, so a cell may expire up to 1s \
+                         before its TTL",
+                        fmt_duration(self.waiting_ttl),
+                        fmt_duration(MIN_LEASE_TTL)
+                    ),
+                ));
+                return out;
+            }
+        };
+        let fraction = lease.lost_after_fraction.clamp(0.0, 1.0);
+        let lost_after = scale_duration(ttl.as_duration(), fraction);
+        let life = ttl
+            .as_duration()
+            .saturating_sub(Duration::from_secs(1) + TTL_SKEW_ALLOWANCE);
+        if self.waiting_renew_every.is_zero() {
+            out.push(InvalidSetting::new(
+                "lock.queue.waiting_renew_every",
+                "lock.queue.waiting_renew_every must be greater than 0",
+            ));
+        } else if self.waiting_renew_every >= lost_after {
+            out.push(InvalidSetting::new(
+                "lock.queue.waiting_renew_every",
+                format!(
+                    "lock.queue.waiting_renew_every ({}) must be less than lock.lost_after_fraction × \
+                     lock.queue.waiting_ttl ({}), or every waiter counts as lost between two rewrites",
+                    fmt_duration(self.waiting_renew_every),
+                    fmt_duration(lost_after)
+                ),
+            ));
+        }
+        if fraction > 0.0 && fraction < 1.0 && lost_after >= life {
+            out.push(InvalidSetting::new(
+                "lock.queue.waiting_ttl",
+                format!(
+                    "lock.lost_after_fraction × lock.queue.waiting_ttl ({}) must be less than the \
+                     waiting TTL − 1s − {} clock skew allowance ({}): a waiting cell may expire \
+                     that early and the waiter must be told before",
+                    fmt_duration(lost_after),
+                    fmt_duration(TTL_SKEW_ALLOWANCE),
+                    fmt_duration(life)
+                ),
             ));
         }
         out
@@ -143,9 +255,10 @@ pub enum TimeSourceKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeSettings {
-    /// The time service.
+    /// The time service. Default: `"hybrid"`.
     pub source: TimeSourceKind,
-    /// How often this node pushes its clock into `GlobalTime`.
+    /// How often this node pushes its clock into `GlobalTime`. Default:
+    /// `500ms`.
     #[serde(with = "humantime_serde")]
     pub update_every: Duration,
 }
@@ -185,8 +298,9 @@ mod tests {
             waiter_poll: Duration::from_millis(5),
             head_poll: Duration::from_millis(10),
             min_poll: Duration::ZERO,
-            stale_after: Some(Duration::from_secs(15)),
+            stale_after: Some(Duration::from_millis(1_500)),
             try_attempts: 0,
+            ..QueueSettings::default()
         };
         let msgs: Vec<String> = bad
             .problems(&lease)
@@ -198,9 +312,44 @@ mod tests {
             [
                 "lock.queue.min_poll must be greater than 0 (a zero poll is a hot loop against the store)",
                 "lock.queue.waiter_poll (5ms) must be at least lock.queue.head_poll (10ms)",
-                "lock.queue.stale_after (15s) must be at least twice lock.renew_every (10s), or live waiters are skipped between renewals",
+                "lock.queue.stale_after (1s 500ms) must be at least twice lock.queue.waiting_renew_every (1s), or live waiters are skipped between rewrites",
                 "lock.queue.try_attempts must be at least 1",
             ]
+        );
+    }
+
+    /// The waiting TTL follows the lease's rules (case index printed on
+    /// failure): at least 2 s, told before the earliest
+    /// expiry, rewritten within the lost limit.
+    #[test]
+    fn the_waiting_ttl_follows_the_lease_rules() {
+        let lease = LeaseSettings::default();
+        let q = |ttl_ms: u64, every_ms: u64| QueueSettings {
+            waiting_ttl: Duration::from_millis(ttl_ms),
+            waiting_renew_every: Duration::from_millis(every_ms),
+            stale_after: Some(Duration::from_secs(30)),
+            ..QueueSettings::default()
+        };
+        let cases: [(QueueSettings, &[&str]); 6] = [
+            (q(4_000, 1_000), &[]),
+            (q(1_000, 100), &["lock.queue.waiting_ttl"]),
+            // Written as 3 s, as lock.lease_ttl is.
+            (q(2_500, 100), &[]),
+            (q(4_000, 2_000), &["lock.queue.waiting_renew_every"]),
+            (q(4_000, 0), &["lock.queue.waiting_renew_every"]),
+            // Told at 1 s; the cell may be gone 0.75 s after it was sent.
+            (q(2_000, 500), &["lock.queue.waiting_ttl"]),
+        ];
+        for (i, (settings, keys)) in cases.iter().enumerate() {
+            let problems = settings.problems(&lease);
+            let got: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(&got, keys, "case #{i}: {problems:?}");
+        }
+        let terms = QueueSettings::default().waiting_terms().unwrap();
+        assert_eq!(terms.ttl.as_duration(), Duration::from_secs(4));
+        assert_eq!(
+            QueueSettings::default().stale_after(&lease),
+            Duration::from_secs(3)
         );
     }
 }

@@ -180,10 +180,16 @@ async fn a_dead_head_does_not_block_past_the_stale_threshold() {
     let started = tokio::time::Instant::now();
     let guard = f.locker("live").acquire(&lock()).await.unwrap();
     let waited = started.elapsed();
-    let stale_after = QueueSettings::default().stale_after(&LeaseSettings::default());
-    assert!(waited <= stale_after, "waited {waited:?}");
+    // Dead once watched standing still for `stale_after` (from the
+    // waiter's first sight of it), noticed on the next poll.
+    let settings = QueueSettings::default();
+    let stale_after = settings.stale_after(&LeaseSettings::default());
     assert!(
-        waited >= stale_after - Duration::from_secs(2),
+        waited <= stale_after + settings.waiter_poll,
+        "waited {waited:?}"
+    );
+    assert!(
+        waited >= stale_after,
         "the dead head was respected until stale: {waited:?}"
     );
     guard.release().await.unwrap();
@@ -347,7 +353,9 @@ async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
         let locker = f.locker("w");
         tokio::spawn(async move { locker.acquire(&lock()).await })
     };
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Half-way between two rewrites of the waiter's cells (every second,
+    // lease L6): the hand-off below meets none of them.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     let main = f.cells(schema::MAIN).await;
     assert_eq!(
         main.len(),
@@ -725,4 +733,265 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
             .collect::<Vec<_>>()
     );
     guard.release().await.unwrap();
+}
+
+/// One node's view of a shared store: it counts what the node sends (a
+/// point read — one cell from a column on, a renewal's read — apart from a
+/// row read, a poll's), and once frozen answers nothing ever again, as if
+/// the process had been killed: its cells stay as last written, nothing
+/// of its reaches the store.
+#[derive(Debug)]
+struct NodeTap {
+    inner: Arc<MemoryStore>,
+    frozen: std::sync::atomic::AtomicBool,
+    /// (table, kind, a point read).
+    ops: Mutex<Vec<(lockshift_store::Table, OpKind, bool)>>,
+}
+
+impl NodeTap {
+    fn new(inner: Arc<MemoryStore>) -> Arc<Self> {
+        Arc::new(NodeTap {
+            inner,
+            frozen: Default::default(),
+            ops: Mutex::default(),
+        })
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn gate(&self, table: lockshift_store::Table, kind: OpKind, point: bool) {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.ops.lock().unwrap().push((table, kind, point));
+    }
+
+    fn count(&self, table: lockshift_store::Table, kind: OpKind, point: Option<bool>) -> usize {
+        self.ops
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, k, p)| *t == table && *k == kind && point.is_none_or(|want| *p == want))
+            .count()
+    }
+
+    fn reset(&self) {
+        self.ops.lock().unwrap().clear();
+    }
+
+    fn locker(self: &Arc<Self>, node: &str, clock: SharedClock) -> (QueueLocker, TimeService) {
+        let shared: SharedStore = self.clone();
+        let time = TimeService::start(
+            &TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            shared.clone(),
+            clock.clone(),
+        );
+        let ctx = LockContext::new(
+            shared,
+            clock,
+            NodeId::new(node).unwrap(),
+            LeaseSettings::default(),
+            Some(node.len() as u64),
+        )
+        .unwrap();
+        (
+            QueueLocker::new(Arc::new(ctx), time.source(), QueueSettings::default()),
+            time,
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for NodeTap {
+    async fn write(
+        &self,
+        table: lockshift_store::Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), lockshift_store::StoreError> {
+        self.gate(table, OpKind::Write, false).await;
+        self.inner.write(table, row, cells, options).await
+    }
+    async fn delete(
+        &self,
+        table: lockshift_store::Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), lockshift_store::StoreError> {
+        self.gate(table, OpKind::Delete, false).await;
+        self.inner.delete(table, row, columns, timestamp).await
+    }
+    async fn read_observed(
+        &self,
+        table: lockshift_store::Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
+        let point = query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1);
+        self.gate(table, OpKind::Read, point).await;
+        self.inner.read_observed(table, row, query).await
+    }
+    async fn scan_keys(
+        &self,
+        table: lockshift_store::Table,
+        cursor: Option<&lockshift_store::PageCursor>,
+        page_size: std::num::NonZeroU32,
+    ) -> Result<lockshift_store::KeyPage, lockshift_store::StoreError> {
+        self.inner.scan_keys(table, cursor, page_size).await
+    }
+    fn describe(&self) -> String {
+        "tap".into()
+    }
+}
+
+/// Issue 19 (A): a waiter killed while it waits — here the first in line,
+/// its reservation in `main` beside the holder's cell, and its queue cell —
+/// holds the next waiter up for at most the waiting TTL after the holder
+/// leaves, not for a lease TTL: its cells carry the waiting TTL (4 s) and
+/// expire once nobody rewrites them.
+#[tokio::test(start_paused = true)]
+async fn a_killed_waiter_holds_the_next_up_for_the_waiting_ttl_at_most() {
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let (h, d, w) = (
+        NodeTap::new(store.clone()),
+        NodeTap::new(store.clone()),
+        NodeTap::new(store.clone()),
+    );
+    let ((h, _th), (dl, _td), (wl, _tw)) = (
+        h.locker("h", clock.clone()),
+        d.locker("d", clock.clone()),
+        w.locker("w", clock.clone()),
+    );
+    let held = h.acquire(&lock()).await.unwrap();
+    let _doomed = tokio::spawn(async move { dl.acquire(&lock()).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let next = tokio::spawn(async move { wl.acquire(&lock()).await });
+    // A long hold: both settle into their slowest polling.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let mut d_cells = store
+        .read(schema::MAIN, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    d_cells.extend(
+        store
+            .read(schema::QUEUE, "L", &RowQuery::all())
+            .await
+            .unwrap(),
+    );
+    d_cells.retain(|c| c.column.starts_with("d/"));
+    assert_eq!(
+        d_cells.len(),
+        2,
+        "d's reservation and queue cell: {d_cells:?}"
+    );
+    let waiting_ttl = QueueSettings::default().waiting_ttl;
+    for c in &d_cells {
+        assert!(
+            c.ttl.is_some_and(|t| t <= waiting_ttl),
+            "a waiting cell carries the waiting TTL: {c:?}"
+        );
+    }
+    d.freeze();
+    let left = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(60), next)
+        .await
+        .expect("the next waiter gets the lock within the lease TTL")
+        .unwrap()
+        .unwrap();
+    let delay = left.elapsed();
+    println!("the next waiter took the lock {delay:?} after the holder left (virtual time)");
+    assert!(
+        delay <= waiting_ttl + QueueSettings::default().waiter_poll * 2,
+        "held up {delay:?} by a dead waiter's cells"
+    );
+    assert!(
+        store
+            .read(schema::MAIN, "L", &RowQuery::all())
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| !c.column.starts_with("d/")),
+        "the dead waiter's reservation expired"
+    );
+    guard.release().await.unwrap();
+}
+
+/// Issue 19 (A): the cost of short-lived waiting cells during a long hold.
+/// A waiter's polls of its own rows refresh its cells — one write per
+/// waiting period, no read of their own; only the cell a waiter does not
+/// read (the first waiter's queue cell: it watches `main`) is renewed
+/// with a read and a write.
+#[tokio::test(start_paused = true)]
+async fn waiting_cells_are_refreshed_on_the_back_of_the_waiters_own_reads() {
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let (h, taps) = (
+        NodeTap::new(store.clone()),
+        [
+            NodeTap::new(store.clone()),
+            NodeTap::new(store.clone()),
+            NodeTap::new(store.clone()),
+        ],
+    );
+    let (h, _th) = h.locker("h", clock.clone());
+    let held = h.acquire(&lock()).await.unwrap();
+    let mut waiting = Vec::new();
+    let mut times = Vec::new();
+    for (i, tap) in taps.iter().enumerate() {
+        let (locker, time) = tap.locker(&format!("w{i}"), clock.clone());
+        times.push(time);
+        waiting.push(tokio::spawn(async move { locker.acquire(&lock()).await }));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    taps.iter().for_each(|t| t.reset());
+    let window = Duration::from_secs(10);
+    tokio::time::sleep(window).await;
+    let periods = (window.as_secs_f64()
+        / QueueSettings::default().waiting_renew_every.as_secs_f64()) as usize;
+    for (i, tap) in taps.iter().enumerate() {
+        let (queue, main) = (schema::QUEUE, schema::MAIN);
+        let polls = tap.count(queue, OpKind::Read, Some(false))
+            + tap.count(main, OpKind::Read, Some(false));
+        let renewal_reads =
+            tap.count(queue, OpKind::Read, Some(true)) + tap.count(main, OpKind::Read, Some(true));
+        let writes = tap.count(queue, OpKind::Write, None) + tap.count(main, OpKind::Write, None);
+        println!(
+            "waiter {i} over {window:?}: {polls} polls, {renewal_reads} renewal reads, {writes} writes"
+        );
+        // Each waiting cell: about one write per period (refreshed once
+        // three quarters of a period old, on the next poll).
+        let cells = if i == 0 { 2 } else { 1 };
+        assert!(
+            writes >= cells * periods * 3 / 4 && writes <= cells * periods * 3 / 2,
+            "waiter {i}: {writes} writes for {cells} cell(s) over {periods} periods"
+        );
+        // No read of their own for cells the waiter polls: only the first
+        // waiter's queue cell (it polls `main`) costs a renewal read.
+        let expected_renewal_reads = if i == 0 { periods } else { 0 };
+        assert!(
+            renewal_reads <= expected_renewal_reads + 1
+                && renewal_reads + 1 >= expected_renewal_reads,
+            "waiter {i}: {renewal_reads} renewal reads"
+        );
+        // Polls stay what they were: at most one per `waiter_poll`.
+        assert!(
+            polls <= 4 * window.as_secs() as usize + 2,
+            "waiter {i}: {polls} polls"
+        );
+    }
+    held.release().await.unwrap();
+    for task in waiting {
+        let g = task.await.unwrap().unwrap();
+        g.release().await.unwrap();
+    }
 }

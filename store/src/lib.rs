@@ -83,7 +83,7 @@ pub use cell::{
     WriteOptions, check_key,
 };
 pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock};
-pub use cql::CqlStore;
+pub use cql::{CqlStore, SchemaStep};
 pub use error::{InvalidArgument, StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
 pub use memory::{DEFAULT_KEYSPACE, MemoryStore};

@@ -79,6 +79,7 @@ pub enum StoreBackend {
 pub struct StoreSettings {
     /// The backend; `None` when the settings chose none (opening a store
     /// then fails with [`NO_STORE_CHOSEN`]).
+    /// Default: none (`"cql"` when a `[store.cql]` section is given).
     pub backend: Option<StoreBackend>,
     /// Connection settings, used when `backend = "cql"`.
     pub cql: CqlSettings,
@@ -124,13 +125,16 @@ pub struct EmbeddedSettings {
     /// each table keeps its own `gc_grace_seconds`
     /// ([`crate::schema::options`]), as a cluster created from
     /// `migrate schema` would.
+    /// Default: none (each table's own).
     #[serde(with = "humantime_serde::option")]
     pub gc_grace: Option<Duration>,
     /// Above this many tombstones a read's answer carries a warning
     /// (Cassandra's `tombstone_warn_threshold`).
+    /// Default: `1000`.
     pub tombstone_warn_threshold: u64,
     /// Above this many tombstones a read fails (Cassandra's
     /// `tombstone_failure_threshold`).
+    /// Default: `100000`.
     pub tombstone_failure_threshold: u64,
 }
 
@@ -231,18 +235,24 @@ impl Replication {
 #[serde(default, deny_unknown_fields)]
 pub struct CqlSettings {
     /// `host:port` of one or more nodes; the driver discovers the rest.
+    /// Default: `["127.0.0.1:9042"]` (only where `[store.cql]` is given without it).
     pub contact_points: Vec<String>,
     /// The keyspace holding lockshift's tables.
+    /// Default: `"lockshift"`.
     pub keyspace: String,
     /// Replication used when lockshift creates the keyspace.
+    /// Default: `{ class = "SimpleStrategy", replication_factor = 1 }` (one test node only).
     pub replication: Replication,
     /// Consistency of every read and write.
+    /// Default: `"quorum"`.
     pub consistency: Consistency,
     /// How long to wait for the first connection.
+    /// Default: `5s`.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// Client-side limit on one request; on expiry a write counts as
     /// "may have been applied".
+    /// Default: `5s`.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     /// Create the keyspace and tables if missing (`IF NOT EXISTS`), with
@@ -251,6 +261,7 @@ pub struct CqlSettings {
     /// replica would give up every guarantee QUORUM was meant to give.
     /// `migrate schema` prints the statements for operators who run them
     /// themselves.
+    /// Default: `false`.
     pub create_schema: bool,
     /// A read that has no answer after this long is sent to a second node
     /// as well (the driver's speculative execution, for reads only: a read
@@ -258,6 +269,7 @@ pub struct CqlSettings {
     /// wins. This keeps reads going when one node is cut off but its
     /// connections stay open. `0s` turns it off. See the CQL backend's
     /// docs (`store/src/cql/mod.rs`, "Retries") for the whole policy.
+    /// Default: `250ms`.
     #[serde(with = "humantime_serde")]
     pub speculative_read_after: Duration,
     /// How often every connection to a node sends a keepalive request
@@ -282,13 +294,16 @@ pub struct CqlSettings {
     /// User name for password authentication (Cassandra's
     /// `PasswordAuthenticator`, ScyllaDB's `PasswordAuthenticator`); with
     /// `password` or `password_file`.
+    /// Default: none (no authentication).
     pub username: Option<String>,
     /// The password, inline. Prefer `password_file`. Never logged, never
     /// in `Debug` output, never serialised.
+    /// Default: none.
     #[serde(skip_serializing)]
     pub password: Option<Secret>,
     /// A file holding the password (one trailing newline is dropped), read
     /// when the store connects. Exclusive with `password`.
+    /// Default: none.
     pub password_file: Option<PathBuf>,
     /// TLS to the nodes; on when `tls.ca_file` is given.
     pub tls: TlsSettings,
@@ -328,15 +343,18 @@ impl Default for CqlSettings {
 pub struct TlsSettings {
     /// PEM file of the CA certificate(s) that signed the nodes'
     /// certificates. Turns TLS on.
+    /// Default: none (no TLS).
     pub ca_file: Option<PathBuf>,
     /// PEM file of this client's certificate (chain), for nodes that
     /// require one (`require_client_auth: true`); with `key_file`.
+    /// Default: none.
     pub cert_file: Option<PathBuf>,
     /// PEM file of the client certificate's private key (PKCS#8, PKCS#1 or
     /// SEC1, unencrypted); with `cert_file`.
+    /// Default: none.
     pub key_file: Option<PathBuf>,
     /// Check that each node's certificate is valid for the address
-    /// lockshift connects to (default `true`).
+    /// lockshift connects to.
     ///
     /// The driver connects to nodes by IP address — the ones it discovers
     /// as well as the contact points — so a node's certificate must list
@@ -346,6 +364,7 @@ pub struct TlsSettings {
     /// node, so whoever holds one can stand in for the cluster. Use it only
     /// for certificates that cannot carry IP addresses, and only while you
     /// control every certificate the CA signs.
+    /// Default: `true`.
     pub verify_hostname: bool,
 }
 
@@ -579,7 +598,7 @@ impl CqlSettings {
             if let Err(why) = check_contact_point(point) {
                 out.push(InvalidSetting::new(
                     "store.cql.contact_points",
-                    format!("store.cql.contact_points[{i}] ({point:?}) {why}"),
+                    format!("store.cql.contact_points[{i}] ({}) {why}", echo(point)),
                 ));
             }
         }
@@ -587,8 +606,8 @@ impl CqlSettings {
             out.push(InvalidSetting::new(
                 "store.cql.keyspace",
                 format!(
-                    "store.cql.keyspace ({:?}) must be 1-48 characters of a-z, 0-9 and _, starting with a letter",
-                    self.keyspace
+                    "store.cql.keyspace ({}) must be 1-48 characters of a-z, 0-9 and _, starting with a letter",
+                    echo(&self.keyspace)
                 ),
             ));
         }
@@ -747,6 +766,11 @@ fn check_contact_point(point: &str) -> Result<(), &'static str> {
         .ok_or("must be host:port, e.g. 127.0.0.1:9042")?;
     if host.is_empty() {
         return Err("has an empty host");
+    }
+    // A DNS name is at most 253 characters; an address far shorter. (It
+    // also keeps every message that names a contact point short.)
+    if host.len() > 255 {
+        return Err("has a host name longer than 255 characters");
     }
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(()),

@@ -42,6 +42,7 @@ async fn attempt(rollout: &Rollout, to: Stage) -> bool {
             by: "operator".into(),
             reason: format!("attack: to {to}"),
             dry_run: false,
+            expected_from: None,
         })
         .await
         .expect("the transition evaluates")

@@ -379,6 +379,7 @@ pub async fn try_move(rollout: &Rollout, to: Stage, retry: Duration, within: Dur
                 by: "operator".into(),
                 reason: format!("attack: to {to}"),
                 dry_run: false,
+                expected_from: None,
             })
             .await
             .expect("the transition evaluates");

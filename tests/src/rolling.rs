@@ -443,6 +443,7 @@ async fn move_to(rollout: &Rollout, to: Stage, retry: Duration) -> usize {
                 by: "operator".into(),
                 reason: format!("rolling to {to}"),
                 dry_run: false,
+                expected_from: None,
             })
             .await
             .expect("transition evaluates");

@@ -3,7 +3,10 @@
 //! the operator-facing rules around them. `rollback` is the same code
 //! walking the other way (see [`super::rollback`]).
 //!
-//! - No `--to`: one step in the command's direction.
+//! - No `--to`: only with `--dry-run` (one step in the command's
+//!   direction). A change names its target: a plain `advance` moved from
+//!   whatever stage it found, so two of them a moment apart moved the fleet
+//!   two stages; with `--to`, the second finds the stage already there.
 //! - Already at the target: nothing to do, exit 0 (scripts may repeat).
 //! - A target the other way, a skipped stage, no step left: usage errors
 //!   (exit 2) — waiting cannot make them valid.
@@ -12,6 +15,7 @@
 //!   same evidence and records nothing (M1).
 
 use anyhow::Context;
+use lockshift_combined::remedy::Remedy;
 use lockshift_combined::rollout::{Guard, StageRecord, TransitionRequest, read_stage};
 use lockshift_combined::{RolloutError, Stage};
 use serde::Serialize;
@@ -59,10 +63,15 @@ pub struct TransitionReport {
     pub already: bool,
     /// Whether every guard holds.
     pub safe: bool,
-    /// Every guard of the edge: name, passed, detail.
+    /// Every guard of the edge: name, passed, detail, what to do.
     pub guards: Vec<Guard>,
     /// The failing guards' details.
     pub because: Vec<String>,
+    /// What to do about the refusal, each once (the "do" column of
+    /// docs/operating.md §2).
+    pub actions: Vec<String>,
+    /// What the guards cannot know (e.g. no node registered at all).
+    pub caveats: Vec<String>,
     /// The new stage record, when applied.
     pub record: Option<StageRecord>,
     /// Set when another transition moved the stage (to this one) while
@@ -98,6 +107,19 @@ pub async fn transition(
         .context("reading the rollout stage")?;
     let from = current.stage;
     let to = target(from, direction, args.to)?;
+    if args.to.is_none() && !args.dry_run {
+        // A plain `advance` would move from whatever stage it finds: two of
+        // them a moment apart (a retry, a second operator) moved the fleet
+        // two stages. A change names its target, so repeating it is
+        // harmless (already there: exit 0).
+        return Err(UsageError(format!(
+            "say which stage to move to: the stage is {from}, so `migrate {} --to {to}` \
+             (without --to a command would move from whatever stage it finds when it runs — \
+             two of them a moment apart would move two stages; `--dry-run` needs no --to)",
+            direction.command()
+        ))
+        .into());
+    }
     let mut report = TransitionReport {
         version: JSON_VERSION,
         command: direction.command(),
@@ -109,6 +131,8 @@ pub async fn transition(
         safe: true,
         guards: Vec::new(),
         because: Vec::new(),
+        actions: Vec::new(),
+        caveats: Vec::new(),
         record: None,
         raced: None,
     };
@@ -121,6 +145,8 @@ pub async fn transition(
         by: args.by.clone().unwrap_or_else(default_operator),
         reason: args.reason.clone(),
         dry_run: args.dry_run,
+        // Move from the stage this command read, or not at all.
+        expected_from: Some(from),
     };
     let done = match env.rollout().transition(request).await {
         Ok(done) => done,
@@ -128,14 +154,21 @@ pub async fn transition(
         // under the rollout lock: another operator won the race. Not a
         // usage error — the same command was valid a moment ago — but a
         // refusal (exit 3) saying what happened.
+        // Another operator's transition got there first: what was asked
+        // for is done.
+        Err(RolloutError::InvalidTransition { from: now, .. }) if now == to => {
+            report.already = true;
+            report.raced = Some(now);
+            return Ok(report);
+        }
         Err(RolloutError::InvalidTransition { from: now, .. }) if now != from => {
             report.safe = false;
             report.raced = Some(now);
             report.because = vec![format!(
                 "the stage moved from {from} to {now} while this command waited for the \
-                 rollout lock (another `migrate advance` or `rollback`?); run `migrate status` \
-                 and decide again"
+                 rollout lock (another `migrate advance` or `rollback`?)"
             )];
+            report.actions = vec![Remedy::Raced.action().to_string()];
             return Ok(report);
         }
         Err(e @ RolloutError::InvalidTransition { .. }) => {
@@ -146,6 +179,7 @@ pub async fn transition(
             report.because = vec![format!(
                 "the rollout lock stayed held by another operator's transition: {e}"
             )];
+            report.actions = vec![Remedy::RolloutLockHeld.action().to_string()];
             return Ok(report);
         }
         Err(e) => {
@@ -155,6 +189,8 @@ pub async fn transition(
     report.from = done.verdict.from;
     report.safe = done.verdict.is_safe();
     report.because = done.verdict.failures();
+    report.actions = done.verdict.actions();
+    report.caveats = done.verdict.caveats.clone();
     report.guards = done.verdict.guards;
     report.applied = done.applied;
     report.record = done.record;
@@ -216,6 +252,58 @@ mod tests {
         }
     }
 
+    /// Issue 18 item 4: `advance` refuses (exit 3) while a lock cannot be
+    /// read, naming it, the reason and the remedy.
+    #[tokio::test]
+    async fn advance_refuses_while_a_lock_cannot_be_read() {
+        let clock: lockshift_store::SharedClock = Arc::new(SystemClock);
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        crate::ops::jammed::jam(
+            store.as_ref(),
+            clock.as_ref(),
+            lockshift_store::schema::SHADOW,
+            "jammed",
+        )
+        .await;
+        // A queue holder of the lock: `main` names it, so its refused
+        // `shadow` row is read, and named, though the scan cannot pass it.
+        store
+            .write(
+                lockshift_store::schema::MAIN,
+                "jammed",
+                &[lockshift_store::CellWrite::new(
+                    "n1/0000000000000001",
+                    b"queue".to_vec(),
+                )],
+                lockshift_store::WriteOptions::at(clock.now()),
+            )
+            .await
+            .unwrap();
+        let env = Env::new(Settings::default(), store, clock);
+        let r = transition(&env, Direction::Forward, &args(Some(Stage::Dual), false))
+            .await
+            .unwrap();
+        assert!(!r.applied && !r.safe);
+        assert_eq!(r.outcome(), Outcome::NotSafe);
+        assert!(
+            r.because.iter().any(|b| b
+                .starts_with("cannot be evaluated: the database refuses to read 2 lock row(s): ")
+                && b.contains(
+                    "lock \"jammed\" (table shadow): read on table shadow failed: too many \
+                     tombstones"
+                )),
+            "{:?}",
+            r.because
+        );
+        assert!(
+            r.actions
+                .iter()
+                .any(|a| a.starts_with("run `migrate schema --apply`")),
+            "{:?}",
+            r.actions
+        );
+    }
+
     #[tokio::test]
     async fn advance_skip_already_and_rollback() {
         let store: SharedStore = Arc::new(MemoryStore::new());
@@ -234,7 +322,12 @@ mod tests {
             .unwrap();
         assert!(dry.dry_run && dry.safe && !dry.applied);
         assert_eq!(dry.outcome(), Outcome::Ok);
-        let done = transition(&env, Direction::Forward, &args(None, false))
+        let e = transition(&env, Direction::Forward, &args(None, false))
+            .await
+            .unwrap_err();
+        assert!(crate::is_usage_error(&e));
+        assert!(e.to_string().contains("`migrate advance --to dual`"), "{e}");
+        let done = transition(&env, Direction::Forward, &args(Some(Stage::Dual), false))
             .await
             .unwrap();
         assert!(done.applied, "{done:?}");
@@ -251,12 +344,12 @@ mod tests {
             e.to_string().contains("use `migrate rollback --to legacy`"),
             "{e}"
         );
-        let back = transition(&env, Direction::Back, &args(None, false))
+        let back = transition(&env, Direction::Back, &args(Some(Stage::Legacy), false))
             .await
             .unwrap();
         assert!(back.applied);
         assert_eq!(back.to, Stage::Legacy);
-        let e = transition(&env, Direction::Back, &args(None, false))
+        let e = transition(&env, Direction::Back, &args(None, true))
             .await
             .unwrap_err();
         assert!(e.to_string().contains("first stage"), "{e}");

@@ -89,7 +89,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, CensusOptions, take_census};
+use lockshift_combined::census::{CensusCell, CensusOptions, Staleness, take_census};
 use lockshift_combined::registry::{LeasePromise, live_nodes};
 use lockshift_lock::Algorithm;
 use lockshift_store::{RowQuery, Store, StoreError, Timestamp, schema};
@@ -486,7 +486,7 @@ async fn scan(
         CensusOptions {
             // The census's own notion of stale (one threshold for all) is
             // not used: every cell is judged by its owner's promise below.
-            stale_after: Duration::MAX,
+            stale_after: Staleness::uniform(Duration::MAX),
             clock_skew_margin: skew_margin,
             page_size: options.page_size,
         },

@@ -430,6 +430,7 @@ async fn advance(
                 by: "demo-operator".into(),
                 reason: format!("demo: rolling to {to}"),
                 dry_run: false,
+                expected_from: None,
             })
             .await
             .with_context(|| format!("advancing to {to}"))?;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use lockshift_combined::census::{CensusCell, CensusOptions, inspect_lock, waiters};
 use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
-use lockshift_store::schema;
+use lockshift_store::{StoreErrorKind, schema};
 use serde::Serialize;
 
 use super::{Env, ms};
@@ -22,12 +22,22 @@ pub struct InspectReport {
     pub lock: String,
     /// When the cells were read (µs since the epoch).
     pub now_us: i64,
-    /// Cells not renewed for longer than this are flagged stale.
+    /// Waiters' cells (queue cells, reservations) not rewritten for longer
+    /// than this are flagged stale (and skipped by waiters, for queue cells).
     pub stale_after_ms: u64,
-    /// The holder: the owner of the single `main` cell whose lease is not
-    /// over, if exactly one (a cell whose lease is over holds nothing,
-    /// though it keeps others waiting: see [`CellRow::lease_over`]).
+    /// Holdings not renewed for longer than this are flagged stale.
+    pub holding_stale_after_ms: u64,
+    /// No cell in `main`, `shadow` or `queue`: nobody holds or waits for
+    /// the lock (or its id is misspelt).
+    pub free: bool,
+    /// The holder: the owner of the holding in `main` (a cell that is not a
+    /// reservation, and whose lease is not over: such a cell holds nothing,
+    /// though it keeps others waiting, see [`CellRow::lease_over`]) — the
+    /// first, when several are there (contenders entering: see `holders`).
     pub holder: Option<String>,
+    /// Every holding in `main` (reservations of waiters not counted), as
+    /// `status` counts them.
+    pub holders: Vec<String>,
     /// Waiters: live queue cells of owners that do not hold the lock.
     pub waiting: usize,
     /// Every cell, `main` then `shadow` then `queue`, each in column order.
@@ -49,6 +59,8 @@ pub struct CellRow {
     pub registered: bool,
     /// The algorithm the cell's value names; `null`: not written by lockshift.
     pub algorithm: Option<Algorithm>,
+    /// A waiter's reservation (in `main` or `shadow`), not a holding.
+    pub reserved: bool,
     /// Queue cells: position among live queue cells (0 = head); `null` when
     /// stale (skipped by waiters) or not a queue cell.
     pub queue_position: Option<usize>,
@@ -81,6 +93,7 @@ impl From<&CensusCell> for CellRow {
             node: c.owner.node.clone(),
             registered: c.owner.registered,
             algorithm: c.owner.algorithm,
+            reserved: c.owner.reserved,
             queue_position: c.queue_position,
             queued_at_us: c.queued_at.and_then(|t| i64::try_from(t).ok()),
             writetime_us: c.writetime.as_micros(),
@@ -92,27 +105,11 @@ impl From<&CensusCell> for CellRow {
     }
 }
 
-/// A lock with no cells anywhere: not held, not waited for — or a typo.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownLock(pub String);
-
-impl std::error::Error for UnknownLock {}
-
-impl std::fmt::Display for UnknownLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown lock {:?}: it has no cells in main, shadow or queue (not held, not waited \
-             for, or the id is misspelt; `migrate status` counts the locks in use)",
-            self.0
-        )
-    }
-}
-
-/// Reads every cell of `lock`.
+/// Reads every cell of `lock`. A lock with none is free: an answer
+/// (`free: true`), not an error.
 ///
 /// # Errors
-/// [`UnknownLock`] when there are none; store errors.
+/// Store errors.
 pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> {
     let store = env.store.as_ref();
     let (nodes, _) = live_nodes(store)
@@ -131,18 +128,20 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         },
     )
     .await
-    .with_context(|| format!("reading the cells of lock {lock}"))?;
-    if cells.is_empty() {
-        return Err(UnknownLock(lock.to_string()).into());
-    }
-    let main: Vec<&CensusCell> = cells
+    .map_err(|e| {
+        if e.kind() == StoreErrorKind::TooManyTombstones {
+            super::refused_read(lock, &e)
+        } else {
+            anyhow::Error::new(e).context(format!("reading the cells of lock {lock}"))
+        }
+    })?;
+    // Holdings as `status` counts them (the census's rule): `main` cells
+    // that are not a waiter's reservation — less those whose lease is over.
+    let holders: Vec<String> = cells
         .iter()
-        .filter(|c| c.table == schema::MAIN && !c.lease_over)
+        .filter(|c| c.table == schema::MAIN && !c.owner.reserved && !c.lease_over)
+        .map(|c| c.owner.owner.clone())
         .collect();
-    let holder = match main.as_slice() {
-        [only] => Some(only.owner.owner.clone()),
-        _ => None,
-    };
     // Holders leave the queue once they hold (queue-lock Q2): waiters are
     // the queue cells of owners without a holding in main.
     let waiting = waiters(&cells).len();
@@ -150,8 +149,11 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         version: JSON_VERSION,
         lock: lock.to_string(),
         now_us: env.clock.now().as_micros(),
-        stale_after_ms: ms(stale_after),
-        holder,
+        stale_after_ms: ms(stale_after.waiting),
+        holding_stale_after_ms: ms(stale_after.holding),
+        free: cells.is_empty(),
+        holder: holders.first().cloned(),
+        holders,
         waiting,
         cells: cells.iter().map(CellRow::from).collect(),
     })
@@ -212,9 +214,61 @@ mod tests {
         assert_eq!(r.cells[2].queued_at_us, Some(t0.as_micros() + 5));
         assert_eq!(r.cells[0].age_ms, 3000);
         assert!(!r.cells[0].stale);
-        let err = inspect(&env, &LockId::new("nope").unwrap())
+        let free = inspect(&env, &LockId::new("nope").unwrap()).await.unwrap();
+        assert!(free.free && free.holder.is_none() && free.cells.is_empty());
+        assert!(!r.free);
+    }
+
+    /// Issue 18 item 4: a lock whose row the database refuses to read is
+    /// an error naming the refusal and the remedy, not a failure without
+    /// advice.
+    #[tokio::test]
+    async fn names_the_refusal_of_an_unreadable_lock() {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(super::super::jammed::store(clock.clone()));
+        let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        super::super::jammed::jam(store.as_ref(), clock.as_ref(), schema::QUEUE, "jammed").await;
+        let err = inspect(&env, &LockId::new("jammed").unwrap())
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("unknown lock \"nope\""), "{err}");
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("the database refuses to read lock jammed: read on table queue failed: too many tombstones"),
+            "{text}"
+        );
+        assert!(text.contains("migrate schema --apply"), "{text}");
+    }
+
+    /// Issue 19 (C1): a holder and the next waiter's reservation, both
+    /// `main` cells of the queue lock: the holder is named — the one
+    /// `status` counts — and the reservation is marked one.
+    #[tokio::test]
+    async fn the_holder_is_named_beside_a_reservation() {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+        let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        store
+            .write(
+                schema::MAIN,
+                "acct",
+                &[
+                    CellWrite::new("h/0000000000000001", b"queue".to_vec()),
+                    CellWrite::new("w/0000000000000002", b"queue:reserved".to_vec()),
+                ],
+                WriteOptions::at(clock.now()),
+            )
+            .await
+            .unwrap();
+        let r = inspect(&env, &LockId::new("acct").unwrap()).await.unwrap();
+        assert_eq!(r.holder.as_deref(), Some("h/0000000000000001"));
+        assert_eq!(r.holders, ["h/0000000000000001"]);
+        assert_eq!(
+            r.cells.iter().map(|c| c.reserved).collect::<Vec<_>>(),
+            [false, true]
+        );
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
+use lockshift_combined::census::Staleness;
 use lockshift_combined::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;
@@ -27,6 +28,20 @@ pub mod run_with_lock;
 pub mod schema;
 pub mod serve;
 pub mod status;
+
+/// The database refused to read `lock`'s rows (more tombstones than its
+/// failure threshold): an error naming the refusal and what to do, for
+/// `inspect` and `run-with-lock` (exit 1).
+pub fn refused_read(
+    lock: &lockshift_lock::LockId,
+    e: &lockshift_store::StoreError,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the database refuses to read lock {lock}: {e}. Nothing is known about who holds or \
+         waits for it. To do: {}",
+        lockshift_combined::remedy::UNREADABLE_ACTION
+    )
+}
 
 /// What an operation runs against: settings, store and clock.
 #[derive(Debug, Clone)]
@@ -71,13 +86,11 @@ impl Env {
         )
     }
 
-    /// The staleness threshold nodes use for queue cells (and rollout guards
-    /// for their census).
-    pub fn stale_after(&self) -> Duration {
-        self.settings
-            .lock
-            .queue
-            .stale_after(&self.settings.lock.lease())
+    /// The staleness thresholds of the fleet's census: the one nodes skip
+    /// queue cells by (waiters' cells), and three lease renewal periods
+    /// (holdings) — as the rollout guards judge them.
+    pub fn stale_after(&self) -> Staleness {
+        Staleness::of(&self.settings.lock.queue, &self.settings.lock.lease())
     }
 }
 
@@ -117,5 +130,39 @@ impl At {
             at_us: t.as_micros(),
             age_ms: ms(now.duration_since(t)),
         }
+    }
+}
+
+/// Test support: stores with a lock the database refuses to read.
+#[cfg(test)]
+pub(crate) mod jammed {
+    use lockshift_store::{
+        CellWrite, Clock, MemoryStore, SharedClock, Store, Table, TombstoneThresholds, WriteOptions,
+    };
+
+    /// An embedded store on `clock` that fails reads passing more than 10
+    /// tombstones (Cassandra: 100 000).
+    pub(crate) fn store(clock: SharedClock) -> MemoryStore {
+        MemoryStore::with_clock(clock)
+            .with_tombstone_thresholds(TombstoneThresholds { warn: 5, fail: 10 })
+    }
+
+    /// Leaves 20 fresh tombstones and nothing live in `lock`'s row of
+    /// `table`: reads of it are refused.
+    pub(crate) async fn jam(store: &dyn Store, clock: &dyn Clock, table: Table, lock: &str) {
+        let gone: Vec<String> = (0..20).map(|i| format!("gone-{i:02}")).collect();
+        let cells: Vec<CellWrite> = gone
+            .iter()
+            .map(|c| CellWrite::new(c.clone(), b"queue".to_vec()))
+            .collect();
+        let t0 = clock.now();
+        store
+            .write(table, lock, &cells, WriteOptions::at(t0))
+            .await
+            .unwrap();
+        store
+            .delete(table, lock, &gone, t0.offset_micros(1))
+            .await
+            .unwrap();
     }
 }

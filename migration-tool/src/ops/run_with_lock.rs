@@ -52,6 +52,7 @@ use lockshift::Node;
 use lockshift_combined::{Mode, Stage};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
+    WaitingFor, cut_short, fmt_duration_rounded,
 };
 use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{RowQuery, schema};
@@ -279,6 +280,83 @@ async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
     ))
 }
 
+/// At most one "waiting for" line per this long.
+pub const WAIT_LINE_GAP: Duration = Duration::from_secs(5);
+
+/// The "waiting for" lines of a waiting `run-with-lock`, rate-limited
+/// (pure: the caller feeds it what the waiter reported and the time).
+#[derive(Debug)]
+pub struct WaitLines {
+    lock: String,
+    /// When the last line was printed (the first line, at start, counts).
+    printed_at: Instant,
+    /// What the last line printed said.
+    printed: Option<WaitingFor>,
+    /// A change not printed yet (too soon after the last line).
+    pending: Option<WaitingFor>,
+}
+
+impl WaitLines {
+    /// For `lock`, the first line printed at `start`.
+    pub fn new(lock: &LockId, start: Instant) -> WaitLines {
+        WaitLines {
+            lock: lock.to_string(),
+            printed_at: start,
+            printed: None,
+            pending: None,
+        }
+    }
+
+    /// The waiter now waits for `state`: the line to print now, if any.
+    pub fn seen(&mut self, state: WaitingFor, now: Instant) -> Option<String> {
+        if self.printed.as_ref() == Some(&state) || describe_wait(&self.lock, &state).is_none() {
+            self.pending = None;
+            return None;
+        }
+        self.pending = Some(state);
+        self.flush(now)
+    }
+
+    /// When a pending line may be printed.
+    pub fn due(&self) -> Option<Instant> {
+        self.pending
+            .as_ref()
+            .map(|_| self.printed_at + WAIT_LINE_GAP)
+    }
+
+    /// The pending line, if it may be printed at `now`.
+    pub fn flush(&mut self, now: Instant) -> Option<String> {
+        if now < self.due()? {
+            return None;
+        }
+        let state = self.pending.take()?;
+        let line = describe_wait(&self.lock, &state);
+        self.printed = Some(state);
+        self.printed_at = now;
+        line
+    }
+}
+
+/// "waiting for L: held by O; 2 waiting ahead, first W" — `None` when the
+/// waiter knows of nobody in its way.
+fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
+    let holder = state
+        .holder
+        .as_deref()
+        .map(|h| format!("held by {}", cut_short(h)));
+    let ahead = state
+        .ahead
+        .as_ref()
+        .map(|(n, first)| format!("{n} waiting ahead in line, first {}", cut_short(first)));
+    let said = match (holder, ahead) {
+        (None, None) => return None,
+        (Some(h), None) => h,
+        (None, Some(a)) => a,
+        (Some(h), Some(a)) => format!("{h}; {a}"),
+    };
+    Some(format!("waiting for {}: {said}", cut_short(lock)))
+}
+
 async fn hold_and_run(
     node: &Node,
     request: &Request,
@@ -287,17 +365,42 @@ async fn hold_and_run(
     note: &mut impl FnMut(String),
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    let (watch, mut seen) = tokio::sync::watch::channel(WaitingFor::default());
     let options = AcquireOptions {
         timeout: request.timeout,
         cancel: Some(interrupts.token.clone()),
+        watch: Some(std::sync::Arc::new(watch)),
     };
-    let guard = match node.locker().acquire_with(&request.lock, options).await {
+    // While it waits: a line whenever whom it waits for changes, as the
+    // waiter's own reads show it (no read is made for it), at most one
+    // line per WAIT_LINE_GAP.
+    let locker = node.locker();
+    let acquire = locker.acquire_with(&request.lock, options);
+    tokio::pin!(acquire);
+    let mut lines = WaitLines::new(&request.lock, started);
+    let acquired = loop {
+        tokio::select! {
+            result = &mut acquire => break result,
+            Ok(()) = seen.changed() => {
+                let state = seen.borrow_and_update().clone();
+                if let Some(line) = lines.seen(state, Instant::now()) {
+                    note(line);
+                }
+            }
+            _ = sleep_until_opt(lines.due()) => {
+                if let Some(line) = lines.flush(Instant::now()) {
+                    note(line);
+                }
+            }
+        }
+    };
+    let guard = match acquired {
         Ok(g) => g,
         Err(AcquireError::Timeout { waited, .. }) => {
             note(format!(
                 "lock {} was not free within {} (exit 3)",
                 request.lock,
-                humantime::format_duration(Duration::from_millis(ms(waited)))
+                fmt_duration_rounded(waited)
             ));
             report.waited_ms = ms(waited);
             report.result = RunResult::Timeout;
@@ -314,6 +417,13 @@ async fn hold_and_run(
                 .unwrap_or(Signal::SIGINT);
             report.exit_code = 128 + signal as i32;
             return Ok(());
+        }
+        // The database refuses to read the lock's rows: waiting cannot
+        // help, and "not free" would be wrong.
+        Err(AcquireError::Store { source, .. })
+            if source.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
+        {
+            return Err(super::refused_read(&request.lock, &source));
         }
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!("taking lock {}", request.lock)));
@@ -649,6 +759,57 @@ mod tests {
         }
     }
 
+    /// The "waiting for" lines: printed when whom the waiter waits for
+    /// changes, at most one per `WAIT_LINE_GAP`, the latest change at the
+    /// end of the gap; nothing for a waiter that knows of nobody.
+    #[test]
+    fn waiting_lines_follow_changes_at_most_one_per_gap() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let held = |h: &str| WaitingFor {
+            holder: Some(h.into()),
+            ahead: None,
+        };
+        let behind = |n: u32, first: &str| WaitingFor {
+            holder: None,
+            ahead: Some((n, first.into())),
+        };
+        let mut lines = WaitLines::new(&LockId::new("job").unwrap(), start);
+        // (seen at second, state) → printed now?
+        let steps: Vec<(u64, WaitingFor, Option<&str>)> = vec![
+            (1, behind(2, "a/1"), None),
+            (2, behind(1, "a/1"), None),
+            (
+                6,
+                behind(1, "a/1"),
+                Some("waiting for job: 1 waiting ahead in line, first a/1"),
+            ),
+            (7, held("b/2"), None),
+            (8, WaitingFor::default(), None),
+            (20, held("b/2"), Some("waiting for job: held by b/2")),
+            (21, held("b/2"), None),
+            (30, held("c/3"), Some("waiting for job: held by c/3")),
+        ];
+        for (i, (second, state, want)) in steps.into_iter().enumerate() {
+            assert_eq!(lines.seen(state, at(second)).as_deref(), want, "step #{i}");
+        }
+        // A change too soon waits for the end of the gap, and only the
+        // latest is printed.
+        assert_eq!(lines.seen(held("d/4"), at(31)), None);
+        assert_eq!(lines.seen(held("e/5"), at(32)), None);
+        assert_eq!(lines.due(), Some(at(35)));
+        assert_eq!(lines.flush(at(34)), None);
+        assert_eq!(
+            lines.flush(at(35)).as_deref(),
+            Some("waiting for job: held by e/5")
+        );
+        assert_eq!(lines.due(), None);
+        // Long names are cut short.
+        let long = "x".repeat(10_000);
+        let line = describe_wait("job", &held(&long)).unwrap();
+        assert!(line.len() < 400, "{}", line.len());
+    }
+
     #[tokio::test]
     async fn exit_codes_pass_through_and_the_mode_degrades() {
         let store: SharedStore = Arc::new(MemoryStore::new());
@@ -679,6 +840,36 @@ mod tests {
             (r.result, r.outcome()),
             (RunResult::SpawnFailed, Outcome::Child(127))
         );
+    }
+
+    /// Issue 18 item 4: a lock whose rows the database refuses to read
+    /// stops the acquisition at once with that refusal and the remedy —
+    /// not a wait until `--timeout` reported as "not free" — and the
+    /// command does not run.
+    #[tokio::test]
+    async fn an_unreadable_lock_is_named_not_waited_for() {
+        let clock: lockshift_store::SharedClock = Arc::new(SystemClock);
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+            crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), table, "job").await;
+        }
+        let env = Env::new(Settings::default(), store, clock);
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let touch = format!("touch '{}'", marker.display());
+        let mut notes = Vec::new();
+        let err = run_with_lock(&env, request(&["sh", "-c", &touch]), |n| notes.push(n))
+            .await
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("the database refuses to read lock job: read on table "),
+            "{text}"
+        );
+        assert!(text.contains("too many tombstones"), "{text}");
+        assert!(text.contains("migrate schema --apply"), "{text}");
+        assert!(notes.iter().all(|n| !n.contains("not free")), "{notes:?}");
+        assert!(!marker.exists(), "the command did not run");
     }
 
     /// Issue 19 item 5: without a fencing token (the fencing cell out of

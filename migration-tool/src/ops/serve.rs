@@ -113,10 +113,11 @@ pub async fn start_endpoint(
     latency: Option<Duration>,
     jitter: Option<Duration>,
 ) -> anyhow::Result<EmulatorHandle> {
+    // The endpoint's error names the address and the reason.
     let endpoint = Emulator::builder()
         .start(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+        .context("starting the local endpoint")?;
     let latency = latency.unwrap_or_default();
     let jitter = jitter.unwrap_or_default();
     if !latency.is_zero() || !jitter.is_zero() {

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
+use lockshift_combined::census::UnreadableRow;
+use lockshift_combined::remedy::UNREADABLE_ACTION;
 use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
 use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
@@ -34,6 +36,13 @@ pub struct StatusReport {
     pub nodes: Vec<NodeRow>,
     /// Registry entries that do not decode (node ids).
     pub unreadable_nodes: Vec<String>,
+    /// Lock rows the database refuses to read (too many tombstones): each
+    /// with its table, lock (`null` when a key scan was refused and could
+    /// not say whose row) and reason. The rest of the report holds without
+    /// them; the guards that read lock cells refuse until they can be read.
+    pub unreadable_locks: Vec<UnreadableRow>,
+    /// What to do about `unreadable_locks` (`null` when there are none).
+    pub unreadable_action: Option<String>,
     /// Live nodes counted by configured mode and by effective algorithm.
     pub modes: ModeCounts,
     /// Held and waited-for locks.
@@ -181,8 +190,12 @@ pub struct OldestWait {
 /// Stale cells.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StaleSummary {
-    /// The threshold: not renewed for longer than this.
+    /// The threshold for waiters' cells (queue cells, reservations): not
+    /// rewritten for longer than this (`lock.queue.stale_after`).
     pub threshold_ms: u64,
+    /// The threshold for holdings: not renewed for longer than this (three
+    /// `lock.renew_every` periods).
+    pub holding_threshold_ms: u64,
     /// Stale cells in all.
     pub cells: usize,
     /// Distinct locks with a stale cell.
@@ -214,10 +227,15 @@ pub struct NextVerdict {
     pub to: Stage,
     /// Whether every guard holds.
     pub safe: bool,
-    /// Every guard: name, passed, detail.
+    /// Every guard: name, passed, detail, what to do.
     pub guards: Vec<Guard>,
     /// The failing guards' details.
     pub because: Vec<String>,
+    /// What to do about the failing guards, each once.
+    pub actions: Vec<String>,
+    /// What the guards cannot know, said with a "yes" as with a "no"
+    /// (e.g. no node is registered).
+    pub caveats: Vec<String>,
 }
 
 /// Gathers the report; `progress` hears about the census pages.
@@ -313,7 +331,8 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         .max_by_key(|w| w.waiting_ms);
 
     let mut stale = StaleSummary {
-        threshold_ms: ms(env.stale_after()),
+        threshold_ms: ms(env.stale_after().waiting),
+        holding_threshold_ms: ms(env.stale_after().holding),
         ..StaleSummary::default()
     };
     let mut stale_locks: Vec<&str> = Vec::new();
@@ -345,6 +364,8 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             to: verdict.to,
             safe: verdict.is_safe(),
             because: verdict.failures(),
+            actions: verdict.actions(),
+            caveats: verdict.caveats.clone(),
             guards: verdict.guards,
         }
     });
@@ -367,6 +388,9 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         history,
         nodes,
         unreadable_nodes: evidence.unreadable_nodes.clone(),
+        unreadable_locks: evidence.census.unreadable.clone(),
+        unreadable_action: (!evidence.census.unreadable.is_empty())
+            .then(|| UNREADABLE_ACTION.to_string()),
         modes,
         locks,
         stale,
@@ -389,11 +413,25 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
                 .to_string(),
         );
     }
+    // Every holding that is not lockshift's own counts as legacy: a binary
+    // that predates lockshift runs the legacy algorithm, whatever its cell
+    // looks like (docs/design.md §4, "The quiet period").
     let held_legacy = evidence.census.held_by(Algorithm::Legacy).count();
+    let held_foreign = evidence
+        .census
+        .held()
+        .filter(|c| c.owner.algorithm.is_none())
+        .count();
     let held_queue = evidence.census.held_by(Algorithm::Queue).count();
-    if held_legacy > 0 && held_queue > 0 {
+    if held_legacy + held_foreign > 0 && held_queue > 0 {
+        let legacy = match (held_legacy, held_foreign) {
+            (0, f) => format!("{f} by binaries that predate lockshift (legacy)"),
+            (l, 0) => format!("{l} by legacy"),
+            (l, f) => format!("{l} by legacy and {f} by binaries that predate lockshift"),
+        };
         out.push(format!(
-            "UNSAFE: {held_legacy} lock(s) held by legacy and {held_queue} by queue holders at once"
+            "UNSAFE: lock cells held {legacy} and {held_queue} by queue holders at once; \
+             exclusion between them is not guaranteed (docs/operating.md §5)"
         ));
     }
     for n in &evidence.nodes {
@@ -456,6 +494,66 @@ mod tests {
         (Env::new(Settings::default(), store, clock.clone()), clock)
     }
 
+    /// Issue 18 item 4: one lock the database refuses to read does not
+    /// fail `status` for the fleet: it is named, with the reason and the
+    /// remedy, the other locks are counted, and the verdict is given.
+    #[tokio::test]
+    async fn an_unreadable_lock_is_named_and_the_fleet_still_reported() {
+        use crate::render::Human;
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store: SharedStore = Arc::new(crate::ops::jammed::store(clock.clone()));
+        let env = Env::new(Settings::default(), store.clone(), clock.clone());
+        // `main`: a holding of "fine", then a row of tombstones its key
+        // scan cannot pass; `queue`: fine's row, all tombstones.
+        store
+            .write(
+                schema::MAIN,
+                "fine",
+                &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                WriteOptions::at(clock.now()).with_ttl(Ttl::from_secs(60).unwrap()),
+            )
+            .await
+            .unwrap();
+        crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::MAIN, "zz-jammed").await;
+        crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::QUEUE, "fine").await;
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.locks.held, 1, "the readable lock is counted");
+        let named: Vec<Option<&str>> = r
+            .unreadable_locks
+            .iter()
+            .map(|u| u.lock.as_deref())
+            .collect();
+        assert_eq!(named, [None, Some("fine")], "{:?}", r.unreadable_locks);
+        assert!(
+            r.unreadable_action
+                .as_deref()
+                .is_some_and(|a| a.contains("migrate schema --apply")),
+            "{:?}",
+            r.unreadable_action
+        );
+        let next = r.next.as_ref().unwrap();
+        assert!(!next.safe, "the quiet-period guard cannot be evaluated");
+        let text = r.human();
+        assert!(
+            text.contains(
+                "lock \"fine\" (table queue): read on table queue failed: too many tombstones"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("do: run `migrate schema --apply`"), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json["unreadable_locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|u| u["lock"] == "fine" && u["table"] == "queue"),
+            "{json}"
+        );
+    }
+
     #[tokio::test]
     async fn empty_store_is_legacy_and_safe_to_advance() {
         let (env, _) = env();
@@ -516,6 +614,46 @@ mod tests {
             next.because
                 .iter()
                 .any(|b| b.contains("node web-1 runs legacy"))
+        );
+    }
+
+    /// Issue 19 (B): a `main` cell that is not lockshift's own — a binary
+    /// that predates lockshift, any column and value — beside a queue
+    /// holder is the unsafe pair: exit 5, as for a lockshift legacy holder.
+    #[tokio::test]
+    async fn a_foreign_main_cell_beside_a_queue_holder_is_unsafe() {
+        let (env, clock) = env();
+        let put = |column: &'static str, value: &'static [u8]| {
+            let store = env.store.clone();
+            let at = clock.now();
+            async move {
+                store
+                    .write(
+                        schema::MAIN,
+                        "acct",
+                        &[CellWrite::new(column, value.to_vec())],
+                        WriteOptions::at(at),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        put("q1/0000000000000001", b"queue").await;
+        let quiet = status(&env, |_| {}).await.unwrap();
+        assert!(!quiet.unsafe_state, "{:?}", quiet.warnings);
+        // Old-style cells: not lockshift's shape, whatever the value.
+        put("3f2504e0-4f89-11d3-9a0c-0305e82c3301", b"anything").await;
+        put("worker-7", b"").await;
+        let r = status(&env, |_| {}).await.unwrap();
+        assert_eq!(r.locks.held_by["foreign"], 2);
+        assert_eq!(r.locks.held_by["queue"], 1);
+        assert!(r.unsafe_state, "{:?}", r.warnings);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.starts_with("UNSAFE") && w.contains("predate lockshift")),
+            "{:?}",
+            r.warnings
         );
     }
 }

@@ -133,6 +133,14 @@ pub fn verdict(me: &str, mark: &str, main: &[Cell]) -> Verdict {
     Verdict::OnlyReservations
 }
 
+/// The owner of the first holding (a cell that is not a reservation) in my
+/// way in `main`, if any: whom I wait for.
+pub fn holder_in_my_way(me: &str, mark: &str, main: &[Cell]) -> Option<OwnerId> {
+    main.iter()
+        .find(|c| in_my_way(me, mark, c) && !is_reservation(&c.value))
+        .map(|c| OwnerId::from_stored(&c.column))
+}
+
 /// Whether any cell of `main` other than `me`'s is in my way (cells behind
 /// me — naming `mark` — are not, Q6).
 pub fn others_in(me: &str, mark: &str, main: &[Cell]) -> bool {

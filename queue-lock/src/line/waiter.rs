@@ -225,7 +225,8 @@ pub(crate) struct Context {
 #[derive(Clone, Debug)]
 pub(crate) struct Waiter {
     bounds: Bounds,
-    stale_after: Duration,
+    /// When a holding cell looks dead (three lease renewal periods).
+    holder_stale_after: Duration,
     /// My `main` column (the owner id).
     me: String,
     /// My mark: what a reservation behind me names (Q6).
@@ -258,11 +259,17 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    /// A waiter for owner `me` about to arrive.
-    pub(crate) fn new(bounds: Bounds, stale_after: Duration, me: &str, now: Instant) -> Self {
+    /// A waiter for owner `me` about to arrive; a holding not renewed for
+    /// `holder_stale_after` is taken for dead (polled at the ceiling).
+    pub(crate) fn new(
+        bounds: Bounds,
+        holder_stale_after: Duration,
+        me: &str,
+        now: Instant,
+    ) -> Self {
         Waiter {
             bounds,
-            stale_after,
+            holder_stale_after,
             me: me.to_string(),
             mark: me.to_string(),
             state: State::Arriving,
@@ -308,7 +315,7 @@ impl Waiter {
             pace: self.pace,
             contended: true,
             mark: self.mark.clone(),
-            ..Waiter::new(self.bounds, self.stale_after, &self.me, now)
+            ..Waiter::new(self.bounds, self.holder_stale_after, &self.me, now)
         };
     }
 
@@ -802,7 +809,7 @@ impl Waiter {
     fn holder_is_stale(&self, cells: &[Cell], wall: Timestamp) -> bool {
         let mut others = cells.iter().filter(|c| c.column != self.me);
         match (others.next(), others.next()) {
-            (Some(only), None) => wall.duration_since(only.writetime) > self.stale_after,
+            (Some(only), None) => wall.duration_since(only.writetime) > self.holder_stale_after,
             _ => false,
         }
     }

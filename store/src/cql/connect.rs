@@ -230,28 +230,40 @@ async fn probe_contact_points(
         .iter()
         .map(|point| async move { (point.clone(), probe_point(probe, point, per_node).await) })
         .collect();
-    let quorum = points.len() / 2 + 1;
     let halfway = started + per_node / 2;
     let mut probed = Probed::default();
     let mut settled = Vec::new();
     loop {
+        let stop = StopWaiting {
+            answered: probed.answered.len(),
+            settled: settled.len(),
+            total: points.len(),
+            halfway: Instant::now() >= halfway,
+            timed_out: Instant::now() >= deadline,
+        };
+        if stop.now() {
+            break;
+        }
+        // The next moment the rule may say stop without a new answer.
+        let wake = if probed.answered.is_empty() {
+            deadline
+        } else {
+            halfway
+        };
         tokio::select! {
             next = pending.next() => match next {
                 Some((point, Ok(addr))) => {
                     settled.push(point.clone());
                     probed.answered.push((point, addr));
-                    if probed.answered.len() >= quorum {
-                        break;
-                    }
                 }
                 Some((point, Err((addr, e)))) => {
                     settled.push(point.clone());
                     probed.failed.push(ProbeFailure { point, addr, why: e.why, refused: e.refused });
                 }
+                // Every probe settled (and nothing reached its deadline).
                 None => break,
             },
-            _ = tokio::time::sleep_until(halfway), if !probed.answered.is_empty() => break,
-            _ = tokio::time::sleep_until(deadline) => break,
+            _ = tokio::time::sleep_until(wake) => {}
         }
     }
     drop(pending);
@@ -272,6 +284,32 @@ async fn probe_contact_points(
         });
     }
     probed
+}
+
+/// When connecting stops waiting for contact points to answer (the rule of
+/// [`open_session`], and of the README's "Connecting"): once a majority has
+/// answered; once all have answered or failed; once half the connect
+/// timeout has passed with at least one answer — one reachable node
+/// coordinates for the whole cluster, as with every driver; or at the
+/// timeout, with none (connecting then fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StopWaiting {
+    answered: usize,
+    settled: usize,
+    total: usize,
+    /// Half the connect timeout has passed.
+    halfway: bool,
+    /// The whole connect timeout has passed.
+    timed_out: bool,
+}
+
+impl StopWaiting {
+    fn now(self) -> bool {
+        self.answered > self.total / 2
+            || self.settled >= self.total
+            || (self.halfway && self.answered > 0)
+            || self.timed_out
+    }
 }
 
 /// Resolves `point` and asks the first address that answers for its
@@ -504,6 +542,53 @@ pub(super) async fn create_schema(
     Ok(())
 }
 
+/// One statement `migrate schema --apply` ran, and whether the cluster
+/// refused it ([`super::CqlStore::apply_schema`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaStep {
+    /// The statement, as `migrate schema` prints it.
+    pub statement: String,
+    /// `None`: applied. An `ALTER TABLE` the cluster refused: its error
+    /// (the local CQL endpoint does not implement `ALTER`).
+    pub refused: Option<StoreError>,
+}
+
+/// Runs the keyspace's and tables' `CREATE … IF NOT EXISTS` (a refusal
+/// stops it), then every table's `ALTER TABLE … WITH` options (a refusal
+/// is recorded in its step and the next one runs), then waits for schema
+/// agreement.
+pub(super) async fn apply_schema(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<Vec<SchemaStep>, StoreError> {
+    create_schema(session, settings).await?;
+    let mut steps: Vec<SchemaStep> = statements::schema_cql(settings)
+        .into_iter()
+        .map(|statement| SchemaStep {
+            statement,
+            refused: None,
+        })
+        .collect();
+    for table in schema::ALL {
+        let statement = statements::alter_table(&settings.keyspace, table);
+        let refused = session
+            .query_unpaged(statement.as_str(), ())
+            .await
+            .err()
+            .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
+        steps.push(SchemaStep { statement, refused });
+    }
+    session.await_schema_agreement().await.map_err(|e| {
+        StoreError::new(
+            at_connect(errors::classify_schema_agreement(&e)),
+            OpKind::Write,
+            None,
+            format!("waiting for schema agreement after altering the tables: {e}"),
+        )
+    })?;
+    Ok(steps)
+}
+
 /// Checks that the keyspace and every table exist.
 pub(super) async fn check_schema(
     session: &Session,
@@ -566,4 +651,42 @@ fn connect_error(err: &ExecutionError, op: OpKind, table: Option<Table>, text: &
         table,
         format!("running `{text}`: {err}"),
     )
+}
+
+#[cfg(test)]
+mod stop_waiting_tests {
+    use super::StopWaiting;
+
+    /// The connect rule as a table (issue 19, C12: the README said a
+    /// session needs a majority; it starts with one answer at half the
+    /// timeout, as an operator cut off from some nodes needs).
+    #[test]
+    fn connecting_stops_waiting_by_the_documented_rule() {
+        let at = |answered, settled, total, halfway, timed_out| StopWaiting {
+            answered,
+            settled,
+            total,
+            halfway,
+            timed_out,
+        };
+        #[rustfmt::skip]
+        let cases = [
+            // (state, stop?)
+            (at(0, 0, 3, false, false), false),
+            (at(1, 1, 3, false, false), false), // one of three, early: wait
+            (at(2, 2, 3, false, false), true),  // a majority: go
+            (at(1, 1, 3, true, false), true),   // one, at half the timeout: go
+            (at(0, 2, 3, true, false), false),  // none yet at half: wait on
+            (at(1, 3, 3, false, false), true),  // all settled
+            (at(0, 3, 3, false, false), true),  // all failed: fail now
+            (at(0, 0, 3, true, true), true),    // the timeout
+            (at(1, 1, 1, false, false), true),  // one of one
+            (at(1, 1, 2, false, false), false), // one of two is no majority
+            (at(2, 2, 4, false, false), false),
+            (at(3, 3, 4, false, false), true),
+        ];
+        for (i, (state, stop)) in cases.into_iter().enumerate() {
+            assert_eq!(state.now(), stop, "case #{i}: {state:?}");
+        }
+    }
 }

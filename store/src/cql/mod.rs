@@ -90,6 +90,7 @@ mod statements;
 mod store;
 mod tls;
 
+pub use connect::SchemaStep;
 pub use store::CqlStore;
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use scylla::errors::ExecutionError;
 use scylla::response::{PagingState, PagingStateResponse};
 use tracing::Instrument;
 
-use super::connect::{CONNECT_OP, check_schema, create_schema, open_session};
+use super::connect::{
+    CONNECT_OP, SchemaStep, apply_schema, check_schema, create_schema, open_session,
+};
 use super::errors::execution_error;
 use super::rows::{
     CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
@@ -181,6 +183,24 @@ impl CqlStore {
     /// ```
     pub fn schema_cql(settings: &CqlSettings) -> Vec<String> {
         statements::schema_cql(settings)
+    }
+
+    /// Connects to `settings`' cluster and runs what [`schema_cql`] and
+    /// [`schema_options_cql`] print: the keyspace and tables where missing,
+    /// then every table's options (gc grace, compaction). For `migrate
+    /// schema --apply`: a lock whose rows hold more tombstones than the
+    /// cluster will read comes back once its tombstones are older than the
+    /// gc grace set here.
+    ///
+    /// [`schema_cql`]: Self::schema_cql
+    /// [`schema_options_cql`]: Self::schema_options_cql
+    ///
+    /// # Errors
+    /// No connection, or a refused `CREATE`; a refused `ALTER TABLE` is
+    /// reported in its [`SchemaStep`] instead.
+    pub async fn apply_schema(settings: &CqlSettings) -> Result<Vec<SchemaStep>, StoreError> {
+        let session = open_session(settings).await?;
+        apply_schema(&session, settings).await
     }
 
     /// The `ALTER TABLE` statements that give tables which exist already
