@@ -93,10 +93,10 @@ mod error;
 mod guard;
 mod id;
 #[doc(hidden)]
-pub mod pause;
-#[doc(hidden)]
 pub mod lease;
 pub mod metrics;
+#[doc(hidden)]
+pub mod pause;
 mod settings;
 mod slots;
 

@@ -32,8 +32,8 @@
 //! pause waits for tokio's own timer — exactly what it did before, however
 //! fast or slow the machine is.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;

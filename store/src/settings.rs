@@ -824,7 +824,10 @@ mod tests {
         assert!(msgs[2].starts_with("store.cql.keyspace (\"Bad-Name\")"));
         assert!(msgs[3].contains("replication_factor must be at least 1"));
         assert_eq!(msgs[4], "store.cql.request_timeout must be greater than 0");
-        assert_eq!(msgs[5], "store.cql.keepalive_timeout must be greater than 0");
+        assert_eq!(
+            msgs[5],
+            "store.cql.keepalive_timeout must be greater than 0"
+        );
     }
 
     /// Issue 11 item 4: a process on the embedded store is told at start
