@@ -236,8 +236,7 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let order = order.lock().unwrap().clone();
-        order
+        order.lock().unwrap().clone()
     }
 
     /// Long pauses are tokio's own.
