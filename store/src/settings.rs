@@ -282,6 +282,7 @@ pub struct CqlSettings {
     /// applied"), and new requests go to the other nodes until it answers
     /// again. Without it they would wait out `request_timeout`, each. The
     /// cost: two small requests a second per connection at the default.
+    /// Default: `500ms`.
     #[serde(with = "humantime_serde")]
     pub keepalive_every: Duration,
     /// A connection whose keepalives have had no answer for this long is
@@ -289,6 +290,7 @@ pub struct CqlSettings {
     /// for a node's worst pause (a long garbage collection) only costs a
     /// reconnection: the requests that were on it fail as they would on a
     /// timeout, and the driver connects again as soon as the node answers.
+    /// Default: `1s`.
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
     /// User name for password authentication (Cassandra's
