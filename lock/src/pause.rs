@@ -198,6 +198,20 @@ mod tests {
         }
     }
 
+    /// The timer thread rings for a short pause, at or after its instant —
+    /// the part tokio's timer does not do. (A broken thread would leave
+    /// pauses on tokio's timer alone, and every other test here green.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_timer_thread_rings_at_or_after_the_instant_asked() {
+        let at = std::time::Instant::now() + US * 300;
+        let ring = fine_wake(at).expect("the timer thread starts");
+        tokio::time::timeout(Duration::from_secs(10), ring)
+            .await
+            .expect("the timer thread rang")
+            .expect("the ring was sent, not dropped");
+        assert!(std::time::Instant::now() >= at);
+    }
+
     /// On a paused clock a pause lasts in tokio's time exactly what a
     /// plain tokio sleep lasts (its tick included), and tasks wake in
     /// deadline order.
