@@ -39,6 +39,10 @@ pub struct TableReads {
     pub tombstone_warnings: u64,
     /// Reads that failed for too many tombstones (above 100 000).
     pub failed: u64,
+    /// The time those reads took, in all (µs): from the request to the
+    /// answer as this process saw it, its own scheduling included.
+    #[serde(default)]
+    pub micros: u64,
 }
 
 impl TableReads {
@@ -49,6 +53,7 @@ impl TableReads {
         self.warnings += other.warnings;
         self.tombstone_warnings += other.tombstone_warnings;
         self.failed += other.failed;
+        self.micros += other.micros;
     }
 }
 
@@ -87,10 +92,24 @@ impl ReadCosts {
         &mut self.tables[i]
     }
 
-    /// Records one read of `table` and its result.
-    fn record(&mut self, table: Table, result: &Result<ReadOutcome, StoreError>) {
+    /// The mean time of one read, over every table (µs); `None` before
+    /// the first read.
+    pub fn mean_read_micros(&self) -> Option<f64> {
+        let reads: u64 = self.tables.iter().map(|t| t.reads).sum();
+        let micros: u64 = self.tables.iter().map(|t| t.micros).sum();
+        (reads > 0).then(|| micros as f64 / reads as f64)
+    }
+
+    /// Records one read of `table`, its result and how long it took.
+    fn record(
+        &mut self,
+        table: Table,
+        result: &Result<ReadOutcome, StoreError>,
+        took: std::time::Duration,
+    ) {
         let entry = self.table_mut(table.name());
         entry.reads += 1;
+        entry.micros += u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         match result {
             Ok(outcome) => {
                 if let Some(n) = outcome.tombstones {
@@ -194,11 +213,13 @@ impl Store for ObservingStore {
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
+        let started = std::time::Instant::now();
         let result = self.inner.read_observed(table, row, query).await;
+        let took = started.elapsed();
         self.costs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .record(table, &result);
+            .record(table, &result, took);
         result
     }
 
@@ -277,7 +298,15 @@ mod tests {
         merged.merge(&store.costs());
         let main = &merged.tables[0];
         assert_eq!((main.reads, main.failed, main.max_counted), (4, 2, Some(3)));
+        let one = store.costs();
+        assert_eq!(
+            merged.tables[0].micros,
+            2 * one.tables[0].micros,
+            "merging adds the reads' time"
+        );
+        assert!(one.mean_read_micros().is_some());
         store.reset();
         assert_eq!(store.costs(), ReadCosts::default());
+        assert_eq!(store.costs().mean_read_micros(), None);
     }
 }

@@ -404,6 +404,7 @@ mod tests {
                 warnings: 1,
                 tombstone_warnings: 1,
                 failed: 0,
+                micros: 10_000,
             }],
             first_warning: Some("Read 1 live rows and 1500 tombstone cells …".into()),
         };

@@ -97,6 +97,13 @@ pub struct RunStats {
     pub writes_per_acquisition: f64,
     /// The median store round trip, ms.
     pub round_trip_ms: f64,
+    /// The mean time of one read during the run, ms (every worker's reads;
+    /// `None` without reads, as for the LWT baseline). Beside
+    /// `round_trip_ms`, measured on an idle connection before the run, it
+    /// shows what the run's own load — the workers and the store sharing
+    /// the machine — added to each round trip.
+    #[serde(default)]
+    pub read_during_run_ms: Option<f64>,
     /// Median time from a release to the next waiter's acquisition, in store
     /// round trips; `None` when no acquisition followed a waiting release.
     pub handoff_median_round_trips: Option<f64>,
@@ -188,6 +195,13 @@ pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> Run
         reads_per_acquisition: per(ops.reads),
         writes_per_acquisition: per(ops.writes),
         round_trip_ms: ms(round_trip),
+        read_during_run_ms: {
+            let mut all = crate::reads::ReadCosts::default();
+            for r in reports {
+                all.merge(&r.reads);
+            }
+            all.mean_read_micros().map(ms)
+        },
         handoff_median_round_trips: in_round_trips(percentile(&handoffs, 50.0)),
         handoff_p99_round_trips: in_round_trips(percentile(&handoffs, 99.0)),
         handoff_median_ms: percentile(&handoffs, 50.0).map(|h| ms(h as f64)),
@@ -308,7 +322,15 @@ mod tests {
             round_trip_micros: 10,
             unknown_outcomes: 1,
             failures: Vec::new(),
-            reads: crate::reads::ReadCosts::default(),
+            reads: crate::reads::ReadCosts {
+                tables: vec![crate::reads::TableReads {
+                    table: "queue".to_string(),
+                    reads: 4,
+                    micros: 4 * (10 + 5 * worker as u64),
+                    ..Default::default()
+                }],
+                first_warning: None,
+            },
         };
         let reports = [
             report(0, vec![s(0, 0, 10, 100), s(0, 280, 320, 400)]),
@@ -329,6 +351,8 @@ mod tests {
         assert!((st.cycle_round_trips.unwrap() - 10.125).abs() < 1e-9);
         assert!((st.wait_mean_round_trips.unwrap() - 3.5).abs() < 1e-9);
         assert_eq!(st.unknown_outcomes, 2);
+        // Worker 0's reads took 10 µs each, worker 1's 15: 12.5 µs.
+        assert!((st.read_during_run_ms.unwrap() - 0.0125).abs() < 1e-12);
         assert_eq!(percentile(&[1, 2, 3, 4], 99.0), Some(4));
         assert_eq!(percentile(&[], 50.0), None);
     }
