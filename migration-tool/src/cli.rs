@@ -21,15 +21,18 @@ Exit codes:
   1  error: database unreachable, schema missing, store failure
   2  usage: bad flag or value, invalid settings, unknown or skipped stage
   3  not safe yet / refused: guards failed (advance, rollback, --dry-run),
-     another operator's transition won the race, or run-with-lock could
-     not take the lock within --timeout
-  4  lease lost: run-with-lock lost the lock and stopped the command
+     another operator's transition won the race, or run-with-lock or lock
+     could not take the lock within --timeout
+  4  lease lost: run-with-lock lost the lock and stopped the command, or
+     lock lost the lock it held
   5  unsafe state: status found legacy and queue in use at the same time
 run-with-lock passes the command's own exit code through (killed by a
 signal: 128 + the signal), and exits
   126  the command could not be run (found, but not executable)
   127  the command was not found (not a file, not on PATH)
-  with the lock released and nothing run.";
+  with the lock released and nothing run.
+lock exits 0 when a signal (INT, TERM, HUP, QUIT) released the lock it
+held, and 128 + the signal when one came while it still waited.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -38,6 +41,7 @@ Examples:
   migrate advance --dry-run              # is the next stage safe yet?
   migrate advance --to dual --reason 'fleet on v2'   # move one stage forward
   migrate run-with-lock nightly-report -- ./report.sh --full
+  migrate lock nightly-report            # print the fencing token, hold until Ctrl-C
   migrate --contact-points 10.0.0.1:9042,10.0.0.2:9042 status --json
   migrate schema --datacenter dc1:3 | cqlsh 10.0.0.1   # create the tables
   migrate demo                           # the whole rollout on a simulated fleet
@@ -55,7 +59,7 @@ that reads or changes the fleet's state needs the store named this way
 ///
 /// Shows the rollout (stage, nodes, locks), advances or rolls it back through
 /// guarded transitions, cleans up stale lock cells, and runs commands under a
-/// lock. It talks to ScyllaDB/Cassandra (or the local endpoint `migrate
+/// lock (or holds one for a script). It talks to ScyllaDB/Cassandra (or the local endpoint `migrate
 /// serve`) through the same store interface the services use.
 #[derive(Debug, Parser)]
 #[command(
@@ -140,12 +144,12 @@ pub enum ConsistencyArg {
     LocalQuorum,
 }
 
-/// `run-with-lock --fencing-token`.
+/// `--fencing-token` (`run-with-lock`, `lock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FencingTokenArg {
-    /// No token, no command.
+    /// No token, no hold (and no command).
     Required,
-    /// Run the command without a token when none can be had.
+    /// Go on without a token when none can be had.
     Optional,
 }
 
@@ -303,17 +307,9 @@ pub enum Command {
         after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
     )]
     RunWithLock {
-        /// The lock id.
-        #[arg(value_parser = Checked(parse_lock_id))]
-        lock: LockId,
-        /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
-        /// A mode the stage forbids degrades to combined, with a warning.
-        /// [default: node.mode from the settings, else auto]
-        #[arg(long, value_parser = Checked(parse_mode))]
-        mode: Option<Mode>,
-        /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
-        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
-        timeout: Option<Duration>,
+        /// Which lock, and how to take it.
+        #[command(flatten)]
+        acquire: AcquireArgs,
         /// After a forwarded signal or SIGTERM, how long the command may take
         /// to exit before SIGKILL.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(parse_duration))]
@@ -321,17 +317,37 @@ pub enum Command {
         /// Write the JSON report to this file (as well as --json on stderr).
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
-        /// Whether the command needs its fencing token: `required` (the
-        /// default) does not start it without one — taking the token is
-        /// retried while the lease holds; if it cannot be had, the lock is
-        /// released and migrate exits 1 —, `optional` starts it anyway,
-        /// without LOCKSHIFT_FENCING_TOKEN.
-        #[arg(long, value_enum, default_value = "required")]
-        fencing_token: FencingTokenArg,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+
+    /// Take a lock and hold it until signalled: print its fencing token on
+    /// stdout, keep the lease renewed, release on SIGINT, SIGTERM or SIGHUP.
+    ///
+    /// `etcdctl lock NAME` without a command: for a script that runs steps
+    /// of its own under one lock. The lock is taken as run-with-lock takes
+    /// it — same settings, --mode, --timeout and --fencing-token; the
+    /// process registers as a node; while it waits, stderr says who holds
+    /// the lock. Once the lock is held, exactly one line goes to stdout:
+    /// the fencing token (an empty line with --fencing-token optional and
+    /// no token), or with --json one JSON object on one line: version,
+    /// lock, fencing_token, owner, node, algorithm, waited_ms. Nothing is
+    /// printed on stdout before the lock is held, and nothing after (but a
+    /// --json error). Then it holds the lock, renewing its lease, until a
+    /// signal — SIGINT, SIGTERM, SIGHUP (or SIGQUIT) — releases it and
+    /// migrate exits 0 (4 instead if the lease could not be proven up to
+    /// then), or until the lease is lost: migrate says so on stderr and
+    /// exits 4. Nothing else is stopped then: whatever uses the lock must
+    /// watch for the exit, and the resource should check the token. Not
+    /// free within --timeout: exit 3, nothing on stdout. A signal while it
+    /// still waits: 128 + the signal. No fencing token (required by
+    /// default): the lock is released, exit 1. With --json the final report
+    /// goes to stderr.
+    #[command(
+        after_help = "Examples:\n  migrate lock nightly                      # prints the token; Ctrl-C releases\n  migrate lock nightly --timeout 30s --json # {\"version\":1,\"lock\":\"nightly\",\"fencing_token\":17,...}\n  coproc LOCK { migrate lock nightly; }; read -r token <&\"${LOCK[0]}\"\n  ./step --fence \"$token\"; kill $LOCK_PID; wait $LOCK_PID   # 0: held throughout\n\nExit codes:\n  0    released after SIGINT, SIGTERM, SIGHUP or SIGQUIT, the lease held throughout\n  1    error, or no fencing token could be had (the lock was released)\n  2    usage\n  3    the lock was not free within --timeout (nothing printed on stdout)\n  4    the lease was lost while held (said on stderr)\n  128+n  signal n came while still waiting for the lock"
+    )]
+    Lock(AcquireArgs),
 
     /// The supervisor of a run-with-lock command (started by run-with-lock).
     #[command(name = "run-with-lock-child", hide = true)]
@@ -495,6 +511,30 @@ pub struct BenchArgs {
     /// above 1 000 tombstones. Draws no plots.
     #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "acquisitions"], value_parser = clap::value_parser!(u32).range(10..=100_000_000))]
     pub soak: Option<u32>,
+}
+
+/// Which lock, and how to take it: `run-with-lock` and `lock` alike.
+#[derive(Debug, Clone, Args)]
+pub struct AcquireArgs {
+    /// The lock id.
+    #[arg(value_parser = Checked(parse_lock_id))]
+    pub lock: LockId,
+    /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
+    /// A mode the stage forbids degrades to combined, with a warning.
+    /// [default: node.mode from the settings, else auto]
+    #[arg(long, value_parser = Checked(parse_mode))]
+    pub mode: Option<Mode>,
+    /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
+    #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+    pub timeout: Option<Duration>,
+    /// Whether holding needs a fencing token: `required` (the default) —
+    /// taking the token is retried while the lease holds; if it cannot be
+    /// had, the lock is released and migrate exits 1 (run-with-lock does
+    /// not start the command) —, `optional` goes on without one
+    /// (run-with-lock: the command gets no LOCKSHIFT_FENCING_TOKEN; lock:
+    /// prints an empty line).
+    #[arg(long, value_enum, default_value = "required")]
+    pub fencing_token: FencingTokenArg,
 }
 
 /// `advance` and `rollback`.
@@ -688,11 +728,66 @@ mod tests {
         assert!(cli.output.json);
         assert_eq!(cli.connect.contact_points, ["a:1", "b:2"]);
         match cli.command {
-            Command::RunWithLock { command, mode, .. } => {
+            Command::RunWithLock {
+                command, acquire, ..
+            } => {
                 assert_eq!(command, ["sh", "-c", "echo --json"]);
-                assert_eq!(mode, None, "the settings' node.mode decides");
+                assert_eq!(acquire.mode, None, "the settings' node.mode decides");
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// `lock` takes run-with-lock's acquisition flags, and no command.
+    #[test]
+    fn lock_takes_the_acquisition_flags_and_no_command() {
+        let cli = Cli::try_parse_from([
+            "migrate",
+            "lock",
+            "nightly",
+            "--timeout",
+            "30s",
+            "--mode",
+            "combined",
+            "--fencing-token",
+            "optional",
+            "--json",
+        ])
+        .unwrap();
+        assert!(cli.output.json);
+        match cli.command {
+            Command::Lock(AcquireArgs {
+                lock,
+                mode,
+                timeout,
+                fencing_token,
+            }) => {
+                assert_eq!(lock.as_str(), "nightly");
+                assert_eq!(mode, Some(Mode::Combined));
+                assert_eq!(timeout, Some(Duration::from_secs(30)));
+                assert_eq!(fencing_token, FencingTokenArg::Optional);
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["migrate", "lock", "nightly"]).unwrap();
+        match cli.command {
+            Command::Lock(args) => {
+                assert_eq!((args.timeout, args.mode), (None, None));
+                assert_eq!(args.fencing_token, FencingTokenArg::Required);
+            }
+            other => panic!("{other:?}"),
+        }
+        for args in [
+            &["migrate", "lock", "nightly", "--", "true"][..],
+            &["migrate", "lock"][..],
+            &["migrate", "lock", "nightly", "--grace", "1s"][..],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+        }
+        // A long lock id is refused with the value cut short.
+        let long = "x".repeat(1_000);
+        let err = Cli::try_parse_from(["migrate", "lock", &long]).unwrap_err();
+        assert!(err.to_string().len() < 600, "{err}");
     }
 }

@@ -59,16 +59,19 @@ pub enum Outcome {
     /// Done.
     Ok,
     /// Guards refused, or a dry run found the transition not yet safe, or
-    /// the lock was not free within `--timeout`.
+    /// the lock was not free within `--timeout` (`run-with-lock`, `lock`).
     NotSafe,
-    /// `run-with-lock` lost its lease and stopped the command.
+    /// `run-with-lock` lost its lease and stopped the command, or `lock`
+    /// lost the lease of the lock it held.
     LeaseLost,
     /// An invariant broke (`demo`).
     Failed,
     /// `status` found the fleet in an unsafe state (legacy and queue in use
     /// at once): exit 5, so a monitoring script can page on it.
     Unsafe,
-    /// `run-with-lock`: the command's own exit status, passed through.
+    /// An exit code set by the command: `run-with-lock`'s command's own
+    /// status, passed through; 128 + the signal that interrupted a wait
+    /// (`run-with-lock`, `lock`); 1 when no fencing token could be had.
     Child(i32),
 }
 
@@ -164,6 +167,16 @@ async fn start_metrics(
     Ok(Some(server))
 }
 
+/// The acquisition flags as the operations take them.
+fn lock_request(args: cli::AcquireArgs) -> ops::lock_session::LockRequest {
+    ops::lock_session::LockRequest {
+        lock: args.lock,
+        mode: args.mode,
+        timeout: args.timeout,
+        fencing_token_required: args.fencing_token == cli::FencingTokenArg::Required,
+    }
+}
+
 /// Runs one parsed command to its outcome, printing its report.
 ///
 /// # Errors
@@ -224,21 +237,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(report.outcome())
         }
         Command::RunWithLock {
-            lock,
-            mode,
-            timeout,
+            acquire,
             grace,
             report,
-            fencing_token,
             command,
         } => {
             let env = ops::Env::open(connect).await?;
             let request = ops::run_with_lock::Request {
-                lock,
-                mode,
-                timeout,
+                take: lock_request(acquire),
                 grace,
-                fencing_token_required: fencing_token == cli::FencingTokenArg::Required,
                 command,
                 supervisor: Some(
                     std::env::current_exe()
@@ -253,6 +260,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             if let Some(path) = &report {
                 render::write_json(&result, path)?;
             }
+            if json {
+                render::print_json_stderr(&result)?;
+            } else {
+                render::print_stderr(&result)?;
+            }
+            Ok(result.outcome())
+        }
+        Command::Lock(acquire) => {
+            let env = ops::Env::open(connect).await?;
+            let result = ops::lock::lock(
+                &env,
+                lock_request(acquire),
+                // The one line on stdout, once held.
+                |held| render::print_line(held, json),
+                |note| render::note(&note),
+            )
+            .await?;
+            // How it ended goes to stderr, as run-with-lock's report: stdout
+            // has had its one line.
             if json {
                 render::print_json_stderr(&result)?;
             } else {

@@ -3,13 +3,14 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | ok (`run-with-lock`: the command's own code passes through) |
+//! | 0 | ok (`run-with-lock`: the command's own code passes through; `lock`: released after a signal) |
 //! | 1 | error (database unreachable, schema missing, store failure, demo invariant broken) |
 //! | 2 | usage (bad flag or value, invalid settings, unknown or skipped stage) |
-//! | 3 | not safe yet / refused (guards; `run-with-lock --timeout` expired) |
-//! | 4 | lease lost (`run-with-lock`) |
+//! | 3 | not safe yet / refused (guards; `run-with-lock` or `lock`: `--timeout` expired) |
+//! | 4 | lease lost (`run-with-lock`, `lock`) |
 //! | 5 | unsafe state (`status`: legacy and queue in use at once) |
 //! | 126, 127 | `run-with-lock`: the command could not be run / was not found |
+//! | 128 + n | `run-with-lock`, `lock`: signal n came while waiting for the lock |
 //!
 //! A closed stdout (`migrate status --json | head -1`) ends the command
 //! quietly with 0: the reader has what it wanted.

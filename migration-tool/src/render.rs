@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use lockshift_lock::cut_short;
 use serde::Serialize;
 
 use crate::ops::Progress;
@@ -16,6 +17,8 @@ use crate::ops::advance::TransitionReport;
 use crate::ops::clean::{Action, CleanReport, PromiseSource};
 use crate::ops::demo::{DemoEvent, DemoReport};
 use crate::ops::inspect::InspectReport;
+use crate::ops::lock::{Held, LockReport, LockResult};
+use crate::ops::lock_session::Holding;
 use crate::ops::run_with_lock::{RunReport, RunResult};
 use crate::ops::serve::Listening;
 use crate::ops::status::StatusReport;
@@ -51,6 +54,26 @@ impl Human for lockshift_bench::HoldBenchReport {
 pub fn print<R: Serialize + Human>(report: &R, json: bool) -> anyhow::Result<()> {
     let text = if json {
         let mut s = serde_json::to_string_pretty(report)?;
+        s.push('\n');
+        s
+    } else {
+        report.human()
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints `report` on stdout as one line — compact JSON, or its text (one
+/// line) — and flushes: a line a script reads while `migrate` goes on
+/// running (`lock`), where a pretty-printed object would not be one line.
+///
+/// # Errors
+/// Writing to stdout failed (e.g. a closed pipe), or serialisation failed.
+pub fn print_line<R: Serialize + Human>(report: &R, json: bool) -> anyhow::Result<()> {
+    let text = if json {
+        let mut s = serde_json::to_string(report)?;
         s.push('\n');
         s
     } else {
@@ -815,21 +838,61 @@ impl Human for TransitionReport {
 impl Human for RunReport {
     fn human(&self) -> String {
         match self.result {
-            RunResult::LeaseLost => format!(
-                "migrate: lease of lock {} lost ({}); command stopped{}; exit 4\n",
-                self.lock,
-                self.lease_lost.as_deref().unwrap_or("unknown reason"),
-                if self.killed { " with SIGKILL" } else { "" }
+            RunResult::LeaseLost => lease_lost(
+                &self.holding,
+                if self.killed {
+                    "; command stopped with SIGKILL"
+                } else {
+                    "; command stopped"
+                },
             ),
-            RunResult::Interrupted => {
-                format!(
-                    "migrate: interrupted while waiting for lock {}\n",
-                    self.lock
-                )
-            }
+            RunResult::Interrupted => interrupted(&self.holding),
             _ => String::new(),
         }
     }
+}
+
+// ===== lock =====
+
+impl Human for LockReport {
+    fn human(&self) -> String {
+        match self.result {
+            LockResult::Released => {
+                format!("migrate: lock {} released\n", cut_short(&self.holding.lock))
+            }
+            LockResult::LeaseLost => lease_lost(&self.holding, ""),
+            LockResult::Interrupted => interrupted(&self.holding),
+            LockResult::Timeout | LockResult::NoFencingToken => String::new(),
+        }
+    }
+}
+
+/// `lock`'s line on stdout once held: the fencing token alone (an empty
+/// line without one), for `read -r token` in a script.
+impl Human for Held {
+    fn human(&self) -> String {
+        match self.fencing_token {
+            Some(token) => format!("{token}\n"),
+            None => "\n".to_string(),
+        }
+    }
+}
+
+/// "lease of lock L lost (why)…; exit 4": the end of `run-with-lock` and
+/// `lock` alike, `stopped` saying what was done about it.
+fn lease_lost(holding: &Holding, stopped: &str) -> String {
+    format!(
+        "migrate: lease of lock {} lost ({}){stopped}; exit 4\n",
+        cut_short(&holding.lock),
+        holding.lease_lost.as_deref().unwrap_or("unknown reason"),
+    )
+}
+
+fn interrupted(holding: &Holding) -> String {
+    format!(
+        "migrate: interrupted while waiting for lock {}\n",
+        cut_short(&holding.lock)
+    )
 }
 
 // ===== serve =====

@@ -527,7 +527,7 @@ async fn waiting_says_who_it_waits_for_when_that_changes() {
     held_a.release().await.unwrap();
     let held_b = b_task.await.unwrap().unwrap();
     let named_b = format!("waiting for relay: held by {}", held_b.owner());
-    let gap = lockshift_migration_tool::ops::run_with_lock::WAIT_LINE_GAP;
+    let gap = lockshift_migration_tool::ops::lock_session::WAIT_LINE_GAP;
     eventually(gap + Duration::from_secs(10), "a line naming B", || {
         let said = said.lock().unwrap().contains(&named_b);
         async move { said }

@@ -1,4 +1,5 @@
-//! One module per command. Each takes typed values and an [`Env`], returns a
+//! One module per command (and [`lock_session`], what `run-with-lock` and
+//! `lock` share). Each takes typed values and an [`Env`], returns a
 //! typed report (documented as its JSON schema), and never prints: progress
 //! and notes go through callbacks the caller supplies (see `render`).
 //!
@@ -23,6 +24,8 @@ pub mod child;
 pub mod clean;
 pub mod demo;
 pub mod inspect;
+pub mod lock;
+pub mod lock_session;
 pub mod rollback;
 pub mod run_with_lock;
 pub mod schema;

@@ -1,15 +1,8 @@
 //! `migrate run-with-lock <lock> -- <command…>`: hold a lock while a command
 //! runs (etcd's `etcdctl lock`, YTsaurus' `run-command-with-lock`).
 //!
-//! # Why a registered [`Node`] rather than a bare locker
-//!
-//! A locked command can run for hours, and while it holds the lock its
-//! algorithm matters to the rollout exactly as a service's does: a command
-//! holding a lock through the legacy algorithm must keep `advance` to
-//! `dual` from passing. A [`Node`] registers (configured and effective
-//! mode, heartbeat), reports its activity and follows the stage — so the
-//! guards see it — and deregisters when done. Its cost is one stage read and
-//! one heartbeat at start.
+//! Taking the lock and giving it back is [`super::lock_session`]'s, shared
+//! with `migrate lock`; this module runs the command in between.
 //!
 //! # Lease loss
 //!
@@ -48,38 +41,26 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift::Node;
-use lockshift_combined::{Mode, Stage};
-use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
-    WaitingFor, cut_short, fmt_duration_rounded,
-};
-use lockshift_queue_lock::queue::parse_queue_cell;
-use lockshift_store::{RowQuery, schema};
+use lockshift_lock::LockGuard;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
+use super::lock_session::{
+    Holding, Interrupts, LockRequest, LockSession, NotHeld, TokenWording, lost_reason, release,
+    sleep_until_opt,
+};
 use super::{Env, child, ms};
 use crate::{JSON_VERSION, Outcome};
 
 /// What to run under which lock.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The lock.
-    pub lock: LockId,
-    /// Configured mode (resolved against the stage); `None`: `node.mode`
-    /// from the settings (file, `LOCKSHIFT__NODE__MODE`), as every node.
-    pub mode: Option<Mode>,
-    /// Give up waiting for the lock after this long.
-    pub timeout: Option<Duration>,
+    /// Which lock, and how to take it.
+    pub take: LockRequest,
     /// SIGTERM (or a forwarded signal) → SIGKILL grace period.
     pub grace: Duration,
-    /// Whether the command may start only with a fencing token.
-    pub fencing_token_required: bool,
     /// Program and arguments.
     pub command: Vec<String>,
     /// The `migrate` binary, to run the command under its supervisor
@@ -108,6 +89,16 @@ pub enum RunResult {
     NoFencingToken,
 }
 
+impl From<NotHeld> for RunResult {
+    fn from(not_held: NotHeld) -> RunResult {
+        match not_held {
+            NotHeld::Timeout => RunResult::Timeout,
+            NotHeld::Interrupted(_) => RunResult::Interrupted,
+            NotHeld::NoFencingToken => RunResult::NoFencingToken,
+        }
+    }
+}
+
 /// The report of `migrate run-with-lock` (JSON schema, `"version": 1`;
 /// written after the command ends, with `--json` on stderr — stdout is the
 /// command's — and with `--report FILE` to that file).
@@ -115,34 +106,16 @@ pub enum RunResult {
 pub struct RunReport {
     /// Schema version, 1.
     pub version: u32,
-    /// The lock.
-    pub lock: String,
-    /// The registered node id of this process.
-    pub node: String,
-    /// Configured mode.
-    pub mode: Mode,
-    /// The stage the node read (`null`: could not read it; runs combined).
-    pub stage: Option<Stage>,
-    /// The algorithm that took the lock.
-    pub algorithm: Algorithm,
-    /// Set when the stage refused the configured mode (ran combined).
-    pub degraded_from: Option<Mode>,
-    /// The owner id of the acquisition.
-    pub owner: Option<String>,
-    /// Fencing token (queue-based algorithms).
-    pub fencing_token: Option<u64>,
-    /// How long taking the lock took.
-    pub waited_ms: u64,
-    /// How long the lock was held.
-    pub held_ms: u64,
+    /// Lock, node, mode, algorithm, owner, fencing token, wait and hold
+    /// times, why the lease was lost (flattened: top-level fields).
+    #[serde(flatten)]
+    pub holding: Holding,
     /// How the run ended.
     pub result: RunResult,
     /// The command's exit code, if it exited.
     pub child_exit_code: Option<i32>,
     /// The signal that ended the command, if one did.
     pub child_signal: Option<i32>,
-    /// Why the lease was lost.
-    pub lease_lost: Option<String>,
     /// Signals received and forwarded to the command's group, in order.
     pub forwarded_signals: Vec<String>,
     /// Whether the command had to be killed (SIGKILL after the grace period).
@@ -162,6 +135,12 @@ impl RunReport {
     }
 }
 
+/// What `run-with-lock` says about its fencing token.
+const WORDING: TokenWording = TokenWording {
+    refused: "the command was not started (--fencing-token optional starts it without one)",
+    without: "running without a fencing token",
+};
+
 /// Takes the lock, runs the command, releases. `note` hears warnings
 /// (degraded mode, whom it waits for, lease lost, signals sent).
 ///
@@ -172,286 +151,37 @@ pub async fn run_with_lock(
     request: Request,
     mut note: impl FnMut(String),
 ) -> anyhow::Result<RunReport> {
-    let mut interrupts = Interrupts::listen();
-    let mut settings = env.settings.clone();
-    // Flag > LOCKSHIFT__NODE__… > file > default, as for every node; only
-    // the id's default differs: `migrate-<host>-<pid>` says what it is.
-    let node_id = match &settings.node.id {
-        Some(id) => id.clone(),
-        None => node_id(),
-    };
-    settings.node.id = Some(node_id.clone());
-    if let Some(mode) = request.mode {
-        settings.node.mode = mode;
-    }
-    let mode = settings.node.mode;
-    let node = Node::builder()
-        .settings(settings)
-        .store(env.store.clone())
-        .clock(env.clock.clone())
-        .start()
-        .await
-        .context("starting the lock node")?;
-    let status = node.status();
-    if let Some(from) = status.degraded_from {
-        note(format!(
-            "warning: mode {from} is not allowed at stage {}; using combined",
-            status
-                .stage
-                .as_ref()
-                .map_or("unknown", |s| s.stage.as_str())
-        ));
-    }
+    let (mut session, holding) = LockSession::start(env, &request.take, &mut note).await?;
     let mut report = RunReport {
         version: JSON_VERSION,
-        lock: request.lock.to_string(),
-        node: node_id,
-        mode,
-        stage: status.stage.as_ref().map(|s| s.stage),
-        algorithm: status.effective,
-        degraded_from: status.degraded_from,
-        owner: None,
-        fencing_token: None,
-        waited_ms: 0,
-        held_ms: 0,
+        holding,
         result: RunResult::Completed,
         child_exit_code: None,
         child_signal: None,
-        lease_lost: None,
         forwarded_signals: Vec::new(),
         killed: false,
         exit_code: 0,
     };
-    if let Some(line) = waiting_line(env, &request.lock).await {
-        note(line);
-    }
-    let result = hold_and_run(&node, &request, &mut interrupts, &mut report, &mut note).await;
-    node.shutdown().await;
+    let result = hold_and_run(&mut session, &request, &mut report, &mut note).await;
+    session.shutdown().await;
     result.map(|()| report)
 }
 
-/// "waiting for L (held by O since T)", when someone holds the lock now.
-/// Best effort: a failed read just means no line.
-async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
-    let store = env.store.as_ref();
-    let main = store
-        .read(schema::MAIN, lock.as_str(), &RowQuery::all())
-        .await
-        .ok()?;
-    let holder = main.first()?;
-    let now = env.clock.now();
-    // A queue-based holder's queue cell names when it arrived; otherwise
-    // only the last renewal of its main cell is known.
-    let queued_at = store
-        .read(schema::QUEUE, lock.as_str(), &RowQuery::all())
-        .await
-        .ok()
-        .and_then(|cells| {
-            cells.iter().find_map(|c| {
-                let entry = parse_queue_cell(&c.column, &c.value)?;
-                (entry.owner.as_str() == holder.column).then_some(entry.arrival)
-            })
-        })
-        .and_then(|at| i64::try_from(at).ok());
-    let since = match queued_at {
-        Some(at) => format!(
-            "since {} ago",
-            humantime::format_duration(Duration::from_secs(
-                now.duration_since(lockshift_store::Timestamp::from_micros(at))
-                    .as_secs()
-            ))
-        ),
-        None => format!(
-            "since at least {} ago, its last renewal",
-            humantime::format_duration(Duration::from_secs(
-                now.duration_since(holder.writetime).as_secs()
-            ))
-        ),
-    };
-    let others = main.len() - 1;
-    Some(format!(
-        "waiting for {lock} (held by {} {since}{})",
-        holder.column,
-        if others > 0 {
-            format!("; {others} more cell(s) in main")
-        } else {
-            String::new()
-        }
-    ))
-}
-
-/// At most one "waiting for" line per this long.
-pub const WAIT_LINE_GAP: Duration = Duration::from_secs(5);
-
-/// The "waiting for" lines of a waiting `run-with-lock`, rate-limited
-/// (pure: the caller feeds it what the waiter reported and the time).
-#[derive(Debug)]
-pub struct WaitLines {
-    lock: String,
-    /// When the last line was printed (the first line, at start, counts).
-    printed_at: Instant,
-    /// What the last line printed said.
-    printed: Option<WaitingFor>,
-    /// A change not printed yet (too soon after the last line).
-    pending: Option<WaitingFor>,
-}
-
-impl WaitLines {
-    /// For `lock`, the first line printed at `start`.
-    pub fn new(lock: &LockId, start: Instant) -> WaitLines {
-        WaitLines {
-            lock: lock.to_string(),
-            printed_at: start,
-            printed: None,
-            pending: None,
-        }
-    }
-
-    /// The waiter now waits for `state`: the line to print now, if any.
-    pub fn seen(&mut self, state: WaitingFor, now: Instant) -> Option<String> {
-        if self.printed.as_ref() == Some(&state) || describe_wait(&self.lock, &state).is_none() {
-            self.pending = None;
-            return None;
-        }
-        self.pending = Some(state);
-        self.flush(now)
-    }
-
-    /// When a pending line may be printed.
-    pub fn due(&self) -> Option<Instant> {
-        self.pending
-            .as_ref()
-            .map(|_| self.printed_at + WAIT_LINE_GAP)
-    }
-
-    /// The pending line, if it may be printed at `now`.
-    pub fn flush(&mut self, now: Instant) -> Option<String> {
-        if now < self.due()? {
-            return None;
-        }
-        let state = self.pending.take()?;
-        let line = describe_wait(&self.lock, &state);
-        self.printed = Some(state);
-        self.printed_at = now;
-        line
-    }
-}
-
-/// "waiting for L: held by O; 2 waiting ahead, first W" — `None` when the
-/// waiter knows of nobody in its way.
-fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
-    let holder = state
-        .holder
-        .as_deref()
-        .map(|h| format!("held by {}", cut_short(h)));
-    let ahead = state
-        .ahead
-        .as_ref()
-        .map(|(n, first)| format!("{n} waiting ahead in line, first {}", cut_short(first)));
-    let said = match (holder, ahead) {
-        (None, None) => return None,
-        (Some(h), None) => h,
-        (None, Some(a)) => a,
-        (Some(h), Some(a)) => format!("{h}; {a}"),
-    };
-    Some(format!("waiting for {}: {said}", cut_short(lock)))
-}
-
 async fn hold_and_run(
-    node: &Node,
+    session: &mut LockSession,
     request: &Request,
-    interrupts: &mut Interrupts,
     report: &mut RunReport,
     note: &mut impl FnMut(String),
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let (watch, mut seen) = tokio::sync::watch::channel(WaitingFor::default());
-    let options = AcquireOptions {
-        timeout: request.timeout,
-        cancel: Some(interrupts.token.clone()),
-        watch: Some(std::sync::Arc::new(watch)),
-    };
-    // While it waits: a line whenever whom it waits for changes, as the
-    // waiter's own reads show it (no read is made for it), at most one
-    // line per WAIT_LINE_GAP.
-    let locker = node.locker();
-    let acquire = locker.acquire_with(&request.lock, options);
-    tokio::pin!(acquire);
-    let mut lines = WaitLines::new(&request.lock, started);
-    let acquired = loop {
-        tokio::select! {
-            result = &mut acquire => break result,
-            Ok(()) = seen.changed() => {
-                let state = seen.borrow_and_update().clone();
-                if let Some(line) = lines.seen(state, Instant::now()) {
-                    note(line);
-                }
-            }
-            _ = sleep_until_opt(lines.due()) => {
-                if let Some(line) = lines.flush(Instant::now()) {
-                    note(line);
-                }
-            }
-        }
-    };
-    let guard = match acquired {
-        Ok(g) => g,
-        Err(AcquireError::Timeout { waited, .. }) => {
-            note(format!(
-                "lock {} was not free within {} (exit 3)",
-                request.lock,
-                fmt_duration_rounded(waited)
-            ));
-            report.waited_ms = ms(waited);
-            report.result = RunResult::Timeout;
-            report.exit_code = 3;
+    let guard = match session
+        .acquire(&request.take, WORDING, &mut report.holding, note)
+        .await?
+    {
+        Ok(guard) => guard,
+        Err(not_held) => {
+            report.result = not_held.into();
+            report.exit_code = not_held.exit_code();
             return Ok(());
-        }
-        Err(AcquireError::Cancelled { .. }) => {
-            report.waited_ms = ms(started.elapsed());
-            report.result = RunResult::Interrupted;
-            let signal = interrupts
-                .drain()
-                .first()
-                .copied()
-                .unwrap_or(Signal::SIGINT);
-            report.exit_code = 128 + signal as i32;
-            return Ok(());
-        }
-        // The database refuses to read the lock's rows: waiting cannot
-        // help, and "not free" would be wrong.
-        Err(AcquireError::Store { source, .. })
-            if source.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
-        {
-            return Err(super::refused_read(&request.lock, &source));
-        }
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("taking lock {}", request.lock)));
-        }
-    };
-    report.waited_ms = ms(started.elapsed());
-    report.algorithm = guard.algorithm();
-    report.owner = Some(guard.owner().to_string());
-    // Two round trips (retried within the lease by the guard): the child
-    // gets a token it can hand to the resource.
-    report.fencing_token = match guard.fencing_token().await {
-        Ok(token) => Some(token),
-        Err(e) if request.fencing_token_required => {
-            note(format!(
-                "error: {e}; the command was not started (--fencing-token optional starts it \
-                 without one)"
-            ));
-            report.result = RunResult::NoFencingToken;
-            report.exit_code = 1;
-            report.lease_lost = guard.lost_reason().map(|r| r.to_string());
-            if let Err(e) = guard.release().await {
-                note(format!("warning: {e}"));
-            }
-            return Ok(());
-        }
-        Err(e) => {
-            note(format!("warning: running without a fencing token: {e}"));
-            None
         }
     };
     let held_since = Instant::now();
@@ -464,7 +194,7 @@ async fn hold_and_run(
             status: None,
         }
     } else {
-        match spawn(request, &guard, report.fencing_token) {
+        match spawn(request, &guard, report.holding.fencing_token) {
             Err(e) => {
                 note(format!("error: cannot run {:?}: {e}", request.command[0]));
                 report.result = RunResult::SpawnFailed;
@@ -474,7 +204,17 @@ async fn hold_and_run(
                 };
                 Ran::NotStarted
             }
-            Ok(child) => supervise(child, &guard, interrupts, request.grace, report, note).await?,
+            Ok(child) => {
+                supervise(
+                    child,
+                    &guard,
+                    session.interrupts(),
+                    request.grace,
+                    report,
+                    note,
+                )
+                .await?
+            }
         }
     };
     match outcome {
@@ -490,19 +230,11 @@ async fn hold_and_run(
             report.killed = killed;
             report.result = RunResult::LeaseLost;
             report.exit_code = 4;
-            report.lease_lost = Some(
-                guard
-                    .lost_reason()
-                    .map_or("the lease could not be proven".to_string(), |r| {
-                        r.to_string()
-                    }),
-            );
+            report.holding.lease_lost = Some(lost_reason(&guard));
         }
     }
-    report.held_ms = ms(held_since.elapsed());
-    if let Err(e) = guard.release().await {
-        note(format!("warning: {e}"));
-    }
+    report.holding.held_ms = ms(held_since.elapsed());
+    release(guard, note).await;
     Ok(())
 }
 
@@ -540,7 +272,7 @@ fn spawn(
             cmd
         }
     };
-    cmd.env("LOCKSHIFT_LOCK_ID", request.lock.as_str())
+    cmd.env("LOCKSHIFT_LOCK_ID", request.take.lock.as_str())
         .env("LOCKSHIFT_LOCK_OWNER", guard.owner().as_str())
         .process_group(0);
     if let Some(token) = fencing_token {
@@ -645,13 +377,6 @@ async fn supervise(
     }
 }
 
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Signals the child's process group; a group already gone is fine.
 fn signal(group: Option<Pid>, sig: Signal) {
     if let Some(group) = group {
@@ -673,141 +398,29 @@ fn exit_code_of(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// `migrate-<host>-<pid>`, within the node id rules (the host name from
-/// the operating system, as [`NodeId::for_this_process`] has it).
-fn node_id() -> String {
-    let pid = std::process::id().to_string();
-    let host: String = lockshift_lock::host_name()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(MAX_NODE_ID_LEN.saturating_sub(pid.len() + 10))
-        .collect();
-    let id = format!("migrate-{host}-{pid}");
-    // Checked by the node's settings validation too; this only keeps the
-    // fallback obviously valid.
-    match NodeId::new(id.clone()) {
-        Ok(_) => id,
-        Err(_) => format!("migrate-{pid}"),
-    }
-}
-
-/// Signals this process receives while it runs the command: the first
-/// cancels a pending acquisition; each is queued for forwarding.
-/// (Registering replaces their default action — dying — for the rest of
-/// the process: `migrate` then stops the command and releases the lock.)
-struct Interrupts {
-    token: CancellationToken,
-    rx: mpsc::UnboundedReceiver<Signal>,
-}
-
-impl Interrupts {
-    fn listen() -> Interrupts {
-        use tokio::signal::unix::{SignalKind, signal};
-        let token = CancellationToken::new();
-        let (tx, rx) = mpsc::unbounded_channel();
-        for sig in child::FORWARDED {
-            let Ok(mut stream) = signal(SignalKind::from_raw(sig as i32)) else {
-                continue;
-            };
-            let (tx, token) = (tx.clone(), token.clone());
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    token.cancel();
-                    if tx.send(sig).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        Interrupts { token, rx }
-    }
-
-    /// Signals received and not yet handled, oldest first.
-    fn drain(&mut self) -> Vec<Signal> {
-        let mut out = Vec::new();
-        while let Ok(sig) = self.rx.try_recv() {
-            out.push(sig);
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use lockshift::Settings;
-    use lockshift_store::{MemoryStore, SharedStore, SystemClock};
+    use lockshift_combined::Mode;
+    use lockshift_lock::{Algorithm, LockId};
+    use lockshift_store::{MemoryStore, SharedStore, SystemClock, schema};
 
     use super::*;
 
     fn request(command: &[&str]) -> Request {
         Request {
-            lock: LockId::new("job").unwrap(),
-            mode: Some(Mode::Queue),
-            timeout: Some(Duration::from_secs(10)),
+            take: LockRequest {
+                lock: LockId::new("job").unwrap(),
+                mode: Some(Mode::Queue),
+                timeout: Some(Duration::from_secs(10)),
+                fencing_token_required: true,
+            },
             grace: Duration::from_secs(1),
-            fencing_token_required: true,
             command: command.iter().map(|s| s.to_string()).collect(),
             supervisor: None,
         }
-    }
-
-    /// The "waiting for" lines: printed when whom the waiter waits for
-    /// changes, at most one per `WAIT_LINE_GAP`, the latest change at the
-    /// end of the gap; nothing for a waiter that knows of nobody.
-    #[test]
-    fn waiting_lines_follow_changes_at_most_one_per_gap() {
-        let start = Instant::now();
-        let at = |s: u64| start + Duration::from_secs(s);
-        let held = |h: &str| WaitingFor {
-            holder: Some(h.into()),
-            ahead: None,
-        };
-        let behind = |n: u32, first: &str| WaitingFor {
-            holder: None,
-            ahead: Some((n, first.into())),
-        };
-        let mut lines = WaitLines::new(&LockId::new("job").unwrap(), start);
-        // (seen at second, state) → printed now?
-        let steps: Vec<(u64, WaitingFor, Option<&str>)> = vec![
-            (1, behind(2, "a/1"), None),
-            (2, behind(1, "a/1"), None),
-            (
-                6,
-                behind(1, "a/1"),
-                Some("waiting for job: 1 waiting ahead in line, first a/1"),
-            ),
-            (7, held("b/2"), None),
-            (8, WaitingFor::default(), None),
-            (20, held("b/2"), Some("waiting for job: held by b/2")),
-            (21, held("b/2"), None),
-            (30, held("c/3"), Some("waiting for job: held by c/3")),
-        ];
-        for (i, (second, state, want)) in steps.into_iter().enumerate() {
-            assert_eq!(lines.seen(state, at(second)).as_deref(), want, "step #{i}");
-        }
-        // A change too soon waits for the end of the gap, and only the
-        // latest is printed.
-        assert_eq!(lines.seen(held("d/4"), at(31)), None);
-        assert_eq!(lines.seen(held("e/5"), at(32)), None);
-        assert_eq!(lines.due(), Some(at(35)));
-        assert_eq!(lines.flush(at(34)), None);
-        assert_eq!(
-            lines.flush(at(35)).as_deref(),
-            Some("waiting for job: held by e/5")
-        );
-        assert_eq!(lines.due(), None);
-        // Long names are cut short.
-        let long = "x".repeat(10_000);
-        let line = describe_wait("job", &held(&long)).unwrap();
-        assert!(line.len() < 400, "{}", line.len());
     }
 
     #[tokio::test]
@@ -820,11 +433,11 @@ mod tests {
             .unwrap();
         assert_eq!(r.outcome(), Outcome::Child(7));
         assert_eq!(
-            r.algorithm,
+            r.holding.algorithm,
             Algorithm::Combined,
             "queue is not allowed at legacy"
         );
-        assert_eq!(r.degraded_from, Some(Mode::Queue));
+        assert_eq!(r.holding.degraded_from, Some(Mode::Queue));
         assert!(
             notes[0].contains("not allowed at stage legacy"),
             "{notes:?}"
@@ -908,12 +521,13 @@ mod tests {
                 .any(|n| n.contains("the command was not started")),
             "{notes:?}"
         );
-        let optional = Request {
-            fencing_token_required: false,
-            ..request(&["sh", "-c", &touch])
-        };
+        let mut optional = request(&["sh", "-c", &touch]);
+        optional.take.fencing_token_required = false;
         let r = run_with_lock(&env, optional, |_| {}).await.unwrap();
-        assert_eq!((r.result, r.fencing_token), (RunResult::Completed, None));
+        assert_eq!(
+            (r.result, r.holding.fencing_token),
+            (RunResult::Completed, None)
+        );
         assert!(marker.exists(), "optional: the command ran without a token");
     }
 }
