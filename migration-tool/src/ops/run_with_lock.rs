@@ -420,10 +420,10 @@ async fn hold_and_run(
         }
         // The database refuses to read the lock's rows: waiting cannot
         // help, and "not free" would be wrong.
-        Err(AcquireError::Store { source, .. })
-            if source.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
+        Err(AcquireError::Store { error, .. })
+            if error.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
         {
-            return Err(super::refused_read(&request.lock, &source));
+            return Err(super::refused_read(&request.lock, &error));
         }
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!("taking lock {}", request.lock)));
