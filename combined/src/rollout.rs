@@ -751,7 +751,7 @@ impl Rollout {
         progress: impl FnMut(Table, usize),
     ) -> Result<Evidence, EvidenceError> {
         let store = self.store.as_ref();
-        let step = |step: &'static str| move |source| EvidenceError { step, source };
+        let step = |step: &'static str| move |error| EvidenceError { step, error };
         let (current, _) = read_stage(store)
             .await
             .map_err(step("reading the rollout stage"))?;

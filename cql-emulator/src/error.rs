@@ -11,17 +11,17 @@ use crate::wire::Writer;
 #[non_exhaustive]
 pub enum EmulatorError {
     /// The listening socket could not be bound.
-    #[error("could not listen for CQL clients on {addr}: {source}")]
+    #[error("could not listen for CQL clients on {addr}: {error}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
-        /// What the operating system said.
-        #[source]
-        source: io::Error,
+        /// What the operating system said (shown in the message, not
+        /// chained: a chain printer would say it twice).
+        error: io::Error,
     },
     /// The bound socket's address could not be read back.
     #[error("could not read the CQL endpoint's bound address: {0}")]
-    LocalAddr(#[source] io::Error),
+    LocalAddr(io::Error),
     /// A fault rule was rejected (a probability outside 0..=1, an unknown
     /// operation or fault name).
     #[error("invalid fault rule: {0}")]

@@ -129,7 +129,7 @@ impl EmulatorBuilder {
     pub async fn start(self, addr: SocketAddr) -> Result<EmulatorHandle, EmulatorError> {
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|source| EmulatorError::Bind { addr, source })?;
+            .map_err(|error| EmulatorError::Bind { addr, error })?;
         let local_addr = listener.local_addr().map_err(EmulatorError::LocalAddr)?;
         let rpc_address = self.rpc_address.unwrap_or(match local_addr.ip() {
             IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -193,12 +193,12 @@ impl Locker for LegacyLocker {
                 abandon(lease).await;
                 Err(held(None))
             }
-            Err(source) => {
+            Err(error) => {
                 abandon(lease).await;
                 Err(AcquireError::Store {
                     lock: lock.clone(),
                     owner,
-                    source,
+                    error,
                 }
                 .into())
             }

@@ -292,10 +292,10 @@ impl Stop {
     pub fn into_error(self, waiting: &Waiting, lock: &LockId, owner: &OwnerId) -> AcquireError {
         match self {
             Stop::Interrupted(why) => waiting.error(why, lock, owner),
-            Stop::Store(source) => AcquireError::Store {
+            Stop::Store(error) => AcquireError::Store {
                 lock: lock.clone(),
                 owner: owner.clone(),
-                source,
+                error,
             },
         }
     }

@@ -1,5 +1,12 @@
 //! Errors of the lock API: one enum per operation, each naming the lock and
 //! owner, keeping store failures (one attempt) apart from lock outcomes.
+//!
+//! Every message shows its cause (`…: {error}`), so `to_string()` says it
+//! all; the cause is a field to match on, and not also returned by
+//! [`std::error::Error::source`] — a chain printer (anyhow's `{:#}`) would
+//! print it twice. The workspace keeps this rule for every error type
+//! (`tests/integration/repository.rs` checks it); `#[error(transparent)]`
+//! variants pass their inner error's text and chain through unchanged.
 
 use std::time::Duration;
 
@@ -98,19 +105,25 @@ pub enum AcquireError {
     },
     /// The lock's name is not a valid [`LockId`]; nothing was written.
     #[error("cannot acquire: {0}")]
-    InvalidLockId(#[from] InvalidId),
+    InvalidLockId(InvalidId),
     /// A store failure that retrying cannot fix (invalid request, missing
     /// schema), or transient failures outlasted the deadline.
-    #[error("acquiring lock {lock} as {owner} failed: {source}")]
+    #[error("acquiring lock {lock} as {owner} failed: {error}")]
     Store {
         /// The lock.
         lock: LockId,
         /// The would-be owner.
         owner: OwnerId,
-        /// The last store error.
-        #[source]
-        source: StoreError,
+        /// The last store error (shown in the message, not chained: see
+        /// the module docs).
+        error: StoreError,
     },
+}
+
+impl From<InvalidId> for AcquireError {
+    fn from(e: InvalidId) -> Self {
+        AcquireError::InvalidLockId(e)
+    }
 }
 
 impl AcquireError {
@@ -133,7 +146,7 @@ impl AcquireError {
             | AcquireError::Cancelled { .. }
             | AcquireError::LeaseLost { .. } => true,
             AcquireError::NodeStopped { .. } | AcquireError::InvalidLockId(_) => false,
-            AcquireError::Store { source, .. } => source.is_retryable(),
+            AcquireError::Store { error, .. } => error.is_retryable(),
         }
     }
 }
@@ -176,13 +189,12 @@ impl TryAcquireError {
 #[non_exhaustive]
 pub enum FenceError {
     /// Reading or advancing the lock's fencing cell failed.
-    #[error("no fencing token for lock {lock}: {source}")]
+    #[error("no fencing token for lock {lock}: {error}")]
     Store {
         /// The lock.
         lock: LockId,
-        /// The store error.
-        #[source]
-        source: StoreError,
+        /// The store error (shown in the message, not chained).
+        error: StoreError,
     },
     /// The lease was lost before the token was known to be the newest: it
     /// may already be stale, so none is given.
@@ -200,7 +212,7 @@ pub enum FenceError {
 /// `release` could not remove every cell; the rest expire within the lease TTL.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error(
-    "releasing lock {lock} as {owner} left cells behind (they expire within {}): {source}",
+    "releasing lock {lock} as {owner} left cells behind (they expire within {}): {error}",
     fmt_duration_rounded(*ttl)
 )]
 pub struct ReleaseError {
@@ -210,7 +222,6 @@ pub struct ReleaseError {
     pub owner: OwnerId,
     /// The lease TTL: the cells are gone by then at the latest.
     pub ttl: Duration,
-    /// The store error.
-    #[source]
-    pub source: StoreError,
+    /// The store error (shown in the message, not chained).
+    pub error: StoreError,
 }

@@ -187,9 +187,9 @@ impl LockGuard {
         self.fencing_token
             .get_or_try_init(|| async {
                 lease.next_fencing_token().await.map_err(|e| match e {
-                    FenceFailure::Store(source) => FenceError::Store {
+                    FenceFailure::Store(error) => FenceError::Store {
                         lock: self.lock.clone(),
-                        source,
+                        error,
                     },
                     FenceFailure::Lost(reason) => FenceError::LeaseLost {
                         lock: self.lock.clone(),
@@ -355,11 +355,11 @@ impl GuardCore {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
-        result.map(|()| true).map_err(|source| ReleaseError {
+        result.map(|()| true).map_err(|error| ReleaseError {
             lock: self.lock.clone(),
             owner: self.owner.clone(),
             ttl,
-            source,
+            error,
         })
     }
 }

@@ -1,4 +1,8 @@
 //! Errors of starting a node.
+//!
+//! As everywhere in lockshift, a message shows its cause (`…: {0}`) and the
+//! cause is not also returned by [`std::error::Error::source`], so a chain
+//! printer (anyhow's `{:#}`) prints it once and `to_string()` has it all.
 
 use lockshift_store::StoreError;
 use lockshift_store::settings::InvalidSetting;
@@ -15,7 +19,7 @@ pub enum StartError {
     Settings(#[from] SettingsError),
     /// A setting is invalid for a running node.
     #[error("invalid settings: {0}")]
-    Invalid(#[from] InvalidSetting),
+    Invalid(InvalidSetting),
     /// The settings name no store and none was given to the builder: a
     /// node never falls back to an in-memory store by itself. The message
     /// says what to add.
@@ -24,5 +28,19 @@ pub enum StartError {
     /// The store named by `[store]` could not be opened (unreachable
     /// cluster, missing keyspace or tables: `migrate schema` prints them).
     #[error("cannot open the store: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+// By hand: thiserror's `#[from]` would also chain the cause the message
+// already shows (see the module docs).
+impl From<InvalidSetting> for StartError {
+    fn from(e: InvalidSetting) -> Self {
+        StartError::Invalid(e)
+    }
+}
+
+impl From<StoreError> for StartError {
+    fn from(e: StoreError) -> Self {
+        StartError::Store(e)
+    }
 }

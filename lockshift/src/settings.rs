@@ -142,13 +142,12 @@ impl NodeSettings {
 pub enum SettingsError {
     /// The file is missing or unreadable (a directory, say), or not valid
     /// TOML.
-    #[error("cannot read settings file {}: {source}", path.display())]
+    #[error("cannot read settings file {}: {error}", path.display())]
     File {
         /// The file.
         path: PathBuf,
-        /// What went wrong.
-        #[source]
-        source: config::ConfigError,
+        /// What went wrong (shown in the message, not chained).
+        error: config::ConfigError,
     },
     /// A value has the wrong type or an unknown key was given.
     #[error("invalid settings: {message}")]
@@ -197,7 +196,7 @@ impl Settings {
             if let Some(why) = not_a_file {
                 return Err(SettingsError::File {
                     path: path.to_path_buf(),
-                    source: config::ConfigError::Message(why.to_string()),
+                    error: config::ConfigError::Message(why.to_string()),
                 });
             }
             builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
@@ -244,7 +243,7 @@ impl Settings {
             {
                 SettingsError::File {
                     path: p.to_path_buf(),
-                    source: e,
+                    error: e,
                 }
             }
             _ => SettingsError::Parse {

@@ -34,7 +34,10 @@
 //!   values through `cut_short`/`echo`, and clap's own usage errors through
 //!   [`cut_long_words`]; an error chain is printed with each cause once
 //!   ([`error_text`]) — errors that show their source and also chain it
-//!   said "Address already in use" twice.
+//!   said "Address already in use" twice. Every error type of the
+//!   workspace shows its cause in its message and does not also return
+//!   it as `source()` (`lockshift_lock`'s error module), so anyhow's own
+//!   `{:#}` prints each cause once as well.
 
 // Every public item is documented (the workspace warns, CI denies warnings).
 #![warn(missing_docs)]
@@ -91,15 +94,24 @@ impl std::error::Error for UsageError {}
 /// Whether `err` is a write to a closed pipe anywhere in its chain (the
 /// reader went away, e.g. `| head -1`): not worth a word.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
     err.chain().any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        e.downcast_ref::<std::io::Error>().is_some_and(broken)
+            // A benchmark worker writing its report: the I/O error is shown
+            // by the benchmark's error, not chained (lockshift's errors
+            // never do both).
+            || matches!(
+                e.downcast_ref::<lockshift_bench::BenchError>(),
+                Some(lockshift_bench::BenchError::Io(io)) if broken(io)
+            )
     })
 }
 
 /// The error and its causes, `: `-separated, each cause once: a cause
 /// whose text the message so far already holds (an error that shows its
-/// source and also chains it) is not repeated.
+/// source and also chains it) is not repeated. lockshift's own errors show
+/// their cause and never chain it as well, so this matters only for
+/// foreign errors that do both.
 pub fn error_text(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {

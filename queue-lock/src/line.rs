@@ -562,11 +562,11 @@ impl Line {
     async fn try_inner(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         let slot = self.ctx.take_slot(lock);
         let owner = slot.owner().clone();
-        let store_error = |owner: &OwnerId, source| -> TryAcquireError {
+        let store_error = |owner: &OwnerId, error| -> TryAcquireError {
             AcquireError::Store {
                 lock: lock.clone(),
                 owner: owner.clone(),
-                source,
+                error,
             }
             .into()
         };

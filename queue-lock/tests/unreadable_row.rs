@@ -72,8 +72,8 @@ async fn a_queue_acquisition_stops_at_the_refusal_instead_of_timing_out() {
         .await
         .unwrap_err();
     match &err {
-        AcquireError::Store { source, .. } => {
-            assert_eq!(source.kind(), StoreErrorKind::TooManyTombstones, "{err}")
+        AcquireError::Store { error, .. } => {
+            assert_eq!(error.kind(), StoreErrorKind::TooManyTombstones, "{err}")
         }
         other => panic!("expected the store's refusal, got: {other}"),
     }

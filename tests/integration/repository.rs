@@ -1,8 +1,9 @@
 //! Checks on the repository's own text: invariant labels are defined once
 //! across the workspace (a label cited in one crate must not mean something
 //! else in another), no document or comment points outside the
-//! repository, and every settings key's rustdoc states its default — the
-//! one `Settings::default()` has.
+//! repository, every settings key's rustdoc states its default — the
+//! one `Settings::default()` has — and no error type both shows its cause
+//! and chains it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -286,4 +287,97 @@ fn the_readme_states_the_connect_rule_the_code_follows() {
         !words.contains("A session starts while the contact points that answer are a majority"),
         "the README still says a session needs a majority"
     );
+}
+
+/// The lines (1-based) of `text` where a `thiserror` type chains a cause:
+/// `#[from]` or `#[source]` outside an `#[error(transparent)]` variant, or
+/// a field named `source` (thiserror chains it by its name). lockshift's
+/// messages show their cause (`…: {error}`), so a chained cause is printed
+/// twice by anyhow's `{:#}` — the rule is in `lockshift_lock`'s error
+/// module.
+fn chained_causes(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut in_error_type = false;
+    let mut transparent = false;
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim();
+        if code.starts_with("//") {
+            continue;
+        }
+        if code.starts_with("#[derive(") && code.contains("thiserror::Error") {
+            in_error_type = true;
+        } else if line.starts_with('}') {
+            in_error_type = false;
+        }
+        if code.starts_with("#[error(") {
+            transparent = code.starts_with("#[error(transparent)]");
+        }
+        let attribute = ["#[from]", "#[source]"].iter().any(|a| code.contains(a));
+        let field = ["source:", "pub source:"]
+            .iter()
+            .any(|f| code.starts_with(f));
+        if (attribute && !transparent) || (in_error_type && field) {
+            out.push(n + 1);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_error_type_shows_its_cause_and_chains_it_too() {
+    let root = root();
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let this = Path::new(file!()).file_name().unwrap();
+    let mut found = Vec::new();
+    let mut error_types = 0;
+    for path in all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter(|p| p.file_name() != Some(this))
+    {
+        let text = std::fs::read_to_string(path).unwrap();
+        error_types += text.matches("thiserror::Error)]").count();
+        for n in chained_causes(&text) {
+            found.push(format!(
+                "{}:{n}",
+                path.strip_prefix(&root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        error_types > 10,
+        "the scan found only {error_types} error types: is it looking in the right place ({})?",
+        root.display()
+    );
+    assert!(
+        found.is_empty(),
+        "causes shown in the message and chained as well (print them in the message only, \
+         and convert with a hand-written `From`): {found:#?}"
+    );
+}
+
+#[test]
+fn chained_causes_are_recognised() {
+    let text = [
+        "#[derive(Debug, thiserror::Error)]",
+        "pub enum E {",
+        "    #[error(\"store: {0}\")]",
+        "    Store(#[from] StoreError),",
+        "    #[error(transparent)]",
+        "    Inner(#[from] Inner),",
+        "    #[error(\"io: {source}\")]",
+        "    Io {",
+        "        source: std::io::Error,",
+        "    },",
+        "    // By hand: `#[from]` would chain it.",
+        "    #[error(\"bind: {0}\")]",
+        "    Bind(#[source] std::io::Error),",
+        "}",
+        "struct Settings {",
+        "    source: TimeSourceKind,",
+        "}",
+    ]
+    .join("\n");
+    assert_eq!(chained_causes(&text), [4, 9, 13]);
 }

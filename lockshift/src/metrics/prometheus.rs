@@ -23,13 +23,12 @@ const BUCKETS: [f64; 16] = [
 #[non_exhaustive]
 pub enum MetricsError {
     /// The address could not be bound.
-    #[error("cannot listen for metrics scrapes on {addr}: {source}")]
+    #[error("cannot listen for metrics scrapes on {addr}: {error}")]
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// Why (shown in the message, not chained).
+        error: std::io::Error,
     },
     /// A recorder is already installed in this process, or the buckets
     /// were refused.
@@ -76,10 +75,10 @@ impl Drop for MetricsServer {
 pub async fn serve_prometheus(addr: SocketAddr) -> Result<MetricsServer, MetricsError> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| MetricsError::Bind { addr, source })?;
+        .map_err(|error| MetricsError::Bind { addr, error })?;
     let bound = listener
         .local_addr()
-        .map_err(|source| MetricsError::Bind { addr, source })?;
+        .map_err(|error| MetricsError::Bind { addr, error })?;
     let handle = PrometheusBuilder::new()
         .set_buckets(&BUCKETS)
         .map_err(|e| MetricsError::Install(e.to_string()))?

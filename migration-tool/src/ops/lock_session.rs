@@ -281,10 +281,10 @@ impl LockSession {
             }
             // The database refuses to read the lock's rows: waiting cannot
             // help, and "not free" would be wrong.
-            Err(AcquireError::Store { source, .. })
-                if source.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
+            Err(AcquireError::Store { error, .. })
+                if error.kind() == lockshift_store::StoreErrorKind::TooManyTombstones =>
             {
-                return Err(super::refused_read(&self.lock, &source));
+                return Err(super::refused_read(&self.lock, &error));
             }
             Err(e) => {
                 return Err(anyhow::Error::new(e)

@@ -554,6 +554,44 @@ mod tests {
         );
     }
 
+    /// A status that fails says the store's error once — printed by
+    /// anyhow (`{:#}`, each cause of the chain) as by `migrate` itself
+    /// ([`crate::error_text`]): the census's error used to be shown by the
+    /// evidence error and chained by it as well.
+    #[tokio::test]
+    async fn a_failed_status_says_the_store_error_once() {
+        use lockshift_store::{FaultPlan, FaultScope, FaultyStore, OpKind};
+        let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 1));
+        faulty.set_plan(FaultPlan {
+            scope: FaultScope {
+                tables: Some(vec![schema::MAIN]),
+                ops: Some(vec![OpKind::Scan]),
+            },
+            ..FaultPlan::default()
+        });
+        faulty.set_partitioned(true);
+        let store: SharedStore = faulty;
+        let env = Env::new(
+            Settings::default(),
+            store,
+            Arc::new(lockshift_store::SystemClock),
+        );
+        let err = status(&env, |_| {}).await.unwrap_err();
+        let cause = "scan on table main failed: not enough replicas available: injected failure before apply";
+        for (how, text) in [
+            ("{:#}", format!("{err:#}")),
+            ("error_text", crate::error_text(&err)),
+            ("to_string", err.to_string()),
+        ] {
+            assert_eq!(
+                text,
+                format!("taking a census of lock cells: {cause}"),
+                "{how}"
+            );
+            assert_eq!(text.matches(cause).count(), 1, "{how}: {text}");
+        }
+    }
+
     #[tokio::test]
     async fn empty_store_is_legacy_and_safe_to_advance() {
         let (env, _) = env();

@@ -102,6 +102,9 @@ pub struct Endpoint {
     pub at: At,
     /// Connected with `create_schema = true` (when made by [`Endpoint::with_schema`]).
     pub store: Option<SharedStore>,
+    /// The same connection as a CQL store, for statements outside the
+    /// store interface (`ALTER TABLE`, `system_schema`): [`Endpoint::cql`].
+    cql: Option<Arc<CqlStore>>,
     pub clock: SharedClock,
 }
 
@@ -120,7 +123,9 @@ impl Endpoint {
     /// other tests run: for tests that inject server-side faults.
     pub async fn local_with_schema() -> Endpoint {
         let mut e = Endpoint::local_bare().await;
-        e.store = Some(Arc::new(connect(&e.at, true).await));
+        let cql = Arc::new(connect(&e.at, true).await);
+        e.store = Some(cql.clone());
+        e.cql = Some(cql);
         e
     }
 
@@ -140,6 +145,7 @@ impl Endpoint {
             local: None,
             at,
             store: None,
+            cql: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -157,6 +163,7 @@ impl Endpoint {
                 keyspace: "lockshift".to_string(),
             },
             store: None,
+            cql: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -164,11 +171,12 @@ impl Endpoint {
     async fn on_cluster(contact: String, keyspace: String) -> Endpoint {
         let at = At { contact, keyspace };
         drop_if_there(&at).await;
-        let store = connect(&at, true).await;
+        let cql = Arc::new(connect(&at, true).await);
         Endpoint {
             local: None,
             at,
-            store: Some(Arc::new(store)),
+            store: Some(cql.clone()),
+            cql: Some(cql),
             clock: Arc::new(SystemClock),
         }
     }
@@ -186,6 +194,12 @@ impl Endpoint {
 
     pub fn store(&self) -> &SharedStore {
         self.store.as_ref().expect("endpoint made with schema")
+    }
+
+    /// The store's CQL connection ([`CqlStore::session`] runs any
+    /// statement).
+    pub fn cql(&self) -> &Arc<CqlStore> {
+        self.cql.as_ref().expect("endpoint made with schema")
     }
 
     /// The contact points (`host:port[,…]`).
