@@ -68,15 +68,18 @@ impl ReadOutcome {
 ///    later read sees it (or a newer version). This is Lemma 1 of the thesis
 ///    (§5.1): if two clients each write a cell into one row and then read the
 ///    row, at least one of them sees both cells.
-/// 6. **One row, one write.** The cells of one [`write`](Store::write) or
-///    [`delete`](Store::delete) are applied together (a single-partition batch).
-/// 7. **Tombstones cost reads** (Cassandra 4.1.1, measured:
+/// 6. **Tombstones cost reads** (Cassandra 4.1.1, measured:
 ///    [`crate::tombstones`]). A dead cell stays a tombstone for the table's
 ///    gc grace; a read passes those in its slice until it has its limit of
 ///    live cells, warns above 1 000 and fails with
 ///    [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones)
 ///    above 100 000. [`read_observed`](Store::read_observed) reports the
 ///    count and the warnings.
+/// 7. **One row, one write.** The cells of one [`write`](Store::write) or
+///    [`delete`](Store::delete) are applied together (a single-partition batch).
+///
+/// Item *n* is the crate's invariant S*n* (see the crate docs), and code
+/// cites the items by those labels.
 ///
 /// # Errors
 ///
@@ -111,9 +114,9 @@ pub trait Store: Send + Sync + Debug {
         timestamp: crate::Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// Reads live cells of `row` of `table` in column order (see contract
-    /// 4), with what the read cost: the tombstones it passed and the
-    /// server's warnings (contract 7). Every backend and wrapper implements
+    /// Reads live cells of `row` of `table` in column order (see S4), with
+    /// what the read cost: the tombstones it passed and the server's
+    /// warnings (S6). Every backend and wrapper implements
     /// this one; [`read`](Store::read) is it without the cost.
     async fn read_observed(
         &self,
@@ -122,8 +125,8 @@ pub trait Store: Send + Sync + Debug {
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError>;
 
-    /// Reads live cells of `row` of `table` in column order (see contract
-    /// 4): [`read_observed`](Store::read_observed)'s cells. Wrappers need
+    /// Reads live cells of `row` of `table` in column order (see S4):
+    /// [`read_observed`](Store::read_observed)'s cells. Wrappers need
     /// not implement it — forwarding `read_observed` forwards this too.
     async fn read(
         &self,

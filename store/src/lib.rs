@@ -26,6 +26,11 @@
 //!   Cassandra's warning above 1 000 and fails with
 //!   [`StoreErrorKind::TooManyTombstones`] above 100 000
 //!   ([`tombstones`]; [`Store::read_observed`] reports the cost).
+//! - **S7. One row, one write**: the cells of one [`Store::write`] or
+//!   [`Store::delete`] are applied together (a single-partition batch).
+//!
+//! The [`Store`] trait's numbered contract states the same rules in more
+//! detail, in the same order: its item *n* is S*n*.
 //!
 //! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],
 //! [`StoreErrorKind::Unavailable`] (nothing changed),

@@ -12,9 +12,9 @@
 //!   after `gc_grace` can never resurrect data it shadowed (there is none).
 //! - **D2. One version per cell and per row marker**: the winner of
 //!   [`CellVersion::supersedes`] among everything written there (the
-//!   embedded store's invariant M1, so both backends agree cell by cell).
+//!   embedded store's invariant E1, so both backends agree cell by cell).
 //! - **D3. TTL deadlines come from the engine clock at apply time**
-//!   (the store contract's rule 3), never from the write timestamp.
+//!   (store invariant S3), never from the write timestamp.
 //! - **D4. Past gc grace is gone.** A tombstone (or an expired cell) past
 //!   the table's gc grace ([`lockshift_store::reconcile::purge_time`]) is
 //!   forgotten before a change meets it, as the embedded store forgets it:

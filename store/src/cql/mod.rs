@@ -78,7 +78,7 @@
 //!   and nothing here lets the coordinator pick one. Store invariants S1/S2
 //!   then hold because the cluster reconciles by exactly these numbers.
 //! - **W2.** All cells of one call go to one partition in one request, so the
-//!   cluster applies them as one mutation (store contract 6).
+//!   cluster applies them as one mutation (store invariant S7).
 //! - **W3.** An error reports [`StoreErrorKind::NotApplied`](crate::StoreErrorKind::NotApplied) or
 //!   [`StoreErrorKind::Unavailable`](crate::StoreErrorKind::Unavailable) only when no attempt of the request can
 //!   have been applied (see `errors.rs`).

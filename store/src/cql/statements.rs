@@ -229,7 +229,7 @@ impl Statements {
     ///
     /// Unlogged is right here: every statement hits one partition (the row),
     /// which Cassandra applies as a single mutation — atomic and isolated per
-    /// replica, store contract 6 — and a logged batch's batchlog would only
+    /// replica, store invariant S7 — and a logged batch's batchlog would only
     /// add a round trip to guard multi-partition atomicity we do not need.
     pub(crate) fn batch_of(&self, statement: &PreparedStatement, count: usize) -> Batch {
         let mut batch = self.batch.clone();
