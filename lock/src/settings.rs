@@ -225,7 +225,7 @@ pub fn fmt_duration_rounded(d: Duration) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 19 (C8): measured durations read as people say them.
+    /// Issue 19 (C) #8: measured durations read as people say them.
     #[test]
     fn measured_durations_are_rounded_for_people() {
         let cases = [

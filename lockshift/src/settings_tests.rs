@@ -159,7 +159,7 @@ fn a_missing_or_malformed_file_is_named() {
     );
 }
 
-/// Issue 19 (C7): a directory named as the settings file is called one,
+/// Issue 19 (C) #7: a directory named as the settings file is called one,
 /// not "no such file".
 #[test]
 fn a_directory_is_not_a_settings_file() {

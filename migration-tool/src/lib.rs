@@ -412,7 +412,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
 mod tests {
     use super::*;
 
-    /// Issue 19 (C9): a cause the message already shows is not repeated.
+    /// Issue 19 (C) #9: a cause the message already shows is not repeated.
     #[test]
     fn each_cause_is_said_once() {
         #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! Issue 19 (C): what an operator meets at the terminal — each defect as
-//! it was reported, run through the built binary.
+//! it was reported (finding `#n` of that section), run through the built
+//! binary.
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +12,7 @@ use lockshift_combined::registry::heartbeat;
 use lockshift_lock::Algorithm;
 use lockshift_store::{CellWrite, SystemClock, Ttl, WriteOptions, schema};
 
-/// C1: a holder and one waiter's reservation, both `main` cells labelled
+/// #1: a holder and one waiter's reservation, both `main` cells labelled
 /// `queue`: `inspect` names the holder `status` counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_names_the_holder_beside_a_reservation() {
@@ -44,7 +45,7 @@ async fn inspect_names_the_holder_beside_a_reservation() {
         .stdout_has("queue (reserved)");
 }
 
-/// C11: a free lock is an answer, not an error.
+/// #11: a free lock is an answer, not an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_of_a_free_lock_says_it_is_free() {
     let e = Endpoint::with_schema().await;
@@ -61,7 +62,7 @@ async fn inspect_of_a_free_lock_says_it_is_free() {
     assert!(j["holder"].is_null(), "{j:#}");
 }
 
-/// C3: with no node registered the guards have nothing to object to;
+/// #3: with no node registered the guards have nothing to object to;
 /// `status` says so beside its "yes".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_with_no_node_registered_says_so_beside_yes() {
@@ -80,7 +81,7 @@ async fn status_with_no_node_registered_says_so_beside_yes() {
     );
 }
 
-/// C4: two plain `advance` commands a moment apart moved the fleet two
+/// #4: two plain `advance` commands a moment apart moved the fleet two
 /// stages. A change names its target; repeating it is harmless.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advance_moves_only_to_the_stage_it_names() {
@@ -117,7 +118,7 @@ fn runs_of(text: &str, c: char) -> usize {
     text.split(|x| x != c).filter(|run| run.len() >= 20).count()
 }
 
-/// C5: values are echoed once, cut short: a 1 MB `node.id` and a 100 KB
+/// #5: values are echoed once, cut short: a 1 MB `node.id` and a 100 KB
 /// lock name give messages of a line or two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_values_are_echoed_once_and_cut_short() {
@@ -157,7 +158,7 @@ async fn huge_values_are_echoed_once_and_cut_short() {
     assert!(r.stderr.len() < 2_000, "{} bytes", r.stderr.len());
 }
 
-/// C6: an unknown key from the environment is blamed on its variable.
+/// #6: an unknown key from the environment is blamed on its variable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_key_names_the_variable_it_came_from() {
     let e = Endpoint::with_schema().await;
@@ -168,7 +169,7 @@ async fn an_unknown_key_names_the_variable_it_came_from() {
     assert!(!r.stderr.contains("its default"), "{}", r.stderr);
 }
 
-/// C7: `--config` naming a directory says so.
+/// #7: `--config` naming a directory says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_directory_is_called_a_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,7 +183,7 @@ async fn a_config_directory_is_called_a_directory() {
     assert!(!r.stderr.contains("no such file"), "{}", r.stderr);
 }
 
-/// C8: durations are rounded for people: not "within 1s 3ms".
+/// #8: durations are rounded for people: not "within 1s 3ms".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durations_are_rounded_for_people() {
     let e = Endpoint::with_schema().await;
@@ -202,7 +203,7 @@ async fn durations_are_rounded_for_people() {
     guard.release().await.unwrap();
 }
 
-/// C9: a port in use is said once.
+/// #9: a port in use is said once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn address_in_use_is_said_once() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -220,7 +221,7 @@ async fn address_in_use_is_said_once() {
     );
 }
 
-/// C10: exit 127 (command not found) is in run-with-lock's table — and is
+/// #10: exit 127 (command not found) is in run-with-lock's table — and is
 /// what it exits with.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_127_is_documented() {
@@ -241,7 +242,7 @@ async fn exit_127_is_documented() {
     .expect_code(127);
 }
 
-/// C2: a refusal says what to do under each failing guard — the "do"
+/// #2: a refusal says what to do under each failing guard — the "do"
 /// column of docs/operating.md §2 — in `advance`, in `status`, and in
 /// their JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

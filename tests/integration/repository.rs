@@ -1,6 +1,6 @@
 //! Checks on the repository's own text: invariant labels are defined once
 //! across the workspace (a label cited in one crate must not mean something
-//! else in another), no document or comment points outside the
+//! else in another) and every label cited is defined, no document or comment points outside the
 //! repository, every settings key's rustdoc states its default — the
 //! one `Settings::default()` has — and no error type both shows its cause
 //! and chains it.
@@ -93,6 +93,240 @@ fn label_definitions_are_recognised() {
     );
     assert_eq!(defined_label("//! **C1** enter main"), None);
     assert_eq!(defined_label("//! - **Note.** x"), None);
+}
+
+/// The label a Markdown line defines, if any: a list item opening with
+/// `**X1.` or `**X1 —` (`docs/design.md` writes its rules as
+/// "- **R2 — a stage view expires.**").
+fn defined_label_md(line: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("- **")?;
+    let label: String = rest
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    let after = &rest[label.len()..];
+    (is_label(&label) && (after.starts_with('.') || after.starts_with(" —"))).then_some(label)
+}
+
+/// One or two capitals, then one or two digits: `K3`, `TB12`.
+fn is_label(word: &str) -> bool {
+    let letters = word.chars().take_while(char::is_ascii_uppercase).count();
+    let digits = word.len() - letters;
+    (1..=2).contains(&letters)
+        && (1..=2).contains(&digits)
+        && word[letters..].chars().all(|c| c.is_ascii_digit())
+}
+
+/// Words that look like labels and are not: `SEC1` is a key format
+/// (store/src/settings.rs). The token rule below already skips it — a
+/// label never starts after a letter — so this list is a guard, kept for
+/// the next such word rather than loosening the rule.
+const NOT_LABELS: [&str; 1] = ["SEC1"];
+
+/// What a line says in prose: all of a Markdown line; of a Rust line, the
+/// comment (from the first `//`, doc comments included) and the contents
+/// of the string literals before it. Code is not read, so identifiers such
+/// as murmur3's `C1`/`C2` constants, a test's `T0` or `IpAddr::V4` are
+/// never taken for labels. A string literal spanning lines is read only
+/// on its first line: enough for the messages that cite labels.
+fn prose(rust: bool, line: &str) -> String {
+    if !rust {
+        return line.to_string();
+    }
+    let (code, comment) = line.find("//").map_or((line, ""), |i| line.split_at(i));
+    let mut out = comment.to_string();
+    let mut chars = code.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        out.push(' ');
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => break,
+                // Kept as written, so `\nK1` cites nothing and `\"K1` does.
+                '\\' => {
+                    out.push('\\');
+                    out.extend(chars.next());
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    out
+}
+
+/// The labels `text` cites: every `[A-Z]{1,2}[0-9]{1,2}` word that neither
+/// follows a letter, digit, `_`, `-`, `.`, `/` or `#` (so `SEC1`, `x-K1`,
+/// `v.K1`, `a/B2` and "issue 19 #9" cite nothing) nor runs on into one.
+fn cited_labels(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut out = Vec::new();
+    for start in 0..bytes.len() {
+        let first = bytes[start];
+        let after_boundary =
+            start == 0 || !(word(bytes[start - 1]) || b"-./#".contains(&bytes[start - 1]));
+        if !first.is_ascii_uppercase() || !after_boundary {
+            continue;
+        }
+        let end = start
+            + bytes[start..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+        let ends_cleanly = end == bytes.len() || !word(bytes[end]);
+        // `text[start..end]` is ASCII: both ends sit on ASCII bytes.
+        if ends_cleanly && is_label(&text[start..end]) && !NOT_LABELS.contains(&&text[start..end]) {
+            out.push(text[start..end].to_string());
+        }
+    }
+    out
+}
+
+/// Where labels are defined and where they are cited, over `(path, text)`
+/// pairs.
+#[derive(Debug, Default)]
+struct Labels {
+    /// Label → the `path:line` of each definition.
+    defined: BTreeMap<String, Vec<String>>,
+    /// `path:line: label` of each citation of a label defined nowhere.
+    unresolved: Vec<String>,
+}
+
+/// Reads labels the way the repository states them: a definition is a
+/// list item (`- **X1.` in a Rust doc comment, `- **X1.` or `- **X1 —` in
+/// Markdown); every other label word in prose is a citation, including
+/// the other words of a definition's own line.
+fn labels<'a>(files: impl IntoIterator<Item = (String, &'a str)>) -> Labels {
+    let mut found = Labels::default();
+    let mut cited = Vec::new();
+    for (path, text) in files {
+        let rust = path.ends_with(".rs");
+        for (n, line) in text.lines().enumerate() {
+            let at = format!("{path}:{}", n + 1);
+            let label = if rust {
+                defined_label(line)
+            } else {
+                defined_label_md(line)
+            };
+            if let Some(label) = &label {
+                found
+                    .defined
+                    .entry(label.clone())
+                    .or_default()
+                    .push(at.clone());
+            }
+            let mut words = cited_labels(&prose(rust, line));
+            if let Some(i) = label.and_then(|l| words.iter().position(|w| *w == l)) {
+                words.remove(i);
+            }
+            cited.extend(words.into_iter().map(|w| (at.clone(), w)));
+        }
+    }
+    found.unresolved = cited
+        .into_iter()
+        .filter(|(_, w)| !found.defined.contains_key(w))
+        .map(|(at, w)| format!("{at}: {w}"))
+        .collect();
+    found
+}
+
+/// At most this many labels. Issue 21: 85 (84 before it, plus the store's
+/// S7); lower it as labels merge — raising it needs a reason.
+const LABEL_CEILING: usize = 85;
+
+/// One label per rule, defined once, and every citation resolves — in
+/// every `.rs` and `.md` file but this one, whose samples are not labels.
+#[test]
+fn every_label_is_defined_once_and_every_citation_resolves() {
+    let root = root();
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let this = Path::new(file!()).file_name().unwrap();
+    let texts: Vec<(String, String)> = all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs" || e == "md"))
+        .filter(|p| p.file_name() != Some(this))
+        .map(|p| {
+            let path = p.strip_prefix(&root).unwrap().display().to_string();
+            (path, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let found = labels(texts.iter().map(|(p, t)| (p.clone(), t.as_str())));
+    assert!(
+        found.defined.len() > 30,
+        "the scan found only {} labels: is it looking in the right place ({})?",
+        found.defined.len(),
+        root.display()
+    );
+    let twice: Vec<_> = found
+        .defined
+        .iter()
+        .filter(|(_, at)| at.len() > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "labels defined more than once: {twice:#?}"
+    );
+    assert!(
+        found.unresolved.is_empty(),
+        "citations of labels defined nowhere (define the label as a list item, \
+         `- **X1.` / `- **X1 —`, or cite the one meant): {:#?}",
+        found.unresolved
+    );
+    assert!(
+        found.defined.len() <= LABEL_CEILING,
+        "{} labels defined: more than the ceiling of {LABEL_CEILING}",
+        found.defined.len()
+    );
+}
+
+#[test]
+fn label_citations_are_recognised() {
+    let cited = |rust, line| cited_labels(&prose(rust, line));
+    assert_eq!(cited(true, "// see Q6 and TB12."), ["Q6", "TB12"]);
+    assert_eq!(cited(true, "let C1 = T0; // K3: told"), ["K3"]);
+    assert_eq!(
+        cited(true, r#"panic!("broke L2: {e}", "x\"W1")"#),
+        ["L2", "W1"]
+    );
+    assert_eq!(cited(true, "IpAddr::V4(a) => SEC1"), Vec::<String>::new());
+    assert_eq!(cited(false, "(**C1**: write shadow) and R1."), ["C1", "R1"]);
+    assert!(
+        cited(
+            false,
+            "issue 19 #9, SEC1, x-K1, v.K1, a/B2, K123, ABC1, K1a, L1_"
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        defined_label_md("- **R2 — a stage view expires.**"),
+        Some("R2".into())
+    );
+    assert_eq!(
+        defined_label_md("- **DW1. Dead waiters.**"),
+        Some("DW1".into())
+    );
+    assert_eq!(defined_label_md("stages (**R1**)."), None);
+    assert_eq!(defined_label_md("- **Note —** x"), None);
+}
+
+#[test]
+fn a_citation_that_resolves_to_nothing_is_reported() {
+    let found = labels([
+        (
+            "a.rs".to_string(),
+            "//! - **X1.** Defined.\n//! Cites X1 and Z9.\n",
+        ),
+        (
+            "b.md".to_string(),
+            "- **Y2 — defined.** Cites X1 and Y2.\nSee Z9.\n",
+        ),
+        ("c.rs".to_string(), "let Z9 = 1; // issue 19 #9\n"),
+    ]);
+    assert_eq!(found.defined.keys().collect::<Vec<_>>(), ["X1", "Y2"]);
+    assert_eq!(found.unresolved, ["a.rs:2: Z9", "b.md:2: Z9"]);
 }
 
 #[test]
@@ -209,7 +443,7 @@ fn humantime_duration(s: &str) -> Option<std::time::Duration> {
     humantime::parse_duration(s).ok()
 }
 
-/// Issue 19 (C13): every settings key says its default in its rustdoc,
+/// Issue 19 (C) #13: every settings key says its default in its rustdoc,
 /// and says the one the code has ("Default: `60s`." or, for a key with
 /// no value by default, "Default: none …").
 #[test]

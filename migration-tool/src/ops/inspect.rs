@@ -241,7 +241,7 @@ mod tests {
         assert!(text.contains("migrate schema --apply"), "{text}");
     }
 
-    /// Issue 19 (C1): a holder and the next waiter's reservation, both
+    /// Issue 19 (C) #1: a holder and the next waiter's reservation, both
     /// `main` cells of the queue lock: the holder is named — the one
     /// `status` counts — and the reservation is marked one.
     #[tokio::test]

@@ -657,7 +657,7 @@ fn connect_error(err: &ExecutionError, op: OpKind, table: Option<Table>, text: &
 mod stop_waiting_tests {
     use super::StopWaiting;
 
-    /// The connect rule as a table (issue 19, C12: the README said a
+    /// The connect rule as a table (issue 19 (C) #12: the README said a
     /// session needs a majority; it starts with one answer at half the
     /// timeout, as an operator cut off from some nodes needs).
     #[test]
