@@ -395,26 +395,27 @@ impl Human for StatusReport {
                 "version",
             ]);
             for n in &self.nodes {
+                let info = &n.info;
                 t.row(vec![
-                    match &n.incarnation {
+                    match &info.incarnation {
                         Some(process) if n.processes_under_id > 1 => {
-                            format!("{} (process {process})", n.node)
+                            format!("{} (process {process})", info.node)
                         }
-                        _ => n.node.clone(),
+                        _ => info.node.clone(),
                     },
-                    n.configured_mode.to_string(),
+                    info.configured_mode.to_string(),
                     format!(
                         "{}{}",
-                        n.effective,
-                        if n.view_expired {
+                        info.effective,
+                        if info.view_expired {
                             " (cannot confirm the stage)"
-                        } else if n.degraded {
+                        } else if info.degraded {
                             " (degraded)"
                         } else {
                             ""
                         }
                     ),
-                    match (n.seen_stage, n.seen_version, n.acting_version) {
+                    match (info.seen_stage, info.seen_version, info.acting_version) {
                         (Some(st), Some(v), Some(a)) if a < v => {
                             format!("{st} v{v} (acquisitions bound to v{a})")
                         }
@@ -426,7 +427,7 @@ impl Human for StatusReport {
                         age(n.heartbeat_age_ms),
                         if n.silent { " (silent)" } else { "" }
                     ),
-                    n.version.clone(),
+                    info.version.clone(),
                 ]);
             }
             s.push_str(&t.render("  "));

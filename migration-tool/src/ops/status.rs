@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
+use lockshift_combined::Stage;
 use lockshift_combined::census::UnreadableRow;
+use lockshift_combined::registry::NodeInfo;
 use lockshift_combined::remedy::UNREADABLE_ACTION;
 use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
-use lockshift_combined::{Mode, Stage};
 use lockshift_lock::Algorithm;
 use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
@@ -107,43 +108,59 @@ pub struct StageView {
     pub reason: String,
 }
 
-/// One live node process.
+/// One live node process: what it says of itself at every heartbeat
+/// ([`NodeInfo`]) and what `status` derives from its registry row.
+///
+/// The row's JSON is [`NodeInfo`]'s keys and the four derived ones side by
+/// side (`info` is flattened), with two differences from the registry
+/// record: `acting_version` is [`NodeInfo::acting`], what the guards
+/// compare ([`build`] sets it), and the registry's own bookkeeping —
+/// `started_at`, `last_used` and `lease` — is left out, as it was when the
+/// row copied its fields (no key is added to `"version": 1`).
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeRow {
-    /// Node id.
-    pub node: String,
-    /// The process (drawn at its start; `null`: a build that predates
-    /// incarnations).
-    pub incarnation: Option<String>,
+    /// What the node said at its last heartbeat; `acting_version` is
+    /// [`NodeInfo::acting`] (its seen version when it reports none).
+    #[serde(flatten, serialize_with = "shown")]
+    pub info: NodeInfo,
     /// Live processes under this node id, this one included: more than one
     /// means two processes share a `node.id` (each is counted).
     pub processes_under_id: usize,
-    /// lockshift version it runs.
-    pub version: String,
-    /// Configured mode: legacy, combined, queue or auto.
-    pub configured_mode: Mode,
-    /// Algorithm it uses for new acquisitions.
-    pub effective: Algorithm,
-    /// Whether the stage refused the configured mode (runs combined).
-    pub degraded: bool,
-    /// The stage it acts on (`null`: never read one).
-    pub seen_stage: Option<Stage>,
-    /// The version of that stage record.
-    pub seen_version: Option<u64>,
     /// Time since its last heartbeat.
     pub heartbeat_age_ms: u64,
     /// Time before it drops out of the registry.
     pub ttl_left_ms: Option<u64>,
-    /// The oldest stage version it may still act on: its view's and every
-    /// acquisition it has waiting or held (what the guards compare).
-    pub acting_version: Option<u64>,
-    /// Acquisitions it has waiting or held, by algorithm.
-    pub bound: BTreeMap<Algorithm, u32>,
-    /// It could not confirm the stage lately and acts as combined.
-    pub view_expired: bool,
     /// No heartbeat for longer than `rollout.heartbeat_ttl`: the guards
     /// still count it, as last reported, until its row expires.
     pub silent: bool,
+}
+
+/// The [`NodeInfo`] keys a [`NodeRow`] leaves out of its JSON: when the
+/// node started, when it last used each algorithm and its lease promise,
+/// which `status` never showed.
+const HIDDEN: [&str; 3] = ["started_at", "last_used", "lease"];
+
+/// Serializes `info` as a [`NodeRow`]'s flattened keys: [`NodeInfo`]'s
+/// own serialization, without [`HIDDEN`].
+///
+/// Through a JSON object rather than a view struct, so that the row does
+/// not list `NodeInfo`'s fields a second time. The reports are only ever
+/// written as JSON, and a JSON number keeps its exact `u64`/`i64` value.
+fn shown<S: serde::Serializer>(info: &NodeInfo, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error as _;
+    match serde_json::to_value(info).map_err(S::Error::custom)? {
+        serde_json::Value::Object(mut keys) => {
+            for key in HIDDEN {
+                keys.remove(key);
+            }
+            keys.serialize(serializer)
+        }
+        // Not reached: `NodeInfo` is a struct with named fields, which
+        // serde_json always writes as an object.
+        other => Err(S::Error::custom(format!(
+            "a node's registry record is not a JSON object: {other}"
+        ))),
+    }
 }
 
 /// Nodes per mode.
@@ -270,35 +287,35 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
     let nodes: Vec<NodeRow> = evidence
         .nodes
         .iter()
-        .map(|n| NodeRow {
-            node: n.info.node.clone(),
-            incarnation: n.info.incarnation.clone(),
-            processes_under_id: evidence
-                .nodes
-                .iter()
-                .filter(|m| m.info.node == n.info.node)
-                .count(),
-            version: n.info.version.clone(),
-            configured_mode: n.info.configured_mode,
-            effective: n.info.effective,
-            degraded: n.info.degraded,
-            seen_stage: n.info.seen_stage,
-            seen_version: n.info.seen_version,
-            heartbeat_age_ms: ms(now.duration_since(n.heartbeat_at)),
-            ttl_left_ms: n.ttl_left.map(ms),
-            acting_version: n.info.acting(),
-            bound: n.info.bound.clone(),
-            view_expired: n.info.view_expired,
-            silent: now.duration_since(n.heartbeat_at) > env.settings.rollout.heartbeat_ttl,
+        .map(|n| {
+            let mut info = n.info.clone();
+            // The row shows the version the guards compare, not the raw
+            // field: from a node that predates `acting_version`, the one
+            // it has seen.
+            info.acting_version = info.acting();
+            NodeRow {
+                info,
+                processes_under_id: evidence
+                    .nodes
+                    .iter()
+                    .filter(|m| m.info.node == n.info.node)
+                    .count(),
+                heartbeat_age_ms: ms(now.duration_since(n.heartbeat_at)),
+                ttl_left_ms: n.ttl_left.map(ms),
+                silent: now.duration_since(n.heartbeat_at) > env.settings.rollout.heartbeat_ttl,
+            }
         })
         .collect();
     let mut modes = ModeCounts::default();
     for n in &nodes {
         *modes
             .configured
-            .entry(n.configured_mode.to_string())
+            .entry(n.info.configured_mode.to_string())
             .or_default() += 1;
-        *modes.effective.entry(n.effective.to_string()).or_default() += 1;
+        *modes
+            .effective
+            .entry(n.info.effective.to_string())
+            .or_default() += 1;
     }
 
     let census = &evidence.census;
@@ -478,8 +495,8 @@ mod tests {
     use std::time::Duration;
 
     use lockshift::Settings;
-    use lockshift_combined::Stage;
-    use lockshift_combined::registry::{NodeInfo, heartbeat};
+    use lockshift_combined::registry::heartbeat;
+    use lockshift_combined::{Mode, Stage};
     use lockshift_store::{
         CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Ttl, WriteOptions, schema,
     };
@@ -590,6 +607,144 @@ mod tests {
             );
             assert_eq!(text.matches(cause).count(), 1, "{how}: {text}");
         }
+    }
+
+    /// Issue 21 S3: the node row reuses [`NodeInfo`] and keeps the JSON it
+    /// had when it copied its fields. The expected rows are the ones the
+    /// copying row wrote (before the change), key for key: the displayed
+    /// `acting_version` is [`NodeInfo::acting`] (the seen version for a
+    /// node that does not report one), and the registry's own
+    /// `started_at`, `last_used` and `lease` are not shown.
+    #[test]
+    fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
+        use lockshift_combined::registry::{LeasePromise, LiveNode};
+        use lockshift_combined::rollout::StageRecord;
+        let (env, clock) = env();
+        let now = clock.now();
+        let ago = |d: Duration| Timestamp::from_micros(now.as_micros() - d.as_micros() as i64);
+        let info = |node: &str, incarnation: Option<&str>| NodeInfo {
+            node: node.into(),
+            version: "0.1.0".into(),
+            configured_mode: Mode::Auto,
+            effective: Algorithm::Combined,
+            degraded: true,
+            seen_stage: Some(Stage::Dual),
+            seen_version: Some(7),
+            started_at: 1_699_999_000_000_000,
+            incarnation: incarnation.map(Into::into),
+            last_used: BTreeMap::from([(Algorithm::Combined, 1_699_999_999_000_000)]),
+            lease: Some(LeasePromise {
+                ttl_ms: 30_000,
+                renew_every_ms: 10_000,
+            }),
+            acting_version: None,
+            bound: BTreeMap::from([(Algorithm::Legacy, 1), (Algorithm::Queue, 2)]),
+            view_expired: true,
+        };
+        // A node that predates `acting_version`: the row shows its seen
+        // version.
+        let first = info("web-1", Some("0f3a"));
+        // Acquisitions bound to an older stage: the row shows that one.
+        let second = NodeInfo {
+            acting_version: Some(5),
+            view_expired: false,
+            bound: BTreeMap::new(),
+            ..info("web-1", Some("77c2"))
+        };
+        // A build that predates incarnations and never read a stage.
+        let third = NodeInfo {
+            configured_mode: Mode::Legacy,
+            effective: Algorithm::Legacy,
+            degraded: false,
+            seen_stage: None,
+            seen_version: None,
+            lease: None,
+            last_used: BTreeMap::new(),
+            view_expired: false,
+            bound: BTreeMap::new(),
+            ..info("batch-2", None)
+        };
+        let live = |info: NodeInfo, age: Duration, ttl_left: Option<Duration>| LiveNode {
+            column: info.column(),
+            info,
+            heartbeat_at: ago(age),
+            ttl_left,
+        };
+        let evidence = Evidence {
+            current: StageRecord::initial(),
+            nodes: vec![
+                live(
+                    first,
+                    Duration::from_millis(2_500),
+                    Some(Duration::from_millis(27_500)),
+                ),
+                live(second, Duration::from_secs(31), None),
+                live(third, Duration::ZERO, Some(Duration::from_secs(30))),
+            ],
+            unreadable_nodes: Vec::new(),
+            census: lockshift_combined::census::Census::default(),
+            activity: BTreeMap::new(),
+            now,
+        };
+        let report = build(&env, evidence, Vec::new());
+
+        // Written by the row that copied `NodeInfo`'s fields, in its order.
+        let before = serde_json::json!([
+            {
+                "node": "web-1", "incarnation": "0f3a", "processes_under_id": 2,
+                "version": "0.1.0", "configured_mode": "auto", "effective": "combined",
+                "degraded": true, "seen_stage": "dual", "seen_version": 7,
+                "heartbeat_age_ms": 2500, "ttl_left_ms": 27500, "acting_version": 7,
+                "bound": {"legacy": 1, "queue": 2}, "view_expired": true, "silent": false
+            },
+            {
+                "node": "web-1", "incarnation": "77c2", "processes_under_id": 2,
+                "version": "0.1.0", "configured_mode": "auto", "effective": "combined",
+                "degraded": true, "seen_stage": "dual", "seen_version": 7,
+                "heartbeat_age_ms": 31000, "ttl_left_ms": null, "acting_version": 5,
+                "bound": {}, "view_expired": false, "silent": true
+            },
+            {
+                "node": "batch-2", "incarnation": null, "processes_under_id": 1,
+                "version": "0.1.0", "configured_mode": "legacy", "effective": "legacy",
+                "degraded": false, "seen_stage": null, "seen_version": null,
+                "heartbeat_age_ms": 0, "ttl_left_ms": 30000, "acting_version": null,
+                "bound": {}, "view_expired": false, "silent": false
+            }
+        ]);
+        let json = serde_json::to_value(&report).unwrap();
+        let (rows, before) = (
+            json["nodes"].as_array().unwrap(),
+            before.as_array().unwrap(),
+        );
+        assert_eq!(rows.len(), before.len(), "{json:#}");
+        for (i, (row, old)) in rows.iter().zip(before).enumerate() {
+            let (row, old) = (row.as_object().unwrap(), old.as_object().unwrap());
+            assert_eq!(old.len(), 15, "#{i}: the old row had 15 keys");
+            for (key, value) in old {
+                assert_eq!(row.get(key), Some(value), "#{i}: key {key}: {row:#?}");
+            }
+            let added: Vec<&String> = row.keys().filter(|k| !old.contains_key(*k)).collect();
+            assert!(added.is_empty(), "#{i}: keys added: {added:?}");
+        }
+
+        // The human table, as the copying row printed it.
+        use crate::render::Human;
+        let text = report.human();
+        let table = [
+            "  node                  configured  effective                            seen stage                          heartbeat           version",
+            "  web-1 (process 0f3a)  auto        combined (cannot confirm the stage)  dual v7                             2.5s ago            0.1.0",
+            "  web-1 (process 77c2)  auto        combined (degraded)                  dual v7 (acquisitions bound to v5)  31.0s ago (silent)  0.1.0",
+            "  batch-2               legacy      legacy                               -                                   0ms ago             0.1.0",
+        ]
+        .join("\n");
+        assert!(text.contains(&format!("\n{table}\n")), "{text}");
+        assert!(
+            text.contains(
+                "\nnodes      3 live; configured: 2 auto, 1 legacy; effective: 2 combined, 1 legacy\n"
+            ),
+            "{text}"
+        );
     }
 
     #[tokio::test]
