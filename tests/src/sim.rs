@@ -41,6 +41,30 @@ pub fn for_each_seed(test: &str, first: u64, count: u64, run: impl Fn(u64)) {
     for_each_seed_and(test, first, count, &[], run);
 }
 
+/// Runs `run(seed)` once: with the seed in `LOCKSHIFT_SEED` when it is set,
+/// else with `seed`. For soaks, whose one run already spans a lock's whole
+/// history (hundreds of thousands of acquisitions, minutes of CPU):
+/// `LOCKSHIFT_SEEDS` widens the search of the schedule tests, and would
+/// multiply a soak's minutes by its count without exploring anything a
+/// soak checks. A failing seed is printed as by [`for_each_seed`].
+pub fn for_one_seed(test: &str, seed: u64, run: impl Fn(u64)) {
+    let seed = std::env::var(SEED_VAR)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(seed);
+    run_seed(test, seed, &run);
+}
+
+fn run_seed(test: &str, seed: u64, run: &impl Fn(u64)) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(seed))) {
+        let function = test.split('/').next().unwrap_or(test);
+        eprintln!(
+            "\n{test}: seed {seed} failed; replay with {SEED_VAR}={seed} cargo test -p lockshift-tests {function}\n"
+        );
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// As [`for_each_seed`], plus `regressions`: seeds that once found a bug,
 /// run by default whatever the range (unless `LOCKSHIFT_SEED` picks one).
 pub fn for_each_seed_and(
@@ -65,13 +89,7 @@ pub fn for_each_seed_and(
         }
     };
     for seed in seeds {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(seed))) {
-            let function = test.split('/').next().unwrap_or(test);
-            eprintln!(
-                "\n{test}: seed {seed} failed; replay with {SEED_VAR}={seed} cargo test -p lockshift-tests {function}\n"
-            );
-            std::panic::resume_unwind(panic);
-        }
+        run_seed(test, seed, &run);
     }
 }
 
