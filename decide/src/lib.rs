@@ -17,6 +17,18 @@
 //!
 //! # Modules
 //!
-//! None yet: the decisions move here step by step (issue 21), each with
-//! the tests that pin it, and the crates they leave re-export them at their
-//! old paths.
+//! - [`cell`]: the vocabulary of Cassandra's cell model — [`cell::Timestamp`],
+//!   [`cell::Ttl`], [`cell::Table`], [`cell::Cell`], the shapes of reads and
+//!   scans ([`cell::RowQuery`], [`cell::KeyPage`]), the key limits
+//!   ([`cell::check_key`]) and [`cell::InvalidArgument`].
+//! - [`reconcile`]: Cassandra's per-cell reconciliation rule (which version
+//!   of a cell wins), TTL deadlines and when a tombstone may be purged.
+//! - [`schema`]: every table lockshift uses and its options.
+//!
+//! The store crate re-exports all three at the paths they had before they
+//! moved here (its `Timestamp`, `schema::MAIN`, …); more decisions move
+//! here step by step (issue 21), each with the tests that pin it.
+
+pub mod cell;
+pub mod reconcile;
+pub mod schema;
