@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::cell::{OpKind, Table};
+use crate::cell::{InvalidArgument, OpKind, Table};
 
 /// What a failed store operation means for the data it touched.
 ///
@@ -142,6 +142,14 @@ impl StoreError {
         )
     }
 
+    /// A request the store rejected before touching data because one of its
+    /// arguments is one the cell model cannot represent ([`InvalidArgument`]):
+    /// kind [`StoreErrorKind::Invalid`], for `op` on `table`, whose message is
+    /// the argument error's.
+    pub fn invalid_argument(err: InvalidArgument, op: OpKind, table: Table) -> Self {
+        StoreError::new(StoreErrorKind::Invalid, op, Some(table), err.message())
+    }
+
     /// The backend's description of the failure.
     pub fn message(&self) -> &str {
         &self.message
@@ -161,23 +169,6 @@ impl StoreError {
                 | StoreErrorKind::Unavailable
                 | StoreErrorKind::Connection
         )
-    }
-}
-
-/// A caller passed a value the store cannot represent (a TTL out of range, an
-/// empty row key).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid argument: {0}")]
-pub struct InvalidArgument(String);
-
-impl InvalidArgument {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        InvalidArgument(message.into())
-    }
-
-    /// Turns the argument error into a store error for `op` on `table`.
-    pub fn into_store_error(self, op: OpKind, table: Table) -> StoreError {
-        StoreError::new(StoreErrorKind::Invalid, op, Some(table), self.0)
     }
 }
 

@@ -56,13 +56,18 @@
 //!
 //! # Modules
 //!
-//! - [`cell`](crate::Cell) types: [`Timestamp`], [`Ttl`], [`Table`], [`Cell`], [`RowQuery`].
+//! - The cell model: [`Timestamp`], [`Ttl`], [`Table`], [`Cell`],
+//!   [`RowQuery`] and the other types of a read or write; [`reconcile`], the
+//!   rule by which a cell's versions resolve; [`schema`], every table and its
+//!   options. All three live in `lockshift_decide` (the crate of pure
+//!   decisions, which the decisions made on cells share without a store
+//!   client) and are re-exported here at the paths they have always had.
 //! - [`Store`]: the trait and its contract.
-//! - [`MemoryStore`]: the embedded reference backend; [`reconcile`] its rule.
+//! - [`MemoryStore`]: the embedded reference backend.
 //! - [`CqlStore`]: the CQL backend (ScyllaDB, Cassandra, the local endpoint)
 //!   on the `scylla` driver.
 //! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
-//! - [`clock`]: injectable clocks; [`schema`]: every table and its options.
+//! - [`clock`]: injectable clocks.
 //! - [`tombstones`]: what tombstones cost a read on Cassandra (measured),
 //!   the thresholds, Cassandra's warning text.
 //! - [`settings`]: how a store is chosen and connected.
@@ -74,8 +79,6 @@ mod cql;
 mod error;
 mod faults;
 mod memory;
-pub mod reconcile;
-pub mod schema;
 pub mod settings;
 pub mod tombstones;
 
@@ -83,14 +86,17 @@ pub mod tombstones;
 pub mod conformance;
 
 pub use api::{ReadOutcome, SharedStore, Store};
+// The cell model, from `lockshift_decide` (see "Modules" above); the same
+// names and paths as when it was defined here.
 pub use cell::{
-    Cell, CellWrite, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table, Timestamp, Ttl,
-    WriteOptions, check_key,
+    Cell, CellWrite, InvalidArgument, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table,
+    Timestamp, Ttl, WriteOptions, check_key,
 };
 pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock};
 pub use cql::{CqlStore, SchemaStep};
-pub use error::{InvalidArgument, StoreError, StoreErrorKind};
+pub use error::{StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
+pub use lockshift_decide::{reconcile, schema};
 pub use memory::{DEFAULT_KEYSPACE, MemoryStore};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 pub use tombstones::TombstoneThresholds;

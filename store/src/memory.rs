@@ -632,7 +632,7 @@ impl Store for MemoryStore {
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
         let after = match cursor {
-            Some(c) => Some(String::from_utf8(c.0.clone()).map_err(|_| {
+            Some(c) => Some(String::from_utf8(c.as_bytes().to_vec()).map_err(|_| {
                 StoreError::new(
                     StoreErrorKind::Invalid,
                     OpKind::Scan,
@@ -692,7 +692,7 @@ impl Store for MemoryStore {
             ));
         }
         let next = match keys.last() {
-            Some(last) if more => Some(PageCursor(last.as_bytes().to_vec())),
+            Some(last) if more => Some(PageCursor::from_bytes(last.as_bytes().to_vec())),
             _ => None,
         };
         Ok(KeyPage { keys, next })
@@ -1140,7 +1140,7 @@ mod tests {
         let err = store
             .scan_keys(
                 SCRATCH,
-                Some(&PageCursor(vec![0xff, 0xfe])),
+                Some(&PageCursor::from_bytes(vec![0xff, 0xfe])),
                 NonZeroU32::MIN,
             )
             .await

@@ -392,7 +392,7 @@ impl Store for CqlStore {
         let mut scan = statements.scan.clone();
         scan.set_page_size(i32::try_from(page_size.get()).unwrap_or(i32::MAX));
         let paging = match cursor {
-            Some(c) => PagingState::new_from_raw_bytes(c.0.as_slice()),
+            Some(c) => PagingState::new_from_raw_bytes(c.as_bytes()),
             None => PagingState::start(),
         };
         let span = tracing::debug_span!("cql", %op, %table, page_size = page_size.get());
@@ -409,7 +409,7 @@ impl Store for CqlStore {
             let next = match paging {
                 PagingStateResponse::NoMorePages => None,
                 PagingStateResponse::HasMorePages { state } => match state.as_bytes_slice() {
-                    Some(bytes) => Some(PageCursor(bytes.to_vec())),
+                    Some(bytes) => Some(PageCursor::from_bytes(bytes.to_vec())),
                     None => {
                         return Err(StoreError::new(
                             StoreErrorKind::Invalid,

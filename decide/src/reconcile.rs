@@ -1,8 +1,8 @@
 //! Cassandra's per-cell reconciliation rule, as one small value type.
 //!
-//! Kept apart from [`crate::MemoryStore`] so that the local CQL endpoint,
-//! which stores arbitrary CQL schemas, resolves every cell with the very same
-//! rule as the embedded backend.
+//! Kept apart from the embedded backend (the store's `MemoryStore`) so that
+//! the local CQL endpoint, which stores arbitrary CQL schemas, resolves every
+//! cell with the very same rule as the embedded backend.
 //!
 //! # The rule (thesis listing 1, Cassandra 3+ `Cells.reconcile`)
 //!
@@ -79,7 +79,7 @@ impl CellVersion {
     /// [`purge_time`] reached (Cassandra's `gc_grace_seconds`, counted in
     /// whole seconds from its local deletion time). Forgetting it earlier
     /// would let a delayed older write resurrect the cell; until then it
-    /// also costs every read that passes it ([`crate::tombstones`]).
+    /// also costs every read that passes it (the store's `tombstones` module).
     pub fn is_purgeable(&self, now: Timestamp, gc_grace: std::time::Duration) -> bool {
         !self.is_live(now) && self.purge_time(gc_grace).is_some_and(|at| at <= now)
     }
@@ -144,7 +144,7 @@ pub fn ttl_deadline(applied: Timestamp, ttl: std::time::Duration) -> Timestamp {
 /// gc_grace_seconds`; measured on Cassandra 4.1.1 with `gc_grace_seconds =
 /// 5`: a row deleted 7 s before a read no longer counts, an expired TTL
 /// row counts until its expiry (not its write) plus 5 s
-/// ([`crate::tombstones`] (d)).
+/// (the store's `tombstones` module, (d)).
 pub fn purge_time(dead: Timestamp, gc_grace: std::time::Duration) -> Timestamp {
     let second = dead
         .as_micros()

@@ -9,8 +9,8 @@
 //! `CREATE TABLE … WITH gc_grace_seconds = …` (so `migrate schema` prints
 //! them too) and the embedded store's default gc grace per table, which is
 //! what decides how long a delete or an expired cell keeps costing reads
-//! ([`crate::tombstones`]). Change a table's number here and every backend
-//! follows.
+//! (the store's `tombstones` module). Change a table's number here and
+//! every backend follows.
 //!
 //! The tables whose cells lockshift deletes — `main`, `shadow`, `queue`
 //! and the registry (`nodes`) — keep tombstones for
@@ -24,8 +24,8 @@
 //!
 //! No `compaction` option is stated: the tombstone cost a read pays does not
 //! depend on it (Cassandra drops tombstones older than `gc_grace_seconds`
-//! from every read before counting them, compacted or not; see
-//! [`crate::tombstones`]), and the default strategy suits rows this small.
+//! from every read before counting them, compacted or not; see the store's
+//! `tombstones` module), and the default strategy suits rows this small.
 
 use std::time::Duration;
 

@@ -1,0 +1,509 @@
+//! The crate map (issue 21's plan §1, to become docs/design.md §7), checked
+//! on the manifests and sources rather than trusted:
+//!
+//! - each workspace crate's `[dependencies]` name only the workspace crates
+//!   its row of [`ALLOWED`] lists ("a crate imports only crates on an
+//!   earlier row"; no *do* crate imports an *operate* crate);
+//! - `lockshift-decide`, the crate of pure decisions, names no async
+//!   runtime, store client, random source, logger or other lockshift crate
+//!   (its `Cargo.toml` and every source file, comments included) and holds
+//!   no `async fn` and no `.await`.
+//!
+//! The checks are plain text scans (no TOML parser), so they are kept
+//! small and each has a unit test on a sample that must fail.
+
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+/// Which workspace crates each crate may depend on (`[dependencies]` only;
+/// dev-dependencies serve tests and are not part of the map), by package
+/// name, in the order of the map's rows: *decide*, then *do*, then
+/// *operate*.
+///
+/// Crates the plan adds later (`lockshift-rollout`, `lockshift-harness`)
+/// have their rows already, so the step that creates one only fills it. A
+/// workspace crate missing from this table fails the check: a new crate
+/// takes its place in the map first.
+const ALLOWED: &[(&str, &[&str])] = &[
+    // decide: imports no lockshift crate.
+    ("lockshift-decide", &[]),
+    // do.
+    ("lockshift-store", &["lockshift-decide"]),
+    (
+        "lockshift-cql-emulator",
+        &["lockshift-decide", "lockshift-store"],
+    ),
+    ("lockshift-lock", &["lockshift-decide", "lockshift-store"]),
+    (
+        "lockshift-legacy",
+        &["lockshift-decide", "lockshift-store", "lockshift-lock"],
+    ),
+    (
+        "lockshift-queue-lock",
+        &["lockshift-decide", "lockshift-store", "lockshift-lock"],
+    ),
+    (
+        "lockshift-combined",
+        &[
+            "lockshift-decide",
+            "lockshift-store",
+            "lockshift-lock",
+            "lockshift-queue-lock",
+            // Not in the final map: combined reads `LegacySettings` (the
+            // `lock.legacy` section of its `LockSettings`, and the settings
+            // of its own legacy step) and builds the legacy locker in the
+            // `Lockers` factory. Allowed until the issue-21 steps that move
+            // `LockSettings` to the facade and `Lockers` to the rollout
+            // crate; the plan's last step makes this table final and
+            // removes the line.
+            "lockshift-legacy",
+        ],
+    ),
+    (
+        "lockshift-rollout",
+        &[
+            "lockshift-decide",
+            "lockshift-store",
+            "lockshift-lock",
+            "lockshift-legacy",
+            "lockshift-queue-lock",
+            "lockshift-combined",
+        ],
+    ),
+    // The facade: "all *do* crates above", which literally includes the
+    // local CQL endpoint (a crate on an earlier row), though the facade
+    // does not use it today.
+    (
+        "lockshift",
+        &[
+            "lockshift-decide",
+            "lockshift-store",
+            "lockshift-cql-emulator",
+            "lockshift-lock",
+            "lockshift-legacy",
+            "lockshift-queue-lock",
+            "lockshift-combined",
+            "lockshift-rollout",
+        ],
+    ),
+    // operate.
+    ("lockshift-harness", DO_CRATES),
+    ("lockshift-bench", DO_CRATES),
+    (
+        "lockshift-migration-tool",
+        &[
+            "lockshift-decide",
+            "lockshift-store",
+            "lockshift-cql-emulator",
+            "lockshift-lock",
+            "lockshift-legacy",
+            "lockshift-queue-lock",
+            "lockshift-combined",
+            "lockshift-rollout",
+            "lockshift",
+            "lockshift-harness",
+            "lockshift-bench",
+        ],
+    ),
+    (
+        "lockshift-tests",
+        &[
+            "lockshift-decide",
+            "lockshift-store",
+            "lockshift-cql-emulator",
+            "lockshift-lock",
+            "lockshift-legacy",
+            "lockshift-queue-lock",
+            "lockshift-combined",
+            "lockshift-rollout",
+            "lockshift",
+            "lockshift-harness",
+            "lockshift-bench",
+            "lockshift-migration-tool",
+        ],
+    ),
+];
+
+/// `decide` and every *do* crate: what the harness and the benchmark may
+/// import.
+const DO_CRATES: &[&str] = &[
+    "lockshift-decide",
+    "lockshift-store",
+    "lockshift-cql-emulator",
+    "lockshift-lock",
+    "lockshift-legacy",
+    "lockshift-queue-lock",
+    "lockshift-combined",
+    "lockshift-rollout",
+    "lockshift",
+];
+
+/// The crate of pure decisions.
+const DECIDE: &str = "lockshift-decide";
+
+/// Crates `decide` must never name: each does I/O, keeps time, draws random
+/// numbers or logs. As they appear in a manifest (`-`) and in Rust
+/// (`_`); the scan matches whole identifiers, so "random" or "brand" do not
+/// count, and any `lockshift-…`/`lockshift_…` identifier counts as another
+/// lockshift crate.
+const FORBIDDEN_IN_DECIDE: &[&str] = &[
+    "tokio",
+    "tokio-util",
+    "tokio_util",
+    "async-trait",
+    "async_trait",
+    "futures",
+    "scylla",
+    "rand",
+    "tracing",
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
+        .to_path_buf()
+}
+
+// ===== Reading manifests =====
+
+/// The keys of the manifest table `section` (`dependencies`,
+/// `dev-dependencies`, …): `name = …` and `name.workspace = true` lines
+/// under `[section]`, and `[section.name]` headers. Target-specific tables
+/// (`[target.'cfg(…)'.dependencies]`) count as `section` too.
+fn table_keys(manifest: &str, section: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            let header = match header.strip_prefix("target.") {
+                // `target.'cfg(unix)'.dependencies` → `dependencies`
+                Some(rest) => rest.rsplit_once("'.").map_or(rest, |(_, t)| t),
+                None => header,
+            };
+            inside = header == section;
+            if let Some(name) = header
+                .strip_prefix(section)
+                .and_then(|r| r.strip_prefix('.'))
+            {
+                keys.push(name.trim_matches('"').to_string());
+            }
+            continue;
+        }
+        if inside {
+            let key: String = line
+                .chars()
+                .take_while(|c| !matches!(c, '=' | '.' | ' '))
+                .collect();
+            keys.push(key.trim_matches('"').to_string());
+        }
+    }
+    keys
+}
+
+/// The value of `key = "…"` in the manifest's `[package]` table.
+fn package_field(manifest: &str, key: &str) -> Option<String> {
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[package]";
+        } else if inside {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            if k.trim() == key {
+                return Some(v.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    None
+}
+
+/// The workspace members listed in the root manifest, as directories.
+fn members(root_manifest: &str) -> Vec<String> {
+    let start = root_manifest
+        .find("members = [")
+        .expect("the root manifest lists its members");
+    let list = &root_manifest[start + "members = [".len()..];
+    let list = &list[..list.find(']').expect("the members list ends")];
+    list.split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+// ===== The checks =====
+
+/// Each dependency of `krate` on a workspace crate (one of `workspace`)
+/// that its row of `allowed` does not list, and `krate` itself if it has no
+/// row.
+fn forbidden_edges(
+    krate: &str,
+    dependencies: &[String],
+    workspace: &[String],
+    allowed: &[(&str, &[&str])],
+) -> Vec<String> {
+    let Some((_, row)) = allowed.iter().find(|(name, _)| *name == krate) else {
+        return vec![format!(
+            "{krate} is not in the crate map: give it a row in ALLOWED (tests/layout/main.rs)"
+        )];
+    };
+    dependencies
+        .iter()
+        .filter(|d| workspace.contains(d) && !row.contains(&d.as_str()))
+        .map(|d| format!("{krate} depends on {d}, which its row of the crate map does not allow"))
+        .collect()
+}
+
+/// The identifiers of `text`: maximal runs of letters, digits, `_` and
+/// `-` (so `tokio-util` and `tokio_util` are one word each, and a manifest
+/// key is one word), with the text position of each.
+fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut start = None;
+    let mut out = Vec::new();
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (is_word(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, &text[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out.into_iter()
+}
+
+/// What `text` (a file of `decide`, named `file`) names that `decide`
+/// must not: a forbidden crate, another lockshift crate (`own` is the
+/// crate's own package name, which its manifest must state), an
+/// `async fn` or an `.await`. One line per finding, with its line number.
+fn forbidden_names(file: &str, text: &str, own: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let line_of = |at: usize| text[..at].matches('\n').count() + 1;
+    for (at, word) in words(text) {
+        let word = word.trim_matches('-');
+        let other_lockshift = (word.starts_with("lockshift_") || word.starts_with("lockshift-"))
+            && word != own
+            && word != own.replace('-', "_");
+        if FORBIDDEN_IN_DECIDE.contains(&word) || other_lockshift {
+            found.push(format!("{file}:{}: names `{word}`", line_of(at)));
+        }
+    }
+    for (pattern, what) in [("async fn", "an `async fn`"), (".await", "an `.await`")] {
+        for (at, _) in text.match_indices(pattern) {
+            found.push(format!("{file}:{}: has {what}", line_of(at)));
+        }
+    }
+    found
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+// ===== The tests =====
+
+/// Every workspace member: (directory, package name, manifest text).
+fn workspace() -> Vec<(String, String, String)> {
+    let root = root();
+    let root_manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    members(&root_manifest)
+        .into_iter()
+        .map(|dir| {
+            let manifest = std::fs::read_to_string(root.join(&dir).join("Cargo.toml"))
+                .unwrap_or_else(|e| panic!("{dir}/Cargo.toml: {e}"));
+            let name = package_field(&manifest, "name")
+                .unwrap_or_else(|| panic!("{dir}/Cargo.toml has no package name"));
+            (dir, name, manifest)
+        })
+        .collect()
+}
+
+#[test]
+fn every_crate_depends_only_on_crates_its_row_allows() {
+    let crates = workspace();
+    assert!(
+        crates.len() >= 10,
+        "found only {} workspace members: is the root manifest read right?",
+        crates.len()
+    );
+    let names: Vec<String> = crates.iter().map(|(_, name, _)| name.clone()).collect();
+    let mut problems = Vec::new();
+    let mut edges = 0;
+    for (dir, name, manifest) in &crates {
+        let dependencies = table_keys(manifest, "dependencies");
+        edges += dependencies.iter().filter(|d| names.contains(d)).count();
+        for p in forbidden_edges(name, &dependencies, &names, ALLOWED) {
+            problems.push(format!("{dir}/Cargo.toml: {p}"));
+        }
+    }
+    // The graph has over 30 edges between workspace crates; a scan that
+    // finds almost none is reading the manifests wrong.
+    assert!(edges >= 20, "found only {edges} workspace edges");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn decide_names_no_io_crate_and_holds_no_async_code() {
+    let crates = workspace();
+    let (dir, _, manifest) = crates
+        .iter()
+        .find(|(_, name, _)| name == DECIDE)
+        .expect("lockshift-decide is a workspace member");
+    let mut problems = Vec::new();
+    // The whole manifest, so every dependency table counts, not only
+    // `[dependencies]`.
+    problems.extend(forbidden_names(
+        &format!("{dir}/Cargo.toml"),
+        manifest,
+        DECIDE,
+    ));
+    let mut files = Vec::new();
+    rust_files(&root().join(dir), &mut files);
+    assert!(!files.is_empty(), "no sources found under {dir}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let shown = file.strip_prefix(root()).unwrap().display().to_string();
+        problems.extend(forbidden_names(&shown, &text, DECIDE));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ===== The checks' own tests =====
+
+const SAMPLE_MANIFEST: &str = r#"
+[package]
+name = "lockshift-sample"
+
+[dependencies]
+lockshift-store.workspace = true
+lockshift-lock = { workspace = true, features = ["x"] }
+serde.workspace = true
+
+[dependencies.lockshift-legacy]
+workspace = true
+
+[target.'cfg(unix)'.dependencies]
+lockshift-combined.workspace = true
+
+[dev-dependencies]
+lockshift-migration-tool.workspace = true
+"#;
+
+#[test]
+fn manifest_keys_are_read_from_every_form() {
+    assert_eq!(
+        table_keys(SAMPLE_MANIFEST, "dependencies"),
+        [
+            "lockshift-store",
+            "lockshift-lock",
+            "serde",
+            "lockshift-legacy",
+            "lockshift-combined"
+        ]
+    );
+    assert_eq!(
+        table_keys(SAMPLE_MANIFEST, "dev-dependencies"),
+        ["lockshift-migration-tool"]
+    );
+    assert_eq!(
+        package_field(SAMPLE_MANIFEST, "name").as_deref(),
+        Some("lockshift-sample")
+    );
+    assert_eq!(
+        members("[workspace]\nmembers = [\n    \"decide\",\n    \"store\",\n]\n"),
+        ["decide", "store"]
+    );
+}
+
+#[test]
+fn a_forbidden_edge_is_reported_and_an_allowed_one_is_not() {
+    let workspace: Vec<String> = [
+        "lockshift-store",
+        "lockshift-lock",
+        "lockshift-legacy",
+        "lockshift-combined",
+        "lockshift-migration-tool",
+    ]
+    .map(String::from)
+    .to_vec();
+    let allowed: &[(&str, &[&str])] = &[(
+        "lockshift-sample",
+        &["lockshift-store", "lockshift-lock", "lockshift-legacy"],
+    )];
+    let deps = table_keys(SAMPLE_MANIFEST, "dependencies");
+    // combined is not on the sample's row; the dev-dependency on the tool
+    // is not looked at; serde is not a workspace crate.
+    assert_eq!(
+        forbidden_edges("lockshift-sample", &deps, &workspace, allowed),
+        [
+            "lockshift-sample depends on lockshift-combined, which its row of the crate map does not allow"
+        ]
+    );
+    assert_eq!(
+        forbidden_edges("lockshift-other", &deps, &workspace, allowed),
+        [
+            "lockshift-other is not in the crate map: give it a row in ALLOWED (tests/layout/main.rs)"
+        ]
+    );
+    // The real table: the store may not reach up to the lock.
+    let store = ["lockshift-decide", "lockshift-lock"].map(String::from);
+    let all = ["lockshift-decide", "lockshift-lock"].map(String::from);
+    assert_eq!(
+        forbidden_edges("lockshift-store", &store, &all, ALLOWED),
+        [
+            "lockshift-store depends on lockshift-lock, which its row of the crate map does not allow"
+        ]
+    );
+    assert!(forbidden_edges("lockshift-decide", &[], &all, ALLOWED).is_empty());
+}
+
+#[test]
+fn a_forbidden_name_or_async_code_in_decide_is_reported() {
+    let sample = "//! Decides.\n\
+                  use std::time::Duration;\n\
+                  use tokio_util::sync::CancellationToken;\n\
+                  // A random pick, brand new: neither word is a crate.\n\
+                  pub async fn wait(d: Duration) { lockshift_store::sleep(d).await }\n\
+                  fn own() -> &'static str { \"lockshift-decide\" }\n";
+    assert_eq!(
+        forbidden_names("decide/src/x.rs", sample, DECIDE),
+        [
+            "decide/src/x.rs:3: names `tokio_util`",
+            "decide/src/x.rs:5: names `lockshift_store`",
+            "decide/src/x.rs:5: has an `async fn`",
+            "decide/src/x.rs:5: has an `.await`",
+        ]
+    );
+    let manifest = "[package]\nname = \"lockshift-decide\"\n[dependencies]\nserde.workspace = true\nrand.workspace = true\n";
+    assert_eq!(
+        forbidden_names("Cargo.toml", manifest, DECIDE),
+        ["Cargo.toml:5: names `rand`"]
+    );
+    assert!(
+        forbidden_names(
+            "ok.rs",
+            "use serde::Serialize; // random, operand\n",
+            DECIDE
+        )
+        .is_empty()
+    );
+}
