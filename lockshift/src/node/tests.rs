@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,8 +7,11 @@ use lockshift_store::{MemoryStore, RowQuery, SharedClock, SharedStore, Store, To
 
 use lockshift_combined::registry::live_nodes;
 use lockshift_combined::rollout::{Rollout, TransitionRequest};
+use lockshift_combined::{Mode, RolloutSettings, Stage};
+use lockshift_lock::Algorithm;
 
 use super::*;
+use crate::settings::Settings;
 
 fn write_config(path: &std::path::Path, mode: &str) {
     let mut f = std::fs::File::create(path).unwrap();

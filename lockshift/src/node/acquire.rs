@@ -1,0 +1,318 @@
+//! [`NodeLocker`] and the acquire path: each acquisition is bound to the
+//! stage it resolved under, and its guard handed out only under the
+//! binding's conditions (N2, N4, N5).
+
+use std::fmt;
+use std::sync::{Arc, PoisonError};
+
+use async_trait::async_trait;
+use lockshift_combined::Stage;
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, TryAcquireError,
+};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::runtime::Shared;
+use super::{Core, NodeStatus};
+
+impl Shared {
+    fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
+        match algorithm {
+            Algorithm::Legacy => self.legacy.as_ref(),
+            Algorithm::Combined => self.combined.as_ref(),
+            Algorithm::Queue => self.queue.as_ref(),
+        }
+    }
+
+    fn used(&self, algorithm: Algorithm) {
+        let now = self.clock.now();
+        self.state().last_used.insert(algorithm, now);
+    }
+
+    /// Binds a new acquisition of `lock` (N4).
+    fn begin(
+        self: &Arc<Self>,
+        lock: &LockId,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Attempt, AcquireError> {
+        let mut st = self.state();
+        if st.closed {
+            return Err(AcquireError::NodeStopped {
+                lock: lock.clone(),
+                node: self.id.clone(),
+            });
+        }
+        self.reevaluate(&mut st, Instant::now());
+        let algorithm = st.resolution.algorithm;
+        let st = &mut *st;
+        let (id, token) = st.bindings.bind(algorithm, &st.view, cancel);
+        Ok(Attempt {
+            shared: self.clone(),
+            id,
+            algorithm,
+            token,
+            armed: true,
+        })
+    }
+}
+
+/// One bound acquisition (N4): unbound when dropped, unless its guard was
+/// handed out — then the guard carries a [`Held`] instead.
+struct Attempt {
+    shared: Arc<Shared>,
+    id: u64,
+    algorithm: Algorithm,
+    token: CancellationToken,
+    /// Cleared when the binding passes to a [`Held`].
+    armed: bool,
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.state().bindings.unbind(self.id);
+        }
+    }
+}
+
+/// A handed-out guard's binding: keeps the node running and reported while
+/// the lock is held (N5), unbound when the guard goes — released, dropped,
+/// or revoked by a shutdown.
+struct Held {
+    core: Arc<Core>,
+    id: u64,
+    algorithm: Algorithm,
+    since: Instant,
+    /// The lease's own lost signal (a revocation does not fire it): a loss
+    /// is counted when the guard goes, which a holder that watches `lost()`
+    /// makes soon after — no task per held lock to watch it.
+    lease_lost: CancellationToken,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let shared = &self.core.shared;
+        shared
+            .metrics
+            .released(self.algorithm, self.since.elapsed());
+        if self.lease_lost.is_cancelled() {
+            shared.metrics.lease_lost(self.algorithm);
+        }
+        shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        shared.state().bindings.unbind(self.id);
+    }
+}
+
+/// The [`Locker`] of a [`Node`](crate::Node): each acquisition uses the
+/// algorithm the node resolves at that moment, stays bound to it while it
+/// waits, and keeps the node alive (N4, N5).
+#[derive(Clone)]
+pub struct NodeLocker {
+    pub(super) core: Arc<Core>,
+}
+
+impl fmt::Debug for NodeLocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeLocker")
+            .field("node", &self.core.shared.id)
+            .finish()
+    }
+}
+
+impl NodeLocker {
+    /// As [`Node::acquire`](crate::Node::acquire): waits until `lock` (a
+    /// name or a [`LockId`]) is held. No trait import needed; through the
+    /// [`Locker`] trait the same call takes a `&LockId`.
+    ///
+    /// # Errors
+    /// As [`Node::acquire`](crate::Node::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`Node::acquire`](crate::Node::acquire).
+    pub async fn acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_with(lock, AcquireOptions::default()).await
+    }
+
+    /// As [`Node::acquire_with`](crate::Node::acquire_with).
+    ///
+    /// # Errors
+    /// As [`Node::acquire_with`](crate::Node::acquire_with).
+    ///
+    /// # Cancel safety
+    /// As [`Node::acquire`](crate::Node::acquire).
+    pub async fn acquire_with(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::acquire_with(self, &lock, options).await
+    }
+
+    /// As [`Node::try_acquire`](crate::Node::try_acquire).
+    ///
+    /// # Errors
+    /// As [`Node::try_acquire`](crate::Node::try_acquire).
+    pub async fn try_acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let lock = lock.try_into().map_err(Into::into)?;
+        Locker::try_acquire(self, &lock).await
+    }
+
+    /// What the node runs now.
+    pub fn status(&self) -> NodeStatus {
+        self.core.shared.status()
+    }
+
+    /// The stage the node acts on (`None`: unknown or unconfirmed).
+    pub fn stage(&self) -> Option<Stage> {
+        let st = self.core.shared.state();
+        st.view.confirmed(Instant::now()).map(|s| s.stage)
+    }
+
+    /// Decides whether `attempt`'s guard may be handed out (B3); if so, ties
+    /// the binding to the guard. Otherwise the guard is released and the
+    /// caller re-enters.
+    async fn hand_out(
+        &self,
+        mut attempt: Attempt,
+        mut guard: LockGuard,
+        started: Instant,
+    ) -> Option<LockGuard> {
+        let refused = {
+            let mut st = self.core.shared.state();
+            let st = &mut *st;
+            st.bindings
+                .hand_out(attempt.id, &st.view, Instant::now())
+                .err()
+        };
+        match refused {
+            None => {
+                let shared = &self.core.shared;
+                shared.used(attempt.algorithm);
+                shared
+                    .metrics
+                    .acquired(attempt.algorithm, started.elapsed());
+                let held = Held {
+                    core: self.core.clone(),
+                    id: attempt.id,
+                    algorithm: attempt.algorithm,
+                    since: Instant::now(),
+                    lease_lost: guard.lease_lost_token(),
+                };
+                // The binding lives on in `held`, with the guard; the node
+                // keeps a revoker so a shutdown can release it.
+                attempt.armed = false;
+                shared
+                    .held
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(attempt.id, guard.revoker());
+                guard.attach(Box::new(held));
+                Some(guard)
+            }
+            Some(why) => {
+                info!(node = %self.core.shared.id, lock = %guard.lock_id(), algorithm = %attempt.algorithm, ?why,
+                    "the stage moved while this acquisition waited; releasing and re-entering");
+                if let Err(e) = guard.release().await {
+                    debug!(error = %e, "release of a refused guard left cells to their TTL");
+                }
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Locker for NodeLocker {
+    fn algorithm(&self) -> Algorithm {
+        self.core.shared.state().resolution.algorithm
+    }
+
+    /// # Cancel safety
+    /// As every locker's; a dropped acquisition is unbound at once.
+    async fn acquire_with(
+        &self,
+        lock: &LockId,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        let shared = &self.core.shared;
+        let started = Instant::now();
+        let deadline = options.timeout.map(|t| started + t);
+        loop {
+            let attempt = shared.begin(lock, options.cancel.as_ref())?;
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let inner = AcquireOptions {
+                timeout: remaining,
+                cancel: Some(attempt.token.clone()),
+                watch: options.watch.clone(),
+            };
+            match shared
+                .locker(attempt.algorithm)
+                .acquire_with(lock, inner)
+                .await
+            {
+                Ok(guard) => {
+                    if let Some(guard) = self.hand_out(attempt, guard, started).await {
+                        return Ok(guard);
+                    }
+                }
+                Err(AcquireError::Cancelled { lock, owner })
+                    if !options
+                        .cancel
+                        .as_ref()
+                        .is_some_and(CancellationToken::is_cancelled) =>
+                {
+                    // Invalidated (N4): leave the line and re-enter with
+                    // whatever the node resolves now.
+                    drop(attempt);
+                    if shared.state().closed {
+                        return Err(AcquireError::NodeStopped {
+                            lock,
+                            node: shared.id.clone(),
+                        });
+                    }
+                    debug!(%lock, %owner, "re-resolving a waiting acquisition");
+                }
+                Err(AcquireError::Timeout { lock, owner, .. }) => {
+                    shared.metrics.timed_out(attempt.algorithm);
+                    return Err(AcquireError::Timeout {
+                        lock,
+                        owner,
+                        waited: started.elapsed(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+        let shared = &self.core.shared;
+        // A second try covers a stage change between resolving and handing
+        // out; a third would only chase a flapping stage.
+        let started = Instant::now();
+        for _ in 0..2 {
+            let attempt = shared.begin(lock, None)?;
+            let guard = shared.locker(attempt.algorithm).try_acquire(lock).await?;
+            if let Some(guard) = self.hand_out(attempt, guard, started).await {
+                return Ok(guard);
+            }
+        }
+        Err(TryAcquireError::Held {
+            lock: lock.clone(),
+            holder: None,
+        })
+    }
+}

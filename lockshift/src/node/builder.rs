@@ -1,0 +1,289 @@
+//! [`NodeBuilder`]: how a node starts — its settings, store and clock —
+//! and the start itself: registry row, first stage read, background loops.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockshift_combined::registry::LeasePromise;
+use lockshift_combined::{LegacyPacing, LockerSettings, Lockers};
+use lockshift_lock::{Algorithm, Incarnation, LockContext};
+use lockshift_store::{SharedClock, SharedStore, SystemClock, Ttl};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::runtime::{Shared, Sightings, State, every, watch_expiry};
+use super::{Core, Node};
+use crate::binding::{Bindings, View};
+use crate::error::StartError;
+use crate::metrics::{MeteredStore, NodeMetrics};
+use crate::settings::Settings;
+
+/// How to start a [`Node`]: where its settings come from, which store and
+/// clock it uses. [`Node::connect`] is the common case in one call.
+///
+/// Settings: those given with [`settings`](Self::settings), else loaded
+/// from the [`config_file`](Self::config_file) (if any) with the
+/// `LOCKSHIFT__…` environment on top. With a config file, the node re-reads
+/// it every `rollout.stage_reread_every`, so an edited `node.mode` takes
+/// effect without a restart (other keys need one).
+///
+/// # Examples
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let mut settings = lockshift::Settings::default();
+/// settings.node.id = Some("web-1".into());
+/// // In-memory, this process only: tests and examples.
+/// settings.store.backend = Some(lockshift::settings::StoreBackend::Embedded);
+/// let node = lockshift::Node::builder().settings(settings).start().await?;
+/// let guard = node.acquire("accounts").await?;
+/// guard.release().await?;
+/// node.shutdown().await;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Default)]
+#[must_use = "a builder does nothing until `start().await`"]
+pub struct NodeBuilder {
+    settings: Option<Settings>,
+    config_file: Option<PathBuf>,
+    env: Option<HashMap<String, String>>,
+    store: Option<SharedStore>,
+    clock: Option<SharedClock>,
+    version: Option<String>,
+    seed: Option<u64>,
+}
+
+impl NodeBuilder {
+    /// Use these settings (validated at start) instead of loading them.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    /// Load the settings from `path` (it must exist) with the environment
+    /// on top — unless [`settings`](Self::settings) were given — and re-read
+    /// `node.mode` from it while running.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// Take `LOCKSHIFT__…` overrides from `env` instead of the process
+    /// environment, at start and on every reload (tests).
+    pub fn env(mut self, env: HashMap<String, String>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    /// Run on `store` instead of opening the one `[store]` names.
+    pub fn store(mut self, store: SharedStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Stamp writes with `clock` instead of the system clock (simulations).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The version the node reports in the registry (default: lockshift's).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Seed owner ids and backoff, so a simulation replays exactly.
+    #[doc(hidden)]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Loads the settings, opens the store, reads the stage (a failure
+    /// leaves it unknown, hence combined), registers, and starts the
+    /// background loops.
+    ///
+    /// A node runs on the store given with [`store`](Self::store), or on the
+    /// one the settings name: `[store.cql]` (a cluster) or
+    /// `store.backend = "embedded"` (this process only). Settings that name
+    /// none are refused ([`StartError::NoStore`]) — never a silent
+    /// in-memory store whose locks exclude nothing across processes.
+    ///
+    /// # Errors
+    /// [`StartError::Settings`] when the settings cannot be read or break a
+    /// rule, [`StartError::NoStore`] when they name no store and none was
+    /// given, [`StartError::Store`] when the store cannot be opened.
+    pub async fn start(self) -> Result<Node, StartError> {
+        let settings = match self.settings {
+            Some(settings) => settings.validated()?,
+            None => Settings::load_with_env(self.config_file.as_deref(), self.env.clone())?,
+        };
+        let store = match self.store {
+            Some(store) => store,
+            None if settings.store.backend.is_none() => return Err(StartError::NoStore),
+            None => settings.store.open().await?,
+        };
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        Node::start_with(
+            store,
+            clock,
+            Options {
+                settings,
+                config_path: self.config_file,
+                env: self.env,
+                version: self
+                    .version
+                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+                seed: self.seed,
+            },
+        )
+        .await
+    }
+}
+
+/// What [`NodeBuilder::start`] resolved.
+struct Options {
+    settings: Settings,
+    config_path: Option<PathBuf>,
+    env: Option<HashMap<String, String>>,
+    version: String,
+    seed: Option<u64>,
+}
+
+impl Node {
+    async fn start_with(
+        store: SharedStore,
+        clock: SharedClock,
+        options: Options,
+    ) -> Result<Node, StartError> {
+        let settings = &options.settings;
+        if let Some(problem) = settings.problems().into_iter().next() {
+            return Err(problem.into());
+        }
+        let id = settings.node.node_id()?;
+        let lease = settings.lock.lease();
+        let registry_ttl = settings.rollout.registry_ttl(&lease);
+        // Whole seconds, rounded up, plus one: Cassandra counts a TTL from
+        // the whole second of the write, so a cell may die up to a second
+        // early, and the row must outlive the bound (N3, `binding` B1).
+        let registry_ttl = Ttl::from_duration(registry_ttl.saturating_add(Duration::from_secs(1)))
+            .map_err(|e| {
+                lockshift_store::settings::InvalidSetting::new(
+                    "rollout.heartbeat_ttl",
+                    format!(
+                        "the registry row's TTL ({}) is invalid: {e}",
+                        lockshift_lock::fmt_duration(registry_ttl)
+                    ),
+                )
+            })?;
+        if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
+            info!(node = %id, "embedded store: locks exclude only within this process");
+        }
+        // Every operation of this node, counted by table and kind.
+        let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
+        let sightings = Arc::new(Sightings::default());
+        // Simulations replay: the incarnation comes from the seed there.
+        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
+        // Lock cells name the same process as the registry row (N6).
+        let ctx = Arc::new(
+            LockContext::new(
+                store.clone(),
+                clock.clone(),
+                id.clone(),
+                lease.clone(),
+                options.seed,
+            )?
+            .with_incarnation(incarnation)
+            .with_observer(sightings.clone()),
+        );
+        let configured = settings.node.mode;
+        let view = View::new(settings.rollout.stage_valid_for);
+        let pacing = LegacyPacing::new(settings.lock.legacy.owner_wait_max);
+        let lockers = Lockers::new(
+            ctx,
+            LockerSettings {
+                legacy: settings.lock.legacy.clone(),
+                queue: settings.lock.queue.clone(),
+                time: settings.time.clone(),
+            },
+        )
+        .with_pacing(pacing.clone());
+        let shared = Arc::new(Shared {
+            sightings,
+            incarnation,
+            version: options.version.clone(),
+            started_at: clock.now(),
+            legacy: lockers.build(Algorithm::Legacy),
+            combined: lockers.build(Algorithm::Combined),
+            queue: lockers.build(Algorithm::Queue),
+            pacing,
+            metrics: NodeMetrics::new(id.as_str()),
+            held: Mutex::new(HashMap::new()),
+            id,
+            store,
+            clock,
+            config_path: options.config_path.clone(),
+            env: options.env.clone(),
+            rollout: settings.rollout.clone(),
+            registry_ttl,
+            lease_promise: LeasePromise::of(&lease),
+            state: Mutex::new(State {
+                configured,
+                resolution: view.resolve(configured, Instant::now()),
+                view,
+                bindings: Bindings::default(),
+                expired: false,
+                closed: false,
+                left: false,
+                last_used: BTreeMap::new(),
+                reported: BTreeMap::new(),
+                others: Vec::new(),
+            }),
+            view_changed: Notify::new(),
+        });
+        if let Err(e) = shared.refresh().await {
+            warn!(node = %shared.id, error = %e, "could not read the rollout stage at start; running combined until it can");
+        }
+        if let Err(e) = shared.heartbeat().await {
+            warn!(node = %shared.id, error = %e, "first heartbeat failed; running combined until one succeeds");
+        }
+        let stop = CancellationToken::new();
+        let tasks = vec![
+            tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
+                let shared = shared.clone();
+                move || {
+                    let shared = shared.clone();
+                    async move {
+                        if let Err(e) = shared.refresh().await {
+                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires");
+                        }
+                    }
+                }
+            })),
+            tokio::spawn(every(shared.rollout.heartbeat_every, stop.clone(), {
+                let shared = shared.clone();
+                move || {
+                    let shared = shared.clone();
+                    async move {
+                        if let Err(e) = shared.heartbeat().await {
+                            warn!(node = %shared.id, error = %e, "heartbeat failed");
+                        }
+                    }
+                }
+            })),
+            tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
+        ];
+        Ok(Node {
+            core: Arc::new(Core {
+                shared,
+                stop,
+                tasks: Mutex::new(tasks),
+            }),
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! [`Node`]: what a service embeds — one [`Locker`](crate::Locker) whose
+//! algorithm follows the configured mode and the rollout stage, plus the
+//! background work that keeps it honest: registry heartbeats, stage
+//! re-reads, config reloads.
+//!
+//! # Invariants
+//!
+//! - **N1.** New acquisitions use the algorithm resolved from the configured
+//!   mode and the stage view, if it is confirmed ([`resolve`]): a mode the
+//!   stage forbids degrades to combined, never to anything else; an unknown
+//!   or unconfirmed stage means combined (`binding` B1).
+//! - **N2.** A held lock is released by the algorithm that took it: the
+//!   guard's lease deletes exactly the cells that acquisition wrote.
+//! - **N3.** The node re-reads the stage (and its config file) every
+//!   `rollout.stage_reread_every` and heartbeats every
+//!   `rollout.heartbeat_every`, reporting the oldest stage version any of its
+//!   acquisitions is bound to (`binding` B4), so guards can wait until every
+//!   node acts on a stage.
+//! - **N4.** Every acquisition is bound to the stage it resolved under: a
+//!   waiting one leaves the line and re-enters when the node's resolution
+//!   changes (within one re-read period, or as soon as the view expires),
+//!   and a guard is handed out only under the binding's conditions
+//!   (`binding` B2, B3).
+//! - **N5.** The node lives as long as anything that can act for it: its
+//!   [`Node`] handle, any [`NodeLocker`], any guard they handed out. A locker
+//!   never acts on a stage its node stopped following.
+//! - **N6.** The node is one process in the registry: its row is named by
+//!   node id *and* incarnation, drawn at start, so a second process under
+//!   the same node id never hides it (docs/design.md §4, R5). A heartbeat
+//!   counts (B1) only once the row *and* the activity promise for every
+//!   legacy or queue use it declares have landed, and only a declared
+//!   algorithm is used (`binding` B5; docs/design.md §4, R8).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lockshift_lock::{
+    AcquireError, AcquireOptions, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
+};
+use lockshift_store::StoreError;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::error::StartError;
+
+mod acquire;
+mod builder;
+mod runtime;
+mod status;
+
+// The public types of the node, each in the part that runs it.
+pub use acquire::NodeLocker;
+pub use builder::NodeBuilder;
+pub use status::NodeStatus;
+
+use runtime::Shared;
+
+/// The running node: shared state plus the background tasks. It lives as
+/// long as any [`Node`], [`NodeLocker`] or guard they handed out (N5).
+#[derive(Debug)]
+struct Core {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Core {
+    fn stop_tasks(&self) {
+        self.stop.cancel();
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.stop_tasks();
+        // Nothing can act for this node any more (N5): leave the registry
+        // now rather than after the row's TTL, if a runtime is around.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        if shared.state().left {
+            return;
+        }
+        runtime.spawn(async move { shared.leave().await });
+    }
+}
+
+/// A lockshift node: the handle a service keeps. See the module docs.
+///
+/// Cloning is cheap and every clone is the same node.
+/// [`acquire`](Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
+/// where a [`Locker`](crate::Locker) is wanted. The node runs — heartbeats,
+/// stage re-reads, config reloads — for as long as a clone, a locker or a
+/// held guard lives (N5); [`shutdown`](Self::shutdown) ends it gracefully.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use lockshift::{Node, Settings};
+/// use lockshift_store::MemoryStore;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
+/// // A locker keeps the node alive: the node handle may go.
+/// let locker = node.locker();
+/// drop(node);
+/// let guard = locker.acquire("accounts").await?;
+/// guard.release().await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "the node runs only while a handle, a locker or a guard lives; end it with `shutdown().await`"]
+pub struct Node {
+    core: Arc<Core>,
+}
+
+impl Node {
+    /// Starts a node the way a service does: settings from `config_file`
+    /// with the `LOCKSHIFT__…` environment on top, the store they name
+    /// opened, the system clock, and `node.mode` re-read from the file
+    /// while running.
+    ///
+    /// # Errors
+    /// [`StartError`]: unreadable or invalid settings (naming the key and
+    /// where its value came from), or a store that cannot be opened.
+    pub async fn connect(config_file: impl AsRef<Path>) -> Result<Node, StartError> {
+        Node::builder()
+            .config_file(config_file.as_ref())
+            .start()
+            .await
+    }
+
+    /// Everything [`connect`](Self::connect) decides, one choice at a time.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> &NodeId {
+        &self.core.shared.id
+    }
+
+    /// Waits until `lock` is held, then hands out its guard. `lock` is a
+    /// name (`"accounts"`, a `String`) or a [`LockId`].
+    ///
+    /// The algorithm is the one the node resolves from its configured mode
+    /// and the rollout stage at that moment; a waiting acquisition follows
+    /// the stage (N4). Watch the guard's [`lost`](LockGuard::lost) signal
+    /// while using the resource, and hand the resource its
+    /// [fencing token](LockGuard::fencing_token).
+    ///
+    /// # Errors
+    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
+    /// id, [`AcquireError::NodeStopped`] after [`shutdown`](Self::shutdown),
+    /// [`AcquireError::Store`] for a store failure that retrying cannot fix.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquisition leaves its place in line and
+    /// deletes what it wrote in the background.
+    pub async fn acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_with(lock, AcquireOptions::default()).await
+    }
+
+    /// As [`acquire`](Self::acquire), giving up after `options.timeout`
+    /// ([`AcquireError::Timeout`]) or when `options.cancel` fires
+    /// ([`AcquireError::Cancelled`]).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), plus the two above.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_with(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        self.locker().acquire_with(lock, options).await
+    }
+
+    /// Takes `lock` if it is free right now; never waits for a holder.
+    ///
+    /// # Errors
+    /// [`TryAcquireError::Held`] when someone holds it or is entering it;
+    /// [`TryAcquireError::Failed`] otherwise (an invalid name included).
+    pub async fn try_acquire(
+        &self,
+        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.locker().try_acquire(lock).await
+    }
+
+    /// A [`Locker`](crate::Locker) of this node, for code written against
+    /// the trait: its algorithm follows mode and stage. It keeps the node
+    /// running, even after every node handle is dropped (N5).
+    pub fn locker(&self) -> NodeLocker {
+        NodeLocker {
+            core: self.core.clone(),
+        }
+    }
+
+    /// What the node runs now.
+    pub fn status(&self) -> NodeStatus {
+        self.core.shared.status()
+    }
+
+    /// Re-reads the stage and the config file now, instead of waiting for
+    /// the next period.
+    ///
+    /// # Errors
+    /// The store error reading the stage (the last stage is kept until it
+    /// expires).
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        self.core.shared.refresh().await
+    }
+
+    /// Writes the registry heartbeat now.
+    ///
+    /// # Errors
+    /// The store error.
+    pub async fn heartbeat(&self) -> Result<(), StoreError> {
+        self.core.shared.heartbeat().await
+    }
+
+    /// Shuts the node down gracefully, for every handle and locker of it:
+    ///
+    /// 1. no new acquisitions start; waiting ones end with
+    ///    [`AcquireError::NodeStopped`], leaving their places in line;
+    /// 2. every lock still held through a guard of this node is released:
+    ///    its holder's [`lost`](LockGuard::lost) signal fires first, its
+    ///    checks report
+    ///    [`LeaseLostReason::Revoked`](lockshift_lock::LeaseLostReason::Revoked) and its own `release` does
+    ///    nothing more;
+    /// 3. the background loops stop and the node leaves the registry, after
+    ///    a last activity report — so the registry says the truth: nothing
+    ///    of this node waits or holds.
+    ///
+    /// Call it before `main` returns: a guard merely dropped then leaves its
+    /// cells to their TTL, since the runtime that would delete them is
+    /// going away. Calling it again does nothing.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped half-way, some locks may stay held (their
+    /// guards still release them) and the node may stay registered until
+    /// its row expires.
+    pub async fn shutdown(&self) {
+        let shared = self.core.shared.clone();
+        {
+            let mut st = shared.state();
+            if st.left {
+                return;
+            }
+            st.closed = true;
+            st.bindings.invalidate_waiting();
+        }
+        // Waiting acquisitions notice within one poll and give up their
+        // places; give them a moment so the registry's last word is true.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while shared.state().bindings.any_waiting() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let held: Vec<Revoker> = shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for revoker in held {
+            // Each revocation waits for a fencing-token call in flight on
+            // that guard, then deletes its cells; the attachment it drops
+            // unbinds the acquisition.
+            if let Err(e) = revoker.revoke().await {
+                warn!(node = %shared.id, error = %e, "releasing a held lock at shutdown left cells to their TTL");
+            }
+        }
+        self.core.stop_tasks();
+        shared.leave().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

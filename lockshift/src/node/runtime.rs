@@ -1,0 +1,426 @@
+//! The running node's shared state and its background work: stage re-reads
+//! and re-evaluation (N1, N4), heartbeats and the activity promise (N3, N6),
+//! config reloads, activity reports, and leaving the registry.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use lockshift_combined::registry::{
+    LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
+    registry_column,
+};
+use lockshift_combined::rollout::read_stage;
+use lockshift_combined::{LegacyPacing, Mode, Resolution, RolloutSettings, Stage};
+use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
+use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::NodeStatus;
+use crate::binding::{Bindings, View};
+use crate::metrics::NodeMetrics;
+use crate::settings::Settings;
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub(super) configured: Mode,
+    pub(super) view: View,
+    pub(super) resolution: Resolution,
+    pub(super) bindings: Bindings,
+    /// Whether the last evaluation found the view expired (to log changes).
+    pub(super) expired: bool,
+    /// `shutdown` was called: no new acquisitions.
+    pub(super) closed: bool,
+    /// The node left the registry.
+    pub(super) left: bool,
+    pub(super) last_used: BTreeMap<Algorithm, Timestamp>,
+    pub(super) reported: BTreeMap<Algorithm, Timestamp>,
+    /// Other live processes under this node id (registry columns).
+    pub(super) others: Vec<String>,
+}
+
+/// Legacy holders the node's lockers saw (binaries that never register).
+#[derive(Debug, Default)]
+pub(super) struct Sightings {
+    last_legacy: Mutex<Option<Timestamp>>,
+}
+
+impl ActivityObserver for Sightings {
+    fn legacy_seen(&self, lock: &LockId, owner: &str, at: Timestamp) {
+        debug!(%lock, owner, "legacy holder seen");
+        let mut last = self
+            .last_legacy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *last = Some(last.map_or(at, |t| t.max(at)));
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) sightings: Arc<Sightings>,
+    pub(super) id: NodeId,
+    pub(super) incarnation: Incarnation,
+    pub(super) version: String,
+    pub(super) started_at: Timestamp,
+    pub(super) store: SharedStore,
+    pub(super) clock: SharedClock,
+    pub(super) config_path: Option<PathBuf>,
+    pub(super) env: Option<HashMap<String, String>>,
+    pub(super) rollout: RolloutSettings,
+    pub(super) registry_ttl: Ttl,
+    pub(super) lease_promise: LeasePromise,
+    /// One locker per algorithm, from one factory: they share the node's
+    /// context and time service, and own what they need.
+    pub(super) legacy: Arc<dyn Locker>,
+    pub(super) combined: Arc<dyn Locker>,
+    pub(super) queue: Arc<dyn Locker>,
+    /// Whether combined acquisitions pace themselves for legacy contenders.
+    pub(super) pacing: Arc<LegacyPacing>,
+    pub(super) metrics: NodeMetrics,
+    /// Every guard handed out and not yet released, by binding id, so that
+    /// a shutdown can release what is still held.
+    pub(super) held: Mutex<HashMap<u64, Revoker>>,
+    pub(super) state: Mutex<State>,
+    /// Wakes the expiry watch when the view's deadline moved.
+    pub(super) view_changed: Notify,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("incarnation", &self.incarnation)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// The algorithm new acquisitions will use once the registry knows of it
+/// (B5), if it is not the one they use now.
+fn pending(
+    view: &View,
+    configured: Mode,
+    now_using: Resolution,
+    now: Instant,
+) -> Option<Algorithm> {
+    let wanted = view.declaring(configured, now).algorithm;
+    (wanted != now_using.algorithm).then_some(wanted)
+}
+
+pub(super) async fn every<F, Fut>(period: Duration, stop: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => tick().await,
+        }
+    }
+}
+
+/// Re-evaluates the node the moment its stage view expires (B1), even while
+/// a stage read or heartbeat hangs in a slow store: waiting acquisitions of
+/// other algorithms leave the line then, not a re-read period later.
+pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
+    loop {
+        // Past the deadline there is nothing to wake for until the view
+        // changes (a spin here would also stop a paused clock for good).
+        let until = shared
+            .state()
+            .view
+            .valid_until()
+            .filter(|t| *t > Instant::now());
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = shared.view_changed.notified() => {}
+            _ = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        shared.reevaluate(&mut shared.state(), Instant::now());
+    }
+}
+
+impl Shared {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn status(&self) -> NodeStatus {
+        let now = Instant::now();
+        let mut st = self.state();
+        self.reevaluate(&mut st, now);
+        NodeStatus {
+            node: self.id.clone(),
+            configured: st.configured,
+            stage: st.view.record.clone(),
+            effective: st.resolution.algorithm,
+            degraded_from: st.resolution.degraded_from,
+            view_expired: st.view.expired(now),
+            acting_version: st.bindings.acting_version(&st.view),
+            incarnation: self.incarnation,
+            other_processes: st.others.clone(),
+            pending: pending(&st.view, st.configured, st.resolution, now),
+        }
+    }
+
+    /// Resolves the configured mode against the view at `now` and applies
+    /// the result to every acquisition (N1, N4). Idempotent and cheap: every
+    /// path that may see a change calls it.
+    pub(super) fn reevaluate(&self, st: &mut State, now: Instant) {
+        let resolution = st.view.resolve(st.configured, now);
+        let expired = st.view.expired(now);
+        if expired != st.expired {
+            st.expired = expired;
+            if expired {
+                warn!(node = %self.id, valid_for = ?self.rollout.stage_valid_for,
+                    "cannot confirm the rollout stage; acting as combined until it can");
+            } else {
+                info!(node = %self.id, "rollout stage confirmed again");
+            }
+        }
+        if resolution != st.resolution {
+            let stage = st
+                .view
+                .confirmed(now)
+                .map_or("unconfirmed", |s| s.stage.as_str());
+            if let Some(wanted) = pending(&st.view, st.configured, resolution, now) {
+                info!(node = %self.id, %wanted, %stage,
+                    "running combined until a heartbeat has registered {wanted}");
+            }
+            match resolution.degraded_from {
+                Some(mode) => warn!(node = %self.id, configured = %mode, %stage,
+                    "mode {mode} is not allowed at stage {stage}; running combined"),
+                None => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
+                    "new acquisitions now use {}", resolution.algorithm),
+            }
+            st.resolution = resolution;
+        }
+        let confirmed = st.view.confirmed(now).cloned();
+        st.bindings.follow(resolution.algorithm, confirmed.as_ref());
+        self.metrics.view(
+            resolution.algorithm,
+            st.view.record.as_ref().map(|r| r.version),
+            confirmed.is_some(),
+        );
+        // Legacy contenders may be about at stage legacy, and wherever the
+        // node cannot tell (`LegacyPacing`).
+        self.pacing
+            .set_beside_legacy(confirmed.is_none_or(|r| r.stage == Stage::Legacy));
+    }
+
+    pub(super) async fn refresh(&self) -> Result<(), StoreError> {
+        let sent = Instant::now();
+        let stage = read_stage(self.store.as_ref()).await;
+        let configured = self.reload_mode();
+        let (result, register) = {
+            let mut st = self.state();
+            if let Some(mode) = configured
+                && mode != st.configured
+            {
+                info!(node = %self.id, from = %st.configured, to = %mode, "configured mode changed");
+                st.configured = mode;
+            }
+            let result = match stage {
+                Ok((record, _)) => {
+                    if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
+                        info!(node = %self.id, stage = %record.stage, version = record.version, "stage read");
+                    }
+                    st.view.read(record, sent);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            let now = Instant::now();
+            self.reevaluate(&mut st, now);
+            // A switch waits for the registry to know of it (B5): tell it
+            // now rather than a heartbeat period later — once a heartbeat
+            // has landed at all (at start, one follows anyway).
+            let register = st.view.has_heartbeat()
+                && pending(&st.view, st.configured, st.resolution, now).is_some();
+            (result, register)
+        };
+        self.view_changed.notify_one();
+        if register && let Err(e) = self.heartbeat().await {
+            warn!(node = %self.id, error = %e, "heartbeat for a mode switch failed; running combined until one lands");
+        }
+        result
+    }
+
+    /// The configured mode from the config file, if there is one and it
+    /// loads; other settings need a restart.
+    fn reload_mode(&self) -> Option<Mode> {
+        let path = self.config_path.as_deref()?;
+        match Settings::load_with_env(Some(path), self.env.clone()) {
+            Ok(s) => Some(s.node.mode),
+            Err(e) => {
+                warn!(node = %self.id, path = %path.display(), error = %e, "config reload failed; keeping the current mode");
+                None
+            }
+        }
+    }
+
+    /// What the heartbeat sent at `sent` says: the node as it will act once
+    /// that heartbeat lands (its view confirmed by it, B1) — the row is
+    /// only written if it does — and the algorithms it declares (B5): the
+    /// one new acquisitions will use, and every one it has acquisitions of.
+    fn info(&self, sent: Instant) -> (NodeInfo, BTreeSet<Algorithm>) {
+        let mut st = self.state();
+        self.reevaluate(&mut st, sent);
+        let mut view = st.view.clone();
+        view.heartbeat(sent, BTreeSet::new());
+        let resolution = view.declaring(st.configured, sent);
+        let bound = st.bindings.counts();
+        let declared = bound
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(a, _)| *a)
+            .chain([resolution.algorithm])
+            .collect();
+        let info = NodeInfo {
+            node: self.id.to_string(),
+            version: self.version.clone(),
+            configured_mode: st.configured,
+            effective: resolution.algorithm,
+            degraded: resolution.degraded_from.is_some(),
+            seen_stage: st.view.record.as_ref().map(|s| s.stage),
+            seen_version: st.view.record.as_ref().map(|s| s.version),
+            started_at: self.started_at.as_micros(),
+            incarnation: Some(self.incarnation.to_string()),
+            last_used: st
+                .last_used
+                .iter()
+                .map(|(a, t)| (*a, t.as_micros()))
+                .collect(),
+            lease: Some(self.lease_promise),
+            acting_version: st.bindings.acting_version(&st.view),
+            bound,
+            view_expired: view.expired(sent),
+        };
+        (info, declared)
+    }
+
+    pub(super) async fn heartbeat(&self) -> Result<(), StoreError> {
+        // B4: what the row says is computed before it is sent; an
+        // acquisition bound after this moment binds to this view or a
+        // newer one, so the report stays a lower bound.
+        let sent = Instant::now();
+        let (info, declared) = self.info(sent);
+        // R8: first the promise. This heartbeat confirms the view until
+        // `sent + stage_valid_for` at most, so every legacy or queue
+        // acquisition it lets the node hand out falls before
+        // `promised` — recorded even if the node never reports again.
+        let promised = self
+            .clock
+            .now()
+            .saturating_add(self.rollout.stage_valid_for);
+        for algorithm in declared
+            .iter()
+            .filter(|a| matches!(a, Algorithm::Legacy | Algorithm::Queue))
+        {
+            record_activity(self.store.as_ref(), *algorithm, promised).await?;
+        }
+        heartbeat(
+            self.store.as_ref(),
+            self.clock.as_ref(),
+            &info,
+            self.registry_ttl,
+        )
+        .await?;
+        {
+            let mut st = self.state();
+            st.view.heartbeat(sent, declared);
+            self.reevaluate(&mut st, Instant::now());
+        }
+        self.view_changed.notify_one();
+        self.look_for_other_processes().await;
+        self.report_activity().await
+    }
+
+    /// Warns when another live process runs under this node id (N6): both
+    /// count for the guards, but operators should give each its own id.
+    async fn look_for_other_processes(&self) {
+        let found = match other_incarnations(
+            self.store.as_ref(),
+            self.id.as_str(),
+            self.incarnation,
+        )
+        .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                debug!(node = %self.id, error = %e, "could not look for other processes under this node id");
+                return;
+            }
+        };
+        let columns: Vec<String> = found.iter().map(|n| n.column.clone()).collect();
+        let mut st = self.state();
+        if columns != st.others {
+            for n in found.iter().filter(|n| !st.others.contains(&n.column)) {
+                warn!(node = %self.id, incarnation = %self.incarnation, other = %n.column,
+                    other_mode = %n.info.configured_mode, other_started_at = n.info.started_at,
+                    "another live process runs under this node id; both count for the rollout guards, but give each process its own node.id");
+            }
+            st.others = columns;
+        }
+    }
+
+    /// Records, per algorithm, the last use since the last report — this
+    /// node's own, and for legacy also holders its lockers saw: one write per
+    /// algorithm, at most once per heartbeat.
+    async fn report_activity(&self) -> Result<(), StoreError> {
+        let seen = *self
+            .sightings
+            .last_legacy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let pending: Vec<(Algorithm, Timestamp)> = {
+            let st = self.state();
+            let mut last = st.last_used.clone();
+            if let Some(seen) = seen {
+                let legacy = last.entry(Algorithm::Legacy).or_insert(seen);
+                *legacy = (*legacy).max(seen);
+            }
+            last.into_iter()
+                .filter(|(a, t)| st.reported.get(a) != Some(t))
+                .collect()
+        };
+        for (algorithm, at) in pending {
+            record_activity(self.store.as_ref(), algorithm, at).await?;
+            self.state().reported.insert(algorithm, at);
+        }
+        Ok(())
+    }
+
+    /// Reports the last activity and leaves the registry (nothing can act
+    /// for the node any more).
+    pub(super) async fn leave(&self) {
+        {
+            let mut st = self.state();
+            st.closed = true;
+            st.left = true;
+        }
+        if let Err(e) = self.report_activity().await {
+            // The guards do not depend on it (R8: every use was promised
+            // before it happened), but "last seen" in `status` will be older
+            // than the truth.
+            warn!(node = %self.id, error = %e, "final activity report failed; the rollout guards rely on the promises already recorded");
+        }
+        let column = registry_column(self.id.as_str(), self.incarnation);
+        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), &column).await {
+            warn!(node = %self.id, error = %e, "could not deregister; the entry expires with its TTL");
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! [`NodeStatus`]: what a node runs now, and why.
+
+use lockshift_combined::{Mode, StageRecord};
+use lockshift_lock::{Algorithm, Incarnation, NodeId};
+
+/// What a node runs now, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// The node.
+    pub node: NodeId,
+    /// The configured mode.
+    pub configured: Mode,
+    /// The last stage read, if any.
+    pub stage: Option<StageRecord>,
+    /// The algorithm for new acquisitions.
+    pub effective: Algorithm,
+    /// The configured mode, when the stage refused it.
+    pub degraded_from: Option<Mode>,
+    /// The node could not confirm the stage within `rollout.stage_valid_for`
+    /// and acts as combined until it can.
+    pub view_expired: bool,
+    /// The oldest stage version the node may still act on (its view's and
+    /// every waiting acquisition's or held guard's).
+    pub acting_version: Option<u64>,
+    /// This process among the node's ([`Incarnation`]).
+    pub incarnation: Incarnation,
+    /// Other live processes under the same node id, by registry column, as
+    /// the last heartbeat found them: each should have its own `node.id`.
+    pub other_processes: Vec<String>,
+    /// The algorithm the node switches new acquisitions to once a heartbeat
+    /// declaring it has landed (`binding` B5); `None` when there is none.
+    pub pending: Option<Algorithm>,
+}
