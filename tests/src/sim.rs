@@ -13,7 +13,6 @@
 //! number of acquisitions only if exclusion held.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -114,90 +113,10 @@ pub fn paused<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-/// A violation of exclusion seen by the [`Oracle`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The lock.
-    pub lock: String,
-    /// Who was inside.
-    pub inside: String,
-    /// Who entered anyway.
-    pub entered: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} entered lock {} while {} held it",
-            self.entered, self.lock, self.inside
-        )
-    }
-}
-
-/// Watches critical sections: who is inside which lock, and every time two
-/// were inside one lock at once.
-#[derive(Debug, Default)]
-pub struct Oracle {
-    inside: Mutex<HashMap<String, Vec<String>>>,
-    violations: Mutex<Vec<Violation>>,
-    entries: Mutex<Vec<(String, String)>>,
-}
-
-impl Oracle {
-    /// `who` enters the critical section of `lock`.
-    pub fn enter(&self, lock: &str, who: &str) {
-        let mut inside = self.inside.lock().unwrap_or_else(PoisonError::into_inner);
-        let holders = inside.entry(lock.to_string()).or_default();
-        for other in holders.iter() {
-            self.violations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Violation {
-                    lock: lock.to_string(),
-                    inside: other.clone(),
-                    entered: who.to_string(),
-                });
-        }
-        holders.push(who.to_string());
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((lock.to_string(), who.to_string()));
-    }
-
-    /// `who` leaves the critical section of `lock`.
-    pub fn exit(&self, lock: &str, who: &str) {
-        let mut inside = self.inside.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(holders) = inside.get_mut(lock) {
-            holders.retain(|h| h != who);
-        }
-    }
-
-    /// Every violation so far.
-    pub fn violations(&self) -> Vec<Violation> {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// How many critical sections were entered so far.
-    pub fn entered(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Every entry so far, in order: (lock, who).
-    pub fn entries(&self) -> Vec<(String, String)> {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
+/// The exclusion checker every simulation watches its critical sections
+/// with, and what it reports. They live in `lockshift_harness::checker`,
+/// shared with `migrate demo`; re-exported here at the path the tests use.
+pub use lockshift_harness::checker::{Oracle, Violation};
 
 /// One node's view of the world: its store wrapper, its (possibly skewed)
 /// clock, its context.

@@ -22,16 +22,16 @@
 //! - **Money is conserved**: the sum of balances at the end equals the sum
 //!   at the start. A lost update (two holders interleaving read and write)
 //!   breaks it.
-//! - **Exclusion**: an in-process checker records the holder of every
-//!   account lock between acquisition and release; a second holder is a
-//!   violation.
+//! - **Exclusion**: an in-process checker (the simulations' [`Oracle`])
+//!   records the holder of every account lock between acquisition and
+//!   release; a second holder is a violation.
 //! - **The rollout completes**.
 //!
 //! A worker whose lease is lost before it writes abandons the transfer
 //! (that is what the lost signal is for), so an aborted transfer moves no
 //! money.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,6 +43,7 @@ use lockshift::{Node, NodeLocker, Settings};
 use lockshift_combined::RolloutSettings;
 use lockshift_combined::rollout::TransitionRequest;
 use lockshift_combined::{Mode, Stage};
+use lockshift_harness::checker::{Oracle, Violation};
 use lockshift_lock::{AcquireOptions, LockGuard, LockId};
 use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, Store, SystemClock, Timestamp, WriteOptions,
@@ -301,7 +302,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         accounts,
         stage: Mutex::new(Stage::Legacy),
-        checker: Checker::default(),
+        oracle: Oracle::default(),
         waits: Mutex::new(BTreeMap::new()),
         by_algorithm: Mutex::new(BTreeMap::new()),
         transfers: AtomicU64::new(0),
@@ -373,7 +374,12 @@ pub async fn run(
     }
     ticker.abort();
     let balance_after = total_balance(operator.as_ref(), &shared.accounts).await?;
-    let mut violations = shared.checker.violations();
+    let mut violations: Vec<String> = shared
+        .oracle
+        .violations()
+        .iter()
+        .map(Violation::held_at_once)
+        .collect();
     violations.extend(
         shared
             .errors
@@ -464,7 +470,7 @@ async fn show_status(env: &Env, observer: &Observer) {
 struct Shared {
     accounts: Vec<String>,
     stage: Mutex<Stage>,
-    checker: Checker,
+    oracle: Oracle,
     waits: Mutex<BTreeMap<Stage, Vec<Duration>>>,
     by_algorithm: Mutex<BTreeMap<String, u64>>,
     transfers: AtomicU64,
@@ -639,12 +645,13 @@ async fn transfer(
     };
     let wait = waited.elapsed();
     let guards = [g1, g2];
-    for g in &guards {
-        shared.checker.enter(g);
+    let holders = guards.each_ref().map(holder);
+    for (lock, who) in &holders {
+        shared.oracle.enter(lock, who);
     }
     let result = move_money(store, shared, &guards, from, to, amount).await;
-    for g in &guards {
-        shared.checker.exit(g);
+    for (lock, who) in &holders {
+        shared.oracle.exit(lock, who);
     }
     if matches!(result, Ok(true)) {
         shared
@@ -768,45 +775,13 @@ async fn total_balance(store: &dyn Store, accounts: &[String]) -> anyhow::Result
 
 // ===== exclusion checker =====
 
-/// Who holds each lock, as the holders themselves believe.
-#[derive(Debug, Default)]
-struct Checker {
-    holders: Mutex<HashMap<String, String>>,
-    violations: Mutex<Vec<String>>,
-}
-
-impl Checker {
-    fn enter(&self, guard: &LockGuard) {
-        let mut holders = self.holders.lock().unwrap_or_else(PoisonError::into_inner);
-        let me = format!("{} ({})", guard.owner(), guard.algorithm());
-        if let Some(other) = holders.insert(guard.lock_id().to_string(), me.clone()) {
-            self.violations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(format!(
-                    "lock {} held by {other} and {me} at once",
-                    guard.lock_id()
-                ));
-        }
-    }
-
-    fn exit(&self, guard: &LockGuard) {
-        let mut holders = self.holders.lock().unwrap_or_else(PoisonError::into_inner);
-        let lock = guard.lock_id().to_string();
-        if holders
-            .get(&lock)
-            .is_some_and(|h| h.starts_with(guard.owner().as_str()))
-        {
-            holders.remove(&lock);
-        }
-    }
-
-    fn violations(&self) -> Vec<String> {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
+/// The lock a guard holds and its holder, as the exclusion checker
+/// ([`Oracle`]) names them: `owner (algorithm)`.
+fn holder(guard: &LockGuard) -> (String, String) {
+    (
+        guard.lock_id().to_string(),
+        format!("{} ({})", guard.owner(), guard.algorithm()),
+    )
 }
 
 fn wait_stats(shared: &Shared) -> Vec<StageWaits> {

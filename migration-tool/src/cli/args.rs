@@ -1,0 +1,148 @@
+//! The arguments of the larger subcommands (`bench`, `demo`), and the groups
+//! two subcommands share (`run-with-lock` and `lock`; `advance` and
+//! `rollback`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use lockshift_combined::{Mode, Stage};
+use lockshift_lock::LockId;
+
+use super::{Checked, FencingTokenArg};
+use super::{parse_bench_algorithm, parse_duration, parse_lock_id, parse_mode, parse_stage};
+
+/// `bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Algorithms to measure, in order (lwt: the lightweight-transaction
+    /// lease Cassandra users build, a baseline) [default:
+    /// legacy,queue,combined,lwt; with --soak: legacy,queue,combined].
+    #[arg(long, value_delimiter = ',', value_name = "ALGORITHM,...", value_parser = Checked(parse_bench_algorithm))]
+    pub algorithms: Vec<lockshift_bench::BenchAlgorithm>,
+    /// Worker process counts P, in order [default: 1,3,5; with --soak: 1].
+    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub processes: Vec<u32>,
+    /// Acquisitions per process K.
+    #[arg(long, short = 'k', default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub acquisitions: u32,
+    /// How long each acquisition holds the lock, e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration))]
+    pub hold: Duration,
+    /// Injected store latency per request at the local endpoint, e.g. 2ms.
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = Checked(parse_duration), conflicts_with = "cluster")]
+    pub latency: Duration,
+    /// Extra latency per request, uniform in [0, jitter), e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration), conflicts_with = "cluster")]
+    pub jitter: Duration,
+    /// Measure the database of the connection settings instead of a local endpoint.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Directory for the PNG plots.
+    #[arg(long, value_name = "DIR", default_value = "bench-plots")]
+    pub plots: std::path::PathBuf,
+    /// Do not draw plots.
+    #[arg(long, conflicts_with = "plots")]
+    pub no_plots: bool,
+    /// Seed of the workers' random choices and the injected jitter.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Hold mode instead of contention: one node holds N locks at once,
+    /// for each N given (e.g. 100,1000,10000), and the bench reports store
+    /// operations per held lock per renew period, memory and CPU.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub hold_locks: Vec<u32>,
+    /// Hold mode: renew periods to measure.
+    #[arg(long, default_value_t = 3, requires = "hold_locks", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub periods: u32,
+    /// Hold mode: the lease renew period (default: lock.renew_every of the settings).
+    #[arg(long, value_name = "DURATION", requires = "hold_locks", value_parser = Checked(parse_duration))]
+    pub renew_every: Option<Duration>,
+    /// Soak instead of contention: take one lock N times per algorithm (and
+    /// per P, the N split between the P processes), then compare the mean
+    /// and p99 wait of the first and the last tenth and report the most
+    /// tombstones any read passed and the database's warnings. Verdict per
+    /// algorithm: last tenth mean ≤ 1.2 × first tenth mean, and no read
+    /// above 1 000 tombstones. Draws no plots.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "acquisitions"], value_parser = clap::value_parser!(u32).range(10..=100_000_000))]
+    pub soak: Option<u32>,
+}
+
+/// Which lock, and how to take it: `run-with-lock` and `lock` alike.
+#[derive(Debug, Clone, Args)]
+pub struct AcquireArgs {
+    /// The lock id.
+    #[arg(value_parser = Checked(parse_lock_id))]
+    pub lock: LockId,
+    /// Lock algorithm: legacy, combined, queue or auto (follow the stage).
+    /// A mode the stage forbids degrades to combined, with a warning.
+    /// [default: node.mode from the settings, else auto]
+    #[arg(long, value_parser = Checked(parse_mode))]
+    pub mode: Option<Mode>,
+    /// Give up waiting for the lock after this long (exit 3); default: wait for ever.
+    #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+    pub timeout: Option<Duration>,
+    /// Whether holding needs a fencing token: `required` (the default) —
+    /// taking the token is retried while the lease holds; if it cannot be
+    /// had, the lock is released and migrate exits 1 (run-with-lock does
+    /// not start the command) —, `optional` goes on without one
+    /// (run-with-lock: the command gets no LOCKSHIFT_FENCING_TOKEN; lock:
+    /// prints an empty line).
+    #[arg(long, value_enum, default_value = "required")]
+    pub fencing_token: FencingTokenArg,
+}
+
+/// `advance` and `rollback`.
+#[derive(Debug, Clone, Args)]
+pub struct TransitionArgs {
+    /// Target stage: legacy, dual, queue or complete. Required to change the
+    /// stage; with --dry-run it defaults to one step.
+    #[arg(long, value_name = "STAGE", value_parser = Checked(parse_stage))]
+    pub to: Option<Stage>,
+    /// Only evaluate the guards; change and record nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who asks, recorded in the history (default: $USER@host).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why, recorded in the history.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub reason: String,
+}
+
+/// `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Service nodes in the fleet.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub nodes: u16,
+    /// Transfer workers per node.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub workers: u16,
+    /// Accounts (each a lock and a row).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u16).range(2..=1000))]
+    pub accounts: u16,
+    /// Opening balance of each account.
+    #[arg(long, default_value_t = 1000)]
+    pub balance: i64,
+    /// How long the fleet runs between rollout steps, e.g. 4s.
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = Checked(parse_duration))]
+    pub settle: Duration,
+    /// Injected latency of every store request, e.g. 1ms.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration))]
+    pub latency: Duration,
+    /// Seed of the workers' choices (accounts, amounts, pauses).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Serve the nodes' metrics (lock waits and holds, acquisitions,
+    /// timeouts, lease losses, store operations, mode and stage) in the
+    /// Prometheus text format on this address while the demo runs; port 0
+    /// picks a free port. The address is printed on stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+}

@@ -1,0 +1,307 @@
+//! The subcommands of `migrate`: one variant each, whose doc comments are
+//! its `--help`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Subcommand;
+use lockshift_lock::LockId;
+
+use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, TransitionArgs};
+use super::{parse_datacenter, parse_duration, parse_lock_id};
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the rollout: stage and history, nodes, locks, stale cells, legacy
+    /// activity, and whether the next stage is safe.
+    ///
+    /// Read-only. Exits 0 whatever the verdict on the next stage (use
+    /// `advance --dry-run` to wait for "safe" in a script: it exits 3 until
+    /// then), and 5 when the fleet is in an unsafe state now: live nodes or
+    /// holders of the legacy and the queue algorithm at once (a `main` cell
+    /// not written by lockshift counts as a legacy holder).
+    #[command(after_help = "Examples:\n  migrate status\n  migrate status --json | jq .next.safe")]
+    Status,
+
+    /// Show every cell of one lock in main, shadow and queue: owner, queue
+    /// position, writetime, TTL left, age, and whether it looks stale.
+    ///
+    /// A lock with no cells at all is free (or its id is misspelt): it says
+    /// so and exits 0, as for any answer.
+    #[command(
+        after_help = "Examples:\n  migrate inspect account-42\n  migrate inspect account-42 --json"
+    )]
+    Inspect {
+        /// The lock id (the row key).
+        #[arg(value_parser = Checked(parse_lock_id))]
+        lock: LockId,
+    },
+
+    /// Find stale lock cells across all locks and (with --apply) delete them,
+    /// never deleting the cell of an owner that renews within its promise.
+    ///
+    /// Each cell is judged by its own owner's promise, not by this
+    /// machine's settings: the TTL and renewal period announced in the
+    /// registry by the very process that wrote it (node id and
+    /// incarnation; another process of the same node id says nothing about
+    /// it), or else the cell's own TTL (a lockshift owner renews at least
+    /// every TTL/2). Ages allow for rollout.clock_skew_margin: an owner's
+    /// clock may be that far behind this one. A cell is overdue when not
+    /// renewed for --stale-multiple such periods. A cell whose lease is
+    /// over — older than its guaranteed life (TTL - 1s - 250ms) by its own
+    /// process's promise, so its owner was told it lost the lock; a late
+    /// write can leave one (docs/design.md §5, L5) — is deleted. Other
+    /// overdue cells are KEPT: their owner's process is live, or the owner
+    /// may not have been told yet; a cell with a TTL therefore usually
+    /// expires by itself first. Cells without a TTL promise nothing and are
+    /// judged only by --stale-after. With --apply every deletion waits for
+    /// a second look: the cell is read again one and a half promised
+    /// renewal periods after the scan (timed by this machine's monotonic
+    /// clock) and skipped if its writetime moved, then deleted USING
+    /// TIMESTAMP that writetime, so a renewal racing the delete still wins.
+    /// (Cells without a TTL are re-read just before the delete.) So clean
+    /// may take that long. Without --apply nothing is deleted. Exits 1 if a
+    /// delete failed (the summary counts them).
+    #[command(
+        after_help = "Examples:\n  migrate clean                        # dry run: what is overdue, what would go\n  migrate clean --apply\n  migrate clean --stale-after 30m --apply   # also cells written without a TTL"
+    )]
+    Clean {
+        /// Delete the cells (default: dry run).
+        #[arg(long)]
+        apply: bool,
+        /// For cells without a TTL, which never expire and promise nothing
+        /// (written by binaries that predate leases): overdue when not
+        /// renewed for this long, e.g. 30m. Never applies to a cell with a
+        /// TTL or an owner's announced promise: it cannot shorten either.
+        /// Without it, cells without a TTL are counted, never deleted.
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+        stale_after: Option<Duration>,
+        /// Overdue after this many of the owner's promised renewal periods.
+        #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
+        stale_multiple: u32,
+        /// Also delete overdue cells whose owner may still hold the lock
+        /// (its process is live, or it may not have been told yet) — still
+        /// only after the second look finds them not renewed: an owner
+        /// renewing within its promise keeps its cells, whatever the
+        /// clocks. RISK: an owner that is alive but not renewing within its
+        /// promise — paused (GC, SIGSTOP, a frozen VM), cut off from the
+        /// database, or with renewals slow or stuck in flight — may still
+        /// run its critical section: it is told it lost the lock only
+        /// lost_after_fraction x TTL after its last renewal that landed,
+        /// and another process can take the lock before then. And a
+        /// renewal of such an owner still in flight when its cell is
+        /// deleted lands afterwards and survives (it is stamped after the
+        /// delete): the owner then keeps holding, never told, beside
+        /// whoever took the lock meanwhile. Use only when you know the
+        /// owner is dead (fencing tokens protect a resource that checks
+        /// them).
+        #[arg(long)]
+        force: bool,
+        /// Row keys per scan page.
+        #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+        page_size: u32,
+    },
+
+    /// Move the rollout one stage forward (legacy -> dual -> queue -> complete)
+    /// if every guard holds.
+    ///
+    /// A change names its target with --to (the next stage); without it,
+    /// only --dry-run is accepted (it evaluates the next stage), so two
+    /// commands a moment apart never move the fleet two stages. A refusal
+    /// prints every failing guard with what to do and exits 3 (it is
+    /// recorded in the history). A skipped stage (e.g. legacy to queue) is a
+    /// usage error, exit 2. Already at the target: exit 0.
+    #[command(
+        after_help = "Examples:\n  migrate advance --dry-run\n  migrate advance --to dual --reason 'all nodes on v2' --by alice"
+    )]
+    Advance(TransitionArgs),
+
+    /// Move the rollout one stage back (complete -> queue -> dual -> legacy)
+    /// if every guard holds.
+    ///
+    /// A change names its target with --to (the previous stage), as for
+    /// `advance`; --dry-run alone evaluates the previous stage. Exit codes
+    /// as for `advance`.
+    #[command(
+        after_help = "Examples:\n  migrate rollback --dry-run\n  migrate rollback --to dual --reason 'queue lock misbehaves'"
+    )]
+    Rollback(TransitionArgs),
+
+    /// Hold a lock while a command runs: take it, run the command, release.
+    ///
+    /// If the lease is lost, the command gets SIGTERM, then SIGKILL after
+    /// --grace, and migrate exits 4. Otherwise the command's exit code is
+    /// passed through (killed by a signal: 128 + signal). Could not take the
+    /// lock within --timeout: exit 3. The command not found: exit 127; found
+    /// but not executable: 126 (the lock is released, nothing ran). While it
+    /// waits, stderr says who holds the lock, and again whenever whom it
+    /// waits for changes (at most one line per 5 s). The command runs in its own process group and
+    /// dies with migrate (even on kill -9: a supervisor kills the group);
+    /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it as they are,
+    /// and it gets SIGKILL if still running --grace later or on a second
+    /// signal. The lock is held until the command's whole process group is
+    /// gone: when the command exits (or is stopped) and processes it started
+    /// are still in its group (`sh -c 'job &'`), they get SIGTERM, then
+    /// SIGKILL after --grace, and only then is the lock released. (A process
+    /// that leaves the group itself, with setsid, is out of reach.) The
+    /// process registers as a node (node.id and node.mode come from --mode,
+    /// LOCKSHIFT__NODE__..., the --config file, as for every node) and the
+    /// command gets LOCKSHIFT_LOCK_ID, LOCKSHIFT_LOCK_OWNER and
+    /// LOCKSHIFT_FENCING_TOKEN; without a token the command does not start
+    /// (exit 1) unless --fencing-token optional. stdout is the command's:
+    /// --json writes the report to stderr, --report FILE to a file.
+    #[command(
+        after_help = "Examples:\n  migrate run-with-lock nightly-report -- ./report.sh --full\n  migrate run-with-lock db-migration --timeout 5m --mode auto -- sh -c 'make migrate'\n  migrate run-with-lock job --report /var/log/job-lock.json -- ./job.sh"
+    )]
+    RunWithLock {
+        /// Which lock, and how to take it.
+        #[command(flatten)]
+        acquire: AcquireArgs,
+        /// After a forwarded signal or SIGTERM, how long the command may take
+        /// to exit before SIGKILL.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(parse_duration))]
+        grace: Duration,
+        /// Write the JSON report to this file (as well as --json on stderr).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+
+    /// Take a lock and hold it until signalled: print its fencing token on
+    /// stdout, keep the lease renewed, release on SIGINT, SIGTERM or SIGHUP.
+    ///
+    /// `etcdctl lock NAME` without a command: for a script that runs steps
+    /// of its own under one lock. The lock is taken as run-with-lock takes
+    /// it — same settings, --mode, --timeout and --fencing-token; the
+    /// process registers as a node; while it waits, stderr says who holds
+    /// the lock. Once the lock is held, exactly one line goes to stdout:
+    /// the fencing token (an empty line with --fencing-token optional and
+    /// no token), or with --json one JSON object on one line: version,
+    /// lock, fencing_token, owner, node, algorithm, waited_ms. Nothing is
+    /// printed on stdout before the lock is held, and nothing after (but a
+    /// --json error). Then it holds the lock, renewing its lease, until a
+    /// signal — SIGINT, SIGTERM, SIGHUP (or SIGQUIT) — releases it and
+    /// migrate exits 0 (4 instead if the lease could not be proven up to
+    /// then), or until the lease is lost: migrate says so on stderr and
+    /// exits 4. Nothing else is stopped then: whatever uses the lock must
+    /// watch for the exit, and the resource should check the token. Not
+    /// free within --timeout: exit 3, nothing on stdout. A signal while it
+    /// still waits: 128 + the signal. No fencing token (required by
+    /// default): the lock is released, exit 1. With --json the final report
+    /// goes to stderr.
+    #[command(
+        after_help = "Examples:\n  migrate lock nightly                      # prints the token; Ctrl-C releases\n  migrate lock nightly --timeout 30s --json # {\"version\":1,\"lock\":\"nightly\",\"fencing_token\":17,...}\n  coproc LOCK { migrate lock nightly; }; read -r token <&\"${LOCK[0]}\"\n  ./step --fence \"$token\"; kill $LOCK_PID; wait $LOCK_PID   # 0: held throughout\n\nExit codes:\n  0    released after SIGINT, SIGTERM, SIGHUP or SIGQUIT, the lease held throughout\n  1    error, or no fencing token could be had (the lock was released)\n  2    usage\n  3    the lock was not free within --timeout (nothing printed on stdout)\n  4    the lease was lost while held (said on stderr)\n  128+n  signal n came while still waiting for the lock"
+    )]
+    Lock(AcquireArgs),
+
+    /// The supervisor of a run-with-lock command (started by run-with-lock).
+    #[command(name = "run-with-lock-child", hide = true)]
+    RunWithLockChild {
+        /// The pid of the run-with-lock process.
+        #[arg(long)]
+        parent: i32,
+        /// SIGTERM → SIGKILL grace for processes the command leaves behind.
+        #[arg(long, value_parser = Checked(parse_duration), default_value = "10s")]
+        grace: Duration,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+
+    /// Print the CQL that creates lockshift's keyspace and tables, to run
+    /// with cqlsh (`migrate schema --datacenter dc1:3 > lockshift.cql`).
+    ///
+    /// Nothing creates schema unless asked: services and `migrate` only
+    /// check for it (`--create-schema` or store.cql.create_schema = true ask).
+    /// Without --datacenter or --replication-factor, the keyspace gets
+    /// store.cql.replication from the settings, whose default
+    /// (SimpleStrategy, one replica) suits a single test node only.
+    #[command(
+        after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --keyspace locks --replication-factor 3"
+    )]
+    Schema {
+        /// NetworkTopologyStrategy: this many replicas in this datacenter,
+        /// e.g. dc1:3; repeat for each datacenter.
+        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = Checked(parse_datacenter))]
+        datacenters: Vec<(String, u32)>,
+        /// SimpleStrategy with this many replicas (one datacenter only).
+        #[arg(long, value_name = "N", conflicts_with = "datacenters")]
+        replication_factor: Option<u32>,
+        /// Run the statements against the connected cluster instead of
+        /// printing them: creates what is missing and sets every table's
+        /// options (gc grace, compaction). Brings back a lock the database
+        /// refuses to read (docs/operating.md).
+        #[arg(long)]
+        apply: bool,
+    },
+
+    /// Run the local CQL endpoint (an in-memory store served over the CQL
+    /// protocol) so several processes and migrate itself can share it.
+    ///
+    /// Creates the keyspace and tables at start, prints `listening on ADDR`,
+    /// and runs until SIGINT or SIGTERM. Data lives in memory only.
+    #[command(
+        after_help = "Examples:\n  migrate serve\n  migrate serve --listen 127.0.0.1:0 --latency 2ms --jitter 1ms\n  migrate serve --metrics 127.0.0.1:9100   # curl 127.0.0.1:9100/metrics"
+    )]
+    Serve {
+        /// Address to listen on; port 0 picks a free port.
+        #[arg(long, default_value = "127.0.0.1:9042")]
+        listen: SocketAddr,
+        /// Serve metrics in the Prometheus text format on this address
+        /// (any path; port 0 picks a free port): the store operations the
+        /// endpoint answered, by table and kind.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
+        /// Delay every read and write by this much, e.g. 2ms.
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+        latency: Option<Duration>,
+        /// Add up to this much random delay on top of --latency.
+        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+        jitter: Option<Duration>,
+    },
+
+    /// Roll a simulated fleet from the legacy lock to the queue lock, with
+    /// restarts, while it moves money between accounts; then check that no
+    /// transfer was lost and no lock had two holders.
+    ///
+    /// Needs no database: by default it starts its own endpoint in-process.
+    /// Given connection settings (--contact-points, LOCKSHIFT__STORE__CQL__...
+    /// or a --config file naming a cluster) it runs against that cluster, in
+    /// a keyspace of its own (lockshift_demo_RANDOM, created with
+    /// store.cql.replication and dropped at the end). Exits 1 if an
+    /// invariant broke.
+    #[command(
+        after_help = "Examples:\n  migrate demo\n  migrate demo --nodes 6 --accounts 20 --settle 5s\n  migrate demo --json > report.json\n  migrate demo --metrics 127.0.0.1:9100   # the nodes' metrics while it runs\n  migrate demo --contact-points 10.0.0.1:9042   # against a cluster, own keyspace"
+    )]
+    Demo(DemoArgs),
+
+    /// Measure the legacy, queue and combined locks side by side, like the
+    /// thesis' tables 1-2, against the LWT lease users build instead: P
+    /// worker processes each take one shared lock K times, for each
+    /// algorithm and each P. With --hold-locks: one node holding N locks.
+    /// With --soak N: one lock taken N times, its first waits against its
+    /// last, and the tombstones its reads passed.
+    ///
+    /// By default against a local endpoint started in-process with injected
+    /// store latency (fixed + uniform jitter); with --cluster against the
+    /// database the connection settings name. Prints waits (mean, p50, p99,
+    /// max), throughput, store operations per acquisition, hand-off latency
+    /// in store round trips and fairness, where each target of the benchmark
+    /// stands (met / not met), and writes one PNG per algorithm (acquisition
+    /// number against time, one line per process).
+    #[command(
+        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks"
+    )]
+    Bench(BenchArgs),
+
+    /// One benchmark worker process (started by `migrate bench`).
+    #[command(hide = true)]
+    BenchWorker {
+        /// The worker's spec, as JSON.
+        spec: String,
+    },
+}

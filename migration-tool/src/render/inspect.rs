@@ -1,0 +1,120 @@
+//! `migrate inspect` (one lock's cells) and `migrate schema` (the tables).
+
+use std::fmt::Write as _;
+
+use super::{Human, Table, age, opt, when};
+use crate::ops::inspect::InspectReport;
+
+impl Human for InspectReport {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        if self.free {
+            let _ = writeln!(
+                s,
+                "lock {} is free: no cells in main, shadow or queue (nobody holds or waits \
+                 for it — or the id is misspelt; `migrate status` counts the locks in use)",
+                self.lock
+            );
+            return s;
+        }
+        let holder = match self.holders.as_slice() {
+            [] => "none".to_string(),
+            [one] => one.clone(),
+            many => format!(
+                "{} ({} holdings in main: contenders entering, or stale cells)",
+                many.join(", "),
+                many.len()
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "lock {}: holder {holder}, {} waiting (stale after {}, holdings {})",
+            self.lock,
+            self.waiting,
+            age(self.stale_after_ms),
+            age(self.holding_stale_after_ms)
+        );
+        let mut t = Table::new(&[
+            "table",
+            "owner",
+            "algorithm",
+            "pos",
+            "writetime",
+            "age",
+            "ttl left",
+            "stale",
+            "node",
+        ]);
+        for c in &self.cells {
+            t.row(vec![
+                c.table.clone(),
+                c.owner.clone(),
+                match (c.algorithm, c.reserved) {
+                    (None, _) => "foreign".to_string(),
+                    (Some(a), true) => format!("{a} (reserved)"),
+                    (Some(a), false) => a.to_string(),
+                },
+                opt(c.queue_position),
+                when(c.writetime_us),
+                age(c.age_ms),
+                c.ttl_left_ms.map_or("none".to_string(), age),
+                if c.lease_over {
+                    "LEASE OVER".into()
+                } else if c.stale {
+                    "STALE".into()
+                } else {
+                    "no".into()
+                },
+                match (&c.node, c.registered) {
+                    (Some(n), true) => format!("{n} (live)"),
+                    (Some(n), false) => format!("{n} (not registered)"),
+                    (None, _) => "-".into(),
+                },
+            ]);
+        }
+        s.push_str(&t.render(""));
+        s
+    }
+}
+
+// ===== schema =====
+
+// ===== schema =====
+
+impl Human for crate::ops::schema::SchemaReport {
+    fn human(&self) -> String {
+        let mut s = format!(
+            "-- lockshift schema: keyspace {}, replication {}\n",
+            self.keyspace, self.replication
+        );
+        for warning in &self.warnings {
+            let _ = writeln!(s, "-- warning: {warning}");
+        }
+        let _ = writeln!(s, "-- table options: {}", self.options);
+        let Some(applied) = &self.applied else {
+            for statement in &self.statements {
+                s.push_str(statement.trim_end_matches(';'));
+                s.push_str(";\n");
+            }
+            return s;
+        };
+        use crate::ops::schema::StepOutcome;
+        for step in applied {
+            let what = match step.outcome {
+                StepOutcome::Applied => "applied",
+                StepOutcome::Unsupported => {
+                    "not run: the local CQL endpoint does not implement ALTER (its tables were \
+                     created with these options)"
+                }
+                StepOutcome::Refused => "REFUSED",
+            };
+            let _ = writeln!(s, "-- {what}: {}", step.statement.trim_end_matches(';'));
+            if step.outcome == StepOutcome::Refused
+                && let Some(error) = &step.error
+            {
+                let _ = writeln!(s, "--   {error}");
+            }
+        }
+        s
+    }
+}

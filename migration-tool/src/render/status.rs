@@ -1,0 +1,253 @@
+//! `migrate status`: the stage, the nodes and the locks in use.
+
+use std::fmt::Write as _;
+
+use super::{Human, Table, age, when};
+use crate::ops::status::StatusReport;
+
+/// `TLS (certificates verified, hostname checked, client certificate),
+/// authenticated as app` — or `not encrypted, not authenticated`.
+fn describe_connection(c: &crate::ops::status::ConnectionView) -> String {
+    let tls = if c.encrypted {
+        let mut parts = vec!["certificates verified"];
+        parts.push(if c.hostname_verified {
+            "hostname checked"
+        } else {
+            "hostname NOT checked (unsafe)"
+        });
+        if c.client_certificate {
+            parts.push("client certificate");
+        }
+        format!("TLS ({})", parts.join(", "))
+    } else {
+        "not encrypted".to_string()
+    };
+    let auth = match (&c.authenticated, &c.user) {
+        (true, Some(user)) => format!("authenticated as {user}"),
+        (true, None) => "authenticated".to_string(),
+        (false, _) => "not authenticated".to_string(),
+    };
+    format!("{tls}, {auth}")
+}
+
+impl Human for StatusReport {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        let st = &self.stage;
+        let _ = writeln!(
+            s,
+            "stage      {} (version {}, set {} by {}{})",
+            st.stage,
+            st.version,
+            when(st.changed_at_us),
+            st.by,
+            if st.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", st.reason)
+            }
+        );
+        let _ = writeln!(s, "store      {}", self.store);
+        if let Some(c) = &self.connection {
+            let _ = writeln!(s, "connection {}", describe_connection(c));
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "WARNING    {w}");
+        }
+        let transitions: Vec<_> = self.history.iter().collect();
+        if !transitions.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nhistory (last {} of {})",
+                transitions.len().min(8),
+                transitions.len()
+            );
+            let mut t = Table::new(&[
+                "when",
+                "action",
+                "from",
+                "to",
+                "by",
+                "reason / failing guards",
+            ]);
+            for h in transitions.iter().rev().take(8).rev() {
+                let detail = if h.failed_guards.is_empty() {
+                    h.reason.clone()
+                } else {
+                    h.failed_guards.join("; ")
+                };
+                t.row(vec![
+                    when(h.at),
+                    format!("{:?}", h.action).to_lowercase(),
+                    h.from.to_string(),
+                    h.to.to_string(),
+                    h.by.clone(),
+                    detail,
+                ]);
+            }
+            s.push_str(&t.render("  "));
+        }
+        let _ = writeln!(
+            s,
+            "\nnodes      {} live; configured: {}; effective: {}",
+            self.nodes.len(),
+            counts(&self.modes.configured),
+            counts(&self.modes.effective)
+        );
+        if !self.nodes.is_empty() {
+            let mut t = Table::new(&[
+                "node",
+                "configured",
+                "effective",
+                "seen stage",
+                "heartbeat",
+                "version",
+            ]);
+            for n in &self.nodes {
+                let info = &n.info;
+                t.row(vec![
+                    match &info.incarnation {
+                        Some(process) if n.processes_under_id > 1 => {
+                            format!("{} (process {process})", info.node)
+                        }
+                        _ => info.node.clone(),
+                    },
+                    info.configured_mode.to_string(),
+                    format!(
+                        "{}{}",
+                        info.effective,
+                        if info.view_expired {
+                            " (cannot confirm the stage)"
+                        } else if info.degraded {
+                            " (degraded)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    match (info.seen_stage, info.seen_version, info.acting_version) {
+                        (Some(st), Some(v), Some(a)) if a < v => {
+                            format!("{st} v{v} (acquisitions bound to v{a})")
+                        }
+                        (Some(st), Some(v), _) => format!("{st} v{v}"),
+                        _ => "-".into(),
+                    },
+                    format!(
+                        "{} ago{}",
+                        age(n.heartbeat_age_ms),
+                        if n.silent { " (silent)" } else { "" }
+                    ),
+                    info.version.clone(),
+                ]);
+            }
+            s.push_str(&t.render("  "));
+        }
+        if !self.unreadable_nodes.is_empty() {
+            let _ = writeln!(
+                s,
+                "  unreadable registry entries: {}",
+                self.unreadable_nodes.join(", ")
+            );
+        }
+        if let Some(action) = &self.unreadable_action {
+            let _ = writeln!(
+                s,
+                "\nunreadable {} lock row(s) the database refuses to read; the counts below \
+                 leave them out, and the guards that read lock cells refuse until they can be read:",
+                self.unreadable_locks.len()
+            );
+            for row in &self.unreadable_locks {
+                let _ = writeln!(s, "  {}", row.describe());
+            }
+            let _ = writeln!(s, "  do: {action}");
+        }
+        let l = &self.locks;
+        let _ = writeln!(
+            s,
+            "\nlocks      {} held{}{}; {} waiting on {} lock(s){}",
+            l.held,
+            if l.held_by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", counts(&l.held_by))
+            },
+            if l.lease_over == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", {} of them by a cell whose lease is over (held by nobody; `migrate \
+                     inspect` shows it, `migrate clean` deletes it)",
+                    l.lease_over
+                )
+            },
+            l.waiting,
+            l.locks_with_waiters,
+            l.oldest_wait.as_ref().map_or(String::new(), |w| format!(
+                "; longest wait {} on {}",
+                age(w.waiting_ms),
+                w.lock
+            ))
+        );
+        let _ = writeln!(
+            s,
+            "stale      {} cell(s) on {} lock(s){} (not renewed for {}, holdings {}; `migrate clean`)",
+            self.stale.cells,
+            self.stale.locks,
+            if self.stale.by_table.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", counts(&self.stale.by_table))
+            },
+            age(self.stale.threshold_ms),
+            age(self.stale.holding_threshold_ms)
+        );
+        let la = &self.legacy_activity;
+        let _ = writeln!(
+            s,
+            "legacy     last activity {}; {} legacy cell(s) now; quiet period {}",
+            la.last_seen.map_or("never seen".to_string(), |a| format!(
+                "{} ago",
+                age(a.age_ms)
+            )),
+            la.cells_now,
+            age(la.quiet_period_ms)
+        );
+        s.push('\n');
+        match &self.next {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "stage {} is the last stage: nothing to advance to",
+                    st.stage
+                );
+            }
+            Some(n) if n.safe => {
+                let _ = writeln!(s, "safe to advance to {}: yes", n.to);
+            }
+            Some(n) => {
+                let _ = writeln!(s, "safe to advance to {}: no, because", n.to);
+                for g in n.guards.iter().filter(|g| !g.passed) {
+                    let _ = writeln!(s, "  - {}", g.detail);
+                    for a in &g.actions {
+                        let _ = writeln!(s, "    do: {a}");
+                    }
+                }
+            }
+        }
+        if let Some(n) = &self.next {
+            for c in &n.caveats {
+                let _ = writeln!(s, "  but: {c}");
+            }
+        }
+        s
+    }
+}
+
+fn counts(m: &std::collections::BTreeMap<String, usize>) -> String {
+    if m.is_empty() {
+        return "none".to_string();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
