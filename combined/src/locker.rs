@@ -159,7 +159,7 @@ impl CombinedEntry {
         if verdict(lease.owner().as_str(), lease.mark(), &main) == Verdict::Alone {
             return Ok(Entered::Read {
                 main,
-                reserved: false,
+                marked_reservation: false,
             });
         }
         // Someone else is in main: a combined `main` cell is never left as a
@@ -170,7 +170,7 @@ impl CombinedEntry {
             lease.delete_all_in(schema::SHADOW).await?;
         }
         Ok(Entered::Blocked {
-            prepared: keep_shadow,
+            shadow_checked: keep_shadow,
         })
     }
 }
@@ -255,7 +255,7 @@ impl MainEntry for CombinedEntry {
         &self,
         store: &dyn Store,
         lease: &Lease,
-        prepared: bool,
+        shadow_checked: bool,
     ) -> Result<Entered, StoreError> {
         let me = lease.owner().as_str();
         if self.pacing.beside_legacy() {
@@ -269,12 +269,14 @@ impl MainEntry for CombinedEntry {
                 return self.conclude(lease, main, false).await;
             }
             lease.delete(schema::SHADOW, me).await?;
-            return Ok(Entered::Blocked { prepared: false });
+            return Ok(Entered::Blocked {
+                shadow_checked: false,
+            });
         }
         // The prepared shadow row of docs/design.md §3: my shadow cell was
         // read alone earlier and has lived since (the lease proves it), so
         // the legacy argument needs only my main read to follow that read.
-        if prepared && lease.check_valid().is_ok() && lease.is_proven(schema::SHADOW, me) {
+        if shadow_checked && lease.check_valid().is_ok() && lease.is_proven(schema::SHADOW, me) {
             // Write main, then read it (Lemma 1 against queue holders).
             lease.write_holding(schema::MAIN, me, self.value()).await?;
             let main = read_main(store, lease).await?;
@@ -290,7 +292,9 @@ impl MainEntry for CombinedEntry {
         // Round 2: alone in shadow?
         if !self.shadow_alone(store, lease).await? {
             self.tidy(lease).await?;
-            return Ok(Entered::Blocked { prepared: false });
+            return Ok(Entered::Blocked {
+                shadow_checked: false,
+            });
         }
         // Round 3: main, after the shadow read.
         let main = read_main(store, lease).await?;

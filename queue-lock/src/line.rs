@@ -231,7 +231,7 @@ impl Line {
     /// carry it yet (lease L6). All in the background, off the acquire path:
     /// one delete, and one write unless the cell was written as the
     /// holding (the fast path).
-    fn settle(&self, ticket: &Ticket, reserved: bool) {
+    fn settle(&self, ticket: &Ticket, marked_reservation: bool) {
         ticket
             .lease
             .delete_in_background(schema::QUEUE, &ticket.column);
@@ -243,7 +243,7 @@ impl Line {
         )];
         ticket
             .lease
-            .start_holding(if reserved { &remark[..] } else { &[] });
+            .start_holding(if marked_reservation { &remark[..] } else { &[] });
     }
 
     /// Listing 7 with leases, the fast path, polling, reservations,
@@ -337,7 +337,7 @@ impl Line {
                     };
                     continue;
                 }
-                Action::Acquired { reserved } => {
+                Action::Acquired { marked_reservation } => {
                     let Some(held) = ticket.take() else {
                         action = Action::Reenqueue;
                         continue;
@@ -346,7 +346,7 @@ impl Line {
                     // (etcd's lesson): hand out only a proven one.
                     match held.lease.check_valid() {
                         Ok(()) => {
-                            self.settle(&held, reserved);
+                            self.settle(&held, marked_reservation);
                             self.contended.record(lock, waiter.contended());
                             info!(steps, waited = ?waiting.elapsed(), "acquired");
                             return Ok(LockGuard::new(held.lease, self.algorithm()));
@@ -480,9 +480,9 @@ impl Line {
                 .map(Observation::Position),
             // Listing 7 lines 3–4 (and the entry's own steps): write my
             // `main` cell, read `main` after it.
-            Action::Enter { prepared } => self
+            Action::Enter { shadow_checked } => self
                 .entry
-                .enter(store, &ticket.lease, prepared)
+                .enter(store, &ticket.lease, shadow_checked)
                 .await
                 .map(Observation::Entered),
             // The next waiter watching `main`: one read — of a reservation,
@@ -590,9 +590,9 @@ impl Line {
             .map_err(|e| store_error(&owner, e))?;
         let outcome = self.try_with(&ticket).await;
         match outcome {
-            Ok(Some(reserved)) => match ticket.lease.check_valid() {
+            Ok(Some(marked_reservation)) => match ticket.lease.check_valid() {
                 Ok(()) => {
-                    self.settle(&ticket, reserved);
+                    self.settle(&ticket, marked_reservation);
                     Ok(LockGuard::new(ticket.lease, self.algorithm()))
                 }
                 Err(reason) => {
@@ -649,24 +649,27 @@ impl Line {
         }
         // Lines 8–10: first, but `main` was busy (an entry or a lingering
         // cell): look again shortly, a bounded number of times.
-        let mut prepared = false;
+        let mut shadow_checked = false;
         for attempt in 0..self.settings.try_attempts {
             if attempt > 0 || arrived.wrote {
                 tokio::time::sleep(self.settings.head_poll).await;
             }
             match self
                 .entry
-                .enter(self.store(), &ticket.lease, prepared)
+                .enter(self.store(), &ticket.lease, shadow_checked)
                 .await?
             {
-                Entered::Read { main, reserved } if verdict(me, mark, &main) == Verdict::Alone => {
-                    return Ok(Some(reserved));
+                Entered::Read {
+                    main,
+                    marked_reservation,
+                } if verdict(me, mark, &main) == Verdict::Alone => {
+                    return Ok(Some(marked_reservation));
                 }
                 Entered::Read { .. } => {
-                    prepared = false;
+                    shadow_checked = false;
                     self.entry.tidy(&ticket.lease).await?;
                 }
-                Entered::Blocked { prepared: p } => prepared = p,
+                Entered::Blocked { shadow_checked: p } => shadow_checked = p,
             }
         }
         Ok(None)

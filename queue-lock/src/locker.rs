@@ -74,11 +74,11 @@ impl MainEntry for QueueEntry {
         &self,
         store: &dyn Store,
         lease: &Lease,
-        _prepared: bool,
+        _shadow_checked: bool,
     ) -> Result<Entered, StoreError> {
         Ok(Entered::Read {
             main: reserve_and_read(store, lease).await?,
-            reserved: true,
+            marked_reservation: true,
         })
     }
 }

@@ -69,23 +69,23 @@ pub struct Arrived {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entered {
     /// My `main` cell is written; `main` is a read of `main` made after
-    /// that write. `reserved`: the cell is marked [`RESERVED_VALUE`] (it
+    /// that write. `marked_reservation`: the cell is marked [`RESERVED_VALUE`] (it
     /// becomes a reservation if someone else holds, and is re-marked a
     /// holding once the lock is mine).
     Read {
         /// The read of `main` after my write.
         main: Vec<Cell>,
         /// Whether my cell is marked a reservation.
-        reserved: bool,
+        marked_reservation: bool,
     },
     /// Nothing of mine is left in `main`: someone else was in the way (in
     /// `main`, or arbitrating in `shadow`). Wait for `main` to empty, then
-    /// enter again. `prepared`: what the entry readied stands (the combined
-    /// lock's `shadow` cell, checked alone), and the next
+    /// enter again. `shadow_checked`: what the entry readied stands (the
+    /// combined lock's `shadow` cell, checked alone), and the next
     /// [`enter`](MainEntry::enter) may build on it.
     Blocked {
-        /// Whether the preparation stands.
-        prepared: bool,
+        /// Whether the checked `shadow` cell stands.
+        shadow_checked: bool,
     },
 }
 
@@ -121,7 +121,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// One attempt at `main` by the first waiter: write my `main` cell,
-    /// then read `main` (Q1). `prepared`: the last attempt ended
+    /// then read `main` (Q1). `shadow_checked`: the last attempt ended
     /// [`Entered::Blocked`] with its preparation standing, and nothing
     /// failed since.
     ///
@@ -132,7 +132,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         &self,
         store: &dyn Store,
         lease: &Lease,
-        prepared: bool,
+        shadow_checked: bool,
     ) -> Result<Entered, StoreError>;
 
     /// Whether a read showing my cell alone may hand me the lock now (the

@@ -10,9 +10,9 @@
 //! ```text
 //!            Arrive ──(first, alone)─────────────────────────────▶ Holding
 //!              │
-//!   Behind ◀───┼──(behind; withdraw what the fast path wrote)
+//!   Queued ◀───┼──(not first; withdraw what the fast path wrote)
 //!     │ ▲ │    │
-//!     │ │ └─(second, behind a lockshift waiter)─▶ Reserving ─▶ Behind (reserved behind it)
+//!     │ │ └─(second, after a lockshift waiter)──▶ Reserving ─▶ Queued (reserved behind it)
 //!     │ │                                            │ (it left the queue: Q6)
 //!     │ poll                                         └──────────────────▶ Prepared
 //!     ▼        ▼
@@ -20,12 +20,19 @@
 //!     │         ├──(someone holds, preparing)──▶ Prepared ──(alone)─▶ Holding
 //!     │         │                                  │ ▲
 //!     │         │                 (only reservations) ▼ │ (first in line)
-//!     │         │                               Deciding ──(behind)──▶ withdraw ▶ Behind
+//!     │         │                               Deciding ──(not first)──▶ withdraw ▶ Queued
 //!     │         └──(not preparing / blocked)──▶ Blocked ──(main empty)──▶ First
 //!     │                                               │ ▲ (first)
 //!     │                              (only reservations) ▼ │
-//!     │                                             Checking ──(behind)──▶ withdraw ▶ Behind
+//!     │                                             Checking ──(not first)──▶ withdraw ▶ Queued
 //! ```
+//!
+//! Each state carries what only it needs: a [`Reservation`] (Q6) lives in
+//! `Queued`, `Reserving`, `Withdrawing` and `Unsure`, and every transition
+//! between them passes it on; my [`MainCell`] in `Prepared` and `Deciding`;
+//! the checked `shadow` cell in `Blocked` and `Checking`. What spans all
+//! states stays on the [`Waiter`]: polling memory, a pending cleanup, the
+//! waiter declined as the one ahead, and whether anyone contended.
 //!
 //! Safety lives in two places only: the move to `Holding` happens on a read
 //! of `main`, made after this waiter's own `main` write, that shows its cell
@@ -58,43 +65,85 @@ use crate::queue::Position;
 /// lockshift itself) waits at most this long.
 const RESERVE_BEHIND_ROUND_TRIPS: u32 = 16;
 
-/// Where a waiter stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a waiter stands, with what it knows only there.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     /// Writing the queue cell (and, on the fast path, its `main` cell).
     Arriving,
-    /// Behind `ahead` live queue cells (with my cells reserved behind the
-    /// one ahead while the waiter's `behind` is set).
-    Behind {
+    /// Queued with `ahead` live queue cells ahead of mine; my cells
+    /// reserved behind the waiter directly ahead if `reservation` (Q6).
+    Queued {
         /// Live cells ahead.
         ahead: u32,
+        /// The reservation my cells hold behind the waiter ahead, if any.
+        reservation: Option<Reservation>,
     },
     /// Second in line: writing my cells reserved behind the waiter directly
     /// ahead (Q6).
-    Reserving,
+    Reserving {
+        /// The reservation being written.
+        reservation: Reservation,
+    },
     /// First in line, writing `main`.
     First,
     /// My cell waits in `main` beside someone else's: a reservation.
-    Prepared,
+    Prepared {
+        /// My `main` cell.
+        cell: MainCell,
+    },
     /// Only reservations beside mine: asking the queue who stays (Q5).
-    Deciding,
+    Deciding {
+        /// My `main` cell.
+        cell: MainCell,
+    },
     /// First in line, not preparing: watching `main` until it empties.
-    Blocked,
+    Blocked {
+        /// The combined lock's `shadow` cell is checked and stands
+        /// ([`Entered::Blocked`]): the next entry may build on it.
+        shadow_checked: bool,
+    },
     /// Blocked, with only reservations in the way: asking the queue whether
     /// I still am first (Q5 for a waiter with no `main` cell of its own: a
     /// waiter that once found itself first never looks at the queue again
     /// while blocked, and reservations — behind someone else, or of a
     /// waiter that is first — wait for the queue, not for `main`).
-    Checking,
+    Checking {
+        /// As in [`State::Blocked`].
+        shadow_checked: bool,
+    },
     /// Removing my `main` cells, then `then`.
     Withdrawing {
         /// What follows.
         then: Then,
+        /// The reservation my cells may still hold (Q6), kept should the
+        /// removal fail.
+        reservation: Option<Reservation>,
     },
     /// After a store error: the queue will say.
-    Unsure,
+    Unsure {
+        /// The reservation my cells may still hold (Q6).
+        reservation: Option<Reservation>,
+    },
     /// The lock is mine.
     Holding,
+}
+
+/// My cells reserved behind another waiter (Q6): its queue cell has not yet
+/// been seen gone, so no read of `main` may hand me the lock until it has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    /// The mark of the waiter my cells are reserved behind.
+    behind: String,
+    /// Since when they are.
+    since: Instant,
+}
+
+/// My `main` cell, written and read back while I wait beside others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MainCell {
+    /// The cell is marked a reservation ([`Entered::Read`]), to be re-marked
+    /// a holding once the lock is mine.
+    marked_reservation: bool,
 }
 
 /// What follows a withdrawal.
@@ -138,11 +187,11 @@ pub(crate) enum Action {
         after: Duration,
     },
     /// Write my `main` cell and read `main`: [`Observation::Entered`].
-    /// `prepared`: what the entry readied on an earlier attempt still
+    /// `shadow_checked`: what the entry readied on an earlier attempt still
     /// stands (the combined lock's checked `shadow` cell), as it said.
     Enter {
-        /// Whether the entry's preparation stands.
-        prepared: bool,
+        /// Whether the entry's checked `shadow` cell stands.
+        shadow_checked: bool,
     },
     /// Sleep `after`, then read `main`: [`Observation::Main`].
     PollMain {
@@ -159,11 +208,11 @@ pub(crate) enum Action {
     Withdraw,
     /// My place is gone (queue cell lost): give it up and arrive again.
     Reenqueue,
-    /// The lock is mine. `reserved`: my `main` cell is still marked a
-    /// reservation and must be re-marked a holding.
+    /// The lock is mine. `marked_reservation`: my `main` cell is still
+    /// marked a reservation and must be re-marked a holding.
     Acquired {
         /// Whether to re-mark the cell.
-        reserved: bool,
+        marked_reservation: bool,
     },
 }
 
@@ -221,7 +270,8 @@ pub(crate) struct Context {
     pub(crate) pause_after_error: Duration,
 }
 
-/// One waiter's memory between observations.
+/// One waiter's memory between observations. What belongs to one state
+/// lives in that [`State`]; what spans them all is here.
 #[derive(Clone, Debug)]
 pub(crate) struct Waiter {
     bounds: Bounds,
@@ -233,29 +283,32 @@ pub(crate) struct Waiter {
     mark: String,
     state: State,
     /// A write failed in an unknown way and may have left `main` (or
-    /// `shadow`) cells: remove them before anything else.
-    dirty: bool,
-    /// My `main` cell is marked a reservation.
-    reserved: bool,
-    /// My `main` cell is (or may be) reserved behind this waiter (its mark),
-    /// whose queue cell has not yet been seen gone (Q6): no read of `main`
-    /// may hand me the lock until it has.
-    behind: Option<String>,
-    /// Since when `behind` was named; and the waiter ahead it gave up
-    /// reserving behind, once the reservation outlived its bound.
-    behind_since: Instant,
+    /// `shadow`) cells: remove them before anything else. Set on the way
+    /// to `Withdrawing` or `Unsure` and cleared once withdrawn.
+    cleanup_pending: bool,
+    /// The waiter ahead I gave up reserving behind, once the reservation
+    /// outlived its bound (Q6): not reserved behind again until the next
+    /// arrival, whatever state I pass through.
     declined: Option<String>,
-    /// The entry's preparation stands ([`Entered::Blocked`]).
-    prepared: bool,
+    polling: Polling,
+    /// Anyone else was seen in the way since the last arrival.
+    contended: bool,
+}
+
+/// What the waiter measured and last saw, for how often it looks: memory
+/// that spans every state.
+#[derive(Clone, Copy, Debug)]
+struct Polling {
+    /// The store's round trip.
     round_trip: Average,
+    /// The line's pace (time per place it moves).
     pace: Average,
     /// What was seen last (a hash of it), and since when.
     scene: Option<u64>,
     since: Instant,
-    /// The last distance seen behind others, and when, for the pace.
+    /// The last distance seen from my turn (live cells ahead), and when,
+    /// for the pace.
     last_ahead: Option<(u32, Instant)>,
-    /// Anyone else was seen in the way since the last arrival.
-    contended: bool,
 }
 
 impl Waiter {
@@ -273,17 +326,15 @@ impl Waiter {
             me: me.to_string(),
             mark: me.to_string(),
             state: State::Arriving,
-            dirty: false,
-            reserved: false,
-            behind: None,
-            behind_since: now,
+            cleanup_pending: false,
             declined: None,
-            prepared: false,
-            round_trip: Average::default(),
-            pace: Average::default(),
-            scene: None,
-            since: now,
-            last_ahead: None,
+            polling: Polling {
+                round_trip: Average::default(),
+                pace: Average::default(),
+                scene: None,
+                since: now,
+                last_ahead: None,
+            },
             contended: false,
         }
     }
@@ -291,31 +342,35 @@ impl Waiter {
     /// Starts from the round trip and the pace earlier waiters of the line
     /// measured, not from `head_poll` and nothing.
     pub(crate) fn knowing(mut self, round_trip: Average, pace: Average) -> Self {
-        self.round_trip = round_trip;
-        self.pace = pace;
+        self.polling.round_trip = round_trip;
+        self.polling.pace = pace;
         self
     }
 
     /// The store's round trip as measured so far.
     pub(crate) fn round_trip(&self) -> Average {
-        self.round_trip
+        self.polling.round_trip
     }
 
     /// The line's pace (time per place it moves) as measured so far.
     pub(crate) fn pace(&self) -> Average {
-        self.pace
+        self.polling.pace
     }
 
     /// The same waiter arriving again (its place was lost or given up):
     /// what it measured of the store and the line stays, and it counts as
     /// having met contention.
     pub(crate) fn rearrive(&mut self, now: Instant) {
+        let fresh = Waiter::new(self.bounds, self.holder_stale_after, &self.me, now);
         *self = Waiter {
-            round_trip: self.round_trip,
-            pace: self.pace,
+            polling: Polling {
+                round_trip: self.polling.round_trip,
+                pace: self.polling.pace,
+                ..fresh.polling
+            },
             contended: true,
             mark: self.mark.clone(),
-            ..Waiter::new(self.bounds, self.holder_stale_after, &self.me, now)
+            ..fresh
         };
     }
 
@@ -327,8 +382,8 @@ impl Waiter {
     }
 
     /// Where it stands.
-    pub(crate) fn state(&self) -> State {
-        self.state
+    pub(crate) fn state(&self) -> &State {
+        &self.state
     }
 
     /// Whether anyone else was in the way since it arrived (the line
@@ -343,28 +398,32 @@ impl Waiter {
             Observation::Failed => self.failed(cx),
             Observation::Arrived(arrived) => {
                 // Two store rounds: the writes, then the reads.
-                self.round_trip.note(cx.took / 2);
+                self.polling.round_trip.note(cx.took / 2);
                 self.arrived(arrived, cx)
             }
             Observation::Position(position) => {
-                self.round_trip.note(cx.took);
+                self.polling.round_trip.note(cx.took);
                 self.reached_first(&position, cx.now);
                 self.position(position, cx)
             }
             Observation::Entered(entered) => self.entered(entered, cx),
             Observation::Main { cells, can_claim } => {
-                self.round_trip.note(cx.took);
+                self.polling.round_trip.note(cx.took);
                 self.main(&cells, can_claim, cx)
             }
             Observation::Withdrawn => self.withdrawn(),
             Observation::ReservedBehind => {
-                self.round_trip.note(cx.took);
-                self.state = State::Behind { ahead: 1 };
+                self.polling.round_trip.note(cx.took);
+                let reservation = self.reservation().cloned();
+                self.state = State::Queued {
+                    ahead: 1,
+                    reservation,
+                };
                 let after = self.sleep_before_poll(1, cx);
                 self.poll(after)
             }
             Observation::PlaceBehind { position, ready } => {
-                self.round_trip.note(cx.took);
+                self.polling.round_trip.note(cx.took);
                 self.reached_first(&position, cx.now);
                 match position {
                     // Q6: the waiter I reserved behind left the queue —
@@ -372,10 +431,14 @@ impl Waiter {
                     // write — so every read of `main` from now on shows its
                     // cell while it holds. My cell is a reservation like the
                     // first waiter's.
-                    Position::First if self.behind.is_some() && ready && !self.dirty => {
-                        self.behind = None;
-                        self.reserved = true;
-                        self.state = State::Prepared;
+                    Position::First
+                        if self.reservation().is_some() && ready && !self.cleanup_pending =>
+                    {
+                        self.state = State::Prepared {
+                            cell: MainCell {
+                                marked_reservation: true,
+                            },
+                        };
                         Action::PollMain {
                             after: Duration::ZERO,
                         }
@@ -407,7 +470,7 @@ impl Waiter {
             // alone — and first in line, so nobody waiting is overtaken.
             p if p.is_first() && alone => self.acquired(false),
             p if p.is_first() && wrote => self.withdraw(Then::Enter),
-            Position::First | Position::FirstPastDead => self.enter(),
+            Position::First | Position::FirstPastDead => self.enter(false),
             Position::Behind {
                 ahead,
                 head,
@@ -425,7 +488,8 @@ impl Waiter {
                     // Q2: a waiter not first keeps no `main` cell.
                     self.withdraw(Then::Poll(after))
                 } else {
-                    self.state = State::Behind { ahead };
+                    let reservation = self.reservation().cloned();
+                    self.state = State::Queued { ahead, reservation };
                     Action::Poll { after }
                 }
             }
@@ -435,42 +499,53 @@ impl Waiter {
     fn position(&mut self, position: Position, cx: &Context) -> Action {
         // Q5: asking the queue who stays — with a reservation (`Deciding`)
         // or blocked with only reservations in the way (`Checking`).
-        if matches!(self.state, State::Deciding | State::Checking) {
-            return match position {
-                Position::Missing => self.reenqueue(),
-                // The first in line keeps its reservation.
-                Position::First | Position::FirstPastDead if self.state == State::Deciding => {
-                    self.state = State::Prepared;
-                    let after = self.next_main_poll(None, cx);
-                    Action::PollMain { after }
-                }
-                // Still first, blocked: the reservations go by their own
-                // rules (Q5, Q6); watch `main` on.
-                Position::First | Position::FirstPastDead => {
-                    self.state = State::Blocked;
-                    Action::PollMain {
-                        after: Duration::ZERO,
+        match self.state {
+            State::Deciding { cell } => {
+                return match position {
+                    Position::Missing => self.reenqueue(),
+                    // The first in line keeps its reservation.
+                    Position::First | Position::FirstPastDead => {
+                        self.state = State::Prepared { cell };
+                        let after = self.next_main_poll(None, cx);
+                        Action::PollMain { after }
                     }
-                }
-                // Not first: withdraw the reservation, or what was prepared
-                // (the combined lock's `shadow` cell, in the first's way).
-                Position::Behind { ahead, .. } => {
-                    self.moved_to(ahead, cx.now);
-                    let after = self.interval(ahead, cx.now);
-                    self.withdraw(Then::Poll(after))
-                }
-            };
+                    // Not first: withdraw the reservation.
+                    Position::Behind { ahead, .. } => {
+                        self.moved_to(ahead, cx.now);
+                        let after = self.interval(ahead, cx.now);
+                        self.withdraw(Then::Poll(after))
+                    }
+                };
+            }
+            State::Checking { shadow_checked } => {
+                return match position {
+                    Position::Missing => self.reenqueue(),
+                    // Still first, blocked: the reservations go by their own
+                    // rules (Q5, Q6); watch `main` on.
+                    Position::First | Position::FirstPastDead => {
+                        self.state = State::Blocked { shadow_checked };
+                        Action::PollMain {
+                            after: Duration::ZERO,
+                        }
+                    }
+                    // Not first: withdraw what was prepared (the combined
+                    // lock's `shadow` cell, in the first's way).
+                    Position::Behind { ahead, .. } => {
+                        self.moved_to(ahead, cx.now);
+                        let after = self.interval(ahead, cx.now);
+                        self.withdraw(Then::Poll(after))
+                    }
+                };
+            }
+            _ => {}
         }
         match position {
             Position::Missing => self.reenqueue(),
-            p if p.is_first() && self.dirty => self.withdraw(Then::Enter),
+            p if p.is_first() && self.cleanup_pending => self.withdraw(Then::Enter),
             // First with no reservation behind anyone; or past dead-looking
             // cells, or with the entry not ready (Q6 does not hold): enter
             // plainly, over my reservation if any — Q1 alone decides.
-            Position::First | Position::FirstPastDead => {
-                self.behind = None;
-                self.enter()
-            }
+            Position::First | Position::FirstPastDead => self.enter(false),
             Position::Behind {
                 ahead,
                 head,
@@ -479,33 +554,34 @@ impl Waiter {
                 self.contended = true;
                 self.moved_to(ahead, cx.now);
                 let after = self.sleep_before_poll(ahead, cx);
-                if self.dirty {
+                if self.cleanup_pending {
                     // Q2: leftovers of a failed step go before waiting on.
                     return self.withdraw(Then::Poll(after));
                 }
+                let reservation = self.reservation().cloned();
                 // Still second, behind the one I named, and still preparing
                 // (a node beside legacy contenders prepares nothing).
                 let still_behind = ahead == 1
                     && cx.prepares
                     && cx.reserves_behind
                     && !head.is_empty()
-                    && self.behind.as_deref() == Some(head.as_str());
+                    && reservation.as_ref().map(|r| r.behind.as_str()) == Some(head.as_str());
                 if still_behind && self.reserved_behind_too_long(cx.now) {
                     // The waiter ahead is taking its time: give the
                     // reservation up for good (see the bound's docs).
-                    self.declined = self.behind.clone();
+                    self.declined = reservation.map(|r| r.behind);
                     return self.withdraw(Then::Poll(after));
                 }
                 if !still_behind {
                     if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
                         return reserve;
                     }
-                    if self.behind.is_some() {
+                    if reservation.is_some() {
                         // Q2: no longer second behind the one I named.
                         return self.withdraw(Then::Poll(after));
                     }
                 }
-                self.state = State::Behind { ahead };
+                self.state = State::Queued { ahead, reservation };
                 self.poll(after)
             }
         }
@@ -513,14 +589,17 @@ impl Waiter {
 
     fn entered(&mut self, entered: Entered, cx: &Context) -> Action {
         match entered {
-            Entered::Read { main, reserved } => {
-                self.reserved = reserved;
+            Entered::Read {
+                main,
+                marked_reservation,
+            } => {
+                let cell = MainCell { marked_reservation };
                 match verdict(&self.me, &self.mark, &main) {
-                    Verdict::Alone => self.acquired(reserved),
+                    Verdict::Alone => self.acquired(marked_reservation),
                     Verdict::Missing => {
                         // My acknowledged write is not there: removed behind
                         // my back. Start over from the queue.
-                        self.dirty = true;
+                        self.cleanup_pending = true;
                         self.withdraw(Then::Poll(Duration::ZERO))
                     }
                     Verdict::Wait { .. } | Verdict::OnlyReservations if !cx.prepares => {
@@ -530,24 +609,23 @@ impl Waiter {
                     }
                     Verdict::Wait { .. } => {
                         self.contended = true;
-                        self.state = State::Prepared;
+                        self.state = State::Prepared { cell };
                         self.see(&main, cx.now);
                         let after = self.next_main_poll(Some(&main), cx);
                         Action::PollMain { after }
                     }
                     Verdict::OnlyReservations => {
                         self.contended = true;
-                        self.state = State::Deciding;
+                        self.state = State::Deciding { cell };
                         Action::AskQueue {
                             after: Duration::ZERO,
                         }
                     }
                 }
             }
-            Entered::Blocked { prepared } => {
-                self.prepared = prepared;
+            Entered::Blocked { shadow_checked } => {
                 self.contended = true;
-                self.state = State::Blocked;
+                self.state = State::Blocked { shadow_checked };
                 Action::PollMain {
                     after: self.blocked_pause(None, cx),
                 }
@@ -556,69 +634,82 @@ impl Waiter {
     }
 
     fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
-        match self.state {
-            State::Prepared => match verdict(&self.me, &self.mark, cells) {
-                Verdict::Alone if can_claim => self.acquired(self.reserved),
-                // The preparation needs something that no longer holds (the
-                // combined lock's `shadow` cell): start over.
-                Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
-                Verdict::Wait { .. } => {
-                    self.see(cells, cx.now);
-                    Action::PollMain {
-                        after: self.next_main_poll(Some(cells), cx),
-                    }
-                }
-                Verdict::OnlyReservations => {
-                    self.state = State::Deciding;
-                    Action::AskQueue {
-                        after: Duration::ZERO,
-                    }
-                }
-                Verdict::Missing => {
-                    self.dirty = true;
-                    self.withdraw(Then::Poll(Duration::ZERO))
-                }
-            },
-            _ => {
-                // Blocked: wait for `main` to empty, then enter.
-                if cells.iter().any(|c| c.column == self.me) {
-                    self.dirty = true;
-                    return self.withdraw(Then::Enter);
-                }
-                if !others_in(&self.me, &self.mark, cells) {
-                    return self.enter();
-                }
+        let shadow_checked = match self.state {
+            State::Prepared { cell } => return self.main_beside_others(cell, cells, can_claim, cx),
+            State::Blocked { shadow_checked } | State::Checking { shadow_checked } => {
+                shadow_checked
+            }
+            _ => false,
+        };
+        // Blocked: wait for `main` to empty, then enter.
+        if cells.iter().any(|c| c.column == self.me) {
+            self.cleanup_pending = true;
+            return self.withdraw(Then::Enter);
+        }
+        if !others_in(&self.me, &self.mark, cells) {
+            return self.enter(shadow_checked);
+        }
+        self.see(cells, cx.now);
+        let after = self.blocked_pause(Some(cells), cx);
+        if only_reservations_in_my_way(&self.me, &self.mark, cells) {
+            self.state = State::Checking { shadow_checked };
+            return Action::AskQueue { after };
+        }
+        Action::PollMain { after }
+    }
+
+    /// `main` read while my cell waits in it beside others (`Prepared`).
+    fn main_beside_others(
+        &mut self,
+        cell: MainCell,
+        cells: &[Cell],
+        can_claim: bool,
+        cx: &Context,
+    ) -> Action {
+        match verdict(&self.me, &self.mark, cells) {
+            Verdict::Alone if can_claim => self.acquired(cell.marked_reservation),
+            // The preparation needs something that no longer holds (the
+            // combined lock's `shadow` cell): start over.
+            Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
+            Verdict::Wait { .. } => {
                 self.see(cells, cx.now);
-                let after = self.blocked_pause(Some(cells), cx);
-                if only_reservations_in_my_way(&self.me, &self.mark, cells) {
-                    self.state = State::Checking;
-                    return Action::AskQueue { after };
+                Action::PollMain {
+                    after: self.next_main_poll(Some(cells), cx),
                 }
-                Action::PollMain { after }
+            }
+            Verdict::OnlyReservations => {
+                self.state = State::Deciding { cell };
+                Action::AskQueue {
+                    after: Duration::ZERO,
+                }
+            }
+            Verdict::Missing => {
+                self.cleanup_pending = true;
+                self.withdraw(Then::Poll(Duration::ZERO))
             }
         }
     }
 
     fn withdrawn(&mut self) -> Action {
-        self.dirty = false;
-        self.reserved = false;
-        self.behind = None;
-        self.prepared = false;
-        let State::Withdrawing { then } = self.state else {
+        self.cleanup_pending = false;
+        // Withdrawn: no reservation, no cell, no preparation is left.
+        let State::Withdrawing { then, .. } = self.state else {
             // Not expected; the queue will say where we stand.
-            self.state = State::Unsure;
+            self.state = State::Unsure { reservation: None };
             return Action::Poll {
                 after: Duration::ZERO,
             };
         };
         match then {
             Then::Poll(after) => {
-                self.state = State::Unsure;
+                self.state = State::Unsure { reservation: None };
                 Action::Poll { after }
             }
-            Then::Enter => self.enter(),
+            Then::Enter => self.enter(false),
             Then::WaitForMain(after) => {
-                self.state = State::Blocked;
+                self.state = State::Blocked {
+                    shadow_checked: false,
+                };
                 Action::PollMain { after }
             }
         }
@@ -631,14 +722,14 @@ impl Waiter {
             // up (its lease removes them) and arrives again, slowly.
             State::Arriving => Action::Arrive { after, fast: false },
             // A read failed; nothing was written.
-            State::Behind { .. } | State::Unsure => self.poll(after),
-            State::Prepared | State::Blocked => Action::PollMain { after },
-            State::Deciding | State::Checking => Action::AskQueue { after },
+            State::Queued { .. } | State::Unsure { .. } => self.poll(after),
+            State::Prepared { .. } | State::Blocked { .. } => Action::PollMain { after },
+            State::Deciding { .. } | State::Checking { .. } => Action::AskQueue { after },
             // A write may or may not have landed.
-            State::First | State::Reserving | State::Withdrawing { .. } | State::Holding => {
-                self.dirty = true;
-                self.prepared = false;
-                self.state = State::Unsure;
+            State::First | State::Reserving { .. } | State::Withdrawing { .. } | State::Holding => {
+                self.cleanup_pending = true;
+                let reservation = self.reservation().cloned();
+                self.state = State::Unsure { reservation };
                 Action::Poll { after }
             }
         }
@@ -646,24 +737,37 @@ impl Waiter {
 
     // ===== helpers =====
 
-    fn enter(&mut self) -> Action {
-        self.state = State::First;
-        Action::Enter {
-            prepared: self.prepared,
+    /// The reservation my cells hold (or may hold) behind the waiter
+    /// ahead, in the states that carry one.
+    fn reservation(&self) -> Option<&Reservation> {
+        match &self.state {
+            State::Reserving { reservation } => Some(reservation),
+            State::Queued { reservation, .. }
+            | State::Withdrawing { reservation, .. }
+            | State::Unsure { reservation } => reservation.as_ref(),
+            _ => None,
         }
     }
 
-    fn acquired(&mut self, reserved: bool) -> Action {
+    /// Writes my `main` cell, building on the checked `shadow` cell if
+    /// `shadow_checked`.
+    fn enter(&mut self, shadow_checked: bool) -> Action {
+        self.state = State::First;
+        Action::Enter { shadow_checked }
+    }
+
+    fn acquired(&mut self, marked_reservation: bool) -> Action {
         self.state = State::Holding;
-        Action::Acquired { reserved }
+        Action::Acquired { marked_reservation }
     }
 
     fn withdraw(&mut self, then: Then) -> Action {
-        self.state = State::Withdrawing { then };
+        let reservation = self.reservation().cloned();
+        self.state = State::Withdrawing { then, reservation };
         Action::Withdraw
     }
 
-    /// Second in line, directly behind a queue or combined waiter (one whose
+    /// Second in line, right after a queue or combined waiter (one whose
     /// every path disregards cells naming it), preparing, with nothing left
     /// over: reserve behind it (Q6). `None` otherwise.
     fn reserve_behind(
@@ -676,7 +780,7 @@ impl Waiter {
         if ahead != 1
             || !cx.reserves_behind
             || !cx.prepares
-            || self.dirty
+            || self.cleanup_pending
             || !matches!(head_algorithm, Some(Algorithm::Queue | Algorithm::Combined))
         {
             return None;
@@ -688,28 +792,36 @@ impl Waiter {
         if self.declined.as_ref() == Some(&ahead) {
             return None;
         }
-        if self.behind.as_ref() != Some(&ahead) {
-            self.behind_since = cx.now;
-        }
-        self.behind = Some(ahead.clone());
-        self.state = State::Reserving;
+        let since = match self.reservation() {
+            Some(r) if r.behind == ahead => r.since,
+            _ => cx.now,
+        };
+        self.state = State::Reserving {
+            reservation: Reservation {
+                behind: ahead.clone(),
+                since,
+            },
+        };
         Some(Action::ReserveBehind { ahead })
     }
 
     /// Whether the reservation behind the current waiter ahead has lasted
     /// past its bound ([`RESERVE_BEHIND_ROUND_TRIPS`]).
     fn reserved_behind_too_long(&self, now: Instant) -> bool {
-        let round_trip = self.round_trip.get().unwrap_or(self.bounds.head);
+        let Some(reservation) = self.reservation() else {
+            return false;
+        };
+        let round_trip = self.polling.round_trip.get().unwrap_or(self.bounds.head);
         let bound = round_trip
             .saturating_mul(RESERVE_BEHIND_ROUND_TRIPS)
             .max(self.bounds.head);
-        now.saturating_duration_since(self.behind_since) > bound
+        now.saturating_duration_since(reservation.since) > bound
     }
 
     /// Look at the queue after `after` — with what the entry's claim needs,
     /// when reserved behind someone.
     fn poll(&self, after: Duration) -> Action {
-        if self.behind.is_some() {
+        if self.reservation().is_some() {
             Action::PollBehind { after }
         } else {
             Action::Poll { after }
@@ -718,7 +830,6 @@ impl Waiter {
 
     fn reenqueue(&mut self) -> Action {
         // The place, and any reservation with it, is given up.
-        self.behind = None;
         self.state = State::Arriving;
         Action::Reenqueue
     }
@@ -733,14 +844,16 @@ impl Waiter {
     /// Notes a distance for the pace of the line: the time since the last
     /// distance was first seen, per place moved.
     fn note_distance(&mut self, ahead: u32, now: Instant) {
-        if let Some((before, at)) = self.last_ahead
+        let polling = &mut self.polling;
+        if let Some((before, at)) = polling.last_ahead
             && ahead < before
         {
-            self.pace
+            polling
+                .pace
                 .note(now.saturating_duration_since(at) / (before - ahead));
         }
-        if self.last_ahead.is_none_or(|(before, _)| before != ahead) {
-            self.last_ahead = Some((ahead, now));
+        if polling.last_ahead.is_none_or(|(before, _)| before != ahead) {
+            polling.last_ahead = Some((ahead, now));
         }
     }
 
@@ -765,9 +878,9 @@ impl Waiter {
     }
 
     fn scene_is(&mut self, scene: u64, now: Instant) {
-        if self.scene != Some(scene) {
-            self.scene = Some(scene);
-            self.since = now;
+        if self.polling.scene != Some(scene) {
+            self.polling.scene = Some(scene);
+            self.polling.since = now;
         }
     }
 
@@ -776,9 +889,9 @@ impl Waiter {
             self.bounds,
             Inputs {
                 distance,
-                round_trip: self.round_trip,
-                pace: self.pace,
-                still: now.saturating_duration_since(self.since),
+                round_trip: self.polling.round_trip,
+                pace: self.polling.pace,
+                still: now.saturating_duration_since(self.polling.since),
             },
         )
     }

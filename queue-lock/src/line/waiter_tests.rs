@@ -67,7 +67,7 @@ fn cx(now: Instant) -> Context {
 
 struct Case {
     state: State,
-    dirty: bool,
+    cleanup_pending: bool,
     observation: Observation,
     /// Changes to the context.
     tweak: fn(&mut Context),
@@ -80,7 +80,7 @@ fn no_tweak(_: &mut Context) {}
 fn case(state: State, observation: Observation, action: Action, after: State) -> Case {
     Case {
         state,
-        dirty: false,
+        cleanup_pending: false,
         observation,
         tweak: no_tweak,
         action,
@@ -96,8 +96,11 @@ fn arrived(position: Position, main: Option<Vec<Cell>>, wrote: bool) -> Observat
     })
 }
 
-fn read(main: Vec<Cell>, reserved: bool) -> Observation {
-    Observation::Entered(Entered::Read { main, reserved })
+fn read(main: Vec<Cell>, marked_reservation: bool) -> Observation {
+    Observation::Entered(Entered::Read {
+        main,
+        marked_reservation,
+    })
 }
 
 fn main_obs(cells: Vec<Cell>, can_claim: bool) -> Observation {
@@ -113,7 +116,88 @@ fn poll_main(ms: u32) -> Action {
 }
 
 fn withdrawing(then: Then) -> State {
-    State::Withdrawing { then }
+    State::Withdrawing {
+        then,
+        reservation: None,
+    }
+}
+
+fn queued(ahead: u32) -> State {
+    State::Queued {
+        ahead,
+        reservation: None,
+    }
+}
+
+fn unsure() -> State {
+    State::Unsure { reservation: None }
+}
+
+/// `Reserving`; the Q6 table names the waiter ahead in a column of its own
+/// ([`reserved_behind_in`]).
+fn reserving() -> State {
+    State::Reserving {
+        reservation: Reservation {
+            behind: String::new(),
+            since: Instant::now(),
+        },
+    }
+}
+
+fn prepared(marked_reservation: bool) -> State {
+    State::Prepared {
+        cell: MainCell { marked_reservation },
+    }
+}
+
+fn deciding(marked_reservation: bool) -> State {
+    State::Deciding {
+        cell: MainCell { marked_reservation },
+    }
+}
+
+fn blocked() -> State {
+    State::Blocked {
+        shadow_checked: false,
+    }
+}
+
+fn checking() -> State {
+    State::Checking {
+        shadow_checked: false,
+    }
+}
+
+/// `state` with my cells reserved behind `behind` since `at`, in the states
+/// that carry a reservation.
+fn reserved_behind_in(state: State, behind: Option<String>, at: Instant) -> State {
+    let reservation = behind.map(|behind| Reservation { behind, since: at });
+    match state {
+        State::Queued { ahead, .. } => State::Queued { ahead, reservation },
+        State::Reserving { .. } => State::Reserving {
+            reservation: reservation.expect("Reserving names the waiter ahead"),
+        },
+        State::Withdrawing { then, .. } => State::Withdrawing { then, reservation },
+        State::Unsure { .. } => State::Unsure { reservation },
+        other => other,
+    }
+}
+
+/// Whether my `main` cell is marked a reservation, in the states that
+/// carry it.
+fn marked_reservation(state: &State) -> bool {
+    matches!(
+        state,
+        State::Prepared {
+            cell: MainCell {
+                marked_reservation: true
+            }
+        } | State::Deciding {
+            cell: MainCell {
+                marked_reservation: true
+            }
+        }
+    )
 }
 
 #[test]
@@ -125,7 +209,7 @@ fn decisions() {
         // ===== arrival =====
         // Fast path, first and alone: Q1 holds — the lock is mine, no re-mark.
         case(State::Arriving, arrived(Position::First, Some(vec![cell(ME, b"queue", 99)]), true),
-             Acquired { reserved: false }, State::Holding),
+             Acquired { marked_reservation: false }, State::Holding),
         // Alone in `main` but not first: a waiter is overtaken otherwise (Q2).
         // The arrival (2 ms, two store rounds) measured a 1 ms round trip:
         // one place back, the next look comes one round trip later.
@@ -135,73 +219,72 @@ fn decisions() {
         case(State::Arriving, arrived(Position::First, Some(vec![holder(), cell(ME, b"queue", 99)]), true),
              Withdraw, withdrawing(Then::Enter)),
         // The slow path: nothing written beside the queue cell.
-        case(State::Arriving, arrived(behind(2), None, false), poll(2), State::Behind { ahead: 2 }),
-        case(State::Arriving, arrived(Position::First, None, false), Enter { prepared: false }, State::First),
+        case(State::Arriving, arrived(behind(2), None, false), poll(2), queued(2)),
+        case(State::Arriving, arrived(Position::First, None, false), Enter { shadow_checked: false }, State::First),
         case(State::Arriving, arrived(Position::Missing, None, false), Reenqueue, State::Arriving),
-        // ===== behind =====
+        // ===== queued =====
         // One round trip per place: 2 places × 2 ms, minus the 2 ms the read took.
-        case(State::Behind { ahead: 3 }, Observation::Position(behind(2)), poll(2), State::Behind { ahead: 2 }),
+        case(queued(3), Observation::Position(behind(2)), poll(2), queued(2)),
         // Right behind the head (it is taking the lock): once per round trip, back to back.
-        case(State::Behind { ahead: 2 }, Observation::Position(behind(1)), Poll { after: zero }, State::Behind { ahead: 1 }),
-        case(State::Behind { ahead: 1 }, Observation::Position(Position::First), Enter { prepared: false }, State::First),
-        case(State::Behind { ahead: 1 }, Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(queued(2), Observation::Position(behind(1)), Poll { after: zero }, queued(1)),
+        case(queued(1), Observation::Position(Position::First), Enter { shadow_checked: false }, State::First),
+        case(queued(1), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
         // ===== entering =====
-        case(State::First, read(vec![mine()], true), Acquired { reserved: true }, State::Holding),
+        case(State::First, read(vec![mine()], true), Acquired { marked_reservation: true }, State::Holding),
         // Someone holds: my cell stays as a reservation; watch `main` every
         // round trip (none measured yet: head_poll, less the 2 ms the entry took).
-        case(State::First, read(vec![holder(), mine()], true), poll_main(8), State::Prepared),
+        case(State::First, read(vec![holder(), mine()], true), poll_main(8), prepared(true)),
         // Only reservations besides mine: the queue decides (Q5).
-        case(State::First, read(vec![mine(), reservation()], true), AskQueue { after: zero }, State::Deciding),
+        case(State::First, read(vec![mine(), reservation()], true), AskQueue { after: zero }, deciding(true)),
         // My acknowledged write is gone: removed behind my back.
         case(State::First, read(vec![holder()], true), Withdraw, withdrawing(Then::Poll(zero))),
-        case(State::First, Observation::Entered(Entered::Blocked { prepared: false }), poll_main(8), State::Blocked),
+        case(State::First, Observation::Entered(Entered::Blocked { shadow_checked: false }), poll_main(8), blocked()),
         // ===== prepared =====
-        case(State::Prepared, main_obs(vec![mine()], true), Acquired { reserved: true }, State::Holding),
+        case(prepared(true), main_obs(vec![mine()], true), Acquired { marked_reservation: true }, State::Holding),
         // The combined lock's shadow cell did not live throughout: start over.
-        case(State::Prepared, main_obs(vec![mine()], false), Withdraw, withdrawing(Then::Poll(zero))),
-        case(State::Prepared, main_obs(vec![holder(), mine()], true), PollMain { after: zero }, State::Prepared),
+        case(prepared(true), main_obs(vec![mine()], false), Withdraw, withdrawing(Then::Poll(zero))),
+        case(prepared(true), main_obs(vec![holder(), mine()], true), PollMain { after: zero }, prepared(true)),
         // A holder that stopped renewing is dead: its cell goes with its TTL.
-        case(State::Prepared, main_obs(vec![dead_holder(), mine()], true), poll_main(250), State::Prepared),
-        case(State::Prepared, main_obs(vec![reservation(), mine()], true), AskQueue { after: zero }, State::Deciding),
-        case(State::Prepared, main_obs(vec![holder()], true), Withdraw, withdrawing(Then::Poll(zero))),
+        case(prepared(true), main_obs(vec![dead_holder(), mine()], true), poll_main(250), prepared(true)),
+        case(prepared(true), main_obs(vec![reservation(), mine()], true), AskQueue { after: zero }, deciding(true)),
+        case(prepared(true), main_obs(vec![holder()], true), Withdraw, withdrawing(Then::Poll(zero))),
         // ===== deciding (Q5) =====
-        case(State::Deciding, Observation::Position(Position::First), PollMain { after: zero }, State::Prepared),
-        case(State::Deciding, Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
-        case(State::Deciding, Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(deciding(false), Observation::Position(Position::First), PollMain { after: zero }, prepared(false)),
+        case(deciding(false), Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
+        case(deciding(false), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
         // ===== blocked =====
-        case(State::Blocked, main_obs(vec![], true), Enter { prepared: false }, State::First),
-        case(State::Blocked, main_obs(vec![holder()], true), PollMain { after: zero }, State::Blocked),
-        case(State::Blocked, main_obs(vec![mine(), holder()], true), Withdraw, withdrawing(Then::Enter)),
+        case(blocked(), main_obs(vec![], true), Enter { shadow_checked: false }, State::First),
+        case(blocked(), main_obs(vec![holder()], true), PollMain { after: zero }, blocked()),
+        case(blocked(), main_obs(vec![mine(), holder()], true), Withdraw, withdrawing(Then::Enter)),
         // Only reservations in the way: am I still first? (Q5)
-        case(State::Blocked, main_obs(vec![reservation()], true), AskQueue { after: zero }, State::Checking),
-        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, "h/01@00000000000000000001"), 99)], true),
-             AskQueue { after: zero }, State::Checking),
+        case(blocked(), main_obs(vec![reservation()], true), AskQueue { after: zero }, checking()),
+        case(blocked(), main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, "h/01@00000000000000000001"), 99)], true),
+             AskQueue { after: zero }, checking()),
         // ... but a cell reserved behind me is not in my way: enter.
-        case(State::Blocked, main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, ME), 99)], true),
-             Enter { prepared: false }, State::First),
-        case(State::Checking, Observation::Position(Position::First), PollMain { after: zero }, State::Blocked),
+        case(blocked(), main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, ME), 99)], true),
+             Enter { shadow_checked: false }, State::First),
+        case(checking(), Observation::Position(Position::First), PollMain { after: zero }, blocked()),
         // Not first any more: what I prepared is in the way of the first.
-        case(State::Checking, Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
-        case(State::Checking, Observation::Position(Position::Missing), Reenqueue, State::Arriving),
-        case(State::Checking, Observation::Failed, AskQueue { after: MS * 30 }, State::Checking),
+        case(checking(), Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
+        case(checking(), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(checking(), Observation::Failed, AskQueue { after: MS * 30 }, checking()),
         // ===== withdrawing =====
-        case(withdrawing(Then::Enter), Observation::Withdrawn, Enter { prepared: false }, State::First),
-        case(withdrawing(Then::Poll(MS * 7)), Observation::Withdrawn, poll(7), State::Unsure),
-        case(withdrawing(Then::WaitForMain(MS * 9)), Observation::Withdrawn, poll_main(9), State::Blocked),
+        case(withdrawing(Then::Enter), Observation::Withdrawn, Enter { shadow_checked: false }, State::First),
+        case(withdrawing(Then::Poll(MS * 7)), Observation::Withdrawn, poll(7), unsure()),
+        case(withdrawing(Then::WaitForMain(MS * 9)), Observation::Withdrawn, poll_main(9), blocked()),
         // ===== store errors =====
         case(State::Arriving, Observation::Failed, Arrive { after: MS * 30, fast: false }, State::Arriving),
-        case(State::Behind { ahead: 2 }, Observation::Failed, poll(30), State::Behind { ahead: 2 }),
-        case(State::Prepared, Observation::Failed, poll_main(30), State::Prepared),
-        case(State::Deciding, Observation::Failed, AskQueue { after: MS * 30 }, State::Deciding),
-        // A write may have landed: unsure, and dirty.
-        case(State::First, Observation::Failed, poll(30), State::Unsure),
+        case(queued(2), Observation::Failed, poll(30), queued(2)),
+        case(prepared(true), Observation::Failed, poll_main(30), prepared(true)),
+        case(deciding(false), Observation::Failed, AskQueue { after: MS * 30 }, deciding(false)),
+        // A write may have landed: unsure, with a cleanup pending.
+        case(State::First, Observation::Failed, poll(30), unsure()),
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
         let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
         w.state = c.state;
-        w.dirty = c.dirty;
-        w.reserved = matches!(c.state, State::Prepared);
+        w.cleanup_pending = c.cleanup_pending;
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
@@ -220,20 +303,20 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
     let cases = vec![
         Case { tweak: legacy_pace, ..case(State::First, read(vec![holder(), mine()], false),
                Action::Withdraw, withdrawing(Then::WaitForMain(MS * 700))) },
-        Case { tweak: legacy_pace, ..case(State::First, Observation::Entered(Entered::Blocked { prepared: false }),
-               poll_main(700), State::Blocked) },
-        Case { tweak: legacy_pace, ..case(State::Blocked, main_obs(vec![holder()], true),
-               poll_main(700), State::Blocked) },
-        // Dirty leftovers go before entering, and before waiting behind others.
-        Case { dirty: true, ..case(State::Unsure, Observation::Position(Position::First),
+        Case { tweak: legacy_pace, ..case(State::First, Observation::Entered(Entered::Blocked { shadow_checked: false }),
+               poll_main(700), blocked()) },
+        Case { tweak: legacy_pace, ..case(blocked(), main_obs(vec![holder()], true),
+               poll_main(700), blocked()) },
+        // Leftovers to clean up go before entering, and before waiting behind others.
+        Case { cleanup_pending: true, ..case(unsure(), Observation::Position(Position::First),
                Action::Withdraw, withdrawing(Then::Enter)) },
-        Case { dirty: true, ..case(State::Unsure, Observation::Position(behind(2)),
+        Case { cleanup_pending: true, ..case(unsure(), Observation::Position(behind(2)),
                Action::Withdraw, withdrawing(Then::Poll(MS * 2))) },
     ];
     for (i, c) in cases.into_iter().enumerate() {
         let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
         w.state = c.state;
-        w.dirty = c.dirty;
+        w.cleanup_pending = c.cleanup_pending;
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
@@ -248,7 +331,7 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
 fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
     let start = Instant::now();
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
-    w.state = State::Prepared;
+    w.state = prepared(false);
     let mut at = |secs: f64, cells: Vec<Cell>| {
         let now = start + Duration::from_secs_f64(secs);
         w.on(main_obs(cells, true), &cx(now))
@@ -281,7 +364,7 @@ fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
 fn waiters_further_back_poll_by_the_pace_of_the_line() {
     let start = Instant::now();
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
-    w.state = State::Behind { ahead: 4 };
+    w.state = queued(4);
     let at = |w: &mut Waiter, ms: u32, ahead: u32| {
         w.on(Observation::Position(behind(ahead)), &cx(start + MS * ms))
     };
@@ -313,7 +396,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     let mut pace = Average::default();
     pace.note(MS * 40);
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(known, pace);
-    w.state = State::Behind { ahead: 4 };
+    w.state = queued(4);
     let action = w.on(Observation::Position(behind(4)), &cx(start));
     assert_eq!(action, poll(58));
     assert_eq!(w.pace().get(), Some(MS * 40));
@@ -344,7 +427,7 @@ fn the_second_in_line_reserves_behind_the_first() {
     struct Q6 {
         state: State,
         behind: Option<String>,
-        dirty: bool,
+        cleanup_pending: bool,
         observation: Observation,
         tweak: fn(&mut Context),
         action: Action,
@@ -355,7 +438,7 @@ fn the_second_in_line_reserves_behind_the_first() {
     let q = |state, behind, observation, action, after, behind_after| Q6 {
         state,
         behind,
-        dirty: false,
+        cleanup_pending: false,
         observation,
         tweak: reserves,
         action,
@@ -367,80 +450,85 @@ fn the_second_in_line_reserves_behind_the_first() {
     #[rustfmt::skip]
     let cases = vec![
         // Second behind a queue waiter: reserve behind it.
-        q(State::Behind { ahead: 2 }, None, Observation::Position(behind(1)),
-          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
+        q(queued(2), None, Observation::Position(behind(1)),
+          reserve("h/01@00000000000000000001"), reserving(), h01()),
         // On arrival too, over the fast-path cell (one write instead of a withdrawal).
         q(State::Arriving, None, arrived(behind(1), Some(vec![holder(), cell(ME, b"queue", 99)]), true),
-          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
+          reserve("h/01@00000000000000000001"), reserving(), h01()),
         q(State::Arriving, None, arrived(behind(1), None, false),
-          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
+          reserve("h/01@00000000000000000001"), reserving(), h01()),
         // Behind a combined waiter too (it disregards cells naming it on every path).
-        q(State::Behind { ahead: 2 }, None, Observation::Position(behind_of(1, "h/01@00000000000000000001", Algorithm::Combined)),
-          reserve("h/01@00000000000000000001"), State::Reserving, h01()),
+        q(queued(2), None, Observation::Position(behind_of(1, "h/01@00000000000000000001", Algorithm::Combined)),
+          reserve("h/01@00000000000000000001"), reserving(), h01()),
         // Not behind a head whose queue cell is not lockshift's, nor further back.
-        q(State::Behind { ahead: 2 }, None, Observation::Position(Position::Behind { ahead: 1, head: "h/01@00000000000000000001".into(), head_algorithm: None }),
-          Poll { after: zero }, State::Behind { ahead: 1 }, None),
-        q(State::Behind { ahead: 3 }, None, Observation::Position(behind(2)),
-          poll(2), State::Behind { ahead: 2 }, None),
+        q(queued(2), None, Observation::Position(Position::Behind { ahead: 1, head: "h/01@00000000000000000001".into(), head_algorithm: None }),
+          Poll { after: zero }, queued(1), None),
+        q(queued(3), None, Observation::Position(behind(2)),
+          poll(2), queued(2), None),
         // Written: poll the queue (and what the entry needs) once per round trip.
-        q(State::Reserving, h01(), Observation::ReservedBehind,
-          PollBehind { after: zero }, State::Behind { ahead: 1 }, h01()),
+        q(reserving(), h01(), Observation::ReservedBehind,
+          PollBehind { after: zero }, queued(1), h01()),
         // Still directly behind it: keep waiting.
-        q(State::Behind { ahead: 1 }, h01(), place(behind(1), true),
-          PollBehind { after: zero }, State::Behind { ahead: 1 }, h01()),
+        q(queued(1), h01(), place(behind(1), true),
+          PollBehind { after: zero }, queued(1), h01()),
         // It left the queue, and the entry is ready: the reservation is
         // prepared; read `main` now.
-        Q6 { reserved_after: true, ..q(State::Behind { ahead: 1 }, h01(), place(Position::First, true),
-          PollMain { after: zero }, State::Prepared, None) },
+        Q6 { reserved_after: true, ..q(queued(1), h01(), place(Position::First, true),
+          PollMain { after: zero }, prepared(true), None) },
         // The entry is not ready (the combined lock's `shadow` is not mine
         // alone yet): enter plainly.
-        q(State::Behind { ahead: 1 }, h01(), place(Position::First, false),
-          Enter { prepared: false }, State::First, None),
+        q(queued(1), h01(), place(Position::First, false),
+          Enter { shadow_checked: false }, State::First, None),
         // Only dead-looking cells ahead: it may be paused, not gone — enter plainly.
-        q(State::Behind { ahead: 1 }, h01(), place(Position::FirstPastDead, true),
-          Enter { prepared: false }, State::First, None),
+        q(queued(1), h01(), place(Position::FirstPastDead, true),
+          Enter { shadow_checked: false }, State::First, None),
         // A place read without the entry's check never prepares a claim.
-        q(State::Behind { ahead: 1 }, h01(), Observation::Position(Position::First),
-          Enter { prepared: false }, State::First, None),
+        q(queued(1), h01(), Observation::Position(Position::First),
+          Enter { shadow_checked: false }, State::First, None),
         // Someone else is directly ahead now: reserve behind that one instead.
-        q(State::Behind { ahead: 1 }, h01(), place(behind_of(1, other_head, Algorithm::Queue), true),
-          reserve("h/02@00000000000000000002"), State::Reserving, Some("h/02@00000000000000000002".into())),
+        q(queued(1), h01(), place(behind_of(1, other_head, Algorithm::Queue), true),
+          reserve("h/02@00000000000000000002"), reserving(), Some("h/02@00000000000000000002".into())),
         // Further back again: withdraw (Q2).
-        q(State::Behind { ahead: 1 }, h01(), place(behind(2), true),
+        q(queued(1), h01(), place(behind(2), true),
           Withdraw, withdrawing(Then::Poll(MS * 2)), h01()),
-        q(State::Behind { ahead: 1 }, h01(), place(Position::Missing, true),
+        q(queued(1), h01(), place(Position::Missing, true),
           Reenqueue, State::Arriving, None),
         // The node now prepares nothing (beside legacy contenders): withdraw.
-        Q6 { tweak: beside_legacy, ..q(State::Behind { ahead: 1 }, h01(), place(behind(1), true),
+        Q6 { tweak: beside_legacy, ..q(queued(1), h01(), place(behind(1), true),
           Withdraw, withdrawing(Then::Poll(zero)), h01()) },
         // A read failed: look again, with the entry's check.
-        q(State::Behind { ahead: 1 }, h01(), Observation::Failed,
-          PollBehind { after: MS * 30 }, State::Behind { ahead: 1 }, h01()),
-        // The write failed in an unknown way: unsure and dirty.
-        q(State::Reserving, h01(), Observation::Failed,
-          poll(30), State::Unsure, h01()),
+        q(queued(1), h01(), Observation::Failed,
+          PollBehind { after: MS * 30 }, queued(1), h01()),
+        // The write failed in an unknown way: unsure, with a cleanup pending.
+        q(reserving(), h01(), Observation::Failed,
+          poll(30), unsure(), h01()),
         // Withdrawn: nothing is reserved any more.
         q(withdrawing(Then::Poll(MS * 2)), h01(), Observation::Withdrawn,
-          poll(2), State::Unsure, None),
+          poll(2), unsure(), None),
         // An entry that does not prepare never reserves.
-        Q6 { tweak: reserves_no_prepare, ..q(State::Behind { ahead: 2 }, None, Observation::Position(behind(1)),
-          Poll { after: zero }, State::Behind { ahead: 1 }, None) },
+        Q6 { tweak: reserves_no_prepare, ..q(queued(2), None, Observation::Position(behind(1)),
+          Poll { after: zero }, queued(1), None) },
         // Leftovers go first.
-        Q6 { dirty: true, ..q(State::Unsure, None, Observation::Position(behind(1)),
+        Q6 { cleanup_pending: true, ..q(unsure(), None, Observation::Position(behind(1)),
           Withdraw, withdrawing(Then::Poll(zero)), None) },
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
         let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
-        w.state = c.state;
-        w.behind = c.behind;
-        w.dirty = c.dirty;
+        w.state = reserved_behind_in(c.state, c.behind, start);
+        w.cleanup_pending = c.cleanup_pending;
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
+        let after = reserved_behind_in(c.after, c.behind_after.clone(), start);
         assert_eq!(
-            (action, w.state, w.behind.clone(), w.reserved),
-            (c.action, c.after, c.behind_after, c.reserved_after),
+            (
+                action,
+                w.state.clone(),
+                w.reservation().map(|r| r.behind.clone()),
+                marked_reservation(&w.state)
+            ),
+            (c.action, after, c.behind_after, c.reserved_after),
             "case #{i}"
         );
     }
@@ -455,7 +543,7 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
     let mut context = cx(start);
     context.reserves_behind = true;
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
-    w.state = State::Behind { ahead: 2 };
+    w.state = queued(2);
     let mine_behind = || {
         cell(
             ME,
@@ -492,7 +580,9 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
     // Released: mine alone — the lock is mine, and the cell is re-marked.
     assert_eq!(
         w.on(main_obs(vec![mine_behind()], true), &context),
-        Action::Acquired { reserved: true }
+        Action::Acquired {
+            marked_reservation: true
+        }
     );
 }
 
@@ -507,7 +597,7 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
     slow.note(MS * 80);
     let mut w =
         Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(Average::default(), slow);
-    w.state = State::Behind { ahead: 4 };
+    w.state = queued(4);
     w.on(Observation::Position(behind(4)), &cx(start));
     // Four places in 40 ms: 10 ms per place, weighed into the average.
     w.on(Observation::Position(Position::First), &cx(start + MS * 40));
@@ -530,7 +620,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         ready: true,
     };
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
-    w.state = State::Behind { ahead: 2 };
+    w.state = queued(2);
     assert!(matches!(
         w.on(Observation::Position(behind(1)), &context),
         Action::ReserveBehind { .. }
@@ -555,7 +645,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         w.on(Observation::Position(behind(1)), &at(45)),
         Action::Poll { .. }
     ));
-    assert_eq!(w.state, State::Behind { ahead: 1 });
+    assert!(matches!(w.state, State::Queued { ahead: 1, .. }));
     // Behind someone new: reserve again.
     assert!(matches!(
         w.on(
