@@ -8,6 +8,7 @@ use crate::cell::{OpKind, Table, Timestamp};
 use crate::reconcile::CellVersion;
 
 impl MemoryStore {
+    /// How long after its due time a swept row is swept again at the
     /// earliest: sweeps cost a pass over the row, so a row whose dead
     /// versions come due one after another is swept a few times per gc
     /// grace rather than once per second. Reads count by the exact rule
