@@ -2,6 +2,16 @@
 //! the benchmark stands (met / not met), the machine — as a terminal table
 //! or JSON. The hold mode and the soak have their own reports
 //! ([`HoldBenchReport`], [`SoakReport`]).
+//!
+//! Each report is in its own file and re-exported here, so its path is
+//! `lockshift_bench::report::…` whatever the file: the runs' report
+//! ([`BenchReport`], [`check_targets`], [`render`]) in this module, the hold
+//! mode's ([`HoldBenchReport`], [`check_hold_targets`], [`render_hold`]) in
+//! `report/hold.rs`, the soak's ([`SoakReport`], [`render_soak`]) in
+//! `report/soak.rs`.
+
+mod hold;
+mod soak;
 
 use std::fmt::Write as _;
 
@@ -10,10 +20,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::algorithm::BenchAlgorithm;
-use crate::hold::HoldStats;
 use crate::run::{BenchConfig, find};
-use crate::soak::{MAX_TOMBSTONES, MAX_WAIT_RATIO, SoakStats, SoakTombstones};
 use crate::stats::RunStats;
+
+pub use hold::{HoldBenchReport, check_hold_targets, render_hold};
+pub use soak::{SoakReport, render_soak};
 
 /// The whole report (`--json` prints it; `version` changes with the schema).
 #[derive(Clone, Debug, Serialize)]
@@ -241,123 +252,12 @@ pub fn check_targets(runs: &[RunStats], hold: Duration) -> Vec<TargetCheck> {
     ]
 }
 
-/// The hold mode's report (`--json` prints it).
-#[derive(Clone, Debug, Serialize)]
-pub struct HoldBenchReport {
-    /// Schema version.
-    pub version: u32,
-    /// The lease renew period, s.
-    pub renew_every_s: f64,
-    /// Renew periods each run held its locks.
-    pub periods: u32,
-    /// Where.
-    pub machine: Machine,
-    /// The store measured against.
-    pub store: String,
-    /// Wall time, s.
-    pub duration_s: f64,
-    /// One entry per algorithm and N.
-    pub runs: Vec<HoldStats>,
-    /// Where the renewal target stands.
-    pub targets: Vec<TargetCheck>,
-}
-
-/// The hold mode's target, for each lockshift algorithm at its largest N:
-/// renewal costs ≤ 2 store operations per held lock per renew period.
-pub fn check_hold_targets(runs: &[HoldStats]) -> Vec<TargetCheck> {
-    let mut out = Vec::new();
-    for algorithm in BenchAlgorithm::ALL {
-        if algorithm.lock().is_none() {
-            continue;
-        }
-        let largest = runs
-            .iter()
-            .filter(|r| r.algorithm == algorithm.as_str())
-            .max_by_key(|r| r.locks);
-        let Some(r) = largest else { continue };
-        out.push(TargetCheck {
-            target: format!(
-                "{algorithm}: renewal ≤ 2 store operations per held lock per renew period (N = {})",
-                r.locks
-            ),
-            measured: format!("{:.2} ops", r.ops_per_lock_per_period),
-            met: Some(r.held == r.locks && r.failures == 0 && r.ops_per_lock_per_period <= 2.0),
-        });
-    }
-    out
-}
-
 fn mark(met: Option<bool>) -> &'static str {
     match met {
         Some(true) => "met    ",
         Some(false) => "NOT MET",
         None => "n/a    ",
     }
-}
-
-/// The hold mode's report as a terminal table.
-pub fn render_hold(report: &HoldBenchReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}; {} CPUs{}",
-        report.periods,
-        lockshift_lock::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
-        report.store,
-        report.machine.cpus,
-        report
-            .machine
-            .cpu_model
-            .as_ref()
-            .map_or(String::new(), |m| format!(" ({m})"))
-    );
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<9} {:>6} {:>6} {:>9} {:>15} {:>12} {:>10} {:>7} {:>16}",
-        "algorithm",
-        "N",
-        "held",
-        "acquire s",
-        "ops/lock/period",
-        "other/period",
-        "bytes/lock",
-        "CPU %",
-        "CPU µs/lock/period"
-    );
-    for r in &report.runs {
-        let _ = writeln!(
-            out,
-            "{:<9} {:>6} {:>6} {:>9.2} {:>15.2} {:>12.1} {:>10} {:>7} {:>16}",
-            r.algorithm,
-            r.locks,
-            r.held,
-            r.acquire_s,
-            r.ops_per_lock_per_period,
-            r.other_ops_per_period,
-            r.bytes_per_lock
-                .map_or("-".to_string(), |b| format!("{b:.0}")),
-            r.cpu_percent.map_or("-".to_string(), |c| format!("{c:.1}")),
-            r.cpu_micros_per_lock_per_period
-                .map_or("-".to_string(), |c| format!("{c:.1}")),
-        );
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "ops/lock/period: store operations on the lock tables per held lock per renew period (lwt: conditional statements, each a Paxos round on a cluster); other/period: time service and node registry, per renew period, not per lock; bytes/lock: resident-set growth per held lock"
-    );
-    let _ = writeln!(out);
-    let _ = writeln!(out, "targets:");
-    for t in &report.targets {
-        let _ = writeln!(out, "  [{}] {:<78} {}", mark(t.met), t.target, t.measured);
-    }
-    let failures: u64 = report.runs.iter().map(|r| r.failures).sum();
-    if failures > 0 {
-        let _ = writeln!(out, "\nwarning: {failures} acquisitions or releases failed");
-    }
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
-    out
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -482,209 +382,6 @@ pub fn render(report: &BenchReport) -> String {
     }
     for e in &report.plot_errors {
         let _ = writeln!(out, "plot NOT written: {e}");
-    }
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
-    out
-}
-
-/// The soak's report (`--json` prints it): one entry per algorithm and
-/// process count, each with its verdict.
-#[derive(Clone, Debug, Serialize)]
-pub struct SoakReport {
-    /// Schema version.
-    pub version: u32,
-    /// N: acquisitions of one lock per run, split between its processes.
-    pub soak: u32,
-    /// How long each acquisition held the lock.
-    #[serde(with = "humantime_serde")]
-    pub hold: Duration,
-    /// Where.
-    pub machine: Machine,
-    /// The machine's load averages (1, 5, 15 min) when the soak started,
-    /// where the OS says.
-    pub load_average_start: Option<[f64; 3]>,
-    /// The same when it ended.
-    pub load_average_end: Option<[f64; 3]>,
-    /// The store measured against.
-    pub store: String,
-    /// Wall time, s.
-    pub duration_s: f64,
-    /// Every run's verdict passed.
-    pub passed: bool,
-    /// One entry per algorithm and process count.
-    pub runs: Vec<SoakStats>,
-}
-
-fn load(l: Option<[f64; 3]>) -> String {
-    l.map_or("-".to_string(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
-}
-
-/// The most tombstones one read passed, as far as the run knows.
-fn most_tombstones(t: &SoakTombstones) -> String {
-    match t.max_tombstones {
-        Some(n) => n.to_string(),
-        // A cluster says a count only in its warning, above 1 000.
-        None if t.tombstone_warnings == 0 && t.failed_reads == 0 => {
-            format!("≤ {MAX_TOMBSTONES}")
-        }
-        None => format!("> {MAX_TOMBSTONES}"),
-    }
-}
-
-/// The soak's report as a terminal table.
-pub fn render_soak(report: &SoakReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}; {} CPUs{}",
-        report.soak,
-        lockshift_lock::fmt_duration(report.hold),
-        report.store,
-        report.machine.cpus,
-        report
-            .machine
-            .cpu_model
-            .as_ref()
-            .map_or(String::new(), |m| format!(" ({m})"))
-    );
-    let _ = writeln!(
-        out,
-        "load average (1/5/15 min): {} at the start, {} at the end",
-        load(report.load_average_start),
-        load(report.load_average_end)
-    );
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<9} {:>2} {:>8} {:>7} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {:>8} {:>6}",
-        "algorithm",
-        "P",
-        "acq",
-        "acq/s",
-        "RT ms",
-        "mean ms",
-        "1st mean",
-        "1st p99",
-        "last mean",
-        "last p99",
-        "last/first",
-        "max tomb",
-        "warnings",
-        "failed"
-    );
-    for r in &report.runs {
-        let _ = writeln!(
-            out,
-            "{:<9} {:>2} {:>8} {:>7.1} {:>6.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>10.2} {:>8} {:>8} {:>6}",
-            r.algorithm,
-            r.processes,
-            r.acquisitions,
-            r.acquisitions_per_sec,
-            r.round_trip_ms,
-            r.wait_mean_ms,
-            r.first_tenth.mean_ms,
-            r.first_tenth.p99_ms,
-            r.last_tenth.mean_ms,
-            r.last_tenth.p99_ms,
-            r.last_over_first,
-            most_tombstones(&r.tombstones),
-            r.tombstones.warnings,
-            r.failures
-        );
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "1st / last: the first and the last tenth of the acquisitions, in acquisition order (waits in ms); max tomb: the most tombstones one read passed — counted for every read on the local endpoint, on a cluster known only from its warnings (\"≤ 1000\": none warned); warnings: warnings the database added to read answers"
-    );
-    let _ = writeln!(out);
-    for r in &report.runs {
-        let tenths = r
-            .tenths_mean_ms
-            .iter()
-            .map(|m| format!("{m:.2}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let _ = writeln!(
-            out,
-            "{} P={}: mean wait per tenth (ms): {tenths}",
-            r.algorithm, r.processes
-        );
-        let tables = r
-            .tombstones
-            .tables
-            .iter()
-            .map(|t| {
-                let most = t.max_tombstones.map_or_else(
-                    || {
-                        if t.tombstone_warnings == 0 && t.failed_reads == 0 {
-                            format!("≤ {MAX_TOMBSTONES}")
-                        } else {
-                            format!("> {MAX_TOMBSTONES}")
-                        }
-                    },
-                    |m| m.to_string(),
-                );
-                let mut text = format!("{} {} reads, most {most}", t.table, t.reads);
-                if t.warnings > 0 {
-                    let _ = write!(text, ", {} warnings", t.warnings);
-                }
-                if t.failed_reads > 0 {
-                    let _ = write!(text, ", {} failed", t.failed_reads);
-                }
-                text
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        let _ = writeln!(
-            out,
-            "{} P={}: tombstones per read, by table: {tables}",
-            r.algorithm, r.processes
-        );
-        if let Some(w) = &r.tombstones.first_warning {
-            let _ = writeln!(out, "{} P={}: first warning: {w}", r.algorithm, r.processes);
-        }
-        for f in &r.failure_samples {
-            let _ = writeln!(out, "{} P={}: failed: {f}", r.algorithm, r.processes);
-        }
-    }
-    let _ = writeln!(out);
-    for r in &report.runs {
-        let v = &r.verdict;
-        let waits = format!(
-            "last tenth {:.2} ms {} {MAX_WAIT_RATIO} × first tenth {:.2} ms ({:.2}×)",
-            r.last_tenth.mean_ms,
-            if v.waits_flat { "≤" } else { ">" },
-            r.first_tenth.mean_ms,
-            r.last_over_first
-        );
-        let t = &r.tombstones;
-        let tombstones = if v.tombstones_bounded {
-            format!(
-                "no read above {MAX_TOMBSTONES} tombstones (most: {}; {} warnings)",
-                most_tombstones(t),
-                t.warnings
-            )
-        } else {
-            format!(
-                "reads above {MAX_TOMBSTONES} tombstones: most {}, {} tombstone warnings, {} reads failed",
-                most_tombstones(t),
-                t.tombstone_warnings,
-                t.failed_reads
-            )
-        };
-        let failures = if r.failures > 0 {
-            format!("; {} acquisitions or releases failed", r.failures)
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "verdict {:<8} P={}: {} — {waits}; {tombstones}{failures}",
-            r.algorithm,
-            r.processes,
-            if v.passed { "PASS" } else { "FAIL" }
-        );
     }
     let _ = writeln!(out, "took {:.1}s", report.duration_s);
     out

@@ -8,7 +8,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use super::CqlStore;
-use super::connect::missing_schema_message;
+use super::keyspace::missing_schema_message;
 use super::rows::{cell_from_row, limit_bind, ttl_bind};
 use crate::cell::check_request;
 use crate::cell::{Cell, OpKind, Timestamp, WriteOptions};

@@ -8,7 +8,8 @@
 //! [`StoreErrorKind`](crate::StoreErrorKind) saying whether the data may have changed.
 //!
 //! - `store.rs`: the handle, [`CqlStore`], and its [`Store`](crate::Store) impl.
-//! - `connect.rs`: opening the session, creating or checking the schema.
+//! - `connect.rs`: opening the session, probing the contact points first.
+//! - `keyspace.rs`: creating, applying or checking the schema.
 //! - `statements.rs`: the CQL text, preparation, per-statement settings.
 //! - `rows.rs`: bind values out, result rows in.
 //! - `errors.rs`: the error mapping and the retry policies that keep it honest.
@@ -85,12 +86,13 @@
 
 mod connect;
 mod errors;
+mod keyspace;
 mod rows;
 mod statements;
 mod store;
 mod tls;
 
-pub use connect::SchemaStep;
+pub use keyspace::SchemaStep;
 pub use store::CqlStore;
 
 #[cfg(test)]

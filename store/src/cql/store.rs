@@ -10,10 +10,9 @@ use scylla::errors::ExecutionError;
 use scylla::response::{PagingState, PagingStateResponse};
 use tracing::Instrument;
 
-use super::connect::{
-    CONNECT_OP, SchemaStep, apply_schema, check_schema, create_schema, open_session,
-};
+use super::connect::{CONNECT_OP, open_session};
 use super::errors::execution_error;
+use super::keyspace::{SchemaStep, apply_schema, check_schema, create_schema};
 use super::rows::{
     CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
 };

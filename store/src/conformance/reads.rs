@@ -1,0 +1,160 @@
+//! S4: order and limit within a row, and paging through row keys.
+
+use std::collections::BTreeSet;
+use std::num::NonZeroU32;
+
+use super::{Target, at, cell, values};
+use crate::Store;
+use crate::cell::{CellWrite, RowQuery};
+use crate::schema::SCRATCH;
+
+/// S4: live cells come back in ascending byte order of column names.
+pub async fn column_order(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("order");
+    let base = t.now();
+    let columns = [
+        "zeta",
+        "Alpha",
+        "é",
+        "a",
+        "00000000000000000010-b",
+        "00000000000000000009-z",
+        "aa",
+        "_",
+    ];
+    for (i, c) in columns.iter().enumerate() {
+        s.write(SCRATCH, &row, &[cell(c, "v")], at(base, i as i64))
+            .await
+            .expect("write");
+    }
+    let got: Vec<String> = values(t, &row).await.into_iter().map(|(c, _)| c).collect();
+    let mut want: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    want.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    assert_eq!(
+        got, want,
+        "cells must come back in byte order of their column names"
+    );
+}
+
+/// S4: `limit` counts live cells only; `start_column` is inclusive and may
+/// name a column that does not exist.
+pub async fn limit_and_start_column(t: &dyn Target) {
+    let s = t.store();
+    let row = t.unique("slice");
+    let base = t.now();
+    let cells: Vec<CellWrite> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|c| cell(c, c))
+        .collect();
+    s.write(SCRATCH, &row, &cells, at(base, 1))
+        .await
+        .expect("write");
+    let names = |cells: Vec<crate::Cell>| cells.into_iter().map(|c| c.column).collect::<Vec<_>>();
+    let read = |q: RowQuery| {
+        let row = row.clone();
+        async move { names(s.read(SCRATCH, &row, &q).await.expect("read")) }
+    };
+    assert_eq!(read(RowQuery::first(2)).await, ["a", "b"], "limit 2");
+    assert_eq!(
+        read(RowQuery::first(9)).await,
+        ["a", "b", "c", "d", "e"],
+        "limit past the end"
+    );
+    assert_eq!(
+        read(RowQuery::all().starting_at("c")).await,
+        ["c", "d", "e"],
+        "start is inclusive"
+    );
+    assert_eq!(
+        read(RowQuery::first(1).starting_at("bb")).await,
+        ["c"],
+        "start between columns"
+    );
+    assert_eq!(
+        read(RowQuery::all().starting_at("f")).await,
+        Vec::<String>::new(),
+        "start past the end"
+    );
+    s.delete(
+        SCRATCH,
+        &row,
+        &["a".into(), "b".into()],
+        base.offset_micros(2),
+    )
+    .await
+    .expect("delete");
+    assert_eq!(
+        read(RowQuery::first(1)).await,
+        ["c"],
+        "tombstones do not count towards the limit"
+    );
+    let missing = t.unique("slice-missing");
+    assert_eq!(
+        read_row_names(s, &missing).await,
+        Vec::<String>::new(),
+        "a missing row reads empty"
+    );
+}
+
+async fn read_row_names(s: &dyn Store, row: &str) -> Vec<String> {
+    s.read(SCRATCH, row, &RowQuery::all())
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|c| c.column)
+        .collect()
+}
+
+/// Paging through row keys: every row with live cells exactly once, pages no
+/// larger than asked, rows whose cells are all deleted left out.
+pub async fn scan_pages_through_keys(t: &dyn Target) {
+    let s = t.store();
+    let base = t.now();
+    let ours: BTreeSet<String> = (0..7).map(|i| t.unique(&format!("scan-{i}"))).collect();
+    for key in &ours {
+        s.write(SCRATCH, key, &[cell("c", "v")], at(base, 1))
+            .await
+            .expect("write");
+    }
+    let gone = t.unique("scan-deleted");
+    s.write(SCRATCH, &gone, &[cell("c", "v")], at(base, 1))
+        .await
+        .expect("write");
+    s.delete(SCRATCH, &gone, &["c".into()], base.offset_micros(2))
+        .await
+        .expect("delete");
+
+    let page_size = NonZeroU32::new(3).expect("3 > 0");
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    for page_no in 0.. {
+        assert!(page_no < 10_000, "scan does not terminate");
+        let page = s
+            .scan_keys(SCRATCH, cursor.as_ref(), page_size)
+            .await
+            .expect("scan");
+        assert!(
+            page.keys.len() <= 3,
+            "page {page_no} holds {} keys, asked for 3",
+            page.keys.len()
+        );
+        seen.extend(page.keys);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let seen_ours: Vec<&String> = seen.iter().filter(|k| ours.contains(*k)).collect();
+    assert_eq!(
+        seen_ours.len(),
+        ours.len(),
+        "each of our rows appears once: {seen:?}"
+    );
+    let unique: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no key twice in one scan");
+    assert!(
+        !seen.contains(&gone),
+        "a row with only deleted cells is not listed"
+    );
+}

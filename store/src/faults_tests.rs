@@ -1,0 +1,174 @@
+use super::*;
+use crate::{MemoryStore, schema};
+
+fn cell() -> [CellWrite; 1] {
+    [CellWrite::new("c", b"v".to_vec())]
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_before_apply_changes_nothing_after_apply_changes_data() {
+    let store = FaultyStore::new(MemoryStore::new(), 7);
+    store.fail_next(1, FailPoint::Before);
+    let err = store
+        .write(
+            schema::SCRATCH,
+            "r",
+            &cell(),
+            WriteOptions::at(Timestamp::from_micros(1)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        StoreErrorKind::Unavailable | StoreErrorKind::NotApplied
+    ));
+    assert!(
+        store
+            .inner()
+            .read(schema::SCRATCH, "r", &RowQuery::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    store.fail_next(1, FailPoint::After);
+    let err = store
+        .write(
+            schema::SCRATCH,
+            "r",
+            &cell(),
+            WriteOptions::at(Timestamp::from_micros(1)),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.may_have_applied());
+    assert_eq!(
+        store
+            .inner()
+            .read(schema::SCRATCH, "r", &RowQuery::all())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(store.op_counts().get(schema::SCRATCH, OpKind::Write), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn latency_is_within_bounds_and_scope_limits_failures() {
+    let store = FaultyStore::new(MemoryStore::new(), 3).with_plan(FaultPlan {
+        latency: Duration::from_millis(10),
+        jitter: Duration::from_millis(5),
+        fail_before: 1.0,
+        scope: FaultScope {
+            tables: Some(vec![schema::QUEUE]),
+            ops: None,
+        },
+        ..FaultPlan::default()
+    });
+    for _ in 0..20 {
+        let started = tokio::time::Instant::now();
+        store
+            .read(schema::MAIN, "r", &RowQuery::all())
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        // Tokio's timer rounds each of the two sleeps up to a whole millisecond.
+        assert!(
+            took >= Duration::from_millis(10) && took <= Duration::from_millis(17),
+            "{took:?}"
+        );
+    }
+    assert!(
+        store
+            .read(schema::QUEUE, "r", &RowQuery::all())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn skew_moves_timestamps_within_bound_and_replays_from_seed() {
+    async fn stamps(seed: u64) -> Vec<i64> {
+        let store = FaultyStore::new(MemoryStore::new(), seed).with_plan(FaultPlan {
+            max_skew: Duration::from_micros(500),
+            ..FaultPlan::default()
+        });
+        let mut out = Vec::new();
+        for i in 0..50 {
+            let row = format!("r{i}");
+            store
+                .write(
+                    schema::SCRATCH,
+                    &row,
+                    &cell(),
+                    WriteOptions::at(Timestamp::from_micros(10_000)),
+                )
+                .await
+                .unwrap();
+            let c = store
+                .read(schema::SCRATCH, &row, &RowQuery::all())
+                .await
+                .unwrap();
+            out.push(c[0].writetime.as_micros());
+        }
+        out
+    }
+    let a = stamps(11).await;
+    assert!(a.iter().all(|t| (9_500..=10_500).contains(t)), "{a:?}");
+    assert!(a.iter().any(|t| *t != 10_000), "skew was applied");
+    assert_eq!(a, stamps(11).await, "same seed, same run");
+    assert_ne!(a, stamps(12).await, "another seed, another run");
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_scope_delays_only_its_operations() {
+    let store = FaultyStore::new(MemoryStore::new(), 4).with_plan(FaultPlan {
+        slow: Some((
+            FaultScope {
+                tables: Some(vec![schema::MAIN]),
+                ops: Some(vec![OpKind::Write]),
+            },
+            Duration::from_millis(300),
+        )),
+        ..FaultPlan::default()
+    });
+    let started = tokio::time::Instant::now();
+    store
+        .write(
+            schema::MAIN,
+            "r",
+            &cell(),
+            WriteOptions::at(Timestamp::EPOCH),
+        )
+        .await
+        .unwrap();
+    let write = started.elapsed();
+    let started = tokio::time::Instant::now();
+    store
+        .read(schema::MAIN, "r", &RowQuery::all())
+        .await
+        .unwrap();
+    let read = started.elapsed();
+    assert!(write >= Duration::from_millis(300), "{write:?}");
+    assert_eq!(read, Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn partition_fails_everything_until_healed() {
+    let store = FaultyStore::new(MemoryStore::new(), 1);
+    store.set_partitioned(true);
+    let err = store
+        .read(schema::MAIN, "r", &RowQuery::all())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable);
+    store.set_partitioned(false);
+    store
+        .read(schema::MAIN, "r", &RowQuery::all())
+        .await
+        .unwrap();
+    let counts = store.op_counts();
+    assert_eq!(counts.get(schema::MAIN, OpKind::Read), 2);
+    assert_eq!(counts.to_string(), "main.read=2");
+}

@@ -1,0 +1,508 @@
+//! The embedded backend: an in-process store with exact Cassandra semantics.
+//!
+//! It is the reference implementation of the [`Store`] contract and what tests,
+//! the demo and the local CQL endpoint run on. One mutex guards all tables:
+//! every operation is a few map look-ups, far below the cost of the tokio
+//! scheduling around it, and a single lock makes each operation trivially
+//! atomic, which is exactly the "one row, one write" guarantee.
+//!
+//! # Invariants
+//!
+//! - **E1.** A row maps each column to at most two versions: the winner of
+//!   [`CellVersion::supersedes`] among the values written there, and the
+//!   newest delete, kept only while it is older than that value (a newer
+//!   delete drops the value) — dead versions purged after the table's gc
+//!   grace. The visible cell is the value, if live. Keeping the losing
+//!   delete is Cassandra's (a row deletion outlives the newer data it lost
+//!   to, and costs reads once that data is gone).
+//! - **E2.** TTL deadlines are computed from the store's clock when the write
+//!   is applied, never from the write's timestamp, and in whole seconds:
+//!   the start of that second plus the TTL (Cassandra's `localDeletionTime`;
+//!   see [`ttl_deadline`]).
+//! - **E3.** Every row holding a version that is or will be dead is queued
+//!   for a sweep no later than that version's purge time
+//!   ([`CellVersion::purge_time`]); a sweep forgets what is purgeable and
+//!   re-queues the row. So memory holds only live cells and dead ones
+//!   younger than gc grace (plus at most an eighth of it), whether or not
+//!   anything reads them again. Reads never depend on the sweep: they count
+//!   a dead version only while it is not purgeable (TB1–TB2 of
+//!   [`crate::tombstones`]), and forget the purgeable ones they pass.
+
+mod row;
+mod sweep;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::num::NonZeroU32;
+use std::ops::Bound;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::api::{ReadOutcome, Store};
+use crate::cell::{
+    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
+    check_request,
+};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::{StoreError, StoreErrorKind};
+use crate::reconcile::{CellVersion, ttl_deadline, ttl_seconds_left};
+use crate::schema;
+use crate::tombstones::{self, TombstoneThresholds};
+
+use row::Row;
+
+type TableData = BTreeMap<String, Row>;
+
+/// The largest tombstone counts seen, per table.
+#[derive(Clone, Copy, Debug, Default)]
+struct TombstoneStats {
+    max_per_read: u64,
+    max_per_scan: u64,
+}
+
+/// Everything behind the store's one mutex.
+#[derive(Debug, Default)]
+struct State {
+    tables: HashMap<Table, TableData>,
+    /// Rows to sweep, by the time they may next hold a purgeable version
+    /// (E3). At most one entry per row: the row's `sweep_at`.
+    sweeps: BTreeSet<(Timestamp, Table, String)>,
+    stats: HashMap<Table, TombstoneStats>,
+}
+
+/// The in-process store. Cheap to share behind an `Arc`; safe for any number
+/// of concurrent tasks.
+///
+/// # Tombstones, as on Cassandra
+///
+/// A delete, and a TTL cell once expired, stays a tombstone for its
+/// table's gc grace — by default the table's `gc_grace_seconds` from
+/// [`schema::options`], Cassandra's 10 days unless the schema says
+/// otherwise — and every read that passes it counts it ([`crate::tombstones`]
+/// TB1–TB4): above the warn threshold the [`ReadOutcome`] carries
+/// Cassandra's warning, above the failure threshold the read fails with
+/// [`StoreErrorKind::TooManyTombstones`]. Settings: [`with_gc_grace`],
+/// [`with_table_gc_grace`], [`with_tombstone_thresholds`] (defaults 1 000 /
+/// 100 000), [`with_keyspace`] (the keyspace named in warnings). Statistics
+/// for tests: [`max_tombstones_per_read`], [`max_tombstones_per_scan`],
+/// [`reset_tombstone_stats`].
+///
+/// [`with_gc_grace`]: MemoryStore::with_gc_grace
+/// [`with_table_gc_grace`]: MemoryStore::with_table_gc_grace
+/// [`with_tombstone_thresholds`]: MemoryStore::with_tombstone_thresholds
+/// [`with_keyspace`]: MemoryStore::with_keyspace
+/// [`max_tombstones_per_read`]: MemoryStore::max_tombstones_per_read
+/// [`max_tombstones_per_scan`]: MemoryStore::max_tombstones_per_scan
+/// [`reset_tombstone_stats`]: MemoryStore::reset_tombstone_stats
+///
+/// # Examples
+///
+/// ```
+/// use lockshift_store::{CellWrite, MemoryStore, RowQuery, Store, Timestamp, WriteOptions, schema};
+///
+/// # tokio_test_block_on(async {
+/// let store = MemoryStore::new();
+/// let at = |us| WriteOptions::at(Timestamp::from_micros(us));
+/// store.write(schema::MAIN, "lock-1", &[CellWrite::new("owner-a", b"x".to_vec())], at(10)).await?;
+/// store.delete(schema::MAIN, "lock-1", &["owner-a".to_string()], Timestamp::from_micros(10)).await?;
+/// // On a tie the tombstone wins, and the read passed it.
+/// let read = store.read_observed(schema::MAIN, "lock-1", &RowQuery::all()).await?;
+/// assert!(read.cells.is_empty());
+/// assert_eq!(read.tombstones, Some(1));
+/// assert_eq!(store.max_tombstones_per_read(schema::MAIN), 1);
+/// # Ok::<(), lockshift_store::StoreError>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct MemoryStore {
+    clock: SharedClock,
+    /// Gc grace for every table, when set ([`MemoryStore::with_gc_grace`]).
+    gc_grace_all: Option<Duration>,
+    /// Gc grace per table, when set; wins over `gc_grace_all`.
+    gc_grace_table: HashMap<Table, Duration>,
+    thresholds: TombstoneThresholds,
+    keyspace: String,
+    state: Mutex<State>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The keyspace an embedded store names in its warnings unless told
+/// otherwise: the CQL backend's default.
+pub const DEFAULT_KEYSPACE: &str = "lockshift";
+
+impl MemoryStore {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(std::sync::Arc::new(SystemClock))
+    }
+
+    /// An empty store whose TTLs run on `clock`.
+    pub fn with_clock(clock: SharedClock) -> Self {
+        MemoryStore {
+            clock,
+            gc_grace_all: None,
+            gc_grace_table: HashMap::new(),
+            thresholds: TombstoneThresholds::default(),
+            keyspace: DEFAULT_KEYSPACE.to_string(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// This store keeping dead cells of *every* table for `gc_grace` (not
+    /// each table's own [`schema::options`]) before forgetting them. A
+    /// table given its own with [`with_table_gc_grace`](Self::with_table_gc_grace)
+    /// keeps that.
+    pub fn with_gc_grace(mut self, gc_grace: Duration) -> Self {
+        self.gc_grace_all = Some(gc_grace);
+        self
+    }
+
+    /// This store keeping dead cells of `table` for `gc_grace`.
+    pub fn with_table_gc_grace(mut self, table: Table, gc_grace: Duration) -> Self {
+        self.gc_grace_table.insert(table, gc_grace);
+        self
+    }
+
+    /// This store warning and failing reads at `thresholds` instead of
+    /// Cassandra's defaults (1 000 / 100 000).
+    pub fn with_tombstone_thresholds(mut self, thresholds: TombstoneThresholds) -> Self {
+        self.thresholds = thresholds;
+        self
+    }
+
+    /// This store naming `keyspace` in its warnings' queries (default
+    /// [`DEFAULT_KEYSPACE`]), as a cluster serving that keyspace would.
+    pub fn with_keyspace(mut self, keyspace: impl Into<String>) -> Self {
+        self.keyspace = keyspace.into();
+        self
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// How long dead cells of `table` are kept (and cost reads).
+    pub fn gc_grace(&self, table: Table) -> Duration {
+        self.gc_grace_table
+            .get(&table)
+            .copied()
+            .or(self.gc_grace_all)
+            .unwrap_or_else(|| schema::options(table).gc_grace())
+    }
+
+    /// The warn and failure thresholds.
+    pub fn tombstone_thresholds(&self) -> TombstoneThresholds {
+        self.thresholds
+    }
+
+    /// The most tombstones any single read of `table` passed since the
+    /// store was made or [`reset_tombstone_stats`](Self::reset_tombstone_stats)
+    /// (a read that failed for too many counts as the threshold + 1).
+    pub fn max_tombstones_per_read(&self, table: Table) -> u64 {
+        self.lock().stats.get(&table).map_or(0, |s| s.max_per_read)
+    }
+
+    /// The most tombstones any single page of a key scan of `table` passed
+    /// (TB4), like [`max_tombstones_per_read`](Self::max_tombstones_per_read).
+    pub fn max_tombstones_per_scan(&self, table: Table) -> u64 {
+        self.lock().stats.get(&table).map_or(0, |s| s.max_per_scan)
+    }
+
+    /// Forgets the statistics of every table.
+    pub fn reset_tombstone_stats(&self) {
+        self.lock().stats.clear();
+    }
+
+    /// Every version held for `row` of `table`, dead ones included, in column
+    /// order: for tests and the operator tool's forensic views.
+    pub fn raw_row(&self, table: Table, row: &str) -> Vec<(String, CellVersion)> {
+        self.lock()
+            .tables
+            .get(&table)
+            .and_then(|t| t.get(row))
+            .map(|r| {
+                r.cells
+                    .iter()
+                    .flat_map(|(c, col)| col.versions().map(|v| (c.clone(), v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// How many versions the store holds, dead ones included: for tests
+    /// that check memory stays bounded.
+    pub fn stored_versions(&self) -> usize {
+        self.lock()
+            .tables
+            .values()
+            .flat_map(|t| t.values())
+            .flat_map(|r| r.cells.values())
+            .map(|c| c.versions().count())
+            .sum()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock, but if one ever did the
+        // maps are still consistent (every mutation is a single insert), so
+        // carry on rather than poison every later operation.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        check_request(
+            OpKind::Write,
+            table,
+            row,
+            cells.iter().map(|c| c.column.as_str()),
+            None,
+        )?;
+        if cells.is_empty() {
+            return Ok(());
+        }
+        // E2: the deadline starts from the store's clock, at the whole
+        // second as Cassandra counts it.
+        let now = self.clock.now();
+        let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
+        self.apply(
+            table,
+            row,
+            cells.iter().map(|c| {
+                (
+                    c.column.clone(),
+                    CellVersion::Live {
+                        value: c.value.clone(),
+                        timestamp: options.timestamp,
+                        expires_at,
+                    },
+                )
+            }),
+        );
+        Ok(())
+    }
+
+    async fn delete(
+        &self,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        check_request(
+            OpKind::Delete,
+            table,
+            row,
+            columns.iter().map(String::as_str),
+            None,
+        )?;
+        if columns.is_empty() {
+            return Ok(());
+        }
+        let deleted_at = self.clock.now();
+        self.apply(
+            table,
+            row,
+            columns.iter().map(|c| {
+                (
+                    c.clone(),
+                    CellVersion::Tombstone {
+                        timestamp,
+                        deleted_at,
+                    },
+                )
+            }),
+        );
+        Ok(())
+    }
+
+    async fn read_observed(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError> {
+        check_request(OpKind::Read, table, row, [], query.start_column.as_deref())?;
+        let now = self.clock.now();
+        let grace = self.gc_grace(table);
+        let limits = self.thresholds;
+        let limit = query.limit.map_or(usize::MAX, |n| n.get() as usize);
+        let mut state = self.lock();
+        self.sweep_due(&mut state, now);
+        let mut out = Vec::new();
+        let mut tombstones = 0u64;
+        let mut failed = false;
+        if let Some(rows) = state.tables.get_mut(&table)
+            && let Some(data) = rows.get_mut(row)
+        {
+            let lower = match &query.start_column {
+                Some(start) => Bound::Included(start.clone()),
+                None => Bound::Unbounded,
+            };
+            let mut purgeable = Vec::new();
+            // TB2: count the dead versions passed until the limit of live
+            // cells is reached; nothing after the last live cell returned.
+            for (column, col) in data.cells.range((lower, Bound::Unbounded)) {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(version) = col.live(now)
+                    && let Some((value, expires_at)) = version.live_value(now)
+                {
+                    out.push(Cell {
+                        column: column.clone(),
+                        value: value.to_vec(),
+                        writetime: version.timestamp(),
+                        ttl: expires_at
+                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
+                    });
+                    continue;
+                }
+                // TB1: past gc grace it costs nothing, and goes.
+                if col.has_purgeable(now, grace) {
+                    purgeable.push(column.clone());
+                }
+                tombstones += col.tombstones(now, grace);
+                if tombstones > limits.fail {
+                    failed = true;
+                    break;
+                }
+            }
+            for column in purgeable {
+                if let Some(col) = data.cells.get_mut(&column) {
+                    col.purge(now, grace);
+                    if col.is_empty() {
+                        data.cells.remove(&column);
+                    }
+                }
+            }
+            if data.cells.is_empty() {
+                rows.remove(row);
+            }
+        }
+        self.record(&mut state, table, OpKind::Read, tombstones);
+        drop(state);
+        // TB3.
+        if failed {
+            return Err(StoreError::too_many_tombstones(
+                OpKind::Read,
+                table,
+                row,
+                tombstones,
+                limits.fail,
+            ));
+        }
+        let warnings = if tombstones > limits.warn {
+            vec![tombstones::warning_text(
+                out.len() as u64,
+                tombstones,
+                &tombstones::read_cql(&self.keyspace, table, row, query),
+                tombstones::token(row),
+            )]
+        } else {
+            Vec::new()
+        };
+        Ok(ReadOutcome {
+            cells: out,
+            tombstones: Some(tombstones),
+            warnings,
+        })
+    }
+
+    async fn scan_keys(
+        &self,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        let after = match cursor {
+            Some(c) => Some(String::from_utf8(c.as_bytes().to_vec()).map_err(|_| {
+                StoreError::new(
+                    StoreErrorKind::Invalid,
+                    OpKind::Scan,
+                    Some(table),
+                    "page cursor was not made by the embedded store",
+                )
+            })?),
+            None => None,
+        };
+        let now = self.clock.now();
+        let grace = self.gc_grace(table);
+        let limits = self.thresholds;
+        let mut state = self.lock();
+        self.sweep_due(&mut state, now);
+        let lower = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let mut keys: Vec<String> = Vec::new();
+        let mut more = false;
+        let mut tombstones = 0u64;
+        let mut failed = false;
+        if let Some(rows) = state.tables.get(&table) {
+            'rows: for (key, data) in rows.range((lower, Bound::Unbounded)) {
+                if keys.len() >= page_size.get() as usize {
+                    // Only whether another page follows; a page's count
+                    // ends with its last key, as a cluster's does.
+                    if data.cells.values().any(|c| c.live(now).is_some()) {
+                        more = true;
+                        break;
+                    }
+                    continue;
+                }
+                // TB4: each partition up to its first live cell.
+                for col in data.cells.values() {
+                    if col.live(now).is_some() {
+                        keys.push(key.clone());
+                        break;
+                    }
+                    tombstones += col.tombstones(now, grace);
+                    if tombstones > limits.fail {
+                        failed = true;
+                        break 'rows;
+                    }
+                }
+            }
+        }
+        self.record(&mut state, table, OpKind::Scan, tombstones);
+        drop(state);
+        if failed {
+            return Err(StoreError::too_many_tombstones(
+                OpKind::Scan,
+                table,
+                "",
+                tombstones,
+                limits.fail,
+            ));
+        }
+        let next = match keys.last() {
+            Some(last) if more => Some(PageCursor::from_bytes(last.as_bytes().to_vec())),
+            _ => None,
+        };
+        Ok(KeyPage { keys, next })
+    }
+
+    fn describe(&self) -> String {
+        "embedded".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;
