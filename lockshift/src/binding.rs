@@ -2,35 +2,27 @@
 //! pure core of the node runtime (no I/O, no clock of its own — every
 //! function takes `now`), so every decision can be tested table by table.
 //!
-//! # Invariants
+//! # The rules it enforces
 //!
-//! - **B1. A stage view expires.** The node's view of the stage is
-//!   *confirmed* only while both its last successful stage read and its last
-//!   successful heartbeat were sent less than `stage_valid_for` ago. An
-//!   unconfirmed view resolves every mode to combined (safe beside every
-//!   algorithm, [`resolve`]`(mode, None)`).
-//! - **B2. Every acquisition is bound.** Each acquisition in flight or held
-//!   is bound to the algorithm it resolved and a stage version. A waiting
-//!   acquisition whose algorithm differs from the node's current resolution
-//!   is *invalidated* (for good: it leaves the line and re-enters); one whose
-//!   algorithm still matches is re-bound to the confirmed version — for
-//!   legacy and queue only if that is the next version, never across a
-//!   jump (the node missed stages). A held guard is re-bound only to a
-//!   stage that allows its algorithm.
-//! - **B3. Hand-out.** A guard taken by an invalidated acquisition, or by a
-//!   non-combined one while the view is unconfirmed or has moved past its
-//!   binding, is not handed out (the caller releases it and re-enters).
-//!   Combined guards are always handed out: combined is safe beside every
-//!   algorithm.
-//! - **B4. The oldest binding is reported.** The heartbeat carries the
-//!   oldest version among the node's view and all its bindings
-//!   ([`Bindings::acting_version`]); guards that need "every node acts on
-//!   stage ≥ N" read that, not only the node's view.
-//! - **B5. Only a declared algorithm is used.** New acquisitions use legacy
-//!   or queue only if the last heartbeat that landed declared it (as the
-//!   node's algorithm, or one it had acquisitions of); until then they run
-//!   combined ([`View::resolve`]). A mode switched while the registry cannot
-//!   be written therefore never acts unseen (docs/design.md §4, R8).
+//! The rollout rules are defined in docs/design.md §4, and why they keep
+//! legacy and queue acquisitions apart is argued there once ("Why no legacy
+//! and queue acquisitions overlap"). This module makes the decisions of R2,
+//! R3, R4, R5 and R8; the node runtime calls it and does the I/O.
+//!
+//! - [`View`] is the node's view of the stage. It is confirmed while both
+//!   its last stage read and its last heartbeat were sent less than
+//!   `stage_valid_for` ago (R2). [`View::resolve`] resolves the configured
+//!   mode against the confirmed stage, and gives combined
+//!   ([`resolve`]`(mode, None)`) while the view is unconfirmed (R2) or the
+//!   result is an algorithm the last landed heartbeat did not declare (R8).
+//! - [`Bindings`] holds every acquisition in flight or held, with the
+//!   algorithm it resolved and its stage version. [`Bindings::follow`]
+//!   invalidates or re-binds them when the resolution or the confirmed stage
+//!   changes (R3). [`Bindings::hand_out`] decides whether a guard just taken
+//!   may be handed out; a refused one is released by the caller, which
+//!   re-enters (R4, R8). [`Bindings::acting_version`] is the oldest version
+//!   the heartbeat reports (R5); guards that need "every node acts on stage
+//!   ≥ N" read that, not only the node's view (R6).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -43,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use lockshift_combined::Stage;
 use lockshift_combined::{Mode, Resolution, StageRecord, resolve};
 
-/// The node's view of the stage (B1).
+/// The node's view of the stage (R2).
 #[derive(Clone, Debug)]
 pub(crate) struct View {
     /// The last stage read.
@@ -52,7 +44,7 @@ pub(crate) struct View {
     read_sent: Option<Instant>,
     /// When the last successful heartbeat was sent.
     heartbeat_sent: Option<Instant>,
-    /// What that heartbeat declared the node may run (B5).
+    /// What that heartbeat declared the node may run (R8).
     declared: BTreeSet<Algorithm>,
     valid_for: Duration,
 }
@@ -92,7 +84,7 @@ impl View {
         }
     }
 
-    /// Until when the view is confirmed (B1); `None` if it never was.
+    /// Until when the view is confirmed (R2); `None` if it never was.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
         let since = self.read_sent?.min(self.heartbeat_sent?);
         self.record.as_ref()?;
@@ -120,8 +112,8 @@ impl View {
     }
 
     /// What new acquisitions use at `now`: `configured` resolved against the
-    /// confirmed stage (B1) — combined while the result is an algorithm the
-    /// last landed heartbeat did not declare (B5).
+    /// confirmed stage (R2) — combined while the result is an algorithm the
+    /// last landed heartbeat did not declare (R8).
     pub(crate) fn resolve(&self, configured: Mode, now: Instant) -> Resolution {
         let wanted = self.declaring(configured, now);
         if wanted.algorithm == Algorithm::Combined || self.declared.contains(&wanted.algorithm) {
@@ -135,13 +127,13 @@ impl View {
     }
 
     /// What `configured` resolves to at `now` once the registry knows it:
-    /// what the next heartbeat declares (B5).
+    /// what the next heartbeat declares (R8).
     pub(crate) fn declaring(&self, configured: Mode, now: Instant) -> Resolution {
         resolve(configured, self.confirmed(now).map(|r| r.stage))
     }
 }
 
-/// One acquisition in flight or held (B2).
+/// One acquisition in flight or held (R3).
 #[derive(Debug)]
 struct Binding {
     algorithm: Algorithm,
@@ -153,7 +145,7 @@ struct Binding {
     invalidated: CancellationToken,
 }
 
-/// Why a guard was not handed out (B3).
+/// Why a guard was not handed out (R4, R8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// The acquisition was invalidated while it waited.
@@ -162,7 +154,7 @@ pub(crate) enum Refusal {
     Unconfirmed,
     /// The stage moved past the acquisition's binding.
     Moved,
-    /// The last landed heartbeat did not declare the algorithm (B5).
+    /// The last landed heartbeat did not declare the algorithm (R8).
     Undeclared,
 }
 
@@ -212,7 +204,7 @@ impl Bindings {
             .is_some_and(|b| !b.held && b.invalidated.is_cancelled())
     }
 
-    /// Applies the node's current resolution and confirmed stage (B2).
+    /// Applies the node's current resolution and confirmed stage (R3).
     /// Idempotent: call it whenever either may have changed.
     pub(crate) fn follow(&mut self, algorithm: Algorithm, confirmed: Option<&StageRecord>) {
         for b in self.map.values_mut() {
@@ -227,9 +219,10 @@ impl Bindings {
             } else if b.algorithm != algorithm {
                 b.invalidated.cancel();
             } else if let Some(r) = confirmed {
-                // A non-combined acquisition follows the stage one version
-                // at a time: adjacent stages never allow legacy and queue
-                // together, so one step keeps its algorithm's guarantees. A
+                // R3: a non-combined acquisition follows the stage one
+                // version at a time: adjacent stages never allow legacy and
+                // queue together (R1), so one step keeps its algorithm's
+                // guarantees. A
                 // jump means the node missed stages (it was paused or cut
                 // off), and the acquisition's store steps may date from
                 // before them: it leaves.
@@ -251,7 +244,7 @@ impl Bindings {
     }
 
     /// Decides whether acquisition `id`, which just took its lock, may hand
-    /// the guard out (B3); if so it counts as held from now on.
+    /// the guard out (R4, R8); if so it counts as held from now on.
     pub(crate) fn hand_out(&mut self, id: u64, view: &View, now: Instant) -> Result<(), Refusal> {
         let Some(b) = self.map.get_mut(&id) else {
             return Err(Refusal::Invalidated);
@@ -274,7 +267,7 @@ impl Bindings {
         Ok(())
     }
 
-    /// The oldest stage version the node may still act on (B4): its view's
+    /// The oldest stage version the node may still act on (R5): its view's
     /// version and every binding's. `None` when any of them is unknown.
     pub(crate) fn acting_version(&self, view: &View) -> Option<u64> {
         let seen = view.record.as_ref().map(|r| r.version)?;

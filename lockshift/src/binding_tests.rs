@@ -34,7 +34,7 @@ fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
     v.read(record(Stage::Legacy, 0), t0);
     assert!(
         v.confirmed(t0).is_none(),
-        "no heartbeat yet: unconfirmed (B1)"
+        "no heartbeat yet: unconfirmed (R2)"
     );
     assert!(!v.expired(t0), "starting up is not 'expired'");
     v.heartbeat(t0 + Duration::from_secs(1), declared_all());
@@ -190,7 +190,7 @@ fn held_guards_rebind_only_to_stages_that_allow_them() {
     assert_eq!(
         b.acting_version(&dual),
         Some(0),
-        "the held legacy guard (B4)"
+        "the held legacy guard (R5)"
     );
     b.unbind(legacy);
     assert_eq!(b.acting_version(&dual), Some(1));
@@ -245,7 +245,7 @@ fn acting_version_is_unknown_until_a_stage_was_read() {
     assert_eq!(b.acting_version(&view_at(t0, Stage::Queue, 5)), Some(5));
 }
 
-/// B5 (issue 22): a mode switched while the registry cannot be written
+/// R8 (issue 22): a mode switched while the registry cannot be written
 /// does not act until a heartbeat that declares it has landed; combined
 /// never waits.
 #[test]

@@ -69,9 +69,9 @@
 //! tell the holder before its cells can expire. Every pair of algorithms
 //! that may run together excludes (docs/design.md §3); the one pair that
 //! does not, legacy beside queue, is kept apart by the rollout stages and
-//! the node runtime's rules R2–R7 (docs/design.md §4, and the [`Node`]
-//! module's N1–N5), so that no legacy and queue acquisitions are ever in
-//! flight at once — also when nodes lag, lose the database or pause.
+//! the node runtime's rules R2–R8 (docs/design.md §4), so that no legacy
+//! and queue acquisitions are ever in flight at once — also when nodes lag,
+//! lose the database or pause.
 //!
 //! # Example on the embedded store
 //!

@@ -1,6 +1,6 @@
 //! [`NodeLocker`] and the acquire path: each acquisition is bound to the
 //! stage it resolved under, and its guard handed out only under the
-//! binding's conditions (N2, N4, N5).
+//! binding's conditions (R3, R4, R7).
 
 use std::fmt;
 use std::sync::{Arc, PoisonError};
@@ -31,7 +31,7 @@ impl Shared {
         self.state().last_used.insert(algorithm, now);
     }
 
-    /// Binds a new acquisition of `lock` (N4).
+    /// Binds a new acquisition of `lock` (R3).
     fn begin(
         self: &Arc<Self>,
         lock: &LockId,
@@ -58,7 +58,7 @@ impl Shared {
     }
 }
 
-/// One bound acquisition (N4): unbound when dropped, unless its guard was
+/// One bound acquisition (R3): unbound when dropped, unless its guard was
 /// handed out — then the guard carries a [`Held`] instead.
 struct Attempt {
     shared: Arc<Shared>,
@@ -78,7 +78,7 @@ impl Drop for Attempt {
 }
 
 /// A handed-out guard's binding: keeps the node running and reported while
-/// the lock is held (N5), unbound when the guard goes — released, dropped,
+/// the lock is held (R7), unbound when the guard goes — released, dropped,
 /// or revoked by a shutdown.
 struct Held {
     core: Arc<Core>,
@@ -111,7 +111,7 @@ impl Drop for Held {
 
 /// The [`Locker`] of a [`Node`](crate::Node): each acquisition uses the
 /// algorithm the node resolves at that moment, stays bound to it while it
-/// waits, and keeps the node alive (N4, N5).
+/// waits, and keeps the node alive (R3, R7).
 #[derive(Clone)]
 pub struct NodeLocker {
     pub(super) core: Arc<Core>,
@@ -181,7 +181,7 @@ impl NodeLocker {
         st.view.confirmed(Instant::now()).map(|s| s.stage)
     }
 
-    /// Decides whether `attempt`'s guard may be handed out (B3); if so, ties
+    /// Decides whether `attempt`'s guard may be handed out (R4, R8); if so, ties
     /// the binding to the guard. Otherwise the guard is released and the
     /// caller re-enters.
     async fn hand_out(
@@ -274,7 +274,7 @@ impl Locker for NodeLocker {
                         .as_ref()
                         .is_some_and(CancellationToken::is_cancelled) =>
                 {
-                    // Invalidated (N4): leave the line and re-enter with
+                    // Invalidated (R3): leave the line and re-enter with
                     // whatever the node resolves now.
                     drop(attempt);
                     if shared.state().closed {

@@ -170,7 +170,7 @@ impl Node {
         let registry_ttl = settings.rollout.registry_ttl(&lease);
         // Whole seconds, rounded up, plus one: Cassandra counts a TTL from
         // the whole second of the write, so a cell may die up to a second
-        // early, and the row must outlive the bound (N3, `binding` B1).
+        // early, and the row must outlive the bound (R5).
         let registry_ttl = Ttl::from_duration(registry_ttl.saturating_add(Duration::from_secs(1)))
             .map_err(|e| {
                 lockshift_store::settings::InvalidSetting::new(
@@ -189,7 +189,7 @@ impl Node {
         let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
         let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
-        // Lock cells name the same process as the registry row (N6).
+        // Lock cells name the same process as the registry row (R5).
         let ctx = Arc::new(
             LockContext::new(
                 store.clone(),

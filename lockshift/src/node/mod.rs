@@ -3,33 +3,29 @@
 //! background work that keeps it honest: registry heartbeats, stage
 //! re-reads, config reloads.
 //!
-//! # Invariants
+//! # The rules it keeps
 //!
-//! - **N1.** New acquisitions use the algorithm resolved from the configured
-//!   mode and the stage view, if it is confirmed ([`resolve`]): a mode the
-//!   stage forbids degrades to combined, never to anything else; an unknown
-//!   or unconfirmed stage means combined (`binding` B1).
-//! - **N2.** A held lock is released by the algorithm that took it: the
-//!   guard's lease deletes exactly the cells that acquisition wrote.
-//! - **N3.** The node re-reads the stage (and its config file) every
+//! The node keeps the rollout rules R2–R8 of docs/design.md §4; why they
+//! keep legacy and queue acquisitions apart is argued there once ("Why no
+//! legacy and queue acquisitions overlap"). The decisions themselves are
+//! pure and live in `binding`; the parts of this module run them:
+//!
+//! - `runtime` re-reads the stage (and the config file) every
 //!   `rollout.stage_reread_every` and heartbeats every
-//!   `rollout.heartbeat_every`, reporting the oldest stage version any of its
-//!   acquisitions is bound to (`binding` B4), so guards can wait until every
-//!   node acts on a stage.
-//! - **N4.** Every acquisition is bound to the stage it resolved under: a
-//!   waiting one leaves the line and re-enters when the node's resolution
-//!   changes (within one re-read period, or as soon as the view expires),
-//!   and a guard is handed out only under the binding's conditions
-//!   (`binding` B2, B3).
-//! - **N5.** The node lives as long as anything that can act for it: its
-//!   [`Node`] handle, any [`NodeLocker`], any guard they handed out. A locker
-//!   never acts on a stage its node stopped following.
-//! - **N6.** The node is one process in the registry: its row is named by
-//!   node id *and* incarnation, drawn at start, so a second process under
-//!   the same node id never hides it (docs/design.md §4, R5). A heartbeat
-//!   counts (B1) only once the row *and* the activity promise for every
-//!   legacy or queue use it declares have landed, and only a declared
-//!   algorithm is used (`binding` B5; docs/design.md §4, R8).
+//!   `rollout.heartbeat_every` (R5). It re-resolves the mode and applies the
+//!   result to every acquisition on each change, and the moment the view
+//!   expires (R2, R3). A heartbeat writes the activity promises first, then
+//!   the row, and confirms the view only once both have landed (R8).
+//! - `acquire` binds every acquisition, takes a waiting one out of the line
+//!   when it is invalidated (R3), and hands a guard out only under the
+//!   binding's conditions (R4, R8). A held guard is released by its own
+//!   lease, whatever the node resolves by then (R7).
+//! - `builder` draws the incarnation that names the registry row, so a
+//!   second process under the same node id never hides this one (R5). The
+//!   lock cells name the same process.
+//! - [`Node`], every [`NodeLocker`] and every guard they handed out keep
+//!   the runtime alive; shutting down releases the held locks before the
+//!   node leaves the registry (R7).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -59,7 +55,7 @@ pub use status::NodeStatus;
 use runtime::Shared;
 
 /// The running node: shared state plus the background tasks. It lives as
-/// long as any [`Node`], [`NodeLocker`] or guard they handed out (N5).
+/// long as any [`Node`], [`NodeLocker`] or guard they handed out (R7).
 #[derive(Debug)]
 struct Core {
     shared: Arc<Shared>,
@@ -84,7 +80,7 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         self.stop_tasks();
-        // Nothing can act for this node any more (N5): leave the registry
+        // Nothing can act for this node any more (R7): leave the registry
         // now rather than after the row's TTL, if a runtime is around.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -103,7 +99,7 @@ impl Drop for Core {
 /// [`acquire`](Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
 /// where a [`Locker`](crate::Locker) is wanted. The node runs — heartbeats,
 /// stage re-reads, config reloads — for as long as a clone, a locker or a
-/// held guard lives (N5); [`shutdown`](Self::shutdown) ends it gracefully.
+/// held guard lives (R7); [`shutdown`](Self::shutdown) ends it gracefully.
 ///
 /// # Examples
 /// ```
@@ -158,7 +154,7 @@ impl Node {
     ///
     /// The algorithm is the one the node resolves from its configured mode
     /// and the rollout stage at that moment; a waiting acquisition follows
-    /// the stage (N4). Watch the guard's [`lost`](LockGuard::lost) signal
+    /// the stage (R3). Watch the guard's [`lost`](LockGuard::lost) signal
     /// while using the resource, and hand the resource its
     /// [fencing token](LockGuard::fencing_token).
     ///
@@ -208,7 +204,7 @@ impl Node {
 
     /// A [`Locker`](crate::Locker) of this node, for code written against
     /// the trait: its algorithm follows mode and stage. It keeps the node
-    /// running, even after every node handle is dropped (N5).
+    /// running, even after every node handle is dropped (R7).
     pub fn locker(&self) -> NodeLocker {
         NodeLocker {
             core: self.core.clone(),

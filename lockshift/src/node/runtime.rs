@@ -1,5 +1,5 @@
 //! The running node's shared state and its background work: stage re-reads
-//! and re-evaluation (N1, N4), heartbeats and the activity promise (N3, N6),
+//! and re-evaluation (R2, R3), heartbeats and the activity promise (R5, R8),
 //! config reloads, activity reports, and leaving the registry.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -101,7 +101,7 @@ impl fmt::Debug for Shared {
 }
 
 /// The algorithm new acquisitions will use once the registry knows of it
-/// (B5), if it is not the one they use now.
+/// (R8), if it is not the one they use now.
 fn pending(
     view: &View,
     configured: Mode,
@@ -127,7 +127,7 @@ where
     }
 }
 
-/// Re-evaluates the node the moment its stage view expires (B1), even while
+/// Re-evaluates the node the moment its stage view expires (R2), even while
 /// a stage read or heartbeat hangs in a slow store: waiting acquisitions of
 /// other algorithms leave the line then, not a re-read period later.
 pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
@@ -177,7 +177,7 @@ impl Shared {
     }
 
     /// Resolves the configured mode against the view at `now` and applies
-    /// the result to every acquisition (N1, N4). Idempotent and cheap: every
+    /// the result to every acquisition (R2, R3). Idempotent and cheap: every
     /// path that may see a change calls it.
     pub(super) fn reevaluate(&self, st: &mut State, now: Instant) {
         let resolution = st.view.resolve(st.configured, now);
@@ -245,7 +245,7 @@ impl Shared {
             };
             let now = Instant::now();
             self.reevaluate(&mut st, now);
-            // A switch waits for the registry to know of it (B5): tell it
+            // A switch waits for the registry to know of it (R8): tell it
             // now rather than a heartbeat period later — once a heartbeat
             // has landed at all (at start, one follows anyway).
             let register = st.view.has_heartbeat()
@@ -273,8 +273,8 @@ impl Shared {
     }
 
     /// What the heartbeat sent at `sent` says: the node as it will act once
-    /// that heartbeat lands (its view confirmed by it, B1) — the row is
-    /// only written if it does — and the algorithms it declares (B5): the
+    /// that heartbeat lands (its view confirmed by it, R2) — the row is
+    /// only written if it does — and the algorithms it declares (R8): the
     /// one new acquisitions will use, and every one it has acquisitions of.
     fn info(&self, sent: Instant) -> (NodeInfo, BTreeSet<Algorithm>) {
         let mut st = self.state();
@@ -313,7 +313,7 @@ impl Shared {
     }
 
     pub(super) async fn heartbeat(&self) -> Result<(), StoreError> {
-        // B4: what the row says is computed before it is sent; an
+        // R5: what the row says is computed before it is sent; an
         // acquisition bound after this moment binds to this view or a
         // newer one, so the report stays a lower bound.
         let sent = Instant::now();
@@ -349,7 +349,7 @@ impl Shared {
         self.report_activity().await
     }
 
-    /// Warns when another live process runs under this node id (N6): both
+    /// Warns when another live process runs under this node id (R5): both
     /// count for the guards, but operators should give each its own id.
     async fn look_for_other_processes(&self) {
         let found = match other_incarnations(

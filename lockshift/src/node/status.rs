@@ -28,6 +28,6 @@ pub struct NodeStatus {
     /// the last heartbeat found them: each should have its own `node.id`.
     pub other_processes: Vec<String>,
     /// The algorithm the node switches new acquisitions to once a heartbeat
-    /// declaring it has landed (`binding` B5); `None` when there is none.
+    /// declaring it has landed (R8, docs/design.md §4); `None` when there is none.
     pub pending: Option<Algorithm>,
 }

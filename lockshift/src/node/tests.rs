@@ -313,7 +313,7 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
     guard.release().await.unwrap();
 }
 
-/// Issue 22 (N6): two processes under one node id each keep a registry row,
+/// Issue 22 (R5): two processes under one node id each keep a registry row,
 /// find each other, and say so in their status; the one that leaves takes
 /// only its own row.
 #[tokio::test(start_paused = true)]
