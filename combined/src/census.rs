@@ -891,7 +891,7 @@ mod tests {
         let now = 100_000_000;
         let clock = ManualClock::new(Timestamp::from_micros(now));
         let store = MemoryStore::new();
-        let (mine, other) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let (mine, other) = (Incarnation::from_seed(1), Incarnation::from_seed(2));
         let web = NodeId::new("web").unwrap();
         let owner = |i, slot| OwnerId::for_slot(&web, i, slot).as_str().to_string();
         let promise = |ttl_s: u64, renew_s: u64| LeasePromise {

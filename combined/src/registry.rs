@@ -392,7 +392,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000)));
         let store = MemoryStore::with_clock(clock.clone());
         let ttl = Ttl::from_secs(30).unwrap();
-        let (one, two) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let (one, two) = (Incarnation::from_seed(1), Incarnation::from_seed(2));
         let mut old = info("web-1");
         old.incarnation = Some(one.to_string());
         old.effective = Algorithm::Legacy;

@@ -24,11 +24,25 @@
 //! - [`reconcile`]: Cassandra's per-cell reconciliation rule (which version
 //!   of a cell wins), TTL deadlines and when a tombstone may be purged.
 //! - [`schema`]: every table lockshift uses and its options.
+//! - [`id`]: the identifiers — [`id::LockId`], [`id::NodeId`],
+//!   [`id::OwnerId`], [`id::Incarnation`] — their rules ([`id::InvalidId`])
+//!   and [`id::cut_short`]. What an id takes from the operating system or a
+//!   random draw (host name, process id, a drawn tag) is an argument.
+//! - [`cells`]: what lockshift writes into cells (reservation marks, the
+//!   fence column) and what a cell read back says about its writer
+//!   ([`cells::writer_of`], [`cells::is_legacy_evidence`]).
+//! - [`algorithm`]: [`algorithm::Algorithm`], the configured
+//!   [`algorithm::Mode`], the rollout [`algorithm::Stage`] and how a mode
+//!   resolves against a stage ([`algorithm::resolve`]).
 //!
-//! The store crate re-exports all three at the paths they had before they
-//! moved here (its `Timestamp`, `schema::MAIN`, …); more decisions move
-//! here step by step (issue 21), each with the tests that pin it.
+//! The store crate re-exports the first three at the paths they had before
+//! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock and
+//! combined crates the last three; more decisions move here step by step
+//! (issue 21), each with the tests that pin it.
 
+pub mod algorithm;
 pub mod cell;
+pub mod cells;
+pub mod id;
 pub mod reconcile;
 pub mod schema;

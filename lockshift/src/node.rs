@@ -419,7 +419,7 @@ impl Node {
         let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
         let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
-        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
+        let incarnation = lockshift_lock::new_incarnation(options.seed.map(|s| s ^ 0x1dea_5eed));
         // Lock cells name the same process as the registry row (N6).
         let ctx = Arc::new(
             LockContext::new(
