@@ -28,7 +28,7 @@ use lockshift_store::{
 };
 use serde::Serialize;
 
-use crate::registry::{LeasePromise, LiveNode};
+use crate::registry::{LeasePromise, LeaseRules, LiveNode};
 
 /// Who wrote a cell, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -34,15 +34,28 @@
 //! - [`algorithm`]: [`algorithm::Algorithm`], the configured
 //!   [`algorithm::Mode`], the rollout [`algorithm::Stage`] and how a mode
 //!   resolves against a stage ([`algorithm::resolve`]).
+//! - [`queue`]: the queue row — what a waiter's queue cell says
+//!   ([`queue::queue_value`], [`queue::parse_queue_cell`]), a waiter's
+//!   [`queue::mark`], and where a waiter stands in a read of the row
+//!   ([`queue::place`], [`queue::Position`]).
+//! - [`registry`]: what a node says about itself at every heartbeat
+//!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
+//!   read back ([`registry::LiveNode`]), and the rows and columns they live
+//!   in.
+//! - [`remedy`]: what to do about each way a rollout transition can be
+//!   refused, and the runbook table built from those texts.
 //!
 //! The store crate re-exports the first three at the paths they had before
-//! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock and
-//! combined crates the last three; more decisions move here step by step
-//! (issue 21), each with the tests that pin it.
+//! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
+//! queue lock and combined crates the others; more decisions move here step
+//! by step (issue 21), each with the tests that pin it.
 
 pub mod algorithm;
 pub mod cell;
 pub mod cells;
 pub mod id;
+pub mod queue;
 pub mod reconcile;
+pub mod registry;
+pub mod remedy;
 pub mod schema;

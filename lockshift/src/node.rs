@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_combined::registry::{
-    LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
+    LeasePromise, LeaseRules, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
     registry_column,
 };
 use lockshift_combined::rollout::read_stage;
