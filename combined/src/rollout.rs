@@ -49,7 +49,7 @@ use lockshift_store::{
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::census::{Census, CensusOptions, Staleness, UnreadableRow, take_census};
+use crate::census::{Census, CensusOptions, FleetStaleness, Staleness, UnreadableRow, take_census};
 use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{LiveNode, last_activity, live_nodes};

@@ -42,6 +42,11 @@
 //!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
 //!   read back ([`registry::LiveNode`]), and the rows and columns they live
 //!   in.
+//! - [`census`]: a census of lock cells as data — each cell's owner
+//!   ([`census::CellOwner`]) and age ([`census::CensusCell`]), the rows the
+//!   database refused ([`census::UnreadableRow`]), what counts as stale
+//!   ([`census::Staleness`]) — and the judgements on it (holders, waiters,
+//!   legacy activity).
 //! - [`remedy`]: what to do about each way a rollout transition can be
 //!   refused, and the runbook table built from those texts.
 //!
@@ -53,6 +58,7 @@
 pub mod algorithm;
 pub mod cell;
 pub mod cells;
+pub mod census;
 pub mod id;
 pub mod queue;
 pub mod reconcile;
