@@ -47,6 +47,10 @@
 //!   database refused ([`census::UnreadableRow`]), what counts as stale
 //!   ([`census::Staleness`]) — and the judgements on it (holders, waiters,
 //!   legacy activity).
+//! - [`rollout`]: the stage as stored ([`rollout::StageRecord`]), its
+//!   history, the evidence the guards look at ([`rollout::Evidence`]), the
+//!   verdicts ([`rollout::Guard`], [`rollout::Verdict`]) and which edges the
+//!   rollout may take ([`rollout::edge_refusal`]).
 //! - [`remedy`]: what to do about each way a rollout transition can be
 //!   refused, and the runbook table built from those texts.
 //!
@@ -64,4 +68,5 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod remedy;
+pub mod rollout;
 pub mod schema;
