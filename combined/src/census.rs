@@ -2,6 +2,13 @@
 //! classified by algorithm, owner and age — for rollout guards, `migrate
 //! status`, `inspect` and `clean`.
 //!
+//! The census's data and the judgements on it are pure and live in
+//! `lockshift_decide::census`, re-exported here at their old paths. This
+//! module takes the census ([`take_census`], [`inspect_lock`]): it reads
+//! the rows, matches each cell to its process's registry row, and judges
+//! by that process's promise whether the cell outlived its lease
+//! ([`lease_over`], which applies the lease rules of `lockshift_lock`).
+//!
 //! Binaries that predate lockshift do not register and do not name their
 //! cells lockshift's way; a cell whose owner is not `node/<16 hex digits>`, or whose
 //! value says `legacy`, is legacy activity.
@@ -20,118 +27,43 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use lockshift_lock::cut_short;
-use lockshift_lock::{Algorithm, Incarnation, OwnerId, lockshift_writer};
+use lockshift_lock::{Incarnation, OwnerId, lockshift_writer};
 use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{
     Cell, Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, Timestamp, schema,
 };
-use serde::Serialize;
 
-use crate::registry::{LeasePromise, LiveNode};
+use crate::registry::{LeasePromise, LeaseRules, LiveNode};
 
-/// Who wrote a cell, as far as can be told.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CellOwner {
-    /// The owner id (the column; for a queue cell of the thesis' layout,
-    /// the column's suffix).
-    pub owner: String,
-    /// The lockshift node in the owner id, if it has lockshift's shape.
-    pub node: Option<String>,
-    /// Whether that node is in the registry now (any process of it).
-    pub registered: bool,
-    /// Whether the owner's own process — its node id *and* incarnation —
-    /// is in the registry now. A row of a build that predates incarnations
-    /// cannot be told apart from its node id's other processes, so it
-    /// counts for every owner of that node id here (the cautious reading:
-    /// a live owner's cells are kept).
-    pub process_live: bool,
-    /// The lease the owner's own process announced in its registry row;
-    /// `None` when that process has no row, did not say, or has a row of a
-    /// build that predates incarnations (whose promise may be another
-    /// process's).
-    pub promise: Option<LeasePromise>,
-    /// The algorithm the value names; `None` for a foreign value (an old
-    /// binary).
-    pub algorithm: Option<Algorithm>,
-    /// A waiter's reservation (waiting, not holding): a queue waiter's in
-    /// `main`, or a queue or combined waiter's reserved behind the waiter
-    /// ahead (in `main`, and for combined also in `shadow`).
-    pub reserved: bool,
+/// The census's data and the judgements on it, moved to
+/// `lockshift_decide::census`, re-exported at their old paths.
+pub use lockshift_decide::census::{
+    CellOwner, Census, CensusCell, Staleness, UnreadableRow, holders_by_algorithm, waiters,
+};
+
+/// The fleet's [`Staleness`] thresholds, from the queue lock's and the
+/// lease's settings. (This was an inherent function of `Staleness` before
+/// it moved; bring this trait into scope to call `Staleness::of` as
+/// before.)
+pub trait FleetStaleness {
+    /// The fleet's thresholds: `lock.queue.stale_after` for waiters' cells,
+    /// three `lock.renew_every` periods for holdings.
+    fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness;
 }
 
-impl CellOwner {
-    fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> Self {
-        // Only a lockshift-shaped owner id with a lockshift value is
-        // lockshift's; anything else was written by something older.
-        let id = OwnerId::from_stored(column_owner);
-        match (lockshift_writer(column_owner, value), id.node()) {
-            (Some((algorithm, reserved)), Some(node)) => {
-                let process = id
-                    .incarnation()
-                    .and_then(|i| registry.processes.get(&(node.to_string(), i)));
-                CellOwner {
-                    owner: column_owner.to_string(),
-                    registered: registry.nodes.contains(node),
-                    process_live: process.is_some() || registry.unnamed.contains(node),
-                    promise: process.copied().flatten(),
-                    node: Some(node.to_string()),
-                    algorithm: Some(algorithm),
-                    reserved,
-                }
-            }
-            _ => CellOwner {
-                owner: column_owner.to_string(),
-                node: None,
-                registered: false,
-                process_live: false,
-                promise: None,
-                algorithm: None,
-                reserved: false,
-            },
+impl FleetStaleness for Staleness {
+    fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness {
+        Staleness {
+            waiting: queue.stale_after(lease),
+            holding: lockshift_queue_lock::QueueSettings::holder_stale_after(lease),
         }
     }
-
-    /// Whether the cell is evidence of the legacy algorithm: written by
-    /// lockshift's legacy mode or by something that is not lockshift.
-    pub fn is_legacy_activity(&self) -> bool {
-        matches!(self.algorithm, None | Some(Algorithm::Legacy))
-    }
-}
-
-/// One cell as the census saw it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CensusCell {
-    /// The table.
-    #[serde(serialize_with = "serialize_table")]
-    pub table: Table,
-    /// The lock (row key).
-    pub lock: String,
-    /// The column.
-    pub column: String,
-    /// Who wrote it.
-    pub owner: CellOwner,
-    /// Its write time.
-    pub writetime: Timestamp,
-    /// Time since it was last written (renewed), by the observer's clock.
-    pub age: Duration,
-    /// TTL left, if any.
-    pub ttl_left: Option<Duration>,
-    /// Queue cells: the position among the lock's live queue cells (0 = head).
-    pub queue_position: Option<usize>,
-    /// Queue cells: when the waiter arrived (µs, by the time service).
-    pub queued_at: Option<u64>,
-    /// Not renewed for longer than the staleness threshold.
-    pub stale: bool,
-    /// Its lease is over by its owner's own promise ([`lease_over`]): not
-    /// renewed for longer than the cell's guaranteed life, allowing for the
-    /// clock skew margin, so its owner has been told it lost the lock. It
-    /// stands because a write of its lease landed late (L5) or its owner
-    /// could not delete it; nobody holds or waits through it, and it keeps
-    /// others waiting until it expires (or `migrate clean` deletes it).
-    /// Always `false` when the owner's process has no registry row: only
-    /// its own promise can tell.
-    pub lease_over: bool,
 }
 
 /// Whether a cell not renewed for `age` (by the observer's clock) has
@@ -148,57 +80,6 @@ pub fn lease_over(
     promise
         .and_then(|p| p.guaranteed_life())
         .is_some_and(|life| age.saturating_sub(clock_skew_margin) > life)
-}
-
-fn serialize_table<S: serde::Serializer>(t: &Table, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(t.name())
-}
-
-/// Everything the census found.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Census {
-    /// Every cell of `main`, `shadow` and `queue`, by table, lock, column.
-    pub cells: Vec<CensusCell>,
-    /// When the census was taken.
-    pub taken_at: Timestamp,
-    /// Rows the database refused to read, by table and lock: their cells
-    /// are not in `cells`, so whatever a guard concludes from the census
-    /// does not hold for these locks.
-    pub unreadable: Vec<UnreadableRow>,
-}
-
-/// A lock's row in one table that the database refused to read (more
-/// tombstones than its failure threshold): the census went on without it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct UnreadableRow {
-    /// The table.
-    #[serde(serialize_with = "serialize_table")]
-    pub table: Table,
-    /// The lock (row key); `None` when the table's key scan was refused,
-    /// which cannot say whose row it met.
-    pub lock: Option<String>,
-    /// What the database answered (the store error, cut short).
-    pub reason: String,
-}
-
-impl UnreadableRow {
-    /// The row's lock and table, cut short, with the reason:
-    /// `lock "jobs" (table queue): read on table queue failed: …`.
-    pub fn describe(&self) -> String {
-        match &self.lock {
-            Some(lock) => format!(
-                "lock {:?} (table {}): {}",
-                cut_short(lock),
-                self.table,
-                self.reason
-            ),
-            None => format!(
-                "a lock the key scan of table {} cannot name (its rows were read for the locks \
-                 other tables name): {}",
-                self.table, self.reason
-            ),
-        }
-    }
 }
 
 /// Whether a failed read of one lock's row concerns only that row — the
@@ -236,87 +117,6 @@ fn short_reason(e: &StoreError) -> String {
         text.push('…');
     }
     text
-}
-
-impl Census {
-    /// Cells of `table`.
-    pub fn in_table(&self, table: Table) -> impl Iterator<Item = &CensusCell> {
-        self.cells.iter().filter(move |c| c.table == table)
-    }
-
-    /// Holders in `main` (reservations of queue waiters excluded).
-    pub fn held(&self) -> impl Iterator<Item = &CensusCell> {
-        self.in_table(schema::MAIN).filter(|c| !c.owner.reserved)
-    }
-
-    /// Queue cells of waiters, with the oldest first (see [`waiters`]).
-    pub fn waiting(&self) -> Vec<&CensusCell> {
-        let mut w = waiters(&self.cells);
-        w.sort_by_key(|c| std::cmp::Reverse(c.age));
-        w
-    }
-
-    /// Cells in `main` or `shadow` that are evidence of legacy activity now.
-    pub fn legacy_activity(&self) -> impl Iterator<Item = &CensusCell> {
-        self.cells
-            .iter()
-            .filter(|c| c.table != schema::QUEUE && c.owner.is_legacy_activity())
-    }
-
-    /// Cells in `main` held by `algorithm`.
-    pub fn held_by(&self, algorithm: Algorithm) -> impl Iterator<Item = &CensusCell> {
-        self.held()
-            .filter(move |c| c.owner.algorithm == Some(algorithm))
-    }
-
-    /// Stale cells.
-    pub fn stale(&self) -> impl Iterator<Item = &CensusCell> {
-        self.cells.iter().filter(|c| c.stale)
-    }
-}
-
-/// What counts as stale: waiters' cells (queue cells and reservations,
-/// rewritten every `lock.queue.waiting_renew_every`) and holdings (renewed
-/// every `lock.renew_every`) are judged each by their own period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Staleness {
-    /// Waiters' cells not rewritten for longer than this are stale (the
-    /// threshold waiters skip queue cells by, `lock.queue.stale_after`).
-    pub waiting: Duration,
-    /// Holdings (and cells of binaries that predate lockshift) not renewed
-    /// for longer than this are stale.
-    pub holding: Duration,
-}
-
-impl Staleness {
-    /// One threshold for every cell.
-    pub fn uniform(after: Duration) -> Staleness {
-        Staleness {
-            waiting: after,
-            holding: after,
-        }
-    }
-
-    /// The fleet's thresholds: `lock.queue.stale_after` for waiters' cells,
-    /// three `lock.renew_every` periods for holdings.
-    pub fn of(
-        queue: &lockshift_queue_lock::QueueSettings,
-        lease: &lockshift_lock::LeaseSettings,
-    ) -> Staleness {
-        Staleness {
-            waiting: queue.stale_after(lease),
-            holding: lockshift_queue_lock::QueueSettings::holder_stale_after(lease),
-        }
-    }
-
-    /// The threshold for a cell of `table` written by `owner`.
-    fn for_cell(&self, table: Table, owner: &CellOwner) -> Duration {
-        if table == schema::QUEUE || owner.reserved {
-            self.waiting
-        } else {
-            self.holding
-        }
-    }
 }
 
 /// How a census pages through row keys and what counts as stale.
@@ -405,9 +205,7 @@ pub async fn take_census(
                 Err(e) => return Err(e),
             };
             for lock in &page.keys {
-                census
-                    .read_row(store, clock, &registry, &options, table, lock)
-                    .await?;
+                read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
                 read.entry(table).or_default().insert(lock.clone());
             }
             rows += page.keys.len();
@@ -424,48 +222,44 @@ pub async fn take_census(
     for table in scan_refused {
         let done = read.remove(&table).unwrap_or_default();
         for lock in seen.difference(&done) {
-            census
-                .read_row(store, clock, &registry, &options, table, lock)
-                .await?;
+            read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
         }
     }
     Ok(census)
 }
 
-impl Census {
-    /// Reads `lock`'s row of `table` into the census — or, when the
-    /// database refuses that row alone, records it as unreadable.
-    async fn read_row(
-        &mut self,
-        store: &dyn Store,
-        clock: &dyn Clock,
-        registry: &Registry,
-        options: &CensusOptions,
-        table: Table,
-        lock: &str,
-    ) -> Result<(), StoreError> {
-        match store.read(table, lock, &RowQuery::all()).await {
-            Ok(cells) => {
-                self.cells.extend(classify_row(
-                    table,
-                    lock,
-                    cells,
-                    registry,
-                    clock.now(),
-                    options,
-                ));
-                Ok(())
-            }
-            Err(e) if concerns_only_the_row(e.kind()) => {
-                self.unreadable.push(UnreadableRow {
-                    table,
-                    lock: Some(lock.to_string()),
-                    reason: short_reason(&e),
-                });
-                Ok(())
-            }
-            Err(e) => Err(e),
+/// Reads `lock`'s row of `table` into `census` — or, when the database
+/// refuses that row alone, records it as unreadable.
+async fn read_row(
+    census: &mut Census,
+    store: &dyn Store,
+    clock: &dyn Clock,
+    registry: &Registry,
+    options: &CensusOptions,
+    table: Table,
+    lock: &str,
+) -> Result<(), StoreError> {
+    match store.read(table, lock, &RowQuery::all()).await {
+        Ok(cells) => {
+            census.cells.extend(classify_row(
+                table,
+                lock,
+                cells,
+                registry,
+                clock.now(),
+                options,
+            ));
+            Ok(())
         }
+        Err(e) if concerns_only_the_row(e.kind()) => {
+            census.unreadable.push(UnreadableRow {
+                table,
+                lock: Some(lock.to_string()),
+                reason: short_reason(&e),
+            });
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -497,6 +291,39 @@ impl Registry {
             }
         }
         r
+    }
+}
+
+/// Who wrote a cell, matched against the registry: only a lockshift-shaped
+/// owner id with a lockshift value is lockshift's.
+fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner {
+    // Only a lockshift-shaped owner id with a lockshift value is
+    // lockshift's; anything else was written by something older.
+    let id = OwnerId::from_stored(column_owner);
+    match (lockshift_writer(column_owner, value), id.node()) {
+        (Some((algorithm, reserved)), Some(node)) => {
+            let process = id
+                .incarnation()
+                .and_then(|i| registry.processes.get(&(node.to_string(), i)));
+            CellOwner {
+                owner: column_owner.to_string(),
+                registered: registry.nodes.contains(node),
+                process_live: process.is_some() || registry.unnamed.contains(node),
+                promise: process.copied().flatten(),
+                node: Some(node.to_string()),
+                algorithm: Some(algorithm),
+                reserved,
+            }
+        }
+        _ => CellOwner {
+            owner: column_owner.to_string(),
+            node: None,
+            registered: false,
+            process_live: false,
+            promise: None,
+            algorithm: None,
+            reserved: false,
+        },
     }
 }
 
@@ -541,19 +368,16 @@ fn classify_row(
             let owner = match parse_queue_cell(&cell.column, &cell.value) {
                 // A queue cell says its algorithm in its own way; classify
                 // it as the same owner's `main` cell would be.
-                Some(entry) => CellOwner::classify(
+                Some(entry) => classify(
                     entry.owner.as_str(),
                     entry.algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
                     registry,
                 ),
-                None => CellOwner::classify(&cell.column, &cell.value, registry),
+                None => classify(&cell.column, &cell.value, registry),
             };
             (owner, position)
         } else {
-            (
-                CellOwner::classify(&cell.column, &cell.value, registry),
-                None,
-            )
+            (classify(&cell.column, &cell.value, registry), None)
         };
         let (owner, queue_position) = owner;
         let stale = if table == schema::QUEUE {
@@ -579,42 +403,12 @@ fn classify_row(
     out
 }
 
-/// The live queue cells among `cells` whose owner does not hold its lock:
-/// the waiters. A holder leaves the queue once it holds (its queue cell is
-/// deleted right after its verifying read), but until that delete lands —
-/// and for holders that predate that rule, which keep their queue cell at
-/// the head for the whole hold — a holder's queue cell is in the queue too;
-/// it is told apart by its owner's holding (not reserved) `main` cell.
-pub fn waiters(cells: &[CensusCell]) -> Vec<&CensusCell> {
-    let holders: BTreeSet<(&str, &str)> = cells
-        .iter()
-        .filter(|c| c.table == schema::MAIN && !c.owner.reserved)
-        .map(|c| (c.lock.as_str(), c.owner.owner.as_str()))
-        .collect();
-    cells
-        .iter()
-        .filter(|c| {
-            c.table == schema::QUEUE
-                && c.queue_position.is_some()
-                && !holders.contains(&(c.lock.as_str(), c.owner.owner.as_str()))
-        })
-        .collect()
-}
-
-/// Counts per algorithm of `main` holders (`None`: foreign).
-pub fn holders_by_algorithm(census: &Census) -> BTreeMap<Option<Algorithm>, usize> {
-    let mut out = BTreeMap::new();
-    for c in census.held() {
-        *out.entry(c.owner.algorithm).or_insert(0) += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use lockshift_store::{CellWrite, ManualClock, MemoryStore, WriteOptions};
 
     use super::*;
+    use lockshift_lock::Algorithm;
 
     #[tokio::test]
     async fn cells_are_classified_by_owner_shape_value_and_age() {
@@ -891,7 +685,7 @@ mod tests {
         let now = 100_000_000;
         let clock = ManualClock::new(Timestamp::from_micros(now));
         let store = MemoryStore::new();
-        let (mine, other) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let (mine, other) = (Incarnation::from_seed(1), Incarnation::from_seed(2));
         let web = NodeId::new("web").unwrap();
         let owner = |i, slot| OwnerId::for_slot(&web, i, slot).as_str().to_string();
         let promise = |ttl_s: u64, renew_s: u64| LeasePromise {

@@ -120,6 +120,6 @@ pub use mode::Mode;
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
 pub use settings::{LockSettings, RolloutSettings};
 pub use stage::Stage;
-// How the node runtime (the `lockshift` crate) resolves its algorithm.
-#[doc(hidden)]
+/// How the node runtime (the `lockshift` crate) resolves its algorithm:
+/// moved to `lockshift_decide::algorithm`, re-exported here.
 pub use stage::{Resolution, resolve};

@@ -1,173 +1,56 @@
-//! The node registry and the activity record.
+//! The node registry and the activity record: reading and writing them.
 //!
-//! Every lockshift process keeps one cell in the `nodes` table — row
-//! [`REGISTRY_ROW`], column = `node/incarnation` ([`registry_column`]),
-//! value = [`NodeInfo`] as JSON — written with a TTL and rewritten every
-//! heartbeat. Listing the live fleet is one read; a process that dies
-//! vanishes when its TTL runs out.
-//!
-//! The column names the *process*, not only the node id: two processes
-//! that share a node id (a replacement started before its predecessor
-//! stopped, a StatefulSet pod, one `node.id` in two copies of a config
-//! file) each keep a row of their own, and a row one of them writes never
-//! hides the other's (docs/design.md §4, R5). Rows written by lockshift
-//! builds that predate incarnations are named by the node id alone; they
-//! are read, and counted, all the same.
-//!
-//! The `rollout` table's row [`ACTIVITY_ROW`] holds, per algorithm, the last
-//! time anyone was seen using it — or may use it: a cell whose write
-//! timestamp *is* that time, so concurrent reporters can only move it
-//! forward (the `GlobalTime` trick, thesis theorem 5). A node running legacy
-//! or queue writes, with every heartbeat, the time until which that
-//! heartbeat lets it start acquisitions (`stage_valid_for` ahead): a
-//! promise, possibly in the future, that the guards honour even if the node
-//! never reports again (docs/design.md §4, R8).
+//! What a node says about itself ([`NodeInfo`]), what its lease promises
+//! ([`LeasePromise`]), a registry entry read back ([`LiveNode`]) and the
+//! rows and columns they live in are pure data in
+//! `lockshift_decide::registry`, re-exported here at their old paths, with
+//! the layout explained there. This module keeps the I/O: the heartbeat,
+//! deregistering, listing the live fleet, and the activity record.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lockshift_lock::{Algorithm, Incarnation};
+use lockshift_lock::{Algorithm, Incarnation, LeaseSettings};
 use lockshift_store::{
     Cell, CellWrite, Clock, RowQuery, Store, StoreError, StoreErrorKind, Timestamp, Ttl,
     WriteOptions, schema,
 };
-use serde::{Deserialize, Serialize};
 
-use crate::mode::Mode;
-use crate::stage::Stage;
+/// The registry's data, moved to `lockshift_decide::registry`, re-exported
+/// at its old paths.
+pub use lockshift_decide::registry::{
+    ACTIVITY_ROW, LeasePromise, LiveNode, NodeInfo, REGISTRY_ROW, registry_column,
+};
 
-/// The row of the `nodes` table holding the registry.
-pub const REGISTRY_ROW: &str = "nodes";
-/// The row of the `rollout` table holding last-activity times.
-pub const ACTIVITY_ROW: &str = "activity";
-
-/// What a node says about itself at every heartbeat.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeInfo {
-    /// The node id.
-    pub node: String,
-    /// The lockshift version it runs.
-    pub version: String,
-    /// Its configured mode.
-    pub configured_mode: Mode,
-    /// What it runs for new acquisitions now.
-    pub effective: Algorithm,
-    /// Whether the configured mode was refused by the stage.
-    pub degraded: bool,
-    /// The stage it last read (`None`: never read one).
-    pub seen_stage: Option<Stage>,
-    /// The version of that stage record.
-    pub seen_version: Option<u64>,
-    /// When the node started (µs since the epoch).
-    pub started_at: i64,
-    /// The process: drawn at random when it started (`None`: a build that
-    /// predates incarnations, whose row is named by the node id alone).
-    #[serde(default)]
-    pub incarnation: Option<String>,
-    /// Per algorithm, when this node last took a lock with it (µs).
-    #[serde(default)]
-    pub last_used: BTreeMap<Algorithm, i64>,
-    /// What this node's lock cells promise (`None`: an older node that did
-    /// not say).
-    #[serde(default)]
-    pub lease: Option<LeasePromise>,
-    /// The oldest stage version the node may still act on: its view's, and
-    /// that of every acquisition it has waiting or held (`None`: unknown).
-    #[serde(default)]
-    pub acting_version: Option<u64>,
-    /// Acquisitions waiting or held, by the algorithm each resolved.
-    #[serde(default)]
-    pub bound: BTreeMap<Algorithm, u32>,
-    /// The node could not confirm the stage lately and acts as combined.
-    #[serde(default)]
-    pub view_expired: bool,
-}
-
-impl NodeInfo {
-    /// The column of this process's registry row.
-    pub fn column(&self) -> String {
-        match &self.incarnation {
-            Some(incarnation) => format!("{}/{incarnation}", self.node),
-            None => self.node.clone(),
-        }
-    }
-
-    /// The oldest stage version the node may act on, as the guards read it:
-    /// its reported acting version, or (from nodes that predate it) the
-    /// version it has seen.
-    pub fn acting(&self) -> Option<u64> {
-        self.acting_version.or(self.seen_version)
-    }
-
-    /// Whether the node may be running `algorithm`: as its effective
-    /// algorithm, or in an acquisition waiting or held.
-    pub fn runs(&self, algorithm: Algorithm) -> bool {
-        self.effective == algorithm || self.bound.get(&algorithm).is_some_and(|n| *n > 0)
-    }
-}
-
-/// How a node keeps its lock cells alive, as it announces in its heartbeat:
-/// whoever judges one of its cells stale (`migrate clean`) judges it by its
-/// owner's own promise, never by the judge's local settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeasePromise {
-    /// The TTL written on every cell, in milliseconds.
-    pub ttl_ms: u64,
-    /// How often live cells are rewritten, in milliseconds.
-    pub renew_every_ms: u64,
-}
-
-impl LeasePromise {
+/// What a [`LeasePromise`] means by the lease rules of `lockshift_lock`:
+/// the promise a node's lease settings make, and how long a cell written
+/// under it is sure to live. (These were inherent methods of
+/// `LeasePromise` before it moved; bring this trait into scope to call
+/// them as before.)
+pub trait LeaseRules: Sized {
     /// The promise made by a node with `lease` settings.
-    pub fn of(lease: &lockshift_lock::LeaseSettings) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        LeasePromise {
-            ttl_ms: ms(lease.lease_ttl),
-            renew_every_ms: ms(lease.renew_every),
-        }
-    }
-
-    /// The TTL.
-    pub fn ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms)
-    }
-
-    /// The renewal period.
-    pub fn renew_every(&self) -> Duration {
-        Duration::from_millis(self.renew_every_ms)
-    }
+    fn of(lease: &LeaseSettings) -> Self;
 
     /// How long a cell written under this promise is sure to live after it
     /// was sent (the TTL in whole seconds − 1 s − the skew allowance, lock
     /// invariant L3); its owner is told it lost the lock before then (K3).
     /// `None` when the TTL guarantees nothing.
-    pub fn guaranteed_life(&self) -> Option<Duration> {
-        lockshift_lock::LeaseSettings {
+    fn guaranteed_life(&self) -> Option<Duration>;
+}
+
+impl LeaseRules for LeasePromise {
+    fn of(lease: &LeaseSettings) -> Self {
+        LeasePromise::new(lease.lease_ttl, lease.renew_every)
+    }
+
+    fn guaranteed_life(&self) -> Option<Duration> {
+        LeaseSettings {
             lease_ttl: self.ttl(),
             renew_every: self.renew_every(),
-            ..lockshift_lock::LeaseSettings::default()
+            ..LeaseSettings::default()
         }
         .guaranteed_life()
     }
-}
-
-/// The column of the registry row of `node`'s process `incarnation`.
-pub fn registry_column(node: &str, incarnation: Incarnation) -> String {
-    format!("{node}/{incarnation}")
-}
-
-/// A registry entry as read back: one running process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LiveNode {
-    /// The row's column (`node/incarnation`, or the node id alone for a
-    /// build that predates incarnations).
-    pub column: String,
-    /// What the node said.
-    pub info: NodeInfo,
-    /// When its last heartbeat was written (by its clock).
-    pub heartbeat_at: Timestamp,
-    /// Time left before it drops out of the registry.
-    pub ttl_left: Option<Duration>,
 }
 
 #[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
@@ -333,6 +216,8 @@ mod tests {
     use lockshift_store::{ManualClock, MemoryStore};
 
     use super::*;
+    use crate::mode::Mode;
+    use crate::stage::Stage;
 
     fn info(node: &str) -> NodeInfo {
         NodeInfo {
@@ -392,7 +277,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000)));
         let store = MemoryStore::with_clock(clock.clone());
         let ttl = Ttl::from_secs(30).unwrap();
-        let (one, two) = (Incarnation::new(Some(1)), Incarnation::new(Some(2)));
+        let (one, two) = (Incarnation::from_seed(1), Incarnation::from_seed(2));
         let mut old = info("web-1");
         old.incarnation = Some(one.to_string());
         old.effective = Algorithm::Legacy;

@@ -31,8 +31,6 @@
 //! acts on a stage it cannot confirm for at most `stage_valid_for`, a
 //! holder's cells live one lease TTL, clocks differ by the skew margin.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,10 +44,10 @@ use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Table, Timestamp,
     WriteOptions, schema,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::census::{Census, CensusOptions, Staleness, UnreadableRow, take_census};
+use crate::census::{CensusOptions, FleetStaleness, Staleness, UnreadableRow, take_census};
 use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{LiveNode, last_activity, live_nodes};
@@ -57,42 +55,12 @@ use crate::remedy::Remedy;
 use crate::settings::RolloutSettings;
 use crate::stage::Stage;
 
-/// The `rollout` row holding the current stage.
-pub const STAGE_ROW: &str = "stage";
-/// The column of the current stage.
-pub const STAGE_COLUMN: &str = "current";
-/// The `rollout` row holding the history.
-pub const HISTORY_ROW: &str = "history";
-/// The lock serialising transitions.
-pub const ROLLOUT_LOCK: &str = "lockshift.rollout";
-
-/// The stage as stored.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StageRecord {
-    /// The stage.
-    pub stage: Stage,
-    /// Increases by one with every transition; 0 before the first.
-    pub version: u64,
-    /// When it was set (µs since the epoch); 0 before the first.
-    pub changed_at: i64,
-    /// Who set it.
-    pub by: String,
-    /// Why.
-    pub reason: String,
-}
-
-impl StageRecord {
-    /// The stage of a cluster where no transition was ever made.
-    pub fn initial() -> Self {
-        StageRecord {
-            stage: Stage::Legacy,
-            version: 0,
-            changed_at: 0,
-            by: "initial".to_string(),
-            reason: "no stage recorded yet".to_string(),
-        }
-    }
-}
+/// The rollout's data and its pure judgements, moved to
+/// `lockshift_decide::rollout`, re-exported at their old paths.
+pub use lockshift_decide::rollout::{
+    Evidence, Guard, HISTORY_ROW, HistoryAction, HistoryEntry, NO_NODE_CAVEAT, ROLLOUT_LOCK,
+    STAGE_COLUMN, STAGE_ROW, StageRecord, Verdict, edge_refusal,
+};
 
 /// Reads the current stage (the initial record when none was ever written),
 /// with the write timestamp of its cell.
@@ -125,201 +93,16 @@ pub async fn read_stage(
     }
 }
 
-/// What happened, for the history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HistoryAction {
-    /// The stage changed.
-    Transition,
-    /// A transition was refused by its guards.
-    Refusal,
-}
-
-/// One line of the history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// When (µs since the epoch).
-    pub at: i64,
-    /// Who asked.
-    pub by: String,
-    /// Transition or refusal.
-    pub action: HistoryAction,
-    /// From which stage.
-    pub from: Stage,
-    /// To which stage.
-    pub to: Stage,
-    /// The operator's reason.
-    pub reason: String,
-    /// For refusals, every failing guard.
-    #[serde(default)]
-    pub failed_guards: Vec<String>,
-}
-
-/// One guard's verdict.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Guard {
-    /// What it checks.
-    pub name: String,
-    /// Whether it holds.
-    pub passed: bool,
-    /// The evidence, in words.
-    pub detail: String,
-    /// When it fails: what to do, one text per kind of failure it found
-    /// ([`Remedy::action`], the "do" column of docs/operating.md §2).
-    pub actions: Vec<String>,
-}
-
-impl Guard {
-    /// A guard that passed, or failed with `remedies` (deduplicated, in
-    /// order).
-    fn judged(name: String, detail: String, remedies: &[Remedy]) -> Guard {
-        let mut actions: Vec<String> = Vec::new();
-        for r in remedies {
-            let action = r.action().to_string();
-            if !actions.contains(&action) {
-                actions.push(action);
-            }
-        }
-        Guard {
-            name,
-            passed: remedies.is_empty(),
-            detail,
-            actions,
-        }
-    }
-}
-
-/// Whether a transition is safe now, guard by guard.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Verdict {
-    /// The current stage.
-    pub from: Stage,
-    /// The target stage.
-    pub to: Stage,
-    /// Every guard of the edge.
-    pub guards: Vec<Guard>,
-    /// What the guards cannot know and the operator should (e.g. no node
-    /// is registered at all): said beside a "yes" as beside a "no".
-    pub caveats: Vec<String>,
-}
-
-/// The caveat when the registry is empty: every guard about nodes passes
-/// vacuously.
-pub const NO_NODE_CAVEAT: &str = "no lockshift node is registered: the guards about nodes \
-     passed because they saw none — no service has started with lockshift yet, or the services \
-     use another cluster or keyspace (store.cql.keyspace) than this command; make sure they \
-     report here (`migrate status` lists them) before you move the stage";
-
-impl Verdict {
-    /// Whether every guard holds.
-    pub fn is_safe(&self) -> bool {
-        self.guards.iter().all(|g| g.passed)
-    }
-
-    /// What to do about the failing guards, each once, in order.
-    pub fn actions(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for a in self
-            .guards
-            .iter()
-            .filter(|g| !g.passed)
-            .flat_map(|g| &g.actions)
-        {
-            if !out.contains(a) {
-                out.push(a.clone());
-            }
-        }
-        out
-    }
-
-    /// The failing guards' details.
-    pub fn failures(&self) -> Vec<String> {
-        self.guards
-            .iter()
-            .filter(|g| !g.passed)
-            .map(|g| g.detail.clone())
-            .collect()
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_safe() {
-            write!(f, "safe to move from {} to {}: yes", self.from, self.to)
-        } else {
-            write!(
-                f,
-                "safe to move from {} to {}: no, because {}",
-                self.from,
-                self.to,
-                self.failures().join("; ")
-            )
-        }
-    }
-}
-
-/// Everything guards look at.
-#[derive(Clone, Debug)]
-pub struct Evidence {
-    /// The current stage.
-    pub current: StageRecord,
-    /// The live registry.
-    pub nodes: Vec<LiveNode>,
-    /// Registry entries that do not decode (node ids), for `status`.
-    pub unreadable_nodes: Vec<String>,
-    /// Lock cells now.
-    pub census: Census,
-    /// Recorded last use per algorithm.
-    pub activity: BTreeMap<Algorithm, Timestamp>,
-    /// When the evidence was gathered.
-    pub now: Timestamp,
-}
-
-impl Evidence {
-    /// The last time `algorithm` was seen in use: recorded activity, or now
-    /// if the census sees its cells (for legacy: any foreign cell too).
-    pub fn last_seen(&self, algorithm: Algorithm) -> Option<Timestamp> {
-        let seen_now = match algorithm {
-            Algorithm::Legacy => self.census.legacy_activity().next().is_some(),
-            other => self.census.cells.iter().any(|c| {
-                c.table != schema::QUEUE
-                    && c.lock != ROLLOUT_LOCK
-                    && c.owner.algorithm == Some(other)
-            }),
-        };
-        let recorded = self.activity.get(&algorithm).copied();
-        if seen_now { Some(self.now) } else { recorded }
-    }
-}
-
-/// Checks the edge `from → to`: adjacent stages only.
+/// Checks the edge `from → to`: adjacent stages only
+/// ([`lockshift_decide::rollout::edge_refusal`] says why not).
 ///
 /// # Errors
 /// [`RolloutError::InvalidTransition`] saying why.
 pub fn check_edge(from: Stage, to: Stage) -> Result<(), RolloutError> {
-    if from == to {
-        return Err(RolloutError::InvalidTransition {
-            from,
-            to,
-            why: format!("the stage already is {to}"),
-        });
+    match edge_refusal(from, to) {
+        None => Ok(()),
+        Some(why) => Err(RolloutError::InvalidTransition { from, to, why }),
     }
-    if from.next() == Some(to) || from.previous() == Some(to) {
-        return Ok(());
-    }
-    let step = if to > from {
-        from.next()
-    } else {
-        from.previous()
-    };
-    Err(RolloutError::InvalidTransition {
-        from,
-        to,
-        why: match step {
-            Some(step) => format!("stages cannot be skipped; move to {step} first"),
-            None => "there is no such step".to_string(),
-        },
-    })
 }
 
 /// The guards of `from → to` evaluated on `evidence` (pure: no I/O).

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use lockshift_store::{
@@ -5,7 +6,7 @@ use lockshift_store::{
 };
 
 use super::*;
-use crate::census::{CellOwner, CensusCell};
+use crate::census::{CellOwner, Census, CensusCell};
 use crate::mode::Mode;
 use crate::registry::{NodeInfo, heartbeat, record_activity};
 

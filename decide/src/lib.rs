@@ -24,11 +24,49 @@
 //! - [`reconcile`]: Cassandra's per-cell reconciliation rule (which version
 //!   of a cell wins), TTL deadlines and when a tombstone may be purged.
 //! - [`schema`]: every table lockshift uses and its options.
+//! - [`id`]: the identifiers — [`id::LockId`], [`id::NodeId`],
+//!   [`id::OwnerId`], [`id::Incarnation`] — their rules ([`id::InvalidId`])
+//!   and [`id::cut_short`]. What an id takes from the operating system or a
+//!   random draw (host name, process id, a drawn tag) is an argument.
+//! - [`cells`]: what lockshift writes into cells (reservation marks, the
+//!   fence column) and what a cell read back says about its writer
+//!   ([`cells::writer_of`], [`cells::is_legacy_evidence`]).
+//! - [`algorithm`]: [`algorithm::Algorithm`], the configured
+//!   [`algorithm::Mode`], the rollout [`algorithm::Stage`] and how a mode
+//!   resolves against a stage ([`algorithm::resolve`]).
+//! - [`queue`]: the queue row — what a waiter's queue cell says
+//!   ([`queue::queue_value`], [`queue::parse_queue_cell`]), a waiter's
+//!   [`queue::mark`], and where a waiter stands in a read of the row
+//!   ([`queue::place`], [`queue::Position`]).
+//! - [`registry`]: what a node says about itself at every heartbeat
+//!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
+//!   read back ([`registry::LiveNode`]), and the rows and columns they live
+//!   in.
+//! - [`census`]: a census of lock cells as data — each cell's owner
+//!   ([`census::CellOwner`]) and age ([`census::CensusCell`]), the rows the
+//!   database refused ([`census::UnreadableRow`]), what counts as stale
+//!   ([`census::Staleness`]) — and the judgements on it (holders, waiters,
+//!   legacy activity).
+//! - [`rollout`]: the stage as stored ([`rollout::StageRecord`]), its
+//!   history, the evidence the guards look at ([`rollout::Evidence`]), the
+//!   verdicts ([`rollout::Guard`], [`rollout::Verdict`]) and which edges the
+//!   rollout may take ([`rollout::edge_refusal`]).
+//! - [`remedy`]: what to do about each way a rollout transition can be
+//!   refused, and the runbook table built from those texts.
 //!
-//! The store crate re-exports all three at the paths they had before they
-//! moved here (its `Timestamp`, `schema::MAIN`, …); more decisions move
-//! here step by step (issue 21), each with the tests that pin it.
+//! The store crate re-exports the first three at the paths they had before
+//! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
+//! queue lock and combined crates the others; more decisions move here step
+//! by step (issue 21), each with the tests that pin it.
 
+pub mod algorithm;
 pub mod cell;
+pub mod cells;
+pub mod census;
+pub mod id;
+pub mod queue;
 pub mod reconcile;
+pub mod registry;
+pub mod remedy;
+pub mod rollout;
 pub mod schema;

@@ -226,7 +226,7 @@ async fn a_leftover_under_my_own_slot_is_not_my_holding() {
     use lockshift_lock::{Incarnation, OwnerId};
     use lockshift_store::Clock;
     let f = fixture();
-    let slot0 = OwnerId::for_slot(&NodeId::new("n1").unwrap(), Incarnation::new(Some(5)), 0);
+    let slot0 = OwnerId::for_slot(&NodeId::new("n1").unwrap(), Incarnation::from_seed(5), 0);
     let clock = TokioClock::new();
     let leftover = WriteOptions::at(clock.now().saturating_sub(Duration::from_secs(1)))
         .with_ttl(lockshift_store::Ttl::from_secs(60).unwrap());

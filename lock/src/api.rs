@@ -5,59 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{AcquireError, TryAcquireError};
 use crate::guard::LockGuard;
 use crate::id::LockId;
 
-/// The lock algorithms lockshift runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Algorithm {
-    /// The main/shadow lock (thesis listings 4–5).
-    Legacy,
-    /// The combined lock (thesis §7.2): queue order, shadow entry, main re-read.
-    Combined,
-    /// The fair queue lock (thesis listings 6–8).
-    Queue,
-}
-
-impl Algorithm {
-    /// Every algorithm, in rollout order.
-    pub const ALL: [Algorithm; 3] = [Algorithm::Legacy, Algorithm::Combined, Algorithm::Queue];
-
-    /// Lowercase name, as in config and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Algorithm::Legacy => "legacy",
-            Algorithm::Combined => "combined",
-            Algorithm::Queue => "queue",
-        }
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown algorithm {:?}; expected legacy, combined or queue",
-                    crate::id::cut_short(s)
-                )
-            })
-    }
-}
+/// The lock algorithms, moved to `lockshift_decide::algorithm`,
+/// re-exported at their old path.
+pub use lockshift_decide::algorithm::Algorithm;
 
 /// What a waiting acquisition has in its way, as its own reads of the
 /// lock's rows showed it last — no read is made for it. Lockers update it

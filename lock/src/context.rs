@@ -73,7 +73,7 @@ impl LockContext {
             observer: None,
             store,
             clock,
-            slots: Arc::new(Slots::new(node.clone(), Incarnation::new(seed))),
+            slots: Arc::new(Slots::new(node.clone(), crate::id::new_incarnation(seed))),
             node,
             lease,
             ttl,

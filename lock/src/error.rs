@@ -12,19 +12,8 @@ use std::time::Duration;
 
 use lockshift_store::{StoreError, Table};
 
-use crate::id::{LockId, NodeId, OwnerId};
+use crate::id::{InvalidId, LockId, NodeId, OwnerId};
 use crate::settings::fmt_duration_rounded;
-
-/// An identifier broke its rule.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid id: {0}")]
-pub struct InvalidId(String);
-
-impl InvalidId {
-    pub(crate) fn new(message: String) -> Self {
-        InvalidId(message)
-    }
-}
 
 /// Why a lease can no longer be proven.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,10 @@
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
 //!   acquisition writes under an owner id `node/IIIIIIIISSSSSSSS` — its
 //!   process and a slot, reused by the process's next acquisition of the
-//!   lock (K1) — the column name it writes.
+//!   lock (K1) — the column name it writes. The ids are pure data from
+//!   `lockshift_decide`; what they take from the operating system or a
+//!   random draw comes from here: [`node_id_for_this_process`],
+//!   [`derived_node_id`], [`new_incarnation`], [`host_name`].
 //! - The errors, one per operation: [`AcquireError`], [`TryAcquireError`],
 //!   [`FenceError`], [`ReleaseError`], and [`LeaseLostReason`].
 //! - [`LeaseSettings`]: lease TTL, renewal period, when a lease counts as
@@ -102,21 +105,26 @@ mod slots;
 
 pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
 #[doc(hidden)]
+pub use cells::ActivityObserver;
+/// The values lockshift writes into cells and what a cell read back says
+/// about its writer: moved to `lockshift_decide::cells`, re-exported at
+/// their old paths.
 pub use cells::{
-    ActivityObserver, FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation,
-    lockshift_writer, reserved_behind, reserved_behind_of,
+    FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation, lockshift_writer,
+    reserved_behind, reserved_behind_of,
 };
 #[doc(hidden)]
 pub use context::{Interrupted, LockContext, Stop, Waiting};
-pub use error::{
-    AcquireError, FenceError, InvalidId, LeaseLostReason, ReleaseError, TryAcquireError,
-};
+pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::LockGuard;
 #[doc(hidden)]
 pub use guard::Revoker;
+/// The ids: pure data, moved to `lockshift_decide::id`, re-exported at
+/// their old paths.
 pub use id::{
-    Incarnation, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short, host_name,
+    Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };
+pub use id::{derived_node_id, host_name, new_incarnation, node_id_for_this_process};
 #[doc(hidden)]
 pub use lease::{Lease, ReadMark, WaitingTerms};
 #[doc(hidden)]

@@ -209,7 +209,7 @@ mod tests {
     fn slots() -> Arc<Slots> {
         Arc::new(Slots::new(
             NodeId::new("web-1").unwrap(),
-            Incarnation::new(Some(7)),
+            Incarnation::from_seed(7),
         ))
     }
 

@@ -131,7 +131,7 @@ impl NodeSettings {
                 // The id error quotes the id, cut short: once is enough.
                 InvalidSetting::new("node.id", format!("node.id is invalid: {e}"))
             }),
-            None => Ok(NodeId::for_this_process()),
+            None => Ok(lockshift_lock::node_id_for_this_process()),
         }
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift::Settings;
-use lockshift_combined::registry::{LeasePromise, heartbeat};
+use lockshift_combined::registry::{LeasePromise, LeaseRules, heartbeat};
 use lockshift_combined::{LockerSettings, Lockers};
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{

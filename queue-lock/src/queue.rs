@@ -1,102 +1,23 @@
-//! The queue row: what a waiter's cell says (listing 6, with names reused)
-//! and where a waiter stands.
+//! The queue row: what a waiter's cell says and where a waiter stands.
 //!
-//! # The layout
-//!
-//! The thesis names a queue cell by its arrival — a 20-digit time in µs,
-//! then the owner id — so that the row's column order is arrival order and
-//! a read of the first few cells finds the head. Every acquisition then
-//! leaves a tombstone under a name never used again, and every read of the
-//! row passes all of them: on Cassandra a lock slows with use and its reads
-//! fail past 100 000 tombstones (docs/design.md §1). So lockshift names a
-//! queue cell by its owner id alone — a slot, reused by the process's next
-//! acquisition of the lock (K1) — and writes the arrival into the value:
-//! `"{arrival:020}:{algorithm}"`. The row holds one cell, live or
-//! tombstone, per slot; a read takes the whole row and orders it by
-//! (arrival, owner id) — the thesis' order, the same names in another
-//! place.
-//!
-//! Cells of the thesis' shape, written by lockshift builds before this
-//! layout, are read too: their arrival comes from the column. The two
-//! builds place each other's waiters by the same arrival times, but an
-//! older build counts only cells of its own shape as ahead: a waiter of
-//! each may believe itself first at once. That costs fairness, never
-//! exclusion, which rests on `main` (Q1); and a reservation behind a
-//! waiter of the other shape is never disregarded by it (the names differ,
-//! below), so Q6 never spans the two.
-//!
-//! A waiter is named, where a reservation behind it must name it (Q6), by
-//! its *mark* — owner id and arrival, `owner@arrival` — not by its owner id
-//! alone: the owner id passes to the slot's next acquisition, the mark
-//! does not.
+//! The cell values, their parsing and the placing of a waiter in a read of
+//! the row are pure and live in `lockshift_decide::queue` (with the layout
+//! explained there); this module re-exports them at their old paths and
+//! keeps the I/O: [`position`], one read of the row, and [`Sightings`],
+//! which watches cells stand still by this process's own clock.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{Algorithm, OwnerId};
 use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
 use tokio::time::Instant;
 
-/// Digits of the arrival time (listing 6's time prefix).
-pub const TIME_DIGITS: usize = 20;
-
-/// The value of the queue cell of a waiter that arrived at `arrival`,
-/// waiting with `algorithm`.
-pub fn queue_value(arrival: Timestamp, algorithm: Algorithm) -> Vec<u8> {
-    let micros = u64::try_from(arrival.as_micros()).unwrap_or(0);
-    format!("{micros:0width$}:{algorithm}", width = TIME_DIGITS).into_bytes()
-}
-
-/// The name a reservation behind the waiter `owner`, arrived at `arrival`,
-/// gives it (Q6).
-pub fn mark(owner: &str, arrival: u64) -> String {
-    format!("{owner}@{arrival:0width$}", width = TIME_DIGITS)
-}
-
-/// One waiter's queue cell, read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueEntry {
-    /// When it arrived (µs, by the time service).
-    pub arrival: u64,
-    /// Its owner id.
-    pub owner: OwnerId,
-    /// The algorithm it waits with, when the cell says (lockshift's).
-    pub algorithm: Option<Algorithm>,
-}
-
-impl QueueEntry {
-    /// Its mark: what a reservation behind it names.
-    pub fn mark(&self) -> String {
-        mark(self.owner.as_str(), self.arrival)
-    }
-}
-
-/// Reads a queue cell of either layout: owner-id column with the arrival in
-/// the value, or the thesis' time-and-owner column with the algorithm in
-/// the value. `None` if it is neither (written by something else).
-pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
-    let value = std::str::from_utf8(value).ok();
-    if let Some((arrival, algorithm)) = value.and_then(|v| v.split_once(':'))
-        && arrival.len() == TIME_DIGITS
-        && arrival.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Some(QueueEntry {
-            arrival: arrival.parse().ok()?,
-            owner: OwnerId::from_stored(column),
-            algorithm: algorithm.parse().ok(),
-        });
-    }
-    let prefix = column.get(..TIME_DIGITS)?;
-    if !prefix.bytes().all(|b| b.is_ascii_digit()) || column.len() == TIME_DIGITS {
-        return None;
-    }
-    Some(QueueEntry {
-        arrival: prefix.parse().ok()?,
-        owner: OwnerId::from_stored(&column[TIME_DIGITS..]),
-        algorithm: value.and_then(|v| v.parse().ok()),
-    })
-}
+/// The queue-cell values, their parsing and [`place`]: moved to
+/// `lockshift_decide::queue`, re-exported at their old paths.
+pub use lockshift_decide::queue::{
+    Position, QueueEntry, TIME_DIGITS, mark, parse_queue_cell, place, queue_value,
+};
 
 /// Which queue cells a waiter has watched stand still: a cell whose write
 /// time has not changed for `stale_after` *of this waiter's own time* is a
@@ -151,38 +72,6 @@ impl Sightings {
     }
 }
 
-/// Where a waiter stands, counting only live (non-stale) cells.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Position {
-    /// First in line, and no cell at all ahead: may try to enter `main`.
-    First,
-    /// First among the live cells, past cells of dead waiters (not renewed
-    /// for `stale_after`) that are still in the row. As first for entering;
-    /// but a dead-looking cell may be a paused waiter's, so it does not show
-    /// that waiter gone (Q6).
-    FirstPastDead,
-    /// Behind `ahead` live cells (1: next after the head, usually the
-    /// holder). `ahead` saturates at the window: "far back".
-    Behind {
-        /// Live cells ahead, at most the window.
-        ahead: u32,
-        /// The mark of the first live cell (the head of the line).
-        head: String,
-        /// The algorithm the head waits with (its queue cell's value), when
-        /// it is lockshift's.
-        head_algorithm: Option<Algorithm>,
-    },
-    /// The waiter's own cell is not in the row (expired or deleted).
-    Missing,
-}
-
-impl Position {
-    /// First in line, past dead waiters or not.
-    pub fn is_first(&self) -> bool {
-        matches!(self, Position::First | Position::FirstPastDead)
-    }
-}
-
 /// Finds `me` (my queue column) in the queue of `lock`: one read of the
 /// whole row, ordered by arrival. `ahead` saturates at `window` (the
 /// waiter polls in proportion to its distance, so beyond the window the
@@ -206,86 +95,12 @@ pub async fn position(
     Ok(place(&cells, me, |c| sightings.is_dead(c, now), window))
 }
 
-/// [`position`] on a read of the whole row (pure): `dead` says which cells
-/// are dead waiters'.
-pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32) -> Position {
-    let window = window.max(1);
-    let mut line: Vec<(QueueEntry, &Cell)> = cells
-        .iter()
-        .map(|c| {
-            let entry = parse_queue_cell(&c.column, &c.value).unwrap_or(QueueEntry {
-                arrival: 0,
-                owner: OwnerId::from_stored(&c.column),
-                algorithm: None,
-            });
-            (entry, c)
-        })
-        .collect();
-    line.sort_by(|(a, ca), (b, cb)| (a.arrival, &ca.column).cmp(&(b.arrival, &cb.column)));
-    let mut ahead: u32 = 0;
-    let mut head: Option<&QueueEntry> = None;
-    let mut past_dead = false;
-    for (entry, cell) in &line {
-        if cell.column == me {
-            return match head {
-                None if past_dead => Position::FirstPastDead,
-                None => Position::First,
-                Some(head) => Position::Behind {
-                    ahead: ahead.min(window),
-                    head: head.mark(),
-                    head_algorithm: head.algorithm,
-                },
-            };
-        }
-        if dead(cell) {
-            past_dead = true;
-            continue;
-        }
-        ahead = ahead.saturating_add(1);
-        head.get_or_insert(entry);
-    }
-    Position::Missing
-}
-
 #[cfg(test)]
 mod tests {
-    use lockshift_lock::NodeId;
+    use lockshift_lock::Algorithm;
     use lockshift_store::{CellWrite, MemoryStore, WriteOptions};
 
     use super::*;
-
-    #[test]
-    fn cells_of_both_layouts_parse_back() {
-        let node = NodeId::new("n").unwrap();
-        let owner = OwnerId::new(&node, 2);
-        let value = queue_value(Timestamp::from_micros(999), Algorithm::Combined);
-        assert_eq!(value, b"00000000000000000999:combined");
-        assert_eq!(
-            parse_queue_cell(owner.as_str(), &value),
-            Some(QueueEntry {
-                arrival: 999,
-                owner: owner.clone(),
-                algorithm: Some(Algorithm::Combined),
-            })
-        );
-        // The thesis' shape, as lockshift builds before slots wrote it.
-        assert_eq!(
-            parse_queue_cell("00000000000000001000n/0000000000000002", b"queue"),
-            Some(QueueEntry {
-                arrival: 1_000,
-                owner: owner.clone(),
-                algorithm: Some(Algorithm::Queue),
-            })
-        );
-        assert_eq!(parse_queue_cell("garbage", b"queue"), None);
-        assert_eq!(parse_queue_cell("0000000000000000000x-owner", b""), None);
-        assert_eq!(parse_queue_cell("00000000000000000001", b"queue"), None);
-        assert_eq!(parse_queue_cell("o", b"0001:queue"), None, "short time");
-        assert_eq!(
-            parse_queue_cell(owner.as_str(), &value).unwrap().mark(),
-            "n/0000000000000002@00000000000000000999"
-        );
-    }
 
     /// A queue of cells `(column, arrival, writetime)`, in the new layout.
     async fn queue(cells: &[(&str, u64, i64)]) -> MemoryStore {

@@ -358,7 +358,7 @@ impl Fixture {
         let ttl = s.ttl().unwrap();
         let slot = Arc::new(crate::slots::Slots::new(
             NodeId::new("n").unwrap(),
-            crate::id::Incarnation::new(Some(1)),
+            crate::id::Incarnation::from_seed(1),
         ))
         .take(&LockId::new("L").unwrap());
         Lease::start_in_slot(

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_combined::registry::LeasePromise;
+use lockshift_combined::registry::{LeasePromise, LeaseRules};
 use lockshift_combined::{LegacyPacing, LockerSettings, Lockers};
-use lockshift_lock::{Algorithm, Incarnation, LockContext};
+use lockshift_lock::{Algorithm, LockContext};
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Ttl};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -188,7 +188,7 @@ impl Node {
         let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
         let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
-        let incarnation = Incarnation::new(options.seed.map(|s| s ^ 0x1dea_5eed));
+        let incarnation = lockshift_lock::new_incarnation(options.seed.map(|s| s ^ 0x1dea_5eed));
         // Lock cells name the same process as the registry row (R5).
         let ctx = Arc::new(
             LockContext::new(

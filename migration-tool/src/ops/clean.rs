@@ -861,7 +861,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Timestamp::from_micros(NOW)));
         let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
         let env = Env::new(Settings::default(), store.clone(), clock.clone());
-        let incarnation = Incarnation::new(Some(1));
+        let incarnation = Incarnation::from_seed(1);
         let info = NodeInfo {
             node: "slow".into(),
             version: "0.1.0".into(),

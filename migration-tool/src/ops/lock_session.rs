@@ -492,7 +492,7 @@ pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
 }
 
 /// `migrate-<host>-<pid>`, within the node id rules (the host name from
-/// the operating system, as [`NodeId::for_this_process`] has it).
+/// the operating system, as [`lockshift_lock::node_id_for_this_process`] has it).
 fn node_id() -> String {
     let pid = std::process::id().to_string();
     let host: String = lockshift_lock::host_name()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_combined::census::Staleness;
+use lockshift_combined::census::{FleetStaleness, Staleness};
 use lockshift_combined::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;

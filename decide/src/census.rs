@@ -1,0 +1,245 @@
+//! A census of lock cells, as data: every cell of `main`, `shadow` and
+//! `queue`, classified by algorithm, owner and age — for rollout guards,
+//! `migrate status`, `inspect` and `clean` — and the judgements made on it.
+//! Taking the census (reading the rows, matching each cell to its
+//! process's registry row) is I/O and lives with the rollout.
+//!
+//! Binaries that predate lockshift do not register and do not name their
+//! cells lockshift's way; a cell whose owner is not `node/<16 hex digits>`,
+//! or whose value says `legacy`, is legacy activity.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::algorithm::Algorithm;
+use crate::cell::{Table, Timestamp};
+use crate::id::cut_short;
+use crate::registry::LeasePromise;
+use crate::schema;
+
+/// Who wrote a cell, as far as can be told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CellOwner {
+    /// The owner id (the column; for a queue cell of the thesis' layout,
+    /// the column's suffix).
+    pub owner: String,
+    /// The lockshift node in the owner id, if it has lockshift's shape.
+    pub node: Option<String>,
+    /// Whether that node is in the registry now (any process of it).
+    pub registered: bool,
+    /// Whether the owner's own process — its node id *and* incarnation —
+    /// is in the registry now. A row of a build that predates incarnations
+    /// cannot be told apart from its node id's other processes, so it
+    /// counts for every owner of that node id here (the cautious reading:
+    /// a live owner's cells are kept).
+    pub process_live: bool,
+    /// The lease the owner's own process announced in its registry row;
+    /// `None` when that process has no row, did not say, or has a row of a
+    /// build that predates incarnations (whose promise may be another
+    /// process's).
+    pub promise: Option<LeasePromise>,
+    /// The algorithm the value names; `None` for a foreign value (an old
+    /// binary).
+    pub algorithm: Option<Algorithm>,
+    /// A waiter's reservation (waiting, not holding): a queue waiter's in
+    /// `main`, or a queue or combined waiter's reserved behind the waiter
+    /// ahead (in `main`, and for combined also in `shadow`).
+    pub reserved: bool,
+}
+
+impl CellOwner {
+    /// Whether the cell is evidence of the legacy algorithm: written by
+    /// lockshift's legacy mode or by something that is not lockshift.
+    pub fn is_legacy_activity(&self) -> bool {
+        matches!(self.algorithm, None | Some(Algorithm::Legacy))
+    }
+}
+
+/// One cell as the census saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CensusCell {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key).
+    pub lock: String,
+    /// The column.
+    pub column: String,
+    /// Who wrote it.
+    pub owner: CellOwner,
+    /// Its write time.
+    pub writetime: Timestamp,
+    /// Time since it was last written (renewed), by the observer's clock.
+    pub age: Duration,
+    /// TTL left, if any.
+    pub ttl_left: Option<Duration>,
+    /// Queue cells: the position among the lock's live queue cells (0 = head).
+    pub queue_position: Option<usize>,
+    /// Queue cells: when the waiter arrived (µs, by the time service).
+    pub queued_at: Option<u64>,
+    /// Not renewed for longer than the staleness threshold.
+    pub stale: bool,
+    /// Its lease is over by its owner's own promise (judged when the census
+    /// is taken, by the lease rules): not
+    /// renewed for longer than the cell's guaranteed life, allowing for the
+    /// clock skew margin, so its owner has been told it lost the lock. It
+    /// stands because a write of its lease landed late (L5) or its owner
+    /// could not delete it; nobody holds or waits through it, and it keeps
+    /// others waiting until it expires (or `migrate clean` deletes it).
+    /// Always `false` when the owner's process has no registry row: only
+    /// its own promise can tell.
+    pub lease_over: bool,
+}
+
+fn serialize_table<S: serde::Serializer>(t: &Table, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
+}
+
+/// Everything the census found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Census {
+    /// Every cell of `main`, `shadow` and `queue`, by table, lock, column.
+    pub cells: Vec<CensusCell>,
+    /// When the census was taken.
+    pub taken_at: Timestamp,
+    /// Rows the database refused to read, by table and lock: their cells
+    /// are not in `cells`, so whatever a guard concludes from the census
+    /// does not hold for these locks.
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// A lock's row in one table that the database refused to read (more
+/// tombstones than its failure threshold): the census went on without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnreadableRow {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key); `None` when the table's key scan was refused,
+    /// which cannot say whose row it met.
+    pub lock: Option<String>,
+    /// What the database answered (the store error, cut short).
+    pub reason: String,
+}
+
+impl UnreadableRow {
+    /// The row's lock and table, cut short, with the reason:
+    /// `lock "jobs" (table queue): read on table queue failed: …`.
+    pub fn describe(&self) -> String {
+        match &self.lock {
+            Some(lock) => format!(
+                "lock {:?} (table {}): {}",
+                cut_short(lock),
+                self.table,
+                self.reason
+            ),
+            None => format!(
+                "a lock the key scan of table {} cannot name (its rows were read for the locks \
+                 other tables name): {}",
+                self.table, self.reason
+            ),
+        }
+    }
+}
+
+impl Census {
+    /// Cells of `table`.
+    pub fn in_table(&self, table: Table) -> impl Iterator<Item = &CensusCell> {
+        self.cells.iter().filter(move |c| c.table == table)
+    }
+
+    /// Holders in `main` (reservations of queue waiters excluded).
+    pub fn held(&self) -> impl Iterator<Item = &CensusCell> {
+        self.in_table(schema::MAIN).filter(|c| !c.owner.reserved)
+    }
+
+    /// Queue cells of waiters, with the oldest first (see [`waiters`]).
+    pub fn waiting(&self) -> Vec<&CensusCell> {
+        let mut w = waiters(&self.cells);
+        w.sort_by_key(|c| std::cmp::Reverse(c.age));
+        w
+    }
+
+    /// Cells in `main` or `shadow` that are evidence of legacy activity now.
+    pub fn legacy_activity(&self) -> impl Iterator<Item = &CensusCell> {
+        self.cells
+            .iter()
+            .filter(|c| c.table != schema::QUEUE && c.owner.is_legacy_activity())
+    }
+
+    /// Cells in `main` held by `algorithm`.
+    pub fn held_by(&self, algorithm: Algorithm) -> impl Iterator<Item = &CensusCell> {
+        self.held()
+            .filter(move |c| c.owner.algorithm == Some(algorithm))
+    }
+
+    /// Stale cells.
+    pub fn stale(&self) -> impl Iterator<Item = &CensusCell> {
+        self.cells.iter().filter(|c| c.stale)
+    }
+}
+
+/// What counts as stale: waiters' cells (queue cells and reservations,
+/// rewritten every `lock.queue.waiting_renew_every`) and holdings (renewed
+/// every `lock.renew_every`) are judged each by their own period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staleness {
+    /// Waiters' cells not rewritten for longer than this are stale (the
+    /// threshold waiters skip queue cells by, `lock.queue.stale_after`).
+    pub waiting: Duration,
+    /// Holdings (and cells of binaries that predate lockshift) not renewed
+    /// for longer than this are stale.
+    pub holding: Duration,
+}
+
+impl Staleness {
+    /// One threshold for every cell.
+    pub fn uniform(after: Duration) -> Staleness {
+        Staleness {
+            waiting: after,
+            holding: after,
+        }
+    }
+
+    /// The threshold for a cell of `table` written by `owner`.
+    pub fn for_cell(&self, table: Table, owner: &CellOwner) -> Duration {
+        if table == schema::QUEUE || owner.reserved {
+            self.waiting
+        } else {
+            self.holding
+        }
+    }
+}
+
+/// The live queue cells among `cells` whose owner does not hold its lock:
+/// the waiters. A holder leaves the queue once it holds (its queue cell is
+/// deleted right after its verifying read), but until that delete lands —
+/// and for holders that predate that rule, which keep their queue cell at
+/// the head for the whole hold — a holder's queue cell is in the queue too;
+/// it is told apart by its owner's holding (not reserved) `main` cell.
+pub fn waiters(cells: &[CensusCell]) -> Vec<&CensusCell> {
+    let holders: BTreeSet<(&str, &str)> = cells
+        .iter()
+        .filter(|c| c.table == schema::MAIN && !c.owner.reserved)
+        .map(|c| (c.lock.as_str(), c.owner.owner.as_str()))
+        .collect();
+    cells
+        .iter()
+        .filter(|c| {
+            c.table == schema::QUEUE
+                && c.queue_position.is_some()
+                && !holders.contains(&(c.lock.as_str(), c.owner.owner.as_str()))
+        })
+        .collect()
+}
+
+/// Counts per algorithm of `main` holders (`None`: foreign).
+pub fn holders_by_algorithm(census: &Census) -> BTreeMap<Option<Algorithm>, usize> {
+    let mut out = BTreeMap::new();
+    for c in census.held() {
+        *out.entry(c.owner.algorithm).or_insert(0) += 1;
+    }
+    out
+}
