@@ -63,6 +63,8 @@ pub mod algorithm;
 pub mod cell;
 pub mod cells;
 pub mod census;
+pub mod clean;
+pub mod duration;
 pub mod id;
 pub mod queue;
 pub mod reconcile;
