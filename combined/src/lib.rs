@@ -111,10 +111,11 @@ pub mod stage;
 
 pub use error::{EvidenceError, RolloutError};
 pub use locker::CombinedLocker;
-// The combined lock's entry into the waiting line and its pacing beside
-// legacy contenders: for the node runtime and the tests.
-#[doc(hidden)]
-pub use locker::{CombinedEntry, LegacyPacing};
+/// How combined waiters pace themselves beside legacy contenders: one
+/// [`LegacyPacing`] is shared by every combined locker of a process
+/// (`Lockers::with_pacing`). The node runtime (`lockshift::Node`), the
+/// benchmark's workers and the simulation's fleet build one per process.
+pub use locker::LegacyPacing;
 pub use lockers::{LockerSettings, Lockers};
 pub use mode::Mode;
 pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};

@@ -8,7 +8,6 @@
 //! deregistering, listing the live fleet, and the activity record.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use lockshift_lock::{Algorithm, Incarnation, LeaseSettings};
 use lockshift_store::{
@@ -22,40 +21,30 @@ pub use lockshift_decide::registry::{
     ACTIVITY_ROW, LeasePromise, LiveNode, NodeInfo, REGISTRY_ROW, registry_column,
 };
 
-/// What a [`LeasePromise`] means by the lease rules of `lockshift_lock`:
-/// the promise a node's lease settings make, and how long a cell written
-/// under it is sure to live. (These were inherent methods of
-/// `LeasePromise` before it moved; bring this trait into scope to call
-/// them as before.)
+/// The promise a node's lease settings make. (This was an inherent
+/// function of `LeasePromise` before it moved; bring this trait into scope
+/// to call `LeasePromise::of` as before. How long a cell written under a
+/// promise is sure to live is the inherent
+/// [`LeasePromise::guaranteed_life`].)
 pub trait LeaseRules: Sized {
-    /// The promise made by a node with `lease` settings.
+    /// The promise made by a node with `lease` settings: its TTL and
+    /// renewal period.
     fn of(lease: &LeaseSettings) -> Self;
-
-    /// How long a cell written under this promise is sure to live after it
-    /// was sent (the TTL in whole seconds − 1 s − the skew allowance, lock
-    /// invariant L3); its owner is told it lost the lock before then (K3).
-    /// `None` when the TTL guarantees nothing.
-    fn guaranteed_life(&self) -> Option<Duration>;
 }
 
 impl LeaseRules for LeasePromise {
     fn of(lease: &LeaseSettings) -> Self {
         LeasePromise::new(lease.lease_ttl, lease.renew_every)
     }
-
-    fn guaranteed_life(&self) -> Option<Duration> {
-        LeaseSettings {
-            lease_ttl: self.ttl(),
-            renew_every: self.renew_every(),
-            ..LeaseSettings::default()
-        }
-        .guaranteed_life()
-    }
 }
 
-#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Writes `info` as its process's registry cell ([`NodeInfo::column`])
-/// with `ttl`.
+/// with `ttl`: one heartbeat.
+///
+/// The node runtime (`lockshift::Node`) calls it every
+/// `rollout.heartbeat_every`, with `rollout.heartbeat_ttl`; tests that
+/// stand in for a node (the rollout's, the operator tool's) call it to
+/// register one.
 ///
 /// # Errors
 /// The store error.
@@ -76,9 +65,11 @@ pub async fn heartbeat(
         .await
 }
 
-#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Removes one process's row (its [`NodeInfo::column`]) from the registry
 /// (clean shutdown); other processes of the same node id keep theirs.
+///
+/// The node runtime calls it when it stops; tests call it to make a node
+/// they registered with [`heartbeat`] leave.
 ///
 /// # Errors
 /// The store error.
@@ -159,10 +150,13 @@ pub async fn live_nodes(store: &dyn Store) -> Result<(Vec<LiveNode>, Vec<String>
     Ok((nodes, unreadable))
 }
 
-#[doc(hidden)] // The node runtime's writes (the `lockshift` crate); tests imitate nodes with them.
 /// Records that `algorithm` was, or may be, in use until `at` (a sighting,
 /// or a node's promise — then `at` may lie ahead); the record only moves
-/// forward (its write timestamp is `at`).
+/// forward (its write timestamp is `at`). The rollout guards' quiet
+/// periods count from the latest record ([`last_activity`]).
+///
+/// The node runtime calls it with every heartbeat (its promise) and when
+/// it sees an algorithm in use; tests call it to stand in for a node.
 ///
 /// # Errors
 /// The store error.
@@ -212,6 +206,7 @@ fn invalid(op: lockshift_store::OpKind, e: serde_json::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use lockshift_store::{ManualClock, MemoryStore};
 

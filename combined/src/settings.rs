@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use lockshift_decide::rollout::GuardTimes;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{LeaseSettings, fmt_duration};
 use lockshift_queue_lock::QueueSettings;
@@ -105,6 +106,16 @@ impl Default for RolloutSettings {
 }
 
 impl RolloutSettings {
+    /// The times the rollout guards judge by
+    /// ([`evaluate`](crate::rollout::evaluate)): the quiet period and the
+    /// heartbeat TTL after which a node counts as silent.
+    pub fn guard_times(&self) -> GuardTimes {
+        GuardTimes {
+            quiet_period: self.quiet_period,
+            heartbeat_ttl: self.heartbeat_ttl,
+        }
+    }
+
     /// The shortest quiet period that is safe: a node acts on a stage it
     /// can no longer confirm for at most `stage_valid_for`, a legacy holder's
     /// cells live one lease TTL, and clocks disagree by up to the skew

@@ -194,7 +194,29 @@ pub struct Staleness {
     pub holding: Duration,
 }
 
+/// How many renewal periods a cell may miss before it looks dead.
+pub const MISSED_RENEWALS: u32 = 3;
+
+/// When a cell rewritten every `renew_every` looks dead: after
+/// [`MISSED_RENEWALS`] periods without a rewrite (saturating). The rule
+/// for holdings (renewed every `lock.renew_every`) and, unless
+/// `lock.queue.stale_after` says otherwise, for waiters' cells (rewritten
+/// every `lock.queue.waiting_renew_every`).
+pub fn stale_after_renewals(renew_every: Duration) -> Duration {
+    renew_every.saturating_mul(MISSED_RENEWALS)
+}
+
 impl Staleness {
+    /// The fleet's thresholds: `waiting` for waiters' cells (the queue
+    /// lock's stale-waiter threshold in effect), and for holdings
+    /// [`stale_after_renewals`] of `renew_every` (`lock.renew_every`).
+    pub fn of_fleet(waiting: Duration, renew_every: Duration) -> Staleness {
+        Staleness {
+            waiting,
+            holding: stale_after_renewals(renew_every),
+        }
+    }
+
     /// One threshold for every cell.
     pub fn uniform(after: Duration) -> Staleness {
         Staleness {
@@ -211,6 +233,22 @@ impl Staleness {
             self.holding
         }
     }
+}
+
+/// Whether a cell not renewed for `age` (by the observer's clock) has
+/// outlived the lease its owner promised: older than the cell's guaranteed
+/// life (`ttl − 1 s − skew allowance`, lock invariant L3,
+/// [`LeasePromise::guaranteed_life`]) even if the owner's clock is
+/// `clock_skew_margin` behind the observer's. Its owner has then been told
+/// it lost the lock (lock invariant K3). `None` promise: unknown, `false`.
+pub fn lease_over(
+    age: Duration,
+    promise: Option<LeasePromise>,
+    clock_skew_margin: Duration,
+) -> bool {
+    promise
+        .and_then(|p| p.guaranteed_life())
+        .is_some_and(|life| age.saturating_sub(clock_skew_margin) > life)
 }
 
 /// The live queue cells among `cells` whose owner does not hold its lock:

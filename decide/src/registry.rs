@@ -31,8 +31,35 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::{Algorithm, Mode, Stage};
-use crate::cell::Timestamp;
+use crate::cell::{Timestamp, Ttl};
 use crate::id::Incarnation;
+
+/// How much clock skew between the coordinators that write and read a cell
+/// a lease allows for.
+///
+/// Cassandra fixes a cell's expiry on the *writing* coordinator's clock and
+/// checks it on the *reading* coordinator's: a reader whose clock runs ahead
+/// sees the cell vanish that much earlier. NTP keeps a cluster within a few
+/// milliseconds; 250 ms leaves room for a node that is drifting before its
+/// operators notice, and still lets a 3-second lease be configured.
+pub const TTL_SKEW_ALLOWANCE: Duration = Duration::from_millis(250);
+
+/// How long a cell written with TTL `lease_ttl` is sure to live after it
+/// was sent: the TTL written (rounded up to whole seconds) − 1 s
+/// (Cassandra expires at the end of the write's second + TTL) −
+/// [`TTL_SKEW_ALLOWANCE`]. `None` when `lease_ttl` is not a valid TTL or
+/// too short to guarantee anything.
+///
+/// A cell sent at `sent` with TTL `n` (whole seconds) is applied no
+/// earlier than `sent`, and Cassandra expires it at the end of the second
+/// it was applied in plus `n`, on the coordinator's clock: it is sure to
+/// live until `sent + n - 1 s - TTL_SKEW_ALLOWANCE`.
+pub fn guaranteed_life(lease_ttl: Duration) -> Option<Duration> {
+    let ttl = Ttl::from_duration(lease_ttl).ok()?.as_duration();
+    ttl.checked_sub(Duration::from_secs(1))?
+        .checked_sub(TTL_SKEW_ALLOWANCE)
+        .filter(|d| !d.is_zero())
+}
 
 /// The row of the `nodes` table holding the registry.
 pub const REGISTRY_ROW: &str = "nodes";
@@ -134,6 +161,15 @@ impl LeasePromise {
     /// The renewal period.
     pub fn renew_every(&self) -> Duration {
         Duration::from_millis(self.renew_every_ms)
+    }
+
+    /// How long a cell written under this promise is sure to live after it
+    /// was sent ([`guaranteed_life`] of its TTL: the TTL in whole seconds −
+    /// 1 s − the skew allowance, lock invariant L3); its owner is told it
+    /// lost the lock before then (K3). `None` when the TTL guarantees
+    /// nothing.
+    pub fn guaranteed_life(&self) -> Option<Duration> {
+        guaranteed_life(self.ttl())
     }
 }
 

@@ -1,20 +1,24 @@
 //! The rollout as data: the stage as stored ([`StageRecord`]), its
 //! history ([`HistoryEntry`]), the evidence the guards look at
 //! ([`Evidence`]), a guard's and a transition's verdict ([`Guard`],
-//! [`Verdict`]), and which edges the rollout may take
-//! ([`edge_refusal`]). Reading and writing the stage and the history,
+//! [`Verdict`]), which edges the rollout may take ([`edge_refusal`]), and
+//! the guards' judgement on the evidence ([`evaluate`], by the
+//! [`GuardTimes`] the rollout settings set). Reading and writing the stage and the history,
 //! gathering the evidence and moving the stage under the rollout lock is
 //! I/O and lives with the rollout; docs/design.md §4 gives the stages and
 //! their guards.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::{Algorithm, Stage};
 use crate::cell::Timestamp;
-use crate::census::Census;
+use crate::census::{Census, UnreadableRow};
+use crate::duration::fmt_duration;
+use crate::id::cut_short;
 use crate::registry::LiveNode;
 use crate::remedy::Remedy;
 use crate::schema;
@@ -243,3 +247,325 @@ pub fn edge_refusal(from: Stage, to: Stage) -> Option<String> {
         None => "there is no such step".to_string(),
     })
 }
+
+/// The times the guards judge by, from the fleet's rollout settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuardTimes {
+    /// How long no activity of the algorithm a transition retires must
+    /// have been seen (`rollout.quiet_period`).
+    pub quiet_period: Duration,
+    /// A node not heard from for longer is silent, as `migrate status`
+    /// marks it (`rollout.heartbeat_ttl`); its registry row still counts.
+    pub heartbeat_ttl: Duration,
+}
+
+/// The guards of `from → to` evaluated on `evidence` with `times` (pure:
+/// no I/O). The table of guards per edge is in docs/design.md §4.
+pub fn evaluate(evidence: &Evidence, to: Stage, times: GuardTimes) -> Verdict {
+    let from = evidence.current.stage;
+    let quiet = times.quiet_period;
+    let g = Guards {
+        evidence,
+        silent_after: times.heartbeat_ttl,
+    };
+    let guards = match (from, to) {
+        (Stage::Legacy, Stage::Dual) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
+        ],
+        (Stage::Dual, Stage::Queue) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.all_saw_current(),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
+        ],
+        (Stage::Queue, Stage::Complete) => vec![
+            g.no_node_runs(Algorithm::Legacy),
+            g.no_node_runs(Algorithm::Combined),
+            g.all_saw_current(),
+            g.on_census(g.none_held_by(Algorithm::Combined)),
+            g.on_census(g.quiet(Algorithm::Legacy, quiet)),
+        ],
+        (Stage::Dual, Stage::Legacy) => vec![
+            g.no_node_runs(Algorithm::Queue),
+            g.all_saw_current(),
+            g.on_census(g.none_held_by(Algorithm::Queue)),
+            g.on_census(g.quiet(Algorithm::Queue, quiet)),
+        ],
+        _ => Vec::new(),
+    };
+    let caveats = if evidence.nodes.is_empty() {
+        vec![NO_NODE_CAVEAT.to_string()]
+    } else {
+        Vec::new()
+    };
+    Verdict {
+        from,
+        to,
+        guards,
+        caveats,
+    }
+}
+
+struct Guards<'a> {
+    evidence: &'a Evidence,
+    /// A node not heard from for longer is silent (`rollout.heartbeat_ttl`,
+    /// as `migrate status` marks it).
+    silent_after: Duration,
+}
+
+impl Guards<'_> {
+    /// How a guard names the process of `node`: its node id, plus the
+    /// incarnation when another live process shares that id (R5).
+    fn who(&self, node: &LiveNode) -> String {
+        let shared = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.node == node.info.node)
+            .count()
+            > 1;
+        match &node.info.incarnation {
+            Some(incarnation) if shared => format!("{} (process {incarnation})", node.info.node),
+            _ => node.info.node.clone(),
+        }
+    }
+
+    /// How long ago `node` last heartbeat, for the guard texts: a silent
+    /// node still counts until its row expires (it may still act on what
+    /// it last reported).
+    fn heard(&self, node: &LiveNode) -> String {
+        format!(
+            "heartbeat {} ago",
+            fmt_duration(round_secs(
+                self.evidence.now.duration_since(node.heartbeat_at)
+            ))
+        )
+    }
+
+    /// The remedies a node's naming brings besides the guard's own: a
+    /// silent node, a node id two processes share.
+    fn node_remedies(&self, node: &LiveNode, out: &mut Vec<Remedy>) {
+        if self.silent(node) {
+            out.push(Remedy::Silent);
+        }
+        if self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.node == node.info.node)
+            .count()
+            > 1
+        {
+            out.push(Remedy::SharedNodeId);
+        }
+    }
+
+    /// No heartbeat for longer than a heartbeat TTL's worth (the registry
+    /// row still counts).
+    fn silent(&self, node: &LiveNode) -> bool {
+        self.evidence.now.duration_since(node.heartbeat_at) > self.silent_after
+    }
+
+    fn no_node_runs(&self, algorithm: Algorithm) -> Guard {
+        let mut remedies = Vec::new();
+        let running: Vec<String> = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.runs(algorithm))
+            .map(|n| {
+                let bound = n.info.bound.get(&algorithm).copied().unwrap_or(0);
+                let what = if n.info.effective == algorithm {
+                    remedies.push(Remedy::runs(algorithm));
+                    format!("runs {algorithm}")
+                } else {
+                    remedies.push(Remedy::acquisitions(algorithm));
+                    format!("has {bound} {algorithm} acquisition(s) waiting or held")
+                };
+                self.node_remedies(n, &mut remedies);
+                format!("node {} {what} ({})", self.who(n), self.heard(n))
+            })
+            .collect();
+        Guard::judged(
+            format!("no live node runs {algorithm}"),
+            if running.is_empty() {
+                format!("no live node runs {algorithm}")
+            } else {
+                bounded_list(&running, "nodes")
+            },
+            &remedies,
+        )
+    }
+
+    /// Every node acts on the current stage: its view, and every
+    /// acquisition it has waiting or held, are bound to the current version
+    /// (`NodeInfo::acting`).
+    fn all_saw_current(&self) -> Guard {
+        let current = &self.evidence.current;
+        let mut remedies = Vec::new();
+        let behind: Vec<String> = self
+            .evidence
+            .nodes
+            .iter()
+            .filter(|n| n.info.acting().is_none_or(|v| v < current.version))
+            .map(|n| {
+                let why = if n.info.view_expired {
+                    remedies.push(Remedy::CannotConfirm);
+                    "cannot confirm the stage".to_string()
+                } else if n.info.seen_version != Some(current.version) {
+                    remedies.push(Remedy::ActsOnOldStage);
+                    format!(
+                        "still acts on stage {}",
+                        n.info.seen_stage.map_or("unknown", Stage::as_str)
+                    )
+                } else {
+                    remedies.push(Remedy::BoundToOldVersion);
+                    format!(
+                        "has acquisitions bound to stage version {}",
+                        n.info
+                            .acting()
+                            .map_or("unknown".to_string(), |v| v.to_string())
+                    )
+                };
+                self.node_remedies(n, &mut remedies);
+                format!("node {} {why} ({})", self.who(n), self.heard(n))
+            })
+            .collect();
+        Guard::judged(
+            format!("every live node acts on stage {}", current.stage),
+            if behind.is_empty() {
+                format!("every live node acts on stage {}", current.stage)
+            } else {
+                bounded_list(&behind, "nodes")
+            },
+            &remedies,
+        )
+    }
+
+    /// `guard`, judged on the census — or, while the database refuses to
+    /// read some lock's row, refused: what that row holds (a holding, a
+    /// legacy cell) is unknown, so the guard cannot be evaluated.
+    fn on_census(&self, guard: Guard) -> Guard {
+        let rows = &self.evidence.census.unreadable;
+        if rows.is_empty() {
+            return guard;
+        }
+        let named: Vec<String> = rows.iter().map(UnreadableRow::describe).collect();
+        Guard::judged(
+            guard.name,
+            format!(
+                "cannot be evaluated: the database refuses to read {} lock row(s): {}",
+                rows.len(),
+                bounded_list(&named, "rows")
+            ),
+            &[Remedy::UnreadableLock],
+        )
+    }
+
+    fn none_held_by(&self, algorithm: Algorithm) -> Guard {
+        let held: Vec<String> = self
+            .evidence
+            .census
+            .held_by(algorithm)
+            // The transition's own lock is not fleet activity.
+            .filter(|c| c.lock != ROLLOUT_LOCK)
+            .map(|c| format!("{} (by {})", cut_short(&c.lock), cut_short(&c.owner.owner)))
+            .collect();
+        let remedies = if held.is_empty() {
+            Vec::new()
+        } else {
+            vec![Remedy::held_by(algorithm)]
+        };
+        Guard::judged(
+            format!("no lock held by a {algorithm} holder"),
+            if held.is_empty() {
+                format!("no lock held by a {algorithm} holder")
+            } else {
+                format!(
+                    "{} lock(s) held by {algorithm} holders: {}",
+                    held.len(),
+                    bounded_list(&held, "locks")
+                )
+            },
+            &remedies,
+        )
+    }
+
+    fn quiet(&self, algorithm: Algorithm, quiet: Duration) -> Guard {
+        let name = format!("no {algorithm} activity within the quiet period");
+        match self.evidence.last_seen(algorithm) {
+            None => Guard::judged(name, format!("no {algorithm} activity ever seen"), &[]),
+            // A node's promise (R8): it may start acquisitions until then.
+            Some(at) if at > self.evidence.now => Guard::judged(
+                name,
+                format!(
+                    "{algorithm} may be in use for another {} (a node's heartbeat allows it), then the quiet period {}",
+                    fmt_duration(round_secs(at.duration_since(self.evidence.now))),
+                    fmt_duration(quiet)
+                ),
+                &[Remedy::activity(algorithm, true)],
+            ),
+            Some(at) => {
+                let ago = self.evidence.now.duration_since(at);
+                let remedies = if ago > quiet {
+                    Vec::new()
+                } else {
+                    vec![Remedy::activity(algorithm, false)]
+                };
+                Guard::judged(
+                    name,
+                    format!(
+                        "{algorithm} activity seen {} ago (quiet period {})",
+                        fmt_duration(round_secs(ago)),
+                        fmt_duration(quiet)
+                    ),
+                    &remedies,
+                )
+            }
+        }
+    }
+}
+
+/// At most this many items are named in a guard's detail; the rest are
+/// counted. A refusal with 5 000 locks held once stored a 225 KB detail in
+/// the history, printed by every later `status`.
+const NAMED_IN_DETAIL: usize = 10;
+
+/// `items` joined by ", ", the first [`NAMED_IN_DETAIL`] of them, then
+/// "…and 4 990 more {noun}".
+fn bounded_list(items: &[String], noun: &str) -> String {
+    let mut text = items
+        .iter()
+        .take(NAMED_IN_DETAIL)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED_IN_DETAIL {
+        text.push_str(&format!(
+            " …and {} more {noun}",
+            group_thousands(items.len() - NAMED_IN_DETAIL)
+        ));
+    }
+    text
+}
+
+/// `4990` as `4 990`.
+fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn round_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs())
+}
+
+#[cfg(test)]
+#[path = "rollout_tests.rs"]
+mod tests;

@@ -6,15 +6,11 @@ use lockshift_store::Ttl;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
-/// How much clock skew between the coordinators that write and read a cell
-/// a lease allows for.
-///
-/// Cassandra fixes a cell's expiry on the *writing* coordinator's clock and
-/// checks it on the *reading* coordinator's: a reader whose clock runs ahead
-/// sees the cell vanish that much earlier. NTP keeps a cluster within a few
-/// milliseconds; 250 ms leaves room for a node that is drifting before its
-/// operators notice, and still lets a 3-second lease be configured.
-pub const TTL_SKEW_ALLOWANCE: Duration = Duration::from_millis(250);
+/// The lease's guaranteed-life rule, moved to the pure decisions' crate
+/// (`lockshift_decide::registry`), re-exported here: the clock skew
+/// between coordinators a lease allows for ([`TTL_SKEW_ALLOWANCE`], 250 ms)
+/// and how long a cell is sure to live ([`guaranteed_life`]).
+pub use lockshift_decide::registry::{TTL_SKEW_ALLOWANCE, guaranteed_life};
 
 /// The shortest `lock.lease_ttl` accepted. Cassandra counts TTLs in whole
 /// seconds, so a cell may live a second less than its TTL: a 1 s TTL
@@ -89,10 +85,7 @@ impl LeaseSettings {
     /// second + TTL) − [`TTL_SKEW_ALLOWANCE`]. `None` when the TTL is
     /// invalid or too short to guarantee anything.
     pub fn guaranteed_life(&self) -> Option<Duration> {
-        let ttl = self.ttl().ok()?.as_duration();
-        ttl.checked_sub(Duration::from_secs(1))?
-            .checked_sub(TTL_SKEW_ALLOWANCE)
-            .filter(|d| !d.is_zero())
+        guaranteed_life(self.lease_ttl)
     }
 
     /// How long after the last proven renewal the lease counts as lost.
@@ -188,68 +181,15 @@ pub fn scale_duration(d: Duration, factor: f64) -> Duration {
     })
 }
 
-/// A duration as an operator writes it: `40s`, `1m 30s`, `250ms` — exact,
-/// for echoing a configured value.
-pub fn fmt_duration(d: Duration) -> String {
-    humantime_serde::re::humantime::format_duration(d).to_string()
-}
-
-/// A measured duration rounded for people: `850ms`, `3s`, `3.4s`, `1m 30s`,
-/// `2h 5m` — never `3s 1ms`. Below a second to the millisecond, below ten
-/// seconds to a tenth, below an hour to the second, then to the minute.
-pub fn fmt_duration_rounded(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1_000 {
-        return format!("{ms}ms");
-    }
-    if ms < 10_000 {
-        let tenths = (ms + 50) / 100;
-        return if tenths.is_multiple_of(10) {
-            format!("{}s", tenths / 10)
-        } else {
-            format!("{}.{}s", tenths / 10, tenths % 10)
-        };
-    }
-    let secs = (ms + 500) / 1_000;
-    let rounded = if secs < 3_600 {
-        secs
-    } else {
-        (secs + 30) / 60 * 60
-    };
-    fmt_duration(Duration::from_secs(
-        u64::try_from(rounded).unwrap_or(u64::MAX),
-    ))
-}
+/// The duration formats, moved to the pure decisions' crate
+/// (`lockshift_decide::duration`), re-exported at their old paths:
+/// [`fmt_duration`] echoes a configured value exactly,
+/// [`fmt_duration_rounded`] rounds a measured one for people.
+pub use lockshift_decide::duration::{fmt_duration, fmt_duration_rounded};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Issue 19 (C) #8: measured durations read as people say them.
-    #[test]
-    fn measured_durations_are_rounded_for_people() {
-        let cases = [
-            (0, "0ms"),
-            (850, "850ms"),
-            (999, "999ms"),
-            (1_000, "1s"),
-            (3_001, "3s"),
-            (3_049, "3s"),
-            (3_050, "3.1s"),
-            (3_400, "3.4s"),
-            (9_960, "10s"),
-            (10_400, "10s"),
-            (90_700, "1m 31s"),
-            (7_505_000, "2h 5m"),
-        ];
-        for (ms, want) in cases {
-            assert_eq!(
-                fmt_duration_rounded(Duration::from_millis(ms)),
-                want,
-                "{ms} ms"
-            );
-        }
-    }
 
     #[test]
     fn defaults_are_valid() {

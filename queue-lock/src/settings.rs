@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use lockshift_decide::census::stale_after_renewals;
 use lockshift_lock::{
     LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, WaitingTerms, fmt_duration, scale_duration,
 };
@@ -103,13 +104,13 @@ impl QueueSettings {
     /// [`holder_stale_after`](Self::holder_stale_after).)
     pub fn stale_after(&self, _lease: &LeaseSettings) -> Duration {
         self.stale_after
-            .unwrap_or(self.waiting_renew_every.saturating_mul(3))
+            .unwrap_or(stale_after_renewals(self.waiting_renew_every))
     }
 
     /// When a holding cell (renewed every `lock.renew_every`) looks dead:
     /// three renewal periods.
     pub fn holder_stale_after(lease: &LeaseSettings) -> Duration {
-        lease.renew_every.saturating_mul(3)
+        stale_after_renewals(lease.renew_every)
     }
 
     /// The terms a waiter's lease starts with (lease L6); `None` when

@@ -1,0 +1,152 @@
+//! Matching a census's cells to the registry and classifying them: whose
+//! process wrote each cell, how old it is, where it stands in line, and
+//! whether it outlived its owner's promise.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lockshift_lock::{Incarnation, OwnerId, lockshift_writer};
+use lockshift_queue_lock::queue::parse_queue_cell;
+use lockshift_store::{Cell, Table, Timestamp, schema};
+
+use super::{CellOwner, CensusCell, CensusOptions, lease_over};
+use crate::registry::{LeasePromise, LiveNode};
+
+/// The registry as cells are matched against it.
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    /// Node ids with any row.
+    nodes: BTreeSet<String>,
+    /// Each process with a row (node id, incarnation), and its promise.
+    processes: BTreeMap<(String, Incarnation), Option<LeasePromise>>,
+    /// Node ids with a row that names no process (a build that predates
+    /// incarnations, or an incarnation that does not parse).
+    unnamed: BTreeSet<String>,
+}
+
+impl Registry {
+    pub(super) fn of(nodes: &[LiveNode]) -> Self {
+        let mut r = Registry::default();
+        for n in nodes {
+            r.nodes.insert(n.info.node.clone());
+            match n.info.incarnation.as_deref().map(str::parse::<Incarnation>) {
+                Some(Ok(incarnation)) => {
+                    r.processes
+                        .insert((n.info.node.clone(), incarnation), n.info.lease);
+                }
+                _ => {
+                    r.unnamed.insert(n.info.node.clone());
+                }
+            }
+        }
+        r
+    }
+}
+
+/// Who wrote a cell, matched against the registry: only a lockshift-shaped
+/// owner id with a lockshift value is lockshift's.
+fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner {
+    // Only a lockshift-shaped owner id with a lockshift value is
+    // lockshift's; anything else was written by something older.
+    let id = OwnerId::from_stored(column_owner);
+    match (lockshift_writer(column_owner, value), id.node()) {
+        (Some((algorithm, reserved)), Some(node)) => {
+            let process = id
+                .incarnation()
+                .and_then(|i| registry.processes.get(&(node.to_string(), i)));
+            CellOwner {
+                owner: column_owner.to_string(),
+                registered: registry.nodes.contains(node),
+                process_live: process.is_some() || registry.unnamed.contains(node),
+                promise: process.copied().flatten(),
+                node: Some(node.to_string()),
+                algorithm: Some(algorithm),
+                reserved,
+            }
+        }
+        _ => CellOwner {
+            owner: column_owner.to_string(),
+            node: None,
+            registered: false,
+            process_live: false,
+            promise: None,
+            algorithm: None,
+            reserved: false,
+        },
+    }
+}
+
+pub(super) fn classify_row(
+    table: Table,
+    lock: &str,
+    cells: Vec<Cell>,
+    registry: &Registry,
+    now: Timestamp,
+    options: &CensusOptions,
+) -> Vec<CensusCell> {
+    let mut live_position = 0;
+    let mut out = Vec::with_capacity(cells.len());
+    // Queue cells in line order: by arrival (in the value, or the column of
+    // the thesis' layout), then owner id.
+    let mut cells: Vec<(Option<u64>, Cell)> = cells
+        .into_iter()
+        .map(|c| {
+            let arrival = (table == schema::QUEUE)
+                .then(|| parse_queue_cell(&c.column, &c.value).map(|e| e.arrival))
+                .flatten();
+            (arrival, c)
+        })
+        .collect();
+    if table == schema::QUEUE {
+        cells.sort_by(|(a, ca), (b, cb)| {
+            (a.unwrap_or(0), &ca.column).cmp(&(b.unwrap_or(0), &cb.column))
+        });
+    }
+    for (queued_at, cell) in cells {
+        let age = now.duration_since(cell.writetime);
+        // Queue cells are judged by the waiters' threshold whoever wrote
+        // them: it is the one waiters skip them by.
+        let stale = age > options.stale_after.waiting;
+        let owner = if table == schema::QUEUE {
+            let position = if stale {
+                None
+            } else {
+                live_position += 1;
+                Some(live_position - 1)
+            };
+            let owner = match parse_queue_cell(&cell.column, &cell.value) {
+                // A queue cell says its algorithm in its own way; classify
+                // it as the same owner's `main` cell would be.
+                Some(entry) => classify(
+                    entry.owner.as_str(),
+                    entry.algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
+                    registry,
+                ),
+                None => classify(&cell.column, &cell.value, registry),
+            };
+            (owner, position)
+        } else {
+            (classify(&cell.column, &cell.value, registry), None)
+        };
+        let (owner, queue_position) = owner;
+        let stale = if table == schema::QUEUE {
+            stale
+        } else {
+            age > options.stale_after.for_cell(table, &owner)
+        };
+        let lease_over = lease_over(age, owner.promise, options.clock_skew_margin);
+        out.push(CensusCell {
+            table,
+            lock: lock.to_string(),
+            owner,
+            column: cell.column,
+            writetime: cell.writetime,
+            age,
+            ttl_left: cell.ttl,
+            queue_position,
+            queued_at,
+            stale,
+            lease_over,
+        });
+    }
+    out
+}

@@ -1,0 +1,248 @@
+//! A census of lock cells: every cell of `main`, `shadow` and `queue`,
+//! classified by algorithm, owner and age — for rollout guards, `migrate
+//! status`, `inspect` and `clean`.
+//!
+//! The census's data and the judgements on it are pure and live in
+//! `lockshift_decide::census`, re-exported here at their old paths. This
+//! module takes the census ([`take_census`], [`inspect_lock`]): it reads
+//! the rows, matches each cell to its process's registry row, and judges
+//! by that process's promise whether the cell outlived its lease
+//! ([`lease_over`], which applies the lease rules of `lockshift_lock`).
+//!
+//! Binaries that predate lockshift do not register and do not name their
+//! cells lockshift's way; a cell whose owner is not `node/<16 hex digits>`, or whose
+//! value says `legacy`, is legacy activity.
+//!
+//! A lockshift owner id names the process that wrote it (node id and
+//! incarnation, docs/design.md §2a), and so does a registry row (§4, R5):
+//! each cell is matched to its own process's row, never to another
+//! process's of the same node id — a replacement's promise says nothing
+//! about its predecessor's cells. By that process's own promise a cell can
+//! be known to have outlived its lease ([`CensusCell::lease_over`]): a
+//! late write brought it back (lock invariant L5), or its owner could not
+//! delete it. Nobody holds or waits through such a cell; it only makes
+//! others wait until it expires.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use lockshift_store::{Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, schema};
+
+use crate::registry::LiveNode;
+use classify::{Registry, classify_row};
+
+mod classify;
+
+/// The census's data and the judgements on it, moved to
+/// `lockshift_decide::census`, re-exported at their old paths.
+pub use lockshift_decide::census::{
+    CellOwner, Census, CensusCell, MISSED_RENEWALS, Staleness, UnreadableRow, holders_by_algorithm,
+    lease_over, stale_after_renewals, waiters,
+};
+
+/// The fleet's [`Staleness`] thresholds, from the queue lock's and the
+/// lease's settings ([`Staleness::of_fleet`] on the durations they set).
+/// (This was an inherent function of `Staleness` before it moved; bring
+/// this trait into scope to call `Staleness::of` as before.)
+pub trait FleetStaleness {
+    /// The fleet's thresholds: `lock.queue.stale_after` for waiters' cells,
+    /// three `lock.renew_every` periods for holdings.
+    fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness;
+}
+
+impl FleetStaleness for Staleness {
+    fn of(
+        queue: &lockshift_queue_lock::QueueSettings,
+        lease: &lockshift_lock::LeaseSettings,
+    ) -> Staleness {
+        Staleness::of_fleet(queue.stale_after(lease), lease.renew_every)
+    }
+}
+
+/// Whether a failed read of one lock's row concerns only that row — the
+/// census records it as unreadable and goes on — rather than the store
+/// (which fails the census). Only the tombstone refusal is the row's own:
+/// the other kinds are transient, or say something is wrong with the
+/// connection, the credentials or the schema for every row alike (an
+/// `Invalid` answer cannot be told apart from a schema mismatch).
+pub fn concerns_only_the_row(kind: StoreErrorKind) -> bool {
+    match kind {
+        StoreErrorKind::TooManyTombstones => true,
+        StoreErrorKind::NotApplied
+        | StoreErrorKind::MaybeApplied
+        | StoreErrorKind::Unavailable
+        | StoreErrorKind::Invalid
+        | StoreErrorKind::SchemaMissing
+        | StoreErrorKind::Connection
+        | StoreErrorKind::Authentication => false,
+        // A kind added later fails the census until it is judged here.
+        _ => false,
+    }
+}
+
+/// How long an unreadable row's reason may be in a census (bytes).
+const REASON_MAX: usize = 300;
+
+fn short_reason(e: &StoreError) -> String {
+    let mut text = e.to_string();
+    if text.len() > REASON_MAX {
+        let mut end = REASON_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// How a census pages through row keys and what counts as stale.
+#[derive(Clone, Copy, Debug)]
+pub struct CensusOptions {
+    /// Cells not renewed for longer than their threshold are stale.
+    pub stale_after: Staleness,
+    /// How far an owner's clock may be behind the observer's
+    /// (`rollout.clock_skew_margin`): ages judged against an owner's
+    /// promise allow for it ([`lease_over`]).
+    pub clock_skew_margin: Duration,
+    /// Row keys per scan page.
+    pub page_size: NonZeroU32,
+}
+
+/// Reads one lock's cells in all three tables.
+///
+/// # Errors
+/// The store error.
+pub async fn inspect_lock(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    nodes: &[LiveNode],
+    lock: &str,
+    options: CensusOptions,
+) -> Result<Vec<CensusCell>, StoreError> {
+    let registry = Registry::of(nodes);
+    let now = clock.now();
+    let mut out = Vec::new();
+    for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+        let cells = store.read(table, lock, &RowQuery::all()).await?;
+        out.extend(classify_row(table, lock, cells, &registry, now, &options));
+    }
+    Ok(out)
+}
+
+/// Takes a census of every lock, calling `progress(table, rows_done)` after
+/// each page. A row the database refuses to read
+/// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
+/// the census goes on with the others.
+///
+/// # Errors
+/// The first store error that concerns the store, not one row.
+pub async fn take_census(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    nodes: &[LiveNode],
+    options: CensusOptions,
+    mut progress: impl FnMut(Table, usize),
+) -> Result<Census, StoreError> {
+    let registry = Registry::of(nodes);
+    let mut census = Census {
+        cells: Vec::new(),
+        taken_at: clock.now(),
+        unreadable: Vec::new(),
+    };
+    let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
+    // Per table, the rows read; the tables whose key scan was refused.
+    let mut read: BTreeMap<Table, BTreeSet<String>> = BTreeMap::new();
+    let mut scan_refused = Vec::new();
+    for table in tables {
+        let mut cursor = None;
+        let mut rows = 0;
+        let mut page_size = options.page_size;
+        loop {
+            let page = match store.scan_keys(table, cursor.as_ref(), page_size).await {
+                Ok(page) => page,
+                // A scan passes each row's tombstones up to its first live
+                // cell, and a page fails as a whole: page by one key to
+                // keep the rows before the refused one.
+                Err(e) if concerns_only_the_row(e.kind()) && page_size.get() > 1 => {
+                    page_size = NonZeroU32::MIN;
+                    continue;
+                }
+                // A row of tombstones alone refuses the scan, which cannot
+                // say whose row it was nor go past it.
+                Err(e) if concerns_only_the_row(e.kind()) => {
+                    census.unreadable.push(UnreadableRow {
+                        table,
+                        lock: None,
+                        reason: short_reason(&e),
+                    });
+                    scan_refused.push(table);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            for lock in &page.keys {
+                read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
+                read.entry(table).or_default().insert(lock.clone());
+            }
+            rows += page.keys.len();
+            progress(table, rows);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    // A table whose scan was refused: read its row of every lock seen in
+    // the others, so a row the database refuses is named.
+    let seen: BTreeSet<String> = read.values().flatten().cloned().collect();
+    for table in scan_refused {
+        let done = read.remove(&table).unwrap_or_default();
+        for lock in seen.difference(&done) {
+            read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
+        }
+    }
+    Ok(census)
+}
+
+/// Reads `lock`'s row of `table` into `census` — or, when the database
+/// refuses that row alone, records it as unreadable.
+async fn read_row(
+    census: &mut Census,
+    store: &dyn Store,
+    clock: &dyn Clock,
+    registry: &Registry,
+    options: &CensusOptions,
+    table: Table,
+    lock: &str,
+) -> Result<(), StoreError> {
+    match store.read(table, lock, &RowQuery::all()).await {
+        Ok(cells) => {
+            census.cells.extend(classify_row(
+                table,
+                lock,
+                cells,
+                registry,
+                clock.now(),
+                options,
+            ));
+            Ok(())
+        }
+        Err(e) if concerns_only_the_row(e.kind()) => {
+            census.unreadable.push(UnreadableRow {
+                table,
+                lock: Some(lock.to_string()),
+                reason: short_reason(&e),
+            });
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests;

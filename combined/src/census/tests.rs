@@ -1,0 +1,382 @@
+use lockshift_store::{CellWrite, ManualClock, MemoryStore, Timestamp, WriteOptions};
+
+use super::*;
+use lockshift_lock::{Algorithm, Incarnation, OwnerId};
+
+use crate::registry::LeasePromise;
+
+#[tokio::test]
+async fn cells_are_classified_by_owner_shape_value_and_age() {
+    let clock = ManualClock::new(Timestamp::from_micros(100_000_000));
+    let store = MemoryStore::new();
+    let put = |table, lock: &'static str, column: &'static str, value: &'static str, at: i64| {
+        let store = &store;
+        async move {
+            store
+                .write(
+                    table,
+                    lock,
+                    &[CellWrite::new(column, value.as_bytes().to_vec())],
+                    WriteOptions::at(Timestamp::from_micros(at)),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let now = 100_000_000;
+    put(
+        schema::MAIN,
+        "a",
+        "n1/0000000000000001",
+        "queue",
+        now - 1_000_000,
+    )
+    .await;
+    put(
+        schema::MAIN,
+        "b",
+        "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+        "whatever",
+        now - 2_000_000,
+    )
+    .await;
+    put(
+        schema::SHADOW,
+        "b",
+        "n2/0000000000000002",
+        "legacy",
+        now - 50_000_000,
+    )
+    .await;
+    put(
+        schema::QUEUE,
+        "a",
+        "00000000000000000001n1/0000000000000001",
+        "queue",
+        now - 1_000_000,
+    )
+    .await;
+    put(
+        schema::QUEUE,
+        "a",
+        "00000000000000000002n3/0000000000000003",
+        "combined",
+        now - 1_000_000,
+    )
+    .await;
+    put(
+        schema::MAIN,
+        "c",
+        "n4/0000000000000004",
+        "queue:reserved",
+        now - 1_000_000,
+    )
+    .await;
+    // A combined waiter second in line, reserved behind n4 in both tables.
+    for table in [schema::MAIN, schema::SHADOW] {
+        put(
+            table,
+            "c",
+            "n5/0000000000000005",
+            "combined:reserved:n4/0000000000000004",
+            now - 1_000_000,
+        )
+        .await;
+    }
+    // The reserving waiter is first in line: holders leave the queue, so
+    // position 0 is a waiter here.
+    put(
+        schema::QUEUE,
+        "c",
+        "00000000000000000003n4/0000000000000004",
+        "queue",
+        now - 2_000_000,
+    )
+    .await;
+    let census = take_census(
+        &store,
+        &clock,
+        &[],
+        CensusOptions {
+            stale_after: Staleness::uniform(Duration::from_secs(30)),
+            clock_skew_margin: Duration::from_secs(5),
+            page_size: NonZeroU32::new(1).unwrap(),
+        },
+        |_, _| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(census.cells.len(), 9);
+    let reservation = census
+        .in_table(schema::MAIN)
+        .find(|c| c.lock == "c" && c.column.starts_with("n4/"))
+        .unwrap();
+    assert!(reservation.owner.reserved && reservation.owner.algorithm == Some(Algorithm::Queue));
+    for behind in census.cells.iter().filter(|c| c.column.starts_with("n5/")) {
+        assert!(
+            behind.owner.reserved && behind.owner.algorithm == Some(Algorithm::Combined),
+            "{behind:?}"
+        );
+    }
+    assert!(
+        census.held().all(|c| c.lock != "c"),
+        "a reservation is not a holding"
+    );
+    let legacy: Vec<&str> = census
+        .legacy_activity()
+        .map(|c| c.column.as_str())
+        .collect();
+    assert_eq!(
+        legacy,
+        [
+            "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+            "n2/0000000000000002"
+        ]
+    );
+    assert_eq!(census.held_by(Algorithm::Queue).count(), 1);
+    let stale: Vec<&str> = census.stale().map(|c| c.column.as_str()).collect();
+    assert_eq!(stale, ["n2/0000000000000002"]);
+    let waiting = census.waiting();
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    assert_eq!(
+        waiting[0].owner.owner, "n4/0000000000000004",
+        "the oldest first"
+    );
+    assert_eq!(waiting[1].owner.owner, "n3/0000000000000003");
+    assert_eq!(waiting[1].owner.algorithm, Some(Algorithm::Combined));
+    assert!(
+        waiting
+            .iter()
+            .all(|c| c.owner.owner != "n1/0000000000000001"),
+        "the holder's queue cell is not a waiter"
+    );
+    assert_eq!(
+        holders_by_algorithm(&census)[&None],
+        1,
+        "the foreign holder"
+    );
+}
+/// Issue 18 item 4: one lock whose row the database refuses to read
+/// does not blind the census to the others.
+#[tokio::test]
+async fn a_row_the_database_refuses_is_recorded_and_the_census_goes_on() {
+    use lockshift_store::TombstoneThresholds;
+    let now = 100_000_000;
+    let clock = ManualClock::new(Timestamp::from_micros(now));
+    let store =
+        MemoryStore::new().with_tombstone_thresholds(TombstoneThresholds { warn: 5, fail: 10 });
+    let gone: Vec<String> = (0..20).map(|i| format!("gone-{i:02}")).collect();
+    let cells: Vec<CellWrite> = gone
+        .iter()
+        .map(|c| CellWrite::new(c.clone(), b"queue".to_vec()))
+        .collect();
+    let at = |us| WriteOptions::at(Timestamp::from_micros(us));
+    store
+        .write(schema::QUEUE, "jammed", &cells, at(now - 2_000_000))
+        .await
+        .unwrap();
+    store
+        .delete(
+            schema::QUEUE,
+            "jammed",
+            &gone,
+            Timestamp::from_micros(now - 1_000_000),
+        )
+        .await
+        .unwrap();
+    // And in `main`, after the holdings, a row of tombstones alone.
+    store
+        .write(schema::MAIN, "zz-jammed", &cells, at(now - 2_000_000))
+        .await
+        .unwrap();
+    store
+        .delete(
+            schema::MAIN,
+            "zz-jammed",
+            &gone,
+            Timestamp::from_micros(now - 1_000_000),
+        )
+        .await
+        .unwrap();
+    for lock in ["fine", "jammed"] {
+        store
+            .write(
+                schema::MAIN,
+                lock,
+                &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                at(now - 1_000_000),
+            )
+            .await
+            .unwrap();
+    }
+    let census = take_census(
+        &store,
+        &clock,
+        &[],
+        CensusOptions {
+            stale_after: Staleness::uniform(Duration::from_secs(30)),
+            clock_skew_margin: Duration::from_secs(5),
+            page_size: NonZeroU32::new(500).unwrap(),
+        },
+        |_, _| {},
+    )
+    .await
+    .unwrap();
+    let held: Vec<&str> = census.held().map(|c| c.lock.as_str()).collect();
+    // The page of 500 keys of `main` is refused at zz-jammed; paged by
+    // one key, the scan keeps the rows before it.
+    assert_eq!(held, ["fine", "jammed"], "both main rows were read");
+    // The queue's key scan meets the row of tombstones first and is
+    // refused; the queue row of each lock `main` names is then read,
+    // and the refusal of jammed's is named.
+    let unreadable: Vec<(Table, Option<&str>)> = census
+        .unreadable
+        .iter()
+        .map(|r| (r.table, r.lock.as_deref()))
+        .collect();
+    assert_eq!(
+        unreadable,
+        [(schema::QUEUE, None), (schema::QUEUE, Some("jammed"))]
+    );
+    let row = &census.unreadable[1];
+    assert!(row.reason.contains("too many tombstones"), "{}", row.reason);
+    assert!(
+        row.describe()
+            .starts_with("lock \"jammed\" (table queue): "),
+        "{}",
+        row.describe()
+    );
+}
+
+#[test]
+fn only_the_tombstone_refusal_concerns_one_row() {
+    use StoreErrorKind::*;
+    for (kind, row_only) in [
+        (TooManyTombstones, true),
+        (NotApplied, false),
+        (MaybeApplied, false),
+        (Unavailable, false),
+        (Invalid, false),
+        (SchemaMissing, false),
+        (Connection, false),
+        (Authentication, false),
+    ] {
+        assert_eq!(concerns_only_the_row(kind), row_only, "{kind:?}");
+    }
+}
+
+/// Issue 23: a cell is matched to its own process's registry row (node
+/// id and incarnation), never to another process of the same node id;
+/// a row that names no process (a build before incarnations) counts
+/// for liveness only; by its own process's promise a cell is known to
+/// have outlived its lease — allowing for the skew margin.
+#[tokio::test]
+async fn cells_are_matched_to_their_own_process() {
+    use crate::registry::NodeInfo;
+    use lockshift_lock::NodeId;
+    let now = 100_000_000;
+    let clock = ManualClock::new(Timestamp::from_micros(now));
+    let store = MemoryStore::new();
+    let (mine, other) = (Incarnation::from_seed(1), Incarnation::from_seed(2));
+    let web = NodeId::new("web").unwrap();
+    let owner = |i, slot| OwnerId::for_slot(&web, i, slot).as_str().to_string();
+    let promise = |ttl_s: u64, renew_s: u64| LeasePromise {
+        ttl_ms: ttl_s * 1000,
+        renew_every_ms: renew_s * 1000,
+    };
+    let row = |node: &str, incarnation: Option<Incarnation>, lease| LiveNode {
+        column: node.to_string(),
+        info: NodeInfo {
+            node: node.to_string(),
+            version: "0.1.0".into(),
+            configured_mode: crate::Mode::Combined,
+            effective: Algorithm::Combined,
+            degraded: false,
+            seen_stage: None,
+            seen_version: None,
+            started_at: 0,
+            incarnation: incarnation.map(|i| i.to_string()),
+            last_used: BTreeMap::new(),
+            lease,
+            acting_version: None,
+            bound: BTreeMap::new(),
+            view_expired: false,
+        },
+        heartbeat_at: Timestamp::from_micros(now),
+        ttl_left: None,
+    };
+    // web/other announces TTL 4 s; web/mine has no row; "old" has a row
+    // without an incarnation.
+    let nodes = [
+        row("web", Some(other), Some(promise(4, 1))),
+        row("old", None, Some(promise(4, 1))),
+    ];
+    let cells = [
+        ("a", owner(mine, 0), 20),
+        ("b", owner(other, 0), 7),
+        ("c", owner(other, 1), 11),
+        ("d", "old/0000000100000000".to_string(), 20),
+    ];
+    for (lock, column, age_s) in &cells {
+        store
+            .write(
+                schema::MAIN,
+                lock,
+                &[CellWrite::new(column.clone(), b"queue".to_vec())],
+                WriteOptions::at(Timestamp::from_micros(now - age_s * 1_000_000)),
+            )
+            .await
+            .unwrap();
+    }
+    let census = take_census(
+        &store,
+        &clock,
+        &nodes,
+        CensusOptions {
+            stale_after: Staleness::uniform(Duration::from_secs(30)),
+            clock_skew_margin: Duration::from_secs(5),
+            page_size: NonZeroU32::new(10).unwrap(),
+        },
+        |_, _| {},
+    )
+    .await
+    .unwrap();
+    let seen: Vec<(&str, bool, bool, Option<u64>, bool)> = census
+        .cells
+        .iter()
+        .map(|c| {
+            (
+                c.lock.as_str(),
+                c.owner.registered,
+                c.owner.process_live,
+                c.owner.promise.map(|p| p.ttl_ms),
+                c.lease_over,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            // Another process's row: the node id is registered, the
+            // owner's process is not, and the promise is not its own.
+            ("a", true, false, None, false),
+            // Its own process's promise: life 2.75 s. 7 s − the 5 s
+            // margin is within it, 11 s − 5 s is not.
+            ("b", true, true, Some(4000), false),
+            ("c", true, true, Some(4000), true),
+            // A row without an incarnation: live, but no promise.
+            ("d", true, true, None, false),
+        ]
+    );
+    assert!(!lease_over(
+        Duration::from_secs(7),
+        Some(promise(4, 1)),
+        Duration::from_secs(5)
+    ));
+    assert!(lease_over(
+        Duration::from_millis(7_800),
+        Some(promise(4, 1)),
+        Duration::from_secs(5)
+    ));
+    assert!(!lease_over(Duration::from_secs(600), None, Duration::ZERO));
+}
