@@ -382,16 +382,18 @@ impl CombinedLocker {
     /// A combined locker over `ctx`, naming queue cells with `time`, paced
     /// for legacy contenders with the legacy lock's default settings (it
     /// cannot know there are none: see [`LegacyPacing`]). Built by
-    /// [`Lockers`](crate::Lockers), which keeps the time service alive.
-    #[doc(hidden)]
+    /// [`Lockers`](crate::Lockers), which keeps the time service alive; for
+    /// code that builds one alone, `time` is a
+    /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, which must
+    /// stay alive for as long as the locker is used.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
         Self::with_pacing(ctx, time, settings, pacing)
     }
 
     /// As [`new`](Self::new), with `pacing` decided by its owner (a node
-    /// turns it off once no legacy node can run).
-    #[doc(hidden)]
+    /// turns it off once no legacy node can run; the benchmark sets it per
+    /// run).
     pub fn with_pacing(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,

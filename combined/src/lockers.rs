@@ -87,8 +87,8 @@ impl Lockers {
     /// Combined lockers built from now on pace themselves by `pacing`,
     /// which their owner flips (the node does, from the stage it
     /// confirmed). Without it a combined locker always paces for legacy
-    /// contenders: it cannot know there are none.
-    #[doc(hidden)]
+    /// contenders: it cannot know there are none. For the node runtime and
+    /// for tests and benchmarks that play its part.
     pub fn with_pacing(mut self, pacing: Arc<LegacyPacing>) -> Self {
         self.pacing = Some(pacing);
         self

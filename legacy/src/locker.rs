@@ -43,9 +43,9 @@ pub struct LegacyLocker {
 }
 
 impl LegacyLocker {
-    /// A legacy locker over `ctx`. Services get one from a node; other
-    /// code builds lockers with `lockshift_combined::Lockers`.
-    #[doc(hidden)]
+    /// A legacy locker over `ctx`, pacing itself by `settings`. Services
+    /// get one from a node; other code (tests, the benchmark) builds lockers
+    /// with `lockshift_combined::Lockers`.
     pub fn new(ctx: Arc<LockContext>, settings: LegacySettings) -> Self {
         LegacyLocker { ctx, settings }
     }

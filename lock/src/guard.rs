@@ -68,6 +68,7 @@ impl fmt::Debug for LockGuard {
 
 impl LockGuard {
     /// Wraps the lease of a successful acquisition. For lockers only.
+    // Hidden until the facade owns the guard, which replaces this.
     #[doc(hidden)]
     pub fn new(lease: Lease, algorithm: Algorithm) -> Self {
         // A child of the lease's signal: it fires with it, and a revocation
@@ -94,6 +95,7 @@ impl LockGuard {
     /// or the lock revoked), and drops it after the lease's cells are
     /// deleted. For lockers that wrap others: the node runtime attaches its
     /// record of the acquisition.
+    // Hidden until the facade owns the guard, which replaces this.
     #[doc(hidden)]
     pub fn attach(&mut self, value: Box<dyn Any + Send + Sync>) {
         *self
@@ -105,6 +107,7 @@ impl LockGuard {
 
     /// A handle that can release this lock for its holder (a node shutting
     /// down). It does not keep the guard alive. For lockers only.
+    // Hidden until the facade owns the guard, which replaces this.
     #[doc(hidden)]
     pub fn revoker(&self) -> Revoker {
         Revoker {
@@ -114,6 +117,7 @@ impl LockGuard {
 
     /// The lease's own lost signal, which a revocation does not fire (the
     /// node runtime counts real lease losses with it). For lockers only.
+    // Hidden until the facade owns the guard, which replaces this.
     #[doc(hidden)]
     pub fn lease_lost_token(&self) -> CancellationToken {
         // The parent of `lost`: kept by the lease for as long as it lives.
@@ -369,6 +373,7 @@ impl GuardCore {
 /// [`LeaseLostReason::Revoked`], and its own `release` becomes a no-op.
 /// Held by the node runtime for every guard it handed out, so that a
 /// graceful shutdown releases what is still held. For lockers only.
+// Hidden until the facade owns the guard, which replaces this.
 #[doc(hidden)]
 #[derive(Clone)]
 pub struct Revoker {

@@ -26,13 +26,24 @@
 //!
 //! The legacy, queue and combined lockers (sibling crates) implement
 //! [`Locker`] over the `store` interface only, so one node can switch
-//! between them behind a single handle. They are built from parts hidden
-//! from these docs because a service never needs them: the lock context
-//! (store, clock, node id, seeded randomness), the wait helper enforcing
-//! deadlines and cancellation, and the lease — every cell an acquisition
-//! writes, waiter or holder, goes through it, which gives the cell its TTL,
-//! rewrites it in the background, removes it on release, and fires the
-//! one-way lost signal.
+//! between them behind a single handle. They are built from parts a service
+//! never needs (the `lockshift` crate does not re-export them), documented
+//! here for algorithm crates built on this one:
+//!
+//! - [`LockContext`]: store, clock, node id, lease settings and seeded
+//!   randomness, shared by every locker of a node; it hands out owner
+//!   [`Slot`]s (K1) and starts leases. [`ActivityObserver`] hears of the
+//!   legacy holders a locker sees.
+//! - [`Waiting`]: the wait helper enforcing deadlines and cancellation
+//!   ([`Interrupted`], [`Stop`]); [`pause`]: pauses shorter than tokio's
+//!   millisecond tick.
+//! - [`lease`]: every cell an acquisition writes, waiter or holder, goes
+//!   through its [`Lease`], which gives the cell its TTL ([`WaitingTerms`]
+//!   while it waits), rewrites it in the background ([`ReadMark`]: a
+//!   rewrite riding on the waiter's own read), removes it on release, and
+//!   fires the one-way lost signal.
+//! - [`scale_duration`]: settings arithmetic shared by the algorithms'
+//!   settings.
 //!
 //! # Invariants
 //!
@@ -49,7 +60,7 @@
 //!   before the cell can expire — TTLs count in whole seconds, so that is
 //!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
 //!   enforces — and it is never un-fired (the lease's own invariants: L1–L4
-//!   in `lease.rs`).
+//!   in [`lease`]).
 //! - **K4.** A lease never writes a cell it has begun to delete, and never
 //!   rewrites a cell a renewal found gone (no resurrection). A write already
 //!   in flight may still land late; it holds nothing (L5).
@@ -86,25 +97,18 @@
 //! ```
 
 mod api;
-// What the lockers of the sibling crates (legacy, queue-lock, combined) are
-// built from: public so they can reach it, hidden because a service never
-// needs it — it gets guards from lockers and never makes one.
-#[doc(hidden)]
-pub mod cells;
+mod cells;
 mod context;
 mod error;
 mod guard;
 mod id;
-#[doc(hidden)]
 pub mod lease;
 pub mod metrics;
-#[doc(hidden)]
 pub mod pause;
 mod settings;
 mod slots;
 
 pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
-#[doc(hidden)]
 pub use cells::ActivityObserver;
 /// The values lockshift writes into cells and what a cell read back says
 /// about its writer: moved to `lockshift_decide::cells`, re-exported at
@@ -113,10 +117,10 @@ pub use cells::{
     FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation, lockshift_writer,
     reserved_behind, reserved_behind_of,
 };
-#[doc(hidden)]
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::LockGuard;
+// Hidden until the facade owns the guard, which replaces this.
 #[doc(hidden)]
 pub use guard::Revoker;
 /// The ids: pure data, moved to `lockshift_decide::id`, re-exported at
@@ -125,12 +129,9 @@ pub use id::{
     Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };
 pub use id::{derived_node_id, host_name, new_incarnation, node_id_for_this_process};
-#[doc(hidden)]
 pub use lease::{Lease, ReadMark, WaitingTerms};
-#[doc(hidden)]
 pub use settings::scale_duration;
 pub use settings::{
     LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, fmt_duration_rounded,
 };
-#[doc(hidden)]
 pub use slots::Slot;

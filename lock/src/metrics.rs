@@ -11,8 +11,9 @@ use crate::id::OwnerId;
 /// they keep failing past `lock.lost_after_fraction × lock.lease_ttl`.
 pub const RENEWAL_FAILURES: &str = "lockshift_lease_renewal_failures_total";
 
-/// Counts one failed renewal of a cell of `owner`'s lease.
-#[doc(hidden)]
+/// Counts one failed renewal of a cell of `owner`'s lease, under
+/// [`RENEWAL_FAILURES`]; `algorithm` is the lease's
+/// ([`Algorithm::as_str`](crate::Algorithm::as_str)).
 pub fn renewal_failed(owner: &OwnerId, algorithm: &'static str) {
     metrics::counter!(
         RENEWAL_FAILURES,

@@ -98,34 +98,36 @@
 //! # Modules
 //! [`QueueLocker`] (a node builds it: `lockshift_combined::Lockers`);
 //! [`QueueSettings`], [`TimeSettings`] (the `lock.queue` and `time`
-//! settings). The waiting line (`line/`: its state machine, polling and
-//! hand-off), queue-cell naming (`queue`) and the time service (`time`) are
-//! shared with the combined lock, the census and the operator tool, and
-//! hidden from these docs: a service never needs them.
+//! settings). The rest is shared with the combined lock, the census and the
+//! operator tool, and documented for them (a service never needs it; the
+//! `lockshift` crate does not re-export it):
+//!
+//! - the waiting line: [`Line`], the driver both locks wait in, and
+//!   [`MainEntry`], the one thing they do differently (how a waiter writes
+//!   and verifies `main`), with what an entry returns ([`Arrival`],
+//!   [`Arrived`], [`Entered`]) and the reads and verdicts it is built from
+//!   ([`read_main`], [`verdict`], [`others_in`], [`MAIN_CELLS_READ`]);
+//! - [`queue`]: queue-cell naming and a waiter's place in the row;
+//! - [`time`]: the time service ([`TimeService`], [`TimeSource`]), which
+//!   names queue cells with a time that does not go back.
 
 mod line;
 mod locker;
-#[doc(hidden)]
 pub mod queue;
 mod settings;
-#[doc(hidden)]
 pub mod time;
 
-// The waiting line and its entries, shared with the combined lock.
-#[doc(hidden)]
+/// The waiting line and what a [`MainEntry`] is built from, for the
+/// combined lock.
 pub use line::{
     Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, others_in,
-    read_main, reserve_and_read, verdict,
+    read_main, verdict,
 };
-#[doc(hidden)]
-pub use locker::QueueEntry;
 pub use locker::QueueLocker;
-#[doc(hidden)]
-pub use lockshift_lock::RESERVED_VALUE;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
-// Built by the locker factory, which keeps it alive for as long as a
-// locker needs it.
-#[doc(hidden)]
+/// The time service: built by the locker factory
+/// (`lockshift_combined::Lockers`), which keeps it alive for as long as a
+/// locker needs it.
 pub use time::{TimeService, TimeSource};
 
 #[cfg(test)]

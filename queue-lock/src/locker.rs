@@ -16,7 +16,7 @@ use crate::time::TimeSource;
 
 /// The queue lock's entry: write my `main` cell, read `main` after it.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct QueueEntry;
+pub(crate) struct QueueEntry;
 
 #[async_trait]
 impl MainEntry for QueueEntry {
@@ -110,10 +110,11 @@ pub struct QueueLocker {
 }
 
 impl QueueLocker {
-    /// A queue locker over `ctx`, naming queue cells with `time`. Services
-    /// get one from a node; other code builds lockers with
+    /// A queue locker over `ctx`, naming queue cells with `time` (a
+    /// [`TimeService`](crate::TimeService)'s source, which must stay alive
+    /// for as long as the locker is used). Services get one from a node;
+    /// other code (tests, the benchmark) builds lockers with
     /// `lockshift_combined::Lockers`, which keeps the time service alive.
-    #[doc(hidden)]
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         QueueLocker {
             line: Line::new(ctx, time, settings, Arc::new(QueueEntry)),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use lockshift_lock::{
     AcquireError, AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId,
+    RESERVED_VALUE,
 };
 use lockshift_store::{
     CellWrite, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock, SharedStore, Store,

@@ -97,8 +97,11 @@ impl NodeBuilder {
         self
     }
 
-    /// Seed owner ids and backoff, so a simulation replays exactly.
-    #[doc(hidden)]
+    /// Seed owner ids and backoff, so a simulation replays exactly: the
+    /// same seed, store and clock give the same owner ids and the same
+    /// random pauses. For tests that replay a run (the simulations seed
+    /// every node they start); a service leaves it unset, and each process
+    /// then draws its own.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
