@@ -6,9 +6,10 @@ use std::sync::{Mutex, PoisonError};
 use lockshift_lock::LockId;
 
 /// The locks a line found contended lately (see
-/// [`Line::entry_may_take_fast_path`](super::Line::entry_may_take_fast_path)). An entry is dropped when an
-/// acquisition meets nobody; the set is bounded by forgetting everything
-/// when full — a forgotten lock costs one fast-path attempt.
+/// [`Line::entry_may_take_fast_path`](super::Line::entry_may_take_fast_path)).
+/// An entry is dropped when an acquisition meets nobody; the set is bounded
+/// by forgetting everything when full — a forgotten lock costs one
+/// fast-path attempt.
 #[derive(Debug, Default)]
 pub(super) struct Contended(Mutex<HashSet<LockId>>);
 
