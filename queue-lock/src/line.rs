@@ -11,23 +11,27 @@
 //! - [`handoff`]: the verdict on `main` (Q1) and reservations (Q5);
 //! - [`entry`]: the [`MainEntry`] trait;
 //! - this file: [`Line`], the thin async driver doing the I/O each action
-//!   names, and remembering which locks were contended lately.
+//!   names ([`perform`]), and remembering which locks were contended
+//!   lately ([`contended`]);
+//! - [`try_path`]: [`Line::try_acquire`], the lock only if it is free now.
 
+mod contended;
 mod entry;
 mod handoff;
+mod perform;
 mod poll;
+mod try_path;
 mod waiter;
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Slot,
-    Stop, TryAcquireError, Waiting,
+    Stop, Waiting,
 };
-use lockshift_store::{RowQuery, Store, StoreError, schema};
+use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -37,6 +41,8 @@ pub use handoff::{MAIN_CELLS_READ, Verdict, holder_in_my_way, others_in, verdict
 use crate::queue::{Position, Sightings, mark, position, queue_value};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
+use contended::Contended;
+use perform::report;
 use poll::{Average, Bounds};
 use waiter::{Action, Context, Observation, Waiter};
 
@@ -444,100 +450,6 @@ impl Line {
         }
     }
 
-    /// The I/O of one action on the current place in line.
-    async fn perform(
-        &self,
-        lock: &LockId,
-        ticket: &Ticket,
-        action: Action,
-    ) -> Result<Observation, StoreError> {
-        let store = self.store();
-        // Every read of a row holding one of my waiting cells that shows it
-        // there refreshes it (lease L6 and L2: the read is the proof a
-        // rewrite needs), so a waiter's own polling keeps its cells alive
-        // without a read of their own.
-        let queue_mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
-        let main_mark = ticket.lease.read_mark(schema::MAIN, ticket.owner.as_str());
-        let refresh_queue = |position: &Position| {
-            if *position != Position::Missing
-                && let Some(mark) = queue_mark.clone()
-            {
-                ticket.lease.refresh_seen(mark);
-            }
-        };
-        match action {
-            // Listing 7 line 2: where am I? One read of the queue row.
-            Action::Poll { .. } => self
-                .where_am_i(lock, ticket, self.window())
-                .await
-                .inspect(refresh_queue)
-                .map(Observation::Position),
-            // Q5: am I first? One read, one cell past the head is enough.
-            Action::AskQueue { .. } => self
-                .where_am_i(lock, ticket, 1)
-                .await
-                .inspect(refresh_queue)
-                .map(Observation::Position),
-            // Listing 7 lines 3–4 (and the entry's own steps): write my
-            // `main` cell, read `main` after it.
-            Action::Enter { shadow_checked } => self
-                .entry
-                .enter(store, &ticket.lease, shadow_checked)
-                .await
-                .map(Observation::Entered),
-            // The next waiter watching `main`: one read — of a reservation,
-            // the claim itself (Q1: it follows my write).
-            Action::PollMain { .. } => {
-                let cells = read_main(store, &ticket.lease).await?;
-                // Still waiting: refresh. (Alone, the claim follows, and
-                // holding rewrites the cell anyway.)
-                if let Some(mark) = main_mark
-                    && cells.iter().any(|c| c.column == ticket.owner.as_str())
-                    && verdict(ticket.owner.as_str(), ticket.lease.mark(), &cells) != Verdict::Alone
-                {
-                    ticket.lease.refresh_seen(mark);
-                }
-                self.ctx.observe_main(lock, &cells);
-                Ok(Observation::Main {
-                    cells,
-                    can_claim: self.entry.can_claim(&ticket.lease),
-                })
-            }
-            // Q6: second in line, my `main` cell reserved behind the first —
-            // so the hand-off after it is one queue read and one `main` read.
-            Action::ReserveBehind { ahead } => self
-                .entry
-                .reserve_behind(store, &ticket.lease, &ahead)
-                .await
-                .map(|()| Observation::ReservedBehind),
-            // Q6: the place, and what the entry's claim needs besides, read
-            // together — both before any read of `main` that may claim.
-            Action::PollBehind { .. } => {
-                let (position, ready) = tokio::join!(
-                    self.where_am_i(lock, ticket, self.window()),
-                    self.entry.ready_behind(store, &ticket.lease)
-                );
-                let position = position?;
-                refresh_queue(&position);
-                Ok(Observation::PlaceBehind {
-                    position,
-                    ready: ready?,
-                })
-            }
-            // Q2: no `main` cell may linger while not first. One delete per
-            // table holding one.
-            Action::Withdraw => self
-                .entry
-                .tidy(&ticket.lease)
-                .await
-                .map(|()| Observation::Withdrawn),
-            Action::Arrive { .. } | Action::Reenqueue | Action::Acquired { .. } => {
-                // Handled by the loop; never performed here.
-                Ok(Observation::Failed)
-            }
-        }
-    }
-
     /// Whether a new acquisition of `lock` may take the fast path: not when
     /// this line found the lock contended lately — writing `main` before
     /// knowing the place would disturb the waiter whose turn it is (it
@@ -545,201 +457,6 @@ impl Line {
     fn entry_may_take_fast_path(&self, lock: &LockId) -> bool {
         !self.contended.contains(lock)
     }
-
-    /// Listing 8: take the lock only if it is free now. See
-    /// [`lockshift_lock::Locker::try_acquire`].
-    ///
-    /// # Errors
-    /// As `Locker::try_acquire`.
-    ///
-    /// # Cancel safety
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
-        self.try_inner(lock).instrument(span).await
-    }
-
-    async fn try_inner(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        let slot = self.ctx.take_slot(lock);
-        let owner = slot.owner().clone();
-        let store_error = |owner: &OwnerId, error| -> TryAcquireError {
-            AcquireError::Store {
-                lock: lock.clone(),
-                owner: owner.clone(),
-                error,
-            }
-            .into()
-        };
-        let held = |holder| TryAcquireError::Held {
-            lock: lock.clone(),
-            holder,
-        };
-        // Line 1: someone in main — busy, without touching the queue.
-        let main = self
-            .store()
-            .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
-            .await
-            .map_err(|e| store_error(&owner, e))?;
-        if let Some(cell) = main.first() {
-            return Err(held(Some(OwnerId::from_stored(&cell.column))));
-        }
-        // Line 3, with the fast path beside it.
-        let ticket = self
-            .ticket(slot)
-            .await
-            .map_err(|e| store_error(&owner, e))?;
-        let outcome = self.try_with(&ticket).await;
-        match outcome {
-            Ok(Some(marked_reservation)) => match ticket.lease.check_valid() {
-                Ok(()) => {
-                    self.settle(&ticket, marked_reservation);
-                    Ok(LockGuard::new(ticket.lease, self.algorithm()))
-                }
-                Err(reason) => {
-                    abandon(ticket.lease).await;
-                    Err(AcquireError::LeaseLost {
-                        lock: lock.clone(),
-                        owner,
-                        reason,
-                    }
-                    .into())
-                }
-            },
-            Ok(None) => {
-                let holder = self
-                    .store()
-                    .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
-                    .await
-                    .ok()
-                    .and_then(|m| {
-                        m.into_iter()
-                            .find(|c| c.column != owner.as_str())
-                            .map(|c| OwnerId::from_stored(&c.column))
-                    });
-                abandon(ticket.lease).await;
-                Err(held(holder))
-            }
-            Err(e) => {
-                abandon(ticket.lease).await;
-                Err(store_error(&owner, e))
-            }
-        }
-    }
-
-    /// Listing 8 lines 3–13 for `ticket`: `Some(reserved)` when the lock was
-    /// taken, `None` when someone else is ahead or in `main`.
-    async fn try_with(&self, ticket: &Ticket) -> Result<Option<bool>, StoreError> {
-        let lock = ticket.lease.lock().clone();
-        let (me, mark) = (ticket.owner.as_str(), ticket.lease.mark());
-        let arrived = self.arrive(&lock, ticket, true).await?;
-        if arrived.position.is_first()
-            && arrived
-                .main
-                .as_deref()
-                .is_some_and(|m| verdict(me, mark, m) == Verdict::Alone)
-        {
-            return Ok(Some(false));
-        }
-        if arrived.wrote {
-            self.entry.tidy(&ticket.lease).await?;
-        }
-        // Lines 11–13: not first — someone else is ahead.
-        if !arrived.position.is_first() {
-            return Ok(None);
-        }
-        // Lines 8–10: first, but `main` was busy (an entry or a lingering
-        // cell): look again shortly, a bounded number of times.
-        let mut shadow_checked = false;
-        for attempt in 0..self.settings.try_attempts {
-            if attempt > 0 || arrived.wrote {
-                tokio::time::sleep(self.settings.head_poll).await;
-            }
-            match self
-                .entry
-                .enter(self.store(), &ticket.lease, shadow_checked)
-                .await?
-            {
-                Entered::Read {
-                    main,
-                    marked_reservation,
-                } if verdict(me, mark, &main) == Verdict::Alone => {
-                    return Ok(Some(marked_reservation));
-                }
-                Entered::Read { .. } => {
-                    shadow_checked = false;
-                    self.entry.tidy(&ticket.lease).await?;
-                }
-                Entered::Blocked { shadow_checked: p } => shadow_checked = p,
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// The locks a line found contended lately (see
-/// [`Line::entry_may_take_fast_path`]). An entry is dropped when an
-/// acquisition meets nobody; the set is bounded by forgetting everything
-/// when full — a forgotten lock costs one fast-path attempt.
-#[derive(Debug, Default)]
-struct Contended(Mutex<HashSet<LockId>>);
-
-/// The most locks remembered as contended.
-const CONTENDED_REMEMBERED: usize = 4096;
-
-impl Contended {
-    fn contains(&self, lock: &LockId) -> bool {
-        self.locked().contains(lock)
-    }
-
-    fn record(&self, lock: &LockId, contended: bool) {
-        let mut set = self.locked();
-        if !contended {
-            set.remove(lock);
-            return;
-        }
-        if set.len() >= CONTENDED_REMEMBERED && !set.contains(lock) {
-            set.clear();
-        }
-        set.insert(lock.clone());
-    }
-
-    fn locked(&self) -> std::sync::MutexGuard<'_, HashSet<LockId>> {
-        // Critical sections are single set operations; none can panic midway.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Tells the acquisition's watcher what `observation` shows in the way of
-/// `ticket`: the first waiter ahead and how far, from a read of the queue;
-/// the holder, from a read of `main`.
-fn report(waiting: &Waiting, observation: &Observation, ticket: &Ticket) {
-    let place = match observation {
-        Observation::Position(p) | Observation::PlaceBehind { position: p, .. } => Some(p),
-        Observation::Arrived(a) => Some(&a.position),
-        _ => None,
-    };
-    let main = match observation {
-        Observation::Main { cells, .. } => Some(cells),
-        Observation::Entered(Entered::Read { main, .. }) => Some(main),
-        Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
-        _ => None,
-    };
-    waiting.saw(|w| {
-        let before = w.clone();
-        match place {
-            Some(Position::Behind { ahead, head, .. }) => {
-                let owner = head.split_once('@').map_or(head.as_str(), |(o, _)| o);
-                w.ahead = Some((*ahead, owner.to_string()));
-            }
-            Some(Position::First | Position::FirstPastDead) => w.ahead = None,
-            Some(Position::Missing) | None => {}
-        }
-        if let Some(main) = main {
-            w.holder = holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
-                .map(|h| h.as_str().to_string());
-        }
-        *w != before
-    });
 }
 
 /// Gives a place in line up: deletes its cells (the queue cell and any

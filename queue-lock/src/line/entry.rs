@@ -155,7 +155,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
 
     /// Second in line: writes my cells reserved behind `ahead` (a mark:
     /// owner id and arrival) — by default my `main` cell, marked with
-    /// [`reserved_behind`](lockshift_lock::reserved_behind).
+    /// [`reserved_behind`].
     ///
     /// # Errors
     /// A store error; what was written stays registered with the lease and

@@ -3,11 +3,12 @@
 //! and over the CQL protocol.
 //!
 //! A local endpoint runs in-process with a little injected latency. Service
-//! nodes ([`Node`], each with its own connection) run workers that move money
-//! between accounts: lock both accounts (ids sorted, so two transfers never
-//! wait on each other crosswise), read both balances, write both new
-//! balances, release. The fleet is rolled legacy → dual → queue → complete
-//! with restarts one node at a time, exactly as an operator would:
+//! nodes ([`Node`](lockshift::Node), each with its own connection) run
+//! workers that move money between accounts: lock both accounts (ids
+//! sorted, so two transfers never wait on each other crosswise), read both
+//! balances, write both new balances, release. The fleet is rolled legacy →
+//! dual → queue → complete with restarts one node at a time, exactly as an
+//! operator would:
 //!
 //! 1. every node on `legacy`;
 //! 2. restart each into `auto` (combined at stage legacy);
@@ -31,6 +32,9 @@
 //! (that is what the lost signal is for), so an aborted transfer moves no
 //! money.
 
+mod fleet;
+mod transfers;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,27 +43,21 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use lockshift::{Node, NodeLocker, Settings};
+use lockshift::Settings;
 use lockshift_combined::RolloutSettings;
 use lockshift_combined::rollout::TransitionRequest;
 use lockshift_combined::{Mode, Stage};
 use lockshift_harness::checker::{Oracle, Violation};
-use lockshift_lock::{AcquireOptions, LockGuard, LockId};
-use lockshift_store::{
-    CellWrite, RowQuery, SharedClock, SharedStore, Store, SystemClock, Timestamp, WriteOptions,
-    schema,
-};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use lockshift_store::{SharedClock, SharedStore, Store, SystemClock};
 use serde::Serialize;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::Env;
 use super::status::{StatusReport, status};
 use crate::JSON_VERSION;
 use crate::cli::DemoArgs;
+use fleet::{FleetState, Shared, spawn_ticker, wait_stats};
+use transfers::{total_balance, write_balance};
 
 /// Something the demo tells the operator while it runs.
 #[derive(Debug, Clone)]
@@ -463,384 +461,4 @@ async fn show_status(env: &Env, observer: &Observer) {
         Ok(report) => emit(observer, DemoEvent::Status(Box::new(report))),
         Err(e) => emit(observer, DemoEvent::Line(format!("status failed: {e:#}"))),
     }
-}
-
-// ===== the fleet =====
-
-struct Shared {
-    accounts: Vec<String>,
-    stage: Mutex<Stage>,
-    oracle: Oracle,
-    waits: Mutex<BTreeMap<Stage, Vec<Duration>>>,
-    by_algorithm: Mutex<BTreeMap<String, u64>>,
-    transfers: AtomicU64,
-    aborted: AtomicU64,
-    errors: Mutex<Vec<String>>,
-    clock: SharedClock,
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
-    }
-}
-
-struct Running {
-    node: Node,
-    stop: CancellationToken,
-    workers: Vec<JoinHandle<()>>,
-}
-
-struct FleetState {
-    args: DemoArgs,
-    shared: Arc<Shared>,
-    nodes: Vec<Option<Running>>,
-    generation: u64,
-}
-
-impl FleetState {
-    async fn start(
-        &mut self,
-        i: usize,
-        mode: Mode,
-        connector: &dyn Connector,
-    ) -> anyhow::Result<()> {
-        self.generation += 1;
-        let store = connector.connect().await?;
-        let node = Node::builder()
-            .settings(demo_settings(Some(i), mode)?)
-            .store(store.clone())
-            .clock(self.shared.clock.clone())
-            .start()
-            .await
-            .with_context(|| format!("starting node svc-{i}"))?;
-        let stop = CancellationToken::new();
-        let workers = (0..self.args.workers)
-            .map(|w| {
-                let seed = self.args.seed ^ (self.generation << 16) ^ u64::from(w);
-                tokio::spawn(worker(
-                    node.locker(),
-                    store.clone(),
-                    self.shared.clone(),
-                    stop.clone(),
-                    seed,
-                ))
-            })
-            .collect();
-        self.nodes[i] = Some(Running {
-            node,
-            stop,
-            workers,
-        });
-        Ok(())
-    }
-
-    async fn stop(&mut self, i: usize) {
-        if let Some(r) = self.nodes[i].take() {
-            r.stop.cancel();
-            for w in r.workers {
-                let _ = w.await;
-            }
-            r.node.shutdown().await;
-        }
-    }
-
-    async fn restart_all(
-        &mut self,
-        mode: Mode,
-        connector: &dyn Connector,
-        observer: &Observer,
-    ) -> anyhow::Result<()> {
-        let pause = self.args.settle / 2;
-        for i in 0..self.nodes.len() {
-            self.stop(i).await;
-            self.start(i, mode, connector).await?;
-            let effective = self.nodes[i]
-                .as_ref()
-                .map(|r| r.node.status().effective.to_string())
-                .unwrap_or_default();
-            emit(
-                observer,
-                DemoEvent::Line(format!(
-                    "restarted svc-{i} in mode {mode} (runs {effective})"
-                )),
-            );
-            tokio::time::sleep(pause).await;
-        }
-        Ok(())
-    }
-}
-
-/// One transfer loop.
-async fn worker(
-    locker: NodeLocker,
-    store: SharedStore,
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-    seed: u64,
-) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let n = shared.accounts.len();
-    while !stop.is_cancelled() {
-        let a = rng.random_range(0..n);
-        let b = (a + rng.random_range(1..n)) % n;
-        let amount = rng.random_range(1..=50_i64);
-        match transfer(&locker, store.as_ref(), &shared, &stop, a, b, amount).await {
-            Ok(true) => {
-                shared.transfers.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(false) => {
-                if !stop.is_cancelled() {
-                    shared.aborted.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Err(e) => {
-                shared
-                    .errors
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(format!("transfer failed half-way: {e:#}"));
-            }
-        }
-        let pause = Duration::from_millis(rng.random_range(0..20));
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = tokio::time::sleep(pause) => {}
-        }
-    }
-}
-
-/// Moves `amount` from account `from` to `to`. `Ok(false)`: abandoned
-/// before any write (lock not taken, lease lost); `Err`: a write failed
-/// after another had landed — money may have moved one way only.
-async fn transfer(
-    locker: &NodeLocker,
-    store: &dyn Store,
-    shared: &Shared,
-    stop: &CancellationToken,
-    from: usize,
-    to: usize,
-    amount: i64,
-) -> anyhow::Result<bool> {
-    let (first, second) = (from.min(to), from.max(to));
-    let options =
-        || AcquireOptions::with_timeout(Duration::from_secs(30)).cancelled_by(stop.clone());
-    let stage = *shared.stage.lock().unwrap_or_else(PoisonError::into_inner);
-    let waited = Instant::now();
-    let Ok(g1) = locker
-        .acquire_with(&lock_id(&shared.accounts[first])?, options())
-        .await
-    else {
-        return Ok(false);
-    };
-    let g2 = match locker
-        .acquire_with(&lock_id(&shared.accounts[second])?, options())
-        .await
-    {
-        Ok(g) => g,
-        Err(_) => {
-            let _ = g1.release().await;
-            return Ok(false);
-        }
-    };
-    let wait = waited.elapsed();
-    let guards = [g1, g2];
-    let holders = guards.each_ref().map(holder);
-    for (lock, who) in &holders {
-        shared.oracle.enter(lock, who);
-    }
-    let result = move_money(store, shared, &guards, from, to, amount).await;
-    for (lock, who) in &holders {
-        shared.oracle.exit(lock, who);
-    }
-    if matches!(result, Ok(true)) {
-        shared
-            .waits
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(stage)
-            .or_default()
-            .push(wait);
-        *shared
-            .by_algorithm
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(guards[0].algorithm().to_string())
-            .or_default() += 1;
-    }
-    for g in guards {
-        let _ = g.release().await;
-    }
-    result
-}
-
-async fn move_money(
-    store: &dyn Store,
-    shared: &Shared,
-    guards: &[LockGuard; 2],
-    from: usize,
-    to: usize,
-    amount: i64,
-) -> anyhow::Result<bool> {
-    let (a, b) = (&shared.accounts[from], &shared.accounts[to]);
-    let Ok((balance_a, wt_a)) = read_balance(store, a).await else {
-        return Ok(false);
-    };
-    let Ok((balance_b, wt_b)) = read_balance(store, b).await else {
-        return Ok(false);
-    };
-    // The lost signal fires before the lease can expire: checked last thing
-    // before writing, a holder never writes after it has been told.
-    if guards.iter().any(LockGuard::is_lost) {
-        return Ok(false);
-    }
-    if write_balance(store, a, balance_a - amount, Some(wt_a))
-        .await
-        .is_err()
-    {
-        return Ok(false);
-    }
-    // The first write landed: the second must too, or the books are off.
-    let mut last = None;
-    for _ in 0..5 {
-        match write_balance(store, b, balance_b + amount, Some(wt_b)).await {
-            Ok(()) => return Ok(true),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("crediting {b} failed")))
-}
-
-fn lock_id(account: &str) -> anyhow::Result<LockId> {
-    LockId::new(account).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-const BALANCE: &str = "balance";
-
-async fn read_balance(store: &dyn Store, account: &str) -> anyhow::Result<(i64, Timestamp)> {
-    let cells = store
-        .read(
-            schema::SCRATCH,
-            account,
-            &RowQuery::first(1).starting_at(BALANCE),
-        )
-        .await?;
-    let cell = cells
-        .into_iter()
-        .find(|c| c.column == BALANCE)
-        .with_context(|| format!("account {account} has no balance"))?;
-    let value = std::str::from_utf8(&cell.value)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("account {account}'s balance does not parse"))?;
-    Ok((value, cell.writetime))
-}
-
-/// Writes a balance stamped after the version it replaces, whatever this
-/// process's clock says (last write wins by timestamp).
-async fn write_balance(
-    store: &dyn Store,
-    account: &str,
-    balance: i64,
-    replaces: Option<Timestamp>,
-) -> anyhow::Result<()> {
-    let now = Timestamp::from_micros(
-        i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros())
-                .unwrap_or(0),
-        )
-        .unwrap_or(i64::MAX),
-    );
-    let at = replaces.map_or(now, |old| now.max(old.offset_micros(1)));
-    store
-        .write(
-            schema::SCRATCH,
-            account,
-            &[CellWrite::new(BALANCE, balance.to_string().into_bytes())],
-            WriteOptions::at(at),
-        )
-        .await?;
-    Ok(())
-}
-
-async fn total_balance(store: &dyn Store, accounts: &[String]) -> anyhow::Result<i64> {
-    let mut sum = 0;
-    for a in accounts {
-        sum += read_balance(store, a).await?.0;
-    }
-    Ok(sum)
-}
-
-// ===== exclusion checker =====
-
-/// The lock a guard holds and its holder, as the exclusion checker
-/// ([`Oracle`]) names them: `owner (algorithm)`.
-fn holder(guard: &LockGuard) -> (String, String) {
-    (
-        guard.lock_id().to_string(),
-        format!("{} ({})", guard.owner(), guard.algorithm()),
-    )
-}
-
-fn wait_stats(shared: &Shared) -> Vec<StageWaits> {
-    let waits = shared.waits.lock().unwrap_or_else(PoisonError::into_inner);
-    waits
-        .iter()
-        .map(|(stage, ws)| {
-            let mut ms: Vec<f64> = ws.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
-            ms.sort_by(f64::total_cmp);
-            let n = ms.len();
-            let p99 = ms
-                .get((n * 99).div_ceil(100).saturating_sub(1))
-                .copied()
-                .unwrap_or(0.0);
-            StageWaits {
-                stage: stage.to_string(),
-                transfers: n,
-                mean_ms: if n == 0 {
-                    0.0
-                } else {
-                    ms.iter().sum::<f64>() / n as f64
-                },
-                p99_ms: p99,
-                max_ms: ms.last().copied().unwrap_or(0.0),
-            }
-        })
-        .collect()
-}
-
-fn spawn_ticker(shared: Arc<Shared>, observer: Observer) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let mut last = 0;
-        let mut ticker = tokio::time::interval(Duration::from_secs(1));
-        ticker.tick().await;
-        loop {
-            ticker.tick().await;
-            let done = shared.transfers.load(Ordering::Relaxed);
-            let stage = *shared.stage.lock().unwrap_or_else(PoisonError::into_inner);
-            let by: BTreeMap<String, u64> = shared
-                .by_algorithm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            let by = by
-                .iter()
-                .map(|(a, n)| format!("{a} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            emit(
-                &observer,
-                DemoEvent::Tick(format!(
-                    "[{:>3}s] stage {stage:<8} transfers {done:>6} (+{}/s; {by}), aborted {}",
-                    started.elapsed().as_secs(),
-                    done - last,
-                    shared.aborted.load(Ordering::Relaxed)
-                )),
-            );
-            last = done;
-        }
-    })
 }

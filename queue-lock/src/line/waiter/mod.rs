@@ -1,7 +1,7 @@
 //! The waiter as an explicit state machine: [`Waiter::on`] takes what the
 //! driver observed (an [`Observation`] and its [`Context`]) and returns
 //! the next [`Action`]; it never sleeps or touches the store, so every
-//! decision is tested as a table (`waiter_tests.rs`). The driver
+//! decision is tested as a table (`tests.rs`). The driver
 //! ([`super::Line`]) does the I/O each action names and feeds the result
 //! back — the shape of quinn-proto's connection state machine.
 //!
@@ -42,28 +42,18 @@
 //! Everything else here — where to wait, how often to look, when to
 //! withdraw — is liveness and cost.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
-use lockshift_lock::Algorithm;
 use lockshift_store::{Cell, Timestamp};
 use tokio::time::Instant;
 
 use super::entry::{Arrived, Entered};
-use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
-use super::poll::{self, Average, Bounds, Inputs};
+use super::poll::{Average, Bounds};
 use crate::queue::Position;
 
-/// How long, in measured round trips, a waiter keeps its cells reserved
-/// behind the same waiter ahead (Q6) before it gives that up — and with
-/// `head_poll`, at least. A reservation behind pays off when holds are
-/// shorter than a few round trips (the waiter ahead takes the lock within
-/// about three); past that the plain preparation, made once the waiter
-/// ahead holds, hands off as fast. The bound turns any wait the reservation
-/// takes part in into a bounded delay: a waiter ahead that does not
-/// disregard it (a lockshift build from before Q6, in a rolling upgrade of
-/// lockshift itself) waits at most this long.
-const RESERVE_BEHIND_ROUND_TRIPS: u32 = 16;
+mod main;
+mod polling;
+mod queue;
 
 /// Where a waiter stands, with what it knows only there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -449,247 +439,6 @@ impl Waiter {
         }
     }
 
-    fn arrived(&mut self, arrived: Arrived, cx: &Context) -> Action {
-        let Arrived {
-            position,
-            main,
-            wrote,
-        } = arrived;
-        let alone = main
-            .as_deref()
-            .is_some_and(|m| verdict(&self.me, &self.mark, m) == Verdict::Alone);
-        if main
-            .as_deref()
-            .is_some_and(|m| others_in(&self.me, &self.mark, m))
-        {
-            self.contended = true;
-        }
-        match position {
-            Position::Missing => self.reenqueue(),
-            // Q1 on the fast path: my `main` write, then a read showing it
-            // alone — and first in line, so nobody waiting is overtaken.
-            p if p.is_first() && alone => self.acquired(false),
-            p if p.is_first() && wrote => self.withdraw(Then::Enter),
-            Position::First | Position::FirstPastDead => self.enter(false),
-            Position::Behind {
-                ahead,
-                head,
-                head_algorithm,
-            } => {
-                self.contended = true;
-                self.moved_to(ahead, cx.now);
-                let after = self.interval(ahead, cx.now);
-                // Second in line: reserve behind the first (Q6) — over
-                // what the fast path wrote, if it did.
-                if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
-                    return reserve;
-                }
-                if wrote {
-                    // Q2: a waiter not first keeps no `main` cell.
-                    self.withdraw(Then::Poll(after))
-                } else {
-                    let reservation = self.reservation().cloned();
-                    self.state = State::Queued { ahead, reservation };
-                    Action::Poll { after }
-                }
-            }
-        }
-    }
-
-    fn position(&mut self, position: Position, cx: &Context) -> Action {
-        // Q5: asking the queue who stays — with a reservation (`Deciding`)
-        // or blocked with only reservations in the way (`Checking`).
-        match self.state {
-            State::Deciding { cell } => {
-                return match position {
-                    Position::Missing => self.reenqueue(),
-                    // The first in line keeps its reservation.
-                    Position::First | Position::FirstPastDead => {
-                        self.state = State::Prepared { cell };
-                        let after = self.next_main_poll(None, cx);
-                        Action::PollMain { after }
-                    }
-                    // Not first: withdraw the reservation.
-                    Position::Behind { ahead, .. } => {
-                        self.moved_to(ahead, cx.now);
-                        let after = self.interval(ahead, cx.now);
-                        self.withdraw(Then::Poll(after))
-                    }
-                };
-            }
-            State::Checking { shadow_checked } => {
-                return match position {
-                    Position::Missing => self.reenqueue(),
-                    // Still first, blocked: the reservations go by their own
-                    // rules (Q5, Q6); watch `main` on.
-                    Position::First | Position::FirstPastDead => {
-                        self.state = State::Blocked { shadow_checked };
-                        Action::PollMain {
-                            after: Duration::ZERO,
-                        }
-                    }
-                    // Not first: withdraw what was prepared (the combined
-                    // lock's `shadow` cell, in the first's way).
-                    Position::Behind { ahead, .. } => {
-                        self.moved_to(ahead, cx.now);
-                        let after = self.interval(ahead, cx.now);
-                        self.withdraw(Then::Poll(after))
-                    }
-                };
-            }
-            _ => {}
-        }
-        match position {
-            Position::Missing => self.reenqueue(),
-            p if p.is_first() && self.cleanup_pending => self.withdraw(Then::Enter),
-            // First with no reservation behind anyone; or past dead-looking
-            // cells, or with the entry not ready (Q6 does not hold): enter
-            // plainly, over my reservation if any — Q1 alone decides.
-            Position::First | Position::FirstPastDead => self.enter(false),
-            Position::Behind {
-                ahead,
-                head,
-                head_algorithm,
-            } => {
-                self.contended = true;
-                self.moved_to(ahead, cx.now);
-                let after = self.sleep_before_poll(ahead, cx);
-                if self.cleanup_pending {
-                    // Q2: leftovers of a failed step go before waiting on.
-                    return self.withdraw(Then::Poll(after));
-                }
-                let reservation = self.reservation().cloned();
-                // Still second, behind the one I named, and still preparing
-                // (a node beside legacy contenders prepares nothing).
-                let still_behind = ahead == 1
-                    && cx.prepares
-                    && cx.reserves_behind
-                    && !head.is_empty()
-                    && reservation.as_ref().map(|r| r.behind.as_str()) == Some(head.as_str());
-                if still_behind && self.reserved_behind_too_long(cx.now) {
-                    // The waiter ahead is taking its time: give the
-                    // reservation up for good (see the bound's docs).
-                    self.declined = reservation.map(|r| r.behind);
-                    return self.withdraw(Then::Poll(after));
-                }
-                if !still_behind {
-                    if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
-                        return reserve;
-                    }
-                    if reservation.is_some() {
-                        // Q2: no longer second behind the one I named.
-                        return self.withdraw(Then::Poll(after));
-                    }
-                }
-                self.state = State::Queued { ahead, reservation };
-                self.poll(after)
-            }
-        }
-    }
-
-    fn entered(&mut self, entered: Entered, cx: &Context) -> Action {
-        match entered {
-            Entered::Read {
-                main,
-                marked_reservation,
-            } => {
-                let cell = MainCell { marked_reservation };
-                match verdict(&self.me, &self.mark, &main) {
-                    Verdict::Alone => self.acquired(marked_reservation),
-                    Verdict::Missing => {
-                        // My acknowledged write is not there: removed behind
-                        // my back. Start over from the queue.
-                        self.cleanup_pending = true;
-                        self.withdraw(Then::Poll(Duration::ZERO))
-                    }
-                    Verdict::Wait { .. } | Verdict::OnlyReservations if !cx.prepares => {
-                        self.contended = true;
-                        let pause = self.blocked_pause(Some(&main), cx);
-                        self.withdraw(Then::WaitForMain(pause))
-                    }
-                    Verdict::Wait { .. } => {
-                        self.contended = true;
-                        self.state = State::Prepared { cell };
-                        self.see(&main, cx.now);
-                        let after = self.next_main_poll(Some(&main), cx);
-                        Action::PollMain { after }
-                    }
-                    Verdict::OnlyReservations => {
-                        self.contended = true;
-                        self.state = State::Deciding { cell };
-                        Action::AskQueue {
-                            after: Duration::ZERO,
-                        }
-                    }
-                }
-            }
-            Entered::Blocked { shadow_checked } => {
-                self.contended = true;
-                self.state = State::Blocked { shadow_checked };
-                Action::PollMain {
-                    after: self.blocked_pause(None, cx),
-                }
-            }
-        }
-    }
-
-    fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
-        let shadow_checked = match self.state {
-            State::Prepared { cell } => return self.main_beside_others(cell, cells, can_claim, cx),
-            State::Blocked { shadow_checked } | State::Checking { shadow_checked } => {
-                shadow_checked
-            }
-            _ => false,
-        };
-        // Blocked: wait for `main` to empty, then enter.
-        if cells.iter().any(|c| c.column == self.me) {
-            self.cleanup_pending = true;
-            return self.withdraw(Then::Enter);
-        }
-        if !others_in(&self.me, &self.mark, cells) {
-            return self.enter(shadow_checked);
-        }
-        self.see(cells, cx.now);
-        let after = self.blocked_pause(Some(cells), cx);
-        if only_reservations_in_my_way(&self.me, &self.mark, cells) {
-            self.state = State::Checking { shadow_checked };
-            return Action::AskQueue { after };
-        }
-        Action::PollMain { after }
-    }
-
-    /// `main` read while my cell waits in it beside others (`Prepared`).
-    fn main_beside_others(
-        &mut self,
-        cell: MainCell,
-        cells: &[Cell],
-        can_claim: bool,
-        cx: &Context,
-    ) -> Action {
-        match verdict(&self.me, &self.mark, cells) {
-            Verdict::Alone if can_claim => self.acquired(cell.marked_reservation),
-            // The preparation needs something that no longer holds (the
-            // combined lock's `shadow` cell): start over.
-            Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
-            Verdict::Wait { .. } => {
-                self.see(cells, cx.now);
-                Action::PollMain {
-                    after: self.next_main_poll(Some(cells), cx),
-                }
-            }
-            Verdict::OnlyReservations => {
-                self.state = State::Deciding { cell };
-                Action::AskQueue {
-                    after: Duration::ZERO,
-                }
-            }
-            Verdict::Missing => {
-                self.cleanup_pending = true;
-                self.withdraw(Then::Poll(Duration::ZERO))
-            }
-        }
-    }
-
     fn withdrawn(&mut self) -> Action {
         self.cleanup_pending = false;
         // Withdrawn: no reservation, no cell, no preparation is left.
@@ -767,167 +516,12 @@ impl Waiter {
         Action::Withdraw
     }
 
-    /// Second in line, right after a queue or combined waiter (one whose
-    /// every path disregards cells naming it), preparing, with nothing left
-    /// over: reserve behind it (Q6). `None` otherwise.
-    fn reserve_behind(
-        &mut self,
-        ahead: u32,
-        head: &str,
-        head_algorithm: Option<Algorithm>,
-        cx: &Context,
-    ) -> Option<Action> {
-        if ahead != 1
-            || !cx.reserves_behind
-            || !cx.prepares
-            || self.cleanup_pending
-            || !matches!(head_algorithm, Some(Algorithm::Queue | Algorithm::Combined))
-        {
-            return None;
-        }
-        if head.is_empty() {
-            return None;
-        }
-        let ahead = head.to_string();
-        if self.declined.as_ref() == Some(&ahead) {
-            return None;
-        }
-        let since = match self.reservation() {
-            Some(r) if r.behind == ahead => r.since,
-            _ => cx.now,
-        };
-        self.state = State::Reserving {
-            reservation: Reservation {
-                behind: ahead.clone(),
-                since,
-            },
-        };
-        Some(Action::ReserveBehind { ahead })
-    }
-
-    /// Whether the reservation behind the current waiter ahead has lasted
-    /// past its bound ([`RESERVE_BEHIND_ROUND_TRIPS`]).
-    fn reserved_behind_too_long(&self, now: Instant) -> bool {
-        let Some(reservation) = self.reservation() else {
-            return false;
-        };
-        let round_trip = self.polling.round_trip.get().unwrap_or(self.bounds.head);
-        let bound = round_trip
-            .saturating_mul(RESERVE_BEHIND_ROUND_TRIPS)
-            .max(self.bounds.head);
-        now.saturating_duration_since(reservation.since) > bound
-    }
-
-    /// Look at the queue after `after` — with what the entry's claim needs,
-    /// when reserved behind someone.
-    fn poll(&self, after: Duration) -> Action {
-        if self.reservation().is_some() {
-            Action::PollBehind { after }
-        } else {
-            Action::Poll { after }
-        }
-    }
-
     fn reenqueue(&mut self) -> Action {
         // The place, and any reservation with it, is given up.
         self.state = State::Arriving;
         Action::Reenqueue
     }
-
-    /// Notes a distance behind others: the pace of the line, and whether
-    /// the scene changed.
-    fn moved_to(&mut self, ahead: u32, now: Instant) {
-        self.note_distance(ahead, now);
-        self.scene_is(u64::from(ahead), now);
-    }
-
-    /// Notes a distance for the pace of the line: the time since the last
-    /// distance was first seen, per place moved.
-    fn note_distance(&mut self, ahead: u32, now: Instant) {
-        let polling = &mut self.polling;
-        if let Some((before, at)) = polling.last_ahead
-            && ahead < before
-        {
-            polling
-                .pace
-                .note(now.saturating_duration_since(at) / (before - ahead));
-        }
-        if polling.last_ahead.is_none_or(|(before, _)| before != ahead) {
-            polling.last_ahead = Some((ahead, now));
-        }
-    }
-
-    /// The line's pace counts the move to first too: a waiter that polled
-    /// late and found itself first would otherwise never lower a pace that
-    /// was too slow — and would keep polling too late to reserve behind
-    /// the one ahead (Q6).
-    fn reached_first(&mut self, position: &Position, now: Instant) {
-        if position.is_first() {
-            self.note_distance(0, now);
-        }
-    }
-
-    /// Notes who else is in `main`.
-    fn see(&mut self, cells: &[Cell], now: Instant) {
-        let mut h = DefaultHasher::new();
-        for c in cells.iter().filter(|c| c.column != self.me) {
-            c.column.hash(&mut h);
-            c.value.hash(&mut h);
-        }
-        self.scene_is(h.finish() | 1 << 63, now);
-    }
-
-    fn scene_is(&mut self, scene: u64, now: Instant) {
-        if self.polling.scene != Some(scene) {
-            self.polling.scene = Some(scene);
-            self.polling.since = now;
-        }
-    }
-
-    fn interval(&self, distance: u32, now: Instant) -> Duration {
-        poll::interval(
-            self.bounds,
-            Inputs {
-                distance,
-                round_trip: self.polling.round_trip,
-                pace: self.polling.pace,
-                still: now.saturating_duration_since(self.polling.since),
-            },
-        )
-    }
-
-    /// The next poll of `main` by the next waiter: once per round trip while
-    /// the line moves, backing off while a hold lasts; a holder that stopped
-    /// renewing is dead and its cell goes only with its TTL.
-    fn next_main_poll(&self, cells: Option<&[Cell]>, cx: &Context) -> Duration {
-        if cells.is_some_and(|c| self.holder_is_stale(c, cx.wall)) {
-            return self.bounds.ceiling.max(self.bounds.floor);
-        }
-        self.sleep_before_poll(1, cx)
-    }
-
-    /// The sleep before the next look of a waiter `distance` hand-offs from
-    /// its turn, counted from the start of the one that just took `cx.took`.
-    fn sleep_before_poll(&self, distance: u32, cx: &Context) -> Duration {
-        poll::sleep_before_next(self.interval(distance, cx.now), cx.took, self.bounds.floor)
-    }
-
-    /// The pause while blocked: the entry's own pacing if it has one, else
-    /// the next waiter's polling.
-    fn blocked_pause(&self, cells: Option<&[Cell]>, cx: &Context) -> Duration {
-        cx.busy_pause
-            .unwrap_or_else(|| self.next_main_poll(cells, cx))
-    }
-
-    fn holder_is_stale(&self, cells: &[Cell], wall: Timestamp) -> bool {
-        let mut others = cells.iter().filter(|c| c.column != self.me);
-        match (others.next(), others.next()) {
-            (Some(only), None) => wall.duration_since(only.writetime) > self.holder_stale_after,
-            _ => false,
-        }
-    }
 }
 
 #[cfg(test)]
-#[path = "waiter_tests.rs"]
 mod tests;

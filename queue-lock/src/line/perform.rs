@@ -1,0 +1,138 @@
+//! The I/O of each action the waiter names, on the current place in line,
+//! and what its result tells the acquisition's watcher.
+
+use lockshift_lock::{LockId, Waiting};
+use lockshift_store::{StoreError, schema};
+
+use super::waiter::{Action, Observation};
+use super::{Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, read_main, verdict};
+use crate::queue::Position;
+
+impl Line {
+    /// The I/O of one action on the current place in line.
+    pub(super) async fn perform(
+        &self,
+        lock: &LockId,
+        ticket: &Ticket,
+        action: Action,
+    ) -> Result<Observation, StoreError> {
+        let store = self.store();
+        // Every read of a row holding one of my waiting cells that shows it
+        // there refreshes it (lease L6 and L2: the read is the proof a
+        // rewrite needs), so a waiter's own polling keeps its cells alive
+        // without a read of their own.
+        let queue_mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
+        let main_mark = ticket.lease.read_mark(schema::MAIN, ticket.owner.as_str());
+        let refresh_queue = |position: &Position| {
+            if *position != Position::Missing
+                && let Some(mark) = queue_mark.clone()
+            {
+                ticket.lease.refresh_seen(mark);
+            }
+        };
+        match action {
+            // Listing 7 line 2: where am I? One read of the queue row.
+            Action::Poll { .. } => self
+                .where_am_i(lock, ticket, self.window())
+                .await
+                .inspect(refresh_queue)
+                .map(Observation::Position),
+            // Q5: am I first? One read, one cell past the head is enough.
+            Action::AskQueue { .. } => self
+                .where_am_i(lock, ticket, 1)
+                .await
+                .inspect(refresh_queue)
+                .map(Observation::Position),
+            // Listing 7 lines 3–4 (and the entry's own steps): write my
+            // `main` cell, read `main` after it.
+            Action::Enter { shadow_checked } => self
+                .entry
+                .enter(store, &ticket.lease, shadow_checked)
+                .await
+                .map(Observation::Entered),
+            // The next waiter watching `main`: one read — of a reservation,
+            // the claim itself (Q1: it follows my write).
+            Action::PollMain { .. } => {
+                let cells = read_main(store, &ticket.lease).await?;
+                // Still waiting: refresh. (Alone, the claim follows, and
+                // holding rewrites the cell anyway.)
+                if let Some(mark) = main_mark
+                    && cells.iter().any(|c| c.column == ticket.owner.as_str())
+                    && verdict(ticket.owner.as_str(), ticket.lease.mark(), &cells) != Verdict::Alone
+                {
+                    ticket.lease.refresh_seen(mark);
+                }
+                self.ctx.observe_main(lock, &cells);
+                Ok(Observation::Main {
+                    cells,
+                    can_claim: self.entry.can_claim(&ticket.lease),
+                })
+            }
+            // Q6: second in line, my `main` cell reserved behind the first —
+            // so the hand-off after it is one queue read and one `main` read.
+            Action::ReserveBehind { ahead } => self
+                .entry
+                .reserve_behind(store, &ticket.lease, &ahead)
+                .await
+                .map(|()| Observation::ReservedBehind),
+            // Q6: the place, and what the entry's claim needs besides, read
+            // together — both before any read of `main` that may claim.
+            Action::PollBehind { .. } => {
+                let (position, ready) = tokio::join!(
+                    self.where_am_i(lock, ticket, self.window()),
+                    self.entry.ready_behind(store, &ticket.lease)
+                );
+                let position = position?;
+                refresh_queue(&position);
+                Ok(Observation::PlaceBehind {
+                    position,
+                    ready: ready?,
+                })
+            }
+            // Q2: no `main` cell may linger while not first. One delete per
+            // table holding one.
+            Action::Withdraw => self
+                .entry
+                .tidy(&ticket.lease)
+                .await
+                .map(|()| Observation::Withdrawn),
+            Action::Arrive { .. } | Action::Reenqueue | Action::Acquired { .. } => {
+                // Handled by the loop; never performed here.
+                Ok(Observation::Failed)
+            }
+        }
+    }
+}
+
+/// Tells the acquisition's watcher what `observation` shows in the way of
+/// `ticket`: the first waiter ahead and how far, from a read of the queue;
+/// the holder, from a read of `main`.
+pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Ticket) {
+    let place = match observation {
+        Observation::Position(p) | Observation::PlaceBehind { position: p, .. } => Some(p),
+        Observation::Arrived(a) => Some(&a.position),
+        _ => None,
+    };
+    let main = match observation {
+        Observation::Main { cells, .. } => Some(cells),
+        Observation::Entered(Entered::Read { main, .. }) => Some(main),
+        Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
+        _ => None,
+    };
+    waiting.saw(|w| {
+        let before = w.clone();
+        match place {
+            Some(Position::Behind { ahead, head, .. }) => {
+                let owner = head.split_once('@').map_or(head.as_str(), |(o, _)| o);
+                w.ahead = Some((*ahead, owner.to_string()));
+            }
+            Some(Position::First | Position::FirstPastDead) => w.ahead = None,
+            Some(Position::Missing) | None => {}
+        }
+        if let Some(main) = main {
+            w.holder = holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
+                .map(|h| h.as_str().to_string());
+        }
+        *w != before
+    });
+}

@@ -1,0 +1,115 @@
+//! What a waiter does on a read of `main`: after writing its own cell
+//! there, while it waits beside others, and while blocked.
+
+use std::time::Duration;
+
+use lockshift_store::Cell;
+
+use super::{Action, Context, MainCell, State, Then, Waiter};
+use crate::line::entry::Entered;
+use crate::line::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
+
+impl Waiter {
+    pub(super) fn entered(&mut self, entered: Entered, cx: &Context) -> Action {
+        match entered {
+            Entered::Read {
+                main,
+                marked_reservation,
+            } => {
+                let cell = MainCell { marked_reservation };
+                match verdict(&self.me, &self.mark, &main) {
+                    Verdict::Alone => self.acquired(marked_reservation),
+                    Verdict::Missing => {
+                        // My acknowledged write is not there: removed behind
+                        // my back. Start over from the queue.
+                        self.cleanup_pending = true;
+                        self.withdraw(Then::Poll(Duration::ZERO))
+                    }
+                    Verdict::Wait { .. } | Verdict::OnlyReservations if !cx.prepares => {
+                        self.contended = true;
+                        let pause = self.blocked_pause(Some(&main), cx);
+                        self.withdraw(Then::WaitForMain(pause))
+                    }
+                    Verdict::Wait { .. } => {
+                        self.contended = true;
+                        self.state = State::Prepared { cell };
+                        self.see(&main, cx.now);
+                        let after = self.next_main_poll(Some(&main), cx);
+                        Action::PollMain { after }
+                    }
+                    Verdict::OnlyReservations => {
+                        self.contended = true;
+                        self.state = State::Deciding { cell };
+                        Action::AskQueue {
+                            after: Duration::ZERO,
+                        }
+                    }
+                }
+            }
+            Entered::Blocked { shadow_checked } => {
+                self.contended = true;
+                self.state = State::Blocked { shadow_checked };
+                Action::PollMain {
+                    after: self.blocked_pause(None, cx),
+                }
+            }
+        }
+    }
+
+    pub(super) fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
+        let shadow_checked = match self.state {
+            State::Prepared { cell } => return self.main_beside_others(cell, cells, can_claim, cx),
+            State::Blocked { shadow_checked } | State::Checking { shadow_checked } => {
+                shadow_checked
+            }
+            _ => false,
+        };
+        // Blocked: wait for `main` to empty, then enter.
+        if cells.iter().any(|c| c.column == self.me) {
+            self.cleanup_pending = true;
+            return self.withdraw(Then::Enter);
+        }
+        if !others_in(&self.me, &self.mark, cells) {
+            return self.enter(shadow_checked);
+        }
+        self.see(cells, cx.now);
+        let after = self.blocked_pause(Some(cells), cx);
+        if only_reservations_in_my_way(&self.me, &self.mark, cells) {
+            self.state = State::Checking { shadow_checked };
+            return Action::AskQueue { after };
+        }
+        Action::PollMain { after }
+    }
+
+    /// `main` read while my cell waits in it beside others (`Prepared`).
+    pub(super) fn main_beside_others(
+        &mut self,
+        cell: MainCell,
+        cells: &[Cell],
+        can_claim: bool,
+        cx: &Context,
+    ) -> Action {
+        match verdict(&self.me, &self.mark, cells) {
+            Verdict::Alone if can_claim => self.acquired(cell.marked_reservation),
+            // The preparation needs something that no longer holds (the
+            // combined lock's `shadow` cell): start over.
+            Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
+            Verdict::Wait { .. } => {
+                self.see(cells, cx.now);
+                Action::PollMain {
+                    after: self.next_main_poll(Some(cells), cx),
+                }
+            }
+            Verdict::OnlyReservations => {
+                self.state = State::Deciding { cell };
+                Action::AskQueue {
+                    after: Duration::ZERO,
+                }
+            }
+            Verdict::Missing => {
+                self.cleanup_pending = true;
+                self.withdraw(Then::Poll(Duration::ZERO))
+            }
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The fleet: nodes started, edited, cut off, stopped and replaced, each
+//! with workers taking the locks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lockshift::Node;
+use lockshift_combined::rollout::HistoryAction;
+use lockshift_combined::{Mode, Rollout};
+use lockshift_lock::{AcquireError, AcquireOptions, LockId};
+use lockshift_store::{FaultPlan, SharedStore, schema};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, RollingReport, Timings};
+use crate::sim::{NodeEnv, Oracle, critical_section, node_env};
+
+const LOCKS: [&str; 3] = ["account-1", "account-2", "account-3"];
+
+struct Running {
+    node: Node,
+    env: NodeEnv,
+    stop: CancellationToken,
+    workers: Vec<JoinHandle<()>>,
+}
+
+pub(super) struct Fleet {
+    backend: Backend,
+    timings: Timings,
+    seed: u64,
+    oracle: Arc<Oracle>,
+    counters: Arc<Mutex<HashMap<String, u64>>>,
+    acquisitions: Arc<Mutex<HashMap<String, u64>>>,
+    availability: Arc<Availability>,
+    failures: Arc<Mutex<Vec<String>>>,
+    nodes: Vec<Option<Running>>,
+    generation: u64,
+    /// Replacements started beside their predecessor under its node id.
+    replacements: usize,
+    /// Every node's config file lives here, re-read while it runs.
+    dir: tempfile::TempDir,
+}
+
+const WORKERS_PER_NODE: usize = 2;
+
+impl Fleet {
+    fn plan() -> FaultPlan {
+        FaultPlan {
+            fail_before: 0.01,
+            fail_after: 0.01,
+            ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
+        }
+    }
+
+    pub(super) async fn start(&mut self, i: usize, mode: Mode) {
+        let running = self.launch(i, mode).await;
+        self.nodes[i] = Some(running);
+    }
+
+    /// Starts a process of node `i` (id `node{i}`) in `mode` without
+    /// stopping one that runs: a replacement started beside its
+    /// predecessor, under the same node id (issue 22).
+    async fn launch(&mut self, i: usize, mode: Mode) -> Running {
+        self.generation += 1;
+        let settings = self.timings.settings(i, mode);
+        let config = self.config_path(i);
+        std::fs::write(&config, self.timings.toml(&format!("node{i}"), mode))
+            .expect("the config file is written");
+        let (store, clock) = self.backend.store_for_node().await;
+        let env = node_env(
+            i,
+            self.seed ^ self.generation,
+            store,
+            clock,
+            Self::plan(),
+            settings.lock.lease(),
+        );
+        let node_store: SharedStore = env.store.clone();
+        let node = Node::builder()
+            .settings(settings)
+            .seed(self.seed ^ (self.generation << 8))
+            .config_file(config)
+            .env(HashMap::new())
+            .store(node_store)
+            .clock(env.clock.clone())
+            .start()
+            .await
+            .expect("node starts");
+        let stop = CancellationToken::new();
+        let think = self.timings.think;
+        let workers = (0..WORKERS_PER_NODE)
+            .map(|w| {
+                let locker = node.locker();
+                let stop = stop.clone();
+                let (oracle, counters, acquisitions, availability, failures) = (
+                    self.oracle.clone(),
+                    self.counters.clone(),
+                    self.acquisitions.clone(),
+                    self.availability.clone(),
+                    self.failures.clone(),
+                );
+                let mut rng = StdRng::seed_from_u64(self.seed ^ (self.generation * 131 + w as u64));
+                tokio::spawn(async move {
+                    while !stop.is_cancelled() {
+                        let lock = LOCKS[rng.random_range(0..LOCKS.len())];
+                        let Ok(id) = LockId::new(lock) else { return };
+                        availability.change(lock, |t| t.waiting += 1);
+                        let got = locker
+                            .acquire_with(
+                                &id,
+                                AcquireOptions::with_timeout(Duration::from_secs(60))
+                                    .cancelled_by(stop.clone()),
+                            )
+                            .await;
+                        let guard = match got {
+                            Ok(g) => g,
+                            Err(e) => {
+                                availability.change(lock, |t| t.waiting -= 1);
+                                if !matches!(e, AcquireError::Cancelled { .. }) {
+                                    failures
+                                        .lock()
+                                        .unwrap_or_else(PoisonError::into_inner)
+                                        .push(e.to_string());
+                                }
+                                continue;
+                            }
+                        };
+                        availability.change(lock, |t| {
+                            t.waiting -= 1;
+                            t.held = true;
+                        });
+                        let hold = Duration::from_millis(rng.random_range(1..15));
+                        if critical_section(&oracle, &counters, &guard, hold).await {
+                            *acquisitions
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .entry(guard.algorithm().to_string())
+                                .or_default() += 1;
+                        }
+                        availability.change(lock, |t| t.held = false);
+                        let _ = guard.release().await;
+                        tokio::time::sleep(think.mul_f64(rng.random_range(0.1..1.0))).await;
+                    }
+                })
+            })
+            .collect();
+        Running {
+            node,
+            env,
+            stop,
+            workers,
+        }
+    }
+
+    fn config_path(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("node{i}.toml"))
+    }
+
+    /// Edits node `i`'s config file to `mode`; the node picks it up at its
+    /// next re-read, without a restart.
+    pub(super) fn edit(&self, i: usize, mode: Mode) {
+        std::fs::write(
+            self.config_path(i),
+            self.timings.toml(&format!("node{i}"), mode),
+        )
+        .expect("the config file is written");
+    }
+
+    /// Cuts node `i` off from the `rollout` and `nodes` partitions (its lock
+    /// operations still work), or heals it.
+    pub(super) fn cut_off(&self, i: usize, cut: bool) {
+        if let Some(r) = &self.nodes[i] {
+            r.env.store.set_plan(if cut {
+                crate::attacks::cut_off(Self::plan(), vec![schema::ROLLOUT, schema::NODES])
+            } else {
+                Self::plan()
+            });
+        }
+    }
+
+    pub(super) async fn stop(&mut self, i: usize) {
+        if let Some(r) = self.nodes[i].take() {
+            r.stop.cancel();
+            for w in r.workers {
+                if let Err(e) = w.await {
+                    self.failures
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(format!("worker panicked: {e}"));
+                }
+            }
+            r.node.shutdown().await;
+        }
+    }
+
+    /// Restarts every node into `mode`, one at a time, every other one (by
+    /// the seed) stopped then started, the others — as a container platform
+    /// does —
+    /// start the replacement under the same node id first and stop the old
+    /// process a moment later, both running in between (issue 22).
+    pub(super) async fn restart_all_one_by_one(&mut self, mode: Mode) {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ (self.generation << 20) ^ 0x5eed);
+        for i in 0..self.nodes.len() {
+            if (i as u64 + self.seed).is_multiple_of(2) {
+                let replacement = self.launch(i, mode).await;
+                tokio::time::sleep(self.timings.pause.mul_f64(rng.random_range(0.1..1.0))).await;
+                self.stop(i).await;
+                self.nodes[i] = Some(replacement);
+                self.replacements += 1;
+            } else {
+                self.stop(i).await;
+                self.start(i, mode).await;
+            }
+            tokio::time::sleep(self.timings.pause).await;
+        }
+    }
+}
+
+impl Fleet {
+    /// A fleet of `nodes` (none started yet) and the operator's rollout.
+    pub(super) async fn new(
+        backend: Backend,
+        timings: Timings,
+        nodes: usize,
+        seed: u64,
+    ) -> (Rollout, Fleet) {
+        let (store, clock) = backend.store_for_node().await;
+        let s = timings.settings(99, Mode::Auto);
+        let rollout = Rollout::new(
+            store,
+            clock,
+            s.rollout.clone(),
+            s.lock.lease(),
+            s.lock.queue.clone(),
+        );
+        let fleet = Fleet {
+            backend,
+            timings,
+            seed,
+            oracle: Arc::new(Oracle::default()),
+            counters: Arc::default(),
+            acquisitions: Arc::default(),
+            availability: Arc::default(),
+            failures: Arc::default(),
+            nodes: (0..nodes).map(|_| None).collect(),
+            generation: 0,
+            replacements: 0,
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        };
+        (rollout, fleet)
+    }
+
+    /// What the run observed.
+    pub(super) async fn report(self, rollout: &Rollout, refusals: (usize, usize)) -> RollingReport {
+        let history = rollout.history().await.expect("history reads");
+        let by_algorithm = self
+            .acquisitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let counted = self
+            .counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum();
+        RollingReport {
+            violations: self.oracle.violations(),
+            failures: self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            by_algorithm,
+            counted,
+            worst_unavailability: self.availability.worst(),
+            transitions: history
+                .iter()
+                .filter(|h| h.action == HistoryAction::Transition)
+                .map(|h| h.to)
+                .collect(),
+            refusals,
+            replacements: self.replacements,
+        }
+    }
+}
+
+/// Per lock: how long it had waiters but no holder, at worst.
+#[derive(Debug, Default)]
+pub struct Availability {
+    locks: Mutex<HashMap<String, Timeline>>,
+}
+
+#[derive(Debug, Default)]
+struct Timeline {
+    waiting: usize,
+    held: bool,
+    starved_since: Option<Instant>,
+    worst: Duration,
+}
+
+impl Availability {
+    fn change(&self, lock: &str, f: impl FnOnce(&mut Timeline)) {
+        let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+        let t = locks.entry(lock.to_string()).or_default();
+        f(t);
+        let starved = t.waiting > 0 && !t.held;
+        match (starved, t.starved_since) {
+            (true, None) => t.starved_since = Some(Instant::now()),
+            (false, Some(since)) => {
+                t.worst = t.worst.max(since.elapsed());
+                t.starved_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The lock that was unavailable longest, and for how long.
+    pub fn worst(&self) -> (String, Duration) {
+        let locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+        locks
+            .iter()
+            .map(|(l, t)| {
+                (
+                    l.clone(),
+                    t.worst
+                        .max(t.starved_since.map_or(Duration::ZERO, |s| s.elapsed())),
+                )
+            })
+            .max_by_key(|(_, d)| *d)
+            .unwrap_or_default()
+    }
+}
