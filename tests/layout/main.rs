@@ -176,14 +176,6 @@ const HIDDEN_ALLOWED: &[(&str, &str)] = &[
     ("lock/src/guard.rs", "pub fn lease_lost_token("),
     ("lock/src/guard.rs", "pub struct Revoker"),
     ("lock/src/lib.rs", "pub use guard::Revoker;"),
-    // Being removed by the rollout-data step.
-    ("combined/src/registry.rs", "pub async fn heartbeat("),
-    ("combined/src/registry.rs", "pub async fn deregister("),
-    ("combined/src/registry.rs", "pub async fn record_activity("),
-    (
-        "combined/src/lib.rs",
-        "pub use locker::{CombinedEntry, LegacyPacing};",
-    ),
 ];
 
 fn root() -> PathBuf {
