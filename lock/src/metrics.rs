@@ -14,7 +14,7 @@ pub const RENEWAL_FAILURES: &str = "lockshift_lease_renewal_failures_total";
 /// Counts one failed renewal of a cell of `owner`'s lease, under
 /// [`RENEWAL_FAILURES`]; `algorithm` is the lease's
 /// ([`Algorithm::as_str`](crate::Algorithm::as_str)).
-pub fn renewal_failed(owner: &OwnerId, algorithm: &'static str) {
+pub(crate) fn renewal_failed(owner: &OwnerId, algorithm: &'static str) {
     metrics::counter!(
         RENEWAL_FAILURES,
         "node" => owner.node().unwrap_or("unknown").to_string(),

@@ -86,6 +86,8 @@ async fn a_node_records_every_metric_named() {
     at_least(metrics::ACQUISITIONS, &[node_label, combined], 2.0);
     at_least(metrics::ACQUIRE_TIMEOUTS, &[node_label, combined], 1.0);
     at_least(metrics::LEASE_LOSSES, &[node_label, combined], 1.0);
+    // The holder's renewals failed (and were retried) before it lost.
+    at_least(metrics::RENEWAL_FAILURES, &[node_label, combined], 1.0);
     assert_eq!(
         sample(
             &text,

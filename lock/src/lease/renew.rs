@@ -237,6 +237,7 @@ pub(super) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                         }
                         Err(RenewFailure::Store(e)) => {
                             debug!(%table, column, error = %e, "renewal failed, retrying soon");
+                            crate::metrics::renewal_failed(&shared.owner, shared.algorithm);
                             failed = true;
                         }
                     }
