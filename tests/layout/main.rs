@@ -10,7 +10,10 @@
 //!   no `async fn` and no `.await`;
 //! - no source file hides a public item from the docs with `#[doc(hidden)]`
 //!   (issue 21: every public item is documented API, or `pub(crate)`),
-//!   but for the few items of [`HIDDEN_ALLOWED`], each with its reason.
+//!   but for the few items of [`HIDDEN_ALLOWED`], each with its reason;
+//! - no library source file is longer than [`MAX_LIBRARY_LINES`] lines (a
+//!   file of tests beside its module, `tests.rs` or `*_tests.rs`, is not a
+//!   library file).
 //!
 //! The checks are plain text scans (no TOML parser), so they are kept
 //! small and each has a unit test on a sample that must fail.
@@ -177,6 +180,10 @@ const HIDDEN_ALLOWED: &[(&str, &str)] = &[
     ("lock/src/guard.rs", "pub struct Revoker"),
     ("lock/src/lib.rs", "pub use guard::Revoker;"),
 ];
+
+/// The longest a library source file may be: past it, a file holds more
+/// than one concern and is cut along its seams.
+const MAX_LIBRARY_LINES: usize = 600;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -420,6 +427,28 @@ fn repository_sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Whether `path` holds only tests: `tests.rs`, or `*_tests.rs` beside the
+/// module it tests.
+fn is_test_file(path: &Path) -> bool {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    name == "tests.rs" || name.ends_with("_tests.rs")
+}
+
+/// The files of `files` (path, line count) longer than the limit, as
+/// messages; test files are not counted.
+fn too_long(files: &[(PathBuf, usize)], limit: usize) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(path, lines)| *lines > limit && !is_test_file(path))
+        .map(|(path, lines)| {
+            format!(
+                "{}: {lines} lines, over {limit}: cut it along its seams",
+                path.display()
+            )
+        })
+        .collect()
+}
+
 // ===== The tests =====
 
 /// Every workspace member: (directory, package name, manifest text).
@@ -530,6 +559,45 @@ lockshift-combined.workspace = true
 [dev-dependencies]
 lockshift-migration-tool.workspace = true
 "#;
+
+#[test]
+fn no_library_file_is_over_the_line_limit() {
+    let root = root();
+    let mut files = Vec::new();
+    for (dir, _, _) in workspace() {
+        let mut sources = Vec::new();
+        rust_files(&root.join(&dir).join("src"), &mut sources);
+        for path in sources {
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            files.push((path.strip_prefix(&root).unwrap().to_path_buf(), lines));
+        }
+    }
+    assert!(
+        files.len() >= 100,
+        "found only {} source files",
+        files.len()
+    );
+    let problems = too_long(&files, MAX_LIBRARY_LINES);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_long_library_file_is_reported_and_a_long_test_file_is_not() {
+    let files = [
+        (PathBuf::from("a/src/big.rs"), 601),
+        (PathBuf::from("a/src/fits.rs"), 600),
+        (PathBuf::from("a/src/big_tests.rs"), 900),
+        (PathBuf::from("a/src/line/tests.rs"), 900),
+        (PathBuf::from("a/src/contests.rs"), 700),
+    ];
+    assert_eq!(
+        too_long(&files, 600),
+        [
+            "a/src/big.rs: 601 lines, over 600: cut it along its seams",
+            "a/src/contests.rs: 700 lines, over 600: cut it along its seams",
+        ]
+    );
+}
 
 #[test]
 fn manifest_keys_are_read_from_every_form() {
