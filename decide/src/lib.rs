@@ -49,15 +49,24 @@
 //!   legacy activity).
 //! - [`rollout`]: the stage as stored ([`rollout::StageRecord`]), its
 //!   history, the evidence the guards look at ([`rollout::Evidence`]), the
-//!   verdicts ([`rollout::Guard`], [`rollout::Verdict`]) and which edges the
-//!   rollout may take ([`rollout::edge_refusal`]).
+//!   guards' judgement ([`rollout::evaluate`], given the times it needs as
+//!   [`rollout::GuardTimes`]), the verdicts ([`rollout::Guard`],
+//!   [`rollout::Verdict`]) and which edges the rollout may take
+//!   ([`rollout::edge_refusal`]).
 //! - [`remedy`]: what to do about each way a rollout transition can be
 //!   refused, and the runbook table built from those texts.
+//! - [`clean`]: what `migrate clean` may delete — the judgement on each
+//!   cell it found ([`clean::judge`]) and the second look before a delete.
+//! - [`duration`]: durations as an operator writes them and as people read
+//!   a measurement ([`duration::fmt_duration`],
+//!   [`duration::fmt_duration_rounded`]).
 //!
 //! The store crate re-exports the first three at the paths they had before
 //! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
-//! queue lock and combined crates the others; more decisions move here step
-//! by step (issue 21), each with the tests that pin it.
+//! queue lock and combined crates the others. Two decision cores still
+//! live beside the I/O that drives them: the queue waiter's state machine
+//! (the queue lock's waiting line) and the node's stage bindings (the
+//! facade); both are pure and tested as tables there.
 
 pub mod algorithm;
 pub mod cell;

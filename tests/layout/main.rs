@@ -1,9 +1,10 @@
-//! The crate map (issue 21's plan §1, to become docs/design.md §7), checked
-//! on the manifests and sources rather than trusted:
+//! The crate map of docs/design.md §7, checked on the manifests and
+//! sources rather than trusted:
 //!
+//! - the map itself is read from §7's table ([`crate_map`]): every row
+//!   imports only crates on earlier rows;
 //! - each workspace crate's `[dependencies]` name only the workspace crates
-//!   its row of [`ALLOWED`] lists ("a crate imports only crates on an
-//!   earlier row"; no *do* crate imports an *operate* crate);
+//!   its row of the map lists (no *do* crate imports an *operate* crate);
 //! - `lockshift-decide`, the crate of pure decisions, names no async
 //!   runtime, store client, random source, logger or other lockshift crate
 //!   (its `Cargo.toml` and every source file, comments included) and holds
@@ -23,128 +24,10 @@
 
 use std::path::{Path, PathBuf};
 
-/// Which workspace crates each crate may depend on (`[dependencies]` only;
-/// dev-dependencies serve tests and are not part of the map), by package
-/// name, in the order of the map's rows: *decide*, then *do*, then
-/// *operate*.
-///
-/// Crates the plan adds later (`lockshift-rollout`, `lockshift-harness`)
-/// have their rows already, so the step that creates one only fills it. A
-/// workspace crate missing from this table fails the check: a new crate
-/// takes its place in the map first.
-const ALLOWED: &[(&str, &[&str])] = &[
-    // decide: imports no lockshift crate.
-    ("lockshift-decide", &[]),
-    // do.
-    ("lockshift-store", &["lockshift-decide"]),
-    (
-        "lockshift-cql-emulator",
-        &["lockshift-decide", "lockshift-store"],
-    ),
-    ("lockshift-lock", &["lockshift-decide", "lockshift-store"]),
-    (
-        "lockshift-legacy",
-        &["lockshift-decide", "lockshift-store", "lockshift-lock"],
-    ),
-    (
-        "lockshift-queue-lock",
-        &["lockshift-decide", "lockshift-store", "lockshift-lock"],
-    ),
-    (
-        "lockshift-combined",
-        &[
-            "lockshift-decide",
-            "lockshift-store",
-            "lockshift-lock",
-            "lockshift-queue-lock",
-            // Not in the final map: combined reads `LegacySettings` (the
-            // `lock.legacy` section of its `LockSettings`, and the settings
-            // of its own legacy step) and builds the legacy locker in the
-            // `Lockers` factory. Allowed until the issue-21 steps that move
-            // `LockSettings` to the facade and `Lockers` to the rollout
-            // crate; the plan's last step makes this table final and
-            // removes the line.
-            "lockshift-legacy",
-        ],
-    ),
-    (
-        "lockshift-rollout",
-        &[
-            "lockshift-decide",
-            "lockshift-store",
-            "lockshift-lock",
-            "lockshift-legacy",
-            "lockshift-queue-lock",
-            "lockshift-combined",
-        ],
-    ),
-    // The facade: "all *do* crates above", which literally includes the
-    // local CQL endpoint (a crate on an earlier row), though the facade
-    // does not use it today.
-    (
-        "lockshift",
-        &[
-            "lockshift-decide",
-            "lockshift-store",
-            "lockshift-cql-emulator",
-            "lockshift-lock",
-            "lockshift-legacy",
-            "lockshift-queue-lock",
-            "lockshift-combined",
-            "lockshift-rollout",
-        ],
-    ),
-    // operate.
-    ("lockshift-harness", DO_CRATES),
-    ("lockshift-bench", DO_CRATES),
-    (
-        "lockshift-migration-tool",
-        &[
-            "lockshift-decide",
-            "lockshift-store",
-            "lockshift-cql-emulator",
-            "lockshift-lock",
-            "lockshift-legacy",
-            "lockshift-queue-lock",
-            "lockshift-combined",
-            "lockshift-rollout",
-            "lockshift",
-            "lockshift-harness",
-            "lockshift-bench",
-        ],
-    ),
-    (
-        "lockshift-tests",
-        &[
-            "lockshift-decide",
-            "lockshift-store",
-            "lockshift-cql-emulator",
-            "lockshift-lock",
-            "lockshift-legacy",
-            "lockshift-queue-lock",
-            "lockshift-combined",
-            "lockshift-rollout",
-            "lockshift",
-            "lockshift-harness",
-            "lockshift-bench",
-            "lockshift-migration-tool",
-        ],
-    ),
-];
-
-/// `decide` and every *do* crate: what the harness and the benchmark may
-/// import.
-const DO_CRATES: &[&str] = &[
-    "lockshift-decide",
-    "lockshift-store",
-    "lockshift-cql-emulator",
-    "lockshift-lock",
-    "lockshift-legacy",
-    "lockshift-queue-lock",
-    "lockshift-combined",
-    "lockshift-rollout",
-    "lockshift",
-];
+/// Where the crate map lives: the table of this section of the design
+/// document, one row per crate, whose last column says what it may import.
+const MAP_FILE: &str = "docs/design.md";
+const MAP_SECTION: &str = "## 7. Layout";
 
 /// The crate of pure decisions.
 const DECIDE: &str = "lockshift-decide";
@@ -274,16 +157,16 @@ fn forbidden_edges(
     krate: &str,
     dependencies: &[String],
     workspace: &[String],
-    allowed: &[(&str, &[&str])],
+    allowed: &[(String, Vec<String>)],
 ) -> Vec<String> {
-    let Some((_, row)) = allowed.iter().find(|(name, _)| *name == krate) else {
+    let Some((_, row)) = allowed.iter().find(|(name, _)| name == krate) else {
         return vec![format!(
-            "{krate} is not in the crate map: give it a row in ALLOWED (tests/layout/main.rs)"
+            "{krate} is not in the crate map: give it a row in {MAP_FILE} ({MAP_SECTION})"
         )];
     };
     dependencies
         .iter()
-        .filter(|d| workspace.contains(d) && !row.contains(&d.as_str()))
+        .filter(|d| workspace.contains(d) && !row.contains(d))
         .map(|d| format!("{krate} depends on {d}, which its row of the crate map does not allow"))
         .collect()
 }
@@ -449,6 +332,64 @@ fn too_long(files: &[(PathBuf, usize)], limit: usize) -> Vec<String> {
         .collect()
 }
 
+/// The crate map read from the table of `section` in `design`: (package,
+/// the packages it may import), in the table's order. A row's first cell
+/// names the package in backticks; its last cell lists what it may import
+/// by short name (`store` for `lockshift-store`, `lockshift` for the
+/// facade), or `—` for nothing. Every import must name a crate on an
+/// earlier row: that is the layering.
+fn crate_map(design: &str, section: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+    let start = design
+        .find(section)
+        .ok_or_else(|| format!("no section {section:?}"))?;
+    let body = &design[start + section.len()..];
+    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+    let mut map: Vec<(String, Vec<String>)> = Vec::new();
+    for line in body.lines() {
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        let Some(name) = cells
+            .first()
+            .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
+            .filter(|n| n.starts_with("lockshift"))
+        else {
+            continue;
+        };
+        let imports = cells.last().copied().unwrap_or_default();
+        let mut row = Vec::new();
+        if imports != "—" {
+            for short in imports.split(',').map(str::trim) {
+                let package = if short == "lockshift" {
+                    short.to_string()
+                } else {
+                    format!("lockshift-{short}")
+                };
+                if !map.iter().any(|(earlier, _)| *earlier == package) {
+                    return Err(format!(
+                        "{name} may import {short:?}, which is not on an earlier row"
+                    ));
+                }
+                row.push(package);
+            }
+        }
+        map.push((name.to_string(), row));
+    }
+    if map.is_empty() {
+        return Err(format!("section {section:?} has no crate table"));
+    }
+    Ok(map)
+}
+
+/// The map of the design document.
+fn the_crate_map() -> Vec<(String, Vec<String>)> {
+    let design = std::fs::read_to_string(root().join(MAP_FILE)).unwrap();
+    crate_map(&design, MAP_SECTION).unwrap_or_else(|e| panic!("{MAP_FILE} {MAP_SECTION}: {e}"))
+}
+
 // ===== The tests =====
 
 /// Every workspace member: (directory, package name, manifest text).
@@ -476,12 +417,13 @@ fn every_crate_depends_only_on_crates_its_row_allows() {
         crates.len()
     );
     let names: Vec<String> = crates.iter().map(|(_, name, _)| name.clone()).collect();
+    let map = the_crate_map();
     let mut problems = Vec::new();
     let mut edges = 0;
     for (dir, name, manifest) in &crates {
         let dependencies = table_keys(manifest, "dependencies");
         edges += dependencies.iter().filter(|d| names.contains(d)).count();
-        for p in forbidden_edges(name, &dependencies, &names, ALLOWED) {
+        for p in forbidden_edges(name, &dependencies, &names, &map) {
             problems.push(format!("{dir}/Cargo.toml: {p}"));
         }
     }
@@ -626,6 +568,46 @@ fn manifest_keys_are_read_from_every_form() {
 }
 
 #[test]
+fn the_map_is_read_from_its_table_and_an_import_from_a_later_row_is_refused() {
+    let design = "# D\n## 7. Layout\n\nText.\n\n| crate | dir | does | may import |\n|---|---|---|---|\n\
+        | `lockshift-decide` | `decide/` | decides | — |\n\
+        | `lockshift-store` | `store/` | stores | decide |\n\
+        | `lockshift` | `lockshift/` | the facade | decide, store |\n\
+        | `lockshift-tests` | `tests/` | tests | lockshift, store |\n\n## 8. Next\n\
+        | `lockshift-after` | `after/` | not in §7 | decide |\n";
+    let map = crate_map(design, "## 7. Layout").unwrap();
+    let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        map,
+        [
+            ("lockshift-decide".to_string(), vec![]),
+            (
+                "lockshift-store".to_string(),
+                strings(&["lockshift-decide"])
+            ),
+            (
+                "lockshift".to_string(),
+                strings(&["lockshift-decide", "lockshift-store"])
+            ),
+            (
+                "lockshift-tests".to_string(),
+                strings(&["lockshift", "lockshift-store"])
+            ),
+        ]
+    );
+    let upward = design.replace("| stores | decide |", "| stores | decide, lockshift |");
+    assert_eq!(
+        crate_map(&upward, "## 7. Layout"),
+        Err("lockshift-store may import \"lockshift\", which is not on an earlier row".into())
+    );
+    assert!(crate_map(design, "## 9. Missing").is_err());
+    // The real map has every workspace crate in it, decide first.
+    let real = the_crate_map();
+    assert_eq!(real[0], ("lockshift-decide".to_string(), vec![]));
+    assert!(real.len() >= 12, "{real:?}");
+}
+
+#[test]
 fn a_forbidden_edge_is_reported_and_an_allowed_one_is_not() {
     let workspace: Vec<String> = [
         "lockshift-store",
@@ -636,35 +618,36 @@ fn a_forbidden_edge_is_reported_and_an_allowed_one_is_not() {
     ]
     .map(String::from)
     .to_vec();
-    let allowed: &[(&str, &[&str])] = &[(
-        "lockshift-sample",
-        &["lockshift-store", "lockshift-lock", "lockshift-legacy"],
+    let allowed = [(
+        "lockshift-sample".to_string(),
+        ["lockshift-store", "lockshift-lock", "lockshift-legacy"]
+            .map(String::from)
+            .to_vec(),
     )];
     let deps = table_keys(SAMPLE_MANIFEST, "dependencies");
     // combined is not on the sample's row; the dev-dependency on the tool
     // is not looked at; serde is not a workspace crate.
     assert_eq!(
-        forbidden_edges("lockshift-sample", &deps, &workspace, allowed),
+        forbidden_edges("lockshift-sample", &deps, &workspace, &allowed),
         [
             "lockshift-sample depends on lockshift-combined, which its row of the crate map does not allow"
         ]
     );
     assert_eq!(
-        forbidden_edges("lockshift-other", &deps, &workspace, allowed),
-        [
-            "lockshift-other is not in the crate map: give it a row in ALLOWED (tests/layout/main.rs)"
-        ]
+        forbidden_edges("lockshift-other", &deps, &workspace, &allowed),
+        ["lockshift-other is not in the crate map: give it a row in docs/design.md (## 7. Layout)"]
     );
-    // The real table: the store may not reach up to the lock.
+    // The real map: the store may not reach up to the lock.
+    let map = the_crate_map();
     let store = ["lockshift-decide", "lockshift-lock"].map(String::from);
     let all = ["lockshift-decide", "lockshift-lock"].map(String::from);
     assert_eq!(
-        forbidden_edges("lockshift-store", &store, &all, ALLOWED),
+        forbidden_edges("lockshift-store", &store, &all, &map),
         [
             "lockshift-store depends on lockshift-lock, which its row of the crate map does not allow"
         ]
     );
-    assert!(forbidden_edges("lockshift-decide", &[], &all, ALLOWED).is_empty());
+    assert!(forbidden_edges("lockshift-decide", &[], &all, &map).is_empty());
 }
 
 #[test]
