@@ -69,6 +69,7 @@
 //! facade); both are pure and tested as tables there.
 
 pub mod algorithm;
+pub mod binding;
 pub mod cell;
 pub mod cells;
 pub mod census;
