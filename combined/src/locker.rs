@@ -29,7 +29,7 @@ use lockshift_store::{RowQuery, Store, StoreError, schema};
 /// hand-off, and its first waiter pauses like a legacy contender while
 /// `main` is taken. From `dual` on no legacy node runs, and it goes at the
 /// queue's speed. The pacing changes when, and only when, legacy may run
-/// — never the exclusion argument, which rests on C1 and C2 alone.
+/// — never the exclusion argument, which rests on G1 and Q1 alone.
 #[derive(Debug)]
 pub struct LegacyPacing {
     beside_legacy: AtomicBool,
@@ -68,15 +68,15 @@ impl LegacyPacing {
 /// showing my cell alone *before* my read of `main` (else a legacy holder
 /// that finished its shadow phase just before my read could be missed), and
 /// my `main` write before my `shadow` delete. It does not need the read of
-/// `main` to come before the write of `main` — the thesis' C1 reads `main`
-/// empty first, then writes, then re-reads (C2); reading once *after*
-/// writing gives both arguments at once: against legacy, that read follows
-/// the `shadow` read; against queue, it follows my `main` write (Lemma 1).
-/// So, from stage `dual` on, an uncontended acquisition is **3 round
-/// trips**: write queue, `shadow` and `main` cells together; read the place
-/// and `shadow` together; read `main`. Fewer is impossible: the `shadow`
-/// read must follow the `shadow` write, and the `main` read must follow the
-/// `shadow` read. (The queue lock's 2 lack the middle link.)
+/// `main` to come before the write of `main` — the thesis' first step (G1)
+/// reads `main` empty first, then writes, then re-reads (Q1); reading once
+/// *after* writing gives both arguments at once: against legacy, that read
+/// follows the `shadow` read; against queue, it follows my `main` write
+/// (Lemma 1). So, from stage `dual` on, an uncontended acquisition is **3
+/// round trips**: write queue, `shadow` and `main` cells together; read the
+/// place and `shadow` together; read `main`. Fewer is impossible: the
+/// `shadow` read must follow the `shadow` write, and the `main` read must
+/// follow the `shadow` read. (The queue lock's 2 lack the middle link.)
 ///
 /// Beside legacy contenders (stage `legacy`, or a stage the node cannot
 /// confirm) it keeps the thesis' shape — never a `main` cell before a
@@ -84,20 +84,20 @@ impl LegacyPacing {
 /// `main` cell that is about to vanish and pauses a full owner-wait for it
 /// — in **5 round trips**: queue and `shadow` writes together, place and
 /// `shadow` reads together, the fresh read of `main`, the `main` write, the
-/// re-read (C2).
+/// re-read (Q1).
 ///
 /// # The hand-off from `dual` on (Q6)
 ///
 /// The waiter second in line writes its `shadow` and `main` cells early,
 /// both naming the waiter ahead, which disregards them on every path (the
 /// paced one too: a node that cannot confirm the stage may be ahead of one
-/// that can). Once a queue read shows that waiter gone, read together with
-/// `shadow` showing my cell alone (or beside cells naming me), one read of
-/// `main` claims — the legacy argument's three orders all hold: my `shadow`
-/// write before that `shadow` read, that read before my read of `main`, my
-/// `main` write before my `shadow` delete; and my `shadow` cell must have
-/// lived since ([`MainEntry::can_claim`]). A hand-off is then the queue lock's:
-/// two reads after the previous holder leaves the queue.
+/// that can). It claims with one read of `main` after a queue read that
+/// shows that waiter gone, read together with `shadow` showing my cell
+/// alone (or beside cells naming me), and only if my `shadow` cell has
+/// lived since ([`MainEntry::can_claim`]) — so the legacy argument's three
+/// orders hold. A hand-off is then the queue lock's: two reads after the
+/// previous holder leaves the queue. Why it is safe: Q6's proof,
+/// docs/design.md §3 ("The reservation behind the waiter ahead").
 #[derive(Debug, Clone)]
 pub struct CombinedEntry {
     pacing: Arc<LegacyPacing>,
@@ -110,7 +110,7 @@ impl CombinedEntry {
 
     /// Whether `shadow` holds my cell alone — beside cells reserved behind
     /// me at most (Q6): those are combined waiters', never a legacy
-    /// contender's, and between combined waiters `main` decides (C2), so
+    /// contender's, and between combined waiters `main` decides (Q1), so
     /// Lemma 1 on `shadow` still holds against every legacy contender.
     async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
         let shadow = store
@@ -123,15 +123,15 @@ impl CombinedEntry {
         Ok(verdict(lease.owner().as_str(), lease.mark(), &shadow) == Verdict::Alone)
     }
 
-    /// The thesis' C1 + C2 after my `shadow` cell was found alone: a fresh
-    /// read of `main` (empty, or nothing is written), the `main` write, the
-    /// re-read. `None` when `main` was taken on the fresh read.
+    /// The thesis' two steps, G1 then Q1, after my `shadow` cell was found
+    /// alone: a fresh read of `main` (empty, or nothing is written), the
+    /// `main` write, the re-read. `None` when `main` was taken on the fresh read.
     async fn classic_main(
         &self,
         store: &dyn Store,
         lease: &Lease,
     ) -> Result<Option<Vec<lockshift_store::Cell>>, StoreError> {
-        // C1, listing 4 line 10: a fresh read — it must follow the shadow
+        // G1, listing 4 line 10: a fresh read — it must follow the shadow
         // read. Cells reserved behind me do not count (Q6): their owners
         // wait for me, and a node that saw the stage move on may have
         // written them while this one cannot confirm it.
@@ -139,11 +139,11 @@ impl CombinedEntry {
         if others_in(lease.owner().as_str(), lease.mark(), &fresh) {
             return Ok(None);
         }
-        // C1, line 11: my main cell.
+        // G1, line 11: my main cell.
         lease
             .write_holding(schema::MAIN, lease.owner().as_str(), self.value())
             .await?;
-        // C2: re-read main (Lemma 1 against queue holders).
+        // Q1: re-read main (Lemma 1 against queue holders).
         Ok(Some(read_main(store, lease).await?))
     }
 
@@ -233,7 +233,7 @@ impl MainEntry for CombinedEntry {
             });
         }
         let main = if beside_legacy {
-            // Rounds 3–5: the thesis' C1 and C2.
+            // Rounds 3–5: the thesis' two steps, G1 and Q1.
             self.classic_main(store, lease).await?
         } else {
             // Round 3: main, after the shadow read.
@@ -249,8 +249,8 @@ impl MainEntry for CombinedEntry {
     /// The first waiter's attempt. From `dual` on: shadow and main written
     /// together, shadow read, main read (3 round trips) — or, with the
     /// preparation standing (my `shadow` cell checked alone and proven
-    /// since), main written and read (2). Beside legacy contenders: C1 and
-    /// C2 as the thesis has them.
+    /// since), main written and read (2). Beside legacy contenders: G1 and
+    /// Q1 as the thesis has them.
     async fn enter(
         &self,
         store: &dyn Store,
@@ -259,8 +259,8 @@ impl MainEntry for CombinedEntry {
     ) -> Result<Entered, StoreError> {
         let me = lease.owner().as_str();
         if self.pacing.beside_legacy() {
-            // C1: write shadow, read shadow alone, fresh read of main
-            // empty, write main; C2: re-read main. (The legacy lock's own
+            // G1: write shadow, read shadow alone, fresh read of main
+            // empty, write main; Q1: re-read main. (The legacy lock's own
             // steps, but disregarding cells reserved behind me: Q6.)
             lease.write(schema::SHADOW, me, self.value()).await?;
             if self.shadow_alone(store, lease).await?
@@ -511,8 +511,8 @@ mod tests {
     async fn uncontended_acquire_costs_five_round_trips_beside_legacy() {
         let (round_trips, c) = uncontended(true).await;
         assert_eq!(round_trips, 5, "{c}");
-        // Queue and shadow writes; place and shadow reads; C1's fresh read
-        // of main and main write; C2's re-read.
+        // Queue and shadow writes; place and shadow reads; G1's fresh read
+        // of main and main write; Q1's re-read.
         assert_eq!(c.get(schema::QUEUE, OpKind::Write), 1, "{c}");
         assert_eq!(c.get(schema::SHADOW, OpKind::Write), 1, "{c}");
         assert_eq!(c.get(schema::QUEUE, OpKind::Read), 1, "{c}");

@@ -240,7 +240,7 @@ impl Staleness {
 /// life (`ttl − 1 s − skew allowance`, lock invariant L3,
 /// [`LeasePromise::guaranteed_life`]) even if the owner's clock is
 /// `clock_skew_margin` behind the observer's. Its owner has then been told
-/// it lost the lock (lock invariant K3). `None` promise: unknown, `false`.
+/// it lost the lock (lease invariant L3). `None` promise: unknown, `false`.
 pub fn lease_over(
     age: Duration,
     promise: Option<LeasePromise>,

@@ -39,7 +39,7 @@
 //!   TTL/2 ≥ TTL`, i.e. never before it expires by itself.)
 //! - **Lease over**: older than its guaranteed life by its own process's
 //!   promise ([`CensusCell::lease_over`]): its owner has been told that it
-//!   lost the lock (lock invariant K3). Nobody holds or waits through such a
+//!   lost the lock (lease invariant L3). Nobody holds or waits through such a
 //!   cell — a late write brought it back (L5), or its owner could not delete
 //!   it — and it is deleted, live process or not.
 //! - **May still hold**: any other overdue cell with a TTL. Its owner's

@@ -245,7 +245,7 @@ impl FromStr for Incarnation {
 ///
 /// One acquisition uses an owner id at a time, and the next acquisition of
 /// the same lock by the same process reuses it once the previous one's
-/// cells are gone (K1): a name reused costs the lock's rows one tombstone,
+/// cells are gone (L7): a name reused costs the lock's rows one tombstone,
 /// however often (the lock crate's `slots` module). Carrying the node id
 /// lets operators (and the legacy-activity detector) tell which node an
 /// owner belongs to; binaries that predate lockshift write owner ids

@@ -10,7 +10,7 @@
 //! row passes all of them: on Cassandra a lock slows with use and its reads
 //! fail past 100 000 tombstones (docs/design.md §1). So lockshift names a
 //! queue cell by its owner id alone — a slot, reused by the process's next
-//! acquisition of the lock (K1) — and writes the arrival into the value:
+//! acquisition of the lock (L7) — and writes the arrival into the value:
 //! `"{arrival:020}:{algorithm}"`. The row holds one cell, live or
 //! tombstone, per slot; a read takes the whole row and orders it by
 //! (arrival, owner id) — the thesis' order, the same names in another

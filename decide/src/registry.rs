@@ -166,7 +166,7 @@ impl LeasePromise {
     /// How long a cell written under this promise is sure to live after it
     /// was sent ([`guaranteed_life`] of its TTL: the TTL in whole seconds −
     /// 1 s − the skew allowance, lock invariant L3); its owner is told it
-    /// lost the lock before then (K3). `None` when the TTL guarantees
+    /// lost the lock before then (L3). `None` when the TTL guarantees
     /// nothing.
     pub fn guaranteed_life(&self) -> Option<Duration> {
         guaranteed_life(self.ttl())

@@ -26,7 +26,7 @@
 //! - **G3.** A contender succeeds only through G1: a `main` cell under its
 //!   own owner id that this acquisition did not write is not its holding.
 //!   The thesis' owner id was a thread's, so a lone cell of its own meant
-//!   it already held the lock; lockshift's names a *slot* (K1), which the
+//!   it already held the lock; lockshift's names a *slot* (L7), which the
 //!   process's next acquisition of the lock reuses, and a write of the
 //!   slot's previous lease answered with a timeout may land after that
 //!   lease ended (lockshift_lock L5). Such a leftover holds nothing (its

@@ -50,7 +50,7 @@ impl LegacyLocker {
         LegacyLocker { ctx, settings }
     }
 
-    /// A slot (the lowest free one: K1) and its lease.
+    /// A slot (the lowest free one: L7) and its lease.
     fn fresh(&self, lock: &LockId) -> (OwnerId, Lease) {
         let lease = self
             .ctx
@@ -72,7 +72,7 @@ impl LegacyLocker {
             waiting.check().map_err(Stop::Interrupted)?;
             if lease.lost_token().is_cancelled() {
                 // A fresh slot: the old lease keeps its own until its
-                // background cleanup is done (K1), so it cannot touch any
+                // background cleanup is done (L7), so it cannot touch any
                 // cell of the new attempts.
                 (*owner, *lease) = self.fresh(lock);
             }

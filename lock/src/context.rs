@@ -33,7 +33,7 @@ pub struct LockContext {
     rng: Mutex<StdRng>,
     slots: Arc<Slots>,
     /// The last stamp any lease of this context used: stamps increase
-    /// across leases (L1), so a reused slot's new cells win (K1).
+    /// across leases (L1), so a reused slot's new cells win (L7).
     stamps: Arc<AtomicI64>,
 }
 
@@ -130,7 +130,7 @@ impl LockContext {
     }
 
     /// A slot of `lock` for one acquisition: the owner id it writes under,
-    /// reused from earlier acquisitions whose cells are gone (K1).
+    /// reused from earlier acquisitions whose cells are gone (L7).
     pub fn take_slot(&self, lock: &LockId) -> Slot {
         self.slots.take(lock)
     }

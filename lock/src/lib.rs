@@ -15,7 +15,7 @@
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
 //!   acquisition writes under an owner id `node/IIIIIIIISSSSSSSS` — its
 //!   process and a slot, reused by the process's next acquisition of the
-//!   lock (K1) — the column name it writes. The ids are pure data from
+//!   lock (L7) — the column name it writes. The ids are pure data from
 //!   `lockshift_decide`; what they take from the operating system or a
 //!   random draw comes from here: [`node_id_for_this_process`],
 //!   [`derived_node_id`], [`new_incarnation`], [`host_name`].
@@ -32,7 +32,7 @@
 //!
 //! - [`LockContext`]: store, clock, node id, lease settings and seeded
 //!   randomness, shared by every locker of a node; it hands out owner
-//!   [`Slot`]s (K1) and starts leases. [`ActivityObserver`] hears of the
+//!   [`Slot`]s (L7) and starts leases. [`ActivityObserver`] hears of the
 //!   legacy holders a locker sees.
 //! - [`Waiting`]: the wait helper enforcing deadlines and cancellation
 //!   ([`Interrupted`], [`Stop`]); [`pause`]: pauses shorter than tokio's
@@ -47,31 +47,20 @@
 //!
 //! # Invariants
 //!
-//! - **K1.** An owner id is used by one acquisition at a time, and by the
-//!   next acquisition of the same lock in the same process only once every
-//!   cell of the previous one is gone (deleted, or past its TTL) — names are
-//!   reused so that a lock's rows hold one tombstone per slot, not one per
-//!   acquisition (`slots.rs`; docs/design.md §1).
-//! - **K2.** Every cell an acquisition writes is registered with its lease
-//!   before the write is sent, and the lease deletes it on release, on drop,
-//!   or it expires within one TTL (thesis §5.3).
-//! - **K3.** The lost signal fires no later than `lost_after_fraction × TTL`
-//!   after the last renewal that was proven (sent and acknowledged), i.e.
-//!   before the cell can expire — TTLs count in whole seconds, so that is
-//!   `sent + ttl − 1 s − skew allowance`, which [`LeaseSettings::problems`]
-//!   enforces — and it is never un-fired (the lease's own invariants: L1–L4
-//!   in [`lease`]).
-//! - **K4.** A lease never writes a cell it has begun to delete, and never
-//!   rewrites a cell a renewal found gone (no resurrection). A write already
-//!   in flight may still land late; it holds nothing (L5).
+//! The lock API's rules are the lease's, defined in [`lease`]: a slot is
+//! reused only once its cells are gone (L7); every cell an acquisition
+//! writes goes through its lease and is removed on release or drop (L4);
+//! the holder is told before its cell can expire, and the signal is never
+//! un-fired (L3); no resurrection (L2), but for a late write, which holds
+//! nothing (L5).
 //!
 //! # Safety argument (what this crate contributes)
 //!
 //! Exclusion itself is each algorithm's business (Lemma 1 of the thesis on
 //! the main or shadow row). This crate guarantees the conditions the
 //! arguments assume: that a holder's main cell exists for as long as the
-//! holder believes it holds the lock (K3: it is told before the cell can
-//! expire), and that a cell removed by anyone stays removed (K4) — but for
+//! holder believes it holds the lock (L3: it is told before the cell can
+//! expire), and that a cell removed by anyone stays removed (L2) — but for
 //! a write of a lost lease landing late, which only makes others wait (L5).
 //!
 //! # How a locker writes through a lease

@@ -15,18 +15,10 @@
 //! of a lock as it ever had acquisitions of it at once (plus, briefly, one
 //! per acquisition whose cells could not be deleted and must expire first).
 //!
-//! # Invariants
-//!
-//! - **K1** (the lock crate's): a slot is used by one acquisition at a time,
-//!   and by the next only once every cell the previous one wrote is gone —
-//!   deleted, with the delete acknowledged, or past its TTL. Together with
-//!   the stamps of one context only ever increasing (across leases, L1), a
-//!   slot's new cells always win over its old cells and their tombstones,
-//!   by stamp. "Past its TTL" cannot count a write of the old lease still
-//!   in flight (L5): one may land after the slot was taken again. Its
-//!   stamp is below everything the new acquisition writes, so it loses to
-//!   those writes; only a read made before them can meet it, and none
-//!   takes it for the new acquisition's own (legacy G3).
+//! The rule is the lease's L7 ([`lease`](crate::lease)): a slot is used by
+//! one acquisition at a time, and by the next only once every cell the
+//! previous one wrote is gone — deleted, with the delete acknowledged, or
+//! past its TTL.
 //!
 //! The slot table forgets a lock once all its slots are free: it holds an
 //! entry only per lock the process has an acquisition of, or had one of
@@ -86,7 +78,7 @@ impl Slots {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The lowest free slot of `lock` (K1), or a new one.
+    /// The lowest free slot of `lock` (L7), or a new one.
     pub(crate) fn take(self: &Arc<Self>, lock: &LockId) -> Slot {
         let now = Instant::now();
         let index = {
@@ -183,7 +175,7 @@ impl Slot {
     }
 
     /// Gives the slot back, free for the next acquisition from `from` on
-    /// (K1: once every cell written under it is gone).
+    /// (L7: once every cell written under it is gone).
     pub(crate) fn free_from(mut self, from: Instant) {
         self.returned = true;
         self.slots.give_back(&self.lock, self.index, from);

@@ -40,9 +40,12 @@
 //!   holds, its `main` cell carries the lease TTL and is renewed as any
 //!   holding. A waiter whose queue cell is gone re-enqueues, one whose
 //!   lease is lost re-enqueues in a slot of its own (the old one is free
-//!   again once the old lease's cells are gone, K1). So a waiter killed
-//!   while it waits holds the line up for at most the waiting TTL (safe:
-//!   docs/design.md §2, DW1).
+//!   again once the old lease's cells are gone, L7). So a waiter killed
+//!   while it waits holds the line up for at most the waiting TTL, and a
+//!   waiter that looks dead (its queue cell watched unchanged for
+//!   `stale_after`) is skipped early. Both are safe; the proof is written
+//!   once, in docs/design.md §2 ("Why skipping a dead waiter early is
+//!   safe").
 //! - **Q4.** A waiter polls by the store's round trip as it measures it: the
 //!   next waiter about once per round trip while the line moves, a waiter
 //!   `d` places back every `d` round trips (or half the line's pace per
@@ -77,10 +80,10 @@
 //! and the fast path, whose `main` read follows its `main` write just the
 //! same; "first in line" is fairness, not exclusion. The queue orders
 //! entries, and carries exclusion only through Q6's "X's cell is gone"; a
-//! holder may leave the queue because it has verified. Why skipping a dead
+//! holder may leave the queue because it has verified. That skipping a dead
 //! waiter early — a queue cell watched unchanged for `stale_after`, or
-//! cells that expired with the waiting TTL (Q3) — keeps this argument:
-//! docs/design.md §2, DW1. A legacy
+//! cells that expired with the waiting TTL — keeps this argument is Q3's
+//! proof, in docs/design.md §2. A legacy
 //! holder writes `main` without re-reading it, which breaks this argument:
 //! see docs/design.md §3 for why legacy and queue must never run together.
 //!

@@ -46,7 +46,7 @@ use perform::report;
 use poll::{Average, Bounds};
 use waiter::{Action, Context, Observation, Waiter};
 
-/// One place in line: an owner (a slot, K1), its lease, its queue cell —
+/// One place in line: an owner (a slot, L7), its lease, its queue cell —
 /// named by the owner id, the arrival in the value — and its mark (Q6).
 struct Ticket {
     owner: OwnerId,
@@ -300,7 +300,7 @@ impl Line {
         let mut ticket: Option<Ticket> = None;
         // The slot taken by `acquire` names the first place in line; every
         // later place takes a slot of its own while the old place's lease
-        // still holds its slot (K1), so a lingering cleanup of an old place
+        // still holds its slot (L7), so a lingering cleanup of an old place
         // can never delete a new cell.
         let mut fresh_slot = Some(first);
         let mut waiter = Waiter::new(

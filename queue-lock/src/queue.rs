@@ -28,7 +28,7 @@ pub use lockshift_decide::queue::{
 /// must not enter. A waiter that just arrived therefore waits up to
 /// `stale_after` before it skips a dead cell; the cell's waiting TTL ends
 /// it soon after anyway. Skipping is safe at any threshold
-/// (docs/design.md §2, DW1).
+/// (Q3; proof in docs/design.md §2).
 #[derive(Debug, Clone)]
 pub struct Sightings {
     stale_after: Duration,

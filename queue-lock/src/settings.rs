@@ -72,9 +72,9 @@ pub struct QueueSettings {
     /// A queue cell a waiter has watched stand still — its write time
     /// unchanged — for this long (the waiter's own time, so clock skew
     /// between nodes does not enter) is a dead waiter's and is skipped.
-    /// Safe at any value (docs/design.md §2, DW1), but below the waiting
-    /// renewal period live waiters get skipped. Default (`None`): three
-    /// `waiting_renew_every` periods, `3s`.
+    /// Safe at any value (Q3; proof in docs/design.md §2), but below the
+    /// waiting renewal period live waiters get skipped. Default (`None`):
+    /// three `waiting_renew_every` periods, `3s`.
     #[serde(with = "humantime_serde::option")]
     pub stale_after: Option<Duration>,
     /// How many times `try_acquire` tries to enter `main` while first in

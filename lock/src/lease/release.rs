@@ -128,7 +128,7 @@ impl Shared {
         }
     }
 
-    /// Gives the slot back (K1): free at once when every cell is known
+    /// Gives the slot back (L7): free at once when every cell is known
     /// deleted, else once the last of them has surely expired — a TTL, the
     /// second Cassandra may round up, and the skew allowance from now (no
     /// write of this lease is sent after this).

@@ -27,7 +27,7 @@
 //! paused (a GC pause, SIGSTOP, a frozen VM), cut off from the store, or
 //! with its renewals slow or stuck in flight. Its lease tells it at the
 //! latest `lost_after_fraction × TTL` after its last renewal that landed
-//! (K3), and until then it may still act on the lock beside the process
+//! (L3), and until then it may still act on the lock beside the process
 //! that takes it next — unless the resource is fenced. Worse, a renewal of
 //! such an owner still in flight when its cell is deleted lands afterwards
 //! and survives the delete (defence 2 below lets a later stamp win): the

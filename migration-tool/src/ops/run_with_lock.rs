@@ -7,7 +7,7 @@
 //! # Lease loss
 //!
 //! The guard's lost signal fires when the lease can no longer be proven,
-//! before the cell can expire (lock invariant K3). Then the command must
+//! before the cell can expire (lease invariant L3). Then the command must
 //! stop touching the guarded resource: it gets SIGTERM, then SIGKILL after
 //! `--grace`, and `migrate` exits 4 whatever the command's own status. The
 //! lease is checked once more (against the clock) just before the command

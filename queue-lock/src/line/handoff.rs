@@ -47,36 +47,20 @@
 //! cell early too, marked as waiting behind the one directly ahead of it
 //! ([`reserved_behind`]: the value names that waiter's *mark*, its owner id
 //! and arrival — the owner id alone passes on to the next acquisition in
-//! the same slot, K1, which must not take the cell for one behind it), and
+//! the same slot, L7, which must not take the cell for one behind it), and
 //! the hand-off shrinks to that poll and one read of `main`.
 //!
 //! A plain reservation would make the waiter ahead fail Q1 on its
 //! verifying read; so the waiter ahead, X, disregards the cells that name
-//! it, and only those. That is safe because a cell naming X is claimed
-//! only under a stricter rule: its owner W holds only on a read of `main`
-//! that *starts after* a read of the queue found X's queue cell gone (not
-//! skipped as dead: gone). X deletes its queue cell only after its own
-//! verifying read (Q2), which followed its own `main` write; so W's read of
-//! `main` follows X's `main` write and shows X's cell for as long as X
-//! holds — and X's cell never names W (queue cells are totally ordered by
-//! arrival and owner id, and a cell names a mark, which is one acquisition,
-//! so W is never directly ahead of X). Every other pair is plain Lemma 1:
-//! a cell that names someone else counts as a reservation like any other.
-//! A cell that looks dead may be a paused waiter's, so W falls back to a
-//! plain entry when the queue showed X only as dead ([`Position::FirstPastDead`]).
-//! The same holds whatever W wrote in between (a reservation behind
-//! someone else, or a plain entry): a claim of X's that saw W's cell naming
-//! X started before W's later write ended, so W's later read of `main`
-//! follows X's `main` write; a claim of X's after it sees W's new value.
-//!
-//! The combined lock reserves behind the one ahead too, in `shadow` and
-//! `main` at once, and the waiter ahead disregards both. Its claim keeps the
-//! legacy argument's order: W reads `shadow` (its cell alone, or beside
-//! cells naming W) together with the queue read that shows X gone, and
-//! claims only on a later read of `main`, with its `shadow` cell proven to
-//! have lived since. A legacy contender's cells are never disregarded, so
-//! Lemma 1 on `shadow` holds against every one of them; between combined
-//! waiters `main` decides.
+//! it, and only those; and the owner W of a cell naming X claims only on
+//! a read of `main` that *starts after* a read of the queue found X's queue cell gone (not
+//! skipped as dead: gone). A cell that looks dead may be a paused
+//! waiter's, so W falls back to a plain entry when the queue showed X only
+//! as dead ([`Position::FirstPastDead`]). A cell that names someone else
+//! counts as a reservation like any other. Why this keeps exclusion is
+//! Q6's proof, written once in docs/design.md §3 ("The reservation behind
+//! the waiter ahead"); the combined lock reserves in `shadow` too
+//! (`lockshift_combined`'s entry keeps the legacy argument's order).
 //!
 //! [`RESERVED_VALUE`]: lockshift_lock::RESERVED_VALUE
 //! [`reserved_behind`]: lockshift_lock::reserved_behind
@@ -185,7 +169,7 @@ mod tests {
         let legacy = cell("legacy-thread", b"");
         let other_res = cell("w/01", RESERVED_VALUE);
         let behind_me = cell("w/02", &reserved_behind(Algorithm::Queue, mark));
-        // Behind an earlier acquisition of my slot (K1): not behind me.
+        // Behind an earlier acquisition of my slot (L7): not behind me.
         let behind_my_slot = cell(
             "w/04",
             &reserved_behind(Algorithm::Queue, "me/01@00000000000000000003"),
