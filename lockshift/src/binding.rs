@@ -1,168 +1,25 @@
-//! What a node knows about the stage and which acquisitions act on it: the
-//! pure core of the node runtime (no I/O, no clock of its own — every
-//! function takes `now`), so every decision can be tested table by table.
-//!
-//! # The rules it enforces
-//!
-//! The rollout rules are defined in docs/design.md §4, and why they keep
-//! legacy and queue acquisitions apart is argued there once ("Why no legacy
-//! and queue acquisitions overlap"). This module makes the decisions of R2,
-//! R3, R4, R5 and R8; the node runtime calls it and does the I/O.
-//!
-//! - [`View`] is the node's view of the stage. It is confirmed while both
-//!   its last stage read and its last heartbeat were sent less than
-//!   `stage_valid_for` ago (R2). [`View::resolve`] resolves the configured
-//!   mode against the confirmed stage, and gives combined
-//!   ([`resolve`]`(mode, None)`) while the view is unconfirmed (R2) or the
-//!   result is an algorithm the last landed heartbeat did not declare (R8).
-//! - [`Bindings`] holds every acquisition in flight or held, with the
-//!   algorithm it resolved and its stage version. [`Bindings::follow`]
-//!   invalidates or re-binds them when the resolution or the confirmed stage
-//!   changes (R3). [`Bindings::hand_out`] decides whether a guard just taken
-//!   may be handed out; a refused one is released by the caller, which
-//!   re-enters (R4, R8). [`Bindings::acting_version`] is the oldest version
-//!   the heartbeat reports (R5); guards that need "every node acts on stage
-//!   ≥ N" read that, not only the node's view (R6).
+//! The node's stage bindings with the cancellation tokens their waiters
+//! watch. What the bindings decide (R2–R5, R8) is pure and lives in
+//! [`lockshift_decide::binding`]; this module gives each acquisition the
+//! token its locker waits on, fires the tokens of the acquisitions the
+//! bindings invalidate, and tells the bindings when a caller's cancel fired
+//! one.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::Instant;
 
-use lockshift_lock::Algorithm;
-use tokio::time::Instant;
+use lockshift_decide::algorithm::Algorithm;
+pub(crate) use lockshift_decide::binding::View;
+use lockshift_decide::binding::{Bindings as Core, Refusal};
+use lockshift_decide::rollout::StageRecord;
 use tokio_util::sync::CancellationToken;
 
-#[cfg(test)]
-use lockshift_combined::Stage;
-use lockshift_combined::{Mode, Resolution, StageRecord, resolve};
-
-/// The node's view of the stage (R2).
-#[derive(Clone, Debug)]
-pub(crate) struct View {
-    /// The last stage read.
-    pub(crate) record: Option<StageRecord>,
-    /// When the last successful stage read was sent.
-    read_sent: Option<Instant>,
-    /// When the last successful heartbeat was sent.
-    heartbeat_sent: Option<Instant>,
-    /// What that heartbeat declared the node may run (R8).
-    declared: BTreeSet<Algorithm>,
-    valid_for: Duration,
-}
-
-impl View {
-    pub(crate) fn new(valid_for: Duration) -> Self {
-        View {
-            record: None,
-            read_sent: None,
-            heartbeat_sent: None,
-            declared: BTreeSet::new(),
-            valid_for,
-        }
-    }
-
-    /// A stage read sent at `sent` returned `record`.
-    pub(crate) fn read(&mut self, record: StageRecord, sent: Instant) {
-        // Versions only move forward: a slow read that returns after a newer
-        // one must not take the view back.
-        if self
-            .record
-            .as_ref()
-            .is_none_or(|old| record.version >= old.version)
-        {
-            self.record = Some(record);
-        }
-        self.read_sent = Some(self.read_sent.map_or(sent, |t| t.max(sent)));
-    }
-
-    /// A heartbeat sent at `sent`, declaring that the node may run
-    /// `declared`, was written (with its activity promise, R8).
-    pub(crate) fn heartbeat(&mut self, sent: Instant, declared: BTreeSet<Algorithm>) {
-        // A slow heartbeat that lands after a newer one changes nothing.
-        if self.heartbeat_sent.is_none_or(|t| sent >= t) {
-            self.heartbeat_sent = Some(sent);
-            self.declared = declared;
-        }
-    }
-
-    /// Until when the view is confirmed (R2); `None` if it never was.
-    pub(crate) fn valid_until(&self) -> Option<Instant> {
-        let since = self.read_sent?.min(self.heartbeat_sent?);
-        self.record.as_ref()?;
-        Some(since + self.valid_for)
-    }
-
-    /// The stage record, if the view is confirmed at `now`.
-    pub(crate) fn confirmed(&self, now: Instant) -> Option<&StageRecord> {
-        match self.valid_until() {
-            Some(until) if now < until => self.record.as_ref(),
-            _ => None,
-        }
-    }
-
-    /// Whether a heartbeat has landed since the node started.
-    pub(crate) fn has_heartbeat(&self) -> bool {
-        self.heartbeat_sent.is_some()
-    }
-
-    /// Whether the view was confirmed once and is not any more. A node that
-    /// has not yet confirmed a view since it started (its first heartbeat
-    /// is still on its way) is unconfirmed, not expired.
-    pub(crate) fn expired(&self, now: Instant) -> bool {
-        self.valid_until().is_some_and(|until| now >= until)
-    }
-
-    /// What new acquisitions use at `now`: `configured` resolved against the
-    /// confirmed stage (R2) — combined while the result is an algorithm the
-    /// last landed heartbeat did not declare (R8).
-    pub(crate) fn resolve(&self, configured: Mode, now: Instant) -> Resolution {
-        let wanted = self.declaring(configured, now);
-        if wanted.algorithm == Algorithm::Combined || self.declared.contains(&wanted.algorithm) {
-            wanted
-        } else {
-            Resolution {
-                algorithm: Algorithm::Combined,
-                degraded_from: None,
-            }
-        }
-    }
-
-    /// What `configured` resolves to at `now` once the registry knows it:
-    /// what the next heartbeat declares (R8).
-    pub(crate) fn declaring(&self, configured: Mode, now: Instant) -> Resolution {
-        resolve(configured, self.confirmed(now).map(|r| r.stage))
-    }
-}
-
-/// One acquisition in flight or held (R3).
-#[derive(Debug)]
-struct Binding {
-    algorithm: Algorithm,
-    /// The stage version it acts consistently with; `None`: no stage was
-    /// ever read (only combined resolves then).
-    version: Option<u64>,
-    held: bool,
-    /// Fires when the acquisition must leave the line and re-enter.
-    invalidated: CancellationToken,
-}
-
-/// Why a guard was not handed out (R4, R8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// The acquisition was invalidated while it waited.
-    Invalidated,
-    /// The view is no longer confirmed.
-    Unconfirmed,
-    /// The stage moved past the acquisition's binding.
-    Moved,
-    /// The last landed heartbeat did not declare the algorithm (R8).
-    Undeclared,
-}
-
-/// Every acquisition of a node, by id.
+/// Every acquisition of a node, by id, with its token.
 #[derive(Debug, Default)]
 pub(crate) struct Bindings {
-    next: u64,
-    map: BTreeMap<u64, Binding>,
+    core: Core,
+    /// Fires when the acquisition must leave the line and re-enter.
+    tokens: BTreeMap<u64, CancellationToken>,
 }
 
 impl Bindings {
@@ -175,125 +32,85 @@ impl Bindings {
         view: &View,
         cancel: Option<&CancellationToken>,
     ) -> (u64, CancellationToken) {
-        let id = self.next;
-        self.next += 1;
+        let id = self.core.bind(algorithm, view);
         let token = cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
-        self.map.insert(
-            id,
-            Binding {
-                algorithm,
-                version: view.record.as_ref().map(|r| r.version),
-                held: false,
-                invalidated: token.clone(),
-            },
-        );
+        self.tokens.insert(id, token.clone());
         (id, token)
     }
 
     /// Forgets an acquisition (it ended without a guard, or its guard was
     /// released).
     pub(crate) fn unbind(&mut self, id: u64) {
-        self.map.remove(&id);
+        self.core.unbind(id);
+        self.tokens.remove(&id);
     }
 
     /// Whether acquisition `id` was invalidated.
     #[cfg(test)]
     pub(crate) fn is_invalidated(&self, id: u64) -> bool {
-        self.map
-            .get(&id)
-            .is_some_and(|b| !b.held && b.invalidated.is_cancelled())
+        self.core.is_invalidated(id)
     }
 
-    /// Applies the node's current resolution and confirmed stage (R3).
-    /// Idempotent: call it whenever either may have changed.
-    pub(crate) fn follow(&mut self, algorithm: Algorithm, confirmed: Option<&StageRecord>) {
-        for b in self.map.values_mut() {
-            if b.held {
-                if let Some(r) = confirmed
-                    && r.stage.allows(b.algorithm)
-                {
-                    b.version = Some(r.version);
-                }
-            } else if b.invalidated.is_cancelled() {
-                // Leaving the line: keeps its old binding until it is gone.
-            } else if b.algorithm != algorithm {
-                b.invalidated.cancel();
-            } else if let Some(r) = confirmed {
-                // R3: a non-combined acquisition follows the stage one
-                // version at a time: adjacent stages never allow legacy and
-                // queue together (R1), so one step keeps its algorithm's
-                // guarantees. A
-                // jump means the node missed stages (it was paused or cut
-                // off), and the acquisition's store steps may date from
-                // before them: it leaves.
-                let missed = b.version.is_some_and(|v| r.version > v.saturating_add(1));
-                if missed && b.algorithm != Algorithm::Combined {
-                    b.invalidated.cancel();
-                } else {
-                    b.version = Some(r.version);
-                }
+    /// Tells the bindings of the acquisitions whose callers cancelled them:
+    /// those leave the line as invalidated ones do.
+    fn note_cancelled(&mut self) {
+        for (id, token) in &self.tokens {
+            if token.is_cancelled() {
+                self.core.invalidate(*id);
             }
         }
     }
 
+    /// Fires the tokens of acquisitions `ids`.
+    fn cancel(&self, ids: Vec<u64>) {
+        for id in ids {
+            if let Some(token) = self.tokens.get(&id) {
+                token.cancel();
+            }
+        }
+    }
+
+    /// Applies the node's current resolution and confirmed stage (R3),
+    /// firing the tokens of the acquisitions that must leave the line.
+    /// Idempotent: call it whenever either may have changed.
+    pub(crate) fn follow(&mut self, algorithm: Algorithm, confirmed: Option<&StageRecord>) {
+        self.note_cancelled();
+        let invalidated = self.core.follow(algorithm, confirmed);
+        self.cancel(invalidated);
+    }
+
     /// Invalidates every waiting acquisition (the node is shutting down).
     pub(crate) fn invalidate_waiting(&mut self) {
-        for b in self.map.values_mut().filter(|b| !b.held) {
-            b.invalidated.cancel();
-        }
+        let invalidated = self.core.invalidate_waiting();
+        self.cancel(invalidated);
     }
 
     /// Decides whether acquisition `id`, which just took its lock, may hand
     /// the guard out (R4, R8); if so it counts as held from now on.
     pub(crate) fn hand_out(&mut self, id: u64, view: &View, now: Instant) -> Result<(), Refusal> {
-        let Some(b) = self.map.get_mut(&id) else {
-            return Err(Refusal::Invalidated);
-        };
-        if b.invalidated.is_cancelled() {
-            return Err(Refusal::Invalidated);
+        if self
+            .tokens
+            .get(&id)
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            self.core.invalidate(id);
         }
-        if b.algorithm != Algorithm::Combined {
-            let Some(confirmed) = view.confirmed(now) else {
-                return Err(Refusal::Unconfirmed);
-            };
-            if b.version != Some(confirmed.version) {
-                return Err(Refusal::Moved);
-            }
-            if !view.declared.contains(&b.algorithm) {
-                return Err(Refusal::Undeclared);
-            }
-        }
-        b.held = true;
-        Ok(())
+        self.core.hand_out(id, view, now)
     }
 
-    /// The oldest stage version the node may still act on (R5): its view's
-    /// version and every binding's. `None` when any of them is unknown.
+    /// The oldest stage version the node may still act on (R5).
     pub(crate) fn acting_version(&self, view: &View) -> Option<u64> {
-        let seen = view.record.as_ref().map(|r| r.version)?;
-        self.map
-            .values()
-            .try_fold(seen, |oldest, b| b.version.map(|v| oldest.min(v)))
+        self.core.acting_version(view)
     }
 
     /// Acquisitions waiting or held, by algorithm.
     pub(crate) fn counts(&self) -> BTreeMap<Algorithm, u32> {
-        let mut out = BTreeMap::new();
-        for b in self.map.values() {
-            *out.entry(b.algorithm).or_insert(0) += 1;
-        }
-        out
-    }
-
-    /// Whether any guard is held.
-    #[cfg(test)]
-    pub(crate) fn any_held(&self) -> bool {
-        self.map.values().any(|b| b.held)
+        self.core.counts()
     }
 
     /// Whether any acquisition is waiting.
     pub(crate) fn any_waiting(&self) -> bool {
-        self.map.values().any(|b| !b.held)
+        self.core.any_waiting()
     }
 }
 

@@ -178,7 +178,9 @@ impl NodeLocker {
     /// The stage the node acts on (`None`: unknown or unconfirmed).
     pub fn stage(&self) -> Option<Stage> {
         let st = self.core.shared.state();
-        st.view.confirmed(Instant::now()).map(|s| s.stage)
+        st.view
+            .confirmed(Instant::now().into_std())
+            .map(|s| s.stage)
     }
 
     /// Decides whether `attempt`'s guard may be handed out (R4, R8); if so, ties
@@ -194,7 +196,7 @@ impl NodeLocker {
             let mut st = self.core.shared.state();
             let st = &mut *st;
             st.bindings
-                .hand_out(attempt.id, &st.view, Instant::now())
+                .hand_out(attempt.id, &st.view, Instant::now().into_std())
                 .err()
         };
         match refused {

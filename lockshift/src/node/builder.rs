@@ -237,7 +237,7 @@ impl Node {
             lease_promise: LeasePromise::of(&lease),
             state: Mutex::new(State {
                 configured,
-                resolution: view.resolve(configured, Instant::now()),
+                resolution: view.resolve(configured, Instant::now().into_std()),
                 view,
                 bindings: Bindings::default(),
                 expired: false,

@@ -8,7 +8,9 @@
 //! The node keeps the rollout rules R2–R8 of docs/design.md §4; why they
 //! keep legacy and queue acquisitions apart is argued there once ("Why no
 //! legacy and queue acquisitions overlap"). The decisions themselves are
-//! pure and live in `binding`; the parts of this module run them:
+//! pure and live in [`lockshift_decide::binding`] (the facade's `binding`
+//! adds the tokens that take an invalidated acquisition out of its line);
+//! the parts of this module run them:
 //!
 //! - `runtime` re-reads the stage (and the config file) every
 //!   `rollout.stage_reread_every` and heartbeats every

@@ -106,7 +106,7 @@ fn pending(
     view: &View,
     configured: Mode,
     now_using: Resolution,
-    now: Instant,
+    now: std::time::Instant,
 ) -> Option<Algorithm> {
     let wanted = view.declaring(configured, now).algorithm;
     (wanted != now_using.algorithm).then_some(wanted)
@@ -138,6 +138,7 @@ pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
             .state()
             .view
             .valid_until()
+            .map(Instant::from_std)
             .filter(|t| *t > Instant::now());
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -168,11 +169,11 @@ impl Shared {
             stage: st.view.record.clone(),
             effective: st.resolution.algorithm,
             degraded_from: st.resolution.degraded_from,
-            view_expired: st.view.expired(now),
+            view_expired: st.view.expired(now.into_std()),
             acting_version: st.bindings.acting_version(&st.view),
             incarnation: self.incarnation,
             other_processes: st.others.clone(),
-            pending: pending(&st.view, st.configured, st.resolution, now),
+            pending: pending(&st.view, st.configured, st.resolution, now.into_std()),
         }
     }
 
@@ -180,6 +181,7 @@ impl Shared {
     /// the result to every acquisition (R2, R3). Idempotent and cheap: every
     /// path that may see a change calls it.
     pub(super) fn reevaluate(&self, st: &mut State, now: Instant) {
+        let now = now.into_std();
         let resolution = st.view.resolve(st.configured, now);
         let expired = st.view.expired(now);
         if expired != st.expired {
@@ -238,7 +240,7 @@ impl Shared {
                     if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
                         info!(node = %self.id, stage = %record.stage, version = record.version, "stage read");
                     }
-                    st.view.read(record, sent);
+                    st.view.read(record, sent.into_std());
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -249,7 +251,7 @@ impl Shared {
             // now rather than a heartbeat period later — once a heartbeat
             // has landed at all (at start, one follows anyway).
             let register = st.view.has_heartbeat()
-                && pending(&st.view, st.configured, st.resolution, now).is_some();
+                && pending(&st.view, st.configured, st.resolution, now.into_std()).is_some();
             (result, register)
         };
         self.view_changed.notify_one();
@@ -279,6 +281,7 @@ impl Shared {
     fn info(&self, sent: Instant) -> (NodeInfo, BTreeSet<Algorithm>) {
         let mut st = self.state();
         self.reevaluate(&mut st, sent);
+        let sent = sent.into_std();
         let mut view = st.view.clone();
         view.heartbeat(sent, BTreeSet::new());
         let resolution = view.declaring(st.configured, sent);
@@ -341,7 +344,7 @@ impl Shared {
         .await?;
         {
             let mut st = self.state();
-            st.view.heartbeat(sent, declared);
+            st.view.heartbeat(sent.into_std(), declared);
             self.reevaluate(&mut st, Instant::now());
         }
         self.view_changed.notify_one();
