@@ -34,6 +34,10 @@
 //! - [`algorithm`]: [`algorithm::Algorithm`], the configured
 //!   [`algorithm::Mode`], the rollout [`algorithm::Stage`] and how a mode
 //!   resolves against a stage ([`algorithm::resolve`]).
+//! - [`binding`]: a node's view of the stage ([`binding::View`]) and the
+//!   binding of each of its acquisitions ([`binding::Bindings`]): which
+//!   acquisitions a new view invalidates, whether a guard may be handed
+//!   out, and the oldest version the node still acts on.
 //! - [`queue`]: the queue row — what a waiter's queue cell says
 //!   ([`queue::queue_value`], [`queue::parse_queue_cell`]), a waiter's
 //!   [`queue::mark`], and where a waiter stands in a read of the row
@@ -63,10 +67,9 @@
 //!
 //! The store crate re-exports the first three at the paths they had before
 //! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
-//! queue lock and combined crates the others. Two decision cores still
-//! live beside the I/O that drives them: the queue waiter's state machine
-//! (the queue lock's waiting line) and the node's stage bindings (the
-//! facade); both are pure and tested as tables there.
+//! queue lock and combined crates the others. One decision core still
+//! lives beside the I/O that drives it: the queue waiter's state machine
+//! (the queue lock's waiting line), pure and tested as tables there.
 
 pub mod algorithm;
 pub mod binding;
