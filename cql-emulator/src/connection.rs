@@ -4,14 +4,14 @@
 //!
 //! # Invariants
 //!
-//! - **P1.** Nothing a client sends can panic the server: decoding never
-//!   indexes past a length it has not checked, and all engine work runs
-//!   under [`guarded`], which turns a bug's panic into a `ServerError`
-//!   answer for that one request.
-//! - **P2.** A frame's body is only buffered once its header passed the
-//!   version and size checks (see [`crate::frame`]).
-//! - **P3.** STARTUP, OPTIONS and REGISTER are answered inline, in order, so
-//!   a request after STARTUP always sees the connection started.
+//! 1. Nothing a client sends can panic the server: decoding never
+//!    indexes past a length it has not checked, and all engine work runs
+//!    under [`guarded`], which turns a bug's panic into a `ServerError`
+//!    answer for that one request.
+//! 2. A frame's body is only buffered once its header passed the
+//!    version and size checks (see [`crate::frame`]).
+//! 3. STARTUP, OPTIONS and REGISTER are answered inline, in order, so
+//!    a request after STARTUP always sees the connection started.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +51,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn engine(&self) -> MutexGuard<'_, Engine> {
-        // P1: a panic under the lock is caught by `guarded`; the engine's
+        // Invariant 1: a panic under the lock is caught by `guarded`; the engine's
         // maps stay structurally valid, so keep serving.
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -61,7 +61,7 @@ impl Shared {
     }
 }
 
-/// Runs `f`, turning a panic into a `ServerError` (P1).
+/// Runs `f`, turning a panic into a `ServerError` (invariant 1).
 fn guarded<T>(f: impl FnOnce() -> Result<T, CqlError>) -> Result<T, CqlError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         Err(CqlError::server(
@@ -229,7 +229,7 @@ async fn read_loop(
                 continue;
             }
         }
-        // P3: connection-level requests inline; statements in their own
+        // Invariant 3: connection-level requests inline; statements in their own
         // task, which decodes the body (once).
         let inline = match h.opcode {
             opcode::OPTIONS | opcode::STARTUP | opcode::REGISTER | opcode::AUTH_RESPONSE => {

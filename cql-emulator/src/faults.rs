@@ -11,14 +11,14 @@
 //!
 //! # Invariants
 //!
-//! - **F1.** Rules are evaluated in the order they were added. Every firing
-//!   latency rule adds its delay; the first firing error rule of each phase
-//!   (before or after the statement is applied) decides the error, and later
-//!   error rules of that phase are not evaluated, so their counts are not
-//!   consumed by requests they did not fail.
-//! - **F2.** A rule naming no table matches only user keyspaces: drivers'
-//!   reads of `system` and `system_schema` are never failed by accident.
-//! - **F3.** DDL and `USE` are never faulted.
+//! 1. Rules are evaluated in the order they were added. Every firing
+//!    latency rule adds its delay; the first firing error rule of each phase
+//!    (before or after the statement is applied) decides the error, and later
+//!    error rules of that phase are not evaluated, so their counts are not
+//!    consumed by requests they did not fail.
+//! 2. A rule naming no table matches only user keyspaces: drivers'
+//!    reads of `system` and `system_schema` are never failed by accident.
+//! 3. DDL and `USE` are never faulted.
 
 use std::fmt;
 use std::str::FromStr;
@@ -107,7 +107,7 @@ impl FromStr for FaultOps {
 pub(crate) enum RequestOp {
     Read,
     Write,
-    /// DDL, USE: never faulted (F3).
+    /// DDL, USE: never faulted (invariant 3).
     Schema,
 }
 
@@ -244,7 +244,7 @@ impl FaultRule {
     }
 }
 
-/// Keyspaces rules without tables never match (F2).
+/// Keyspaces rules without tables never match (invariant 2).
 pub(crate) fn is_internal_keyspace(ks: &str) -> bool {
     matches!(
         ks,
@@ -411,7 +411,7 @@ impl FaultController {
             .collect()
     }
 
-    /// Evaluates the rules for one request (F1).
+    /// Evaluates the rules for one request (invariant 1).
     pub(crate) fn decide(&self, op: RequestOp, tables: &[(&str, &str)]) -> Decision {
         let mut d = Decision::default();
         if !self.armed.load(Ordering::Acquire) || op == RequestOp::Schema {

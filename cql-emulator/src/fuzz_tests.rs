@@ -1,6 +1,7 @@
-//! Robustness (I3): property-based fuzzing of the frame decoder and of the
-//! parser + compiler + executor, and a replay of the corpus in
-//! `tests/corpus/` so every input that once broke something stays tested.
+//! Robustness (the crate's invariant 3): property-based fuzzing of the
+//! frame decoder and of the parser + compiler + executor, and a replay of
+//! the corpus in `tests/corpus/` so every input that once broke something
+//! stays tested.
 //!
 //! The properties are "never panics" (a panic fails the test) plus, for the
 //! corpus, the recorded outcome of each statement.

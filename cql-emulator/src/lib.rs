@@ -27,28 +27,28 @@
 //!
 //! # Invariants
 //!
-//! - **I1. Same semantics as the embedded store.** A cell's versions are
-//!   reconciled by `CellVersion::supersedes` (higher timestamp wins, a
-//!   tombstone wins a tie); TTLs count from apply time on the injected clock;
-//!   rows sort by clustering key byte-wise (per type collation); LIMIT counts
-//!   live rows only. A lockshift cell is a CQL row whose marker and `value`
-//!   cell share one timestamp and TTL, so it is live exactly when the
-//!   embedded store's cell is. Tombstones cost what they cost on Cassandra
-//!   4.1.1: kept for the table's `gc_grace_seconds`, counted by the reads
-//!   that pass them, answered with Cassandra's warning (the frame's warning
-//!   list) above 1 000 and `READ_FAILURE` (`READ_TOO_MANY_TOMBSTONES`)
-//!   above 100 000 — `engine::select::cost`, thresholds set with
-//!   [`EmulatorBuilder::tombstone_thresholds`]. The endpoint counts
-//!   every read, not only those it warns about, and tells whoever runs it
-//!   ([`EmulatorHandle::take_read_costs`]).
-//! - **I2. Server timestamps strictly increase** (µs from the clock, at
-//!   least one more than the last) for statements without `USING TIMESTAMP`.
-//! - **I3. No client input can panic the server** or disturb another
-//!   connection: lengths are checked before use, frames are capped
-//!   (256 MiB by default), and engine work runs under a panic guard.
-//! - **I4. Stable identity.** The host id is fixed unless configured, and a
-//!   prepared statement's id is a hash of its keyspace and text, so drivers
-//!   survive an endpoint restart by re-preparing on `Unprepared`.
+//! 1. **Same semantics as the embedded store.** A cell's versions are
+//!    reconciled by `CellVersion::supersedes` (higher timestamp wins, a
+//!    tombstone wins a tie); TTLs count from apply time on the injected clock;
+//!    rows sort by clustering key byte-wise (per type collation); LIMIT counts
+//!    live rows only. A lockshift cell is a CQL row whose marker and `value`
+//!    cell share one timestamp and TTL, so it is live exactly when the
+//!    embedded store's cell is. Tombstones cost what they cost on Cassandra
+//!    4.1.1: kept for the table's `gc_grace_seconds`, counted by the reads
+//!    that pass them, answered with Cassandra's warning (the frame's warning
+//!    list) above 1 000 and `READ_FAILURE` (`READ_TOO_MANY_TOMBSTONES`)
+//!    above 100 000 — `engine::select::cost`, thresholds set with
+//!    [`EmulatorBuilder::tombstone_thresholds`]. The endpoint counts
+//!    every read, not only those it warns about, and tells whoever runs it
+//!    ([`EmulatorHandle::take_read_costs`]).
+//! 2. **Server timestamps strictly increase** (µs from the clock, at
+//!    least one more than the last) for statements without `USING TIMESTAMP`.
+//! 3. **No client input can panic the server** or disturb another
+//!    connection: lengths are checked before use, frames are capped
+//!    (256 MiB by default), and engine work runs under a panic guard.
+//! 4. **Stable identity.** The host id is fixed unless configured, and a
+//!    prepared statement's id is a hash of its keyspace and text, so drivers
+//!    survive an endpoint restart by re-preparing on `Unprepared`.
 //!
 //! # What is served
 //!
@@ -160,7 +160,7 @@
 //!
 //! # Tests
 //!
-//! Unit tests beside the code (the engine's `model_tests` check I1 against
+//! Unit tests beside the code (the engine's `model_tests` check invariant 1 against
 //! the embedded store with random operations); `src/fuzz_tests.rs` fuzzes
 //! the frame decoder and the parser/engine with proptest and replays
 //! `tests/corpus/`; `tests/` drives the endpoint with the scylla driver

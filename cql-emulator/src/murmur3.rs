@@ -14,8 +14,9 @@
 //! `finish()` returns the token built from `h1` alone. The endpoint needs
 //! both halves for its stable ids — the system tables' `table_id`
 //! (`engine/schema.rs`) and the prepared `statement_id`
-//! (`connection/requests.rs`, I4) — and deriving them any other way would
-//! change ids on the wire. The known-answer tests below pin both functions.
+//! (`connection/requests.rs`; the crate's invariant 4) — and deriving them
+//! any other way would change ids on the wire. The known-answer tests below
+//! pin both functions.
 
 use scylla::routing::partitioner::{Murmur3Partitioner, Partitioner};
 

@@ -17,27 +17,27 @@
 //!
 //! # Invariants
 //!
-//! - **M1.** Destructive commands (`clean`, `advance`, `rollback`) run the
-//!   same code path with and without the change; the dry run stops just
-//!   before the write.
-//! - **M2.** `clean` deletes a cell only `USING TIMESTAMP` its observed
-//!   writetime, after a re-read showed that writetime unchanged — for a
-//!   cell with a promise, a second look one and a half promised renewal
-//!   periods after the scan, so an owner renewing within its promise is
-//!   never deleted: a renewal (newer timestamp) survives the delete by the
-//!   store's tie rule.
-//! - **M3.** Every JSON report has `"version": 1` at the top; fields are only
-//!   ever added under that version.
-//! - **M4.** Exit codes are decided in one place (`main.rs`) from [`Outcome`]
-//!   and the error chain ([`UsageError`] → 2, anything else → 1).
-//! - **M5.** A message echoes a value once, cut short: settings and flag
-//!   values through `cut_short`/`echo`, and clap's own usage errors through
-//!   [`cut_long_words`]; an error chain is printed with each cause once
-//!   ([`error_text`]) — errors that show their source and also chain it
-//!   said "Address already in use" twice. Every error type of the
-//!   workspace shows its cause in its message and does not also return
-//!   it as `source()` (`lockshift_lock`'s error module), so anyhow's own
-//!   `{:#}` prints each cause once as well.
+//! 1. Destructive commands (`clean`, `advance`, `rollback`) run the
+//!    same code path with and without the change; the dry run stops just
+//!    before the write.
+//! 2. `clean` deletes a cell only `USING TIMESTAMP` its observed
+//!    writetime, after a re-read showed that writetime unchanged — for a
+//!    cell with a promise, a second look one and a half promised renewal
+//!    periods after the scan, so an owner renewing within its promise is
+//!    never deleted: a renewal (newer timestamp) survives the delete by the
+//!    store's tie rule.
+//! 3. Every JSON report has `"version": 1` at the top; fields are only
+//!    ever added under that version.
+//! 4. Exit codes are decided in one place (`main.rs`) from [`Outcome`]
+//!    and the error chain ([`UsageError`] → 2, anything else → 1).
+//! 5. A message echoes a value once, cut short: settings and flag
+//!    values through `cut_short`/`echo`, and clap's own usage errors through
+//!    [`cut_long_words`]; an error chain is printed with each cause once
+//!    ([`error_text`]) — errors that show their source and also chain it
+//!    said "Address already in use" twice. Every error type of the
+//!    workspace shows its cause in its message and does not also return
+//!    it as `source()` (`lockshift_lock`'s error module), so anyhow's own
+//!    `{:#}` prints each cause once as well.
 
 // Every public item is documented (the workspace warns, CI denies warnings).
 #![warn(missing_docs)]
@@ -53,7 +53,7 @@ use anyhow::Context;
 
 use cli::{Cli, Command};
 
-/// The version of every JSON report's schema (M3).
+/// The version of every JSON report's schema (invariant 3).
 pub const JSON_VERSION: u32 = 1;
 
 /// How a command ended when it did not fail outright.

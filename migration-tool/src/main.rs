@@ -1,5 +1,5 @@
 //! `migrate`: parse, run, map the outcome to an exit code — the one place
-//! exit codes are decided (lib invariant M4).
+//! exit codes are decided (invariant 4 of `lib.rs`).
 //!
 //! | code | meaning |
 //! |---|---|
@@ -35,7 +35,7 @@ const UNSAFE: u8 = 5;
 
 fn main() -> ExitCode {
     // clap prints usage errors and exits 2 (its default, kept) — with any
-    // value it quotes cut short (lib invariant M5).
+    // value it quotes cut short (invariant 5 of `lib.rs`).
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),

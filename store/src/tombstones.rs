@@ -127,28 +127,28 @@
 //! a table full of rows whose cells were all deleted fails *every* key
 //! scan once 100 000 of their tombstones are younger than gc grace.
 //!
-//! # The model
+//! # Invariants
 //!
 //! Every backend that serves cells follows the measurements:
 //!
-//! - **TB1.** A dead version — a tombstone, or a live version past its TTL —
-//!   is kept until it is purgeable: the whole second of its local deletion
-//!   time (the store clock when the delete was applied; for an expired cell
-//!   its expiry) plus the table's gc grace has passed
-//!   ([`reconcile::purge_time`](crate::reconcile::purge_time)). Until then
-//!   it shadows older writes *and* costs reads; after, it costs nothing and
-//!   is forgotten (lazily).
-//! - **TB2.** A read counts, in column order from its start, every dead
-//!   version that is not purgeable, until it has collected its limit of
-//!   live cells; the count never includes what lies after the last live
-//!   cell returned.
-//! - **TB3.** A count above the warn threshold adds Cassandra's warning
-//!   ([`warning_text`]) to the answer; a count above the failure threshold
-//!   aborts the read with
-//!   [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones)
-//!   (not retryable: the same read fails until the tombstones are purged).
-//! - **TB4.** A key scan page counts like a read of every partition it
-//!   visits, each up to its first live cell.
+//! 1. A dead version — a tombstone, or a live version past its TTL —
+//!    is kept until it is purgeable: the whole second of its local deletion
+//!    time (the store clock when the delete was applied; for an expired cell
+//!    its expiry) plus the table's gc grace has passed
+//!    ([`reconcile::purge_time`](crate::reconcile::purge_time)). Until then
+//!    it shadows older writes *and* costs reads; after, it costs nothing and
+//!    is forgotten (lazily).
+//! 2. A read counts, in column order from its start, every dead
+//!    version that is not purgeable, until it has collected its limit of
+//!    live cells; the count never includes what lies after the last live
+//!    cell returned.
+//! 3. A count above the warn threshold adds Cassandra's warning
+//!    ([`warning_text`]) to the answer; a count above the failure threshold
+//!    aborts the read with
+//!    [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones)
+//!    (not retryable: the same read fails until the tombstones are purged).
+//! 4. A key scan page counts like a read of every partition it
+//!    visits, each up to its first live cell.
 
 use std::fmt;
 

@@ -4,22 +4,23 @@
 //!
 //! # Invariants
 //!
-//! - **D1. Nothing stored is shadowed by a stored deletion.** When a row,
-//!   range or partition tombstone at `T` is applied, every cell and row
-//!   marker with a timestamp `<= T` under it is dropped; a write arriving
-//!   later with a timestamp `<= T` is dropped on arrival. A read therefore
-//!   only asks each cell [`CellVersion::is_live`], and purging a tombstone
-//!   after `gc_grace` can never resurrect data it shadowed (there is none).
-//! - **D2. One version per cell and per row marker**: the winner of
-//!   [`CellVersion::supersedes`] among everything written there (the
-//!   embedded store's invariant E1, so both backends agree cell by cell).
-//! - **D3. TTL deadlines come from the engine clock at apply time**
-//!   (store invariant S3), never from the write timestamp.
-//! - **D4. Past gc grace is gone.** A tombstone (or an expired cell) past
-//!   the table's gc grace ([`lockshift_store::reconcile::purge_time`]) is
-//!   forgotten before a change meets it, as the embedded store forgets it:
-//!   both behave as if compaction ran the moment it became purgeable, so a
-//!   late older write resurrects the cell on both alike.
+//! 1. **Nothing stored is shadowed by a stored deletion.** When a row,
+//!    range or partition tombstone at `T` is applied, every cell and row
+//!    marker with a timestamp `<= T` under it is dropped; a write arriving
+//!    later with a timestamp `<= T` is dropped on arrival. A read therefore
+//!    only asks each cell [`CellVersion::is_live`], and purging a tombstone
+//!    after `gc_grace` can never resurrect data it shadowed (there is none).
+//! 2. **One version per cell and per row marker**: the winner of
+//!    [`CellVersion::supersedes`] among everything written there (the
+//!    embedded store's invariant 1 in store/src/memory/mod.rs, so both
+//!    backends agree cell by cell).
+//! 3. **TTL deadlines come from the engine clock at apply time**
+//!    (store invariant S3), never from the write timestamp.
+//! 4. **Past gc grace is gone.** A tombstone (or an expired cell) past
+//!    the table's gc grace ([`lockshift_store::reconcile::purge_time`]) is
+//!    forgotten before a change meets it, as the embedded store forgets it:
+//!    both behave as if compaction ran the moment it became purgeable, so a
+//!    late older write resurrects the cell on both alike.
 //!
 //! A lockshift "cell" is a CQL row `(row_key, column_name, value)`: its row
 //! marker and its `value` cell carry the same timestamp and TTL, so the row
@@ -261,7 +262,7 @@ impl Row {
         self.marker.is_none() && self.deletion.is_none() && self.cells.is_empty()
     }
 
-    /// D1: drops everything `d` shadows.
+    /// Invariant 1: drops everything `d` shadows.
     fn drop_shadowed(&mut self, d: &Deletion) {
         if self
             .marker
@@ -368,10 +369,10 @@ impl Partition {
         best
     }
 
-    /// Applies `change` at engine time `now` (D1–D4) in a table whose gc
+    /// Applies `change` at engine time `now` (invariants 1–4) in a table whose gc
     /// grace is `grace`.
     pub(crate) fn apply(&mut self, change: Change, now: Timestamp, grace: Duration) {
-        // D4: what is past gc grace is forgotten before anything meets it.
+        // Invariant 4: what is past gc grace is forgotten before anything meets it.
         self.ranges.retain(|rt| !rt.deletion.purgeable(now, grace));
         if self.deletion.is_some_and(|d| d.purgeable(now, grace)) {
             self.deletion = None;

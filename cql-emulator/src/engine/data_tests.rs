@@ -1,5 +1,5 @@
 //! Storage tests: clustering order with edges and DESC columns, and the
-//! deletion invariants D1–D4 without going through CQL.
+//! deletion invariants 1–4 of `engine::data` without going through CQL.
 
 use super::*;
 
@@ -76,7 +76,11 @@ fn deletions_drop_what_they_shadow_and_block_late_writes() {
         GRACE,
     );
     assert_eq!(live(&p, T0), [0, 3]);
-    assert_eq!(p.rows.len(), 2, "D1: shadowed rows are gone, not hidden");
+    assert_eq!(
+        p.rows.len(),
+        2,
+        "data invariant 1: shadowed rows are gone, not hidden"
+    );
     upsert(&mut p, 2, 10, None, T0);
     assert_eq!(live(&p, T0), [0, 3], "a tie with the range tombstone loses");
     upsert(&mut p, 2, 11, None, T0);
@@ -105,7 +109,7 @@ fn ttl_counts_from_apply_time_and_purge_waits_for_grace() {
     assert_eq!(live(&p, T0.saturating_add(Duration::from_secs(9))), [1]);
     assert!(
         live(&p, later).is_empty(),
-        "D3: dead 10 s after apply, whatever the write timestamp"
+        "data invariant 3: dead 10 s after apply, whatever the write timestamp"
     );
     p.purge(later, Duration::from_secs(60));
     assert_eq!(p.rows.len(), 1, "kept as a tombstone within gc grace");
@@ -160,5 +164,9 @@ fn past_gc_grace_a_tombstone_no_longer_shadows_late_older_writes() {
     write(&mut p, Timestamp::from_micros(6_999_999));
     assert!(live(&p, T0).is_empty(), "within grace the tombstone wins");
     write(&mut p, Timestamp::from_micros(7_000_000));
-    assert_eq!(live(&p, T0), [1], "D4: past grace it is forgotten");
+    assert_eq!(
+        live(&p, T0),
+        [1],
+        "data invariant 4: past grace it is forgotten"
+    );
 }

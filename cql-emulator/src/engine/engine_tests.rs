@@ -148,7 +148,7 @@ fn tie_goes_to_the_tombstone_and_a_newer_write_survives_an_older_delete() {
         db.rows("SELECT column_name FROM ks.main WHERE row_key = 'r'")
             .is_empty()
     );
-    // A late write at the delete's timestamp stays shadowed (D1).
+    // A late write at the delete's timestamp stays shadowed (invariant 1 of `engine::data`).
     db.ok("INSERT INTO ks.main (row_key, column_name, value) VALUES ('r', 'c', 0x02) USING TIMESTAMP 10");
     assert!(
         db.rows("SELECT column_name FROM ks.main WHERE row_key = 'r'")

@@ -3,7 +3,7 @@
 //! the embedded store's semantics.
 //!
 //! - [`schema`]: table and keyspace definitions from `CREATE`.
-//! - [`data`]: partitions, rows, cells and tombstones (invariants D1–D4).
+//! - [`data`]: partitions, rows, cells and tombstones (its invariants 1–4).
 //! - [`compile`]: statements → plans with typed bind markers.
 //! - [`bind`]: resolving a plan's operands against bound values.
 //! - [`execute`]: running a prepared statement, a conditional one, a batch.

@@ -1,10 +1,10 @@
 //! The model test: random lockshift operations — writes with tied
 //! timestamps and TTLs, deletes, clock moves, reads with LIMIT and a start
 //! column — run against this engine (through the agreed CQL statements) and
-//! against `lockshift_store::MemoryStore`; every read must agree (I1), on
-//! its cells and on the tombstones it passed (the engine's warning, at a
-//! warn threshold of 0, against the store's count), with a gc grace short
-//! enough for tombstones to be purged on both.
+//! against `lockshift_store::MemoryStore`; every read must agree (the
+//! crate's invariant 1), on its cells and on the tombstones it passed (the
+//! engine's warning, at a warn threshold of 0, against the store's count),
+//! with a gc grace short enough for tombstones to be purged on both.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -56,7 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
-    /// I1: random writes, deletes (with tied timestamps), TTLs, clock
+    /// The crate's invariant 1: random writes, deletes (with tied timestamps), TTLs, clock
     /// moves and reads give identical cells on both backends.
     #[test]
     fn engine_matches_the_embedded_store(ops in proptest::collection::vec(op(), 1..40)) {

@@ -31,7 +31,7 @@ pub(crate) struct Page {
     pub(crate) paging_state: Option<Vec<u8>>,
     /// Warnings for the response frame (Cassandra's tombstone warning).
     pub(crate) warnings: Vec<String>,
-    /// The most tombstones one command of this page passed (TC4: a page
+    /// The most tombstones one command of this page passed (invariant 4 of `cost`: a page
     /// reading several partition keys runs one command per key); `None`
     /// when the read was not charged (system keyspaces, the fault table).
     pub(crate) tombstones: Option<u64>,
@@ -62,9 +62,9 @@ struct Walk<'a> {
     per_partition: Option<u32>,
     /// Stop after this many rows (page size + 1, to know if more follow).
     cap: Option<usize>,
-    /// The page size: rows after the page's last one are not charged (TC3).
+    /// The page size: rows after the page's last one are not charged (invariant 3 of `cost`).
     page_size: Option<usize>,
-    /// The current command's tombstone count (cost TC1–TC4).
+    /// The current command's tombstone count (invariants 1–4 of `cost`).
     count: cost::Count,
     resume: Option<(PartitionKey, Option<Clustering>, Option<u32>)>,
     out: Vec<Emitted>,
@@ -77,7 +77,7 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    /// Whether a visited row is still charged: not past the page (TC3).
+    /// Whether a visited row is still charged: not past the page (invariant 3 of `cost`).
     fn counting(&self) -> bool {
         self.page_size.is_none_or(|p| self.out.len() < p)
     }
@@ -312,7 +312,7 @@ fn output(
 }
 
 /// Runs `plan` on `table`, charging its tombstones when `charging` says how
-/// (cost TC1–TC5; `None` for tables Cassandra exempts).
+/// (invariants 1–5 of `cost`; `None` for tables Cassandra exempts).
 pub(crate) fn run(
     table: &mut TableData,
     plan: &SelectPlan,
@@ -420,7 +420,7 @@ pub(crate) fn run(
                 let Some(part) = table.partitions.get(&key) else {
                     continue;
                 };
-                // TC4: one command per partition key.
+                // Invariant 4 of `cost`: one command per partition key.
                 walk.count = cost::Count::default();
                 let more = walk.partition(&key, part, &schema);
                 let dead = std::mem::take(&mut walk.dead);
@@ -462,7 +462,7 @@ pub(crate) fn run(
             if valid_range(&lo, &hi) {
                 let grace = schema.gc_grace();
                 let mut emptied = Vec::new();
-                // TC4: one command for the page, across partitions.
+                // Invariant 4 of `cost`: one command for the page, across partitions.
                 let mut last_token = None;
                 for (key, part) in table.partitions.range_mut((lo, hi)) {
                     part.purge(now, grace);

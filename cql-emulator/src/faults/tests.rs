@@ -66,12 +66,12 @@ fn tables_ops_and_internal_keyspaces() {
     assert_eq!(
         c.decide(RequestOp::Read, &t("system", "local")).before,
         None,
-        "F2"
+        "faults invariant 2"
     );
     assert_eq!(
         c.decide(RequestOp::Schema, &t("ks", "a")).before,
         None,
-        "F3"
+        "faults invariant 3"
     );
     assert_eq!(
         c.decide(RequestOp::Read, &t("ks", "a")).before,

@@ -104,10 +104,10 @@
 //! Between the read and the rewrite the cell can only vanish the ways it
 //! can between a renewal's read and write: an operator's `clean`, whose
 //! delete a renewal racing it was always allowed to beat (`migrate clean`,
-//! M2), or expiry, which L3 rules out while the lease is proven (a refresh
-//! is sent only then). The background renewal covers what the waiter does
-//! not read, at the waiting period; a cell refreshed by reads is never due
-//! there.
+//! migration-tool/src/lib.rs, invariant 2), or expiry, which L3 rules out
+//! while the lease is proven (a refresh is sent only then). The background
+//! renewal covers what the waiter does not read, at the waiting period; a
+//! cell refreshed by reads is never due there.
 
 mod fence;
 mod refresh;

@@ -12,7 +12,7 @@
 //!   (exit 2) — waiting cannot make them valid.
 //! - A guard failing: a refusal (exit 3), recorded in the history, every
 //!   failing guard listed. `--dry-run` evaluates the same guards on the
-//!   same evidence and records nothing (M1).
+//!   same evidence and records nothing (invariant 1 of `lib.rs`).
 
 use anyhow::Context;
 use lockshift_combined::remedy::Remedy;

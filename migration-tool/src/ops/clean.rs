@@ -38,7 +38,7 @@
 //! the skew margin: of the cells with a TTL only those whose lease is over
 //! by their owner's own promise go, and a lost lease never renews again.
 //!
-//! # Why deleting cannot hurt a renewing owner (M2)
+//! # Why deleting cannot hurt a renewing owner (invariant 2 of `lib.rs`)
 //!
 //! Two defences, in order. (1) The second look: the cell is re-read and
 //! skipped if its writetime changed since the scan. (2) The delete is
@@ -373,7 +373,7 @@ async fn scan(
 }
 
 /// The second look: re-reads the cell and deletes it at the observed
-/// writetime if that is still the scanned one (M2).
+/// writetime if that is still the scanned one (invariant 2 of `lib.rs`).
 async fn delete_if_unchanged(store: &dyn Store, cell: &CensusCell) -> (Action, Option<String>) {
     let failed = |e: StoreError| (Action::Failed, Some(e.to_string()));
     let reread = store

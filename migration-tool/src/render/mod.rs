@@ -1,6 +1,7 @@
 //! Drawing reports: an aligned plain-text table for people, or the report
-//! struct itself as JSON for scripts (M3: `"version": 1` at the top). Both
-//! come from the same struct, so they cannot disagree.
+//! struct itself as JSON for scripts (invariant 3 of `lib.rs`:
+//! `"version": 1` at the top). Both come from the same struct, so they
+//! cannot disagree.
 //!
 //! Results go to stdout; progress and notes to stderr, progress only when
 //! stderr is a terminal (a redirected log should not fill with `\r` lines).

@@ -45,13 +45,13 @@
 //!   case the driver cannot see — then costs a read one speculation delay,
 //!   not a request timeout: with three nodes and one cut off, reads go on.
 //! - **Writes and deletes** are idempotent for the data (each carries its
-//!   own timestamp, W1: applying one twice gives the same cell), so the
+//!   own timestamp, invariant 1: applying one twice gives the same cell), so the
 //!   driver may retry them — but only after an attempt that provably
 //!   applied nothing ([`MutationRetryPolicy`](errors::MutationRetryPolicy)),
 //!   and never speculatively. Not for the data's sake: for the error's. An
 //!   error after a retry describes the last attempt only, and a retry after
 //!   an ambiguous attempt could turn "may have applied" into "not applied"
-//!   — a lie the lock code would act on (W3). So an ambiguous write comes
+//!   — a lie the lock code would act on (invariant 3). So an ambiguous write comes
 //!   back as [`StoreErrorKind::MaybeApplied`](crate::StoreErrorKind::MaybeApplied),
 //!   and the caller decides: lock code re-reads or cleans up as if it
 //!   landed. The one write lockshift does repeat after `MaybeApplied` is
@@ -74,15 +74,17 @@
 //!
 //! # Invariants
 //!
-//! - **W1.** Every write and delete carries the caller's timestamp
-//!   (`USING TIMESTAMP ?`); the driver sends no client timestamps of its own
-//!   and nothing here lets the coordinator pick one. Store invariants S1/S2
-//!   then hold because the cluster reconciles by exactly these numbers.
-//! - **W2.** All cells of one call go to one partition in one request, so the
-//!   cluster applies them as one mutation (store invariant S7).
-//! - **W3.** An error reports [`StoreErrorKind::NotApplied`](crate::StoreErrorKind::NotApplied) or
-//!   [`StoreErrorKind::Unavailable`](crate::StoreErrorKind::Unavailable) only when no attempt of the request can
-//!   have been applied (see `errors.rs`).
+//! 1. Every write and delete carries the caller's timestamp
+//!    (`USING TIMESTAMP ?`); the driver sends no client timestamps of its own
+//!    and nothing here lets the coordinator pick one. Store invariants S1/S2
+//!    then hold because the cluster reconciles by exactly these numbers.
+//! 2. All cells of one call go to one partition in one request, so the
+//!    cluster applies them as one mutation (store invariant S7).
+//! 3. An error reports
+//!    [`StoreErrorKind::NotApplied`](crate::StoreErrorKind::NotApplied) or
+//!    [`StoreErrorKind::Unavailable`](crate::StoreErrorKind::Unavailable)
+//!    only when no attempt of the request can have been applied (see
+//!    `errors.rs`).
 
 mod connect;
 mod errors;

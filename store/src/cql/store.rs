@@ -266,7 +266,7 @@ impl Store for CqlStore {
         }
         let statements = self.statements.get(table, op)?;
         let ttl = ttl_bind(&options);
-        // W1: the caller's timestamp, always.
+        // Invariant 1 of `cql`: the caller's timestamp, always.
         let timestamp = options.timestamp.as_micros();
         let bind = |c| insert_values(row, c, ttl, timestamp);
         let span = tracing::debug_span!("cql", %op, %table, cells = cells.len());
@@ -278,7 +278,7 @@ impl Store for CqlStore {
                     .await
                     .map(drop),
                 _ => {
-                    // W2: one batch, one partition.
+                    // Invariant 2 of `cql`: one batch, one partition.
                     let batch = self.statements.batch_of(&statements.insert, cells.len());
                     let values: Vec<_> = cells.iter().map(bind).collect();
                     self.session.batch(&batch, values).await.map(drop)
@@ -303,7 +303,7 @@ impl Store for CqlStore {
             return Ok(());
         }
         let statements = self.statements.get(table, op)?;
-        // W1: tombstones at the caller's timestamp, so a later renewal survives.
+        // Invariant 1 of `cql`: tombstones at the caller's timestamp, so a later renewal survives.
         let timestamp = timestamp.as_micros();
         let bind = |c| delete_values(timestamp, row, c);
         let span = tracing::debug_span!("cql", %op, %table, cells = columns.len());

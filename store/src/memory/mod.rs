@@ -8,25 +8,25 @@
 //!
 //! # Invariants
 //!
-//! - **E1.** A row maps each column to at most two versions: the winner of
-//!   [`CellVersion::supersedes`] among the values written there, and the
-//!   newest delete, kept only while it is older than that value (a newer
-//!   delete drops the value) — dead versions purged after the table's gc
-//!   grace. The visible cell is the value, if live. Keeping the losing
-//!   delete is Cassandra's (a row deletion outlives the newer data it lost
-//!   to, and costs reads once that data is gone).
-//! - **E2.** TTL deadlines are computed from the store's clock when the write
-//!   is applied, never from the write's timestamp, and in whole seconds:
-//!   the start of that second plus the TTL (Cassandra's `localDeletionTime`;
-//!   see [`ttl_deadline`]).
-//! - **E3.** Every row holding a version that is or will be dead is queued
-//!   for a sweep no later than that version's purge time
-//!   ([`CellVersion::purge_time`]); a sweep forgets what is purgeable and
-//!   re-queues the row. So memory holds only live cells and dead ones
-//!   younger than gc grace (plus at most an eighth of it), whether or not
-//!   anything reads them again. Reads never depend on the sweep: they count
-//!   a dead version only while it is not purgeable (TB1–TB2 of
-//!   [`crate::tombstones`]), and forget the purgeable ones they pass.
+//! 1. A row maps each column to at most two versions: the winner of
+//!    [`CellVersion::supersedes`] among the values written there, and the
+//!    newest delete, kept only while it is older than that value (a newer
+//!    delete drops the value) — dead versions purged after the table's gc
+//!    grace. The visible cell is the value, if live. Keeping the losing
+//!    delete is Cassandra's (a row deletion outlives the newer data it lost
+//!    to, and costs reads once that data is gone).
+//! 2. TTL deadlines are computed from the store's clock when the write
+//!    is applied, never from the write's timestamp, and in whole seconds:
+//!    the start of that second plus the TTL (Cassandra's `localDeletionTime`;
+//!    see [`ttl_deadline`]).
+//! 3. Every row holding a version that is or will be dead is queued
+//!    for a sweep no later than that version's purge time
+//!    ([`CellVersion::purge_time`]); a sweep forgets what is purgeable and
+//!    re-queues the row. So memory holds only live cells and dead ones
+//!    younger than gc grace (plus at most an eighth of it), whether or not
+//!    anything reads them again. Reads never depend on the sweep: they count
+//!    a dead version only while it is not purgeable (invariants 1–2 of
+//!    [`crate::tombstones`]), and forget the purgeable ones they pass.
 
 mod row;
 mod sweep;
@@ -66,7 +66,7 @@ struct TombstoneStats {
 struct State {
     tables: HashMap<Table, TableData>,
     /// Rows to sweep, by the time they may next hold a purgeable version
-    /// (E3). At most one entry per row: the row's `sweep_at`.
+    /// (invariant 3). At most one entry per row: the row's `sweep_at`.
     sweeps: BTreeSet<(Timestamp, Table, String)>,
     stats: HashMap<Table, TombstoneStats>,
 }
@@ -80,7 +80,7 @@ struct State {
 /// table's gc grace — by default the table's `gc_grace_seconds` from
 /// [`schema::options`], Cassandra's 10 days unless the schema says
 /// otherwise — and every read that passes it counts it ([`crate::tombstones`]
-/// TB1–TB4): above the warn threshold the [`ReadOutcome`] carries
+/// invariants 1–4): above the warn threshold the [`ReadOutcome`] carries
 /// Cassandra's warning, above the failure threshold the read fails with
 /// [`StoreErrorKind::TooManyTombstones`]. Settings: [`with_gc_grace`],
 /// [`with_table_gc_grace`], [`with_tombstone_thresholds`] (defaults 1 000 /
@@ -213,7 +213,8 @@ impl MemoryStore {
     }
 
     /// The most tombstones any single page of a key scan of `table` passed
-    /// (TB4), like [`max_tombstones_per_read`](Self::max_tombstones_per_read).
+    /// (invariant 4 of `tombstones`), like
+    /// [`max_tombstones_per_read`](Self::max_tombstones_per_read).
     pub fn max_tombstones_per_scan(&self, table: Table) -> u64 {
         self.lock().stats.get(&table).map_or(0, |s| s.max_per_scan)
     }
@@ -278,7 +279,7 @@ impl Store for MemoryStore {
         if cells.is_empty() {
             return Ok(());
         }
-        // E2: the deadline starts from the store's clock, at the whole
+        // Invariant 2: the deadline starts from the store's clock, at the whole
         // second as Cassandra counts it.
         let now = self.clock.now();
         let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
@@ -357,7 +358,7 @@ impl Store for MemoryStore {
                 None => Bound::Unbounded,
             };
             let mut purgeable = Vec::new();
-            // TB2: count the dead versions passed until the limit of live
+            // Invariant 2 of `tombstones`: count the dead versions passed until the limit of live
             // cells is reached; nothing after the last live cell returned.
             for (column, col) in data.cells.range((lower, Bound::Unbounded)) {
                 if out.len() >= limit {
@@ -375,7 +376,7 @@ impl Store for MemoryStore {
                     });
                     continue;
                 }
-                // TB1: past gc grace it costs nothing, and goes.
+                // Invariant 1 of `tombstones`: past gc grace it costs nothing, and goes.
                 if col.has_purgeable(now, grace) {
                     purgeable.push(column.clone());
                 }
@@ -399,7 +400,7 @@ impl Store for MemoryStore {
         }
         self.record(&mut state, table, OpKind::Read, tombstones);
         drop(state);
-        // TB3.
+        // Invariant 3 of `tombstones`.
         if failed {
             return Err(StoreError::too_many_tombstones(
                 OpKind::Read,
@@ -467,7 +468,7 @@ impl Store for MemoryStore {
                     }
                     continue;
                 }
-                // TB4: each partition up to its first live cell.
+                // Invariant 4 of `tombstones`: each partition up to its first live cell.
                 for col in data.cells.values() {
                     if col.live(now).is_some() {
                         keys.push(key.clone());

@@ -1,5 +1,5 @@
 //! A row of the embedded store and the versions each of its columns
-//! keeps (E1).
+//! keeps (invariant 1 of `memory`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,7 +16,7 @@ pub(super) struct Row {
 }
 
 /// One column: its winning written version and its newest delete, kept
-/// apart as Cassandra keeps a row's data and its row deletion (E1).
+/// apart as Cassandra keeps a row's data and its row deletion (invariant 1 of `memory`).
 ///
 /// A delete older than the value it meets loses — the value stays
 /// visible — but the tombstone is not dropped: once the value is gone
@@ -33,7 +33,7 @@ pub(super) struct Column {
 impl Column {
     /// Merges `incoming`; whether it was kept.
     pub(super) fn apply(&mut self, incoming: CellVersion, now: Timestamp, grace: Duration) -> bool {
-        // TB1: what is past gc grace is forgotten before a write meets it.
+        // Invariant 1 of `tombstones`: what is past gc grace is forgotten before a write meets it.
         self.purge(now, grace);
         match incoming {
             CellVersion::Tombstone { .. } => {
@@ -80,7 +80,7 @@ impl Column {
         self.value.as_ref().filter(|v| v.is_live(now))
     }
 
-    /// TB2: the tombstones this column costs a read passing it: one while
+    /// Invariant 2 of `tombstones`: the tombstones this column costs a read passing it: one while
     /// it is dead and something dead in it is not yet purgeable
     /// (Cassandra counts a row's dead cells, else its deletion, once).
     pub(super) fn tombstones(&self, now: Timestamp, grace: Duration) -> u64 {

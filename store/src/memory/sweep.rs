@@ -1,5 +1,5 @@
 //! Writes applied under the store's mutex, the sweep that forgets what is
-//! past gc grace (E3), and the tombstone statistics.
+//! past gc grace (invariant 3 of `memory`), and the tombstone statistics.
 
 use std::time::Duration;
 
@@ -12,12 +12,12 @@ impl MemoryStore {
     /// earliest: sweeps cost a pass over the row, so a row whose dead
     /// versions come due one after another is swept a few times per gc
     /// grace rather than once per second. Reads count by the exact rule
-    /// whatever the sweep has done (E3).
+    /// whatever the sweep has done (invariant 3 of `memory`).
     fn sweep_slack(grace: Duration) -> Duration {
         (grace / 8).clamp(Duration::from_secs(1), Duration::from_secs(3600))
     }
 
-    /// E3: sweeps every row due at `now`.
+    /// Invariant 3 of `memory`: sweeps every row due at `now`.
     pub(super) fn sweep_due(&self, state: &mut State, now: Timestamp) {
         while let Some(first) = state.sweeps.first() {
             if first.0 > now {
@@ -79,7 +79,7 @@ impl MemoryStore {
             }
         }
         data.cells.retain(|_, c| !c.is_empty());
-        // E3: every version that will die is covered by its row's sweep.
+        // Invariant 3 of `memory`: every version that will die is covered by its row's sweep.
         if let Some(at) = earliest
             && data.sweep_at.is_none_or(|queued| at < queued)
         {

@@ -275,8 +275,8 @@ async fn key_scans_count_across_partitions_and_fail_alike() {
     assert_eq!(err.op(), OpKind::Scan);
 }
 
-/// E3: rows nobody reads again are swept too, so memory holds only
-/// what is younger than gc grace.
+/// Invariant 3 of `memory`: rows nobody reads again are swept too, so
+/// memory holds only what is younger than gc grace.
 #[tokio::test]
 async fn unread_dead_cells_are_swept_after_gc_grace() {
     let (clock, store) = store();
@@ -356,9 +356,9 @@ async fn a_losing_delete_costs_reads_once_the_newer_cell_is_gone() {
     assert_eq!(store.stored_versions(), 0);
 }
 
-/// TB1: past gc grace a tombstone is forgotten before a write meets
-/// it, swept or not, so a late older write comes back — exactly when
-/// the local endpoint lets it.
+/// Invariant 1 of `tombstones`: past gc grace a tombstone is forgotten
+/// before a write meets it, swept or not, so a late older write comes back
+/// — exactly when the local endpoint lets it.
 #[tokio::test]
 async fn past_gc_grace_a_late_older_write_resurrects() {
     let (clock, store) = store();

@@ -2,41 +2,41 @@
 //! (`ReadCommand`'s metric recording, measured on 4.1.1: see
 //! `lockshift_store::tombstones`), and the warning or failure it earns.
 //!
-//! # The rules (TC1–TC5)
+//! # Invariants
 //!
-//! - **TC1. What counts.** Per row visited: each dead cell that is not yet
-//!   purgeable counts one; a row without live data and without such a cell
-//!   counts one if it carries a row deletion or an expired row marker not
-//!   yet purgeable (Cassandra counts "primary key deletions" once). A
-//!   lockshift cell — a CQL row whose marker and `value` share timestamp
-//!   and TTL — deleted or expired counts exactly one. Each range tombstone
-//!   in the walked span counts its opening bound, and its closing bound
-//!   when the walk reaches it (Cassandra counts range tombstone markers;
-//!   overlapping ranges, which Cassandra turns into boundary markers, are
-//!   counted per range here). Partition deletions do not count.
-//! - **TC2. Purgeable is gone.** A version whose local deletion time is more
-//!   than the table's `gc_grace_seconds` in the past (whole seconds,
-//!   `lockshift_store::reconcile::purge_time`) does not count: Cassandra
-//!   drops it from the read before counting.
-//! - **TC3. Where counting stops.** Rows are counted as they are visited, in
-//!   clustering order from the start of the slice, until the LIMIT (or the
-//!   page) has its live rows: never the rows after the last one returned,
-//!   not even the row the endpoint looks at to know whether another page
-//!   follows.
-//! - **TC4. One command, one count.** A partition key `=` / `IN` reads each
-//!   partition as its own command (its own count and warning, as Cassandra
-//!   runs one single-partition command per key); a partition scan counts
-//!   one page across every partition it visits, each up to its first live
-//!   row for `DISTINCT`.
-//! - **TC5. Warn, fail.** A count above the warn threshold adds Cassandra's
-//!   warning (`lockshift_store::tombstones::warning_text`, with
-//!   Cassandra's rendering of the command, [`command_cql`]) to the
-//!   response; above the failure threshold the request fails with
-//!   `READ_FAILURE` (0x1300) and the v4 fields Cassandra 4.1.1 sends for
-//!   one replica: the request's consistency, 0 received, block-for 1, 1
-//!   failure, no data, and the message naming `READ_TOO_MANY_TOMBSTONES`.
-//!   System keyspaces and the fault table are exempt, as Cassandra exempts
-//!   its local system keyspaces.
+//! 1. **What counts.** Per row visited: each dead cell that is not yet
+//!    purgeable counts one; a row without live data and without such a cell
+//!    counts one if it carries a row deletion or an expired row marker not
+//!    yet purgeable (Cassandra counts "primary key deletions" once). A
+//!    lockshift cell — a CQL row whose marker and `value` share timestamp
+//!    and TTL — deleted or expired counts exactly one. Each range tombstone
+//!    in the walked span counts its opening bound, and its closing bound
+//!    when the walk reaches it (Cassandra counts range tombstone markers;
+//!    overlapping ranges, which Cassandra turns into boundary markers, are
+//!    counted per range here). Partition deletions do not count.
+//! 2. **Purgeable is gone.** A version whose local deletion time is more
+//!    than the table's `gc_grace_seconds` in the past (whole seconds,
+//!    `lockshift_store::reconcile::purge_time`) does not count: Cassandra
+//!    drops it from the read before counting.
+//! 3. **Where counting stops.** Rows are counted as they are visited, in
+//!    clustering order from the start of the slice, until the LIMIT (or the
+//!    page) has its live rows: never the rows after the last one returned,
+//!    not even the row the endpoint looks at to know whether another page
+//!    follows.
+//! 4. **One command, one count.** A partition key `=` / `IN` reads each
+//!    partition as its own command (its own count and warning, as Cassandra
+//!    runs one single-partition command per key); a partition scan counts
+//!    one page across every partition it visits, each up to its first live
+//!    row for `DISTINCT`.
+//! 5. **Warn, fail.** A count above the warn threshold adds Cassandra's
+//!    warning (`lockshift_store::tombstones::warning_text`, with
+//!    Cassandra's rendering of the command, [`command_cql`]) to the
+//!    response; above the failure threshold the request fails with
+//!    `READ_FAILURE` (0x1300) and the v4 fields Cassandra 4.1.1 sends for
+//!    one replica: the request's consistency, 0 received, block-for 1, 1
+//!    failure, no data, and the message naming `READ_TOO_MANY_TOMBSTONES`.
+//!    System keyspaces and the fault table are exempt, as Cassandra exempts
+//!    its local system keyspaces.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -71,7 +71,7 @@ pub(crate) struct Count {
     pub(crate) tombstones: u64,
 }
 
-/// TC1–TC2 for one row: the tombstones it costs at `now`.
+/// Invariants 1–2 for one row: the tombstones it costs at `now`.
 pub(crate) fn row_tombstones(row: &Row, now: Timestamp, grace: Duration) -> u64 {
     let counts = |v: &CellVersion| !v.is_live(now) && !v.is_purgeable(now, grace);
     let dead_cells = row.cells.values().filter(|c| counts(c)).count() as u64;
@@ -83,7 +83,7 @@ pub(crate) fn row_tombstones(row: &Row, now: Timestamp, grace: Duration) -> u64 
     u64::from(deleted || expired_marker)
 }
 
-/// TC1 for range tombstones: the markers of the non-purgeable ranges that
+/// Invariant 1 for range tombstones: the markers of the non-purgeable ranges that
 /// overlap the walked span `[from, to]` (storage order); a range's far
 /// bound counts only if it lies in the span or the walk finished the
 /// slice.
@@ -111,7 +111,7 @@ pub(crate) fn range_markers(
         .sum()
 }
 
-/// TC3 for `DISTINCT` in one partition: rows up to the first live one, and
+/// Invariant 3 for `DISTINCT` in one partition: rows up to the first live one, and
 /// whether one was found.
 pub(crate) fn distinct_partition(
     part: &Partition,
@@ -134,7 +134,7 @@ pub(crate) fn distinct_partition(
     (count, false)
 }
 
-/// TC5: the warning for `count`, if it earns one.
+/// Invariant 5: the warning for `count`, if it earns one.
 pub(crate) fn warning(
     charging: &Charging,
     count: Count,
@@ -145,7 +145,7 @@ pub(crate) fn warning(
         .then(|| tombstones::warning_text(count.live_rows, count.tombstones, command, token))
 }
 
-/// TC5: the failure for `count`, if it earns one.
+/// Invariant 5: the failure for `count`, if it earns one.
 pub(crate) fn failure(charging: &Charging, count: Count) -> Option<CqlError> {
     (count.tombstones > charging.thresholds.fail).then(|| {
         CqlError::new(
