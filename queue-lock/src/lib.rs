@@ -18,7 +18,7 @@
 //! the holder's as a reservation, so a hand-off is the holder's delete and
 //! one read; waiters poll by the store's measured round trip; a holder keeps
 //! only its `main` cell, so renewing costs two operations per lock. The
-//! waiter is an explicit state machine (`Line`; `line/waiter.rs`).
+//! waiter is an explicit state machine (`Line`; `line/waiter/`).
 //!
 //! # Invariants
 //!
