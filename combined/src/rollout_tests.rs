@@ -7,37 +7,27 @@ use lockshift_store::{
 
 use super::*;
 use crate::mode::Mode;
-use crate::registry::{LiveNode, NodeInfo, heartbeat, record_activity};
+use crate::registry::{NodeInfo, heartbeat, record_activity};
 
 const NOW: i64 = 1_700_000_000_000_000;
 
-fn node(
-    name: &str,
-    effective: Algorithm,
-    seen: Option<(Stage, u64)>,
-    heartbeat_secs_ago: u64,
-) -> LiveNode {
-    LiveNode {
-        column: name.to_string(),
-        info: NodeInfo {
-            node: name.to_string(),
-            version: "0.1.0".to_string(),
-            configured_mode: Mode::Auto,
-            effective,
-            degraded: false,
-            seen_stage: seen.map(|s| s.0),
-            seen_version: seen.map(|s| s.1),
-            started_at: 0,
-            incarnation: None,
-            last_used: BTreeMap::new(),
-            lease: None,
-            acting_version: seen.map(|s| s.1),
-            bound: BTreeMap::new(),
-            view_expired: false,
-        },
-        heartbeat_at: Timestamp::from_micros(NOW)
-            .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),
-        ttl_left: Some(Duration::from_secs(25)),
+/// What a node running `effective` reports, having seen stage `legacy`.
+fn info(name: &str, effective: Algorithm) -> NodeInfo {
+    NodeInfo {
+        node: name.to_string(),
+        version: "0.1.0".to_string(),
+        configured_mode: Mode::Auto,
+        effective,
+        degraded: false,
+        seen_stage: Some(Stage::Legacy),
+        seen_version: Some(0),
+        started_at: 0,
+        incarnation: None,
+        last_used: BTreeMap::new(),
+        lease: None,
+        acting_version: Some(0),
+        bound: BTreeMap::new(),
+        view_expired: false,
     }
 }
 
@@ -105,7 +95,7 @@ async fn transitions_are_recorded_and_refusals_too() {
     assert_eq!(w.rollout.current().await.unwrap(), StageRecord::initial());
 
     // A legacy node is alive: refused, stage unchanged, refusal recorded.
-    let mut info = node("web-3", Algorithm::Legacy, Some((Stage::Legacy, 0)), 0).info;
+    let mut info = info("web-3", Algorithm::Legacy);
     heartbeat(
         w.store.as_ref(),
         w.clock.as_ref(),
