@@ -18,36 +18,10 @@
 //!
 //! # Invariants
 //!
-//! - **G1.** A contender writes `main` only while its own `shadow` cell is
-//!   the only one it saw, and only after a fresh read of `main` was empty.
-//! - **G2.** Every cell carries the lease TTL and is renewed while needed
-//!   (see `lockshift_lock::lease`); a failed step's cells are deleted before
-//!   the next attempt.
-//! - **G3.** A contender succeeds only through G1: a `main` cell under its
-//!   own owner id that this acquisition did not write is not its holding.
-//!   The thesis' owner id was a thread's, so a lone cell of its own meant
-//!   it already held the lock; lockshift's names a *slot* (L7), which the
-//!   process's next acquisition of the lock reuses, and a write of the
-//!   slot's previous lease answered with a timeout may land after that
-//!   lease ended (lockshift_lock L5). Such a leftover holds nothing (its
-//!   lease is over) and would expire under a "holder" that never renews
-//!   it: the contender deletes it — stamped above every write of the slot's
-//!   earlier leases (L1) — and enters through shadow as usual.
-//!
-//! # Safety argument (legacy + legacy)
-//!
-//! Suppose A and B both succeed. Each wrote its shadow cell and then read
-//! shadow seeing only its own, which Lemma 1 (thesis §5.1) forbids if their
-//! shadow cells were both present — so their shadow phases did not overlap:
-//! say A deleted its shadow cell before B wrote its own. A wrote main before
-//! deleting its shadow cell, so B's fresh read of main (after B's shadow
-//! write) sees A's cell and B does not write main (G1). Hence at most one
-//! holder, as long as A's main cell lives — which its lease guarantees for
-//! as long as A is told it holds the lock.
-//!
-//! The argument needs every contender to respect shadow. A queue-lock holder
-//! writes main without shadow, so legacy and queue must never run together
-//! (docs/design.md §3); the combined lock enters main through this very protocol.
+//! The legacy rules G1–G3, and their proof (legacy + legacy), are in
+//! docs/design.md §2. A queue holder writes `main` without `shadow`, so
+//! legacy and queue must never run together (docs/design.md §3); the
+//! combined lock enters `main` through this very protocol (G1).
 //!
 //! # Fairness
 //!

@@ -44,42 +44,20 @@ impl ReadOutcome {
 ///
 /// Every backend — the embedded reference ([`crate::MemoryStore`]), the CQL
 /// backend and anything wrapping them — behaves as one Cassandra cluster read
-/// and written at QUORUM:
+/// and written at QUORUM, keeping the store contract, each rule stated and
+/// argued once in docs/design.md §1 and cited by its label:
 ///
-/// 1. **Last write wins per cell.** Each version of a cell carries the
-///    timestamp it was written or deleted with; the highest timestamp wins,
-///    whatever order the operations arrive in.
-/// 2. **Ties go to the tombstone.** A delete at `T` shadows every version with
-///    timestamp `<= T`; a write at `T + 1` survives it. Between two live
-///    versions with the same timestamp the one that expires later wins, then
-///    the greater value (Cassandra's rule), so all replicas agree.
-/// 3. **TTL.** A cell written with a TTL stops being visible once the TTL has
-///    passed on the *store's* clock, counted from when the store applied the
-///    write (not from its timestamp) and in whole seconds, as Cassandra
-///    counts: applied at second `s + f` with TTL `n`, it expires at `s + n`,
-///    so it may live up to a second less than `n`
-///    ([`reconcile::ttl_deadline`](crate::reconcile::ttl_deadline)). An
-///    expired cell then acts as a tombstone at its own timestamp.
-/// 4. **Order.** [`read`](Store::read) returns live cells in ascending byte
-///    order of the column name, at most `limit` of them, starting at
-///    `start_column` inclusive. Tombstones and expired cells never count
-///    towards the limit.
-/// 5. **Read your writes.** Once a write or delete has returned `Ok`, every
-///    later read sees it (or a newer version). This is Lemma 1 of the thesis
-///    (§5.1): if two clients each write a cell into one row and then read the
-///    row, at least one of them sees both cells.
-/// 6. **Tombstones cost reads** (Cassandra 4.1.1, measured:
-///    [`crate::tombstones`]). A dead cell stays a tombstone for the table's
-///    gc grace; a read passes those in its slice until it has its limit of
-///    live cells, warns above 1 000 and fails with
-///    [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones)
-///    above 100 000. [`read_observed`](Store::read_observed) reports the
-///    count and the warnings.
-/// 7. **One row, one write.** The cells of one [`write`](Store::write) or
-///    [`delete`](Store::delete) are applied together (a single-partition batch).
-///
-/// Item *n* is the crate's invariant S*n* (see the crate docs), and code
-/// cites the items by those labels.
+/// 1. S1: last write wins per cell.
+/// 2. S2: on a timestamp tie the tombstone wins.
+/// 3. S3: a TTL counts from when the store applied the write, in whole
+///    seconds ([`reconcile::ttl_deadline`](crate::reconcile::ttl_deadline)).
+/// 4. S4: [`read`](Store::read) returns live cells in column order, within
+///    `start_column` and `limit`.
+/// 5. S5: read-your-writes (the thesis' Lemma 1).
+/// 6. S6: tombstones cost reads ([`crate::tombstones`];
+///    [`read_observed`](Store::read_observed) reports the cost).
+/// 7. S7: one row, one write — the cells of one [`write`](Store::write) or
+///    [`delete`](Store::delete) are applied together.
 ///
 /// # Errors
 ///

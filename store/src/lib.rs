@@ -8,29 +8,11 @@
 //!
 //! # Invariants every backend keeps
 //!
-//! - **S1. Last write wins per cell**, by the write timestamp the caller chose.
-//! - **S2. On a timestamp tie the tombstone wins**, so a delete at `T` removes a
-//!   write at `T`, and a renewal at `T + 1` survives a delete at `T` (what
-//!   `migrate clean` relies on).
-//! - **S3. TTL** counts from when the store applied the write, on the store's
-//!   clock, in whole seconds: written at second `s + f` with TTL `n`, a cell
-//!   expires at `s + n` (it lives `n - f`, as on Cassandra); an expired cell
-//!   is a tombstone at its own timestamp.
-//! - **S4. Order**: a row's live cells come back in ascending byte order of
-//!   column names; `limit` and `start_column` select a contiguous run.
-//! - **S5. Read-your-writes** (QUORUM writes and reads): a write that returned
-//!   `Ok` is seen by every later read — the basis of the thesis' Lemma 1.
-//! - **S6. Tombstones cost reads**, as on Cassandra 4.1.1 (measured): a dead
-//!   cell is kept for its table's gc grace ([`schema::TableOptions`]); a read
-//!   passes those in its slice until it has its limit of live cells, carries
-//!   Cassandra's warning above 1 000 and fails with
-//!   [`StoreErrorKind::TooManyTombstones`] above 100 000
-//!   ([`tombstones`]; [`Store::read_observed`] reports the cost).
-//! - **S7. One row, one write**: the cells of one [`Store::write`] or
-//!   [`Store::delete`] are applied together (a single-partition batch).
-//!
-//! The [`Store`] trait's numbered contract states the same rules in more
-//! detail, in the same order: its item *n* is S*n*.
+//! The store contract S1–S7, stated and argued in docs/design.md §1: last
+//! write wins per cell, a tombstone wins a tie, TTLs count from apply time in
+//! whole seconds, reads come in column order, read-your-writes, tombstones
+//! cost reads, one row one write. The [`Store`] trait lists them as its
+//! numbered contract, item *n* being S*n*; code cites them by label.
 //!
 //! Errors say what they mean for the data: [`StoreErrorKind::NotApplied`],
 //! [`StoreErrorKind::Unavailable`] (nothing changed),

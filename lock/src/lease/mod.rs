@@ -9,86 +9,11 @@
 //!
 //! # Invariants
 //!
-//! - **L1. Stamps increase.** Every write and delete of one lease carries a
-//!   timestamp greater than all earlier ones of that lease — and of every
-//!   earlier lease of the same context — even if the clock steps back, so
-//!   the release's delete always beats the last renewal, and the next
-//!   acquisition in the same slot (L7) beats both.
-//! - **L2. No resurrection.** A lease never writes a cell it has begun to
-//!   delete, and never rewrites a cell a renewal found gone. A renewal rewrites
-//!   a cell only after a read shows it still there, and never after its
-//!   deletion was stamped: a renewal whose stamp precedes a delete's loses to
-//!   it by L1; one that would follow it is not sent. So a lease never brings
-//!   back a cell that expired, was deleted by its owner, or was cleaned by an
-//!   operator.
-//! - **L3. Told before the TTL.** A cell's lease counts from the moment its
-//!   last proven write (sent and acknowledged) was *sent*. The store
-//!   applied it no earlier, but Cassandra counts TTLs in whole seconds (expiry
-//!   = the end of the applying second + ttl, on the coordinator's clock), so
-//!   the cell is only sure to live until `sent + ttl − 1 s −
-//!   TTL_SKEW_ALLOWANCE` ([`LeaseSettings::guaranteed_life`]). The lost signal
-//!   fires once that moment is older than `lost_after_fraction × ttl`, which
-//!   settings validation keeps strictly below that guaranteed life
-//!   ([`LeaseSettings::problems`](crate::LeaseSettings::problems)) — or as soon
-//!   as a renewal finds the cell gone. So a holder is told it lost the lock
-//!   before its cell can expire. It is a [`CancellationToken`]: once fired it
-//!   stays fired.
-//! - **L4. Every cell goes through its lease; clean exit.** Every cell an
-//!   acquisition writes is registered with its lease before the write is sent,
-//!   and the lease deletes it on release, on drop, or it expires within one TTL
-//!   (thesis §5.3). Dropping a lease that was not released stops its renewals
-//!   and removes its cells in the background (best effort; the TTL removes them
-//!   otherwise). Its slot is given back once its cells are gone: at once after
-//!   acknowledged deletes, a TTL (plus a second and the skew allowance) later
-//!   otherwise (L7).
-//! - **L5. Late writes hold nothing.** L2 cannot stop a write already sent:
-//!   one the store answered with a timeout may still be applied later — a
-//!   client cannot bound how much later — with its TTL counted from then,
-//!   so a renewal in flight when the lease is lost can bring its cell back
-//!   after the loss, beside the next holder, for up to one TTL after it
-//!   lands. On Cassandra's semantics no client can rule that out: only a
-//!   delete stamped above the write shadows it, and the owner that lost
-//!   its lease is typically the one that cannot reach the store (anyone
-//!   else stamping that high could bury a live holder's renewal). So it is
-//!   bounded instead. The owner was told (L3) and never renews again, so
-//!   the cell holds nothing and only keeps others waiting. Release and drop
-//!   delete above every stamp the lease sent (L1): once any such delete
-//!   lands, the late write is shadowed whenever it arrives. The slot's next
-//!   acquisition writes above it (L7), and the legacy entry never takes it
-//!   for its own holding (legacy G3). `migrate status` and `inspect` mark
-//!   it *lease over* (by its process's own promise it has outlived its
-//!   guaranteed life) and `migrate clean` deletes it without `--force`
-//!   (docs/design.md §5). The one landing L5 does not cover is for an owner
-//!   not yet told: when `migrate clean --force` deleted the cell of an
-//!   owner with a renewal in flight, the renewal brings it back and the
-//!   lease, finding its cell, renews on — what `--force` risks, and why it
-//!   is only for owners known dead.
-//! - **L6. Waiting cells live briefly.** A lease started with
-//!   [`WaitingTerms`] writes its cells with the waiting TTL (seconds, not a
-//!   lease TTL) and rewrites them every waiting renewal period, until
-//!   [`start_holding`](Lease::start_holding): from then on every cell
-//!   carries the lease TTL, and the cells still under the waiting TTL are
-//!   rewritten with it at once. A cell written with
-//!   [`write_holding`](Lease::write_holding) carries the lease TTL from the
-//!   start. L3 holds per cell: each cell's proof counts against
-//!   `lost_after_fraction ×` the TTL its proven write carried, which
-//!   settings validation keeps below that TTL's guaranteed life. So a
-//!   waiter killed while it waits leaves cells that expire within the
-//!   waiting TTL, whatever the lease TTL (why others may then go ahead:
-//!   docs/design.md §2, the proof of queue-lock Q3).
-//! - **L7. A slot is reused only once its cells are gone.** An owner id (a
-//!   slot, `slots.rs`) is used by one acquisition at a time, and by the
-//!   next acquisition of the same lock in the same process only once every
-//!   cell the previous one wrote is gone — deleted, with the delete
-//!   acknowledged, or past its TTL. Names are reused so that a lock's rows
-//!   hold one tombstone per slot, not one per acquisition (docs/design.md
-//!   §2a). Together with the stamps of one context only ever increasing
-//!   (across leases, L1), a slot's new cells always win over its old cells
-//!   and their tombstones, by stamp. "Past its TTL" cannot count a write of
-//!   the old lease still in flight (L5): one may land after the slot was
-//!   taken again. Its stamp is below everything the new acquisition
-//!   writes, so it loses to those writes; only a read made before them can
-//!   meet it, and none takes it for the new acquisition's own (legacy G3).
+//! The lease keeps L1–L6 (docs/design.md §5) and, with the slot table
+//! (`slots.rs`), L7 (docs/design.md §2a): stamps increase, no resurrection,
+//! told before the TTL, every cell goes through its lease, late writes hold
+//! nothing, waiting cells live briefly, a slot is reused only once its
+//! cells are gone. Each is stated and proved there, once.
 //!
 //! # Refreshes that ride on the waiter's own reads (L2)
 //!
