@@ -52,7 +52,7 @@ pub(crate) async fn try_lock(
         // The thesis' `Success` ("mine") would hold the lock through a cell
         // this acquisition never wrote (G3): it is a leftover of my slot's
         // previous acquisition — a write of its lease that landed late
-        // (lockshift_lock L5). Nobody holds through it; bury it (my stamps
+        // (L5). Nobody holds through it; bury it (my stamps
         // are above all of that lease's, L1) and enter as usual.
         [_] => lease.delete(schema::MAIN, me).await?,
         _ => {}

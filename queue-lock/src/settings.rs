@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 /// read and a write). A waiter killed while it waits therefore holds the
 /// line up for at most `waiting_ttl`, and its queue cell is skipped once
 /// not rewritten for `stale_after`. Once it holds, its `main` cell takes
-/// the lease TTL (queue-lock Q3, lease L6).
+/// the lease TTL (Q3, L6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueSettings {
