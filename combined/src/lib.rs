@@ -1,13 +1,11 @@
-//! The combined lock, the locker factory, the rollout state machine and
-//! the node registry: how a running fleet moves from the legacy lock to the
-//! queue lock with no downtime and never two holders at once.
+//! The combined lock: safe beside legacy holders, queue holders and
+//! itself, so a running fleet can move from the legacy lock to the queue
+//! lock with no downtime and never two holders at once.
 //!
 //! A service does not depend on this crate: the `lockshift` crate's node
-//! runs the algorithm the stage allows and reports to the registry. This
-//! crate is for the parts around it — the operator tool reads and moves the
-//! stage with [`Rollout`] (guards evaluated on [`Rollout::evidence`]), and
-//! every locker in the workspace is built by [`Lockers`], which gives each
-//! locker the time service it needs for as long as it lives.
+//! runs the algorithm the stage allows. The rollout that moves the stage,
+//! and the factory every locker in the workspace is built by, are
+//! `lockshift-rollout`'s.
 //!
 //! # The combined lock (thesis §7.2)
 //!
@@ -27,43 +25,20 @@
 //!
 //! # Safety and the rollout (docs/design.md §3, §4)
 //!
-//! Every pair of algorithms excludes by Lemma 1 — a combined winner passed
-//! both G1 and Q1 — except legacy beside queue, which breaks (the safety
-//! table, docs/design.md §3). So the stages
-//! `legacy` → `dual` → `queue` → `complete` never let the two run together
-//! (R1), moved by [`rollout`] under guards on the registry, activity
-//! records and a census of lock cells; the node runtime keeps lagging nodes
-//! apart (R2–R8). The argument is written once, in docs/design.md §4.
+//! A combined winner passed both G1 and Q1, so it excludes legacy and queue
+//! holders alike (the safety table, docs/design.md §3); the stages keep
+//! legacy and queue from running together (R1, docs/design.md §4).
 //!
 //! # Modules
-//! [`CombinedLocker`]; [`Lockers`] (the one locker factory); [`stage`],
-//! [`rollout`] (transitions, guards, [`rollout::Evidence`]), [`registry`],
-//! [`census`]; [`LockSettings`] and [`RolloutSettings`] (the whole settings
-//! file is `lockshift::Settings`).
+//! [`CombinedLocker`], and [`LegacyPacing`], how it paces itself beside
+//! legacy contenders.
 
-pub mod census;
-mod error;
 mod locker;
-mod lockers;
-mod mode;
-pub mod registry;
-pub mod remedy;
-pub mod rollout;
-mod settings;
-pub mod stage;
 
-pub use error::{EvidenceError, RolloutError};
 pub use locker::CombinedLocker;
 /// How combined waiters pace themselves beside legacy contenders: one
 /// [`LegacyPacing`] is shared by every combined locker of a process
-/// (`Lockers::with_pacing`). The node runtime (`lockshift::Node`), the
-/// benchmark's workers and the simulation's fleet build one per process.
+/// (`lockshift_rollout::Lockers::with_pacing`). The node runtime
+/// (`lockshift::Node`), the benchmark's workers and the simulation's fleet
+/// build one per process.
 pub use locker::LegacyPacing;
-pub use lockers::{LockerSettings, Lockers};
-pub use mode::Mode;
-pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
-pub use settings::{LockSettings, RolloutSettings};
-pub use stage::Stage;
-/// How the node runtime (the `lockshift` crate) resolves its algorithm:
-/// moved to `lockshift_decide::algorithm`, re-exported here.
-pub use stage::{Resolution, resolve};

@@ -382,7 +382,7 @@ impl CombinedLocker {
     /// A combined locker over `ctx`, naming queue cells with `time`, paced
     /// for legacy contenders with the legacy lock's default settings (it
     /// cannot know there are none: see [`LegacyPacing`]). Built by
-    /// [`Lockers`](crate::Lockers), which keeps the time service alive; for
+    /// `lockshift_rollout::Lockers`, which keeps the time service alive; for
     /// code that builds one alone, `time` is a
     /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, which must
     /// stay alive for as long as the locker is used.

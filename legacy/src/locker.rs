@@ -45,7 +45,7 @@ pub struct LegacyLocker {
 impl LegacyLocker {
     /// A legacy locker over `ctx`, pacing itself by `settings`. Services
     /// get one from a node; other code (tests, the benchmark) builds lockers
-    /// with `lockshift_combined::Lockers`.
+    /// with `lockshift_rollout::Lockers`.
     pub fn new(ctx: Arc<LockContext>, settings: LegacySettings) -> Self {
         LegacyLocker { ctx, settings }
     }

@@ -96,7 +96,7 @@
 //! [`Node`], [`NodeBuilder`], [`NodeLocker`] (the runtime); [`settings`]
 //! (every key); [`metrics`] (what is measured); [`prelude`]. The lock
 //! algorithms, the rollout and the storage layer live in sibling crates
-//! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-store`) that a service
+//! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-rollout`, `-store`) that a service
 //! does not need to name.
 
 // Every public item is documented; CI denies warnings (`.ci/run`).
@@ -109,7 +109,8 @@ mod node;
 pub mod settings;
 
 pub use error::StartError;
-pub use lockshift_combined::{Mode, Stage, StageRecord};
+pub use lockshift_decide::algorithm::{Mode, Stage};
+pub use lockshift_decide::rollout::StageRecord;
 pub use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockGuard,
     LockId, Locker, NodeId, OwnerId, ReleaseError, TryAcquireError,

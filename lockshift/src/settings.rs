@@ -52,13 +52,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use config::{Config, Environment, File, FileFormat};
-use lockshift_lock::{NodeId, fmt_duration};
+use lockshift_lock::{LeaseSettings, NodeId, fmt_duration};
 use serde::{Deserialize, Serialize};
 
 use crate::Mode;
-pub use lockshift_combined::{LockSettings, RolloutSettings};
 pub use lockshift_legacy::{Backoff, LegacySettings};
 pub use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
+pub use lockshift_rollout::RolloutSettings;
 pub use lockshift_store::settings::InvalidSetting;
 pub use lockshift_store::settings::{ConnectionSecurity, Secret, TlsSettings};
 pub use lockshift_store::{Consistency, CqlSettings, StoreBackend, StoreSettings};
@@ -132,6 +132,52 @@ impl NodeSettings {
                 InvalidSetting::new("node.id", format!("node.id is invalid: {e}"))
             }),
             None => Ok(lockshift_lock::node_id_for_this_process()),
+        }
+    }
+}
+
+/// `[lock]`: the lease keys shared by every algorithm, and each algorithm's
+/// own section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LockSettings {
+    /// See [`LeaseSettings::lease_ttl`].
+    /// Default: `60s`.
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    /// See [`LeaseSettings::renew_every`].
+    /// Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub renew_every: Duration,
+    /// See [`LeaseSettings::lost_after_fraction`].
+    /// Default: `0.5`.
+    pub lost_after_fraction: f64,
+    /// `[lock.legacy]`.
+    pub legacy: LegacySettings,
+    /// `[lock.queue]`.
+    pub queue: QueueSettings,
+}
+
+impl Default for LockSettings {
+    fn default() -> Self {
+        let lease = LeaseSettings::default();
+        LockSettings {
+            lease_ttl: lease.lease_ttl,
+            renew_every: lease.renew_every,
+            lost_after_fraction: lease.lost_after_fraction,
+            legacy: LegacySettings::default(),
+            queue: QueueSettings::default(),
+        }
+    }
+}
+
+impl LockSettings {
+    /// The lease part.
+    pub fn lease(&self) -> LeaseSettings {
+        LeaseSettings {
+            lease_ttl: self.lease_ttl,
+            renew_every: self.renew_every,
+            lost_after_fraction: self.lost_after_fraction,
         }
     }
 }

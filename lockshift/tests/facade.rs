@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lockshift::prelude::*;
 use lockshift::{LeaseLostReason, StartError};
-use lockshift_combined::registry::live_nodes;
+use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{MemoryStore, RowQuery, SharedClock, Store, TokioClock, schema};
 
 struct World {

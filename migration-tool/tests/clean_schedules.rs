@@ -26,14 +26,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift::Settings;
-use lockshift_combined::registry::{LeasePromise, LeaseRules, heartbeat};
-use lockshift_combined::{LockerSettings, Lockers};
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
     AcquireOptions, Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{Action, CleanOptions, CleanReport, clean};
+use lockshift_rollout::registry::{LeasePromise, LeaseRules, heartbeat};
+use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::{
     Cell, CellWrite, FaultPlan, FaultyStore, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome,
     RowQuery, SharedClock, SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table,
@@ -190,7 +190,7 @@ impl World {
     /// A registry row for `p`'s process announcing `promise` (live for
     /// the whole test; written by the test, whatever `p`'s store does).
     async fn register(&self, p: &Process, promise: Option<LeasePromise>) {
-        let info = lockshift_combined::registry::NodeInfo {
+        let info = lockshift_rollout::registry::NodeInfo {
             incarnation: Some(p.ctx.incarnation().to_string()),
             lease: promise,
             ..common::node_info(&p.node, Algorithm::Combined)

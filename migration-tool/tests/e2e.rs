@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Endpoint, FAST, eventually, migrate, node_info, small_demo};
-use lockshift_combined::Mode;
-use lockshift_combined::registry::{deregister, heartbeat};
 use lockshift_cql_emulator::{Fault, FaultRule};
+use lockshift_decide::algorithm::Mode;
 use lockshift_lock::{Algorithm, LockId};
+use lockshift_rollout::registry::{deregister, heartbeat};
 use lockshift_store::{CellWrite, Clock, RowQuery, Timestamp, Ttl, WriteOptions, schema};
 
 fn now() -> Timestamp {
@@ -821,7 +821,7 @@ async fn status_shows_nodes_that_cannot_confirm_the_stage_or_went_silent() {
     store
         .write(
             schema::NODES,
-            lockshift_combined::registry::REGISTRY_ROW,
+            lockshift_rollout::registry::REGISTRY_ROW,
             &[CellWrite::new("cut-1", serde_json::to_vec(&cut).unwrap())],
             WriteOptions::at(now().saturating_sub(Duration::from_secs(60)))
                 .with_ttl(Ttl::from_secs(300).unwrap()),

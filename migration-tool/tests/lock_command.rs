@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Endpoint, FAST, eventually};
-use lockshift_combined::Mode;
+use lockshift_decide::algorithm::Mode;
 use lockshift_lock::LockId;
 use lockshift_store::{RowQuery, schema};
 use nix::sys::signal::{Signal, kill};

@@ -13,8 +13,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Endpoint, small_demo};
-use lockshift_combined::registry::{LeasePromise, NodeInfo, heartbeat};
 use lockshift_lock::Algorithm;
+use lockshift_rollout::registry::{LeasePromise, NodeInfo, heartbeat};
 use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
 
 /// A registry entry for a live combined process of `node` (incarnation
@@ -565,7 +565,7 @@ async fn status_and_advance_judge_the_next_step_alike() {
     };
     for (state, safe) in [("a legacy node live", false), ("no legacy node", true)] {
         if safe {
-            lockshift_combined::registry::deregister(store.as_ref(), &SystemClock, "old-3")
+            lockshift_rollout::registry::deregister(store.as_ref(), &SystemClock, "old-3")
                 .await
                 .unwrap();
         } else {

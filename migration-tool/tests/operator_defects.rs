@@ -8,8 +8,8 @@
 mod common;
 
 use common::{Endpoint, FAST, migrate, node_info};
-use lockshift_combined::registry::heartbeat;
 use lockshift_lock::Algorithm;
+use lockshift_rollout::registry::heartbeat;
 use lockshift_store::{CellWrite, SystemClock, Ttl, WriteOptions, schema};
 
 /// #1: a holder and one waiter's reservation, both `main` cells labelled
@@ -187,7 +187,9 @@ async fn a_config_directory_is_called_a_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durations_are_rounded_for_people() {
     let e = Endpoint::with_schema().await;
-    let holder = e.node("holder", lockshift_combined::Mode::Combined).await;
+    let holder = e
+        .node("holder", lockshift_decide::algorithm::Mode::Combined)
+        .await;
     let guard = holder
         .locker()
         .acquire(&lockshift_lock::LockId::new("busy").unwrap())

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{Endpoint, FAST, eventually};
-use lockshift_combined::Mode;
+use lockshift_decide::algorithm::Mode;
 use lockshift_lock::LockId;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

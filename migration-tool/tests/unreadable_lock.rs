@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use common::{CONTACT_POINTS_VAR, Endpoint, Run};
 use lockshift::{Node, Settings};
-use lockshift_combined::Mode;
+use lockshift_decide::algorithm::Mode;
 use lockshift_lock::LockId;
 use lockshift_store::{
     CellWrite, Clock, CqlStore, SharedStore, SystemClock, Table, Ttl, WriteOptions, schema,

@@ -114,7 +114,7 @@ impl QueueLocker {
     /// [`TimeService`](crate::TimeService)'s source, which must stay alive
     /// for as long as the locker is used). Services get one from a node;
     /// other code (tests, the benchmark) builds lockers with
-    /// `lockshift_combined::Lockers`, which keeps the time service alive.
+    /// `lockshift_rollout::Lockers`, which keeps the time service alive.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         QueueLocker {
             line: Line::new(ctx, time, settings, Arc::new(QueueEntry)),

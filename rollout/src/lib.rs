@@ -4,3 +4,35 @@
 //! stage chooses among. The decisions themselves (the guards' judgement,
 //! the edge rule, registry and census data) are pure and live in
 //! `lockshift-decide`; this crate reads and writes the cells they judge.
+//!
+//! A service does not depend on this crate: the `lockshift` crate's node
+//! follows the stage and reports to the registry. The operator tool reads
+//! and moves the stage with [`Rollout`] (guards evaluated on
+//! [`Rollout::evidence`]), and every locker in the workspace is built by
+//! [`Lockers`], which gives each locker the time service it needs for as
+//! long as it lives.
+//!
+//! The stages, the guards of each edge and why they keep legacy and queue
+//! holders apart are written once, in docs/design.md §4: transitions keep
+//! R1, and the registry carries what R5, R6 and R8 need.
+//!
+//! # Modules
+//! [`rollout`] (the [`Rollout`] handle: transitions, history, the guards'
+//! [`rollout::Evidence`], [`rollout::read_stage`]); [`registry`]
+//! (heartbeat, deregistering, the live fleet, the activity record);
+//! [`census`] (a census of lock cells, one lock's cells); [`Lockers`] (the
+//! one locker factory); [`RolloutSettings`] (the `[rollout]` section; the
+//! whole settings file is `lockshift::Settings`); [`RolloutError`] and
+//! [`EvidenceError`].
+
+pub mod census;
+mod error;
+mod lockers;
+pub mod registry;
+pub mod rollout;
+mod settings;
+
+pub use error::{EvidenceError, RolloutError};
+pub use lockers::{LockerSettings, Lockers};
+pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
+pub use settings::RolloutSettings;

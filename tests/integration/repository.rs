@@ -368,11 +368,11 @@ const SECTIONS: [(&str, &str, &str); 11] = [
         "store/src/settings/embedded.rs",
         "EmbeddedSettings",
     ),
-    ("lock", "combined/src/settings.rs", "LockSettings"),
+    ("lock", "lockshift/src/settings.rs", "LockSettings"),
     ("lock.legacy", "legacy/src/settings.rs", "LegacySettings"),
     ("lock.queue", "queue-lock/src/settings.rs", "QueueSettings"),
     ("time", "queue-lock/src/settings.rs", "TimeSettings"),
-    ("rollout", "combined/src/settings.rs", "RolloutSettings"),
+    ("rollout", "rollout/src/settings.rs", "RolloutSettings"),
     ("", "lockshift/src/settings.rs", "Settings"),
 ];
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{Algorithm, LockGuard, Locker};
 use lockshift_store::schema;
 use lockshift_tests::attacks::{World, cut_off, hold, must_move, plan, try_move};

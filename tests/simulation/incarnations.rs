@@ -13,9 +13,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_combined::registry::live_nodes;
-use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::Algorithm;
+use lockshift_rollout::registry::live_nodes;
+use lockshift_rollout::{Rollout, TransitionRequest};
 use lockshift_store::{OpKind, schema};
 use lockshift_tests::attacks::{Started, World, cut_off, hold, plan};
 use lockshift_tests::sim::{for_each_seed, paused};

@@ -6,7 +6,7 @@
 //! the stage re-read period. The same scenario runs through the local CQL
 //! endpoint in `tests/integration`.
 
-use lockshift_combined::Stage;
+use lockshift_decide::algorithm::Stage;
 use lockshift_tests::rolling::{
     Backend, Timings, rolling_deployment, rolling_deployment_with_rollback,
 };

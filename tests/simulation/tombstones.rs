@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{LockId, Locker};
 use lockshift_store::{FaultPlan, MemoryStore, Table, schema};
 use lockshift_tests::attacks::{World, try_move};

@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift::Node;
-use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{AcquireError, AcquireOptions, LockGuard, LockId, Locker};
+use lockshift_rollout::{Rollout, TransitionRequest};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -1,12 +1,13 @@
 //! Lockers of each algorithm for simulated nodes, all from the one factory
-//! (`lockshift_combined::Lockers`): each locker owns its time service.
+//! (`lockshift_rollout::Lockers`): each locker owns its time service.
 
 use std::sync::Arc;
 
-use lockshift_combined::{LegacyPacing, LockerSettings, Lockers};
+use lockshift_combined::LegacyPacing;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{Algorithm, Locker};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
+use lockshift_rollout::{LockerSettings, Lockers};
 
 use crate::sim::NodeEnv;
 

@@ -19,7 +19,8 @@ mod timings;
 
 use std::time::Duration;
 
-use lockshift_combined::{Mode, Rollout, Stage, TransitionRequest};
+use lockshift_decide::algorithm::{Mode, Stage};
+use lockshift_rollout::{Rollout, TransitionRequest};
 
 pub use fleet::Availability;
 use fleet::Fleet;

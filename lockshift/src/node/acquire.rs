@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
-use lockshift_combined::Stage;
+use lockshift_decide::algorithm::Stage;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, TryAcquireError,
 };

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_combined::registry::{LeasePromise, LeaseRules};
-use lockshift_combined::{LegacyPacing, LockerSettings, Lockers};
+use lockshift_combined::LegacyPacing;
 use lockshift_lock::{Algorithm, LockContext};
+use lockshift_rollout::registry::{LeasePromise, LeaseRules};
+use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Ttl};
 use tokio::sync::Notify;
 use tokio::time::Instant;

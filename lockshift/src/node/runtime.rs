@@ -8,13 +8,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lockshift_combined::registry::{
+use lockshift_combined::LegacyPacing;
+use lockshift_decide::algorithm::{Mode, Resolution, Stage};
+use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
+use lockshift_rollout::RolloutSettings;
+use lockshift_rollout::registry::{
     LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
     registry_column,
 };
-use lockshift_combined::rollout::read_stage;
-use lockshift_combined::{LegacyPacing, Mode, Resolution, RolloutSettings, Stage};
-use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
+use lockshift_rollout::rollout::read_stage;
 use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
 use tokio::sync::Notify;
 use tokio::time::Instant;

@@ -1,6 +1,7 @@
 //! [`NodeStatus`]: what a node runs now, and why.
 
-use lockshift_combined::{Mode, StageRecord};
+use lockshift_decide::algorithm::Mode;
+use lockshift_decide::rollout::StageRecord;
 use lockshift_lock::{Algorithm, Incarnation, NodeId};
 
 /// What a node runs now, and why.

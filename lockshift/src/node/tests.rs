@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use lockshift_store::{MemoryStore, RowQuery, SharedClock, SharedStore, Store, TokioClock, schema};
 
-use lockshift_combined::registry::live_nodes;
-use lockshift_combined::rollout::{Rollout, TransitionRequest};
-use lockshift_combined::{Mode, RolloutSettings, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::Algorithm;
+use lockshift_rollout::RolloutSettings;
+use lockshift_rollout::registry::live_nodes;
+use lockshift_rollout::rollout::{Rollout, TransitionRequest};
 
 use super::*;
 use crate::settings::Settings;
@@ -287,7 +288,7 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
     s.node.id = Some("n".into());
     let node = start_on(w.store.clone(), &w, s).await.unwrap();
     assert!(
-        lockshift_combined::registry::last_activity(w.store.as_ref())
+        lockshift_rollout::registry::last_activity(w.store.as_ref())
             .await
             .unwrap()
             .is_empty()
@@ -299,7 +300,7 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
         .unwrap();
     let acquired_at = w.clock.now();
     node.heartbeat().await.unwrap();
-    let activity = lockshift_combined::registry::last_activity(w.store.as_ref())
+    let activity = lockshift_rollout::registry::last_activity(w.store.as_ref())
         .await
         .unwrap();
     let seen = activity
@@ -365,7 +366,7 @@ async fn a_legacy_node_promises_its_activity_with_every_heartbeat() {
     let w = world();
     let (_dir, _, node) = start(&w, "legacy").await;
     let valid_for = RolloutSettings::default().stage_valid_for;
-    let promised = lockshift_combined::registry::last_activity(w.store.as_ref())
+    let promised = lockshift_rollout::registry::last_activity(w.store.as_ref())
         .await
         .unwrap();
     assert_eq!(
@@ -377,7 +378,7 @@ async fn a_legacy_node_promises_its_activity_with_every_heartbeat() {
     let (_dir, _, node) = start(&w, "combined").await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     node.heartbeat().await.unwrap();
-    let promised = lockshift_combined::registry::last_activity(w.store.as_ref())
+    let promised = lockshift_rollout::registry::last_activity(w.store.as_ref())
         .await
         .unwrap();
     assert!(

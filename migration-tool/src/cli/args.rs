@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::LockId;
 
 use super::{Checked, FencingTokenArg};

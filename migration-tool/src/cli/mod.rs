@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, ValueEnum};
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::LockId;
 
 mod args;

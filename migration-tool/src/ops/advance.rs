@@ -1,5 +1,5 @@
-//! `migrate advance`: the guarded transitions of the combined crate
-//! ([`Rollout::transition`](lockshift_combined::Rollout::transition)), with
+//! `migrate advance`: the guarded transitions of the rollout crate
+//! ([`Rollout::transition`](lockshift_rollout::Rollout::transition)), with
 //! the operator-facing rules around them. `rollback` is the same code
 //! walking the other way (see [`super::rollback`]).
 //!
@@ -15,9 +15,10 @@
 //!   same evidence and records nothing (invariant 1 of `lib.rs`).
 
 use anyhow::Context;
-use lockshift_combined::remedy::Remedy;
-use lockshift_combined::rollout::{Guard, StageRecord, TransitionRequest, read_stage};
-use lockshift_combined::{RolloutError, Stage};
+use lockshift_decide::algorithm::Stage;
+use lockshift_decide::remedy::Remedy;
+use lockshift_rollout::RolloutError;
+use lockshift_rollout::rollout::{Guard, StageRecord, TransitionRequest, read_stage};
 use serde::Serialize;
 
 use super::Env;

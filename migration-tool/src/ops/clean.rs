@@ -53,10 +53,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, CensusOptions, Staleness, take_census};
-use lockshift_combined::registry::live_nodes;
 use lockshift_decide::clean::{Criteria, Judged, judge, second_look};
 use lockshift_lock::{Algorithm, MIN_LEASE_TTL};
+use lockshift_rollout::census::{CensusCell, CensusOptions, Staleness, take_census};
+use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use serde::Serialize;
 use tokio::time::{Instant, sleep_until};

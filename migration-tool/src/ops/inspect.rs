@@ -4,9 +4,9 @@
 use std::num::NonZeroU32;
 
 use anyhow::Context;
-use lockshift_combined::census::{CensusCell, CensusOptions, inspect_lock, waiters};
-use lockshift_combined::registry::live_nodes;
 use lockshift_lock::{Algorithm, LockId};
+use lockshift_rollout::census::{CensusCell, CensusOptions, inspect_lock, waiters};
+use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{StoreErrorKind, schema};
 use serde::Serialize;
 

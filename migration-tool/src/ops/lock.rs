@@ -235,7 +235,7 @@ mod tests {
     use std::time::Duration;
 
     use lockshift::Settings;
-    use lockshift_combined::Mode;
+    use lockshift_decide::algorithm::Mode;
     use lockshift_lock::LockId;
     use lockshift_store::{
         FaultPlan, FaultScope, FaultyStore, MemoryStore, SharedStore, SystemClock, schema,

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockshift::Node;
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
     WaitingFor, cut_short, fmt_duration_rounded,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_combined::census::{FleetStaleness, Staleness};
-use lockshift_combined::rollout::Rollout;
+use lockshift_rollout::census::{FleetStaleness, Staleness};
+use lockshift_rollout::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;
 
@@ -42,7 +42,7 @@ pub fn refused_read(
     anyhow::anyhow!(
         "the database refuses to read lock {lock}: {e}. Nothing is known about who holds or \
          waits for it. To do: {}",
-        lockshift_combined::remedy::UNREADABLE_ACTION
+        lockshift_decide::remedy::UNREADABLE_ACTION
     )
 }
 

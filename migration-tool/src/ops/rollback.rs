@@ -1,5 +1,5 @@
 //! `migrate rollback`: [`advance`](super::advance) walking backwards, with
-//! the mirrored guards of the combined crate (dual → legacy waits until no
+//! the mirrored guards of the rollout crate (dual → legacy waits until no
 //! node runs queue and the queue quiet period has passed; the other steps
 //! back are always safe: combined and queue exclude each other).
 

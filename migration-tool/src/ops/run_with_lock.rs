@@ -403,7 +403,7 @@ mod tests {
     use std::sync::Arc;
 
     use lockshift::Settings;
-    use lockshift_combined::Mode;
+    use lockshift_decide::algorithm::Mode;
     use lockshift_lock::{Algorithm, LockId};
     use lockshift_store::{MemoryStore, SharedStore, SystemClock, schema};
 

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use lockshift_combined::Stage;
-use lockshift_combined::census::UnreadableRow;
-use lockshift_combined::registry::NodeInfo;
-use lockshift_combined::remedy::UNREADABLE_ACTION;
-use lockshift_combined::rollout::{Evidence, Guard, HistoryEntry, evaluate};
+use lockshift_decide::algorithm::Stage;
+use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_lock::Algorithm;
+use lockshift_rollout::census::UnreadableRow;
+use lockshift_rollout::registry::NodeInfo;
+use lockshift_rollout::rollout::{Evidence, Guard, HistoryEntry, evaluate};
 use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
 

@@ -2,8 +2,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_combined::registry::heartbeat;
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
+use lockshift_rollout::registry::heartbeat;
 use lockshift_store::{
     CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Ttl, WriteOptions, schema,
 };
@@ -125,8 +125,8 @@ async fn a_failed_status_says_the_store_error_once() {
 /// `started_at`, `last_used` and `lease` are not shown.
 #[test]
 fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
-    use lockshift_combined::registry::{LeasePromise, LiveNode};
-    use lockshift_combined::rollout::StageRecord;
+    use lockshift_rollout::registry::{LeasePromise, LiveNode};
+    use lockshift_rollout::rollout::StageRecord;
     let (env, clock) = env();
     let now = clock.now();
     let ago = |d: Duration| Timestamp::from_micros(now.as_micros() - d.as_micros() as i64);
@@ -190,7 +190,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             live(third, Duration::ZERO, Some(Duration::from_secs(30))),
         ],
         unreadable_nodes: Vec::new(),
-        census: lockshift_combined::census::Census::default(),
+        census: lockshift_rollout::census::Census::default(),
         activity: BTreeMap::new(),
         now,
     };

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::{Node, Settings};
-use lockshift_combined::registry::NodeInfo;
-use lockshift_combined::{Mode, Stage};
 use lockshift_cql_emulator::{Emulator, EmulatorHandle, FaultController};
+use lockshift_decide::algorithm::{Mode, Stage};
+use lockshift_rollout::registry::NodeInfo;
 use lockshift_store::{
     CqlSettings, CqlStore, SharedClock, SharedStore, StoreErrorKind, SystemClock,
 };

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift::Node;
-use lockshift_combined::rollout::HistoryAction;
-use lockshift_combined::{Mode, Rollout};
+use lockshift_decide::algorithm::Mode;
 use lockshift_lock::{AcquireError, AcquireOptions, LockId};
+use lockshift_rollout::Rollout;
+use lockshift_rollout::rollout::HistoryAction;
 use lockshift_store::{FaultPlan, SharedStore, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lockshift_combined::Stage;
+use lockshift_decide::algorithm::Stage;
 
 use super::Timings;
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_combined::Mode;
+use lockshift_decide::algorithm::Mode;
 use lockshift_store::{CqlSettings, CqlStore, SharedClock, SharedStore, SystemClock};
 
 use crate::sim::Cluster;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockshift::Node;
-use lockshift_combined::{Mode, Stage};
+use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_harness::checker::Oracle;
 use lockshift_store::SharedClock;
 use tokio::task::JoinHandle;

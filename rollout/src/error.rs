@@ -9,7 +9,7 @@
 use lockshift_lock::AcquireError;
 use lockshift_store::StoreError;
 
-use crate::stage::Stage;
+use lockshift_decide::algorithm::Stage;
 
 /// A rollout transition could not be evaluated or made. A refusal by the
 /// guards is not an error (see [`crate::rollout::TransitionReport`]).

@@ -211,8 +211,7 @@ mod tests {
     use lockshift_store::{ManualClock, MemoryStore};
 
     use super::*;
-    use crate::mode::Mode;
-    use crate::stage::Stage;
+    use lockshift_decide::algorithm::{Mode, Stage};
 
     fn info(node: &str) -> NodeInfo {
         NodeInfo {

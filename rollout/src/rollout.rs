@@ -52,7 +52,7 @@ use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{last_activity, live_nodes};
 use crate::settings::RolloutSettings;
-use crate::stage::Stage;
+use lockshift_decide::algorithm::Stage;
 
 /// The rollout's data and its pure judgements, moved to
 /// `lockshift_decide::rollout`, re-exported at their old paths (the

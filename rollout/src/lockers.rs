@@ -21,7 +21,7 @@ use lockshift_lock::{
 };
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 
-use crate::locker::{CombinedLocker, LegacyPacing};
+use lockshift_combined::{CombinedLocker, LegacyPacing};
 
 /// What lockers are built from besides their [`LockContext`]: each
 /// algorithm's settings and the time service's.
@@ -40,7 +40,7 @@ pub struct LockerSettings {
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use lockshift_combined::{LockerSettings, Lockers};
+/// use lockshift_rollout::{LockerSettings, Lockers};
 /// use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId};
 /// use lockshift_store::{MemoryStore, SystemClock};
 ///

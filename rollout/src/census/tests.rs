@@ -289,7 +289,7 @@ async fn cells_are_matched_to_their_own_process() {
         info: NodeInfo {
             node: node.to_string(),
             version: "0.1.0".into(),
-            configured_mode: crate::Mode::Combined,
+            configured_mode: lockshift_decide::algorithm::Mode::Combined,
             effective: Algorithm::Combined,
             degraded: false,
             seen_stage: None,

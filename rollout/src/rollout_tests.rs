@@ -6,8 +6,8 @@ use lockshift_store::{
 };
 
 use super::*;
-use crate::mode::Mode;
 use crate::registry::{NodeInfo, heartbeat, record_activity};
+use lockshift_decide::algorithm::Mode;
 
 const NOW: i64 = 1_700_000_000_000_000;
 

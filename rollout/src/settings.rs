@@ -1,63 +1,14 @@
-//! The settings the combined crate's own parts need: [`LockSettings`]
-//! (the lease keys and each algorithm's section, what lockers are built
-//! from) and [`RolloutSettings`] (how nodes follow the stage, what the
-//! guards assume). The whole settings file — `[node]`, `[store]`, `[time]`
-//! and these — is `lockshift::Settings`, with its loading and validation.
+//! [`RolloutSettings`], the `[rollout]` section: how nodes follow the
+//! stage and what the guards assume. The whole settings file — `[node]`,
+//! `[store]`, `[lock]`, `[time]` and this — is `lockshift::Settings`, with
+//! its loading and validation.
 
 use std::time::Duration;
 
 use lockshift_decide::rollout::GuardTimes;
-use lockshift_legacy::LegacySettings;
 use lockshift_lock::{LeaseSettings, fmt_duration};
-use lockshift_queue_lock::QueueSettings;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
-
-/// `[lock]`: the lease keys shared by every algorithm, and each algorithm's
-/// own section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LockSettings {
-    /// See [`LeaseSettings::lease_ttl`].
-    /// Default: `60s`.
-    #[serde(with = "humantime_serde")]
-    pub lease_ttl: Duration,
-    /// See [`LeaseSettings::renew_every`].
-    /// Default: `10s`.
-    #[serde(with = "humantime_serde")]
-    pub renew_every: Duration,
-    /// See [`LeaseSettings::lost_after_fraction`].
-    /// Default: `0.5`.
-    pub lost_after_fraction: f64,
-    /// `[lock.legacy]`.
-    pub legacy: LegacySettings,
-    /// `[lock.queue]`.
-    pub queue: QueueSettings,
-}
-
-impl Default for LockSettings {
-    fn default() -> Self {
-        let lease = LeaseSettings::default();
-        LockSettings {
-            lease_ttl: lease.lease_ttl,
-            renew_every: lease.renew_every,
-            lost_after_fraction: lease.lost_after_fraction,
-            legacy: LegacySettings::default(),
-            queue: QueueSettings::default(),
-        }
-    }
-}
-
-impl LockSettings {
-    /// The lease part.
-    pub fn lease(&self) -> LeaseSettings {
-        LeaseSettings {
-            lease_ttl: self.lease_ttl,
-            renew_every: self.renew_every,
-            lost_after_fraction: self.lost_after_fraction,
-        }
-    }
-}
 
 /// `[rollout]`: how nodes follow the stage and announce themselves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
