@@ -40,7 +40,7 @@
 //! after the lease TTL.
 //!
 //! # Modules
-//! [`QueueLocker`] (a node builds it: `lockshift_combined::Lockers`);
+//! [`QueueLocker`] (a node builds it: `lockshift_rollout::Lockers`);
 //! [`QueueSettings`], [`TimeSettings`] (the `lock.queue` and `time`
 //! settings). The rest is shared with the combined lock, the census and the
 //! operator tool, and documented for them (a service never needs it; the
@@ -70,7 +70,7 @@ pub use line::{
 pub use locker::QueueLocker;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 /// The time service: built by the locker factory
-/// (`lockshift_combined::Lockers`), which keeps it alive for as long as a
+/// (`lockshift_rollout::Lockers`), which keeps it alive for as long as a
 /// locker needs it.
 pub use time::{TimeService, TimeSource};
 
