@@ -67,11 +67,12 @@ struct Ticket {
 /// A waiter arrives (writes its queue cell — on the fast path together
 /// with its `main` cell, reading both back at once: an uncontended
 /// acquisition is one write round and one read round), waits behind others
-/// polling in proportion to its distance (`poll`), and once first writes
-/// `main` and reads it back; if someone else still holds, its cell stays as
-/// a reservation and the first read that shows it alone hands it the lock
-/// (`handoff`). A holder leaves the queue once it holds (Q2): the next
-/// waiter sees itself first and reserves at once.
+/// polling in proportion to its distance (the waiter's `poll`), and once
+/// first writes `main` and reads it back; if someone else still holds, its
+/// cell stays as a reservation and the first read that shows it alone
+/// hands it the lock (the waiter's `handoff`). A holder leaves the queue
+/// once it holds (Q2): the next waiter sees itself first and reserves at
+/// once.
 #[derive(Clone)]
 pub struct Line {
     ctx: Arc<LockContext>,

@@ -116,7 +116,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// Whether the waiter second in line reserves behind the first (Q6,
-    /// `handoff`) while the entry prepares. Default `false`.
+    /// the waiter's `handoff`) while the entry prepares. Default `false`.
     fn reserves_behind(&self) -> bool {
         false
     }
