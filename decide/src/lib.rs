@@ -40,8 +40,14 @@
 //!   out, and the oldest version the node still acts on.
 //! - [`queue`]: the queue row — what a waiter's queue cell says
 //!   ([`queue::queue_value`], [`queue::parse_queue_cell`]), a waiter's
-//!   [`queue::mark`], and where a waiter stands in a read of the row
-//!   ([`queue::place`], [`queue::Position`]).
+//!   [`queue::mark`], where a waiter stands in a read of the row
+//!   ([`queue::place`], [`queue::Position`]), and which waiters look dead
+//!   to one that watched their cells stand still ([`queue::Sightings`]).
+//! - [`waiter`]: the queue waiter's state machine — what a waiter in the
+//!   queue lock's line does next, given what the last store operation
+//!   showed ([`waiter::Waiter::on`]) — with how often it looks
+//!   ([`waiter::poll`]) and the verdict on a read of `main`
+//!   ([`waiter::handoff::verdict`]).
 //! - [`registry`]: what a node says about itself at every heartbeat
 //!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
 //!   read back ([`registry::LiveNode`]), and the rows and columns they live
@@ -67,9 +73,7 @@
 //!
 //! The store crate re-exports the first three at the paths they had before
 //! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
-//! queue lock and combined crates the others. One decision core still
-//! lives beside the I/O that drives it: the queue waiter's state machine
-//! (the queue lock's waiting line), pure and tested as tables there.
+//! queue lock and combined crates the others.
 
 pub mod algorithm;
 pub mod binding;
@@ -85,3 +89,4 @@ pub mod registry;
 pub mod remedy;
 pub mod rollout;
 pub mod schema;
+pub mod waiter;

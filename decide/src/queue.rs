@@ -30,9 +30,13 @@
 //! alone: the owner id passes to the slot's next acquisition, the mark
 //! does not.
 //!
-//! Reading the row, and judging which waiters are dead by watching their
-//! cells stand still, is the queue lock's I/O; [`place`] is the judgement
-//! on what a read returned.
+//! Reading the row is the queue lock's I/O; [`place`] is the judgement on
+//! what a read returned, and [`Sightings`] the memory of earlier reads by
+//! which a waiter judges which cells are dead waiters' (it takes the
+//! waiter's `now`, and keeps no clock of its own).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::algorithm::Algorithm;
 use crate::cell::{Cell, Timestamp};
@@ -175,6 +179,59 @@ pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32
     Position::Missing
 }
 
+/// Which queue cells a waiter has watched stand still: a cell whose write
+/// time has not changed for `stale_after` *of this waiter's own time* is a
+/// dead waiter's. Judged by watching, not by comparing the write time with
+/// this node's clock: waiting cells are rewritten every second and skipped
+/// after three, so clock skew of a few seconds between nodes — which the
+/// write-time rule turned into live waiters skipped (or dead ones kept) —
+/// must not enter. A waiter that just arrived therefore waits up to
+/// `stale_after` before it skips a dead cell; the cell's waiting TTL ends
+/// it soon after anyway. Skipping is safe at any threshold
+/// (Q3; proof in docs/design.md §2).
+#[derive(Debug, Clone)]
+pub struct Sightings {
+    stale_after: Duration,
+    /// Column → (the write time last seen, since when it has been seen).
+    seen: HashMap<String, (Timestamp, Instant)>,
+}
+
+impl Sightings {
+    /// Nothing watched yet; cells standing still for `stale_after` are dead.
+    pub fn new(stale_after: Duration) -> Sightings {
+        Sightings {
+            stale_after,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Notes a read of the whole queue row at `now`: a changed write time
+    /// restarts a cell's clock; cells no longer there are forgotten.
+    pub fn observe(&mut self, cells: &[Cell], now: Instant) {
+        self.seen
+            .retain(|column, _| cells.iter().any(|c| c.column == *column));
+        for c in cells {
+            match self.seen.get_mut(&c.column) {
+                Some((writetime, _)) if *writetime == c.writetime => {}
+                Some(entry) => *entry = (c.writetime, now),
+                None => {
+                    self.seen.insert(c.column.clone(), (c.writetime, now));
+                }
+            }
+        }
+    }
+
+    /// Whether `cell` has stood still for longer than `stale_after` at `now`.
+    pub fn is_dead(&self, cell: &Cell, now: Instant) -> bool {
+        self.seen
+            .get(&cell.column)
+            .is_some_and(|(writetime, since)| {
+                *writetime == cell.writetime
+                    && now.saturating_duration_since(*since) > self.stale_after
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::id::NodeId;
@@ -212,5 +269,40 @@ mod tests {
             parse_queue_cell(owner.as_str(), &value).unwrap().mark(),
             "n/0000000000000002@00000000000000000999"
         );
+    }
+
+    /// A cell is dead once its write time has stood still for
+    /// `stale_after` of the watcher's own time — whatever the write time
+    /// says against the watcher's clock (skew between nodes does not
+    /// enter); a rewrite restarts its clock, a cell gone is forgotten.
+    #[test]
+    fn a_cell_is_dead_once_watched_standing_still() {
+        let stale = Duration::from_secs(3);
+        let cell = |at: i64| Cell {
+            column: "x".into(),
+            value: b"v".to_vec(),
+            // Far in the future or past of anyone's clock: it does not matter.
+            writetime: Timestamp::from_micros(at),
+            ttl: None,
+        };
+        let mut s = Sightings::new(stale);
+        let t0 = Instant::now();
+        s.observe(&[cell(9_000_000_000_000_000)], t0);
+        assert!(!s.is_dead(&cell(9_000_000_000_000_000), t0 + stale));
+        assert!(s.is_dead(
+            &cell(9_000_000_000_000_000),
+            t0 + stale + Duration::from_millis(1)
+        ));
+        // Rewritten: watched afresh.
+        let t1 = t0 + Duration::from_secs(10);
+        s.observe(&[cell(1)], t1);
+        assert!(!s.is_dead(&cell(1), t1 + stale));
+        assert!(s.is_dead(&cell(1), t1 + stale * 2));
+        // Gone, then back with the same write time: watched afresh.
+        s.observe(&[], t1);
+        s.observe(&[cell(1)], t1 + stale * 3);
+        assert!(!s.is_dead(&cell(1), t1 + stale * 3 + Duration::from_millis(1)));
+        // Never seen: not dead.
+        assert!(!Sightings::new(stale).is_dead(&cell(1), t1 + stale * 10));
     }
 }

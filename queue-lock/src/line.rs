@@ -5,23 +5,23 @@
 //! the two, so it is a [`MainEntry`]; the rest is one state machine and one
 //! driver:
 //!
-//! - [`waiter`]: the waiter's states and the pure decision function
-//!   (observation + now → action);
-//! - [`poll`]: how often to look (follows the measured round trip);
-//! - [`handoff`]: the verdict on `main` (Q1) and reservations (Q5);
+//! - `lockshift_decide::waiter`: the waiter's states and the pure decision
+//!   function (observation + now → action), with how often to look (its
+//!   `poll`: follows the measured round trip) and the verdict on `main`
+//!   (its `handoff`: Q1, and reservations, Q5 and Q6);
 //! - [`entry`]: the [`MainEntry`] trait;
 //! - this file: [`Line`], the thin async driver doing the I/O each action
 //!   names ([`perform`]), and remembering which locks were contended
-//!   lately ([`contended`]);
+//!   lately ([`contended`]). The waiter keeps `std` instants; the driver
+//!   takes tokio's and converts them at this boundary (`into_std`), which
+//!   under tokio's paused test clock gives its base instant plus the time
+//!   advanced — monotonic, as the waiter needs;
 //! - [`try_path`]: [`Line::try_acquire`], the lock only if it is free now.
 
 mod contended;
 mod entry;
-mod handoff;
 mod perform;
-mod poll;
 mod try_path;
-mod waiter;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,15 +36,20 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use entry::{Arrival, Arrived, Entered, MainEntry, StoreFuture, read_main, reserve_and_read};
-pub use handoff::{MAIN_CELLS_READ, Verdict, holder_in_my_way, others_in, verdict};
+/// The verdict on a read of `main` (Q1, Q5, Q6) and how many cells of
+/// `main` a waiter reads: moved to `lockshift_decide::waiter::handoff`,
+/// re-exported at their old paths.
+pub use lockshift_decide::waiter::handoff::{
+    MAIN_CELLS_READ, Verdict, holder_in_my_way, others_in, verdict,
+};
 
 use crate::queue::{Position, Sightings, mark, position, queue_value};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use contended::Contended;
+use lockshift_decide::waiter::poll::{Average, Bounds};
+use lockshift_decide::waiter::{Action, Context, Observation, Waiter};
 use perform::report;
-use poll::{Average, Bounds};
-use waiter::{Action, Context, Observation, Waiter};
 
 /// One place in line: an owner (a slot, L7), its lease, its queue cell —
 /// named by the owner id, the arrival in the value — and its mark (Q6).
@@ -62,11 +67,12 @@ struct Ticket {
 /// A waiter arrives (writes its queue cell — on the fast path together
 /// with its `main` cell, reading both back at once: an uncontended
 /// acquisition is one write round and one read round), waits behind others
-/// polling in proportion to its distance (`poll`), and once first writes
-/// `main` and reads it back; if someone else still holds, its cell stays as
-/// a reservation and the first read that shows it alone hands it the lock
-/// (`handoff`). A holder leaves the queue once it holds (Q2): the next
-/// waiter sees itself first and reserves at once.
+/// polling in proportion to its distance (the waiter's `poll`), and once
+/// first writes `main` and reads it back; if someone else still holds, its
+/// cell stays as a reservation and the first read that shows it alone
+/// hands it the lock (the waiter's `handoff`). A holder leaves the queue
+/// once it holds (Q2): the next waiter sees itself first and reserves at
+/// once.
 #[derive(Clone)]
 pub struct Line {
     ctx: Arc<LockContext>,
@@ -75,8 +81,9 @@ pub struct Line {
     entry: Arc<dyn MainEntry>,
     contended: Arc<Contended>,
     /// The store's round trip and the line's pace as this line's waiters
-    /// measured them: a new waiter starts from them (see [`poll`]) instead
-    /// of `head_poll` and nothing — every acquisition is a new waiter.
+    /// measured them: a new waiter starts from them (see the waiter's
+    /// `poll`) instead of `head_poll` and nothing — every acquisition is a
+    /// new waiter.
     measured: Arc<Mutex<(Average, Average)>>,
 }
 
@@ -220,7 +227,7 @@ impl Line {
     /// What the waiter needs to know besides the I/O result.
     fn context_now(&self, took: Duration) -> Context {
         Context {
-            now: Instant::now(),
+            now: Instant::now().into_std(),
             wall: self.ctx.clock().now(),
             took,
             prepares: self.entry.prepares(),
@@ -307,7 +314,7 @@ impl Line {
             self.bounds(),
             self.holder_stale_after(),
             last_owner.as_str(),
-            Instant::now(),
+            Instant::now().into_std(),
         )
         .knowing(self.measured().0, self.measured().1);
         let fast = self.entry_may_take_fast_path(lock);
@@ -336,7 +343,7 @@ impl Line {
                         debug!(owner = %old.owner, "place in line lost; arriving again");
                         tokio::spawn(abandon(old.lease));
                     }
-                    waiter.rearrive(Instant::now());
+                    waiter.rearrive(Instant::now().into_std());
                     action = Action::Arrive {
                         after: Duration::ZERO,
                         fast: false,
@@ -360,7 +367,7 @@ impl Line {
                         Err(reason) => {
                             warn!(%reason, "took main but the lease is no longer proven; re-enqueueing");
                             tokio::spawn(abandon(held.lease));
-                            waiter.rearrive(Instant::now());
+                            waiter.rearrive(Instant::now().into_std());
                             action = Action::Arrive {
                                 after: Duration::ZERO,
                                 fast: false,

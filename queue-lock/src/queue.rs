@@ -1,76 +1,21 @@
 //! The queue row: what a waiter's cell says and where a waiter stands.
 //!
-//! The cell values, their parsing and the placing of a waiter in a read of
-//! the row are pure and live in `lockshift_decide::queue` (with the layout
-//! explained there); this module re-exports them at their old paths and
-//! keeps the I/O: [`position`], one read of the row, and [`Sightings`],
-//! which watches cells stand still by this process's own clock.
+//! The cell values, their parsing, the placing of a waiter in a read of
+//! the row and [`Sightings`], which watches cells stand still, are pure and
+//! live in `lockshift_decide::queue` (with the layout explained there);
+//! this module re-exports them at their old paths and keeps the I/O:
+//! [`position`], one read of the row, judged by this process's own clock.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
-use lockshift_store::{Cell, RowQuery, Store, StoreError, Timestamp, schema};
+use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tokio::time::Instant;
 
-/// The queue-cell values, their parsing and [`place`]: moved to
-/// `lockshift_decide::queue`, re-exported at their old paths.
+/// The queue-cell values, their parsing, [`place`] and [`Sightings`]: moved
+/// to `lockshift_decide::queue`, re-exported at their old paths.
 pub use lockshift_decide::queue::{
-    Position, QueueEntry, TIME_DIGITS, mark, parse_queue_cell, place, queue_value,
+    Position, QueueEntry, Sightings, TIME_DIGITS, mark, parse_queue_cell, place, queue_value,
 };
-
-/// Which queue cells a waiter has watched stand still: a cell whose write
-/// time has not changed for `stale_after` *of this waiter's own time* is a
-/// dead waiter's. Judged by watching, not by comparing the write time with
-/// this node's clock: waiting cells are rewritten every second and skipped
-/// after three, so clock skew of a few seconds between nodes — which the
-/// write-time rule turned into live waiters skipped (or dead ones kept) —
-/// must not enter. A waiter that just arrived therefore waits up to
-/// `stale_after` before it skips a dead cell; the cell's waiting TTL ends
-/// it soon after anyway. Skipping is safe at any threshold
-/// (Q3; proof in docs/design.md §2).
-#[derive(Debug, Clone)]
-pub struct Sightings {
-    stale_after: Duration,
-    /// Column → (the write time last seen, since when it has been seen).
-    seen: HashMap<String, (Timestamp, Instant)>,
-}
-
-impl Sightings {
-    /// Nothing watched yet; cells standing still for `stale_after` are dead.
-    pub fn new(stale_after: Duration) -> Sightings {
-        Sightings {
-            stale_after,
-            seen: HashMap::new(),
-        }
-    }
-
-    /// Notes a read of the whole queue row at `now`: a changed write time
-    /// restarts a cell's clock; cells no longer there are forgotten.
-    pub fn observe(&mut self, cells: &[Cell], now: Instant) {
-        self.seen
-            .retain(|column, _| cells.iter().any(|c| c.column == *column));
-        for c in cells {
-            match self.seen.get_mut(&c.column) {
-                Some((writetime, _)) if *writetime == c.writetime => {}
-                Some(entry) => *entry = (c.writetime, now),
-                None => {
-                    self.seen.insert(c.column.clone(), (c.writetime, now));
-                }
-            }
-        }
-    }
-
-    /// Whether `cell` has stood still for longer than `stale_after` at `now`.
-    pub fn is_dead(&self, cell: &Cell, now: Instant) -> bool {
-        self.seen
-            .get(&cell.column)
-            .is_some_and(|(writetime, since)| {
-                *writetime == cell.writetime
-                    && now.saturating_duration_since(*since) > self.stale_after
-            })
-    }
-}
 
 /// Finds `me` (my queue column) in the queue of `lock`: one read of the
 /// whole row, ordered by arrival. `ahead` saturates at `window` (the
@@ -89,7 +34,9 @@ pub async fn position(
     window: u32,
 ) -> Result<Position, StoreError> {
     let cells = store.read(schema::QUEUE, lock, &RowQuery::all()).await?;
-    let now = Instant::now();
+    // The sightings keep std instants; under tokio's paused test clock this
+    // is its base instant plus the time advanced, as monotonic as ever.
+    let now = Instant::now().into_std();
     let mut sightings = sightings.lock().unwrap_or_else(PoisonError::into_inner);
     sightings.observe(&cells, now);
     Ok(place(&cells, me, |c| sightings.is_dead(c, now), window))
@@ -97,8 +44,10 @@ pub async fn position(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use lockshift_lock::Algorithm;
-    use lockshift_store::{CellWrite, MemoryStore, WriteOptions};
+    use lockshift_store::{CellWrite, MemoryStore, Timestamp, WriteOptions};
 
     use super::*;
 
@@ -208,41 +157,6 @@ mod tests {
             pos(queue(&[("a", 1, dead)]).await, "a").await,
             Position::First
         );
-    }
-
-    /// A cell is dead once its write time has stood still for
-    /// `stale_after` of the watcher's own time — whatever the write time
-    /// says against the watcher's clock (skew between nodes does not
-    /// enter); a rewrite restarts its clock, a cell gone is forgotten.
-    #[tokio::test(start_paused = true)]
-    async fn a_cell_is_dead_once_watched_standing_still() {
-        let stale = Duration::from_secs(3);
-        let cell = |at: i64| Cell {
-            column: "x".into(),
-            value: b"v".to_vec(),
-            // Far in the future or past of anyone's clock: it does not matter.
-            writetime: Timestamp::from_micros(at),
-            ttl: None,
-        };
-        let mut s = Sightings::new(stale);
-        let t0 = Instant::now();
-        s.observe(&[cell(9_000_000_000_000_000)], t0);
-        assert!(!s.is_dead(&cell(9_000_000_000_000_000), t0 + stale));
-        assert!(s.is_dead(
-            &cell(9_000_000_000_000_000),
-            t0 + stale + Duration::from_millis(1)
-        ));
-        // Rewritten: watched afresh.
-        let t1 = t0 + Duration::from_secs(10);
-        s.observe(&[cell(1)], t1);
-        assert!(!s.is_dead(&cell(1), t1 + stale));
-        assert!(s.is_dead(&cell(1), t1 + stale * 2));
-        // Gone, then back with the same write time: watched afresh.
-        s.observe(&[], t1);
-        s.observe(&[cell(1)], t1 + stale * 3);
-        assert!(!s.is_dead(&cell(1), t1 + stale * 3 + Duration::from_millis(1)));
-        // Never seen: not dead.
-        assert!(!Sightings::new(stale).is_dead(&cell(1), t1 + stale * 10));
     }
 
     /// An older build's waiter (the thesis' column) and a new one share a

@@ -25,10 +25,11 @@ use serde::{Deserialize, Serialize};
 /// try_attempts = 3             # try-acquire: entries into main while first in line
 /// ```
 ///
-/// Waiters poll by the measured round trip (see `line/poll.rs`): the next
-/// waiter about once per round trip while the line moves, a waiter `d`
-/// places back every `d` round trips, and everyone less and less often while
-/// a hold lasts — always between `min_poll` and `waiter_poll`.
+/// Waiters poll by the measured round trip (see
+/// `lockshift_decide::waiter::poll`): the next waiter about once per round
+/// trip while the line moves, a waiter `d` places back every `d` round
+/// trips, and everyone less and less often while a hold lasts — always
+/// between `min_poll` and `waiter_poll`.
 ///
 /// # A waiter's cells while it waits
 ///

@@ -1,7 +1,8 @@
 //! [`MainEntry`]: how a waiter of one algorithm writes and verifies `main`
 //! — the only part of the line the queue lock and the combined lock do
-//! differently. Entries do I/O and report what they read; what to make of
-//! it is the waiter's decision ([`super::waiter`]).
+//! differently. Entries do I/O and report what they read ([`Arrived`],
+//! [`Entered`]: plain data, in `lockshift_decide::waiter`); what to make of
+//! it is the waiter's decision (`lockshift_decide::waiter`).
 
 use std::fmt;
 use std::future::Future;
@@ -12,7 +13,12 @@ use async_trait::async_trait;
 use lockshift_lock::{Algorithm, Lease, LockContext, RESERVED_VALUE, reserved_behind};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
+use super::MAIN_CELLS_READ;
 use crate::queue::Position;
+
+/// What an arrival found and what one attempt at `main` found: moved to
+/// `lockshift_decide::waiter`, re-exported at their old paths.
+pub use lockshift_decide::waiter::{Arrived, Entered};
 
 /// A boxed store operation (what [`Arrival`] carries).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -49,44 +55,6 @@ impl fmt::Debug for Arrival<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Arrival")
     }
-}
-
-/// What an arrival found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Arrived {
-    /// Where the queue cell stands.
-    pub position: Position,
-    /// The read of `main` made after the entry's own `main` write, when it
-    /// made one (the fast path); the lock is the waiter's iff it is first in
-    /// line and this read shows its cell alone (Q1).
-    pub main: Option<Vec<Cell>>,
-    /// Whether the entry wrote cells besides the queue cell (they must go
-    /// if the lock was not taken: Q2).
-    pub wrote: bool,
-}
-
-/// What one attempt at `main` by the first waiter found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Entered {
-    /// My `main` cell is written; `main` is a read of `main` made after
-    /// that write. `marked_reservation`: the cell is marked [`RESERVED_VALUE`] (it
-    /// becomes a reservation if someone else holds, and is re-marked a
-    /// holding once the lock is mine).
-    Read {
-        /// The read of `main` after my write.
-        main: Vec<Cell>,
-        /// Whether my cell is marked a reservation.
-        marked_reservation: bool,
-    },
-    /// Nothing of mine is left in `main`: someone else was in the way (in
-    /// `main`, or arbitrating in `shadow`). Wait for `main` to empty, then
-    /// enter again. `shadow_checked`: what the entry readied stands (the
-    /// combined lock's `shadow` cell, checked alone), and the next
-    /// [`enter`](MainEntry::enter) may build on it.
-    Blocked {
-        /// Whether the checked `shadow` cell stands.
-        shadow_checked: bool,
-    },
 }
 
 /// How the first waiter in line writes and verifies `main`.
@@ -148,7 +116,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// Whether the waiter second in line reserves behind the first (Q6,
-    /// `handoff`) while the entry prepares. Default `false`.
+    /// the waiter's `handoff`) while the entry prepares. Default `false`.
     fn reserves_behind(&self) -> bool {
         false
     }
@@ -220,8 +188,7 @@ pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Ce
     read_main(store, lease).await
 }
 
-/// Reads the first [`MAIN_CELLS_READ`](super::handoff::MAIN_CELLS_READ)
-/// cells of `main` for `lease`'s lock.
+/// Reads the first [`MAIN_CELLS_READ`] cells of `main` for `lease`'s lock.
 ///
 /// # Errors
 /// The store error.
@@ -230,7 +197,7 @@ pub async fn read_main(store: &dyn Store, lease: &Lease) -> Result<Vec<Cell>, St
         .read(
             schema::MAIN,
             lease.lock().as_str(),
-            &lockshift_store::RowQuery::first(super::handoff::MAIN_CELLS_READ),
+            &lockshift_store::RowQuery::first(MAIN_CELLS_READ),
         )
         .await
 }

@@ -1,10 +1,10 @@
 //! The I/O of each action the waiter names, on the current place in line,
 //! and what its result tells the acquisition's watcher.
 
+use lockshift_decide::waiter::{Action, Observation};
 use lockshift_lock::{LockId, Waiting};
 use lockshift_store::{StoreError, schema};
 
-use super::waiter::{Action, Observation};
 use super::{Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, read_main, verdict};
 use crate::queue::Position;
 

@@ -2,14 +2,11 @@
 //! after a poll, and when second in line, whether to reserve its cells
 //! behind the waiter ahead (Q6) and for how long.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use lockshift_lock::Algorithm;
-use tokio::time::Instant;
-
-use super::{Action, Context, Reservation, State, Then, Waiter};
-use crate::line::entry::Arrived;
-use crate::line::handoff::{Verdict, others_in, verdict};
+use super::handoff::{Verdict, others_in, verdict};
+use super::{Action, Arrived, Context, Reservation, State, Then, Waiter};
+use crate::algorithm::Algorithm;
 use crate::queue::Position;
 
 /// How long, in measured round trips, a waiter keeps its cells reserved

@@ -1,9 +1,15 @@
-//! The waiter as an explicit state machine: [`Waiter::on`] takes what the
-//! driver observed (an [`Observation`] and its [`Context`]) and returns
-//! the next [`Action`]; it never sleeps or touches the store, so every
-//! decision is tested as a table (`tests.rs`). The driver
-//! ([`super::Line`]) does the I/O each action names and feeds the result
-//! back — the shape of quinn-proto's connection state machine.
+//! The queue waiter as an explicit state machine: [`Waiter::on`] takes
+//! what the driver observed (an [`Observation`] and its [`Context`]) and
+//! returns the next [`Action`]; it never sleeps or touches the store, so
+//! every decision is tested as a table (`tests.rs`). The driver (the queue
+//! lock's waiting line, shared with the combined lock) does the I/O each
+//! action names and feeds the result back — the shape of quinn-proto's
+//! connection state machine.
+//!
+//! Beside the state machine: [`poll`], how often a waiter looks, and
+//! [`handoff`], the verdict on a read of `main` (Q1) and on reservations
+//! (Q5, Q6); [`Arrived`] and [`Entered`] are what the driver's entry into
+//! `main` reports.
 //!
 //! # States
 //!
@@ -36,28 +42,32 @@
 //!
 //! Safety lives in two places only: the move to `Holding` happens on a read
 //! of `main`, made after this waiter's own `main` write, that shows its cell
-//! alone (Q1, [`super::handoff::verdict`]); and a waiter whose cell is
+//! alone (Q1, [`handoff::verdict`]); and a waiter whose cell is
 //! reserved behind another moves to `Prepared` — where such reads are made —
 //! only on a queue read that found that other waiter's cell gone (Q6).
 //! Everything else here — where to wait, how often to look, when to
 //! withdraw — is liveness and cost.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use lockshift_store::{Cell, Timestamp};
-use tokio::time::Instant;
-
-use super::entry::{Arrived, Entered};
-use super::poll::{Average, Bounds};
+use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
+use poll::{Average, Bounds};
 
+mod entry;
+pub mod handoff;
 mod main;
+pub mod poll;
 mod polling;
 mod queue;
 
+/// What the driver's entry into `main` reports: an arrival and one attempt
+/// at `main`.
+pub use entry::{Arrived, Entered};
+
 /// Where a waiter stands, with what it knows only there.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum State {
+pub enum State {
     /// Writing the queue cell (and, on the fast path, its `main` cell).
     Arriving,
     /// Queued with `ahead` live queue cells ahead of mine; my cells
@@ -121,7 +131,7 @@ pub(crate) enum State {
 /// My cells reserved behind another waiter (Q6): its queue cell has not yet
 /// been seen gone, so no read of `main` may hand me the lock until it has.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Reservation {
+pub struct Reservation {
     /// The mark of the waiter my cells are reserved behind.
     behind: String,
     /// Since when they are.
@@ -130,7 +140,7 @@ pub(crate) struct Reservation {
 
 /// My `main` cell, written and read back while I wait beside others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct MainCell {
+pub struct MainCell {
     /// The cell is marked a reservation ([`Entered::Read`]), to be re-marked
     /// a holding once the lock is mine.
     marked_reservation: bool,
@@ -138,7 +148,7 @@ pub(crate) struct MainCell {
 
 /// What follows a withdrawal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Then {
+pub enum Then {
     /// Look at the queue after this long.
     Poll(Duration),
     /// Enter at once (first in line).
@@ -149,7 +159,7 @@ pub(crate) enum Then {
 
 /// What the driver does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Action {
+pub enum Action {
     /// Sleep `after`, then write the queue cell — beside the entry's own
     /// cells when `fast` — and read the place: [`Observation::Arrived`].
     Arrive {
@@ -208,7 +218,7 @@ pub(crate) enum Action {
 
 /// What the driver saw doing the last action.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Observation {
+pub enum Observation {
     /// After [`Action::Arrive`].
     Arrived(Arrived),
     /// After [`Action::Poll`] or [`Action::AskQueue`].
@@ -220,7 +230,7 @@ pub(crate) enum Observation {
     Main {
         /// The cells read.
         cells: Vec<Cell>,
-        /// [`super::MainEntry::can_claim`].
+        /// What the entry's `can_claim` says.
         can_claim: bool,
     },
     /// After [`Action::Withdraw`].
@@ -228,7 +238,7 @@ pub(crate) enum Observation {
     /// After [`Action::ReserveBehind`].
     ReservedBehind,
     /// After [`Action::PollBehind`]: my place, and whether the entry is
-    /// ready to claim on reads of `main` ([`super::MainEntry::ready_behind`]).
+    /// ready to claim on reads of `main` (the entry's `ready_behind`).
     PlaceBehind {
         /// Where I stand.
         position: Position,
@@ -241,29 +251,29 @@ pub(crate) enum Observation {
 
 /// Everything else the driver knows when it reports an observation.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Context {
+pub struct Context {
     /// Now.
-    pub(crate) now: Instant,
+    pub now: Instant,
     /// Now by the clock cells are stamped with (for the age of a cell).
-    pub(crate) wall: Timestamp,
+    pub wall: Timestamp,
     /// How long the action took.
-    pub(crate) took: Duration,
-    /// Whether the entry prepares hand-offs now ([`super::MainEntry::prepares`]).
-    pub(crate) prepares: bool,
+    pub took: Duration,
+    /// Whether the entry prepares hand-offs now (the entry's `prepares`).
+    pub prepares: bool,
     /// Whether the second in line reserves behind the first
-    /// ([`super::MainEntry::reserves_behind`]).
-    pub(crate) reserves_behind: bool,
+    /// (the entry's `reserves_behind`).
+    pub reserves_behind: bool,
     /// The entry's own pause while `main` is taken, drawn for this
-    /// observation ([`super::MainEntry::busy_pause`]).
-    pub(crate) busy_pause: Option<Duration>,
+    /// observation (the entry's `busy_pause`).
+    pub busy_pause: Option<Duration>,
     /// The pause after a store error, drawn for this observation.
-    pub(crate) pause_after_error: Duration,
+    pub pause_after_error: Duration,
 }
 
 /// One waiter's memory between observations. What belongs to one state
 /// lives in that [`State`]; what spans them all is here.
 #[derive(Clone, Debug)]
-pub(crate) struct Waiter {
+pub struct Waiter {
     bounds: Bounds,
     /// When a holding cell looks dead (three lease renewal periods).
     holder_stale_after: Duration,
@@ -304,12 +314,7 @@ struct Polling {
 impl Waiter {
     /// A waiter for owner `me` about to arrive; a holding not renewed for
     /// `holder_stale_after` is taken for dead (polled at the ceiling).
-    pub(crate) fn new(
-        bounds: Bounds,
-        holder_stale_after: Duration,
-        me: &str,
-        now: Instant,
-    ) -> Self {
+    pub fn new(bounds: Bounds, holder_stale_after: Duration, me: &str, now: Instant) -> Self {
         Waiter {
             bounds,
             holder_stale_after,
@@ -331,26 +336,26 @@ impl Waiter {
 
     /// Starts from the round trip and the pace earlier waiters of the line
     /// measured, not from `head_poll` and nothing.
-    pub(crate) fn knowing(mut self, round_trip: Average, pace: Average) -> Self {
+    pub fn knowing(mut self, round_trip: Average, pace: Average) -> Self {
         self.polling.round_trip = round_trip;
         self.polling.pace = pace;
         self
     }
 
     /// The store's round trip as measured so far.
-    pub(crate) fn round_trip(&self) -> Average {
+    pub fn round_trip(&self) -> Average {
         self.polling.round_trip
     }
 
     /// The line's pace (time per place it moves) as measured so far.
-    pub(crate) fn pace(&self) -> Average {
+    pub fn pace(&self) -> Average {
         self.polling.pace
     }
 
     /// The same waiter arriving again (its place was lost or given up):
     /// what it measured of the store and the line stays, and it counts as
     /// having met contention.
-    pub(crate) fn rearrive(&mut self, now: Instant) {
+    pub fn rearrive(&mut self, now: Instant) {
         let fresh = Waiter::new(self.bounds, self.holder_stale_after, &self.me, now);
         *self = Waiter {
             polling: Polling {
@@ -366,24 +371,24 @@ impl Waiter {
 
     /// The owner id (my `main` column) and the mark (what a reservation
     /// behind me names) of the place being taken.
-    pub(crate) fn set_place(&mut self, me: &str, mark: &str) {
+    pub fn set_place(&mut self, me: &str, mark: &str) {
         me.clone_into(&mut self.me);
         mark.clone_into(&mut self.mark);
     }
 
     /// Where it stands.
-    pub(crate) fn state(&self) -> &State {
+    pub fn state(&self) -> &State {
         &self.state
     }
 
     /// Whether anyone else was in the way since it arrived (the line
     /// remembers contended locks to skip the fast path next time).
-    pub(crate) fn contended(&self) -> bool {
+    pub fn contended(&self) -> bool {
         self.contended
     }
 
     /// The decision: what to do after `observation`.
-    pub(crate) fn on(&mut self, observation: Observation, cx: &Context) -> Action {
+    pub fn on(&mut self, observation: Observation, cx: &Context) -> Action {
         match observation {
             Observation::Failed => self.failed(cx),
             Observation::Arrived(arrived) => {

@@ -1,14 +1,12 @@
 //! How long a waiter sleeps before it looks again: the line's pace, the
-//! scene it last saw, and the intervals of [`crate::line::poll`].
+//! scene it last saw, and the intervals of [`super::poll`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use lockshift_store::{Cell, Timestamp};
-use tokio::time::Instant;
-
+use super::poll::{self, Inputs};
 use super::{Context, Waiter};
-use crate::line::poll::{self, Inputs};
+use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
 
 impl Waiter {

@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use lockshift_store::Cell;
-
-use super::{Action, Context, MainCell, State, Then, Waiter};
-use crate::line::entry::Entered;
-use crate::line::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
+use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
+use super::{Action, Context, Entered, MainCell, State, Then, Waiter};
+use crate::cell::Cell;
 
 impl Waiter {
     pub(super) fn entered(&mut self, entered: Entered, cx: &Context) -> Action {

@@ -1,7 +1,8 @@
 //! The waiter's decisions as a table: state before, observation, the
 //! action and the state after. Each case prints its index on failure.
 
-use lockshift_lock::{Algorithm, RESERVED_VALUE, reserved_behind};
+use crate::algorithm::Algorithm;
+use crate::cells::{RESERVED_VALUE, reserved_behind};
 
 use super::*;
 

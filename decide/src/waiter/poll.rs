@@ -41,24 +41,24 @@ const SMOOTHING_PARTS: u32 = 4;
 
 /// The settings the policy works within.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Bounds {
+pub struct Bounds {
     /// No interval is shorter (`lock.queue.min_poll`).
-    pub(crate) floor: Duration,
+    pub floor: Duration,
     /// The next waiter's interval before a round trip was measured, and the
     /// most a round trip is taken to be (`lock.queue.head_poll`).
-    pub(crate) head: Duration,
+    pub head: Duration,
     /// No interval is longer (`lock.queue.waiter_poll`).
-    pub(crate) ceiling: Duration,
+    pub ceiling: Duration,
 }
 
 /// A moving average of durations: the store's round trip as this waiter
 /// sees it, or the line's pace.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Average(Option<Duration>);
+pub struct Average(Option<Duration>);
 
 impl Average {
     /// Adds a sample.
-    pub(crate) fn note(&mut self, sample: Duration) {
+    pub fn note(&mut self, sample: Duration) {
         self.0 = Some(match self.0 {
             None => sample,
             Some(old) => {
@@ -68,27 +68,27 @@ impl Average {
     }
 
     /// The average, once there is a sample.
-    pub(crate) fn get(self) -> Option<Duration> {
+    pub fn get(self) -> Option<Duration> {
         self.0
     }
 }
 
 /// What the interval depends on.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Inputs {
+pub struct Inputs {
     /// Hand-offs until this waiter's turn: 1 for the next waiter (first in
     /// line, prepared, or right behind a head that is taking the lock).
-    pub(crate) distance: u32,
+    pub distance: u32,
     /// The measured round trip.
-    pub(crate) round_trip: Average,
+    pub round_trip: Average,
     /// The measured time per place the line moves.
-    pub(crate) pace: Average,
+    pub pace: Average,
     /// How long what this waiter sees has not changed.
-    pub(crate) still: Duration,
+    pub still: Duration,
 }
 
 /// The period between the starts of two polls (see the module docs).
-pub(crate) fn interval(bounds: Bounds, inputs: Inputs) -> Duration {
+pub fn interval(bounds: Bounds, inputs: Inputs) -> Duration {
     let ceiling = bounds.ceiling.max(bounds.floor);
     let base = inputs
         .round_trip
@@ -108,9 +108,10 @@ pub(crate) fn interval(bounds: Bounds, inputs: Inputs) -> Duration {
         .clamp(bounds.floor, ceiling)
 }
 
-/// Tokio's timer tick. Pauses below it are timed by the lock crate's fine
-/// timer (`lockshift_lock::pause`), to within the system's timer slack.
-pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
+/// The async runtime's timer tick. Pauses below it are timed by the lock
+/// crate's fine timer (its `pause` module), to within the system's timer
+/// slack.
+pub const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// How long to sleep before the next poll: the interval counts from the
 /// start of the last one, so a poll that took a round trip is followed at
@@ -124,11 +125,7 @@ pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
 /// becoming a hot loop. A longer remainder is slept in full — on a fast
 /// store a waiter further back keeps its distance, and its pause ends on
 /// time, not on the next millisecond.
-pub(crate) fn sleep_before_next(
-    interval: Duration,
-    last_took: Duration,
-    floor: Duration,
-) -> Duration {
+pub fn sleep_before_next(interval: Duration, last_took: Duration, floor: Duration) -> Duration {
     let rest = interval.saturating_sub(last_took);
     if rest < TIMER_TICK && rest < last_took && last_took >= floor {
         Duration::ZERO

@@ -8,8 +8,8 @@
 //! shows my cell alone — or beside cells that name me as the waiter they
 //! are behind (Q6, below): Lemma 1 on `main` against every other writer of
 //! `main` that verifies (queue, combined). That is the only way any waiter
-//! of this crate ever takes the lock — entering, preparing, or on the fast
-//! path.
+//! of the waiting line ever takes the lock — entering, preparing, or on the
+//! fast path.
 //!
 //! # Reservations (beyond the thesis)
 //!
@@ -60,14 +60,15 @@
 //! counts as a reservation like any other. Why this keeps exclusion is
 //! Q6's proof, written once in docs/design.md §3 ("The reservation behind
 //! the waiter ahead"); the combined lock reserves in `shadow` too
-//! (`lockshift_combined`'s entry keeps the legacy argument's order).
+//! (the combined lock's entry keeps the legacy argument's order).
 //!
-//! [`RESERVED_VALUE`]: lockshift_lock::RESERVED_VALUE
-//! [`reserved_behind`]: lockshift_lock::reserved_behind
+//! [`RESERVED_VALUE`]: crate::cells::RESERVED_VALUE
+//! [`reserved_behind`]: crate::cells::reserved_behind
 //! [`Position::FirstPastDead`]: crate::queue::Position::FirstPastDead
 
-use lockshift_lock::{OwnerId, is_reservation, reserved_behind_of};
-use lockshift_store::Cell;
+use crate::cell::Cell;
+use crate::cells::{is_reservation, reserved_behind_of};
+use crate::id::OwnerId;
 
 /// How many `main` cells a waiter reads when it looks at `main` after its
 /// own write: enough to tell "a holding is among them" from "only
@@ -146,8 +147,9 @@ fn in_my_way(me: &str, mark: &str, cell: &Cell) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use lockshift_lock::{Algorithm, RESERVED_VALUE, reserved_behind};
-    use lockshift_store::Timestamp;
+    use crate::algorithm::Algorithm;
+    use crate::cell::Timestamp;
+    use crate::cells::{RESERVED_VALUE, reserved_behind};
 
     use super::*;
 
