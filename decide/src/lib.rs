@@ -73,7 +73,7 @@
 //!
 //! The store crate re-exports the first three at the paths they had before
 //! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
-//! queue lock and combined crates the others.
+//! queue lock and rollout crates the others.
 
 pub mod algorithm;
 pub mod binding;

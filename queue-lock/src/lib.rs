@@ -18,8 +18,8 @@
 //! the holder's as a reservation, so a hand-off is the holder's delete and
 //! one read; waiters poll by the store's measured round trip; a holder keeps
 //! only its `main` cell, so renewing costs two operations per lock. The
-//! waiter is an explicit state machine (docs/design.md §3), driven by
-//! [`Line`].
+//! waiter is an explicit state machine (docs/design.md §3,
+//! `lockshift_decide::waiter`), driven by [`Line`].
 //!
 //! # Invariants
 //!
