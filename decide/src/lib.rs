@@ -71,6 +71,32 @@
 //!   a measurement ([`duration::fmt_duration`],
 //!   [`duration::fmt_duration_rounded`]).
 //!
+//! # The rules, and where they are kept
+//!
+//! Every invariant label is defined once, with its proof, in
+//! `docs/design.md`; this index says where each is kept, so a change to
+//! that code knows which rules it must hold. It defines nothing.
+//!
+//! | label | the rule, in a line | kept by |
+//! |---|---|---|
+//! | S1–S3 | last write wins; a tombstone wins a tie; TTLs count from apply time in whole seconds (§1) | [`reconcile`], and every store backend |
+//! | S4, S5, S7 | order and limit; read-your-writes (Lemma 1); one row, one write (§1) | the store backends, checked by the store's conformance suite |
+//! | S6 | tombstones cost reads (§1) | [`schema`] (each table's gc grace), the store's tombstone accounting |
+//! | L1–L6 | a lease's stamps increase, it never resurrects a cell, tells its holder before the TTL, writes every cell, late writes hold nothing, waiting cells live briefly (§5) | the lock crate's lease |
+//! | L7 | a slot is reused only once its cells are gone (§2a) | the lock crate's slots |
+//! | G1–G3 | the legacy shadow arbitration (§2) | the legacy crate's protocol; the combined lock's first step |
+//! | Q1 | hold only on a read after my write showing me alone (§2) | [`waiter::handoff::verdict`] |
+//! | Q2, Q5 | who has a `main` cell; reservations never wait for each other (§2) | [`waiter`] |
+//! | Q3 | waiting TTL, dead waiters skipped early (§2) | [`queue::Sightings`], [`waiter`], the queue lock's line |
+//! | Q4 | poll by the measured round trip (§2) | [`waiter::poll`] |
+//! | Q6 | the reservation behind the waiter ahead (§3) | [`waiter`], [`waiter::handoff`] |
+//! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
+//! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |
+//! | R5 | every process reported with its oldest binding (§4) | [`binding::Bindings::acting_version`], [`registry::NodeInfo`] |
+//! | R6 | the guards read bindings (§4) | [`rollout::evaluate`] |
+//! | R7 | a locker keeps its node alive (§4) | the node runtime (the facade) |
+//! | R8 | act only on what the rollout's rows already say (§4) | [`binding::View`] (what the last heartbeat that landed declared), the rollout crate's activity promises |
+//!
 //! The store crate re-exports the first three at the paths they had before
 //! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
 //! queue lock and rollout crates the others.
