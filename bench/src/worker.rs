@@ -13,9 +13,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lockshift_combined::{CombinedLocker, LegacyPacing};
+use lockshift_combined::CombinedLocker;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId};
+use lockshift_lock::{
+    Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId, Pacing,
+};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultyStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -217,13 +219,11 @@ pub(crate) async fn setup(spec: &WorkerSpec) -> Result<Setup, BenchError> {
                     // the fleet's lock and no legacy node runs: nobody here
                     // contends through legacy, so pacing for legacy
                     // contenders (stage `legacy`) would only slow it.
-                    let pacing = LegacyPacing::new(spec.legacy.owner_wait_max);
-                    pacing.set_beside_legacy(false);
                     Box::new(CombinedLocker::with_pacing(
                         ctx,
                         time.source(),
                         spec.queue.clone(),
-                        pacing,
+                        Pacing::FullSpeed,
                     ))
                 }
             };

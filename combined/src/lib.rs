@@ -30,15 +30,11 @@
 //! legacy and queue from running together (R1, docs/design.md §4).
 //!
 //! # Modules
-//! [`CombinedLocker`], and [`LegacyPacing`], how it paces itself beside
-//! legacy contenders.
+//! [`CombinedLocker`]. How it paces itself beside legacy contenders is each
+//! acquisition's [`Pacing`](lockshift_lock::Pacing), given through
+//! [`AcquireOptions::pacing`](lockshift_lock::AcquireOptions::pacing) (a
+//! node gives every acquisition the pacing its confirmed stage calls for).
 
 mod locker;
 
 pub use locker::CombinedLocker;
-/// How combined waiters pace themselves beside legacy contenders: one
-/// [`LegacyPacing`] is shared by every combined locker of a process
-/// (`lockshift_rollout::Lockers::with_pacing`). The node runtime
-/// (`lockshift::Node`), the benchmark's workers and the simulation's fleet
-/// build one per process.
-pub use locker::LegacyPacing;

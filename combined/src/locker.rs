@@ -2,61 +2,18 @@
 //! the legacy shadow arbitration, then a re-read of `main`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
-    TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError, fixed_pacing,
 };
 use lockshift_queue_lock::{
     Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, QueueSettings, TimeSource,
     Verdict, others_in, read_main, verdict,
 };
 use lockshift_store::{RowQuery, Store, StoreError, schema};
-
-/// Whether legacy contenders may be about, and how they pace themselves.
-///
-/// A legacy contender is invisible while it waits (it only reads `main`)
-/// and polls at its own pace — up to `lock.legacy.owner_wait_max` after
-/// finding the lock owned. A combined waiter polling at the queue's speed,
-/// or holding a prepared `shadow` cell across the current hold, wins every
-/// hand-off, and legacy nodes starve. So while legacy
-/// contenders may be about — stage `legacy`, or a stage the node cannot
-/// confirm — the combined lock takes its turn at their pace: no prepared
-/// hand-off, and its first waiter pauses like a legacy contender while
-/// `main` is taken. From `dual` on no legacy node runs, and it goes at the
-/// queue's speed. The pacing changes when, and only when, legacy may run
-/// — never the exclusion argument, which rests on G1 and Q1 alone.
-#[derive(Debug)]
-pub struct LegacyPacing {
-    beside_legacy: AtomicBool,
-    owner_wait_max: Duration,
-}
-
-impl LegacyPacing {
-    /// Pacing for a fleet whose legacy contenders pause up to
-    /// `owner_wait_max` when the lock is owned; beside legacy at first.
-    pub fn new(owner_wait_max: Duration) -> Arc<Self> {
-        Arc::new(LegacyPacing {
-            beside_legacy: AtomicBool::new(true),
-            owner_wait_max,
-        })
-    }
-
-    /// Whether legacy contenders may be about.
-    pub fn beside_legacy(&self) -> bool {
-        self.beside_legacy.load(Ordering::Relaxed)
-    }
-
-    /// Says whether legacy contenders may be about (the node does, from the
-    /// stage it confirmed).
-    pub fn set_beside_legacy(&self, beside: bool) {
-        self.beside_legacy.store(beside, Ordering::Relaxed);
-    }
-}
 
 /// The combined lock's entry: shadow arbitration (so legacy contenders see
 /// it), then a read of `main` after writing it (so queue holders are seen).
@@ -78,8 +35,8 @@ impl LegacyPacing {
 /// `shadow` read must follow the `shadow` write, and the `main` read must
 /// follow the `shadow` read. (The queue lock's 2 lack the middle link.)
 ///
-/// Beside legacy contenders (stage `legacy`, or a stage the node cannot
-/// confirm) it keeps the thesis' shape — never a `main` cell before a
+/// Beside legacy contenders ([`Pacing::BesideLegacy`]: stage `legacy`, or a
+/// stage the node cannot confirm) it keeps the thesis' shape — never a `main` cell before a
 /// fresh read of `main` found it empty, so a legacy contender never sees a
 /// `main` cell that is about to vanish and pauses a full owner-wait for it
 /// — in **5 round trips**: queue and `shadow` writes together, place and
@@ -98,10 +55,15 @@ impl LegacyPacing {
 /// orders hold. A hand-off is then the queue lock's: two reads after the
 /// previous holder leaves the queue. Why it is safe: Q6's proof,
 /// docs/design.md §3 ("The reservation behind the waiter ahead").
-#[derive(Debug, Clone)]
-pub struct CombinedEntry {
-    pacing: Arc<LegacyPacing>,
-}
+///
+/// # Pacing
+///
+/// How it paces itself is the acquisition's [`Pacing`], read at each step
+/// (see [`Pacing`] for why): beside legacy contenders it prepares nothing
+/// and its first waiter pauses like a legacy contender while `main` is
+/// taken; at full speed it prepares hand-offs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CombinedEntry;
 
 impl CombinedEntry {
     fn value(&self) -> &'static [u8] {
@@ -181,14 +143,15 @@ impl MainEntry for CombinedEntry {
         Algorithm::Combined
     }
 
-    fn prepares(&self) -> bool {
-        !self.pacing.beside_legacy()
+    fn prepares(&self, pacing: Pacing) -> bool {
+        !pacing.beside_legacy()
     }
 
-    fn busy_pause(&self, ctx: &LockContext) -> Option<Duration> {
-        self.pacing
-            .beside_legacy()
-            .then(|| ctx.random_below(self.pacing.owner_wait_max))
+    fn busy_pause(&self, ctx: &LockContext, pacing: Pacing) -> Option<Duration> {
+        match pacing {
+            Pacing::BesideLegacy { owner_wait_max } => Some(ctx.random_below(owner_wait_max)),
+            Pacing::FullSpeed => None,
+        }
     }
 
     /// The fast path (see the type's docs for the round trips).
@@ -198,12 +161,13 @@ impl MainEntry for CombinedEntry {
         lease: &Lease,
         arrival: Arrival<'_>,
         fast: bool,
+        pacing: Pacing,
     ) -> Result<Arrived, StoreError> {
         if !fast {
             return arrival.enqueue_then_place().await;
         }
         let me = lease.owner().as_str();
-        let beside_legacy = self.pacing.beside_legacy();
+        let beside_legacy = pacing.beside_legacy();
         // Round 1: the queue cell and the shadow announcement together (and
         // from `dual` on my main cell too: it needs only to precede my
         // shadow delete and my read of main).
@@ -256,9 +220,10 @@ impl MainEntry for CombinedEntry {
         store: &dyn Store,
         lease: &Lease,
         shadow_checked: bool,
+        pacing: Pacing,
     ) -> Result<Entered, StoreError> {
         let me = lease.owner().as_str();
-        if self.pacing.beside_legacy() {
+        if pacing.beside_legacy() {
             // G1: write shadow, read shadow alone, fresh read of main
             // empty, write main; Q1: re-read main. (The legacy lock's own
             // steps, but disregarding cells reserved behind me: Q6.)
@@ -376,32 +341,35 @@ impl MainEntry for CombinedEntry {
 #[derive(Debug, Clone)]
 pub struct CombinedLocker {
     line: Line,
+    /// The pacing of an acquisition that brings none.
+    pacing: Pacing,
 }
 
 impl CombinedLocker {
-    /// A combined locker over `ctx`, naming queue cells with `time`, paced
-    /// for legacy contenders with the legacy lock's default settings (it
-    /// cannot know there are none: see [`LegacyPacing`]). Built by
-    /// `lockshift_rollout::Lockers`, which keeps the time service alive; for
-    /// code that builds one alone, `time` is a
-    /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, which must
-    /// stay alive for as long as the locker is used.
+    /// A combined locker over `ctx`, naming queue cells with `time`. An
+    /// acquisition that brings no pacing of its own
+    /// ([`AcquireOptions::pacing`]) paces itself for legacy contenders with
+    /// the legacy lock's default settings ([`Pacing::default`]): it cannot
+    /// know there are none. Built by `lockshift_rollout::Lockers`, which
+    /// keeps the time service alive; for code that builds one alone, `time`
+    /// is a [`TimeService`](lockshift_queue_lock::TimeService)'s source,
+    /// which must stay alive for as long as the locker is used.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
-        let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
-        Self::with_pacing(ctx, time, settings, pacing)
+        Self::with_pacing(ctx, time, settings, Pacing::default())
     }
 
-    /// As [`new`](Self::new), with `pacing` decided by its owner (a node
-    /// turns it off once no legacy node can run; the benchmark sets it per
-    /// run).
+    /// As [`new`](Self::new), with `pacing` for acquisitions that bring
+    /// none of their own (a node gives each acquisition its own; the
+    /// benchmark sets it per run).
     pub fn with_pacing(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,
         settings: QueueSettings,
-        pacing: Arc<LegacyPacing>,
+        pacing: Pacing,
     ) -> Self {
         CombinedLocker {
-            line: Line::new(ctx, time, settings, Arc::new(CombinedEntry { pacing })),
+            line: Line::new(ctx, time, settings, Arc::new(CombinedEntry)),
+            pacing,
         }
     }
 }
@@ -415,13 +383,26 @@ impl Locker for CombinedLocker {
     async fn acquire_with(
         &self,
         lock: &LockId,
-        options: AcquireOptions,
+        mut options: AcquireOptions,
     ) -> Result<LockGuard, AcquireError> {
+        if options.pacing.is_none() {
+            options.pacing = Some(fixed_pacing(self.pacing));
+        }
         self.line.acquire(lock, options).await
     }
 
     async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        self.line.try_acquire(lock).await
+        self.line
+            .try_acquire_paced(lock, &fixed_pacing(self.pacing))
+            .await
+    }
+
+    async fn try_acquire_paced(
+        &self,
+        lock: &LockId,
+        pacing: PacingWatch,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.line.try_acquire_paced(lock, &pacing).await
     }
 }
 
@@ -439,9 +420,9 @@ mod tests {
     /// time an acquisition takes counts its sequential round trips.
     const LATENCY: Duration = Duration::from_millis(10);
 
-    /// An uncontended acquisition with legacy pacing as given; returns the
-    /// round trips it took (from the virtual time) and the operations.
-    async fn uncontended(beside_legacy: bool) -> (u32, lockshift_store::OpCounts) {
+    /// An uncontended acquisition paced by `pacing`; returns the round
+    /// trips it took (from the virtual time) and the operations.
+    async fn uncontended(pacing: Pacing) -> (u32, lockshift_store::OpCounts) {
         let clock: SharedClock = Arc::new(TokioClock::new());
         let store = Arc::new(
             FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1)
@@ -463,16 +444,15 @@ mod tests {
             Some(1),
         )
         .unwrap();
-        let pacing = LegacyPacing::new(Duration::from_secs(1));
-        pacing.set_beside_legacy(beside_legacy);
-        let locker = CombinedLocker::with_pacing(
-            Arc::new(ctx),
-            time.source(),
-            QueueSettings::default(),
-            pacing,
-        );
+        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
         let started = tokio::time::Instant::now();
-        let guard = locker.acquire(&LockId::new("L").unwrap()).await.unwrap();
+        let guard = locker
+            .acquire_with(
+                &LockId::new("L").unwrap(),
+                AcquireOptions::default().paced_by(fixed_pacing(pacing)),
+            )
+            .await
+            .unwrap();
         let took = started.elapsed();
         let counts = store.op_counts();
         // Whole round trips: each takes 10–12 ms (the timer rounds each of
@@ -494,7 +474,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn uncontended_acquire_costs_three_round_trips_from_dual_on() {
-        let (round_trips, c) = uncontended(false).await;
+        let (round_trips, c) = uncontended(Pacing::FullSpeed).await;
         assert_eq!(round_trips, 3, "{c}");
         // Round 1: queue, shadow and main writes; round 2: place and shadow
         // reads; round 3: the main read.
@@ -509,7 +489,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn uncontended_acquire_costs_five_round_trips_beside_legacy() {
-        let (round_trips, c) = uncontended(true).await;
+        let (round_trips, c) = uncontended(Pacing::BesideLegacy {
+            owner_wait_max: Duration::from_secs(1),
+        })
+        .await;
         assert_eq!(round_trips, 5, "{c}");
         // Queue and shadow writes; place and shadow reads; G1's fresh read
         // of main and main write; Q1's re-read.

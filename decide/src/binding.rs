@@ -30,13 +30,16 @@
 //! return the ids they invalidated, and the runtime wakes those waiters.
 //! When a waiter leaves for a reason of its own (its caller gave up), the
 //! runtime says so with [`Bindings::invalidate`].
+//!
+//! - [`Pacing`] is how a combined acquisition paces itself: beside legacy
+//!   contenders, or at full speed. [`Pacing::of`] derives it from the stage
+//!   the node confirmed; the runtime hands each acquisition the current
+//!   value, and a new one the moment it changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-#[cfg(test)]
-use crate::algorithm::Stage;
-use crate::algorithm::{Algorithm, Mode, Resolution, resolve};
+use crate::algorithm::{Algorithm, Mode, Resolution, Stage, resolve};
 use crate::rollout::StageRecord;
 
 /// The node's view of the stage (R2).
@@ -136,6 +139,67 @@ impl View {
     /// what the next heartbeat declares (R8).
     pub fn declaring(&self, configured: Mode, now: Instant) -> Resolution {
         resolve(configured, self.confirmed(now).map(|r| r.stage))
+    }
+}
+
+/// The legacy lock's default pause after finding the lock owned (its
+/// `lock.legacy.owner_wait_max`): what a combined acquisition that is told
+/// nothing else assumes legacy contenders pause for.
+pub const LEGACY_OWNER_WAIT_MAX: Duration = Duration::from_millis(1000);
+
+/// How a combined acquisition paces itself: whether legacy contenders may
+/// be about, and how they pace themselves.
+///
+/// A legacy contender is invisible while it waits (it only reads `main`)
+/// and polls at its own pace — up to `lock.legacy.owner_wait_max` after
+/// finding the lock owned. A combined waiter polling at the queue's speed,
+/// or holding a prepared `shadow` cell across the current hold, wins every
+/// hand-off, and legacy nodes starve. So while legacy contenders may be
+/// about — stage `legacy`, or a stage the node cannot confirm — the
+/// combined lock takes its turn at their pace: no prepared hand-off, and
+/// its first waiter pauses like a legacy contender while `main` is taken.
+/// From `dual` on no legacy node runs, and it goes at the queue's speed.
+/// The pacing changes when, and only when, legacy may run — never the
+/// exclusion argument, which rests on G1 and Q1 alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Legacy contenders may be about: take turns at their pace. They pause
+    /// up to `owner_wait_max` when they find the lock owned.
+    BesideLegacy {
+        /// The legacy contenders' `lock.legacy.owner_wait_max`.
+        owner_wait_max: Duration,
+    },
+    /// No legacy contender runs: the queue's speed, hand-offs prepared.
+    FullSpeed,
+}
+
+impl Pacing {
+    /// The pacing while the node's confirmed stage is `confirmed` (`None`:
+    /// the node cannot confirm one): beside legacy contenders at stage
+    /// `legacy` and wherever the node cannot tell, who pause up to
+    /// `owner_wait_max`; else full speed.
+    pub fn of(confirmed: Option<&StageRecord>, owner_wait_max: Duration) -> Pacing {
+        if confirmed.is_none_or(|r| r.stage == Stage::Legacy) {
+            Pacing::BesideLegacy { owner_wait_max }
+        } else {
+            Pacing::FullSpeed
+        }
+    }
+
+    /// Whether legacy contenders may be about.
+    pub fn beside_legacy(self) -> bool {
+        matches!(self, Pacing::BesideLegacy { .. })
+    }
+}
+
+/// Beside legacy contenders with the legacy lock's default settings
+/// ([`LEGACY_OWNER_WAIT_MAX`]): an acquisition told nothing cannot know
+/// there are none.
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing::BesideLegacy {
+            owner_wait_max: LEGACY_OWNER_WAIT_MAX,
+        }
     }
 }
 

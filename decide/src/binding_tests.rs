@@ -257,3 +257,36 @@ fn only_a_declared_algorithm_is_used() {
     );
     assert_eq!(v.resolve(Mode::Queue, t1).algorithm, Algorithm::Combined);
 }
+
+/// A combined acquisition paces itself beside legacy contenders at stage
+/// `legacy` and wherever the node cannot confirm the stage, and at full
+/// speed from `dual` on, whatever the version.
+#[test]
+fn pacing_is_beside_legacy_at_legacy_or_unconfirmed_else_full_speed() {
+    let wait = Duration::from_millis(700);
+    let beside = Pacing::BesideLegacy {
+        owner_wait_max: wait,
+    };
+    assert_eq!(Pacing::of(None, wait), beside, "unconfirmed");
+    let table = [
+        (Stage::Legacy, beside),
+        (Stage::Dual, Pacing::FullSpeed),
+        (Stage::Queue, Pacing::FullSpeed),
+        (Stage::Complete, Pacing::FullSpeed),
+    ];
+    assert_eq!(table.map(|(s, _)| s), Stage::ALL, "every stage");
+    for (stage, pacing) in table {
+        for version in [0, 1, 7] {
+            let r = record(stage, version);
+            assert_eq!(Pacing::of(Some(&r), wait), pacing, "{stage:?} v{version}");
+            assert_eq!(pacing.beside_legacy(), stage == Stage::Legacy);
+        }
+    }
+    assert_eq!(
+        Pacing::default(),
+        Pacing::BesideLegacy {
+            owner_wait_max: LEGACY_OWNER_WAIT_MAX
+        },
+        "told nothing: beside legacy"
+    );
+}

@@ -14,6 +14,10 @@ use crate::id::LockId;
 /// The lock algorithms, moved to `lockshift_decide::algorithm`,
 /// re-exported at their old path.
 pub use lockshift_decide::algorithm::Algorithm;
+/// How a combined acquisition paces itself beside legacy contenders,
+/// defined in `lockshift_decide::binding`, re-exported for lockers and
+/// their callers.
+pub use lockshift_decide::binding::Pacing;
 
 /// What a waiting acquisition has in its way, as its own reads of the
 /// lock's rows showed it last — no read is made for it. Lockers update it
@@ -31,7 +35,18 @@ pub struct WaitingFor {
 /// The channel a waiting acquisition reports [`WaitingFor`] on.
 pub type WaitWatch = Arc<tokio::sync::watch::Sender<WaitingFor>>;
 
-/// How long a blocking acquisition may wait, and how to call it off.
+/// Where an acquisition reads its [`Pacing`]: the current value, replaced
+/// by its owner (a node, as the stage it confirms changes) while the
+/// acquisition waits.
+pub type PacingWatch = tokio::sync::watch::Receiver<Pacing>;
+
+/// A [`PacingWatch`] that always reads `pacing`.
+pub fn fixed_pacing(pacing: Pacing) -> PacingWatch {
+    tokio::sync::watch::channel(pacing).1
+}
+
+/// How long a blocking acquisition may wait, how to call it off, and how
+/// it paces itself.
 #[derive(Clone, Debug, Default)]
 pub struct AcquireOptions {
     /// Give up after this long ([`AcquireError::Timeout`]); `None` waits for ever.
@@ -41,6 +56,9 @@ pub struct AcquireOptions {
     /// Told what the acquisition waits for whenever its own reads show a
     /// change (see [`WaitingFor`]).
     pub watch: Option<WaitWatch>,
+    /// How a combined acquisition paces itself, read at each step; `None`:
+    /// as its locker was built to (other algorithms ignore it).
+    pub pacing: Option<PacingWatch>,
 }
 
 impl AcquireOptions {
@@ -50,6 +68,7 @@ impl AcquireOptions {
             timeout: Some(timeout),
             cancel: None,
             watch: None,
+            pacing: None,
         }
     }
 
@@ -62,6 +81,12 @@ impl AcquireOptions {
     /// Also report what the acquisition waits for on `watch`.
     pub fn watched_by(mut self, watch: WaitWatch) -> Self {
         self.watch = Some(watch);
+        self
+    }
+
+    /// Also pace the acquisition by `pacing` (a combined acquisition).
+    pub fn paced_by(mut self, pacing: PacingWatch) -> Self {
+        self.pacing = Some(pacing);
         self
     }
 }
@@ -104,4 +129,18 @@ pub trait Locker: Send + Sync + fmt::Debug {
     /// [`TryAcquireError::Held`] when someone else holds it or is entering
     /// it; [`TryAcquireError::Failed`] when the attempt itself failed.
     async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError>;
+
+    /// As [`try_acquire`](Locker::try_acquire), paced by `pacing` (a
+    /// combined attempt; other algorithms ignore it, as the default does).
+    ///
+    /// # Errors
+    /// As [`try_acquire`](Locker::try_acquire).
+    async fn try_acquire_paced(
+        &self,
+        lock: &LockId,
+        pacing: PacingWatch,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let _ = pacing;
+        self.try_acquire(lock).await
+    }
 }

@@ -97,7 +97,9 @@ pub mod pause;
 mod settings;
 mod slots;
 
-pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
+pub use api::{
+    AcquireOptions, Algorithm, Locker, Pacing, PacingWatch, WaitWatch, WaitingFor, fixed_pacing,
+};
 pub use cells::ActivityObserver;
 /// The values lockshift writes into cells and what a cell read back says
 /// about its writer: moved to `lockshift_decide::cells`, re-exported at

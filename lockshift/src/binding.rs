@@ -1,28 +1,73 @@
 //! The node's stage bindings with the cancellation tokens their waiters
-//! watch. What the bindings decide (R2–R5, R8) is pure and lives in
+//! watch, and the pacing they read. What the bindings decide (R2–R5, R8)
+//! and the pacing a stage calls for are pure and live in
 //! [`lockshift_decide::binding`]; this module gives each acquisition the
-//! token its locker waits on, fires the tokens of the acquisitions the
-//! bindings invalidate, and tells the bindings when a caller's cancel fired
-//! one.
+//! token its locker waits on and the watch it reads its [`Pacing`] from,
+//! fires the tokens of the acquisitions the bindings invalidate, updates
+//! the pacing as the confirmed stage changes, and tells the bindings when a
+//! caller's cancel fired one.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lockshift_decide::algorithm::Algorithm;
 pub(crate) use lockshift_decide::binding::View;
-use lockshift_decide::binding::{Bindings as Core, Refusal};
+use lockshift_decide::binding::{Bindings as Core, LEGACY_OWNER_WAIT_MAX, Pacing, Refusal};
 use lockshift_decide::rollout::StageRecord;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Every acquisition of a node, by id, with its token.
-#[derive(Debug, Default)]
+/// Every acquisition of a node, by id, with its token; and the pacing
+/// every one of them reads.
+#[derive(Debug)]
 pub(crate) struct Bindings {
     core: Core,
     /// Fires when the acquisition must leave the line and re-enter.
     tokens: BTreeMap<u64, CancellationToken>,
+    /// The pacing the node's confirmed stage calls for ([`Pacing::of`]):
+    /// every acquisition reads it at each step, through its own receiver.
+    pacing: watch::Sender<Pacing>,
+    /// The legacy contenders' pause (`lock.legacy.owner_wait_max`).
+    owner_wait_max: Duration,
+}
+
+impl Default for Bindings {
+    fn default() -> Self {
+        Bindings::new(LEGACY_OWNER_WAIT_MAX)
+    }
 }
 
 impl Bindings {
+    /// No acquisitions yet; legacy contenders pause up to `owner_wait_max`,
+    /// and until a stage is confirmed the pacing is beside them.
+    pub(crate) fn new(owner_wait_max: Duration) -> Self {
+        Bindings {
+            core: Core::default(),
+            tokens: BTreeMap::new(),
+            pacing: watch::Sender::new(Pacing::BesideLegacy { owner_wait_max }),
+            owner_wait_max,
+        }
+    }
+
+    /// What a new acquisition paces itself by: the current pacing, and
+    /// every change from now on.
+    pub(crate) fn pacing(&self) -> watch::Receiver<Pacing> {
+        self.pacing.subscribe()
+    }
+
+    /// Sets the pacing for the node's confirmed stage `confirmed` (`None`:
+    /// it cannot confirm one) — beside legacy contenders at stage `legacy`
+    /// and wherever the node cannot tell ([`Pacing::of`]). Every waiting
+    /// acquisition reads the new value at its next step.
+    pub(crate) fn pace(&self, confirmed: Option<&StageRecord>) {
+        let pacing = Pacing::of(confirmed, self.owner_wait_max);
+        self.pacing.send_if_modified(|now| {
+            let changed = *now != pacing;
+            *now = pacing;
+            changed
+        });
+    }
+
     /// Binds a new acquisition resolved to `algorithm` under `view`'s last
     /// record; `cancel` is the caller's token (the returned token is its
     /// child, also fired on invalidation).

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId, Slot,
-    Stop, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId,
+    Pacing, PacingWatch, Slot, Stop, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
@@ -210,6 +210,7 @@ impl Line {
         lock: &LockId,
         ticket: &Ticket,
         fast: bool,
+        pacing: Option<&PacingWatch>,
     ) -> Result<Arrived, StoreError> {
         let arrival = Arrival {
             enqueue: Box::pin(
@@ -220,19 +221,25 @@ impl Line {
             position: Box::pin(self.where_am_i(lock, ticket, self.window())),
         };
         self.entry
-            .arrive(self.store(), &ticket.lease, arrival, fast)
+            .arrive(
+                self.store(),
+                &ticket.lease,
+                arrival,
+                fast,
+                pacing_now(pacing),
+            )
             .await
     }
 
     /// What the waiter needs to know besides the I/O result.
-    fn context_now(&self, took: Duration) -> Context {
+    fn context_now(&self, took: Duration, pacing: Option<&PacingWatch>) -> Context {
         Context {
             now: Instant::now().into_std(),
             wall: self.ctx.clock().now(),
             took,
-            prepares: self.entry.prepares(),
+            prepares: self.entry.prepares(pacing_now(pacing)),
             reserves_behind: self.entry.reserves_behind(),
-            busy_pause: self.entry.busy_pause(&self.ctx),
+            busy_pause: self.entry.busy_pause(&self.ctx, pacing_now(pacing)),
             pause_after_error: self.pause_after_error(),
         }
     }
@@ -260,7 +267,8 @@ impl Line {
     }
 
     /// Listing 7 with leases, the fast path, polling, reservations,
-    /// dead-waiter skipping and re-enqueueing. See
+    /// dead-waiter skipping and re-enqueueing, paced by `options.pacing`
+    /// (read at each step; without one, [`Pacing::default`]). See
     /// [`lockshift_lock::Locker::acquire_with`].
     ///
     /// # Errors
@@ -279,7 +287,13 @@ impl Line {
         let mut last_owner = first.owner().clone();
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
         let result = self
-            .wait_and_enter(lock, &waiting, first, &mut last_owner)
+            .wait_and_enter(
+                lock,
+                &waiting,
+                options.pacing.as_ref(),
+                first,
+                &mut last_owner,
+            )
             .instrument(span)
             .await;
         match result {
@@ -301,6 +315,7 @@ impl Line {
         &self,
         lock: &LockId,
         waiting: &Waiting,
+        pacing: Option<&PacingWatch>,
         first: Slot,
         last_owner: &mut OwnerId,
     ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
@@ -397,7 +412,7 @@ impl Line {
                     let arrived = match self.ticket(slot).await {
                         Ok(new) => {
                             waiter.set_place(new.owner.as_str(), new.lease.mark());
-                            let arrived = self.arrive(lock, &new, fast).await;
+                            let arrived = self.arrive(lock, &new, fast, pacing).await;
                             ticket = Some(new);
                             arrived.map(Observation::Arrived)
                         }
@@ -423,7 +438,7 @@ impl Line {
                         return Err((why.into(), ticket));
                     }
                     let started = Instant::now();
-                    let observed = self.perform(lock, current, other).await;
+                    let observed = self.perform(lock, current, other, pacing).await;
                     (observed, started.elapsed())
                 }
             };
@@ -438,7 +453,7 @@ impl Line {
             if let Some(current) = &ticket {
                 report(waiting, &observation, current);
             }
-            action = waiter.on(observation, &self.context_now(took));
+            action = waiter.on(observation, &self.context_now(took, pacing));
             self.remember(&waiter);
         }
     }
@@ -464,6 +479,12 @@ impl Line {
     fn entry_may_take_fast_path(&self, lock: &LockId) -> bool {
         !self.contended.contains(lock)
     }
+}
+
+/// The acquisition's pacing at this step: as its watch reads now, or
+/// [`Pacing::default`] when it has none.
+fn pacing_now(pacing: Option<&PacingWatch>) -> Pacing {
+    pacing.map_or_else(Pacing::default, |w| *w.borrow())
 }
 
 /// Gives a place in line up: deletes its cells (the queue cell and any

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
     TryAcquireError,
 };
 use lockshift_store::{Store, StoreError, schema};
@@ -37,6 +37,7 @@ impl MainEntry for QueueEntry {
         lease: &Lease,
         arrival: Arrival<'_>,
         fast: bool,
+        _pacing: Pacing,
     ) -> Result<Arrived, StoreError> {
         if !fast {
             return arrival.enqueue_then_place().await;
@@ -75,6 +76,7 @@ impl MainEntry for QueueEntry {
         store: &dyn Store,
         lease: &Lease,
         _shadow_checked: bool,
+        _pacing: Pacing,
     ) -> Result<Entered, StoreError> {
         Ok(Entered::Read {
             main: reserve_and_read(store, lease).await?,

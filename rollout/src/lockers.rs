@@ -16,12 +16,12 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockContext, LockGuard, LockId, Locker,
-    TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, LockContext, LockGuard, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError,
 };
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 
-use lockshift_combined::{CombinedLocker, LegacyPacing};
+use lockshift_combined::CombinedLocker;
 
 /// What lockers are built from besides their [`LockContext`]: each
 /// algorithm's settings and the time service's.
@@ -57,7 +57,7 @@ pub struct LockerSettings {
 pub struct Lockers {
     ctx: Arc<LockContext>,
     settings: LockerSettings,
-    pacing: Option<Arc<LegacyPacing>>,
+    pacing: Option<Pacing>,
     /// Started with the first queue or combined locker: a legacy-only
     /// factory runs no updater.
     time: OnceLock<Arc<TimeService>>,
@@ -84,12 +84,12 @@ impl Lockers {
         }
     }
 
-    /// Combined lockers built from now on pace themselves by `pacing`,
-    /// which their owner flips (the node does, from the stage it
-    /// confirmed). Without it a combined locker always paces for legacy
-    /// contenders: it cannot know there are none. For the node runtime and
-    /// for tests and benchmarks that play its part.
-    pub fn with_pacing(mut self, pacing: Arc<LegacyPacing>) -> Self {
+    /// Combined lockers built from now on pace by `pacing` the acquisitions
+    /// that bring no pacing of their own ([`AcquireOptions::pacing`]; a node
+    /// gives each of its acquisitions one). Without it they pace for legacy
+    /// contenders with `settings.legacy`: a locker cannot know there are
+    /// none. For tests and benchmarks that play a node's part.
+    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = Some(pacing);
         self
     }
@@ -125,10 +125,9 @@ impl Lockers {
             }
             Algorithm::Combined => {
                 let time = self.time();
-                let pacing = self
-                    .pacing
-                    .clone()
-                    .unwrap_or_else(|| LegacyPacing::new(self.settings.legacy.owner_wait_max));
+                let pacing = self.pacing.unwrap_or(Pacing::BesideLegacy {
+                    owner_wait_max: self.settings.legacy.owner_wait_max,
+                });
                 Arc::new(Owning {
                     locker: CombinedLocker::with_pacing(
                         self.ctx.clone(),
@@ -184,6 +183,14 @@ impl<L: Locker> Locker for Owning<L> {
     async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         self.locker.try_acquire(lock).await
     }
+
+    async fn try_acquire_paced(
+        &self,
+        lock: &LockId,
+        pacing: PacingWatch,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.locker.try_acquire_paced(lock, pacing).await
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +204,18 @@ mod tests {
     };
 
     use super::*;
+
+    /// A combined acquisition told nothing paces itself for legacy
+    /// contenders with the legacy lock's own default settings.
+    #[test]
+    fn the_default_pacing_is_the_legacy_lock_default() {
+        assert_eq!(
+            Pacing::default(),
+            Pacing::BesideLegacy {
+                owner_wait_max: LegacySettings::default().owner_wait_max
+            }
+        );
+    }
 
     /// The time service runs as long as a locker does, not as long as the
     /// factory: the `GlobalTime` cell keeps moving after the factory is gone.

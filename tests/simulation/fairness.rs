@@ -4,7 +4,7 @@
 //! poll at their own pace, so a combined lock that polls at the queue's
 //! speed, or keeps a prepared `shadow` cell across every hold, wins every
 //! hand-off; the combined lock therefore takes its turn at the legacy pace
-//! while legacy may run (`LegacyPacing`).
+//! while legacy may run (`Pacing::BesideLegacy`).
 //!
 //! The measure: six nodes in tight loops on one lock for ten simulated
 //! minutes, all legacy versus three legacy and three combined; the longest

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use lockshift_combined::LegacyPacing;
-use lockshift_legacy::LegacySettings;
-use lockshift_lock::{Algorithm, Locker};
+use lockshift_lock::{Algorithm, Locker, Pacing};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_rollout::{LockerSettings, Lockers};
 
@@ -57,11 +55,9 @@ pub fn combined(env: &NodeEnv) -> NodeLocker {
 /// waiter ahead) even though a legacy contender may be about — which a
 /// rollout never lets happen, but exclusion must not depend on.
 pub fn combined_at_full_speed(env: &NodeEnv) -> NodeLocker {
-    let pacing = LegacyPacing::new(LegacySettings::default().owner_wait_max);
-    pacing.set_beside_legacy(false);
     NodeLocker {
         locker: Lockers::new(env.ctx.clone(), LockerSettings::default())
-            .with_pacing(pacing)
+            .with_pacing(Pacing::FullSpeed)
             .build(Algorithm::Combined),
     }
 }

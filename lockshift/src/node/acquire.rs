@@ -8,7 +8,8 @@ use std::sync::{Arc, PoisonError};
 use async_trait::async_trait;
 use lockshift_decide::algorithm::Stage;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, PacingWatch,
+    TryAcquireError,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +54,7 @@ impl Shared {
             id,
             algorithm,
             token,
+            pacing: st.bindings.pacing(),
             armed: true,
         })
     }
@@ -65,6 +67,9 @@ struct Attempt {
     id: u64,
     algorithm: Algorithm,
     token: CancellationToken,
+    /// How it paces itself (a combined acquisition): what the node's
+    /// confirmed stage calls for, updated while it waits.
+    pacing: PacingWatch,
     /// Cleared when the binding passes to a [`Held`].
     armed: bool,
 }
@@ -259,6 +264,8 @@ impl Locker for NodeLocker {
                 timeout: remaining,
                 cancel: Some(attempt.token.clone()),
                 watch: options.watch.clone(),
+                // The node's, whatever the caller asked for.
+                pacing: Some(attempt.pacing.clone()),
             };
             match shared
                 .locker(attempt.algorithm)
@@ -307,7 +314,10 @@ impl Locker for NodeLocker {
         let started = Instant::now();
         for _ in 0..2 {
             let attempt = shared.begin(lock, None)?;
-            let guard = shared.locker(attempt.algorithm).try_acquire(lock).await?;
+            let guard = shared
+                .locker(attempt.algorithm)
+                .try_acquire_paced(lock, attempt.pacing.clone())
+                .await?;
             if let Some(guard) = self.hand_out(attempt, guard, started).await {
                 return Ok(guard);
             }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_combined::LegacyPacing;
 use lockshift_lock::{Algorithm, LockContext};
 use lockshift_rollout::registry::{LeasePromise, LeaseRules};
 use lockshift_rollout::{LockerSettings, Lockers};
@@ -207,7 +206,6 @@ impl Node {
         );
         let configured = settings.node.mode;
         let view = View::new(settings.rollout.stage_valid_for);
-        let pacing = LegacyPacing::new(settings.lock.legacy.owner_wait_max);
         let lockers = Lockers::new(
             ctx,
             LockerSettings {
@@ -215,8 +213,7 @@ impl Node {
                 queue: settings.lock.queue.clone(),
                 time: settings.time.clone(),
             },
-        )
-        .with_pacing(pacing.clone());
+        );
         let shared = Arc::new(Shared {
             sightings,
             incarnation,
@@ -225,7 +222,6 @@ impl Node {
             legacy: lockers.build(Algorithm::Legacy),
             combined: lockers.build(Algorithm::Combined),
             queue: lockers.build(Algorithm::Queue),
-            pacing,
             metrics: NodeMetrics::new(id.as_str()),
             held: Mutex::new(HashMap::new()),
             id,
@@ -240,7 +236,7 @@ impl Node {
                 configured,
                 resolution: view.resolve(configured, Instant::now().into_std()),
                 view,
-                bindings: Bindings::default(),
+                bindings: Bindings::new(settings.lock.legacy.owner_wait_max),
                 expired: false,
                 closed: false,
                 left: false,

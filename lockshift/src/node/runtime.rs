@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lockshift_combined::LegacyPacing;
-use lockshift_decide::algorithm::{Mode, Resolution, Stage};
+use lockshift_decide::algorithm::{Mode, Resolution};
 use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
 use lockshift_rollout::RolloutSettings;
 use lockshift_rollout::registry::{
@@ -81,8 +80,6 @@ pub(super) struct Shared {
     pub(super) legacy: Arc<dyn Locker>,
     pub(super) combined: Arc<dyn Locker>,
     pub(super) queue: Arc<dyn Locker>,
-    /// Whether combined acquisitions pace themselves for legacy contenders.
-    pub(super) pacing: Arc<LegacyPacing>,
     pub(super) metrics: NodeMetrics,
     /// Every guard handed out and not yet released, by binding id, so that
     /// a shutdown can release what is still held.
@@ -220,9 +217,8 @@ impl Shared {
             confirmed.is_some(),
         );
         // Legacy contenders may be about at stage legacy, and wherever the
-        // node cannot tell (`LegacyPacing`).
-        self.pacing
-            .set_beside_legacy(confirmed.is_none_or(|r| r.stage == Stage::Legacy));
+        // node cannot tell (`Pacing::of`): every acquisition's pacing.
+        st.bindings.pace(confirmed.as_ref());
     }
 
     pub(super) async fn refresh(&self) -> Result<(), StoreError> {

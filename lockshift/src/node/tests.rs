@@ -197,7 +197,7 @@ async fn an_unreadable_stage_at_start_means_combined() {
 }
 
 /// At stage `legacy` a combined waiter takes its turn at the legacy pace and
-/// prepares nothing (`LegacyPacing`: a prepared shadow cell would make every
+/// prepares nothing (`Pacing::BesideLegacy`: a prepared shadow cell would make every
 /// legacy attempt back off); once no legacy node can run (`dual`), the next
 /// waiter announces itself in `shadow` while the holder still holds.
 #[tokio::test(start_paused = true)]
@@ -386,4 +386,51 @@ async fn a_legacy_node_promises_its_activity_with_every_heartbeat() {
         "a combined node promises no legacy use"
     );
     node.shutdown().await;
+}
+
+/// The pacing of a combined acquisition can change while it waits, its
+/// binding intact: bound while the node cannot confirm the stage (beside
+/// legacy contenders), it stays bound when `dual` is confirmed — and reads
+/// full speed from then on, through the receiver it was given when bound;
+/// beside legacy again once the view expires.
+#[test]
+fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
+    use crate::binding::{Bindings, View};
+    use lockshift_decide::rollout::StageRecord;
+    use lockshift_lock::Pacing;
+
+    let wait = Duration::from_millis(300);
+    let beside = Pacing::BesideLegacy {
+        owner_wait_max: wait,
+    };
+    let t0 = std::time::Instant::now();
+    let mut view = View::new(Duration::from_secs(30));
+    let mut b = Bindings::new(wait);
+    let (id, token) = b.bind(Algorithm::Combined, &view, None);
+    let pacing = b.pacing();
+    b.follow(Algorithm::Combined, view.confirmed(t0));
+    b.pace(view.confirmed(t0));
+    assert_eq!(*pacing.borrow(), beside, "unconfirmed");
+    let dual = StageRecord {
+        stage: Stage::Dual,
+        version: 1,
+        ..StageRecord::initial()
+    };
+    view.read(dual, t0);
+    view.heartbeat(t0, [Algorithm::Combined].into());
+    b.follow(Algorithm::Combined, view.confirmed(t0));
+    b.pace(view.confirmed(t0));
+    assert!(
+        !token.is_cancelled() && !b.is_invalidated(id),
+        "still bound"
+    );
+    assert_eq!(*pacing.borrow(), Pacing::FullSpeed, "dual confirmed");
+    let later = t0 + Duration::from_secs(31);
+    b.follow(Algorithm::Combined, view.confirmed(later));
+    b.pace(view.confirmed(later));
+    assert!(
+        !token.is_cancelled() && !b.is_invalidated(id),
+        "still bound"
+    );
+    assert_eq!(*pacing.borrow(), beside, "expired");
 }

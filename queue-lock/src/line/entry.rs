@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_lock::{Algorithm, Lease, LockContext, RESERVED_VALUE, reserved_behind};
+use lockshift_lock::{Algorithm, Lease, LockContext, Pacing, RESERVED_VALUE, reserved_behind};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
 use super::MAIN_CELLS_READ;
@@ -60,7 +60,9 @@ impl fmt::Debug for Arrival<'_> {
 /// How the first waiter in line writes and verifies `main`.
 ///
 /// Every write goes through the lease (TTL, renewal, cleanup). Each method
-/// does only I/O and says what it read; the waiter decides.
+/// does only I/O and says what it read; the waiter decides. Methods that
+/// depend on how the acquisition paces itself take its [`Pacing`] as it
+/// stands at that step (only the combined lock reads it).
 #[async_trait]
 pub trait MainEntry: Send + Sync + fmt::Debug {
     /// The algorithm this entry belongs to.
@@ -84,6 +86,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         _lease: &Lease,
         arrival: Arrival<'_>,
         _fast: bool,
+        _pacing: Pacing,
     ) -> Result<Arrived, StoreError> {
         arrival.enqueue_then_place().await
     }
@@ -101,6 +104,7 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         store: &dyn Store,
         lease: &Lease,
         shadow_checked: bool,
+        pacing: Pacing,
     ) -> Result<Entered, StoreError>;
 
     /// Whether a read showing my cell alone may hand me the lock now (the
@@ -110,8 +114,9 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// Whether the entry keeps its `main` cell as a reservation while
-    /// someone else holds; `false` withdraws and waits for `main` to empty.
-    fn prepares(&self) -> bool {
+    /// someone else holds, paced by `pacing`; `false` withdraws and waits
+    /// for `main` to empty.
+    fn prepares(&self, _pacing: Pacing) -> bool {
         true
     }
 
@@ -154,10 +159,11 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     }
 
     /// How long the first waiter pauses while `main` is taken and it does
-    /// not prepare, when the entry paces itself (the combined lock beside
-    /// legacy contenders, who poll at their own pace and would otherwise
-    /// never win a hand-off); `None`, the default: the line's polling.
-    fn busy_pause(&self, _ctx: &LockContext) -> Option<Duration> {
+    /// not prepare, when the entry paces itself by `pacing` (the combined
+    /// lock beside legacy contenders, who poll at their own pace and would
+    /// otherwise never win a hand-off); `None`, the default: the line's
+    /// polling.
+    fn busy_pause(&self, _ctx: &LockContext, _pacing: Pacing) -> Option<Duration> {
         None
     }
 

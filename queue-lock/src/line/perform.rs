@@ -2,19 +2,23 @@
 //! and what its result tells the acquisition's watcher.
 
 use lockshift_decide::waiter::{Action, Observation};
-use lockshift_lock::{LockId, Waiting};
+use lockshift_lock::{LockId, PacingWatch, Waiting};
 use lockshift_store::{StoreError, schema};
 
-use super::{Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, read_main, verdict};
+use super::{
+    Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, pacing_now, read_main, verdict,
+};
 use crate::queue::Position;
 
 impl Line {
-    /// The I/O of one action on the current place in line.
+    /// The I/O of one action on the current place in line, paced by
+    /// `pacing` as it reads now.
     pub(super) async fn perform(
         &self,
         lock: &LockId,
         ticket: &Ticket,
         action: Action,
+        pacing: Option<&PacingWatch>,
     ) -> Result<Observation, StoreError> {
         let store = self.store();
         // Every read of a row holding one of my waiting cells that shows it
@@ -47,7 +51,7 @@ impl Line {
             // `main` cell, read `main` after it.
             Action::Enter { shadow_checked } => self
                 .entry
-                .enter(store, &ticket.lease, shadow_checked)
+                .enter(store, &ticket.lease, shadow_checked, pacing_now(pacing))
                 .await
                 .map(Observation::Entered),
             // The next waiter watching `main`: one read — of a reservation,

@@ -1,14 +1,15 @@
 //! The try path (listing 8): take the lock only if it is free now, without
 //! waiting in line.
 
-use lockshift_lock::{AcquireError, LockGuard, LockId, OwnerId, TryAcquireError};
+use lockshift_lock::{AcquireError, LockGuard, LockId, OwnerId, PacingWatch, TryAcquireError};
 use lockshift_store::{RowQuery, StoreError, schema};
 use tracing::{Instrument, info_span};
 
-use super::{Entered, Line, Ticket, Verdict, abandon, verdict};
+use super::{Entered, Line, Ticket, Verdict, abandon, pacing_now, verdict};
 
 impl Line {
-    /// Listing 8: take the lock only if it is free now. See
+    /// Listing 8: take the lock only if it is free now, paced by
+    /// [`Pacing::default`](lockshift_lock::Pacing::default). See
     /// [`lockshift_lock::Locker::try_acquire`].
     ///
     /// # Errors
@@ -18,10 +19,31 @@ impl Line {
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
-        self.try_inner(lock).instrument(span).await
+        self.try_inner(lock, None).instrument(span).await
     }
 
-    async fn try_inner(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+    /// As [`try_acquire`](Self::try_acquire), paced by `pacing` (read at
+    /// each step).
+    ///
+    /// # Errors
+    /// As `Locker::try_acquire`.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_paced(
+        &self,
+        lock: &LockId,
+        pacing: &PacingWatch,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
+        self.try_inner(lock, Some(pacing)).instrument(span).await
+    }
+
+    async fn try_inner(
+        &self,
+        lock: &LockId,
+        pacing: Option<&PacingWatch>,
+    ) -> Result<LockGuard, TryAcquireError> {
         let slot = self.ctx.take_slot(lock);
         let owner = slot.owner().clone();
         let store_error = |owner: &OwnerId, error| -> TryAcquireError {
@@ -50,7 +72,7 @@ impl Line {
             .ticket(slot)
             .await
             .map_err(|e| store_error(&owner, e))?;
-        let outcome = self.try_with(&ticket).await;
+        let outcome = self.try_with(&ticket, pacing).await;
         match outcome {
             Ok(Some(marked_reservation)) => match ticket.lease.check_valid() {
                 Ok(()) => {
@@ -90,10 +112,14 @@ impl Line {
 
     /// Listing 8 lines 3–13 for `ticket`: `Some(reserved)` when the lock was
     /// taken, `None` when someone else is ahead or in `main`.
-    async fn try_with(&self, ticket: &Ticket) -> Result<Option<bool>, StoreError> {
+    async fn try_with(
+        &self,
+        ticket: &Ticket,
+        pacing: Option<&PacingWatch>,
+    ) -> Result<Option<bool>, StoreError> {
         let lock = ticket.lease.lock().clone();
         let (me, mark) = (ticket.owner.as_str(), ticket.lease.mark());
-        let arrived = self.arrive(&lock, ticket, true).await?;
+        let arrived = self.arrive(&lock, ticket, true, pacing).await?;
         if arrived.position.is_first()
             && arrived
                 .main
@@ -118,7 +144,12 @@ impl Line {
             }
             match self
                 .entry
-                .enter(self.store(), &ticket.lease, shadow_checked)
+                .enter(
+                    self.store(),
+                    &ticket.lease,
+                    shadow_checked,
+                    pacing_now(pacing),
+                )
                 .await?
             {
                 Entered::Read {
