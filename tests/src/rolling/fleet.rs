@@ -45,6 +45,9 @@ pub(super) struct Counters {
     dir: tempfile::TempDir,
 }
 
+/// The scenario's fleet: the shared harness's, running [`Counters`], plus
+/// what only this scenario does with it (config edits, cut-offs,
+/// replacements beside a predecessor).
 pub(super) struct Fleet {
     fleet: harness::Fleet<Counters>,
     /// Replacements started beside their predecessor under its node id.
@@ -178,8 +181,14 @@ impl Workload for Counters {
 }
 
 impl Fleet {
-    pub(super) async fn start(&mut self, i: usize, mode: Mode) {
-        let Ok(()) = self.fleet.start(i, mode).await;
+    /// Starts every node in `mode`.
+    pub(super) async fn start_all(&mut self, mode: Mode) {
+        let Ok(()) = self.fleet.start_all(mode).await;
+    }
+
+    /// Stops node `i`, then starts it in `mode`.
+    pub(super) async fn restart(&mut self, i: usize, mode: Mode) {
+        let Ok(()) = self.fleet.restart(i, mode).await;
     }
 
     /// Edits node `i`'s config file to `mode`; the node picks it up at its
@@ -205,8 +214,9 @@ impl Fleet {
         }
     }
 
-    pub(super) async fn stop(&mut self, i: usize) {
-        self.fleet.stop(i).await;
+    /// Stops every node.
+    pub(super) async fn stop_all(&mut self) {
+        self.fleet.stop_all().await;
     }
 
     /// Restarts every node into `mode`, one at a time, every other one (by
