@@ -80,8 +80,8 @@ struct Running<E> {
     workers: Vec<JoinHandle<()>>,
 }
 
-/// A fleet of nodes numbered `0..size`, each running or not, all running
-/// the same [`Workload`].
+/// A fleet of nodes numbered from 0, each running or not, all running the
+/// same [`Workload`].
 #[derive(Debug)]
 pub struct Fleet<W: Workload> {
     workload: W,
@@ -108,11 +108,6 @@ impl<W: Workload> Fleet<W> {
     /// The workload.
     pub fn workload(&self) -> &W {
         &self.workload
-    }
-
-    /// How many nodes the fleet has, running or not.
-    pub fn size(&self) -> usize {
-        self.nodes.len()
     }
 
     /// How many starts the fleet has made (each node start is one more).
@@ -234,3 +229,7 @@ impl<W: Workload> Fleet<W> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "fleet_tests.rs"]
+mod tests;
