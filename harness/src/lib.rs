@@ -16,5 +16,9 @@
 //!
 //! - [`checker`]: the exclusion checker, [`checker::Oracle`], and what it
 //!   reports, [`checker::Violation`].
+//! - [`fleet`]: the fleet, [`fleet::Fleet`]: nodes started, stopped and
+//!   restarted one by one, each running the workers of a
+//!   [`fleet::Workload`] the caller supplies.
 
 pub mod checker;
+pub mod fleet;

@@ -66,9 +66,7 @@ pub async fn rolling_deployment(
     let (rollout, mut fleet) = Fleet::new(backend, timings, nodes, seed).await;
     let retry = timings.reread;
     // The old fleet: everyone on the legacy lock.
-    for i in 0..nodes {
-        fleet.start(i, Mode::Legacy).await;
-    }
+    fleet.start_all(Mode::Legacy).await;
     tokio::time::sleep(timings.pause * 2).await;
     // New binaries, one by one, on auto: combined at stage legacy.
     fleet.restart_all_one_by_one(Mode::Auto).await;
@@ -83,13 +81,10 @@ pub async fn rolling_deployment(
     move_to(&rollout, Stage::Dual, retry).await;
     let refused_legacy = move_to(&rollout, Stage::Legacy, retry).await;
     for i in 0..nodes.min(2) {
-        fleet.stop(i).await;
-        fleet.start(i, Mode::Legacy).await;
+        fleet.restart(i, Mode::Legacy).await;
     }
     tokio::time::sleep(timings.pause * 2).await;
-    for i in 0..nodes {
-        fleet.stop(i).await;
-    }
+    fleet.stop_all().await;
     fleet.report(&rollout, (refused_dual, refused_legacy)).await
 }
 
@@ -109,25 +104,21 @@ pub async fn rolling_deployment_with_rollback(
 ) -> RollingReport {
     let (rollout, mut fleet) = Fleet::new(backend, timings, 4, seed).await;
     let retry = timings.reread;
-    for i in 0..4 {
-        fleet.start(i, Mode::Legacy).await;
-    }
+    fleet.start_all(Mode::Legacy).await;
     tokio::time::sleep(timings.pause).await;
     // Half the fleet switches by config edit (its waiting legacy
     // acquisitions must leave the line), half by restart.
     fleet.edit(0, Mode::Auto);
     fleet.edit(1, Mode::Auto);
     for i in 2..4 {
-        fleet.stop(i).await;
-        fleet.start(i, Mode::Auto).await;
+        fleet.restart(i, Mode::Auto).await;
     }
     let refused_dual = move_to(&rollout, Stage::Dual, retry).await;
     // Node 3 loses the stage and the registry while it keeps hammering.
     fleet.cut_off(3, true);
     move_to(&rollout, Stage::Queue, retry).await;
     fleet.edit(0, Mode::Queue);
-    fleet.stop(1).await;
-    fleet.start(1, Mode::Queue).await;
+    fleet.restart(1, Mode::Queue).await;
     tokio::time::sleep(timings.pause).await;
     fleet.cut_off(3, false);
     tokio::time::sleep(timings.pause).await;
@@ -136,8 +127,6 @@ pub async fn rolling_deployment_with_rollback(
     fleet.edit(0, Mode::Legacy);
     let refused_legacy = move_to(&rollout, Stage::Legacy, retry).await;
     tokio::time::sleep(timings.pause * 2).await;
-    for i in 0..4 {
-        fleet.stop(i).await;
-    }
+    fleet.stop_all().await;
     fleet.report(&rollout, (refused_dual, refused_legacy)).await
 }

@@ -1,19 +1,25 @@
 //! The fleet: nodes started, edited, cut off, stopped and replaced, each
-//! with workers taking the locks.
+//! with workers taking the locks. The node life cycle and the worker loop's
+//! spawning are the shared harness's ([`lockshift_harness::fleet`]); what
+//! is the rolling scenario's own is here: the nodes' config files and fault
+//! plans, the counters workload, the cut-off and the report.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift::Node;
+use lockshift::{Node, NodeBuilder, NodeLocker, StartError};
 use lockshift_decide::algorithm::Mode;
+use lockshift_harness::fleet::{self as harness, Restart, Workload};
 use lockshift_lock::{AcquireError, AcquireOptions, LockId};
 use lockshift_rollout::Rollout;
 use lockshift_rollout::rollout::HistoryAction;
 use lockshift_store::{FaultPlan, SharedStore, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tokio::task::JoinHandle;
+use tokio::task::JoinError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -22,14 +28,11 @@ use crate::sim::{NodeEnv, Oracle, critical_section, node_env};
 
 const LOCKS: [&str; 3] = ["account-1", "account-2", "account-3"];
 
-struct Running {
-    node: Node,
-    env: NodeEnv,
-    stop: CancellationToken,
-    workers: Vec<JoinHandle<()>>,
-}
+const WORKERS_PER_NODE: usize = 2;
 
-pub(super) struct Fleet {
+/// The fleet's workload: nodes built from a config file on the backend,
+/// workers incrementing counters in critical sections.
+pub(super) struct Counters {
     backend: Backend,
     timings: Timings,
     seed: u64,
@@ -38,35 +41,44 @@ pub(super) struct Fleet {
     acquisitions: Arc<Mutex<HashMap<String, u64>>>,
     availability: Arc<Availability>,
     failures: Arc<Mutex<Vec<String>>>,
-    nodes: Vec<Option<Running>>,
-    generation: u64,
-    /// Replacements started beside their predecessor under its node id.
-    replacements: usize,
     /// Every node's config file lives here, re-read while it runs.
     dir: tempfile::TempDir,
 }
 
-const WORKERS_PER_NODE: usize = 2;
+/// The scenario's fleet: the shared harness's, running [`Counters`], plus
+/// what only this scenario does with it (config edits, cut-offs,
+/// replacements beside a predecessor).
+pub(super) struct Fleet {
+    fleet: harness::Fleet<Counters>,
+    /// Replacements started beside their predecessor under its node id.
+    replacements: usize,
+}
 
-impl Fleet {
-    fn plan() -> FaultPlan {
-        FaultPlan {
-            fail_before: 0.01,
-            fail_after: 0.01,
-            ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
-        }
+fn plan() -> FaultPlan {
+    FaultPlan {
+        fail_before: 0.01,
+        fail_after: 0.01,
+        ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
     }
+}
 
-    pub(super) async fn start(&mut self, i: usize, mode: Mode) {
-        let running = self.launch(i, mode).await;
-        self.nodes[i] = Some(running);
+impl Counters {
+    fn config_path(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("node{i}.toml"))
     }
+}
 
-    /// Starts a process of node `i` (id `node{i}`) in `mode` without
-    /// stopping one that runs: a replacement started beside its
-    /// predecessor, under the same node id (issue 22).
-    async fn launch(&mut self, i: usize, mode: Mode) -> Running {
-        self.generation += 1;
+impl Workload for Counters {
+    type Env = NodeEnv;
+    type Error = Infallible;
+
+    /// Node `i` (id `node{i}`) in `mode`, its config file written.
+    async fn build(
+        &self,
+        i: usize,
+        mode: Mode,
+        generation: u64,
+    ) -> Result<(NodeBuilder, NodeEnv), Infallible> {
         let settings = self.timings.settings(i, mode);
         let config = self.config_path(i);
         std::fs::write(&config, self.timings.toml(&format!("node{i}"), mode))
@@ -74,99 +86,118 @@ impl Fleet {
         let (store, clock) = self.backend.store_for_node().await;
         let env = node_env(
             i,
-            self.seed ^ self.generation,
+            self.seed ^ generation,
             store,
             clock,
-            Self::plan(),
+            plan(),
             settings.lock.lease(),
         );
         let node_store: SharedStore = env.store.clone();
-        let node = Node::builder()
+        let builder = Node::builder()
             .settings(settings)
-            .seed(self.seed ^ (self.generation << 8))
+            .seed(self.seed ^ (generation << 8))
             .config_file(config)
             .env(HashMap::new())
             .store(node_store)
-            .clock(env.clock.clone())
-            .start()
-            .await
-            .expect("node starts");
-        let stop = CancellationToken::new();
+            .clock(env.clock.clone());
+        Ok((builder, env))
+    }
+
+    fn start_failed(&self, _: usize, error: StartError) -> Infallible {
+        panic!("node starts: {error}")
+    }
+
+    fn workers(&self) -> usize {
+        WORKERS_PER_NODE
+    }
+
+    fn worker(
+        &self,
+        locker: NodeLocker,
+        _: &NodeEnv,
+        stop: CancellationToken,
+        generation: u64,
+        w: usize,
+    ) -> impl Future<Output = ()> + Send + 'static {
         let think = self.timings.think;
-        let workers = (0..WORKERS_PER_NODE)
-            .map(|w| {
-                let locker = node.locker();
-                let stop = stop.clone();
-                let (oracle, counters, acquisitions, availability, failures) = (
-                    self.oracle.clone(),
-                    self.counters.clone(),
-                    self.acquisitions.clone(),
-                    self.availability.clone(),
-                    self.failures.clone(),
-                );
-                let mut rng = StdRng::seed_from_u64(self.seed ^ (self.generation * 131 + w as u64));
-                tokio::spawn(async move {
-                    while !stop.is_cancelled() {
-                        let lock = LOCKS[rng.random_range(0..LOCKS.len())];
-                        let Ok(id) = LockId::new(lock) else { return };
-                        availability.change(lock, |t| t.waiting += 1);
-                        let got = locker
-                            .acquire_with(
-                                &id,
-                                AcquireOptions::with_timeout(Duration::from_secs(60))
-                                    .cancelled_by(stop.clone()),
-                            )
-                            .await;
-                        let guard = match got {
-                            Ok(g) => g,
-                            Err(e) => {
-                                availability.change(lock, |t| t.waiting -= 1);
-                                if !matches!(e, AcquireError::Cancelled { .. }) {
-                                    failures
-                                        .lock()
-                                        .unwrap_or_else(PoisonError::into_inner)
-                                        .push(e.to_string());
-                                }
-                                continue;
-                            }
-                        };
-                        availability.change(lock, |t| {
-                            t.waiting -= 1;
-                            t.held = true;
-                        });
-                        let hold = Duration::from_millis(rng.random_range(1..15));
-                        if critical_section(&oracle, &counters, &guard, hold).await {
-                            *acquisitions
+        let (oracle, counters, acquisitions, availability, failures) = (
+            self.oracle.clone(),
+            self.counters.clone(),
+            self.acquisitions.clone(),
+            self.availability.clone(),
+            self.failures.clone(),
+        );
+        let mut rng = StdRng::seed_from_u64(self.seed ^ (generation * 131 + w as u64));
+        async move {
+            while !stop.is_cancelled() {
+                let lock = LOCKS[rng.random_range(0..LOCKS.len())];
+                let Ok(id) = LockId::new(lock) else { return };
+                availability.change(lock, |t| t.waiting += 1);
+                let got = locker
+                    .acquire_with(
+                        &id,
+                        AcquireOptions::with_timeout(Duration::from_secs(60))
+                            .cancelled_by(stop.clone()),
+                    )
+                    .await;
+                let guard = match got {
+                    Ok(g) => g,
+                    Err(e) => {
+                        availability.change(lock, |t| t.waiting -= 1);
+                        if !matches!(e, AcquireError::Cancelled { .. }) {
+                            failures
                                 .lock()
                                 .unwrap_or_else(PoisonError::into_inner)
-                                .entry(guard.algorithm().to_string())
-                                .or_default() += 1;
+                                .push(e.to_string());
                         }
-                        availability.change(lock, |t| t.held = false);
-                        let _ = guard.release().await;
-                        tokio::time::sleep(think.mul_f64(rng.random_range(0.1..1.0))).await;
+                        continue;
                     }
-                })
-            })
-            .collect();
-        Running {
-            node,
-            env,
-            stop,
-            workers,
+                };
+                availability.change(lock, |t| {
+                    t.waiting -= 1;
+                    t.held = true;
+                });
+                let hold = Duration::from_millis(rng.random_range(1..15));
+                if critical_section(&oracle, &counters, &guard, hold).await {
+                    *acquisitions
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(guard.algorithm().to_string())
+                        .or_default() += 1;
+                }
+                availability.change(lock, |t| t.held = false);
+                let _ = guard.release().await;
+                tokio::time::sleep(think.mul_f64(rng.random_range(0.1..1.0))).await;
+            }
         }
     }
 
-    fn config_path(&self, i: usize) -> std::path::PathBuf {
-        self.dir.path().join(format!("node{i}.toml"))
+    fn worker_panicked(&self, error: JoinError) {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("worker panicked: {error}"));
+    }
+}
+
+impl Fleet {
+    /// Starts every node in `mode`.
+    pub(super) async fn start_all(&mut self, mode: Mode) {
+        let Ok(()) = self.fleet.start_all(mode).await;
+    }
+
+    /// Stops node `i`, then starts it in `mode`.
+    pub(super) async fn restart(&mut self, i: usize, mode: Mode) {
+        let Ok(()) = self.fleet.restart(i, mode).await;
     }
 
     /// Edits node `i`'s config file to `mode`; the node picks it up at its
     /// next re-read, without a restart.
     pub(super) fn edit(&self, i: usize, mode: Mode) {
+        let counters = self.fleet.workload();
         std::fs::write(
-            self.config_path(i),
-            self.timings.toml(&format!("node{i}"), mode),
+            counters.config_path(i),
+            counters.timings.toml(&format!("node{i}"), mode),
         )
         .expect("the config file is written");
     }
@@ -174,28 +205,18 @@ impl Fleet {
     /// Cuts node `i` off from the `rollout` and `nodes` partitions (its lock
     /// operations still work), or heals it.
     pub(super) fn cut_off(&self, i: usize, cut: bool) {
-        if let Some(r) = &self.nodes[i] {
-            r.env.store.set_plan(if cut {
-                crate::attacks::cut_off(Self::plan(), vec![schema::ROLLOUT, schema::NODES])
+        if let Some((_, env)) = self.fleet.node(i) {
+            env.store.set_plan(if cut {
+                crate::attacks::cut_off(plan(), vec![schema::ROLLOUT, schema::NODES])
             } else {
-                Self::plan()
+                plan()
             });
         }
     }
 
-    pub(super) async fn stop(&mut self, i: usize) {
-        if let Some(r) = self.nodes[i].take() {
-            r.stop.cancel();
-            for w in r.workers {
-                if let Err(e) = w.await {
-                    self.failures
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(format!("worker panicked: {e}"));
-                }
-            }
-            r.node.shutdown().await;
-        }
+    /// Stops every node.
+    pub(super) async fn stop_all(&mut self) {
+        self.fleet.stop_all().await;
     }
 
     /// Restarts every node into `mode`, one at a time, every other one (by
@@ -204,20 +225,22 @@ impl Fleet {
     /// start the replacement under the same node id first and stop the old
     /// process a moment later, both running in between (issue 22).
     pub(super) async fn restart_all_one_by_one(&mut self, mode: Mode) {
-        let mut rng = StdRng::seed_from_u64(self.seed ^ (self.generation << 20) ^ 0x5eed);
-        for i in 0..self.nodes.len() {
-            if (i as u64 + self.seed).is_multiple_of(2) {
-                let replacement = self.launch(i, mode).await;
-                tokio::time::sleep(self.timings.pause.mul_f64(rng.random_range(0.1..1.0))).await;
-                self.stop(i).await;
-                self.nodes[i] = Some(replacement);
-                self.replacements += 1;
+        let seed = self.fleet.workload().seed;
+        let pause = self.fleet.workload().timings.pause;
+        let mut rng = StdRng::seed_from_u64(seed ^ (self.fleet.generation() << 20) ^ 0x5eed);
+        let replacements = &mut self.replacements;
+        let how = |i: usize| {
+            if (i as u64 + seed).is_multiple_of(2) {
+                *replacements += 1;
+                Restart::Beside(pause.mul_f64(rng.random_range(0.1..1.0)))
             } else {
-                self.stop(i).await;
-                self.start(i, mode).await;
+                Restart::StopThenStart
             }
-            tokio::time::sleep(self.timings.pause).await;
-        }
+        };
+        let Ok(()) = self
+            .fleet
+            .restart_one_by_one(mode, pause, how, |_, _| {})
+            .await;
     }
 }
 
@@ -238,7 +261,7 @@ impl Fleet {
             s.lock.lease(),
             s.lock.queue.clone(),
         );
-        let fleet = Fleet {
+        let counters = Counters {
             backend,
             timings,
             seed,
@@ -247,10 +270,11 @@ impl Fleet {
             acquisitions: Arc::default(),
             availability: Arc::default(),
             failures: Arc::default(),
-            nodes: (0..nodes).map(|_| None).collect(),
-            generation: 0,
-            replacements: 0,
             dir: tempfile::tempdir().expect("a temporary directory"),
+        };
+        let fleet = Fleet {
+            fleet: harness::Fleet::new(counters, nodes),
+            replacements: 0,
         };
         (rollout, fleet)
     }
@@ -258,27 +282,28 @@ impl Fleet {
     /// What the run observed.
     pub(super) async fn report(self, rollout: &Rollout, refusals: (usize, usize)) -> RollingReport {
         let history = rollout.history().await.expect("history reads");
-        let by_algorithm = self
+        let w = self.fleet.workload();
+        let by_algorithm = w
             .acquisitions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let counted = self
+        let counted = w
             .counters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .sum();
         RollingReport {
-            violations: self.oracle.violations(),
-            failures: self
+            violations: w.oracle.violations(),
+            failures: w
                 .failures
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
             by_algorithm,
             counted,
-            worst_unavailability: self.availability.worst(),
+            worst_unavailability: w.availability.worst(),
             transitions: history
                 .iter()
                 .filter(|h| h.action == HistoryAction::Transition)

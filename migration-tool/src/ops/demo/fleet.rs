@@ -1,18 +1,20 @@
-//! The fleet: service nodes started, stopped and restarted into a mode,
-//! each running workers; what they share, the wait statistics per stage and
-//! the once-a-second progress line.
+//! The fleet's workload: service nodes on connections of their own, each
+//! running transfer workers, started, stopped and restarted by the shared
+//! harness ([`lockshift_harness::fleet`]); what the workers share, the wait
+//! statistics per stage and the once-a-second progress line.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Context;
-use lockshift::Node;
+use lockshift::{Node, NodeBuilder, NodeLocker, StartError};
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_harness::checker::Oracle;
-use lockshift_store::SharedClock;
+use lockshift_harness::fleet::{Fleet, Restart, Workload};
+use lockshift_store::{SharedClock, SharedStore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,90 +42,77 @@ impl fmt::Debug for Shared {
     }
 }
 
-pub(super) struct Running {
-    node: Node,
-    stop: CancellationToken,
-    workers: Vec<JoinHandle<()>>,
-}
-
-pub(super) struct FleetState {
+/// The demo's workload: nodes `svc-{i}` on connections of their own,
+/// workers moving money.
+pub(super) struct Transfers<'a> {
     pub(super) args: DemoArgs,
     pub(super) shared: Arc<Shared>,
-    pub(super) nodes: Vec<Option<Running>>,
-    pub(super) generation: u64,
+    pub(super) connector: &'a dyn Connector,
 }
 
-impl FleetState {
-    pub(super) async fn start(
-        &mut self,
+impl Workload for Transfers<'_> {
+    type Env = SharedStore;
+    type Error = anyhow::Error;
+
+    async fn build(
+        &self,
         i: usize,
         mode: Mode,
-        connector: &dyn Connector,
-    ) -> anyhow::Result<()> {
-        self.generation += 1;
-        let store = connector.connect().await?;
-        let node = Node::builder()
+        _: u64,
+    ) -> anyhow::Result<(NodeBuilder, SharedStore)> {
+        let store = self.connector.connect().await?;
+        let builder = Node::builder()
             .settings(demo_settings(Some(i), mode)?)
             .store(store.clone())
-            .clock(self.shared.clock.clone())
-            .start()
-            .await
-            .with_context(|| format!("starting node svc-{i}"))?;
-        let stop = CancellationToken::new();
-        let workers = (0..self.args.workers)
-            .map(|w| {
-                let seed = self.args.seed ^ (self.generation << 16) ^ u64::from(w);
-                tokio::spawn(worker(
-                    node.locker(),
-                    store.clone(),
-                    self.shared.clone(),
-                    stop.clone(),
-                    seed,
-                ))
-            })
-            .collect();
-        self.nodes[i] = Some(Running {
-            node,
-            stop,
-            workers,
-        });
-        Ok(())
+            .clock(self.shared.clock.clone());
+        Ok((builder, store))
     }
 
-    pub(super) async fn stop(&mut self, i: usize) {
-        if let Some(r) = self.nodes[i].take() {
-            r.stop.cancel();
-            for w in r.workers {
-                let _ = w.await;
-            }
-            r.node.shutdown().await;
-        }
+    fn start_failed(&self, i: usize, error: StartError) -> anyhow::Error {
+        anyhow::Error::new(error).context(format!("starting node svc-{i}"))
     }
 
-    pub(super) async fn restart_all(
-        &mut self,
-        mode: Mode,
-        connector: &dyn Connector,
-        observer: &Observer,
-    ) -> anyhow::Result<()> {
-        let pause = self.args.settle / 2;
-        for i in 0..self.nodes.len() {
-            self.stop(i).await;
-            self.start(i, mode, connector).await?;
-            let effective = self.nodes[i]
-                .as_ref()
-                .map(|r| r.node.status().effective.to_string())
-                .unwrap_or_default();
-            emit(
-                observer,
-                DemoEvent::Line(format!(
-                    "restarted svc-{i} in mode {mode} (runs {effective})"
-                )),
-            );
-            tokio::time::sleep(pause).await;
-        }
-        Ok(())
+    fn workers(&self) -> usize {
+        usize::from(self.args.workers)
     }
+
+    fn worker(
+        &self,
+        locker: NodeLocker,
+        store: &SharedStore,
+        stop: CancellationToken,
+        generation: u64,
+        w: usize,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let seed = self.args.seed ^ (generation << 16) ^ w as u64;
+        worker(locker, store.clone(), self.shared.clone(), stop, seed)
+    }
+}
+
+/// Restarts every node into `mode`, one by one, telling the observer what
+/// each runs now.
+pub(super) async fn restart_all(
+    fleet: &mut Fleet<Transfers<'_>>,
+    mode: Mode,
+    observer: &Observer,
+) -> anyhow::Result<()> {
+    let pause = fleet.workload().args.settle / 2;
+    fleet
+        .restart_one_by_one(
+            mode,
+            pause,
+            |_| Restart::StopThenStart,
+            |i, node| {
+                let effective = node.status().effective.to_string();
+                emit(
+                    observer,
+                    DemoEvent::Line(format!(
+                        "restarted svc-{i} in mode {mode} (runs {effective})"
+                    )),
+                );
+            },
+        )
+        .await
 }
 
 pub(super) fn wait_stats(shared: &Shared) -> Vec<StageWaits> {

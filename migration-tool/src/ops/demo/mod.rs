@@ -46,6 +46,7 @@ use async_trait::async_trait;
 use lockshift::Settings;
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_harness::checker::{Oracle, Violation};
+use lockshift_harness::fleet::Fleet as NodeFleet;
 use lockshift_rollout::RolloutSettings;
 use lockshift_rollout::rollout::TransitionRequest;
 use lockshift_store::{SharedClock, SharedStore, Store, SystemClock};
@@ -56,7 +57,7 @@ use super::Env;
 use super::status::{StatusReport, status};
 use crate::JSON_VERSION;
 use crate::cli::DemoArgs;
-use fleet::{FleetState, Shared, spawn_ticker, wait_stats};
+use fleet::{Shared, Transfers, restart_all, spawn_ticker, wait_stats};
 use transfers::{total_balance, write_balance};
 
 /// Something the demo tells the operator while it runs.
@@ -308,12 +309,14 @@ pub async fn run(
         errors: Mutex::new(Vec::new()),
         clock: clock.clone(),
     });
-    let mut fleet = FleetState {
-        args: args.clone(),
-        shared: shared.clone(),
-        nodes: (0..args.nodes).map(|_| None).collect(),
-        generation: 0,
-    };
+    let mut fleet = NodeFleet::new(
+        Transfers {
+            args: args.clone(),
+            shared: shared.clone(),
+            connector,
+        },
+        usize::from(args.nodes),
+    );
     let ticker = spawn_ticker(shared.clone(), observer.clone());
     let mut stages = vec![Stage::Legacy.to_string()];
     let mut refusals = Vec::new();
@@ -322,9 +325,7 @@ pub async fn run(
         &observer,
         DemoEvent::Phase("stage legacy: every node runs the legacy lock".into()),
     );
-    for i in 0..fleet.nodes.len() {
-        fleet.start(i, Mode::Legacy, connector).await?;
-    }
+    fleet.start_all(Mode::Legacy).await?;
     tokio::time::sleep(args.settle).await;
     show_status(&env, &observer).await;
 
@@ -334,7 +335,7 @@ pub async fn run(
             "rolling restart into mode auto (combined while the stage is legacy)".into(),
         ),
     );
-    fleet.restart_all(Mode::Auto, connector, &observer).await?;
+    restart_all(&mut fleet, Mode::Auto, &observer).await?;
     show_status(&env, &observer).await;
 
     let mut reached_complete = false;
@@ -358,7 +359,7 @@ pub async fn run(
                 &observer,
                 DemoEvent::Phase(format!("rolling restart into mode {mode}")),
             );
-            fleet.restart_all(mode, connector, &observer).await?;
+            restart_all(&mut fleet, mode, &observer).await?;
             show_status(&env, &observer).await;
         }
     }
@@ -367,9 +368,7 @@ pub async fn run(
         &observer,
         DemoEvent::Phase("stopping the fleet and checking the books".into()),
     );
-    for i in 0..fleet.nodes.len() {
-        fleet.stop(i).await;
-    }
+    fleet.stop_all().await;
     ticker.abort();
     let balance_after = total_balance(operator.as_ref(), &shared.accounts).await?;
     let mut violations: Vec<String> = shared
