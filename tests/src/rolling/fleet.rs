@@ -95,7 +95,7 @@ impl Fleet {
         let think = self.timings.think;
         let workers = (0..WORKERS_PER_NODE)
             .map(|w| {
-                let locker = node.locker();
+                let locker = node.clone();
                 let stop = stop.clone();
                 let (oracle, counters, acquisitions, availability, failures) = (
                     self.oracle.clone(),

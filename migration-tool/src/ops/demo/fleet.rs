@@ -74,7 +74,7 @@ impl FleetState {
             .map(|w| {
                 let seed = self.args.seed ^ (self.generation << 16) ^ u64::from(w);
                 tokio::spawn(worker(
-                    node.locker(),
+                    node.clone(),
                     store.clone(),
                     self.shared.clone(),
                     stop.clone(),

@@ -7,8 +7,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift::NodeLocker;
-use lockshift_lock::{AcquireOptions, LockGuard, LockId};
+use lockshift::{LockGuard, Node};
+use lockshift_lock::{AcquireOptions, LockId};
 use lockshift_store::{CellWrite, RowQuery, SharedStore, Store, Timestamp, WriteOptions, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -19,7 +19,7 @@ use super::fleet::Shared;
 
 /// One transfer loop.
 pub(super) async fn worker(
-    locker: NodeLocker,
+    locker: Node,
     store: SharedStore,
     shared: Arc<Shared>,
     stop: CancellationToken,
@@ -60,7 +60,7 @@ pub(super) async fn worker(
 /// before any write (lock not taken, lease lost); `Err`: a write failed
 /// after another had landed — money may have moved one way only.
 async fn transfer(
-    locker: &NodeLocker,
+    locker: &Node,
     store: &dyn Store,
     shared: &Shared,
     stop: &CancellationToken,
