@@ -27,8 +27,10 @@ use crate::lease::{FenceFailure, Lease};
 /// guarded resource when it fires.
 #[must_use = "the lock is held only while the guard lives: keep it for as long as you use the resource, then `release().await` it"]
 pub struct Won {
-    /// `None` only once [`release`](Won::release) took it.
-    lease: Option<Lease>,
+    /// Logs a drop without release; declared first, so it logs before the
+    /// lease's own drop starts deleting the cells.
+    note: DropNote,
+    lease: Lease,
     lock: LockId,
     owner: OwnerId,
     algorithm: Algorithm,
@@ -56,10 +58,16 @@ impl Won {
     /// locker hands out the lock it took. Acquired now.
     pub fn new(lease: Lease, algorithm: Algorithm) -> Self {
         Won {
+            note: DropNote {
+                lock: lease.lock().clone(),
+                owner: lease.owner().clone(),
+                algorithm,
+                armed: true,
+            },
             lock: lease.lock().clone(),
             owner: lease.owner().clone(),
             lost: lease.lost_token(),
-            lease: Some(lease),
+            lease,
             algorithm,
             fencing_token: tokio::sync::OnceCell::new(),
             acquired_at: Instant::now(),
@@ -112,14 +120,7 @@ impl Won {
     /// Cancel safe: a dropped call leaves the fencing cell advanced or not,
     /// and the next call takes a new token either way.
     pub async fn fencing_token(&self) -> Result<u64, FenceError> {
-        let Some(lease) = self.lease.as_ref() else {
-            // Unreachable: `release` consumes the guard.
-            return Err(FenceError::LeaseLost {
-                lock: self.lock.clone(),
-                owner: self.owner.clone(),
-                reason: LeaseLostReason::Revoked,
-            });
-        };
+        let lease = &self.lease;
         self.fencing_token
             .get_or_try_init(|| async {
                 lease.next_fencing_token().await.map_err(|e| match e {
@@ -202,16 +203,12 @@ impl Won {
     /// # Errors
     /// The reason the lease is lost.
     pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
-        self.lease
-            .as_ref()
-            .map_or(Err(LeaseLostReason::Revoked), Lease::check_valid)
+        self.lease.check_valid()
     }
 
     /// Why the lease was lost, once it was.
     pub fn lost_reason(&self) -> Option<LeaseLostReason> {
-        self.lease
-            .as_ref()
-            .map_or(Some(LeaseLostReason::Revoked), Lease::lost_reason)
+        self.lease.lost_reason()
     }
 
     /// Releases the lock: stops renewal and deletes every cell the
@@ -224,12 +221,11 @@ impl Won {
     /// # Cancel safety
     /// If the future is dropped, the remaining cells are deleted in the
     /// background.
-    pub async fn release(mut self) -> Result<(), ReleaseError> {
+    pub async fn release(self) -> Result<(), ReleaseError> {
         let span = info_span!("release", lock = %self.lock, owner = %self.owner, algorithm = %self.algorithm);
         let held_for = self.acquired_at.elapsed();
-        let Some(lease) = self.lease.take() else {
-            return Ok(());
-        };
+        let (lock, owner) = (self.lock.clone(), self.owner.clone());
+        let lease = self.into_lease();
         let ttl = lease.ttl().as_duration();
         match lease.release().instrument(span).await {
             Ok(()) => {
@@ -237,18 +233,36 @@ impl Won {
                 Ok(())
             }
             Err(error) => Err(ReleaseError {
-                lock: self.lock.clone(),
-                owner: self.owner.clone(),
+                lock,
+                owner,
                 ttl,
                 error,
             }),
         }
     }
+
+    /// The lease, for a wrapper that releases it for the holder (the
+    /// node's release of a held lock at shutdown): still renewed and
+    /// holding its cells, without this guard's own release record (its
+    /// `release` span and `released` line) or its drop note.
+    pub fn into_lease(mut self) -> Lease {
+        self.note.armed = false;
+        self.lease
+    }
 }
 
-impl Drop for Won {
+/// Logs a [`Won`] dropped without release.
+struct DropNote {
+    lock: LockId,
+    owner: OwnerId,
+    algorithm: Algorithm,
+    /// Cleared when the lease leaves the guard.
+    armed: bool,
+}
+
+impl Drop for DropNote {
     fn drop(&mut self) {
-        if self.lease.is_some() {
+        if self.armed {
             info!(lock = %self.lock, owner = %self.owner, algorithm = %self.algorithm,
                 "guard dropped without release; releasing in the background");
         }

@@ -289,10 +289,23 @@ impl GuardCore {
         let Some(won) = won else {
             return Ok(false);
         };
-        if let Some(lost) = revoked {
-            lost.cancel();
-        }
-        let result = won.release().await;
+        let result = match revoked {
+            // The holder's own release: the lock's release record too.
+            None => won.release().await,
+            // For the holder: its lost signal fires first, and only the
+            // revocation is recorded (below).
+            Some(lost) => {
+                lost.cancel();
+                let lease = won.into_lease();
+                let ttl = lease.ttl().as_duration();
+                lease.release().await.map_err(|error| ReleaseError {
+                    lock: self.lock.clone(),
+                    owner: self.owner.clone(),
+                    ttl,
+                    error,
+                })
+            }
+        };
         // The attachment goes after the cells (see its field).
         drop(
             self.attachment
