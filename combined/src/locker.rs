@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
-    PacingWatch, TryAcquireError, fixed_pacing,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError, Won, fixed_pacing,
 };
 use lockshift_queue_lock::{
     Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, QueueSettings, TimeSource,
@@ -384,14 +384,14 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         mut options: AcquireOptions,
-    ) -> Result<LockGuard, AcquireError> {
+    ) -> Result<Won, AcquireError> {
         if options.pacing.is_none() {
             options.pacing = Some(fixed_pacing(self.pacing));
         }
         self.line.acquire(lock, options).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
         self.line
             .try_acquire_paced(lock, &fixed_pacing(self.pacing))
             .await
@@ -401,7 +401,7 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<LockGuard, TryAcquireError> {
+    ) -> Result<Won, TryAcquireError> {
         self.line.try_acquire_paced(lock, &pacing).await
     }
 }

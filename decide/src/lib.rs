@@ -94,7 +94,7 @@
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |
 //! | R5 | every process reported with its oldest binding (§4) | [`binding::Bindings::acting_version`], [`registry::NodeInfo`] |
 //! | R6 | the guards read bindings (§4) | [`rollout::evaluate`] |
-//! | R7 | a locker keeps its node alive (§4) | the node runtime (the facade) |
+//! | R7 | a handle or guard keeps its node alive (§4) | the node runtime (the facade) |
 //! | R8 | act only on what the rollout's rows already say (§4) | [`binding::View`] (what the last heartbeat that landed declared), the rollout crate's activity promises |
 //!
 //! The store crate re-exports the first three at the paths they had before

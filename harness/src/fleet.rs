@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lockshift::{Node, NodeBuilder, NodeLocker, StartError};
+use lockshift::{Node, NodeBuilder, StartError};
 use lockshift_decide::algorithm::Mode;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -45,10 +45,11 @@ pub trait Workload {
     fn workers(&self) -> usize;
 
     /// Worker `w` of a node started as the fleet's `generation`th start:
-    /// takes locks with `locker` until `stop` is cancelled.
+    /// takes locks through `node` (a handle of its own) until `stop` is
+    /// cancelled.
     fn worker(
         &self,
-        locker: NodeLocker,
+        node: Node,
         env: &Self::Env,
         stop: CancellationToken,
         generation: u64,
@@ -156,7 +157,7 @@ impl<W: Workload> Fleet<W> {
             .map(|w| {
                 tokio::spawn(
                     self.workload
-                        .worker(node.locker(), &env, stop.clone(), generation, w),
+                        .worker(node.clone(), &env, stop.clone(), generation, w),
                 )
             })
             .collect();

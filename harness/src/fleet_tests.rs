@@ -40,7 +40,7 @@ impl Workload for Idle {
 
     fn worker(
         &self,
-        _: NodeLocker,
+        _: Node,
         _: &usize,
         stop: CancellationToken,
         generation: u64,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{AcquireError, TryAcquireError};
-use crate::guard::LockGuard;
+use crate::guard::Won;
 use crate::id::LockId;
 
 /// The lock algorithms, moved to `lockshift_decide::algorithm`,
@@ -57,7 +57,9 @@ pub struct AcquireOptions {
     /// change (see [`WaitingFor`]).
     pub watch: Option<WaitWatch>,
     /// How a combined acquisition paces itself, read at each step; `None`:
-    /// as its locker was built to (other algorithms ignore it).
+    /// as its locker was built to (other algorithms ignore it). A
+    /// `lockshift::Node` ignores it too: it paces each acquisition by the
+    /// stage it confirmed.
     pub pacing: Option<PacingWatch>,
 }
 
@@ -84,7 +86,8 @@ impl AcquireOptions {
         self
     }
 
-    /// Also pace the acquisition by `pacing` (a combined acquisition).
+    /// Also pace the acquisition by `pacing` (a combined acquisition; a
+    /// `lockshift::Node` ignores it and uses its own).
     pub fn paced_by(mut self, pacing: PacingWatch) -> Self {
         self.pacing = Some(pacing);
         self
@@ -113,13 +116,13 @@ pub trait Locker: Send + Sync + fmt::Debug {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<LockGuard, AcquireError>;
+    ) -> Result<Won, AcquireError>;
 
     /// Waits for the lock without a deadline.
     ///
     /// # Errors
     /// As [`acquire_with`](Locker::acquire_with).
-    async fn acquire(&self, lock: &LockId) -> Result<LockGuard, AcquireError> {
+    async fn acquire(&self, lock: &LockId) -> Result<Won, AcquireError> {
         self.acquire_with(lock, AcquireOptions::default()).await
     }
 
@@ -128,7 +131,7 @@ pub trait Locker: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`TryAcquireError::Held`] when someone else holds it or is entering
     /// it; [`TryAcquireError::Failed`] when the attempt itself failed.
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError>;
+    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError>;
 
     /// As [`try_acquire`](Locker::try_acquire), paced by `pacing` (a
     /// combined attempt; other algorithms ignore it, as the default does).
@@ -139,7 +142,7 @@ pub trait Locker: Send + Sync + fmt::Debug {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<LockGuard, TryAcquireError> {
+    ) -> Result<Won, TryAcquireError> {
         let _ = pacing;
         self.try_acquire(lock).await
     }

@@ -1,14 +1,15 @@
 //! The lock API shared by lockshift's algorithms: acquire, try-acquire, a
 //! guard that releases, and leases that tell the holder when they are lost.
 //! A service meets these types through the `lockshift` crate, which
-//! re-exports them:
+//! re-exports them (all but [`Won`] and [`Locker`]: its node is the one
+//! handle to acquire with, and its own `LockGuard` wraps the [`Won`]):
 //!
-//! - [`LockGuard`]: the held lock — lock id, owner, algorithm, a fencing
-//!   token on request (two store round trips the first time), the lost
-//!   signal ([`LockGuard::lost`], [`LockGuard::until_lost`]) and
-//!   [`LockGuard::is_lost`] checked against the clock, explicit
-//!   `release().await`, release on drop. `#[must_use]`; only a locker makes
-//!   one.
+//! - [`Won`]: the lock a locker took — lock id, owner, algorithm, a
+//!   fencing token on request (two store round trips the first time), the
+//!   lost signal ([`Won::lost`], [`Won::until_lost`]) and [`Won::is_lost`]
+//!   checked against the clock, explicit `release().await`, release on
+//!   drop. `#[must_use]`; a locker makes one from its [`Lease`]
+//!   ([`Won::new`]).
 //! - [`Locker`]: what every algorithm implements (`acquire`, `acquire_with`
 //!   a timeout or a cancellation token, `try_acquire`), and
 //!   [`AcquireOptions`].
@@ -110,10 +111,7 @@ pub use cells::{
 };
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
-pub use guard::LockGuard;
-// Hidden until the facade owns the guard, which replaces this.
-#[doc(hidden)]
-pub use guard::Revoker;
+pub use guard::Won;
 /// The ids: pure data, moved to `lockshift_decide::id`, re-exported at
 /// their old paths.
 pub use id::{

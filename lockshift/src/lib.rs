@@ -32,10 +32,11 @@
 //! - **[`Node`]** is the handle: [`Node::connect`] opens the store, reads
 //!   the rollout stage, registers in the node registry and starts the
 //!   background work (heartbeats, stage re-reads, re-reading `node.mode`
-//!   from the config file). Clone it freely; it runs while a clone, a
-//!   [`NodeLocker`] or a held guard lives. [`Node::builder`] chooses each
+//!   from the config file). It is the one handle to acquire with:
+//!   [`Node::acquire`], [`Node::acquire_with`], [`Node::try_acquire`].
+//!   Clone it freely; it runs while a clone or a held guard lives. [`Node::builder`] chooses each
 //!   part (explicit settings, a store you opened, a test clock).
-//! - **[`LockGuard`]** is the held lock. Watch [`LockGuard::lost`]: it fires
+//! - **[`LockGuard`]** is the held lock; only a node hands one out. Watch [`LockGuard::lost`]: it fires
 //!   before the lease can expire (a slow or unreachable store), and from
 //!   then on someone else may hold the lock; [`LockGuard::until_lost`] is
 //!   the same as a future for `select!`. Check
@@ -93,7 +94,7 @@
 //!
 //! # Modules
 //!
-//! [`Node`], [`NodeBuilder`], [`NodeLocker`] (the runtime); [`settings`]
+//! [`Node`], [`NodeBuilder`] (the runtime); [`LockGuard`]; [`settings`]
 //! (every key); [`metrics`] (what is measured); [`prelude`]. The lock
 //! algorithms, the rollout and the storage layer live in sibling crates
 //! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-rollout`, `-store`) that a service
@@ -104,18 +105,20 @@
 
 mod binding;
 mod error;
+mod guard;
 pub mod metrics;
 mod node;
 pub mod settings;
 
 pub use error::StartError;
+pub use guard::LockGuard;
 pub use lockshift_decide::algorithm::{Mode, Stage};
 pub use lockshift_decide::rollout::StageRecord;
 pub use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockGuard,
-    LockId, Locker, NodeId, OwnerId, ReleaseError, TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockId,
+    NodeId, OwnerId, ReleaseError, TryAcquireError,
 };
-pub use node::{Node, NodeBuilder, NodeLocker, NodeStatus};
+pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};
 /// The lost signal's type ([`LockGuard::lost`]).
 pub use tokio_util::sync::CancellationToken;
@@ -127,7 +130,7 @@ pub use tokio;
 /// What most services need, in one `use`.
 pub mod prelude {
     pub use crate::{
-        AcquireError, AcquireOptions, LockGuard, LockId, Locker, Mode, Node, NodeLocker, Settings,
-        Stage, TryAcquireError,
+        AcquireError, AcquireOptions, LockGuard, LockId, Mode, Node, Settings, Stage,
+        TryAcquireError,
     };
 }

@@ -54,7 +54,7 @@ async fn acquire_takes_a_name_a_string_or_a_lock_id() {
     let id = LockId::new("by-id").unwrap();
     let g = node.acquire(&id).await.unwrap();
     g.release().await.unwrap();
-    let g = node.locker().acquire(id).await.unwrap();
+    let g = node.acquire(id).await.unwrap();
     g.release().await.unwrap();
     let err = node.acquire("  padded").await.unwrap_err();
     assert!(
@@ -121,12 +121,12 @@ async fn shutdown_releases_held_locks_tells_their_holders_and_leaves_the_registr
     other.shutdown().await;
 }
 
-/// Clones and lockers are the same node; the node runs while any lives.
+/// Clones are the same node; the node runs while any lives.
 #[tokio::test(start_paused = true)]
 async fn a_locker_outlives_the_handle_and_shutdown_reaches_it() {
     let w = world();
     let node = node(&w, "web-1").await;
-    let locker = node.locker();
+    let locker = node.clone();
     let twin = node.clone();
     drop(node);
     tokio::time::sleep(Duration::from_secs(30)).await;

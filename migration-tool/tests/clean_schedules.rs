@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use lockshift::Settings;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
+    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Won,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{Action, CleanOptions, CleanReport, clean};
@@ -300,7 +300,7 @@ impl World {
     }
 }
 
-async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<LockGuard, String> {
+async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<Won, String> {
     locker
         .acquire_with(
             &LockId::new(LOCK).unwrap(),

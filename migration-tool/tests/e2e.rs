@@ -58,14 +58,13 @@ async fn status_and_inspect_on_a_busy_store() {
     let combined = e.node("new-1", Mode::Combined).await;
     let waiter = e.node("new-2", Mode::Combined).await;
     let _a = legacy
-        .locker()
         .acquire(&LockId::new("acct-a").unwrap())
         .await
         .unwrap();
     let b = LockId::new("acct-b").unwrap();
-    let held_b = combined.locker().acquire(&b).await.unwrap();
+    let held_b = combined.acquire(&b).await.unwrap();
     let waiting = {
-        let locker = waiter.locker();
+        let locker = waiter.clone();
         let b = b.clone();
         tokio::spawn(async move { locker.acquire(&b).await })
     };
@@ -491,11 +490,7 @@ async fn run_with_lock_passes_exit_codes_and_times_out() {
         .stderr_has("mode queue is not allowed at stage legacy; using combined");
 
     let holder = e.node("holder", Mode::Combined).await;
-    let guard = holder
-        .locker()
-        .acquire(&LockId::new("job").unwrap())
-        .await
-        .unwrap();
+    let guard = holder.acquire(&LockId::new("job").unwrap()).await.unwrap();
     let started = Instant::now();
     e.migrate(&[
         "run-with-lock",

@@ -297,11 +297,7 @@ async fn a_lost_lease_exits_4() {
 async fn a_lock_held_elsewhere_is_not_free_within_the_timeout() {
     let e = Endpoint::with_schema().await;
     let holder = e.node("holder", Mode::Combined).await;
-    let guard = holder
-        .locker()
-        .acquire(&LockId::new("busy").unwrap())
-        .await
-        .unwrap();
+    let guard = holder.acquire(&LockId::new("busy").unwrap()).await.unwrap();
     let r = e
         .migrate_env(&["lock", "busy", "--timeout", "1s"], FAST)
         .await;

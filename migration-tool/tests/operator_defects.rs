@@ -191,7 +191,6 @@ async fn durations_are_rounded_for_people() {
         .node("holder", lockshift_decide::algorithm::Mode::Combined)
         .await;
     let guard = holder
-        .locker()
         .acquire(&lockshift_lock::LockId::new("busy").unwrap())
         .await
         .unwrap();

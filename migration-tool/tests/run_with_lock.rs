@@ -265,11 +265,7 @@ async fn settings_decide_the_node_and_the_report_stays_off_stdout() {
 async fn waiting_says_who_holds_the_lock() {
     let e = Endpoint::with_schema().await;
     let holder = e.node("holder", Mode::Combined).await;
-    let guard = holder
-        .locker()
-        .acquire(&LockId::new("busy").unwrap())
-        .await
-        .unwrap();
+    let guard = holder.acquire(&LockId::new("busy").unwrap()).await.unwrap();
     e.migrate_env(
         &["run-with-lock", "busy", "--timeout", "1s", "--", "true"],
         FAST,
@@ -484,9 +480,9 @@ async fn waiting_says_who_it_waits_for_when_that_changes() {
         e.node("holder-a", Mode::Combined).await,
         e.node("next-b", Mode::Combined).await,
     );
-    let held_a = a.locker().acquire(&lock).await.unwrap();
+    let held_a = a.acquire(&lock).await.unwrap();
     let b_task = {
-        let locker = b.locker();
+        let locker = b.clone();
         let lock = lock.clone();
         tokio::spawn(async move { locker.acquire(&lock).await })
     };

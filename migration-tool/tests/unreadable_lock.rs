@@ -201,11 +201,7 @@ async fn an_unreadable_lock_is_named_and_recovers_after_schema_apply() {
         .start()
         .await
         .unwrap();
-    let _held = node
-        .locker()
-        .acquire(&LockId::new(HEALTHY).unwrap())
-        .await
-        .unwrap();
+    let _held = node.acquire(&LockId::new(HEALTHY).unwrap()).await.unwrap();
 
     // 2. The jammed lock: a holder's cell in `main` (it sorts first, so
     // the key scan of `main` passes the row and the census names the lock;

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId,
-    Pacing, PacingWatch, Slot, Stop, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, OwnerId, Pacing,
+    PacingWatch, Slot, Stop, Waiting, Won,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
@@ -281,7 +281,7 @@ impl Line {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<LockGuard, AcquireError> {
+    ) -> Result<Won, AcquireError> {
         let waiting = Waiting::new(&options);
         let first = self.ctx.take_slot(lock);
         let mut last_owner = first.owner().clone();
@@ -318,7 +318,7 @@ impl Line {
         pacing: Option<&PacingWatch>,
         first: Slot,
         last_owner: &mut OwnerId,
-    ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
+    ) -> Result<Won, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
         // The slot taken by `acquire` names the first place in line; every
         // later place takes a slot of its own while the old place's lease
@@ -377,7 +377,7 @@ impl Line {
                             self.settle(&held, marked_reservation);
                             self.contended.record(lock, waiter.contended());
                             info!(steps, waited = ?waiting.elapsed(), "acquired");
-                            return Ok(LockGuard::new(held.lease, self.algorithm()));
+                            return Ok(Won::new(held.lease, self.algorithm()));
                         }
                         Err(reason) => {
                             warn!(%reason, "took main but the lease is no longer proven; re-enqueueing");

@@ -15,7 +15,7 @@ use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultPlan, RowQuery, SharedClock, Store, SystemClock, schema,
 };
-use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::rolling::{Backend, Timings, rolling_deployment};
 use lockshift_tests::sim::{NodeEnv, Oracle, contend, node_env};
 use lockshift_tests::targets::start_endpoint;
@@ -88,7 +88,7 @@ async fn node(ep: &Endpoint, i: usize, plan: FaultPlan, lease: LeaseSettings) ->
     node_env(i, 42, Arc::new(store), Arc::new(SystemClock), plan, lease)
 }
 
-async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> NodeLocker], with_faults: bool) {
+async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> SimLocker], with_faults: bool) {
     let ep = if with_faults {
         local_endpoint().await
     } else {
@@ -186,7 +186,7 @@ async fn queue_waiters_acquire_in_arrival_order_over_cql() {
     assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
 }
 
-async fn crash_and_loss(make: fn(&NodeEnv) -> NodeLocker) {
+async fn crash_and_loss(make: fn(&NodeEnv) -> SimLocker) {
     let ep = endpoint().await;
     let lease = short_lease();
     let a = node(&ep, 0, FaultPlan::default(), lease.clone()).await;
@@ -309,7 +309,7 @@ async fn rolling_deployment_over_cql() {
 async fn try_acquire_and_independent_ids_over_cql() {
     let ep = endpoint().await;
     for make in [
-        fleet::legacy as fn(&NodeEnv) -> NodeLocker,
+        fleet::legacy as fn(&NodeEnv) -> SimLocker,
         fleet::queue,
         fleet::combined,
     ] {
@@ -352,7 +352,7 @@ async fn try_acquire_and_independent_ids_over_cql() {
 async fn legacy_race(
     ep: &Endpoint,
     round: usize,
-    other: fn(&NodeEnv) -> NodeLocker,
+    other: fn(&NodeEnv) -> SimLocker,
     oracle: &Oracle,
 ) {
     let slow_main_writes = FaultPlan {

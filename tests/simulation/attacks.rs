@@ -5,11 +5,11 @@
 //! critical section; legacy nodes get slow `main` writes so that an overlap
 //! becomes two holders quickly (see `lockshift_tests::attacks`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use lockshift::{LockGuard, Node};
 use lockshift_decide::algorithm::{Mode, Stage};
-use lockshift_lock::{Algorithm, LockGuard, Locker};
+use lockshift_lock::Algorithm;
 use lockshift_store::schema;
 use lockshift_tests::attacks::{World, cut_off, hold, must_move, plan, try_move};
 use lockshift_tests::sim::{for_each_seed, paused};
@@ -21,10 +21,10 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// code every violation came within the first few seconds).
 const HAMMER: Duration = Duration::from_secs(20);
 
-async fn hold_all(locker: &dyn Locker) -> Vec<LockGuard> {
+async fn hold_all(node: &Node) -> Vec<LockGuard> {
     let mut held = Vec::new();
     for lock in LOCKS {
-        held.push(hold(locker, lock).await);
+        held.push(hold(node, lock).await);
     }
     held
 }
@@ -54,30 +54,15 @@ fn a_waiting_queue_acquisition_does_not_survive_a_rollback_to_legacy() {
             must_move(&rollout, Stage::Queue, 5 * MINUTE).await;
             tokio::time::sleep(w.timings.reread * 2).await;
             assert_eq!(q.node.status().effective, Algorithm::Queue);
-            let held = hold_all(&a.node.locker()).await;
-            w.once(
-                Arc::new(b.node.locker()),
-                &LOCKS,
-                3,
-                Duration::from_millis(5),
-            );
+            let held = hold_all(&a.node).await;
+            w.once(b.node.clone(), &LOCKS, 3, Duration::from_millis(5));
             tokio::time::sleep(Duration::from_millis(100)).await;
-            w.once(
-                Arc::new(q.node.locker()),
-                &LOCKS,
-                60,
-                Duration::from_millis(30),
-            );
+            w.once(q.node.clone(), &LOCKS, 60, Duration::from_millis(30));
             tokio::time::sleep(Duration::from_secs(1)).await;
             must_move(&rollout, Stage::Dual, MINUTE).await;
             must_move(&rollout, Stage::Legacy, 10 * MINUTE).await;
             let l = w.start("l", Mode::Legacy, plan(true), false).await;
-            w.hammer(
-                Arc::new(l.node.locker()),
-                &LOCKS,
-                6,
-                Duration::from_millis(5),
-            );
+            w.hammer(l.node.clone(), &LOCKS, 6, Duration::from_millis(5));
             tokio::time::sleep(Duration::from_secs(1)).await;
             release_all(held).await;
             tokio::time::sleep(HAMMER).await;
@@ -100,13 +85,8 @@ fn a_waiting_legacy_acquisition_does_not_survive_into_queue() {
             let rollout = w.rollout();
             let h = w.start("h", Mode::Combined, plan(false), false).await;
             let l = w.start("l", Mode::Legacy, plan(true), true).await;
-            let held = hold_all(&h.node.locker()).await;
-            w.hammer(
-                Arc::new(l.node.locker()),
-                &LOCKS,
-                24,
-                Duration::from_millis(5),
-            );
+            let held = hold_all(&h.node).await;
+            w.hammer(l.node.clone(), &LOCKS, 24, Duration::from_millis(5));
             tokio::time::sleep(Duration::from_secs(1)).await;
             w.edit_mode(&l, "l", Mode::Combined);
             tokio::time::sleep(w.timings.reread * 2).await;
@@ -114,12 +94,7 @@ fn a_waiting_legacy_acquisition_does_not_survive_into_queue() {
             must_move(&rollout, Stage::Dual, 10 * MINUTE).await;
             must_move(&rollout, Stage::Queue, 10 * MINUTE).await;
             let qn = w.start("qn", Mode::Queue, plan(false), false).await;
-            w.hammer(
-                Arc::new(qn.node.locker()),
-                &LOCKS,
-                3,
-                Duration::from_millis(20),
-            );
+            w.hammer(qn.node.clone(), &LOCKS, 3, Duration::from_millis(20));
             tokio::time::sleep(Duration::from_secs(1)).await;
             release_all(held).await;
             tokio::time::sleep(HAMMER).await;
@@ -150,18 +125,8 @@ fn a_node_cut_off_from_the_stage_stops_acting_on_it() {
             must_move(&rollout, Stage::Dual, 10 * MINUTE).await;
             must_move(&rollout, Stage::Queue, 10 * MINUTE).await;
             let qn = w.start("qn", Mode::Queue, plan(false), false).await;
-            w.hammer(
-                Arc::new(qn.node.locker()),
-                &LOCKS,
-                4,
-                Duration::from_millis(5),
-            );
-            w.hammer(
-                Arc::new(l.node.locker()),
-                &LOCKS,
-                4,
-                Duration::from_millis(5),
-            );
+            w.hammer(qn.node.clone(), &LOCKS, 4, Duration::from_millis(5));
+            w.hammer(l.node.clone(), &LOCKS, 4, Duration::from_millis(5));
             tokio::time::sleep(HAMMER).await;
             let effective = l.node.status().effective;
             w.finish().await.assert_exclusive(&format!("seed {seed}"));
@@ -174,9 +139,9 @@ fn a_node_cut_off_from_the_stage_stops_acting_on_it() {
     });
 }
 
-/// Item 4. A service keeps only the locker of its node
-/// (`Node::start(..).await?.locker()`); the node handle is dropped. The
-/// locker must keep its node alive — heartbeat, stage re-reads — so the
+/// Item 4. A service keeps only a clone of its node (once a locker of it,
+/// `Node::start(..).await?.locker()`); the handle it started with is
+/// dropped. The clone must keep its node alive — heartbeat, stage re-reads — so the
 /// guards see a legacy node and refuse `dual`; if they did not, queue nodes
 /// would join beside it.
 #[test]
@@ -190,19 +155,14 @@ fn a_locker_keeps_its_node_alive() {
                 .start("l", Mode::Legacy, plan(true), false)
                 .await
                 .node
-                .locker();
+                .clone();
             tokio::time::sleep(w.timings.heartbeat_ttl + Duration::from_secs(2)).await;
             let retry = Duration::from_secs(1);
             let moved = try_move(&rollout, Stage::Dual, retry, 2 * MINUTE).await
                 && try_move(&rollout, Stage::Queue, retry, 2 * MINUTE).await;
             let qn = w.start("qn", Mode::Queue, plan(false), false).await;
-            w.hammer(
-                Arc::new(qn.node.locker()),
-                &LOCKS,
-                4,
-                Duration::from_millis(5),
-            );
-            w.hammer(Arc::new(locker), &LOCKS, 4, Duration::from_millis(5));
+            w.hammer(qn.node.clone(), &LOCKS, 4, Duration::from_millis(5));
+            w.hammer(locker, &LOCKS, 4, Duration::from_millis(5));
             tokio::time::sleep(HAMMER).await;
             w.finish().await.assert_exclusive(&format!("seed {seed}"));
             assert!(

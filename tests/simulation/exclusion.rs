@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lockshift_lock::{LeaseSettings, LockId};
 use lockshift_store::FaultPlan;
-use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{
     Cluster, ContentionReport, NodeEnv, Oracle, contend, for_each_seed, for_each_seed_and, paused,
     skews,
@@ -45,7 +45,7 @@ pub fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
 }
 
 /// A node factory: which algorithm node `i` runs.
-pub type Make = fn(&NodeEnv) -> NodeLocker;
+pub type Make = fn(&NodeEnv) -> SimLocker;
 
 fn run(
     seed: u64,
@@ -68,7 +68,7 @@ pub fn run_mixed(
     paused(async {
         let cluster = Cluster::new();
         let offsets = skews(seed, nodes, clock_skew);
-        let lockers: Vec<NodeLocker> = (0..nodes)
+        let lockers: Vec<SimLocker> = (0..nodes)
             .map(|i| {
                 makes[i % makes.len()](&cluster.node(
                     i,
@@ -97,7 +97,7 @@ pub fn run_mixed(
     })
 }
 
-fn exclusion(test: &str, make: fn(&NodeEnv) -> NodeLocker) {
+fn exclusion(test: &str, make: fn(&NodeEnv) -> SimLocker) {
     for (name, plan, clock_skew) in plans() {
         for_each_seed(&format!("{test}/{name}"), 0, 12, |seed| {
             let report = run(seed, 6, &plan, clock_skew, make);
@@ -132,7 +132,7 @@ fn exclusion_survives_large_per_operation_skew() {
         ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4))
     };
     for (name, make) in [
-        ("legacy", fleet::legacy as fn(&NodeEnv) -> NodeLocker),
+        ("legacy", fleet::legacy as fn(&NodeEnv) -> SimLocker),
         ("queue", fleet::queue),
     ] {
         for_each_seed_and(

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use lockshift_lock::{AcquireOptions, Algorithm, LeaseSettings, LockId};
 use lockshift_store::FaultPlan;
-use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, Oracle, SEED_VAR, critical_section, paused};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -25,11 +25,11 @@ use tokio::time::Instant;
 /// Per algorithm: acquisitions and the longest wait.
 type Waits = BTreeMap<Algorithm, (u64, Duration)>;
 
-fn fleet_waits(seed: u64, makes: &[fn(&NodeEnv) -> NodeLocker], run_for: Duration) -> Waits {
+fn fleet_waits(seed: u64, makes: &[fn(&NodeEnv) -> SimLocker], run_for: Duration) -> Waits {
     paused(async {
         let cluster = Cluster::new();
         let plan = FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4));
-        let lockers: Vec<NodeLocker> = makes
+        let lockers: Vec<SimLocker> = makes
             .iter()
             .enumerate()
             .map(|(i, make)| {
@@ -100,7 +100,7 @@ fn legacy_waits_beside_combined_no_worse_than_beside_legacy() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     {
-        let legacy: fn(&NodeEnv) -> NodeLocker = fleet::legacy;
+        let legacy: fn(&NodeEnv) -> SimLocker = fleet::legacy;
         let all_legacy = fleet_waits(seed, &[legacy; 6], run_for);
         let mixed = fleet_waits(
             seed,

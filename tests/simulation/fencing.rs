@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, schema};
-use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, Oracle, for_each_seed, paused, skews};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -47,12 +47,12 @@ fn run(
     plan: &FaultPlan,
     slow_reads_on_node_0: bool,
     clock_skew: Duration,
-    makes: &[fn(&NodeEnv) -> NodeLocker],
+    makes: &[fn(&NodeEnv) -> SimLocker],
 ) -> (Vec<String>, usize) {
     paused(async {
         let cluster = Cluster::new();
         let offsets = skews(seed, nodes, clock_skew);
-        let lockers: Vec<NodeLocker> = (0..nodes)
+        let lockers: Vec<SimLocker> = (0..nodes)
             .map(|i| {
                 let mut plan = plan.clone();
                 if i == 0 && slow_reads_on_node_0 {
@@ -134,7 +134,7 @@ fn plan() -> FaultPlan {
     }
 }
 
-fn check(test: &str, slow_head: bool, clock_skew: Duration, makes: &[fn(&NodeEnv) -> NodeLocker]) {
+fn check(test: &str, slow_head: bool, clock_skew: Duration, makes: &[fn(&NodeEnv) -> SimLocker]) {
     for_each_seed(test, 0, 8, |seed| {
         let (refused, taken) = run(seed, 5, &plan(), slow_head, clock_skew, makes);
         assert!(

@@ -10,7 +10,6 @@
 //! guards were fooled, the two algorithms overlap and the oracle sees two
 //! holders (docs/design.md §4, R5 and R8).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_decide::algorithm::{Mode, Stage};
@@ -84,18 +83,8 @@ async fn advance_to_queue(
 /// locks; exclusion must hold.
 async fn old_meets_queue(mut w: World, old: &Started, seed: u64) {
     let q = w.start("q", Mode::Queue, plan(false), false).await;
-    w.hammer(
-        Arc::new(q.node.locker()),
-        &LOCKS,
-        3,
-        Duration::from_millis(3),
-    );
-    w.hammer(
-        Arc::new(old.node.locker()),
-        &LOCKS,
-        12,
-        Duration::from_millis(3),
-    );
+    w.hammer(q.node.clone(), &LOCKS, 3, Duration::from_millis(3));
+    w.hammer(old.node.clone(), &LOCKS, 12, Duration::from_millis(3));
     tokio::time::sleep(HAMMER).await;
     w.finish().await.assert_exclusive(&format!("seed {seed}"));
 }
@@ -232,7 +221,7 @@ fn an_unreported_legacy_use_keeps_dual_refused_for_the_quiet_period() {
             let l = w.start("l", Mode::Legacy, plan(false), false).await;
             tokio::time::sleep(Duration::from_secs(3)).await;
             // Take the lock just before a heartbeat would report it.
-            let guard = hold(&l.node.locker(), "x1").await;
+            let guard = hold(&l.node, "x1").await;
             assert_eq!(guard.algorithm(), Algorithm::Legacy);
             let used = tokio::time::Instant::now();
             l.env
@@ -279,7 +268,7 @@ fn a_mode_switch_the_registry_has_not_seen_does_not_take_effect() {
                 .set_plan(cut_off(plan(false), vec![schema::NODES]));
             w.edit_mode(&c, "c", Mode::Legacy);
             c.node.refresh().await.expect("the stage still reads");
-            let guard = hold(&c.node.locker(), "x1").await;
+            let guard = hold(&c.node, "x1").await;
             assert_eq!(
                 guard.algorithm(),
                 Algorithm::Combined,
@@ -288,7 +277,7 @@ fn a_mode_switch_the_registry_has_not_seen_does_not_take_effect() {
             guard.release().await.unwrap();
             c.env.store.set_plan(plan(false));
             c.node.heartbeat().await.expect("the heartbeat lands");
-            let guard = hold(&c.node.locker(), "x1").await;
+            let guard = hold(&c.node, "x1").await;
             assert_eq!(guard.algorithm(), Algorithm::Legacy, "seed {seed}");
             guard.release().await.unwrap();
             drop(w);
@@ -319,7 +308,7 @@ fn queue_uses_whose_reports_fail_keep_the_rollback_refused() {
                 .await
             );
             q.node.refresh().await.expect("the stage reads");
-            let guard = hold(&q.node.locker(), "x1").await;
+            let guard = hold(&q.node, "x1").await;
             assert_eq!(guard.algorithm(), Algorithm::Queue, "seed {seed}");
             let used = tokio::time::Instant::now();
             // Its writes to the `rollout` partition fail from now on (its

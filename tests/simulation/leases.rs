@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
 use lockshift_store::{FaultPlan, RowQuery, Store, schema};
-use lockshift_tests::fleet::{self, NodeLocker};
+use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, paused};
 use tokio::time::Instant;
 
@@ -26,7 +26,7 @@ fn node(cluster: &Cluster, i: usize) -> NodeEnv {
     )
 }
 
-fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
         let cluster = Cluster::new();
         let (a, b) = (node(&cluster, 0), node(&cluster, 1));
@@ -62,7 +62,7 @@ fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> NodeLocker)
     });
 }
 
-fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
         let cluster = Cluster::new();
         let (a, b) = (node(&cluster, 0), node(&cluster, 1));
@@ -96,7 +96,7 @@ fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> NodeLoc
     });
 }
 
-fn lost_signal_fires_before_the_ttl(make: fn(&NodeEnv) -> NodeLocker) {
+fn lost_signal_fires_before_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
         let cluster = Cluster::new();
         let a = node(&cluster, 0);

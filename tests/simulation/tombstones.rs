@@ -152,7 +152,7 @@ fn the_bound_holds_across_stage_changes() {
                     )
                     .await;
                 w.hammer_holding(
-                    Arc::new(n.node.locker()),
+                    n.node.clone(),
                     &["soak"],
                     1,
                     Duration::ZERO,

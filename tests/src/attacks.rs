@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift::Node;
+use lockshift::{LockGuard, Node};
 use lockshift_decide::algorithm::{Mode, Stage};
-use lockshift_lock::{AcquireError, AcquireOptions, LockGuard, LockId, Locker};
+use lockshift_lock::{AcquireError, AcquireOptions, LockId};
 use lockshift_rollout::{Rollout, TransitionRequest};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
 use rand::rngs::StdRng;
@@ -172,13 +172,13 @@ impl World {
         write_config(path, &self.timings.toml(id, mode));
     }
 
-    /// Spawns `n` workers on `locker`, each taking `locks` in turn for ever
+    /// Spawns `n` workers on `node`, each taking `locks` in turn for ever
     /// (hold and think times drawn from the seed) until the world ends.
     /// Worker `w` starts with lock `w mod locks.len()`, so a schedule knows
     /// who waits where first.
-    pub fn hammer(&mut self, locker: Arc<dyn Locker>, locks: &[&str], n: usize, think: Duration) {
+    pub fn hammer(&mut self, node: Node, locks: &[&str], n: usize, think: Duration) {
         self.workers_for(
-            locker,
+            node,
             locks,
             n,
             think,
@@ -190,25 +190,25 @@ impl World {
     /// As [`hammer`](Self::hammer), each holding for less than `hold`.
     pub fn hammer_holding(
         &mut self,
-        locker: Arc<dyn Locker>,
+        node: Node,
         locks: &[&str],
         n: usize,
         think: Duration,
         hold: Duration,
     ) {
-        self.workers_for(locker, locks, n, think, usize::MAX, hold);
+        self.workers_for(node, locks, n, think, usize::MAX, hold);
     }
 
-    /// Spawns `n` tasks on `locker` that each take one lock once (task `w`
+    /// Spawns `n` tasks on `node` that each take one lock once (task `w`
     /// lock `w mod locks.len()`) and hold it up to `hold`: acquisitions
     /// that start waiting now.
-    pub fn once(&mut self, locker: Arc<dyn Locker>, locks: &[&str], n: usize, hold: Duration) {
-        self.workers_for(locker, locks, n, Duration::ZERO, 1, hold);
+    pub fn once(&mut self, node: Node, locks: &[&str], n: usize, hold: Duration) {
+        self.workers_for(node, locks, n, Duration::ZERO, 1, hold);
     }
 
     fn workers_for(
         &mut self,
-        locker: Arc<dyn Locker>,
+        node: Node,
         locks: &[&str],
         n: usize,
         think: Duration,
@@ -218,7 +218,7 @@ impl World {
         for w in 0..n {
             let stop = CancellationToken::new();
             let task = tokio::spawn(worker(
-                locker.clone(),
+                node.clone(),
                 locks.iter().map(|l| l.to_string()).collect(),
                 w,
                 rounds,
@@ -301,7 +301,7 @@ fn write_config(path: &Path, text: &str) {
 
 #[allow(clippy::too_many_arguments)]
 async fn worker(
-    locker: Arc<dyn Locker>,
+    node: Node,
     locks: Vec<String>,
     first: usize,
     rounds: usize,
@@ -321,7 +321,7 @@ async fn worker(
         let Ok(lock) = LockId::new(locks[i % locks.len()].clone()) else {
             return;
         };
-        let got = locker
+        let got = node
             .acquire_with(
                 &lock,
                 AcquireOptions::with_timeout(Duration::from_secs(3600)).cancelled_by(stop.clone()),
@@ -352,18 +352,17 @@ async fn worker(
     }
 }
 
-/// Holds `lock` with `locker` until the returned guard is released.
+/// Holds `lock` with `node` until the returned guard is released.
 ///
 /// # Panics
 /// If the lock cannot be taken within an hour.
-pub async fn hold(locker: &dyn Locker, lock: &str) -> LockGuard {
-    locker
-        .acquire_with(
-            &LockId::new(lock).expect("a valid lock id"),
-            AcquireOptions::with_timeout(Duration::from_secs(3600)),
-        )
-        .await
-        .expect("the lock is taken")
+pub async fn hold(node: &Node, lock: &str) -> LockGuard {
+    node.acquire_with(
+        LockId::new(lock).expect("a valid lock id"),
+        AcquireOptions::with_timeout(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("the lock is taken")
 }
 
 /// Asks for `to` every `retry` until the guards allow it or `within` passes;

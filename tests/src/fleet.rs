@@ -3,37 +3,38 @@
 
 use std::sync::Arc;
 
-use lockshift_lock::{Algorithm, Locker, Pacing};
+use lockshift_lock::{Algorithm, LockId, Locker, OwnerId, Pacing, Won};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_rollout::{LockerSettings, Lockers};
 
 use crate::sim::NodeEnv;
 
-/// A node's locker.
+/// A simulated node's raw locker (no node runtime: the simulations drive
+/// the algorithms directly).
 #[derive(Debug)]
-pub struct NodeLocker {
+pub struct SimLocker {
     /// The locker (it keeps its own time service running).
     pub locker: Arc<dyn Locker>,
 }
 
-fn build(env: &NodeEnv, algorithm: Algorithm, settings: LockerSettings) -> NodeLocker {
-    NodeLocker {
+fn build(env: &NodeEnv, algorithm: Algorithm, settings: LockerSettings) -> SimLocker {
+    SimLocker {
         locker: Lockers::new(env.ctx.clone(), settings).build(algorithm),
     }
 }
 
 /// A legacy locker for `env`.
-pub fn legacy(env: &NodeEnv) -> NodeLocker {
+pub fn legacy(env: &NodeEnv) -> SimLocker {
     build(env, Algorithm::Legacy, LockerSettings::default())
 }
 
 /// A queue locker for `env` with the default (hybrid) time service.
-pub fn queue(env: &NodeEnv) -> NodeLocker {
+pub fn queue(env: &NodeEnv) -> SimLocker {
     queue_with(env, QueueSettings::default(), TimeSettings::default())
 }
 
 /// A queue locker for `env` with the given settings.
-pub fn queue_with(env: &NodeEnv, queue: QueueSettings, time: TimeSettings) -> NodeLocker {
+pub fn queue_with(env: &NodeEnv, queue: QueueSettings, time: TimeSettings) -> SimLocker {
     build(
         env,
         Algorithm::Queue,
@@ -46,7 +47,7 @@ pub fn queue_with(env: &NodeEnv, queue: QueueSettings, time: TimeSettings) -> No
 }
 
 /// A combined locker for `env` with the default (hybrid) time service.
-pub fn combined(env: &NodeEnv) -> NodeLocker {
+pub fn combined(env: &NodeEnv) -> SimLocker {
     build(env, Algorithm::Combined, LockerSettings::default())
 }
 
@@ -54,10 +55,49 @@ pub fn combined(env: &NodeEnv) -> NodeLocker {
 /// prepares hand-offs (a checked `shadow` cell, reservations behind the
 /// waiter ahead) even though a legacy contender may be about — which a
 /// rollout never lets happen, but exclusion must not depend on.
-pub fn combined_at_full_speed(env: &NodeEnv) -> NodeLocker {
-    NodeLocker {
+pub fn combined_at_full_speed(env: &NodeEnv) -> SimLocker {
+    SimLocker {
         locker: Lockers::new(env.ctx.clone(), LockerSettings::default())
             .with_pacing(Pacing::FullSpeed)
             .build(Algorithm::Combined),
+    }
+}
+
+/// A held lock as a simulated critical section sees it: a raw locker's
+/// [`Won`] or a node's [`lockshift::LockGuard`].
+pub trait Held {
+    /// The lock held.
+    fn lock_id(&self) -> &LockId;
+    /// The owner id of the acquisition.
+    fn owner(&self) -> &OwnerId;
+    /// Whether the lease is lost, checked against the clock.
+    fn is_lost(&self) -> bool;
+}
+
+impl Held for Won {
+    fn lock_id(&self) -> &LockId {
+        Won::lock_id(self)
+    }
+
+    fn owner(&self) -> &OwnerId {
+        Won::owner(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        Won::is_lost(self)
+    }
+}
+
+impl Held for lockshift::LockGuard {
+    fn lock_id(&self) -> &LockId {
+        lockshift::LockGuard::lock_id(self)
+    }
+
+    fn owner(&self) -> &OwnerId {
+        lockshift::LockGuard::owner(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        lockshift::LockGuard::is_lost(self)
     }
 }

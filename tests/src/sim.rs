@@ -256,7 +256,7 @@ impl ContentionReport {
 pub async fn critical_section(
     oracle: &Oracle,
     counters: &Mutex<HashMap<String, u64>>,
-    guard: &lockshift_lock::LockGuard,
+    guard: &impl crate::fleet::Held,
     hold: Duration,
 ) -> bool {
     let lock = guard.lock_id().as_str().to_string();

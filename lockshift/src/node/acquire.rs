@@ -1,22 +1,19 @@
-//! [`NodeLocker`] and the acquire path: each acquisition is bound to the
-//! stage it resolved under, and its guard handed out only under the
-//! binding's conditions (R3, R4, R7).
+//! The acquire path of a [`Node`]: each acquisition is bound to the stage
+//! it resolved under, and its guard handed out only under the binding's
+//! conditions (R3, R4, R7).
 
-use std::fmt;
 use std::sync::{Arc, PoisonError};
 
-use async_trait::async_trait;
-use lockshift_decide::algorithm::Stage;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, PacingWatch,
-    TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, LockId, Locker, PacingWatch, TryAcquireError, Won,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::runtime::Shared;
-use super::{Core, NodeStatus};
+use super::{Core, Node};
+use crate::guard::LockGuard;
 
 impl Shared {
     fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
@@ -114,87 +111,14 @@ impl Drop for Held {
     }
 }
 
-/// The [`Locker`] of a [`Node`](crate::Node): each acquisition uses the
-/// algorithm the node resolves at that moment, stays bound to it while it
-/// waits, and keeps the node alive (R3, R7).
-#[derive(Clone)]
-pub struct NodeLocker {
-    pub(super) core: Arc<Core>,
-}
-
-impl fmt::Debug for NodeLocker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NodeLocker")
-            .field("node", &self.core.shared.id)
-            .finish()
-    }
-}
-
-impl NodeLocker {
-    /// As [`Node::acquire`](crate::Node::acquire): waits until `lock` (a
-    /// name or a [`LockId`]) is held. No trait import needed; through the
-    /// [`Locker`] trait the same call takes a `&LockId`.
-    ///
-    /// # Errors
-    /// As [`Node::acquire`](crate::Node::acquire).
-    ///
-    /// # Cancel safety
-    /// As [`Node::acquire`](crate::Node::acquire).
-    pub async fn acquire(
-        &self,
-        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
-    ) -> Result<LockGuard, AcquireError> {
-        self.acquire_with(lock, AcquireOptions::default()).await
-    }
-
-    /// As [`Node::acquire_with`](crate::Node::acquire_with).
-    ///
-    /// # Errors
-    /// As [`Node::acquire_with`](crate::Node::acquire_with).
-    ///
-    /// # Cancel safety
-    /// As [`Node::acquire`](crate::Node::acquire).
-    pub async fn acquire_with(
-        &self,
-        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
-        options: AcquireOptions,
-    ) -> Result<LockGuard, AcquireError> {
-        let lock = lock.try_into().map_err(Into::into)?;
-        Locker::acquire_with(self, &lock, options).await
-    }
-
-    /// As [`Node::try_acquire`](crate::Node::try_acquire).
-    ///
-    /// # Errors
-    /// As [`Node::try_acquire`](crate::Node::try_acquire).
-    pub async fn try_acquire(
-        &self,
-        lock: impl TryInto<LockId, Error: Into<AcquireError>>,
-    ) -> Result<LockGuard, TryAcquireError> {
-        let lock = lock.try_into().map_err(Into::into)?;
-        Locker::try_acquire(self, &lock).await
-    }
-
-    /// What the node runs now.
-    pub fn status(&self) -> NodeStatus {
-        self.core.shared.status()
-    }
-
-    /// The stage the node acts on (`None`: unknown or unconfirmed).
-    pub fn stage(&self) -> Option<Stage> {
-        let st = self.core.shared.state();
-        st.view
-            .confirmed(Instant::now().into_std())
-            .map(|s| s.stage)
-    }
-
+impl Node {
     /// Decides whether `attempt`'s guard may be handed out (R4, R8); if so, ties
     /// the binding to the guard. Otherwise the guard is released and the
     /// caller re-enters.
     async fn hand_out(
         &self,
         mut attempt: Attempt,
-        mut guard: LockGuard,
+        won: Won,
         started: Instant,
     ) -> Option<LockGuard> {
         let refused = {
@@ -216,23 +140,23 @@ impl NodeLocker {
                     id: attempt.id,
                     algorithm: attempt.algorithm,
                     since: Instant::now(),
-                    lease_lost: guard.lease_lost_token(),
+                    lease_lost: won.lost(),
                 };
                 // The binding lives on in `held`, with the guard; the node
                 // keeps a revoker so a shutdown can release it.
                 attempt.armed = false;
+                let (guard, revoker) = LockGuard::new(won, Box::new(held));
                 shared
                     .held
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .insert(attempt.id, guard.revoker());
-                guard.attach(Box::new(held));
+                    .insert(attempt.id, revoker);
                 Some(guard)
             }
             Some(why) => {
-                info!(node = %self.core.shared.id, lock = %guard.lock_id(), algorithm = %attempt.algorithm, ?why,
+                info!(node = %self.core.shared.id, lock = %won.lock_id(), algorithm = %attempt.algorithm, ?why,
                     "the stage moved while this acquisition waited; releasing and re-entering");
-                if let Err(e) = guard.release().await {
+                if let Err(e) = won.release().await {
                     debug!(error = %e, "release of a refused guard left cells to their TTL");
                 }
                 None
@@ -241,15 +165,14 @@ impl NodeLocker {
     }
 }
 
-#[async_trait]
-impl Locker for NodeLocker {
-    fn algorithm(&self) -> Algorithm {
-        self.core.shared.state().resolution.algorithm
-    }
-
+impl Node {
+    /// [`Node::acquire_with`] once the name is a [`LockId`]. A node paces
+    /// each acquisition by the stage it confirmed, whatever
+    /// `options.pacing` says.
+    ///
     /// # Cancel safety
     /// As every locker's; a dropped acquisition is unbound at once.
-    async fn acquire_with(
+    pub(super) async fn acquire_id(
         &self,
         lock: &LockId,
         options: AcquireOptions,
@@ -272,8 +195,8 @@ impl Locker for NodeLocker {
                 .acquire_with(lock, inner)
                 .await
             {
-                Ok(guard) => {
-                    if let Some(guard) = self.hand_out(attempt, guard, started).await {
+                Ok(won) => {
+                    if let Some(guard) = self.hand_out(attempt, won, started).await {
                         return Ok(guard);
                     }
                 }
@@ -307,18 +230,19 @@ impl Locker for NodeLocker {
         }
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+    /// [`Node::try_acquire`] once the name is a [`LockId`].
+    pub(super) async fn try_acquire_id(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         let shared = &self.core.shared;
         // A second try covers a stage change between resolving and handing
         // out; a third would only chase a flapping stage.
         let started = Instant::now();
         for _ in 0..2 {
             let attempt = shared.begin(lock, None)?;
-            let guard = shared
+            let won = shared
                 .locker(attempt.algorithm)
                 .try_acquire_paced(lock, attempt.pacing.clone())
                 .await?;
-            if let Some(guard) = self.hand_out(attempt, guard, started).await {
+            if let Some(guard) = self.hand_out(attempt, won, started).await {
                 return Ok(guard);
             }
         }

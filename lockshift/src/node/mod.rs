@@ -1,5 +1,5 @@
-//! [`Node`]: what a service embeds — one [`Locker`](crate::Locker) whose
-//! algorithm follows the configured mode and the rollout stage, plus the
+//! [`Node`]: what a service embeds — the one handle to acquire locks with,
+//! whose algorithm follows the configured mode and the rollout stage, plus the
 //! background work that keeps it honest: registry heartbeats, stage
 //! re-reads, config reloads.
 //!
@@ -25,17 +25,14 @@
 //! - `builder` draws the incarnation that names the registry row, so a
 //!   second process under the same node id never hides this one (R5). The
 //!   lock cells name the same process.
-//! - [`Node`], every [`NodeLocker`] and every guard they handed out keep
-//!   the runtime alive; shutting down releases the held locks before the
+//! - [`Node`] and every guard it handed out keep the runtime alive; shutting down releases the held locks before the
 //!   node leaves the registry (R7).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{
-    AcquireError, AcquireOptions, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
-};
+use lockshift_lock::{AcquireError, AcquireOptions, LockId, NodeId, TryAcquireError};
 use lockshift_store::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -43,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::error::StartError;
+use crate::guard::{LockGuard, Revoker};
 
 mod acquire;
 mod builder;
@@ -50,14 +48,13 @@ mod runtime;
 mod status;
 
 // The public types of the node, each in the part that runs it.
-pub use acquire::NodeLocker;
 pub use builder::NodeBuilder;
 pub use status::NodeStatus;
 
 use runtime::Shared;
 
 /// The running node: shared state plus the background tasks. It lives as
-/// long as any [`Node`], [`NodeLocker`] or guard they handed out (R7).
+/// long as any [`Node`] or guard it handed out (R7).
 #[derive(Debug)]
 struct Core {
     shared: Arc<Shared>,
@@ -98,10 +95,11 @@ impl Drop for Core {
 /// A lockshift node: the handle a service keeps. See the module docs.
 ///
 /// Cloning is cheap and every clone is the same node.
-/// [`acquire`](Self::acquire) takes a lock by name; a [`NodeLocker`] does the same
-/// where a [`Locker`](crate::Locker) is wanted. The node runs — heartbeats,
-/// stage re-reads, config reloads — for as long as a clone, a locker or a
-/// held guard lives (R7); [`shutdown`](Self::shutdown) ends it gracefully.
+/// It is the one handle to acquire with: [`acquire`](Self::acquire),
+/// [`acquire_with`](Self::acquire_with) and
+/// [`try_acquire`](Self::try_acquire) take a lock by name. The node runs —
+/// heartbeats, stage re-reads, config reloads — for as long as a clone or
+/// a held guard lives (R7); [`shutdown`](Self::shutdown) ends it gracefully.
 ///
 /// # Examples
 /// ```
@@ -111,16 +109,16 @@ impl Drop for Core {
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
-/// // A locker keeps the node alive: the node handle may go.
-/// let locker = node.locker();
+/// // A clone is the same node; a held guard keeps it alive.
+/// let guard = node.clone().acquire("accounts").await?;
 /// drop(node);
-/// let guard = locker.acquire("accounts").await?;
+/// assert!(!guard.is_lost());
 /// guard.release().await?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
-#[must_use = "the node runs only while a handle, a locker or a guard lives; end it with `shutdown().await`"]
+#[must_use = "the node runs only while a handle or a guard lives; end it with `shutdown().await`"]
 pub struct Node {
     core: Arc<Core>,
 }
@@ -177,7 +175,9 @@ impl Node {
 
     /// As [`acquire`](Self::acquire), giving up after `options.timeout`
     /// ([`AcquireError::Timeout`]) or when `options.cancel` fires
-    /// ([`AcquireError::Cancelled`]).
+    /// ([`AcquireError::Cancelled`]). `options.watch` hears what the
+    /// acquisition waits for; `options.pacing` is ignored: the node paces
+    /// each acquisition by the stage it confirmed.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire), plus the two above.
@@ -189,7 +189,8 @@ impl Node {
         lock: impl TryInto<LockId, Error: Into<AcquireError>>,
         options: AcquireOptions,
     ) -> Result<LockGuard, AcquireError> {
-        self.locker().acquire_with(lock, options).await
+        let lock = lock.try_into().map_err(Into::into)?;
+        self.acquire_id(&lock, options).await
     }
 
     /// Takes `lock` if it is free right now; never waits for a holder.
@@ -201,16 +202,8 @@ impl Node {
         &self,
         lock: impl TryInto<LockId, Error: Into<AcquireError>>,
     ) -> Result<LockGuard, TryAcquireError> {
-        self.locker().try_acquire(lock).await
-    }
-
-    /// A [`Locker`](crate::Locker) of this node, for code written against
-    /// the trait: its algorithm follows mode and stage. It keeps the node
-    /// running, even after every node handle is dropped (R7).
-    pub fn locker(&self) -> NodeLocker {
-        NodeLocker {
-            core: self.core.clone(),
-        }
+        let lock = lock.try_into().map_err(Into::into)?;
+        self.try_acquire_id(&lock).await
     }
 
     /// What the node runs now.
@@ -236,7 +229,7 @@ impl Node {
         self.core.shared.heartbeat().await
     }
 
-    /// Shuts the node down gracefully, for every handle and locker of it:
+    /// Shuts the node down gracefully, for every handle of it:
     ///
     /// 1. no new acquisitions start; waiting ones end with
     ///    [`AcquireError::NodeStopped`], leaving their places in line;

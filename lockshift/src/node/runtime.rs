@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lockshift_decide::algorithm::{Mode, Resolution};
-use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
+use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId};
 use lockshift_rollout::RolloutSettings;
 use lockshift_rollout::registry::{
     LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use super::NodeStatus;
 use crate::binding::{Bindings, View};
+use crate::guard::Revoker;
 use crate::metrics::NodeMetrics;
 use crate::settings::Settings;
 

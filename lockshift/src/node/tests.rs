@@ -77,11 +77,7 @@ async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
     assert_eq!(status.stage.as_ref().map(|s| s.stage), Some(Stage::Legacy));
     assert_eq!(status.effective, Algorithm::Combined);
     assert_eq!(status.degraded_from, Some(Mode::Queue));
-    let guard = node
-        .locker()
-        .acquire(&LockId::new("L").unwrap())
-        .await
-        .unwrap();
+    let guard = node.acquire(&LockId::new("L").unwrap()).await.unwrap();
     assert_eq!(guard.algorithm(), Algorithm::Combined);
     assert_eq!(main_value(&w, "L").await, "combined");
     // The registry says so too.
@@ -102,7 +98,7 @@ async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
 async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_release_as_taken() {
     let w = world();
     let (_dir, path, node) = start(&w, "combined").await;
-    let locker = node.locker();
+    let locker = node.clone();
     let held = locker.acquire(&LockId::new("A").unwrap()).await.unwrap();
     assert_eq!(held.algorithm(), Algorithm::Combined);
 
@@ -242,9 +238,9 @@ async fn a_combined_waiter_prepares_its_shadow_entry_only_once_legacy_is_gone() 
             a.refresh().await.unwrap();
             b.refresh().await.unwrap();
         }
-        let held = a.locker().acquire(&lock).await.unwrap();
+        let held = a.acquire(&lock).await.unwrap();
         let waiter = {
-            let locker = b.locker();
+            let locker = b.clone();
             let lock = lock.clone();
             tokio::spawn(async move { locker.acquire(&lock).await })
         };
@@ -293,11 +289,7 @@ async fn a_legacy_holder_seen_while_waiting_is_recorded_as_legacy_activity() {
             .unwrap()
             .is_empty()
     );
-    let guard = node
-        .locker()
-        .acquire(&LockId::new("L").unwrap())
-        .await
-        .unwrap();
+    let guard = node.acquire(&LockId::new("L").unwrap()).await.unwrap();
     let acquired_at = w.clock.now();
     node.heartbeat().await.unwrap();
     let activity = lockshift_rollout::registry::last_activity(w.store.as_ref())

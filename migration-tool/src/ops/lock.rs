@@ -358,11 +358,7 @@ mod tests {
             .start()
             .await
             .unwrap();
-        let guard = other
-            .locker()
-            .acquire(&LockId::new("job").unwrap())
-            .await
-            .unwrap();
+        let guard = other.acquire(&LockId::new("job").unwrap()).await.unwrap();
         let mut printed = Vec::new();
         let mut notes = Vec::new();
         let r = lock(

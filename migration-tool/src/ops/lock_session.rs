@@ -31,11 +31,11 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift::Node;
+use lockshift::{LockGuard, Node};
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, MAX_NODE_ID_LEN, NodeId,
-    WaitingFor, cut_short, fmt_duration_rounded,
+    AcquireError, AcquireOptions, Algorithm, LockId, MAX_NODE_ID_LEN, NodeId, WaitingFor,
+    cut_short, fmt_duration_rounded,
 };
 use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{RowQuery, schema};
@@ -239,8 +239,7 @@ impl LockSession {
         // While it waits: a line whenever whom it waits for changes, as the
         // waiter's own reads show it (no read is made for it), at most one
         // line per WAIT_LINE_GAP.
-        let locker = self.node.locker();
-        let acquire = locker.acquire_with(&self.lock, options);
+        let acquire = self.node.acquire_with(&self.lock, options);
         tokio::pin!(acquire);
         let mut lines = WaitLines::new(&self.lock, started);
         let acquired = loop {

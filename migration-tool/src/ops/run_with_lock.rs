@@ -41,7 +41,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift_lock::LockGuard;
+use lockshift::LockGuard;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift::{Node, NodeBuilder, NodeLocker, StartError};
+use lockshift::{Node, NodeBuilder, StartError};
 use lockshift_decide::algorithm::Mode;
 use lockshift_harness::fleet::{self as harness, Restart, Workload};
 use lockshift_lock::{AcquireError, AcquireOptions, LockId};
@@ -113,7 +113,7 @@ impl Workload for Counters {
 
     fn worker(
         &self,
-        locker: NodeLocker,
+        node: Node,
         _: &NodeEnv,
         stop: CancellationToken,
         generation: u64,
@@ -133,7 +133,7 @@ impl Workload for Counters {
                 let lock = LOCKS[rng.random_range(0..LOCKS.len())];
                 let Ok(id) = LockId::new(lock) else { return };
                 availability.change(lock, |t| t.waiting += 1);
-                let got = locker
+                let got = node
                     .acquire_with(
                         &id,
                         AcquireOptions::with_timeout(Duration::from_secs(60))

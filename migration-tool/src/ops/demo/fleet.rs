@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift::{Node, NodeBuilder, NodeLocker, StartError};
+use lockshift::{Node, NodeBuilder, StartError};
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_harness::checker::Oracle;
 use lockshift_harness::fleet::{Fleet, Restart, Workload};
@@ -78,14 +78,14 @@ impl Workload for Transfers<'_> {
 
     fn worker(
         &self,
-        locker: NodeLocker,
+        node: Node,
         store: &SharedStore,
         stop: CancellationToken,
         generation: u64,
         w: usize,
     ) -> impl Future<Output = ()> + Send + 'static {
         let seed = self.args.seed ^ (generation << 16) ^ w as u64;
-        worker(locker, store.clone(), self.shared.clone(), stop, seed)
+        worker(node, store.clone(), self.shared.clone(), stop, seed)
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift::NodeLocker;
-use lockshift_lock::{AcquireOptions, LockGuard, LockId};
+use lockshift::{LockGuard, Node};
+use lockshift_lock::{AcquireOptions, LockId};
 use lockshift_store::{CellWrite, RowQuery, SharedStore, Store, Timestamp, WriteOptions, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -19,7 +19,7 @@ use super::fleet::Shared;
 
 /// One transfer loop.
 pub(super) async fn worker(
-    locker: NodeLocker,
+    node: Node,
     store: SharedStore,
     shared: Arc<Shared>,
     stop: CancellationToken,
@@ -31,7 +31,7 @@ pub(super) async fn worker(
         let a = rng.random_range(0..n);
         let b = (a + rng.random_range(1..n)) % n;
         let amount = rng.random_range(1..=50_i64);
-        match transfer(&locker, store.as_ref(), &shared, &stop, a, b, amount).await {
+        match transfer(&node, store.as_ref(), &shared, &stop, a, b, amount).await {
             Ok(true) => {
                 shared.transfers.fetch_add(1, Ordering::Relaxed);
             }
@@ -60,7 +60,7 @@ pub(super) async fn worker(
 /// before any write (lock not taken, lease lost); `Err`: a write failed
 /// after another had landed — money may have moved one way only.
 async fn transfer(
-    locker: &NodeLocker,
+    node: &Node,
     store: &dyn Store,
     shared: &Shared,
     stop: &CancellationToken,
@@ -73,13 +73,13 @@ async fn transfer(
         || AcquireOptions::with_timeout(Duration::from_secs(30)).cancelled_by(stop.clone());
     let stage = *shared.stage.lock().unwrap_or_else(PoisonError::into_inner);
     let waited = Instant::now();
-    let Ok(g1) = locker
+    let Ok(g1) = node
         .acquire_with(&lock_id(&shared.accounts[first])?, options())
         .await
     else {
         return Ok(false);
     };
-    let g2 = match locker
+    let g2 = match node
         .acquire_with(&lock_id(&shared.accounts[second])?, options())
         .await
     {
