@@ -271,7 +271,7 @@ pub fn render(report: &BenchReport) -> String {
         out,
         "lockshift bench — K = {} acquisitions per process, hold {}, {}; {} CPUs{}",
         report.config.acquisitions,
-        lockshift_lock::fmt_duration(report.config.hold),
+        lockshift_decide::duration::fmt_duration(report.config.hold),
         report.store,
         report.machine.cpus,
         report
@@ -368,7 +368,7 @@ pub fn render(report: &BenchReport) -> String {
     let _ = writeln!(
         out,
         "targets (P = 5, hold {}; uncontended: P = 1):",
-        lockshift_lock::fmt_duration(report.config.hold)
+        lockshift_decide::duration::fmt_duration(report.config.hold)
     );
     for t in &report.targets {
         let _ = writeln!(out, "  [{}] {:<78} {}", mark(t.met), t.target, t.measured);

@@ -151,8 +151,8 @@ pub async fn run(
             let title = format!(
                 "{algorithm} lock: P = {processes}, K = {}, store latency {} + U[0, {})",
                 config.acquisitions,
-                lockshift_lock::fmt_duration(config.latency),
-                lockshift_lock::fmt_duration(config.jitter)
+                lockshift_decide::duration::fmt_duration(config.latency),
+                lockshift_decide::duration::fmt_duration(config.jitter)
             );
             // Minutes of measurements are worth more than a picture: a plot
             // that cannot be written is reported, the report still made.
@@ -187,8 +187,8 @@ fn store_description(config: &BenchConfig) -> String {
         Some(c) => format!("cluster {}", c.contact_points.join(",")),
         None => format!(
             "local endpoint, latency {} + U[0, {})",
-            lockshift_lock::fmt_duration(config.latency),
-            lockshift_lock::fmt_duration(config.jitter)
+            lockshift_decide::duration::fmt_duration(config.latency),
+            lockshift_decide::duration::fmt_duration(config.jitter)
         ),
     }
 }

@@ -5,14 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lockshift_decide::waiter::handoff::{MAIN_CELLS_READ, Verdict, others_in, verdict};
+use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
     PacingWatch, TryAcquireError, Won, fixed_pacing,
 };
-use lockshift_queue_lock::{
-    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, QueueSettings, TimeSource,
-    Verdict, others_in, read_main, verdict,
-};
+use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
 /// The combined lock's entry: shadow arbitration (so legacy contenders see
@@ -282,7 +281,7 @@ impl MainEntry for CombinedEntry {
         ahead: &str,
     ) -> Result<(), StoreError> {
         let me = lease.owner().as_str();
-        let value = lockshift_lock::reserved_behind(Algorithm::Combined, ahead);
+        let value = lockshift_decide::cells::reserved_behind(Algorithm::Combined, ahead);
         let (announced, reserved) = tokio::join!(
             lease.write(schema::SHADOW, me, &value),
             lease.write(schema::MAIN, me, &value)

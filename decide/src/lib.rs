@@ -97,9 +97,10 @@
 //! | R7 | a handle or guard keeps its node alive (§4) | the node runtime (the facade) |
 //! | R8 | act only on what the rollout's rows already say (§4) | [`binding::View`] (what the last heartbeat that landed declared), the rollout crate's activity promises |
 //!
-//! The store crate re-exports the first three at the paths they had before
-//! they moved here (its `Timestamp`, `schema::MAIN`, …), and the lock,
-//! queue lock and rollout crates the others.
+//! The store crate re-exports the first three, which its `Store` trait
+//! speaks in (its `Timestamp`, `schema::MAIN`, …), and the lock crate the
+//! ids, [`algorithm::Algorithm`] and [`binding::Pacing`], which its API
+//! takes; every other crate imports from here.
 
 pub mod algorithm;
 pub mod binding;

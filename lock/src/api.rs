@@ -11,8 +11,8 @@ use crate::error::{AcquireError, TryAcquireError};
 use crate::guard::Won;
 use crate::id::LockId;
 
-/// The lock algorithms, moved to `lockshift_decide::algorithm`,
-/// re-exported at their old path.
+/// The lock algorithms (`lockshift_decide::algorithm`), which the lock API
+/// takes and returns.
 pub use lockshift_decide::algorithm::Algorithm;
 /// How a combined acquisition paces itself beside legacy contenders,
 /// defined in `lockshift_decide::binding`, re-exported for lockers and

@@ -3,8 +3,7 @@
 //! detection so they can never disagree.
 //!
 //! The values and their judgements are pure and live in
-//! `lockshift_decide::cells`, re-exported here at their old paths; what
-//! stays is [`ActivityObserver`], the hook through which a locker reports
+//! `lockshift_decide::cells`; what stays here is [`ActivityObserver`], the hook through which a locker reports
 //! the legacy holders it sees.
 
 use std::fmt;
@@ -14,15 +13,7 @@ use lockshift_store::{Cell, Timestamp};
 
 use crate::id::LockId;
 
-/// Who wrote a cell, when lockshift did (`lockshift_decide::cells::writer_of`,
-/// under the name it had here).
-pub use lockshift_decide::cells::writer_of as lockshift_writer;
-/// The cell values and their judgements, moved to
-/// `lockshift_decide::cells`, re-exported at their old paths.
-pub use lockshift_decide::cells::{
-    FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation, reserved_behind,
-    reserved_behind_of,
-};
+use lockshift_decide::cells::is_legacy_evidence;
 
 /// Hears of legacy holders a locker happens to see while it waits — how
 /// binaries that never register are noticed in time for the rollout's quiet

@@ -13,7 +13,7 @@ use std::time::Duration;
 use lockshift_store::{StoreError, Table};
 
 use crate::id::{InvalidId, LockId, NodeId, OwnerId};
-use crate::settings::fmt_duration_rounded;
+use lockshift_decide::duration::fmt_duration_rounded;
 
 /// Why a lease can no longer be proven.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,12 +1,13 @@
 //! Identifiers: locks, nodes, and owners (one per acquisition).
 //!
 //! The ids themselves are pure data and live in `lockshift_decide::id`;
-//! this module re-exports them at their old paths and supplies what an id
+//! the lock API takes them, so this module re-exports them, and it
+//! supplies what an id
 //! takes from the operating system or a random draw: the host name, the
 //! process id and tag ([`node_id_for_this_process`], [`derived_node_id`])
 //! and a fresh incarnation ([`new_incarnation`]).
 
-/// The ids, moved to `lockshift_decide::id`, re-exported at their old paths.
+/// The ids (`lockshift_decide::id`), which the lock API takes and returns.
 pub use lockshift_decide::id::{
     Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };

@@ -102,25 +102,16 @@ pub use api::{
     AcquireOptions, Algorithm, Locker, Pacing, PacingWatch, WaitWatch, WaitingFor, fixed_pacing,
 };
 pub use cells::ActivityObserver;
-/// The values lockshift writes into cells and what a cell read back says
-/// about its writer: moved to `lockshift_decide::cells`, re-exported at
-/// their old paths.
-pub use cells::{
-    FENCE_COLUMN, RESERVED_VALUE, is_legacy_evidence, is_reservation, lockshift_writer,
-    reserved_behind, reserved_behind_of,
-};
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::Won;
-/// The ids: pure data, moved to `lockshift_decide::id`, re-exported at
-/// their old paths.
+/// The ids: pure data (`lockshift_decide::id`), which the lock API takes
+/// and returns.
 pub use id::{
     Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };
 pub use id::{derived_node_id, host_name, new_incarnation, node_id_for_this_process};
 pub use lease::{Lease, ReadMark, WaitingTerms};
 pub use settings::scale_duration;
-pub use settings::{
-    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, fmt_duration, fmt_duration_rounded,
-};
+pub use settings::{LeaseSettings, MIN_LEASE_TTL};
 pub use slots::Slot;

@@ -6,11 +6,7 @@ use lockshift_store::Ttl;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
-/// The lease's guaranteed-life rule, moved to the pure decisions' crate
-/// (`lockshift_decide::registry`), re-exported here: the clock skew
-/// between coordinators a lease allows for ([`TTL_SKEW_ALLOWANCE`], 250 ms)
-/// and how long a cell is sure to live ([`guaranteed_life`]).
-pub use lockshift_decide::registry::{TTL_SKEW_ALLOWANCE, guaranteed_life};
+use lockshift_decide::registry::{TTL_SKEW_ALLOWANCE, guaranteed_life};
 
 /// The shortest `lock.lease_ttl` accepted. Cassandra counts TTLs in whole
 /// seconds, so a cell may live a second less than its TTL: a 1 s TTL
@@ -181,11 +177,7 @@ pub fn scale_duration(d: Duration, factor: f64) -> Duration {
     })
 }
 
-/// The duration formats, moved to the pure decisions' crate
-/// (`lockshift_decide::duration`), re-exported at their old paths:
-/// [`fmt_duration`] echoes a configured value exactly,
-/// [`fmt_duration_rounded`] rounds a measured one for people.
-pub use lockshift_decide::duration::{fmt_duration, fmt_duration_rounded};
+use lockshift_decide::duration::fmt_duration;
 
 #[cfg(test)]
 mod tests {

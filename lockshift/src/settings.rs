@@ -52,7 +52,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use config::{Config, Environment, File, FileFormat};
-use lockshift_lock::{LeaseSettings, NodeId, fmt_duration};
+use lockshift_decide::duration::fmt_duration;
+use lockshift_lock::{LeaseSettings, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::Mode;

@@ -26,13 +26,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift::Settings;
+use lockshift_decide::clean::Action;
+use lockshift_decide::registry::LeasePromise;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
     AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Won,
 };
 use lockshift_migration_tool::ops::Env;
-use lockshift_migration_tool::ops::clean::{Action, CleanOptions, CleanReport, clean};
-use lockshift_rollout::registry::{LeasePromise, LeaseRules, heartbeat};
+use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
+use lockshift_rollout::registry::{LeaseRules, heartbeat};
 use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::{
     Cell, CellWrite, FaultPlan, FaultyStore, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome,
@@ -190,7 +192,7 @@ impl World {
     /// A registry row for `p`'s process announcing `promise` (live for
     /// the whole test; written by the test, whatever `p`'s store does).
     async fn register(&self, p: &Process, promise: Option<LeasePromise>) {
-        let info = lockshift_rollout::registry::NodeInfo {
+        let info = lockshift_decide::registry::NodeInfo {
             incarnation: Some(p.ctx.incarnation().to_string()),
             lease: promise,
             ..common::node_info(&p.node, Algorithm::Combined)

@@ -816,7 +816,7 @@ async fn status_shows_nodes_that_cannot_confirm_the_stage_or_went_silent() {
     store
         .write(
             schema::NODES,
-            lockshift_rollout::registry::REGISTRY_ROW,
+            lockshift_decide::registry::REGISTRY_ROW,
             &[CellWrite::new("cut-1", serde_json::to_vec(&cut).unwrap())],
             WriteOptions::at(now().saturating_sub(Duration::from_secs(60)))
                 .with_ttl(Ttl::from_secs(300).unwrap()),

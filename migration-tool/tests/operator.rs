@@ -13,8 +13,9 @@ mod common;
 use std::time::Duration;
 
 use common::{Endpoint, small_demo};
+use lockshift_decide::registry::{LeasePromise, NodeInfo};
 use lockshift_lock::Algorithm;
-use lockshift_rollout::registry::{LeasePromise, NodeInfo, heartbeat};
+use lockshift_rollout::registry::heartbeat;
 use lockshift_store::{CellWrite, Clock, RowQuery, SystemClock, Ttl, WriteOptions, schema};
 
 /// A registry entry for a live combined process of `node` (incarnation

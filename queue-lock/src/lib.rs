@@ -48,9 +48,10 @@
 //!
 //! - the waiting line: [`Line`], the driver both locks wait in, and
 //!   [`MainEntry`], the one thing they do differently (how a waiter writes
-//!   and verifies `main`), with what an entry returns ([`Arrival`],
-//!   [`Arrived`], [`Entered`]) and the reads and verdicts it is built from
-//!   ([`read_main`], [`verdict`], [`others_in`], [`MAIN_CELLS_READ`]);
+//!   and verifies `main`), with what it is handed ([`Arrival`]) and the
+//!   read it is built from ([`read_main`]); what an entry returns and the
+//!   verdicts on a read of `main` are pure data and live in
+//!   [`lockshift_decide::waiter`];
 //! - [`queue`]: queue-cell naming and a waiter's place in the row;
 //! - [`time`]: the time service ([`TimeService`], [`TimeSource`]), which
 //!   names queue cells with a time that does not go back.
@@ -63,10 +64,7 @@ pub mod time;
 
 /// The waiting line and what a [`MainEntry`] is built from, for the
 /// combined lock.
-pub use line::{
-    Arrival, Arrived, Entered, Line, MAIN_CELLS_READ, MainEntry, StoreFuture, Verdict, others_in,
-    read_main, verdict,
-};
+pub use line::{Arrival, Line, MainEntry, StoreFuture, read_main};
 pub use locker::QueueLocker;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 /// The time service: built by the locker factory

@@ -35,18 +35,15 @@ use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-pub use entry::{Arrival, Arrived, Entered, MainEntry, StoreFuture, read_main, reserve_and_read};
-/// The verdict on a read of `main` (Q1, Q5, Q6) and how many cells of
-/// `main` a waiter reads: moved to `lockshift_decide::waiter::handoff`,
-/// re-exported at their old paths.
-pub use lockshift_decide::waiter::handoff::{
-    MAIN_CELLS_READ, Verdict, holder_in_my_way, others_in, verdict,
-};
+pub use entry::{Arrival, MainEntry, StoreFuture, read_main, reserve_and_read};
+use lockshift_decide::waiter::handoff::{Verdict, holder_in_my_way, verdict};
+use lockshift_decide::waiter::{Arrived, Entered};
 
-use crate::queue::{Position, Sightings, mark, position, queue_value};
+use crate::queue::position;
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use contended::Contended;
+use lockshift_decide::queue::{Position, Sightings, mark, queue_value};
 use lockshift_decide::waiter::poll::{Average, Bounds};
 use lockshift_decide::waiter::{Action, Context, Observation, Waiter};
 use perform::report;

@@ -10,9 +10,10 @@ use lockshift_lock::{
 };
 use lockshift_store::{Store, StoreError, schema};
 
-use crate::line::{Arrival, Arrived, Entered, Line, MainEntry, read_main, reserve_and_read};
+use crate::line::{Arrival, Line, MainEntry, read_main, reserve_and_read};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
+use lockshift_decide::waiter::{Arrived, Entered};
 
 /// The queue lock's entry: write my `main` cell, read `main` after it.
 #[derive(Debug, Clone, Copy, Default)]

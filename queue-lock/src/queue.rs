@@ -3,7 +3,7 @@
 //! The cell values, their parsing, the placing of a waiter in a read of
 //! the row and [`Sightings`], which watches cells stand still, are pure and
 //! live in `lockshift_decide::queue` (with the layout explained there);
-//! this module re-exports them at their old paths and keeps the I/O:
+//! this module keeps the I/O:
 //! [`position`], one read of the row, judged by this process's own clock.
 
 use std::sync::{Mutex, PoisonError};
@@ -11,11 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use tokio::time::Instant;
 
-/// The queue-cell values, their parsing, [`place`] and [`Sightings`]: moved
-/// to `lockshift_decide::queue`, re-exported at their old paths.
-pub use lockshift_decide::queue::{
-    Position, QueueEntry, Sightings, TIME_DIGITS, mark, parse_queue_cell, place, queue_value,
-};
+use lockshift_decide::queue::{Position, Sightings, place};
 
 /// Finds `me` (my queue column) in the queue of `lock`: one read of the
 /// whole row, ordered by arrival. `ahead` saturates at `window` (the
@@ -46,6 +42,7 @@ pub async fn position(
 mod tests {
     use std::time::Duration;
 
+    use lockshift_decide::queue::{mark, queue_value};
     use lockshift_lock::Algorithm;
     use lockshift_store::{CellWrite, MemoryStore, Timestamp, WriteOptions};
 

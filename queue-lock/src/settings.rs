@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use lockshift_decide::census::stale_after_renewals;
-use lockshift_lock::{
-    LeaseSettings, MIN_LEASE_TTL, TTL_SKEW_ALLOWANCE, WaitingTerms, fmt_duration, scale_duration,
-};
+use lockshift_decide::duration::fmt_duration;
+use lockshift_decide::registry::TTL_SKEW_ALLOWANCE;
+use lockshift_lock::{LeaseSettings, MIN_LEASE_TTL, WaitingTerms, scale_duration};
 use lockshift_store::Ttl;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lockshift_decide::cells::RESERVED_VALUE;
 use lockshift_lock::{
     AcquireError, AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId,
-    RESERVED_VALUE,
 };
 use lockshift_store::{
     CellWrite, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -14,7 +14,7 @@ use lockshift_store::{
 };
 
 use super::*;
-use crate::queue::{mark, queue_value};
+use lockshift_decide::queue::{mark, queue_value};
 
 struct Fixture {
     clock: SharedClock,
@@ -637,7 +637,7 @@ async fn the_second_in_line_reserves_behind_the_first_and_takes_over_reading() {
         "the first in line: a plain reservation"
     );
     let (algorithm, named) =
-        lockshift_lock::reserved_behind_of(&second.value).expect("a reservation behind");
+        lockshift_decide::cells::reserved_behind_of(&second.value).expect("a reservation behind");
     assert_eq!(algorithm, lockshift_lock::Algorithm::Queue);
     assert!(
         named.starts_with(&format!("{}@", first.column)),
@@ -707,7 +707,7 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
     let (w, _time) = store.locker_with("w", clock.clone(), settings);
     let task = tokio::spawn(async move { w.acquire(&lock()).await });
     let arrival = u64::try_from(paused_at.as_micros()).unwrap();
-    let behind_x = lockshift_lock::reserved_behind(
+    let behind_x = lockshift_decide::cells::reserved_behind(
         lockshift_lock::Algorithm::Queue,
         &mark(paused.as_str(), arrival),
     );

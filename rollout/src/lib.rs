@@ -18,7 +18,7 @@
 //!
 //! # Modules
 //! [`rollout`] (the [`Rollout`] handle: transitions, history, the guards'
-//! [`rollout::Evidence`], [`rollout::read_stage`]); [`registry`]
+//! evidence, [`rollout::read_stage`]); [`registry`]
 //! (heartbeat, deregistering, the live fleet, the activity record);
 //! [`census`] (a census of lock cells, one lock's cells); [`Lockers`] (the
 //! one locker factory); [`RolloutSettings`] (the `[rollout]` section; the
@@ -34,5 +34,5 @@ mod settings;
 
 pub use error::{EvidenceError, RolloutError};
 pub use lockers::{LockerSettings, Lockers};
-pub use rollout::{Rollout, StageRecord, TransitionReport, TransitionRequest, Verdict};
+pub use rollout::{Rollout, TransitionReport, TransitionRequest};
 pub use settings::RolloutSettings;

@@ -3,8 +3,7 @@
 //! What a node says about itself ([`NodeInfo`]), what its lease promises
 //! ([`LeasePromise`]), a registry entry read back ([`LiveNode`]) and the
 //! rows and columns they live in are pure data in
-//! `lockshift_decide::registry`, re-exported here at their old paths, with
-//! the layout explained there. This module keeps the I/O: the heartbeat,
+//! `lockshift_decide::registry`, with the layout explained there. This module keeps the I/O: the heartbeat,
 //! deregistering, listing the live fleet, and the activity record.
 
 use std::collections::BTreeMap;
@@ -15,9 +14,7 @@ use lockshift_store::{
     WriteOptions, schema,
 };
 
-/// The registry's data, moved to `lockshift_decide::registry`, re-exported
-/// at its old paths.
-pub use lockshift_decide::registry::{
+use lockshift_decide::registry::{
     ACTIVITY_ROW, LeasePromise, LiveNode, NodeInfo, REGISTRY_ROW, registry_column,
 };
 

@@ -47,19 +47,17 @@ use lockshift_store::{
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::census::{CensusOptions, FleetStaleness, Staleness, take_census};
+use crate::census::{CensusOptions, FleetStaleness, take_census};
 use crate::error::{EvidenceError, RolloutError};
 use crate::lockers::{LockerSettings, Lockers};
 use crate::registry::{last_activity, live_nodes};
 use crate::settings::RolloutSettings;
 use lockshift_decide::algorithm::Stage;
+use lockshift_decide::census::Staleness;
 
-/// The rollout's data and its pure judgements, moved to
-/// `lockshift_decide::rollout`, re-exported at their old paths (the
-/// guards' judgement itself is [`evaluate`], which takes the settings).
-pub use lockshift_decide::rollout::{
-    Evidence, Guard, GuardTimes, HISTORY_ROW, HistoryAction, HistoryEntry, NO_NODE_CAVEAT,
-    ROLLOUT_LOCK, STAGE_COLUMN, STAGE_ROW, StageRecord, Verdict, edge_refusal,
+use lockshift_decide::rollout::{
+    Evidence, HISTORY_ROW, HistoryAction, HistoryEntry, ROLLOUT_LOCK, STAGE_COLUMN, STAGE_ROW,
+    StageRecord, Verdict, edge_refusal,
 };
 
 /// Reads the current stage (the initial record when none was ever written),

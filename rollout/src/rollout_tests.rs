@@ -6,8 +6,9 @@ use lockshift_store::{
 };
 
 use super::*;
-use crate::registry::{NodeInfo, heartbeat, record_activity};
+use crate::registry::{heartbeat, record_activity};
 use lockshift_decide::algorithm::Mode;
+use lockshift_decide::registry::NodeInfo;
 
 const NOW: i64 = 1_700_000_000_000_000;
 

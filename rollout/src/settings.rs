@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use lockshift_decide::duration::fmt_duration;
 use lockshift_decide::rollout::GuardTimes;
-use lockshift_lock::{LeaseSettings, fmt_duration};
+use lockshift_lock::LeaseSettings;
 use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 

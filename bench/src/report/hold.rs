@@ -64,7 +64,7 @@ pub fn render_hold(report: &HoldBenchReport) -> String {
         out,
         "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}; {} CPUs{}",
         report.periods,
-        lockshift_lock::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
+        lockshift_decide::duration::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
         report.store,
         report.machine.cpus,
         report

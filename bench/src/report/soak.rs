@@ -61,7 +61,7 @@ pub fn render_soak(report: &SoakReport) -> String {
         out,
         "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}; {} CPUs{}",
         report.soak,
-        lockshift_lock::fmt_duration(report.hold),
+        lockshift_decide::duration::fmt_duration(report.hold),
         report.store,
         report.machine.cpus,
         report

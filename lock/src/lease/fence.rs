@@ -7,8 +7,8 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::Lease;
-use crate::cells::FENCE_COLUMN;
 use crate::error::LeaseLostReason;
+use lockshift_decide::cells::FENCE_COLUMN;
 
 impl Lease {
     /// Takes the next fencing token of the lock: reads the lock's fencing

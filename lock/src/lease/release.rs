@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{CellState, Lease, Shared};
-use crate::settings::TTL_SKEW_ALLOWANCE;
+use lockshift_decide::registry::TTL_SKEW_ALLOWANCE;
 
 /// How many times `release` retries a transient delete failure before
 /// leaving the cells to their TTL.

@@ -8,7 +8,7 @@ use lockshift_store::{
 
 use super::*;
 use crate::id::NodeId;
-use crate::settings::TTL_SKEW_ALLOWANCE;
+use lockshift_decide::registry::TTL_SKEW_ALLOWANCE;
 
 /// Waits for the lost signal, failing (not hanging) if it does not fire
 /// within one TTL — later than that it would come too late to matter.

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lockshift_decide::registry::LeasePromise;
 use lockshift_lock::{Algorithm, LockContext};
-use lockshift_rollout::registry::{LeasePromise, LeaseRules};
+use lockshift_rollout::registry::LeaseRules;
 use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Ttl};
 use tokio::sync::Notify;
@@ -180,7 +181,7 @@ impl Node {
                     "rollout.heartbeat_ttl",
                     format!(
                         "the registry row's TTL ({}) is invalid: {e}",
-                        lockshift_lock::fmt_duration(registry_ttl)
+                        lockshift_decide::duration::fmt_duration(registry_ttl)
                     ),
                 )
             })?;

@@ -9,12 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lockshift_decide::algorithm::{Mode, Resolution};
+use lockshift_decide::registry::{LeasePromise, NodeInfo, registry_column};
 use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId};
 use lockshift_rollout::RolloutSettings;
-use lockshift_rollout::registry::{
-    LeasePromise, NodeInfo, deregister, heartbeat, other_incarnations, record_activity,
-    registry_column,
-};
+use lockshift_rollout::registry::{deregister, heartbeat, other_incarnations, record_activity};
 use lockshift_rollout::rollout::read_stage;
 use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
 use tokio::sync::Notify;

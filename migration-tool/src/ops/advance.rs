@@ -17,8 +17,9 @@
 use anyhow::Context;
 use lockshift_decide::algorithm::Stage;
 use lockshift_decide::remedy::Remedy;
+use lockshift_decide::rollout::{Guard, StageRecord};
 use lockshift_rollout::RolloutError;
-use lockshift_rollout::rollout::{Guard, StageRecord, TransitionRequest, read_stage};
+use lockshift_rollout::rollout::{TransitionRequest, read_stage};
 use serde::Serialize;
 
 use super::Env;

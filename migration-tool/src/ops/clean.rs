@@ -53,9 +53,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockshift_decide::clean::{Criteria, Judged, judge, second_look};
+use lockshift_decide::census::{CensusCell, Staleness};
+use lockshift_decide::clean::{Action, Criteria, Judged, Promise, judge, second_look};
 use lockshift_lock::{Algorithm, MIN_LEASE_TTL};
-use lockshift_rollout::census::{CensusCell, CensusOptions, Staleness, take_census};
+use lockshift_rollout::census::{CensusOptions, take_census};
 use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use serde::Serialize;
@@ -174,12 +175,6 @@ pub struct CleanCell {
     /// For `failed`: the store error.
     pub error: Option<String>,
 }
-
-/// The judgement's types, at the paths they had before they moved to
-/// [`lockshift_decide::clean`]: what a cell's owner promised
-/// ([`Promise`], [`PromiseSource`]) and what happened to a candidate
-/// ([`Action`]).
-pub use lockshift_decide::clean::{Action, Promise, PromiseSource};
 
 /// Why a cell is a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use lockshift_decide::clean::{Criteria, promise_of};
+use lockshift_decide::clean::{Criteria, PromiseSource, promise_of};
 use lockshift_store::{
     CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, ReadOutcome, SharedStore, Table,
     Timestamp, WriteOptions,
@@ -231,8 +231,9 @@ fn nonsense_thresholds_are_refused() {
 #[tokio::test(start_paused = true)]
 async fn live_owners_are_judged_by_their_promise_and_kept() {
     use lockshift_decide::algorithm::{Mode, Stage};
+    use lockshift_decide::registry::{LeasePromise, NodeInfo};
     use lockshift_lock::{Incarnation, NodeId, OwnerId};
-    use lockshift_rollout::registry::{LeasePromise, NodeInfo, heartbeat};
+    use lockshift_rollout::registry::heartbeat;
     let clock = Arc::new(ManualClock::new(Timestamp::from_micros(NOW)));
     let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
     let env = Env::new(Settings::default(), store.clone(), clock.clone());
@@ -325,7 +326,7 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
 }
 
 fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
-    use lockshift_rollout::census::CellOwner;
+    use lockshift_decide::census::CellOwner;
     CensusCell {
         table: schema::MAIN,
         lock: "L".into(),
@@ -353,8 +354,8 @@ fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
 /// skew margin is 5 s throughout (the default).
 #[test]
 fn the_first_look_judges_by_the_owners_own_promise() {
-    use lockshift_rollout::census::lease_over;
-    use lockshift_rollout::registry::LeasePromise;
+    use lockshift_decide::census::lease_over;
+    use lockshift_decide::registry::LeasePromise;
     const MARGIN: Duration = Duration::from_secs(5);
     let promise = |ttl_s: u64, renew_s: u64| LeasePromise {
         ttl_ms: ttl_s * 1000,

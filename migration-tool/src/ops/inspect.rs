@@ -4,8 +4,9 @@
 use std::num::NonZeroU32;
 
 use anyhow::Context;
+use lockshift_decide::census::{CensusCell, waiters};
 use lockshift_lock::{Algorithm, LockId};
-use lockshift_rollout::census::{CensusCell, CensusOptions, inspect_lock, waiters};
+use lockshift_rollout::census::{CensusOptions, inspect_lock};
 use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{StoreErrorKind, schema};
 use serde::Serialize;

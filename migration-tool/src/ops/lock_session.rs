@@ -33,11 +33,11 @@ use std::time::Duration;
 use anyhow::Context;
 use lockshift::{LockGuard, Node};
 use lockshift_decide::algorithm::{Mode, Stage};
+use lockshift_decide::duration::fmt_duration_rounded;
+use lockshift_decide::queue::parse_queue_cell;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockId, MAX_NODE_ID_LEN, NodeId, WaitingFor,
-    cut_short, fmt_duration_rounded,
+    AcquireError, AcquireOptions, Algorithm, LockId, MAX_NODE_ID_LEN, NodeId, WaitingFor, cut_short,
 };
-use lockshift_queue_lock::queue::parse_queue_cell;
 use lockshift_store::{RowQuery, schema};
 use nix::sys::signal::Signal;
 use serde::Serialize;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_rollout::census::{FleetStaleness, Staleness};
+use lockshift_decide::census::Staleness;
+use lockshift_rollout::census::FleetStaleness;
 use lockshift_rollout::rollout::Rollout;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Table, Timestamp};
 use serde::Serialize;

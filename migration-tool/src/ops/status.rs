@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use lockshift_decide::algorithm::Stage;
+use lockshift_decide::census::UnreadableRow;
+use lockshift_decide::registry::NodeInfo;
 use lockshift_decide::remedy::UNREADABLE_ACTION;
+use lockshift_decide::rollout::{Evidence, Guard, HistoryEntry};
 use lockshift_lock::Algorithm;
-use lockshift_rollout::census::UnreadableRow;
-use lockshift_rollout::registry::NodeInfo;
-use lockshift_rollout::rollout::{Evidence, Guard, HistoryEntry, evaluate};
+use lockshift_rollout::rollout::evaluate;
 use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
 

@@ -125,8 +125,8 @@ async fn a_failed_status_says_the_store_error_once() {
 /// `started_at`, `last_used` and `lease` are not shown.
 #[test]
 fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
-    use lockshift_rollout::registry::{LeasePromise, LiveNode};
-    use lockshift_rollout::rollout::StageRecord;
+    use lockshift_decide::registry::{LeasePromise, LiveNode};
+    use lockshift_decide::rollout::StageRecord;
     let (env, clock) = env();
     let now = clock.now();
     let ago = |d: Duration| Timestamp::from_micros(now.as_micros() - d.as_micros() as i64);
@@ -190,7 +190,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             live(third, Duration::ZERO, Some(Duration::from_secs(30))),
         ],
         unreadable_nodes: Vec::new(),
-        census: lockshift_rollout::census::Census::default(),
+        census: lockshift_decide::census::Census::default(),
         activity: BTreeMap::new(),
         now,
     };

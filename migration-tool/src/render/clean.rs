@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{Human, Table, age};
-use crate::ops::clean::{Action, CleanReport, PromiseSource};
+use crate::ops::clean::CleanReport;
+use lockshift_decide::clean::{Action, PromiseSource};
 
 impl Human for CleanReport {
     fn human(&self) -> String {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use lockshift::{Node, Settings};
 use lockshift_cql_emulator::{Emulator, EmulatorHandle, FaultController};
 use lockshift_decide::algorithm::{Mode, Stage};
-use lockshift_rollout::registry::NodeInfo;
+use lockshift_decide::registry::NodeInfo;
 use lockshift_store::{
     CqlSettings, CqlStore, SharedClock, SharedStore, StoreErrorKind, SystemClock,
 };

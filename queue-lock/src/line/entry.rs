@@ -10,15 +10,14 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_lock::{Algorithm, Lease, LockContext, Pacing, RESERVED_VALUE, reserved_behind};
+use lockshift_decide::cells::{RESERVED_VALUE, reserved_behind};
+use lockshift_lock::{Algorithm, Lease, LockContext, Pacing};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
-use super::MAIN_CELLS_READ;
-use crate::queue::Position;
+use lockshift_decide::queue::Position;
+use lockshift_decide::waiter::handoff::MAIN_CELLS_READ;
 
-/// What an arrival found and what one attempt at `main` found: moved to
-/// `lockshift_decide::waiter`, re-exported at their old paths.
-pub use lockshift_decide::waiter::{Arrived, Entered};
+use lockshift_decide::waiter::{Arrived, Entered};
 
 /// A boxed store operation (what [`Arrival`] carries).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

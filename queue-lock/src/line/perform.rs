@@ -8,7 +8,7 @@ use lockshift_store::{StoreError, schema};
 use super::{
     Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, pacing_now, read_main, verdict,
 };
-use crate::queue::Position;
+use lockshift_decide::queue::Position;
 
 impl Line {
     /// The I/O of one action on the current place in line, paced by

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lockshift_lock::{Incarnation, OwnerId, lockshift_writer};
-use lockshift_queue_lock::queue::parse_queue_cell;
+use lockshift_decide::cells::writer_of;
+use lockshift_decide::queue::parse_queue_cell;
+use lockshift_lock::{Incarnation, OwnerId};
 use lockshift_store::{Cell, Table, Timestamp, schema};
 
 use super::{CellOwner, CensusCell, CensusOptions, lease_over};
-use crate::registry::{LeasePromise, LiveNode};
+use lockshift_decide::registry::{LeasePromise, LiveNode};
 
 /// The registry as cells are matched against it.
 #[derive(Debug, Default)]
@@ -48,7 +49,7 @@ fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner 
     // Only a lockshift-shaped owner id with a lockshift value is
     // lockshift's; anything else was written by something older.
     let id = OwnerId::from_stored(column_owner);
-    match (lockshift_writer(column_owner, value), id.node()) {
+    match (writer_of(column_owner, value), id.node()) {
         (Some((algorithm, reserved)), Some(node)) => {
             let process = id
                 .incarnation()

@@ -3,8 +3,7 @@
 //! status`, `inspect` and `clean`.
 //!
 //! The census's data and the judgements on it are pure and live in
-//! `lockshift_decide::census`, re-exported here at their old paths. This
-//! module takes the census ([`take_census`], [`inspect_lock`]): it reads
+//! `lockshift_decide::census`. This module takes the census ([`take_census`], [`inspect_lock`]): it reads
 //! the rows, matches each cell to its process's registry row, and judges
 //! by that process's promise whether the cell outlived its lease
 //! ([`lease_over`], which applies the lease rules of `lockshift_lock`).
@@ -29,16 +28,13 @@ use std::time::Duration;
 
 use lockshift_store::{Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, schema};
 
-use crate::registry::LiveNode;
 use classify::{Registry, classify_row};
+use lockshift_decide::registry::LiveNode;
 
 mod classify;
 
-/// The census's data and the judgements on it, moved to
-/// `lockshift_decide::census`, re-exported at their old paths.
-pub use lockshift_decide::census::{
-    CellOwner, Census, CensusCell, MISSED_RENEWALS, Staleness, UnreadableRow, holders_by_algorithm,
-    lease_over, stale_after_renewals, waiters,
+use lockshift_decide::census::{
+    CellOwner, Census, CensusCell, Staleness, UnreadableRow, lease_over,
 };
 
 /// The fleet's [`Staleness`] thresholds, from the queue lock's and the

@@ -3,7 +3,8 @@ use lockshift_store::{CellWrite, ManualClock, MemoryStore, Timestamp, WriteOptio
 use super::*;
 use lockshift_lock::{Algorithm, Incarnation, OwnerId};
 
-use crate::registry::LeasePromise;
+use lockshift_decide::census::holders_by_algorithm;
+use lockshift_decide::registry::LeasePromise;
 
 #[tokio::test]
 async fn cells_are_classified_by_owner_shape_value_and_age() {
@@ -272,7 +273,7 @@ fn only_the_tombstone_refusal_concerns_one_row() {
 /// have outlived its lease — allowing for the skew margin.
 #[tokio::test]
 async fn cells_are_matched_to_their_own_process() {
-    use crate::registry::NodeInfo;
+    use lockshift_decide::registry::NodeInfo;
     use lockshift_lock::NodeId;
     let now = 100_000_000;
     let clock = ManualClock::new(Timestamp::from_micros(now));

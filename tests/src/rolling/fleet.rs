@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use lockshift::{Node, NodeBuilder, StartError};
 use lockshift_decide::algorithm::Mode;
+use lockshift_decide::rollout::HistoryAction;
 use lockshift_harness::fleet::{self as harness, Restart, Workload};
 use lockshift_lock::{AcquireError, AcquireOptions, LockId};
 use lockshift_rollout::Rollout;
-use lockshift_rollout::rollout::HistoryAction;
 use lockshift_store::{FaultPlan, SharedStore, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
