@@ -32,7 +32,7 @@ pub(crate) enum TryLockOutcome {
 /// # Errors
 /// A store error from any step. Cells that may have been written stay
 /// registered with the lease, and the caller must remove them
-/// ([`Lease::delete_all_in`]) before trying again.
+/// ([`Lease::delete_all_in`]) before trying again (G2).
 pub(crate) async fn try_lock(
     store: &dyn Store,
     lease: &Lease,
