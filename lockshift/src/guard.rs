@@ -141,17 +141,11 @@ impl LockGuard {
     /// The first call costs two store round trips (read the lock's fencing
     /// cell, advance it); later calls return the same token at once.
     ///
-    /// # Why tokens increase
-    /// The token is `max(last + 1, now)` where `last` is read from the
-    /// lock's fencing cell, and it is written back as that cell's value *and*
-    /// write timestamp, so the cell never moves back (last write wins by
-    /// timestamp). A holder gets its token only after that write is
-    /// acknowledged *and* its lease is still proven — so while its `main`
-    /// cell still existed. The next holder took the lock only after that
-    /// cell was gone, hence after the write, and its own read of the fencing
-    /// cell (later still) sees the token or a newer one. Tokens of holders
-    /// that never ask are simply skipped. Binaries that predate lockshift
-    /// take no tokens; a resource shared with them cannot be fenced.
+    /// Why tokens increase, holder after holder and whatever the
+    /// algorithm, is argued once, at [`Won::fencing_token`] (the lock the
+    /// algorithm won, which takes the token). Binaries that predate
+    /// lockshift take no tokens; a resource shared with them cannot be
+    /// fenced.
     ///
     /// # Errors
     /// [`FenceError::Store`] if the cell could not be read or written (ask
@@ -171,11 +165,10 @@ impl LockGuard {
         let Ok(won) = self.core.won.try_read() else {
             return Err(revoked());
         };
-        // `release` consumes the guard, so a missing lock was revoked.
-        let Some(won) = won.as_ref() else {
-            return Err(revoked());
-        };
-        won.fencing_token().await
+        match won.as_ref() {
+            Some(won) => won.fencing_token().await,
+            None => Err(revoked()),
+        }
     }
 
     /// When the lock was acquired (tokio's clock).
@@ -243,26 +236,22 @@ impl LockGuard {
     /// # Errors
     /// The reason the lease is lost.
     pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
-        // Only a revocation write-locks the lock; `release` consumes the
-        // guard. Either way a guard that cannot read its lock holds nothing.
-        match self.core.won.try_read() {
-            Ok(won) => match won.as_ref() {
-                Some(won) => won.check_valid(),
-                None => Err(LeaseLostReason::Revoked),
-            },
-            Err(_) => Err(LeaseLostReason::Revoked),
-        }
+        self.reading_won(Won::check_valid)
+            .unwrap_or(Err(LeaseLostReason::Revoked))
     }
 
     /// Why the lease was lost, once it was.
     pub fn lost_reason(&self) -> Option<LeaseLostReason> {
-        match self.core.won.try_read() {
-            Ok(won) => match won.as_ref() {
-                Some(won) => won.lost_reason(),
-                None => Some(LeaseLostReason::Revoked),
-            },
-            Err(_) => Some(LeaseLostReason::Revoked),
-        }
+        self.reading_won(Won::lost_reason)
+            .unwrap_or(Some(LeaseLostReason::Revoked))
+    }
+
+    /// `read` of the lock this guard holds, or `None` when it was revoked.
+    /// Only a revocation write-locks it (`release` consumes the guard), so
+    /// a guard that cannot read its lock at once holds nothing.
+    fn reading_won<T>(&self, read: impl FnOnce(&Won) -> T) -> Option<T> {
+        let won = self.core.won.try_read().ok()?;
+        won.as_ref().map(read)
     }
 
     /// Releases the lock: stops renewal and deletes every cell the
