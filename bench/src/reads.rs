@@ -187,34 +187,41 @@ impl ObservingStore {
 
 #[async_trait]
 impl Store for ObservingStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        self.inner.write(table, row, cells, options).await
+        self.inner
+            .write_via(route, table, row, cells, options)
+            .await
     }
 
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
-        self.inner.delete(table, row, columns, timestamp).await
+        self.inner
+            .delete_via(route, table, row, columns, timestamp)
+            .await
     }
 
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
         let started = std::time::Instant::now();
-        let result = self.inner.read_observed(table, row, query).await;
+        let result = self.inner.read_observed_via(route, table, row, query).await;
         let took = started.elapsed();
         self.costs
             .lock()
@@ -223,17 +230,24 @@ impl Store for ObservingStore {
         result
     }
 
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        self.inner.scan_keys(table, cursor, page_size).await
+        self.inner
+            .scan_keys_via(route, table, cursor, page_size)
+            .await
     }
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn topology(&self) -> lockshift_store::Topology {
+        self.inner.topology()
     }
 }
 

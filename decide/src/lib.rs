@@ -67,6 +67,10 @@
 //!   refused, and the runbook table built from those texts.
 //! - [`clean`]: what `migrate clean` may delete — the judgement on each
 //!   cell it found ([`clean::judge`]) and the second look before a delete.
+//! - [`datacenter`]: a [`datacenter::Datacenter`]'s name, the
+//!   [`datacenter::Route`] a store request takes (which datacenter
+//!   coordinates it, at which consistency) and what a store knows of the
+//!   cluster's datacenters ([`datacenter::Topology`]).
 //! - [`duration`]: durations as an operator writes them and as people read
 //!   a measurement ([`duration::fmt_duration`],
 //!   [`duration::fmt_duration_rounded`]).
@@ -108,6 +112,7 @@ pub mod cell;
 pub mod cells;
 pub mod census;
 pub mod clean;
+pub mod datacenter;
 pub mod duration;
 pub mod id;
 pub mod queue;

@@ -452,55 +452,72 @@ fn errors(node: &str, table: Table, kind: OpKind) -> Counter {
 
 #[async_trait]
 impl Store for MeteredStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        let result = self.inner.write(table, row, cells, options).await;
+        let result = self
+            .inner
+            .write_via(route, table, row, cells, options)
+            .await;
         self.count(table, OpKind::Write, &result);
         result
     }
 
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
-        let result = self.inner.delete(table, row, columns, timestamp).await;
+        let result = self
+            .inner
+            .delete_via(route, table, row, columns, timestamp)
+            .await;
         self.count(table, OpKind::Delete, &result);
         result
     }
 
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        let result = self.inner.read_observed(table, row, query).await;
+        let result = self.inner.read_observed_via(route, table, row, query).await;
         self.count(table, OpKind::Read, &result);
         self.observe(table, row, &result);
         result
     }
 
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        let result = self.inner.scan_keys(table, cursor, page_size).await;
+        let result = self
+            .inner
+            .scan_keys_via(route, table, cursor, page_size)
+            .await;
         self.count(table, OpKind::Scan, &result);
         result
     }
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn topology(&self) -> lockshift_store::Topology {
+        self.inner.topology()
     }
 }
 

@@ -490,8 +490,9 @@ impl LateStore {
 
 #[async_trait]
 impl Store for LateStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
@@ -526,35 +527,40 @@ impl Store for LateStore {
                 "timed out (it lands later)",
             ));
         }
-        self.inner.write(table, row, cells, options).await
+        self.inner
+            .write_via(route, table, row, cells, options)
+            .await
     }
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         columns: &[String],
         ts: Timestamp,
     ) -> Result<(), StoreError> {
         self.cut(OpKind::Delete, table)?;
-        self.inner.delete(table, row, columns, ts).await
+        self.inner.delete_via(route, table, row, columns, ts).await
     }
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         row: &str,
         q: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
         self.cut(OpKind::Read, table)?;
-        self.inner.read_observed(table, row, q).await
+        self.inner.read_observed_via(route, table, row, q).await
     }
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         table: Table,
         cursor: Option<&PageCursor>,
         n: std::num::NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
         self.cut(OpKind::Scan, table)?;
-        self.inner.scan_keys(table, cursor, n).await
+        self.inner.scan_keys_via(route, table, cursor, n).await
     }
     fn describe(&self) -> String {
         "late".into()

@@ -491,8 +491,9 @@ impl GatedStore {
 
 #[async_trait::async_trait]
 impl Store for GatedStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         cells: &[CellWrite],
@@ -513,32 +514,41 @@ impl Store for GatedStore {
             let mut open = self.open.subscribe();
             let _ = open.wait_for(|o| *o).await;
         }
-        self.inner.write(table, row, cells, options).await
+        self.inner
+            .write_via(route, table, row, cells, options)
+            .await
     }
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), lockshift_store::StoreError> {
-        self.inner.delete(table, row, columns, timestamp).await
+        self.inner
+            .delete_via(route, table, row, columns, timestamp)
+            .await
     }
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
-        self.inner.read_observed(table, row, query).await
+        self.inner.read_observed_via(route, table, row, query).await
     }
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         cursor: Option<&lockshift_store::PageCursor>,
         page_size: std::num::NonZeroU32,
     ) -> Result<lockshift_store::KeyPage, lockshift_store::StoreError> {
-        self.inner.scan_keys(table, cursor, page_size).await
+        self.inner
+            .scan_keys_via(route, table, cursor, page_size)
+            .await
     }
     fn describe(&self) -> String {
         "gated".into()
@@ -809,43 +819,53 @@ impl NodeTap {
 
 #[async_trait::async_trait]
 impl Store for NodeTap {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), lockshift_store::StoreError> {
         self.gate(table, OpKind::Write, false).await;
-        self.inner.write(table, row, cells, options).await
+        self.inner
+            .write_via(route, table, row, cells, options)
+            .await
     }
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), lockshift_store::StoreError> {
         self.gate(table, OpKind::Delete, false).await;
-        self.inner.delete(table, row, columns, timestamp).await
+        self.inner
+            .delete_via(route, table, row, columns, timestamp)
+            .await
     }
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
         let point = query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1);
         self.gate(table, OpKind::Read, point).await;
-        self.inner.read_observed(table, row, query).await
+        self.inner.read_observed_via(route, table, row, query).await
     }
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         table: lockshift_store::Table,
         cursor: Option<&lockshift_store::PageCursor>,
         page_size: std::num::NonZeroU32,
     ) -> Result<lockshift_store::KeyPage, lockshift_store::StoreError> {
-        self.inner.scan_keys(table, cursor, page_size).await
+        self.inner
+            .scan_keys_via(route, table, cursor, page_size)
+            .await
     }
     fn describe(&self) -> String {
         "tap".into()

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::cell::{Cell, CellWrite, KeyPage, PageCursor, RowQuery, Table, WriteOptions};
 use crate::error::StoreError;
+use crate::route::{Route, Topology};
 
 /// What a read returned, and what it cost the database: the answer of
 /// [`Store::read_observed`].
@@ -59,6 +60,19 @@ impl ReadOutcome {
 /// 7. S7: one row, one write — the cells of one [`write`](Store::write) or
 ///    [`delete`](Store::delete) are applied together.
 ///
+/// # Routes
+///
+/// Every operation takes a [`Route`]: [`Route::Default`] is the contract
+/// above, one cluster at the configured consistency;
+/// [`Route::Datacenter`] pins the coordinator to one datacenter at
+/// `LOCAL_QUORUM`, and then S5 (Lemma 1) holds among the requests pinned
+/// to that same datacenter (docs/design.md §4a). The methods without a
+/// route take the default one. A route to a datacenter the cluster does
+/// not have fails with [`StoreErrorKind::Connection`](crate::StoreErrorKind::Connection)
+/// (no node to coordinate it); the embedded store made with
+/// [`MemoryStore::new`](crate::MemoryStore::new) is one datacenter named
+/// `datacenter1`, Cassandra's default.
+///
 /// # Errors
 ///
 /// A failure is a [`StoreError`] whose [`kind`](StoreError::kind) tells the
@@ -73,54 +87,48 @@ impl ReadOutcome {
 #[async_trait]
 pub trait Store: Send + Sync + Debug {
     /// Writes `cells` into `row` of `table`, all with the timestamp and TTL of
-    /// `options`. An empty `cells` is a no-op.
-    async fn write(
+    /// `options`, coordinated as `route` says. An empty `cells` is a no-op.
+    async fn write_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError>;
 
-    /// Deletes `columns` of `row` of `table` with tombstones at `timestamp`:
-    /// versions at or before it disappear, later ones survive.
-    async fn delete(
+    /// Deletes `columns` of `row` of `table` with tombstones at `timestamp`,
+    /// coordinated as `route` says: versions at or before it disappear,
+    /// later ones survive.
+    async fn delete_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         columns: &[String],
         timestamp: crate::Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// Reads live cells of `row` of `table` in column order (see S4), with
-    /// what the read cost: the tombstones it passed and the server's
-    /// warnings (S6). Every backend and wrapper implements
-    /// this one; [`read`](Store::read) is it without the cost.
-    async fn read_observed(
+    /// Reads live cells of `row` of `table` in column order (see S4),
+    /// coordinated as `route` says, with what the read cost: the
+    /// tombstones it passed and the server's warnings (S6). Every backend
+    /// and wrapper implements this one; the other reads are it.
+    async fn read_observed_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError>;
 
-    /// Reads live cells of `row` of `table` in column order (see S4):
-    /// [`read_observed`](Store::read_observed)'s cells. Wrappers need
-    /// not implement it — forwarding `read_observed` forwards this too.
-    async fn read(
+    /// One page of the keys of rows in `table` that hold live cells,
+    /// starting after `cursor` (or at the beginning), coordinated as
+    /// `route` says. Keys come in the backend's partition order, each once
+    /// per complete scan; a page holds at most `page_size` keys and may
+    /// hold fewer even when more follow.
+    async fn scan_keys_via(
         &self,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<Vec<Cell>, StoreError> {
-        self.read_observed(table, row, query).await.map(|o| o.cells)
-    }
-
-    /// One page of the keys of rows in `table` that hold live cells, starting
-    /// after `cursor` (or at the beginning). Keys come in the backend's
-    /// partition order, each once per complete scan; a page holds at most
-    /// `page_size` keys and may hold fewer even when more follow.
-    async fn scan_keys(
-        &self,
+        route: &Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
@@ -129,10 +137,15 @@ pub trait Store: Send + Sync + Debug {
     /// A short description of the backend for logs and `migrate status`
     /// ("embedded", "cql 127.0.0.1:9042/lockshift").
     fn describe(&self) -> String;
-}
 
-#[async_trait]
-impl<S: Store + ?Sized> Store for Arc<S> {
+    /// What the store knows of the cluster's datacenters: the client's own
+    /// and every one seen. Wrappers forward it; a backend without
+    /// datacenters keeps the default (none known).
+    fn topology(&self) -> Topology {
+        Topology::default()
+    }
+
+    /// [`write_via`](Store::write_via) on the default route.
     async fn write(
         &self,
         table: Table,
@@ -140,9 +153,11 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        (**self).write(table, row, cells, options).await
+        self.write_via(&Route::Default, table, row, cells, options)
+            .await
     }
 
+    /// [`delete_via`](Store::delete_via) on the default route.
     async fn delete(
         &self,
         table: Table,
@@ -150,29 +165,113 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         columns: &[String],
         timestamp: crate::Timestamp,
     ) -> Result<(), StoreError> {
-        (**self).delete(table, row, columns, timestamp).await
+        self.delete_via(&Route::Default, table, row, columns, timestamp)
+            .await
     }
 
+    /// [`read_observed_via`](Store::read_observed_via) on the default route.
     async fn read_observed(
         &self,
         table: Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        (**self).read_observed(table, row, query).await
+        self.read_observed_via(&Route::Default, table, row, query)
+            .await
     }
 
+    /// Reads live cells of `row` of `table` in column order (see S4),
+    /// coordinated as `route` says:
+    /// [`read_observed_via`](Store::read_observed_via)'s cells.
+    async fn read_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        self.read_observed_via(route, table, row, query)
+            .await
+            .map(|o| o.cells)
+    }
+
+    /// Reads live cells of `row` of `table` in column order (see S4), on
+    /// the default route: [`read_observed`](Store::read_observed)'s cells.
+    async fn read(
+        &self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<Vec<Cell>, StoreError> {
+        self.read_via(&Route::Default, table, row, query).await
+    }
+
+    /// [`scan_keys_via`](Store::scan_keys_via) on the default route.
     async fn scan_keys(
         &self,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        (**self).scan_keys(table, cursor, page_size).await
+        self.scan_keys_via(&Route::Default, table, cursor, page_size)
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for Arc<S> {
+    async fn write_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        (**self).write_via(route, table, row, cells, options).await
+    }
+
+    async fn delete_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: crate::Timestamp,
+    ) -> Result<(), StoreError> {
+        (**self)
+            .delete_via(route, table, row, columns, timestamp)
+            .await
+    }
+
+    async fn read_observed_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError> {
+        (**self).read_observed_via(route, table, row, query).await
+    }
+
+    async fn scan_keys_via(
+        &self,
+        route: &Route,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        (**self)
+            .scan_keys_via(route, table, cursor, page_size)
+            .await
     }
 
     fn describe(&self) -> String {
         (**self).describe()
+    }
+
+    fn topology(&self) -> Topology {
+        (**self).topology()
     }
 }
 

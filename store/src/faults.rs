@@ -27,6 +27,7 @@ use crate::cell::{
     duration_micros,
 };
 use crate::error::{StoreError, StoreErrorKind};
+use crate::route::{Route, Topology};
 
 /// Which operations faults apply to; latency and counting apply to all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,6 +66,10 @@ pub struct FaultPlan {
     /// Extra round-trip time for the operations of one scope only (a slow
     /// table, a slow kind of request): what a targeted race needs.
     pub slow: Option<(FaultScope, Duration)>,
+    /// Extra round-trip time for a request pinned to a datacenter other
+    /// than the wrapped store's local one ([`Topology::crosses`]): the
+    /// link between two sites.
+    pub remote_latency: Duration,
 }
 
 impl FaultPlan {
@@ -162,6 +167,7 @@ struct State {
     forced: Vec<FailPoint>,
     partitioned: bool,
     counts: OpCounts,
+    by_datacenter: BTreeMap<String, u64>,
 }
 
 /// The decisions for one operation, drawn up front under one lock.
@@ -206,6 +212,7 @@ impl<S: Store> FaultyStore<S> {
                 forced: Vec::new(),
                 partitioned: false,
                 counts: OpCounts::default(),
+                by_datacenter: BTreeMap::new(),
             }),
         }
     }
@@ -253,18 +260,36 @@ impl<S: Store> FaultyStore<S> {
         self.state().counts.clone()
     }
 
-    /// Sets every count back to zero.
+    /// Sets every count back to zero (the per-datacenter ones too).
     pub fn reset_counts(&self) {
-        self.state().counts = OpCounts::default();
+        let mut st = self.state();
+        st.counts = OpCounts::default();
+        st.by_datacenter.clear();
+    }
+
+    /// Operations by the datacenter their route pinned, failed ones
+    /// included: the datacenter's name, or `"default"` for the default
+    /// route (coordinated wherever the store's own policy sends it).
+    pub fn counts_by_datacenter(&self) -> BTreeMap<String, u64> {
+        self.state().by_datacenter.clone()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn draw(&self, table: Table, op: OpKind) -> Draw {
+    fn draw(&self, route: &Route, table: Table, op: OpKind) -> Draw {
+        // Asked of the wrapped store only when it can matter (it may take
+        // that store's lock).
+        let remote = !self.state().plan.remote_latency.is_zero()
+            && route.datacenter().is_some()
+            && self.inner.topology().crosses(route);
         let mut st = self.state();
         *st.counts.0.entry((table, op)).or_insert(0) += 1;
+        let where_ = route
+            .datacenter()
+            .map_or_else(|| "default".to_string(), |dc| dc.to_string());
+        *st.by_datacenter.entry(where_).or_insert(0) += 1;
         let State {
             plan,
             rng,
@@ -282,7 +307,12 @@ impl<S: Store> FaultyStore<S> {
             .as_ref()
             .filter(|(scope, _)| scope.covers(table, op))
             .map_or(Duration::ZERO, |(_, extra)| *extra);
-        let total = plan.latency + jitter + slow;
+        let remote = if remote {
+            plan.remote_latency
+        } else {
+            Duration::ZERO
+        };
+        let total = plan.latency + jitter + slow + remote;
         // Apply at a uniformly random point of the round trip, so concurrent
         // operations land in every possible order.
         let before = if total.is_zero() {
@@ -332,11 +362,12 @@ impl<S: Store> FaultyStore<S> {
 
     async fn run<T>(
         &self,
+        route: &Route,
         table: Table,
         op: OpKind,
         apply: impl AsyncFnOnce(i64) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let draw = self.draw(table, op);
+        let draw = self.draw(route, table, op);
         sleep(draw.before).await;
         if let Some((FailPoint::Before, kind)) = draw.fail {
             sleep(draw.after).await;
@@ -369,58 +400,66 @@ async fn sleep(d: Duration) {
 
 #[async_trait]
 impl<S: Store> Store for FaultyStore<S> {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        self.run(table, OpKind::Write, async |skew| {
+        self.run(route, table, OpKind::Write, async |skew| {
             let options = WriteOptions {
                 timestamp: options.timestamp.offset_micros(skew),
                 ..options
             };
-            self.inner.write(table, row, cells, options).await
-        })
-        .await
-    }
-
-    async fn delete(
-        &self,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.run(table, OpKind::Delete, async |skew| {
             self.inner
-                .delete(table, row, columns, timestamp.offset_micros(skew))
+                .write_via(route, table, row, cells, options)
                 .await
         })
         .await
     }
 
-    async fn read_observed(
+    async fn delete_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        self.run(table, OpKind::Read, async |_| {
-            self.inner.read_observed(table, row, query).await
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.run(route, table, OpKind::Delete, async |skew| {
+            self.inner
+                .delete_via(route, table, row, columns, timestamp.offset_micros(skew))
+                .await
         })
         .await
     }
 
-    async fn scan_keys(
+    async fn read_observed_via(
         &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError> {
+        self.run(route, table, OpKind::Read, async |_| {
+            self.inner.read_observed_via(route, table, row, query).await
+        })
+        .await
+    }
+
+    async fn scan_keys_via(
+        &self,
+        route: &Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        self.run(table, OpKind::Scan, async |_| {
-            self.inner.scan_keys(table, cursor, page_size).await
+        self.run(route, table, OpKind::Scan, async |_| {
+            self.inner
+                .scan_keys_via(route, table, cursor, page_size)
+                .await
         })
         .await
     }
@@ -431,6 +470,10 @@ impl<S: Store> Store for FaultyStore<S> {
             self.inner.describe(),
             self.seed
         )
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
     }
 }
 

@@ -61,6 +61,7 @@ mod cql;
 mod error;
 mod faults;
 mod memory;
+mod route;
 pub mod settings;
 pub mod tombstones;
 
@@ -80,5 +81,6 @@ pub use error::{StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
 pub use lockshift_decide::{reconcile, schema};
 pub use memory::{DEFAULT_KEYSPACE, MemoryStore};
+pub use route::{Datacenter, InvalidDatacenter, Route, Topology};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 pub use tombstones::TombstoneThresholds;

@@ -24,17 +24,19 @@ struct RacingStore {
 
 #[async_trait]
 impl Store for RacingStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &lockshift_store::Route,
         t: Table,
         r: &str,
         c: &[CellWrite],
         o: WriteOptions,
     ) -> Result<(), StoreError> {
-        self.inner.write(t, r, c, o).await
+        self.inner.write_via(route, t, r, c, o).await
     }
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &lockshift_store::Route,
         t: Table,
         r: &str,
         c: &[String],
@@ -51,23 +53,25 @@ impl Store for RacingStore {
                 )
                 .await?;
         }
-        self.inner.delete(t, r, c, ts).await
+        self.inner.delete_via(route, t, r, c, ts).await
     }
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &lockshift_store::Route,
         t: Table,
         r: &str,
         q: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        self.inner.read_observed(t, r, q).await
+        self.inner.read_observed_via(route, t, r, q).await
     }
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &lockshift_store::Route,
         t: Table,
         c: Option<&PageCursor>,
         n: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        self.inner.scan_keys(t, c, n).await
+        self.inner.scan_keys_via(route, t, c, n).await
     }
     fn describe(&self) -> String {
         "racing".into()

@@ -156,3 +156,96 @@ fn connect_error(err: &ExecutionError, op: OpKind, table: Option<Table>, text: &
         format!("running `{text}`: {err}"),
     )
 }
+
+/// The datacenters of the keyspace's replication, with their factors
+/// (`NetworkTopologyStrategy`); empty for any other strategy, whose
+/// replicas ignore datacenters.
+pub(super) fn replicated_datacenters(session: &Session, settings: &CqlSettings) -> Vec<String> {
+    use scylla::cluster::metadata::Strategy;
+    if settings.create_schema {
+        // Just created (or found) with these settings; the driver's
+        // metadata may not have caught up yet.
+        if let crate::settings::Replication::NetworkTopologyStrategy { datacenters } =
+            &settings.replication
+        {
+            return datacenters.keys().cloned().collect();
+        }
+    }
+    let state = session.get_cluster_state();
+    match state.get_keyspace(&settings.keyspace).map(|k| &k.strategy) {
+        Some(Strategy::NetworkTopologyStrategy {
+            datacenter_repfactors,
+        }) => {
+            let mut dcs: Vec<String> = datacenter_repfactors
+                .iter()
+                .filter(|(_, rf)| **rf > 0)
+                .map(|(dc, _)| dc.clone())
+                .collect();
+            dcs.sort();
+            dcs
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The datacenters the cluster's nodes are in, sorted.
+pub(super) fn node_datacenters(session: &Session) -> Vec<String> {
+    let state = session.get_cluster_state();
+    let mut dcs: Vec<String> = state
+        .get_nodes_info()
+        .iter()
+        .filter_map(|n| n.datacenter.clone())
+        .collect();
+    dcs.sort();
+    dcs.dedup();
+    dcs
+}
+
+/// Refuses settings under which "LOCAL" would mean another datacenter
+/// from request to request, or a datacenter the cluster does not have:
+///
+/// - `store.cql.local_datacenter` must name a datacenter of the cluster's
+///   nodes (a typo would otherwise leave every pinned request without a
+///   coordinator);
+/// - `consistency = "local_quorum"` without `local_datacenter`, on a
+///   keyspace replicated in more than one datacenter: the driver's
+///   default policy prefers no datacenter, so each request's "local"
+///   quorum is whichever datacenter coordinated it, and two clients can
+///   both hold one lock (measured: both sides of a split held it in 3
+///   rounds of 3, docs/design.md §4a).
+pub(super) fn check_datacenters(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<(), StoreError> {
+    let invalid =
+        |message: String| StoreError::new(StoreErrorKind::Invalid, CONNECT_OP, None, message);
+    let nodes = node_datacenters(session);
+    if let Some(local) = &settings.local_datacenter
+        && !nodes.is_empty()
+        && !nodes.iter().any(|dc| dc == local.as_str())
+    {
+        return Err(invalid(format!(
+            "store.cql.local_datacenter = {} is not a datacenter of this cluster (its nodes \
+             are in {})",
+            crate::settings::echo(local.as_str()),
+            nodes.join(", ")
+        )));
+    }
+    let replicated = replicated_datacenters(session, settings);
+    if settings.consistency == crate::settings::Consistency::LocalQuorum
+        && settings.local_datacenter.is_none()
+        && replicated.len() > 1
+    {
+        return Err(invalid(format!(
+            "store.cql.consistency = \"local_quorum\" needs store.cql.local_datacenter: \
+             keyspace {} is replicated in {}, and without a local datacenter each request \
+             counts the quorum of whichever datacenter coordinates it, so two clients could \
+             both hold one lock. Set store.cql.local_datacenter to this process's datacenter \
+             (LOCKSHIFT__STORE__CQL__LOCAL_DATACENTER) — and, for locks shared across \
+             datacenters, lock.home_datacenter",
+            settings.keyspace,
+            replicated.join(", ")
+        )));
+    }
+    Ok(())
+}

@@ -12,7 +12,10 @@
 //! - **Consistency** from [`CqlSettings::consistency`] on every hot-path
 //!   statement and batch: QUORUM writes plus QUORUM reads give the
 //!   read-your-writes the exclusion proofs need (store invariant S5, thesis
-//!   Lemma 1).
+//!   Lemma 1). A route pinned to a datacenter runs at `LOCAL_QUORUM` there
+//!   instead, on copies of the same prepared statements ([`Statements::pinned`]).
+//! - **Where a request goes**: the driver's default policy, told the
+//!   datacenter to prefer and whether it may leave it ([`load_balancing`]).
 //! - **Request timeout** from [`CqlSettings::request_timeout`]: the driver's
 //!   client-side limit, reported as "may have been applied".
 //! - **Idempotent**: every statement is. Writes and deletes carry a timestamp
@@ -39,6 +42,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use scylla::client::execution_profile::{ExecutionProfile, ExecutionProfileHandle};
 use scylla::client::session::Session;
+use scylla::policies::load_balancing::{DefaultPolicy, LoadBalancingPolicy};
 use scylla::policies::speculative_execution::SimpleSpeculativeExecutionPolicy;
 use scylla::statement::Consistency as DriverConsistency;
 use scylla::statement::batch::{Batch, BatchType};
@@ -49,6 +53,7 @@ use super::errors::{
 };
 use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
+use crate::route::Datacenter;
 use crate::schema;
 use crate::settings::{Consistency, CqlSettings};
 
@@ -225,6 +230,38 @@ impl Statements {
         })
     }
 
+    /// These statements pinned to `datacenter`: coordinated by its nodes
+    /// only, at `LOCAL_QUORUM` (a lock's home, docs/design.md §4a).
+    /// Clones of the prepared statements — nothing is prepared again.
+    pub(crate) fn pinned(&self, settings: &CqlSettings, datacenter: &Datacenter) -> Statements {
+        let config = StatementConfig::pinned(settings, datacenter);
+        let tables = self
+            .tables
+            .iter()
+            .map(|(table, t)| {
+                let pin = |statement: &PreparedStatement, op: OpKind| {
+                    let mut statement = statement.clone();
+                    config.configure(&mut statement, op);
+                    statement
+                };
+                (
+                    *table,
+                    TableStatements {
+                        insert: pin(&t.insert, OpKind::Write),
+                        delete: pin(&t.delete, OpKind::Delete),
+                        select_first: pin(&t.select_first, OpKind::Read),
+                        select_from: pin(&t.select_from, OpKind::Read),
+                        scan: pin(&t.scan, OpKind::Scan),
+                    },
+                )
+            })
+            .collect();
+        Statements {
+            tables,
+            batch: config.batch(),
+        }
+    }
+
     /// An UNLOGGED batch executing `statement` once per value row.
     ///
     /// Unlogged is right here: every statement hits one partition (the row),
@@ -267,18 +304,38 @@ pub(crate) async fn prepare_within(
 struct StatementConfig {
     consistency: DriverConsistency,
     request_timeout: Duration,
+    /// Writes' profile: where they go (their retry policy is set on each).
+    writes: ExecutionProfileHandle,
     mutation_retry: Arc<MutationRetryPolicy>,
-    /// Reads' profile: their retry policy and speculative execution.
+    /// Reads' profile: where they go, their retry policy and speculative
+    /// execution.
     reads: ExecutionProfileHandle,
 }
 
 impl StatementConfig {
+    /// The default route: the configured consistency and local datacenter.
     fn new(settings: &CqlSettings) -> Self {
+        let policy = load_balancing(settings, None);
+        let consistency = driver_consistency(settings.consistency);
         StatementConfig {
-            consistency: driver_consistency(settings.consistency),
+            consistency,
             request_timeout: settings.request_timeout,
+            writes: write_profile(settings, consistency, policy.clone()).into_handle(),
             mutation_retry: Arc::new(MutationRetryPolicy::default()),
-            reads: read_profile(settings).into_handle(),
+            reads: read_profile(settings, consistency, policy).into_handle(),
+        }
+    }
+
+    /// A route pinned to `datacenter`, at `LOCAL_QUORUM`.
+    fn pinned(settings: &CqlSettings, datacenter: &Datacenter) -> Self {
+        let policy = load_balancing(settings, Some(datacenter));
+        let consistency = DriverConsistency::LocalQuorum;
+        StatementConfig {
+            consistency,
+            request_timeout: settings.request_timeout,
+            writes: write_profile(settings, consistency, policy.clone()).into_handle(),
+            mutation_retry: Arc::new(MutationRetryPolicy::default()),
+            reads: read_profile(settings, consistency, policy).into_handle(),
         }
     }
 
@@ -292,18 +349,24 @@ impl StatementConfig {
         let mut statement = prepare_within(session, &text, self.request_timeout)
             .await
             .map_err(|(kind, why)| StoreError::new(kind, op, Some(table), why))?;
+        self.configure(&mut statement, op);
+        Ok(statement)
+    }
+
+    fn configure(&self, statement: &mut PreparedStatement, op: OpKind) {
         statement.set_consistency(self.consistency);
         statement.set_request_timeout(Some(self.request_timeout));
         // Idempotent: see the module docs.
         statement.set_is_idempotent(true);
         if op.is_mutation() {
             statement.set_retry_policy(Some(self.mutation_retry.clone()));
+            statement.set_execution_profile_handle(Some(self.writes.clone()));
         } else {
             // The statement's own consistency and timeout (set above) win
-            // over the profile's; the profile adds speculation and retries.
+            // over the profile's; the profile adds where it goes,
+            // speculation and retries.
             statement.set_execution_profile_handle(Some(self.reads.clone()));
         }
-        Ok(statement)
     }
 
     /// A batch carries its own settings; those of its statements are ignored.
@@ -313,22 +376,67 @@ impl StatementConfig {
         batch.set_request_timeout(Some(self.request_timeout));
         batch.set_is_idempotent(true);
         batch.set_retry_policy(Some(self.mutation_retry.clone()));
+        batch.set_execution_profile_handle(Some(self.writes.clone()));
         batch
     }
 }
 
-/// The execution profile of every read and scan: [`ReadRetryPolicy`], and
-/// speculative execution after `speculative_read_after` (off at `0s`) to as
-/// many extra nodes as a read may be retried on.
+/// Where requests go: the driver's default policy (token-aware), told the
+/// datacenter to prefer — `pinned`, or else `store.cql.local_datacenter`
+/// — and allowed to leave it only for a request that is not pinned and
+/// not at a LOCAL consistency. Without either it prefers none: each
+/// request goes to a replica in any datacenter, which is why
+/// `local_quorum` needs `local_datacenter` (`keyspace.rs` refuses it).
+pub(crate) fn load_balancing(
+    settings: &CqlSettings,
+    pinned: Option<&Datacenter>,
+) -> Arc<dyn LoadBalancingPolicy> {
+    let builder = DefaultPolicy::builder().token_aware(true);
+    match (pinned, &settings.local_datacenter) {
+        (Some(dc), _) => builder
+            .prefer_datacenter(dc.to_string())
+            .permit_dc_failover(false),
+        (None, Some(local)) => builder
+            .prefer_datacenter(local.to_string())
+            .permit_dc_failover(settings.consistency != Consistency::LocalQuorum),
+        (None, None) => builder,
+    }
+    .build()
+}
+
+/// The execution profile of every write and delete: where they go and
+/// their timeout. Never speculative (see [`read_profile`]).
+fn write_profile(
+    settings: &CqlSettings,
+    consistency: DriverConsistency,
+    policy: Arc<dyn LoadBalancingPolicy>,
+) -> ExecutionProfile {
+    ExecutionProfile::builder()
+        .consistency(consistency)
+        .request_timeout(Some(settings.request_timeout))
+        .load_balancing_policy(policy)
+        .retry_policy(Arc::new(MutationRetryPolicy::default()))
+        .build()
+}
+
+/// The execution profile of every read and scan: where they go,
+/// [`ReadRetryPolicy`], and speculative execution after
+/// `speculative_read_after` (off at `0s`) to as many extra nodes as a read
+/// may be retried on — within the datacenter when the route is pinned.
 ///
 /// Why reads only: a speculative copy of a write is a second attempt whose
 /// outcome the driver never reports, so a "not applied" answer could hide
 /// a copy that landed (the argument of `errors.rs`). A read's copies change
 /// nothing.
-pub(crate) fn read_profile(settings: &CqlSettings) -> ExecutionProfile {
+pub(crate) fn read_profile(
+    settings: &CqlSettings,
+    consistency: DriverConsistency,
+    policy: Arc<dyn LoadBalancingPolicy>,
+) -> ExecutionProfile {
     let mut profile = ExecutionProfile::builder()
-        .consistency(driver_consistency(settings.consistency))
+        .consistency(consistency)
         .request_timeout(Some(settings.request_timeout))
+        .load_balancing_policy(policy)
         .retry_policy(Arc::new(ReadRetryPolicy));
     if !settings.speculative_read_after.is_zero() {
         profile = profile.speculative_execution_policy(Some(Arc::new(

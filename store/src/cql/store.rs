@@ -1,8 +1,10 @@
 //! The handle: [`CqlStore`] and its [`Store`] impl. Each method checks its
 //! arguments as the embedded store does, then sends one request.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use scylla::client::session::Session;
@@ -12,7 +14,9 @@ use tracing::Instrument;
 
 use super::connect::{CONNECT_OP, open_session};
 use super::errors::execution_error;
-use super::keyspace::{SchemaStep, apply_schema, check_schema, create_schema};
+use super::keyspace::{
+    SchemaStep, apply_schema, check_datacenters, check_schema, create_schema, node_datacenters,
+};
 use super::rows::{
     CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
 };
@@ -22,6 +26,7 @@ use crate::cell::{
     CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
+use crate::route::{Datacenter, Route, Topology};
 use crate::settings::CqlSettings;
 use crate::tombstones;
 
@@ -32,9 +37,12 @@ use crate::tombstones;
 /// every statement prepared; share it behind an `Arc` (e.g. as a
 /// [`SharedStore`](crate::SharedStore)) rather than connecting twice.
 ///
-/// Every read and write runs at the configured consistency (QUORUM unless
-/// configured `LOCAL_QUORUM`) with the configured client-side request
-/// timeout; see [`StoreErrorKind`] for what each failure means.
+/// Every read and write on the default route runs at the configured
+/// consistency (QUORUM unless configured `LOCAL_QUORUM`), sent to the
+/// configured local datacenter first when one is named; a request on a
+/// route pinned to a datacenter runs at `LOCAL_QUORUM` there and is never
+/// sent elsewhere. All with the configured client-side request timeout;
+/// see [`StoreErrorKind`] for what each failure means.
 ///
 /// # Examples
 ///
@@ -58,7 +66,11 @@ pub struct CqlStore {
     // Shared with the background probe of unresponsive contact points
     // (which holds it weakly and ends with the store).
     session: std::sync::Arc<Session>,
-    statements: Statements,
+    statements: Arc<Statements>,
+    /// The statements pinned to each datacenter a route has named, made on
+    /// first use from `statements` (copies, nothing prepared again).
+    pinned: Mutex<HashMap<Datacenter, Arc<Statements>>>,
+    settings: CqlSettings,
     description: String,
     keyspace: String,
 }
@@ -106,10 +118,14 @@ impl CqlStore {
             ));
         }
         let description = format!(
-            "cql {}/{} ({})",
+            "cql {}/{} ({}{})",
             settings.contact_points.join(","),
             settings.keyspace,
-            settings.consistency
+            settings.consistency,
+            settings
+                .local_datacenter
+                .as_ref()
+                .map_or_else(String::new, |dc| format!(", local datacenter {dc}"))
         );
         let span = tracing::debug_span!("cql.connect", store = %description);
         async {
@@ -119,11 +135,14 @@ impl CqlStore {
             } else {
                 check_schema(&session, settings).await?;
             }
+            check_datacenters(&session, settings)?;
             let statements = Statements::prepare(&session, settings).await?;
             tracing::debug!("connected");
             Ok(CqlStore {
                 session,
-                statements,
+                statements: Arc::new(statements),
+                pinned: Mutex::new(HashMap::new()),
+                settings: settings.clone(),
                 description,
                 keyspace: settings.keyspace.clone(),
             })
@@ -142,6 +161,43 @@ impl CqlStore {
     /// The keyspace of lockshift's tables.
     pub fn keyspace(&self) -> &str {
         &self.keyspace
+    }
+
+    /// The statements for `route`: the default ones, or those pinned to
+    /// its datacenter (made on first use).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Connection`] for a datacenter none of the
+    /// cluster's known nodes is in: no node could coordinate the request,
+    /// and a pinned request never goes elsewhere.
+    fn statements_for(
+        &self,
+        route: &Route,
+        op: OpKind,
+        table: Table,
+    ) -> Result<Arc<Statements>, StoreError> {
+        let Some(dc) = route.datacenter() else {
+            return Ok(self.statements.clone());
+        };
+        let mut pinned = self.pinned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(statements) = pinned.get(dc) {
+            return Ok(statements.clone());
+        }
+        let known = node_datacenters(&self.session);
+        if !known.iter().any(|k| k == dc.as_str()) {
+            return Err(StoreError::new(
+                StoreErrorKind::Connection,
+                op,
+                Some(table),
+                format!(
+                    "no node of datacenter {dc} is known to the driver (the cluster's nodes are                      in {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        let statements = Arc::new(self.statements.pinned(&self.settings, dc));
+        pinned.insert(dc.clone(), statements.clone());
+        Ok(statements)
     }
 
     /// Drops this store's keyspace and everything in it (`DROP KEYSPACE IF
@@ -246,8 +302,9 @@ fn read_failed(err: ExecutionError, table: Table, row: &str) -> StoreError {
 
 #[async_trait]
 impl Store for CqlStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
@@ -264,7 +321,8 @@ impl Store for CqlStore {
         if cells.is_empty() {
             return Ok(());
         }
-        let statements = self.statements.get(table, op)?;
+        let routed = self.statements_for(route, op, table)?;
+        let statements = routed.get(table, op)?;
         let ttl = ttl_bind(&options);
         // Invariant 1 of `cql`: the caller's timestamp, always.
         let timestamp = options.timestamp.as_micros();
@@ -279,7 +337,7 @@ impl Store for CqlStore {
                     .map(drop),
                 _ => {
                     // Invariant 2 of `cql`: one batch, one partition.
-                    let batch = self.statements.batch_of(&statements.insert, cells.len());
+                    let batch = routed.batch_of(&statements.insert, cells.len());
                     let values: Vec<_> = cells.iter().map(bind).collect();
                     self.session.batch(&batch, values).await.map(drop)
                 }
@@ -290,8 +348,9 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         columns: &[String],
@@ -302,7 +361,8 @@ impl Store for CqlStore {
         if columns.is_empty() {
             return Ok(());
         }
-        let statements = self.statements.get(table, op)?;
+        let routed = self.statements_for(route, op, table)?;
+        let statements = routed.get(table, op)?;
         // Invariant 1 of `cql`: tombstones at the caller's timestamp, so a later renewal survives.
         let timestamp = timestamp.as_micros();
         let bind = |c| delete_values(timestamp, row, c);
@@ -315,7 +375,7 @@ impl Store for CqlStore {
                     .await
                     .map(drop),
                 _ => {
-                    let batch = self.statements.batch_of(&statements.delete, columns.len());
+                    let batch = routed.batch_of(&statements.delete, columns.len());
                     let values: Vec<_> = columns.iter().map(String::as_str).map(bind).collect();
                     self.session.batch(&batch, values).await.map(drop)
                 }
@@ -326,15 +386,17 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
         let op = OpKind::Read;
         check_request(op, table, row, [], query.start_column.as_deref())?;
-        let statements = self.statements.get(table, op)?;
+        let routed = self.statements_for(route, op, table)?;
+        let statements = routed.get(table, op)?;
         let limit = limit_bind(query.limit);
         let span = tracing::debug_span!("cql", %op, %table, limit);
         async {
@@ -378,14 +440,16 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
         let op = OpKind::Scan;
-        let statements = self.statements.get(table, op)?;
+        let routed = self.statements_for(route, op, table)?;
+        let statements = routed.get(table, op)?;
         // The page size lives on the statement; a clone shares the prepared
         // state and costs a few reference counts.
         let mut scan = statements.scan.clone();
@@ -427,5 +491,15 @@ impl Store for CqlStore {
 
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    fn topology(&self) -> Topology {
+        Topology {
+            local: self.settings.local_datacenter.clone(),
+            datacenters: node_datacenters(&self.session)
+                .into_iter()
+                .filter_map(|dc| Datacenter::new(dc).ok())
+                .collect(),
+        }
     }
 }

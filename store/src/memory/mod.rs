@@ -1,7 +1,10 @@
 //! The embedded backend: an in-process store with exact Cassandra semantics.
 //!
 //! It is the reference implementation of the [`Store`] contract and what tests,
-//! the demo and the local CQL endpoint run on. One mutex guards all tables:
+//! the demo and the local CQL endpoint run on. It models datacenters too —
+//! one replica per datacenter, links that can be cut, the coordinator's
+//! datacenter deciding what LOCAL means (`network.rs`) — so that the
+//! simulations can split a cluster. One mutex guards all of it:
 //! every operation is a few map look-ups, far below the cost of the tokio
 //! scheduling around it, and a single lock makes each operation trivially
 //! atomic, which is exactly the "one row, one write" guarantee.
@@ -28,31 +31,32 @@
 //!    a dead version only while it is not purgeable (invariants 1–2 of
 //!    [`crate::tombstones`]), and forget the purgeable ones they pass.
 
+mod network;
+mod replica;
 mod row;
-mod sweep;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::ops::Bound;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::api::{ReadOutcome, Store};
 use crate::cell::{
-    Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
-    check_request,
+    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::reconcile::{CellVersion, ttl_deadline, ttl_seconds_left};
+use crate::reconcile::{CellVersion, ttl_deadline};
+use crate::route::{Datacenter, Route, Topology};
 use crate::schema;
+use crate::settings::Consistency;
 use crate::tombstones::{self, TombstoneThresholds};
 
-use row::Row;
-
-type TableData = BTreeMap<String, Row>;
+pub use network::HintDelivery;
+use network::{Client, Hint, Network, Plan};
+use replica::Replica;
 
 /// The largest tombstone counts seen, per table.
 #[derive(Clone, Copy, Debug, Default)]
@@ -61,15 +65,18 @@ struct TombstoneStats {
     max_per_scan: u64,
 }
 
-/// Everything behind the store's one mutex.
-#[derive(Debug, Default)]
+/// Everything behind the store's one mutex: every datacenter's replica,
+/// the network between them, and the statistics.
+#[derive(Debug)]
 struct State {
-    tables: HashMap<Table, TableData>,
-    /// Rows to sweep, by the time they may next hold a purgeable version
-    /// (invariant 3). At most one entry per row: the row's `sweep_at`.
-    sweeps: BTreeSet<(Timestamp, Table, String)>,
+    replicas: Vec<Replica>,
+    network: Network,
     stats: HashMap<Table, TombstoneStats>,
 }
+
+/// The name of the one datacenter of [`MemoryStore::new`]: Cassandra's
+/// default (`SimpleSnitch`).
+pub const DEFAULT_DATACENTER: &str = "datacenter1";
 
 /// The in-process store. Cheap to share behind an `Arc`; safe for any number
 /// of concurrent tasks.
@@ -95,6 +102,23 @@ struct State {
 /// [`max_tombstones_per_read`]: MemoryStore::max_tombstones_per_read
 /// [`max_tombstones_per_scan`]: MemoryStore::max_tombstones_per_scan
 /// [`reset_tombstone_stats`]: MemoryStore::reset_tombstone_stats
+///
+/// # Datacenters
+///
+/// [`MemoryStore::new`] is one datacenter, `datacenter1`. A cluster of
+/// several is made with [`with_datacenters`](MemoryStore::with_datacenters);
+/// each process of a simulation then gets a handle of its own placed in
+/// its datacenter ([`client_in`](MemoryStore::client_in)), sharing the
+/// data. Requests on [`Route::Default`] run at the handle's consistency
+/// ([`with_consistency`](MemoryStore::with_consistency), QUORUM by
+/// default), coordinated in its datacenter — or, for a handle whose driver
+/// was not told its datacenter ([`without_local_datacenter`](MemoryStore::without_local_datacenter)),
+/// in one drawn per request. Faults: [`cut_link`](MemoryStore::cut_link),
+/// [`restore_link`](MemoryStore::restore_link),
+/// [`stop_datacenter`](MemoryStore::stop_datacenter),
+/// [`start_datacenter`](MemoryStore::start_datacenter),
+/// [`deliver_hints`](MemoryStore::deliver_hints). The rules are
+/// `memory/network.rs`'s.
 ///
 /// # Examples
 ///
@@ -126,7 +150,10 @@ pub struct MemoryStore {
     gc_grace_table: HashMap<Table, Duration>,
     thresholds: TombstoneThresholds,
     keyspace: String,
-    state: Mutex<State>,
+    /// The data, shared by every handle of one cluster.
+    state: Arc<Mutex<State>>,
+    /// Where this handle's requests come from.
+    client: Client,
 }
 
 impl Default for MemoryStore {
@@ -138,6 +165,12 @@ impl Default for MemoryStore {
 /// The keyspace an embedded store names in its warnings unless told
 /// otherwise: the CQL backend's default.
 pub const DEFAULT_KEYSPACE: &str = "lockshift";
+
+fn one_datacenter() -> Vec<(Datacenter, u32)> {
+    // A constant that passes the rule; `new` cannot fail.
+    let name = Datacenter::new(DEFAULT_DATACENTER).unwrap_or_else(|_| unreachable!());
+    vec![(name, 1)]
+}
 
 impl MemoryStore {
     /// An empty store on the system clock.
@@ -153,7 +186,126 @@ impl MemoryStore {
             gc_grace_table: HashMap::new(),
             thresholds: TombstoneThresholds::default(),
             keyspace: DEFAULT_KEYSPACE.to_string(),
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::new(one_datacenter(), 0))),
+            client: Client {
+                datacenter: None,
+                names_local: false,
+                consistency: Consistency::Quorum,
+            },
+        }
+    }
+
+    /// This store made over again as a cluster of `datacenters` (each name
+    /// with its replication factor, at least 1), empty, the links up. The
+    /// handle returned reaches every running datacenter whatever links are
+    /// cut (a test's own view); give each simulated process its own with
+    /// [`client_in`](Self::client_in). `seed` draws the coordinators of
+    /// clients that did not name their datacenter.
+    ///
+    /// Call it before anything is written, and before making client
+    /// handles: it starts a new, empty cluster.
+    pub fn with_datacenters(mut self, datacenters: Vec<(Datacenter, u32)>, seed: u64) -> Self {
+        let datacenters = if datacenters.is_empty() {
+            one_datacenter()
+        } else {
+            datacenters
+                .into_iter()
+                .map(|(name, rf)| (name, rf.max(1)))
+                .collect()
+        };
+        self.state = Arc::new(Mutex::new(State::new(datacenters, seed)));
+        self
+    }
+
+    /// A handle on the same data for a client in `datacenter`: its
+    /// requests are coordinated there, and reach another datacenter only
+    /// while the link to it is up. Its driver knows its datacenter (as
+    /// with `store.cql.local_datacenter`) and its default route runs at
+    /// QUORUM; see [`without_local_datacenter`](Self::without_local_datacenter)
+    /// and [`with_consistency`](Self::with_consistency). `None` for a
+    /// datacenter the cluster does not have.
+    pub fn client_in(&self, datacenter: &Datacenter) -> Option<MemoryStore> {
+        let index = self.lock().network.index(datacenter)?;
+        Some(MemoryStore {
+            clock: self.clock.clone(),
+            gc_grace_all: self.gc_grace_all,
+            gc_grace_table: self.gc_grace_table.clone(),
+            thresholds: self.thresholds,
+            keyspace: self.keyspace.clone(),
+            state: self.state.clone(),
+            client: Client {
+                datacenter: Some(index),
+                names_local: true,
+                consistency: Consistency::Quorum,
+            },
+        })
+    }
+
+    /// This handle with a driver that was never told its datacenter (the
+    /// `scylla` driver's default policy): each request on the default
+    /// route is coordinated by a reachable datacenter drawn at random.
+    pub fn without_local_datacenter(mut self) -> Self {
+        self.client.names_local = false;
+        self
+    }
+
+    /// This handle with `consistency` on its default route
+    /// (`store.cql.consistency`).
+    pub fn with_consistency(mut self, consistency: Consistency) -> Self {
+        self.client.consistency = consistency;
+        self
+    }
+
+    /// Cuts the link between datacenters `a` and `b`: no request, no
+    /// replication and no client traffic crosses it until it is restored.
+    /// Unknown names are ignored.
+    pub fn cut_link(&self, a: &Datacenter, b: &Datacenter) {
+        self.set_link(a, b, false);
+    }
+
+    /// Restores the link between `a` and `b`; hints for either side are
+    /// replayed before the next request is served.
+    pub fn restore_link(&self, a: &Datacenter, b: &Datacenter) {
+        self.set_link(a, b, true);
+    }
+
+    /// Restores every cut link.
+    pub fn restore_all_links(&self) {
+        self.lock().network.restore_all_links();
+    }
+
+    /// Stops every node of `datacenter`: it coordinates nothing and
+    /// misses every write (hinted for it) until started again. Its data
+    /// stays as it was.
+    pub fn stop_datacenter(&self, datacenter: &Datacenter) {
+        let mut st = self.lock();
+        if let Some(i) = st.network.index(datacenter) {
+            st.network.set_running(i, false, HintDelivery::AtOnce);
+        }
+    }
+
+    /// Starts `datacenter` again with the data it had; `hints` says
+    /// whether what it missed is replayed at once or held until
+    /// [`deliver_hints`](Self::deliver_hints).
+    pub fn start_datacenter(&self, datacenter: &Datacenter, hints: HintDelivery) {
+        let mut st = self.lock();
+        if let Some(i) = st.network.index(datacenter) {
+            st.network.set_running(i, true, hints);
+        }
+    }
+
+    /// Replays every held hint whose target is reachable.
+    pub fn deliver_hints(&self) {
+        let mut st = self.lock();
+        st.network.release_held();
+        let now = self.clock.now();
+        self.replay_hints(&mut st, now);
+    }
+
+    fn set_link(&self, a: &Datacenter, b: &Datacenter, up: bool) {
+        let mut st = self.lock();
+        if let (Some(a), Some(b)) = (st.network.index(a), st.network.index(b)) {
+            st.network.set_link(a, b, up);
         }
     }
 
@@ -225,31 +377,27 @@ impl MemoryStore {
     }
 
     /// Every version held for `row` of `table`, dead ones included, in column
-    /// order: for tests and the operator tool's forensic views.
+    /// order — in this handle's datacenter (the first one for the test's
+    /// own handle): for tests and the operator tool's forensic views.
     pub fn raw_row(&self, table: Table, row: &str) -> Vec<(String, CellVersion)> {
-        self.lock()
-            .tables
-            .get(&table)
-            .and_then(|t| t.get(row))
-            .map(|r| {
-                r.cells
-                    .iter()
-                    .flat_map(|(c, col)| col.versions().map(|v| (c.clone(), v.clone())))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let at = self.client.datacenter.unwrap_or(0);
+        self.lock().replicas[at].versions(table, row)
     }
 
-    /// How many versions the store holds, dead ones included: for tests
-    /// that check memory stays bounded.
+    /// How many versions the store holds, dead ones included, over every
+    /// datacenter: for tests that check memory stays bounded.
     pub fn stored_versions(&self) -> usize {
         self.lock()
-            .tables
-            .values()
-            .flat_map(|t| t.values())
-            .flat_map(|r| r.cells.values())
-            .map(|c| c.versions().count())
+            .replicas
+            .iter()
+            .map(Replica::stored_versions)
             .sum()
+    }
+
+    /// Whether any row of any datacenter is queued for a sweep (tests).
+    #[cfg(test)]
+    fn sweeps_pending(&self) -> bool {
+        self.lock().replicas.iter().any(Replica::sweeps_pending)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -258,12 +406,118 @@ impl MemoryStore {
         // carry on rather than poison every later operation.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Replays the hints whose targets are reachable again.
+    fn replay_hints(&self, st: &mut State, now: Timestamp) {
+        for hint in st.network.due_hints() {
+            let grace = self.gc_grace(hint.table);
+            let replica = &mut st.replicas[hint.to];
+            replica.sweep_due(now, &|t| self.gc_grace(t));
+            replica.apply(hint.table, &hint.row, hint.versions.into_iter(), now, grace);
+        }
+    }
+
+    /// Plans a request (hints replayed first): which datacenter
+    /// coordinates it and which replicas it reaches.
+    fn plan(
+        &self,
+        st: &mut State,
+        route: &Route,
+        op: OpKind,
+        table: Table,
+        now: Timestamp,
+    ) -> Result<Plan, StoreError> {
+        self.replay_hints(st, now);
+        st.network.plan(&self.client, route, op, table)
+    }
+
+    /// Applies `versions` to `row` as a mutation planned on `route`:
+    /// to every replica the coordinator reaches, hinted for the others.
+    fn mutate(
+        &self,
+        route: &Route,
+        op: OpKind,
+        table: Table,
+        row: &str,
+        versions: Vec<(String, CellVersion)>,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let grace = self.gc_grace(table);
+        let mut st = self.lock();
+        let plan = self.plan(&mut st, route, op, table, now)?;
+        let k = plan.coordinator();
+        let reached = match plan {
+            Plan::Local { coordinator } => st.network.replicas_from(coordinator),
+            Plan::Quorum { replicas, .. } => replicas,
+        };
+        for d in 0..st.replicas.len() {
+            if reached.contains(&d) {
+                let replica = &mut st.replicas[d];
+                replica.sweep_due(now, &|t| self.gc_grace(t));
+                replica.apply(table, row, versions.iter().cloned(), now, grace);
+            } else {
+                st.network.hints.push(Hint {
+                    to: d,
+                    from: k,
+                    table,
+                    row: row.to_string(),
+                    versions: versions.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Read repair among `replicas` for `row`: each gets every version the
+    /// others hold, so they agree before a quorum read answers.
+    fn repair(
+        st: &mut State,
+        replicas: &[usize],
+        table: Table,
+        row: &str,
+        now: Timestamp,
+        grace: Duration,
+    ) {
+        if replicas.len() < 2 {
+            return;
+        }
+        let all: Vec<(String, CellVersion)> = replicas
+            .iter()
+            .flat_map(|&d| st.replicas[d].versions(table, row))
+            .collect();
+        if all.is_empty() {
+            return;
+        }
+        for &d in replicas {
+            st.replicas[d].apply(table, row, all.iter().cloned(), now, grace);
+        }
+    }
+
+    fn record(st: &mut State, table: Table, op: OpKind, tombstones: u64) {
+        let stats = st.stats.entry(table).or_default();
+        let slot = match op {
+            OpKind::Scan => &mut stats.max_per_scan,
+            _ => &mut stats.max_per_read,
+        };
+        *slot = (*slot).max(tombstones);
+    }
+}
+
+impl State {
+    fn new(datacenters: Vec<(Datacenter, u32)>, seed: u64) -> Self {
+        State {
+            replicas: datacenters.iter().map(|_| Replica::default()).collect(),
+            network: Network::new(datacenters, seed),
+            stats: HashMap::new(),
+        }
+    }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn write(
+    async fn write_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         cells: &[CellWrite],
@@ -280,13 +534,12 @@ impl Store for MemoryStore {
             return Ok(());
         }
         // Invariant 2: the deadline starts from the store's clock, at the whole
-        // second as Cassandra counts it.
+        // second as Cassandra counts it — the coordinator's, for every replica.
         let now = self.clock.now();
         let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
-        self.apply(
-            table,
-            row,
-            cells.iter().map(|c| {
+        let versions = cells
+            .iter()
+            .map(|c| {
                 (
                     c.column.clone(),
                     CellVersion::Live {
@@ -295,13 +548,14 @@ impl Store for MemoryStore {
                         expires_at,
                     },
                 )
-            }),
-        );
-        Ok(())
+            })
+            .collect();
+        self.mutate(route, OpKind::Write, table, row, versions)
     }
 
-    async fn delete(
+    async fn delete_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         columns: &[String],
@@ -318,10 +572,9 @@ impl Store for MemoryStore {
             return Ok(());
         }
         let deleted_at = self.clock.now();
-        self.apply(
-            table,
-            row,
-            columns.iter().map(|c| {
+        let versions = columns
+            .iter()
+            .map(|c| {
                 (
                     c.clone(),
                     CellVersion::Tombstone {
@@ -329,13 +582,14 @@ impl Store for MemoryStore {
                         deleted_at,
                     },
                 )
-            }),
-        );
-        Ok(())
+            })
+            .collect();
+        self.mutate(route, OpKind::Delete, table, row, versions)
     }
 
-    async fn read_observed(
+    async fn read_observed_via(
         &self,
+        route: &Route,
         table: Table,
         row: &str,
         query: &RowQuery,
@@ -344,76 +598,34 @@ impl Store for MemoryStore {
         let now = self.clock.now();
         let grace = self.gc_grace(table);
         let limits = self.thresholds;
-        let limit = query.limit.map_or(usize::MAX, |n| n.get() as usize);
-        let mut state = self.lock();
-        self.sweep_due(&mut state, now);
-        let mut out = Vec::new();
-        let mut tombstones = 0u64;
-        let mut failed = false;
-        if let Some(rows) = state.tables.get_mut(&table)
-            && let Some(data) = rows.get_mut(row)
-        {
-            let lower = match &query.start_column {
-                Some(start) => Bound::Included(start.clone()),
-                None => Bound::Unbounded,
-            };
-            let mut purgeable = Vec::new();
-            // Invariant 2 of `tombstones`: count the dead versions passed until the limit of live
-            // cells is reached; nothing after the last live cell returned.
-            for (column, col) in data.cells.range((lower, Bound::Unbounded)) {
-                if out.len() >= limit {
-                    break;
-                }
-                if let Some(version) = col.live(now)
-                    && let Some((value, expires_at)) = version.live_value(now)
-                {
-                    out.push(Cell {
-                        column: column.clone(),
-                        value: value.to_vec(),
-                        writetime: version.timestamp(),
-                        ttl: expires_at
-                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
-                    });
-                    continue;
-                }
-                // Invariant 1 of `tombstones`: past gc grace it costs nothing, and goes.
-                if col.has_purgeable(now, grace) {
-                    purgeable.push(column.clone());
-                }
-                tombstones += col.tombstones(now, grace);
-                if tombstones > limits.fail {
-                    failed = true;
-                    break;
-                }
+        let mut st = self.lock();
+        let plan = self.plan(&mut st, route, OpKind::Read, table, now)?;
+        let k = plan.coordinator();
+        if let Plan::Quorum { replicas, .. } = &plan {
+            for &d in replicas {
+                st.replicas[d].sweep_due(now, &|t| self.gc_grace(t));
             }
-            for column in purgeable {
-                if let Some(col) = data.cells.get_mut(&column) {
-                    col.purge(now, grace);
-                    if col.is_empty() {
-                        data.cells.remove(&column);
-                    }
-                }
-            }
-            if data.cells.is_empty() {
-                rows.remove(row);
-            }
+            Self::repair(&mut st, replicas, table, row, now, grace);
         }
-        self.record(&mut state, table, OpKind::Read, tombstones);
-        drop(state);
+        let replica = &mut st.replicas[k];
+        replica.sweep_due(now, &|t| self.gc_grace(t));
+        let slice = replica.read(table, row, query, now, grace, limits.fail);
+        Self::record(&mut st, table, OpKind::Read, slice.tombstones);
+        drop(st);
         // Invariant 3 of `tombstones`.
-        if failed {
+        if slice.failed {
             return Err(StoreError::too_many_tombstones(
                 OpKind::Read,
                 table,
                 row,
-                tombstones,
+                slice.tombstones,
                 limits.fail,
             ));
         }
-        let warnings = if tombstones > limits.warn {
+        let warnings = if slice.tombstones > limits.warn {
             vec![tombstones::warning_text(
-                out.len() as u64,
-                tombstones,
+                slice.cells.len() as u64,
+                slice.tombstones,
                 &tombstones::read_cql(&self.keyspace, table, row, query),
                 tombstones::token(row),
             )]
@@ -421,14 +633,15 @@ impl Store for MemoryStore {
             Vec::new()
         };
         Ok(ReadOutcome {
-            cells: out,
-            tombstones: Some(tombstones),
+            cells: slice.cells,
+            tombstones: Some(slice.tombstones),
             warnings,
         })
     }
 
-    async fn scan_keys(
+    async fn scan_keys_via(
         &self,
+        route: &Route,
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
@@ -447,63 +660,73 @@ impl Store for MemoryStore {
         let now = self.clock.now();
         let grace = self.gc_grace(table);
         let limits = self.thresholds;
-        let mut state = self.lock();
-        self.sweep_due(&mut state, now);
-        let lower = match after {
-            Some(key) => Bound::Excluded(key),
-            None => Bound::Unbounded,
-        };
-        let mut keys: Vec<String> = Vec::new();
-        let mut more = false;
-        let mut tombstones = 0u64;
-        let mut failed = false;
-        if let Some(rows) = state.tables.get(&table) {
-            'rows: for (key, data) in rows.range((lower, Bound::Unbounded)) {
-                if keys.len() >= page_size.get() as usize {
-                    // Only whether another page follows; a page's count
-                    // ends with its last key, as a cluster's does.
-                    if data.cells.values().any(|c| c.live(now).is_some()) {
-                        more = true;
-                        break;
-                    }
-                    continue;
-                }
-                // Invariant 4 of `tombstones`: each partition up to its first live cell.
-                for col in data.cells.values() {
-                    if col.live(now).is_some() {
-                        keys.push(key.clone());
-                        break;
-                    }
-                    tombstones += col.tombstones(now, grace);
-                    if tombstones > limits.fail {
-                        failed = true;
-                        break 'rows;
-                    }
-                }
+        let mut st = self.lock();
+        let plan = self.plan(&mut st, route, OpKind::Scan, table, now)?;
+        let k = plan.coordinator();
+        if let Plan::Quorum { replicas, .. } = &plan
+            && replicas.len() > 1
+        {
+            let mut keys: Vec<String> = replicas
+                .iter()
+                .flat_map(|&d| st.replicas[d].keys(table))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                Self::repair(&mut st, replicas, table, &key, now, grace);
             }
         }
-        self.record(&mut state, table, OpKind::Scan, tombstones);
-        drop(state);
-        if failed {
+        let replica = &mut st.replicas[k];
+        replica.sweep_due(now, &|t| self.gc_grace(t));
+        let page = replica.scan(
+            table,
+            after,
+            page_size.get() as usize,
+            now,
+            grace,
+            limits.fail,
+        );
+        Self::record(&mut st, table, OpKind::Scan, page.tombstones);
+        drop(st);
+        if page.failed {
             return Err(StoreError::too_many_tombstones(
                 OpKind::Scan,
                 table,
                 "",
-                tombstones,
+                page.tombstones,
                 limits.fail,
             ));
         }
-        let next = match keys.last() {
-            Some(last) if more => Some(PageCursor::from_bytes(last.as_bytes().to_vec())),
+        let next = match page.keys.last() {
+            Some(last) if page.more => Some(PageCursor::from_bytes(last.as_bytes().to_vec())),
             _ => None,
         };
-        Ok(KeyPage { keys, next })
+        Ok(KeyPage {
+            keys: page.keys,
+            next,
+        })
     }
 
     fn describe(&self) -> String {
         "embedded".to_string()
     }
+
+    fn topology(&self) -> Topology {
+        let st = self.lock();
+        Topology {
+            local: self
+                .client
+                .datacenter
+                .filter(|_| self.client.names_local)
+                .map(|i| st.network.name(i).clone()),
+            datacenters: st.network.names(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "datacenter_tests.rs"]
+mod datacenter_tests;

@@ -9,13 +9,19 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{InvalidSetting, Secret, TlsSettings, echo, show_path, unreadable_file};
+use crate::route::Datacenter;
 
-/// Consistency level for every lockshift read and write.
+/// Consistency level of every lockshift read and write on the store's
+/// default route (requests routed to a lock's home run at `LOCAL_QUORUM` in
+/// that datacenter whatever this says: docs/design.md §4a).
 ///
 /// The exclusion proofs need read-your-writes across clients (Lemma 1), which
 /// QUORUM writes plus QUORUM reads give. `LOCAL_QUORUM` gives it only among
-/// clients of one datacenter: use it only when every client of a lock lives in
-/// the same datacenter.
+/// requests *coordinated* in one datacenter: it needs
+/// `store.cql.local_datacenter` (a store refuses to connect without it to a
+/// keyspace replicated in several datacenters), and then it is safe only
+/// when every client of a lock names the same one — for locks shared
+/// across datacenters use `lock.home_datacenter` instead.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Consistency {
@@ -91,9 +97,20 @@ pub struct CqlSettings {
     /// Replication used when lockshift creates the keyspace.
     /// Default: `{ class = "SimpleStrategy", replication_factor = 1 }` (one test node only).
     pub replication: Replication,
-    /// Consistency of every read and write.
+    /// Consistency of every read and write on the default route (see
+    /// [`Consistency`]).
     /// Default: `"quorum"`.
     pub consistency: Consistency,
+    /// The datacenter this process runs in, as the cluster's snitch names
+    /// it (`dc1`). The driver then sends requests to its nodes first, and
+    /// a request at a LOCAL consistency never to another datacenter, even
+    /// when none of its nodes answers. Required for `consistency =
+    /// "local_quorum"` on a keyspace replicated in more than one datacenter
+    /// — without it the driver's default policy prefers no datacenter, and
+    /// "local" is whichever one coordinated each request — and for
+    /// `lock.home_datacenter`, which counts the requests that leave it.
+    /// Default: none (no datacenter preferred).
+    pub local_datacenter: Option<Datacenter>,
     /// How long to wait for the first connection.
     /// Default: `5s`.
     #[serde(with = "humantime_serde")]
@@ -166,6 +183,7 @@ impl Default for CqlSettings {
             keyspace: "lockshift".to_string(),
             replication: Replication::default(),
             consistency: Consistency::default(),
+            local_datacenter: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             create_schema: false,

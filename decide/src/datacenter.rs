@@ -1,0 +1,194 @@
+//! Datacenters: the name of one, and where a request is coordinated.
+//!
+//! Cassandra counts `LOCAL_QUORUM` among the replicas of the *coordinator's*
+//! datacenter, so read-your-writes (S5, Lemma 1) holds between two requests
+//! at `LOCAL_QUORUM` only when one datacenter coordinated both. Which
+//! datacenter coordinates a request is therefore part of the request: a
+//! [`Route`] (docs/design.md §4a).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The longest datacenter name accepted. Cassandra takes any string from
+/// its snitch; real names are short (`dc1`, `us-east-1`), and every log line
+/// and error that concerns a lock's home repeats it.
+pub const MAX_DATACENTER_LEN: usize = 64;
+
+/// A datacenter name broke its rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid datacenter name {shown}: {rule}")]
+pub struct InvalidDatacenter {
+    shown: String,
+    rule: &'static str,
+}
+
+/// The name of a datacenter, as the cluster's snitch names it (the
+/// `data_center` column of `system.local` and `system.peers`; a
+/// `NetworkTopologyStrategy` replication key).
+///
+/// 1 to [`MAX_DATACENTER_LEN`] characters of ASCII letters, digits, `_`,
+/// `-`, `.` and `:`. Compared exactly, as Cassandra compares them (`DC1`
+/// and `dc1` are two datacenters).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Datacenter(String);
+
+impl Datacenter {
+    /// A datacenter name.
+    ///
+    /// # Errors
+    /// [`InvalidDatacenter`] naming the rule broken, with the name cut short.
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidDatacenter> {
+        let name = name.into();
+        let invalid = |rule| InvalidDatacenter {
+            shown: format!("{:?}", crate::id::cut_short(&name)),
+            rule,
+        };
+        if name.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if name.len() > MAX_DATACENTER_LEN {
+            return Err(invalid("it is longer than 64 characters"));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        {
+            return Err(invalid(
+                "it may hold only ASCII letters, digits, '_', '-', '.' and ':'",
+            ));
+        }
+        Ok(Datacenter(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Datacenter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for Datacenter {
+    type Err = InvalidDatacenter;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Datacenter::new(s)
+    }
+}
+
+impl TryFrom<String> for Datacenter {
+    type Error = InvalidDatacenter;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Datacenter::new(s)
+    }
+}
+
+impl From<Datacenter> for String {
+    fn from(dc: Datacenter) -> String {
+        dc.0
+    }
+}
+
+/// Where one store request is coordinated, and so which replicas its
+/// consistency level counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// As the store is configured: its consistency level (`QUORUM` unless
+    /// `store.cql.consistency = "local_quorum"`), coordinated wherever its
+    /// load balancing sends it (the named local datacenter first, when
+    /// `store.cql.local_datacenter` is set). Behind a homes router, the
+    /// home of the row (docs/design.md §4a).
+    #[default]
+    Default,
+    /// Coordinated by a node of this datacenter, at `LOCAL_QUORUM`, and
+    /// never sent to another datacenter, even when none of its nodes
+    /// answers.
+    Datacenter(Datacenter),
+}
+
+impl Route {
+    /// The datacenter this route pins, if it pins one.
+    pub fn datacenter(&self) -> Option<&Datacenter> {
+        match self {
+            Route::Default => None,
+            Route::Datacenter(dc) => Some(dc),
+        }
+    }
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Default => f.write_str("the store's default route"),
+            Route::Datacenter(dc) => write!(f, "LOCAL_QUORUM in {dc}"),
+        }
+    }
+}
+
+/// What a store knows of the cluster's datacenters: the client's own and
+/// every one it has seen. Empty when the store has no notion of them (one
+/// unnamed datacenter).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// The datacenter this client runs in, when it was named
+    /// (`store.cql.local_datacenter`; an embedded client's place).
+    pub local: Option<Datacenter>,
+    /// Every datacenter of the cluster the store knows of, sorted.
+    pub datacenters: Vec<Datacenter>,
+}
+
+impl Topology {
+    /// Whether `route` sends a request out of the client's datacenter: a
+    /// pinned route to another datacenter than the named local one.
+    /// Unknown (`false`) when no local datacenter is named.
+    pub fn crosses(&self, route: &Route) -> bool {
+        match (route.datacenter(), &self.local) {
+            (Some(dc), Some(local)) => dc != local,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_rule() {
+        let cases: &[(&str, bool)] = &[
+            ("dc1", true),
+            ("us-east-1", true),
+            ("DC_2.a:b", true),
+            ("", false),
+            ("dc 1", false),
+            ("dc'1", false),
+            ("é", false),
+        ];
+        for (i, (name, ok)) in cases.iter().enumerate() {
+            assert_eq!(Datacenter::new(*name).is_ok(), *ok, "case #{i}: {name:?}");
+        }
+        let long = "d".repeat(65);
+        let e = Datacenter::new(long).unwrap_err();
+        assert!(e.to_string().contains("longer than 64"), "{e}");
+        assert!(e.to_string().len() < 200, "the name is cut short: {e}");
+    }
+
+    #[test]
+    fn a_route_crosses_only_to_another_named_datacenter() {
+        let dc = |s: &str| Datacenter::new(s).unwrap();
+        let here = Topology {
+            local: Some(dc("dc1")),
+            datacenters: vec![dc("dc1"), dc("dc2")],
+        };
+        assert!(!here.crosses(&Route::Default));
+        assert!(!here.crosses(&Route::Datacenter(dc("dc1"))));
+        assert!(here.crosses(&Route::Datacenter(dc("dc2"))));
+        assert!(!Topology::default().crosses(&Route::Datacenter(dc("dc2"))));
+    }
+}

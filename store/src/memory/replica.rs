@@ -1,0 +1,289 @@
+//! One datacenter's copy of the data: the tables, the sweep that forgets
+//! what is past gc grace (invariant 3 of `memory`), and the operations a
+//! coordinator runs on it — apply versions, read a slice, scan keys, and
+//! hand a row's versions to another replica (read repair, hints).
+//!
+//! The embedded store keeps one `Replica` per datacenter and treats it as
+//! that datacenter's whole replica set: a `LOCAL_QUORUM` there is this
+//! copy. Failures of single nodes inside a datacenter are not modelled
+//! (`memory/network.rs` says why).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+use std::time::Duration;
+
+use super::row::Row;
+use crate::cell::{Cell, RowQuery, Table, Timestamp};
+use crate::reconcile::{CellVersion, ttl_seconds_left};
+
+type TableData = BTreeMap<String, Row>;
+
+/// One datacenter's data.
+#[derive(Debug, Default)]
+pub(super) struct Replica {
+    tables: HashMap<Table, TableData>,
+    /// Rows to sweep, by the time they may next hold a purgeable version
+    /// (invariant 3 of `memory`). At most one entry per row: the row's
+    /// `sweep_at`.
+    sweeps: BTreeSet<(Timestamp, Table, String)>,
+}
+
+/// What a slice read found: the live cells, the tombstones passed, and
+/// whether it stopped for passing more than the failure threshold.
+pub(super) struct Slice {
+    pub(super) cells: Vec<Cell>,
+    pub(super) tombstones: u64,
+    pub(super) failed: bool,
+}
+
+/// What one page of a key scan found.
+pub(super) struct ScanPage {
+    pub(super) keys: Vec<String>,
+    pub(super) more: bool,
+    pub(super) tombstones: u64,
+    pub(super) failed: bool,
+}
+
+/// How long after its due time a swept row is swept again at the
+/// earliest: sweeps cost a pass over the row, so a row whose dead versions
+/// come due one after another is swept a few times per gc grace rather
+/// than once per second. Reads count by the exact rule whatever the sweep
+/// has done (invariant 3 of `memory`).
+fn sweep_slack(grace: Duration) -> Duration {
+    (grace / 8).clamp(Duration::from_secs(1), Duration::from_secs(3600))
+}
+
+impl Replica {
+    /// Invariant 3 of `memory`: sweeps every row due at `now`.
+    pub(super) fn sweep_due(&mut self, now: Timestamp, grace_of: &dyn Fn(Table) -> Duration) {
+        while let Some(first) = self.sweeps.first() {
+            if first.0 > now {
+                break;
+            }
+            let Some((due, table, key)) = self.sweeps.pop_first() else {
+                break;
+            };
+            let grace = grace_of(table);
+            let Some(rows) = self.tables.get_mut(&table) else {
+                continue;
+            };
+            // An entry the row no longer owns (it was emptied by a read and
+            // made again since) is stale: its own entry covers it.
+            let Some(row) = rows.get_mut(&key).filter(|r| r.sweep_at == Some(due)) else {
+                continue;
+            };
+            row.sweep_at = None;
+            row.cells.retain(|_, c| {
+                c.purge(now, grace);
+                !c.is_empty()
+            });
+            if row.cells.is_empty() {
+                rows.remove(&key);
+                continue;
+            }
+            let next = row.cells.values().filter_map(|c| c.purge_time(grace)).min();
+            if let Some(next) = next {
+                let at = next.max(now.saturating_add(sweep_slack(grace)));
+                row.sweep_at = Some(at);
+                self.sweeps.insert((at, table, key));
+            }
+        }
+    }
+
+    /// Merges `incoming` versions into `row` of `table`.
+    pub(super) fn apply(
+        &mut self,
+        table: Table,
+        row: &str,
+        incoming: impl Iterator<Item = (String, CellVersion)>,
+        now: Timestamp,
+        grace: Duration,
+    ) {
+        let Replica { tables, sweeps } = self;
+        let data = tables
+            .entry(table)
+            .or_default()
+            .entry(row.to_string())
+            .or_default();
+        let mut earliest: Option<Timestamp> = None;
+        for (column, version) in incoming {
+            let purge_at = version.purge_time(grace);
+            let col = data.cells.entry(column).or_default();
+            let stored = col.apply(version, now, grace);
+            if stored && let Some(at) = purge_at {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            }
+        }
+        data.cells.retain(|_, c| !c.is_empty());
+        // Invariant 3 of `memory`: every version that will die is covered by its row's sweep.
+        if let Some(at) = earliest
+            && data.sweep_at.is_none_or(|queued| at < queued)
+        {
+            if let Some(queued) = data.sweep_at.replace(at) {
+                sweeps.remove(&(queued, table, row.to_string()));
+            }
+            sweeps.insert((at, table, row.to_string()));
+        }
+    }
+
+    /// Every version held for `row` of `table`, dead ones included, in
+    /// column order.
+    pub(super) fn versions(&self, table: Table, row: &str) -> Vec<(String, CellVersion)> {
+        self.tables
+            .get(&table)
+            .and_then(|t| t.get(row))
+            .map(|r| {
+                r.cells
+                    .iter()
+                    .flat_map(|(c, col)| col.versions().map(|v| (c.clone(), v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The keys of `table` this replica holds anything for.
+    pub(super) fn keys(&self, table: Table) -> Vec<String> {
+        self.tables
+            .get(&table)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether any row is queued for a sweep.
+    #[cfg(test)]
+    pub(super) fn sweeps_pending(&self) -> bool {
+        !self.sweeps.is_empty()
+    }
+
+    /// How many versions this replica holds, dead ones included.
+    pub(super) fn stored_versions(&self) -> usize {
+        self.tables
+            .values()
+            .flat_map(|t| t.values())
+            .flat_map(|r| r.cells.values())
+            .map(|c| c.versions().count())
+            .sum()
+    }
+
+    /// Reads a slice of `row` of `table` (invariants 1–3 of `tombstones`):
+    /// live cells from `query.start_column` on, up to its limit, counting
+    /// the dead versions passed on the way and forgetting the purgeable
+    /// ones.
+    pub(super) fn read(
+        &mut self,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+        now: Timestamp,
+        grace: Duration,
+        fail_above: u64,
+    ) -> Slice {
+        let limit = query.limit.map_or(usize::MAX, |n| n.get() as usize);
+        let mut out = Vec::new();
+        let mut tombstones = 0u64;
+        let mut failed = false;
+        if let Some(rows) = self.tables.get_mut(&table)
+            && let Some(data) = rows.get_mut(row)
+        {
+            let lower = match &query.start_column {
+                Some(start) => Bound::Included(start.clone()),
+                None => Bound::Unbounded,
+            };
+            let mut purgeable = Vec::new();
+            // Invariant 2 of `tombstones`: count the dead versions passed until the limit of live
+            // cells is reached; nothing after the last live cell returned.
+            for (column, col) in data.cells.range((lower, Bound::Unbounded)) {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(version) = col.live(now)
+                    && let Some((value, expires_at)) = version.live_value(now)
+                {
+                    out.push(Cell {
+                        column: column.clone(),
+                        value: value.to_vec(),
+                        writetime: version.timestamp(),
+                        ttl: expires_at
+                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
+                    });
+                    continue;
+                }
+                // Invariant 1 of `tombstones`: past gc grace it costs nothing, and goes.
+                if col.has_purgeable(now, grace) {
+                    purgeable.push(column.clone());
+                }
+                tombstones += col.tombstones(now, grace);
+                if tombstones > fail_above {
+                    failed = true;
+                    break;
+                }
+            }
+            for column in purgeable {
+                if let Some(col) = data.cells.get_mut(&column) {
+                    col.purge(now, grace);
+                    if col.is_empty() {
+                        data.cells.remove(&column);
+                    }
+                }
+            }
+            if data.cells.is_empty() {
+                rows.remove(row);
+            }
+        }
+        Slice {
+            cells: out,
+            tombstones,
+            failed,
+        }
+    }
+
+    /// One page of the keys of `table` holding live cells, after `after`
+    /// (invariant 4 of `tombstones`: each partition up to its first live
+    /// cell).
+    pub(super) fn scan(
+        &self,
+        table: Table,
+        after: Option<String>,
+        page_size: usize,
+        now: Timestamp,
+        grace: Duration,
+        fail_above: u64,
+    ) -> ScanPage {
+        let lower = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let mut page = ScanPage {
+            keys: Vec::new(),
+            more: false,
+            tombstones: 0,
+            failed: false,
+        };
+        let Some(rows) = self.tables.get(&table) else {
+            return page;
+        };
+        'rows: for (key, data) in rows.range((lower, Bound::Unbounded)) {
+            if page.keys.len() >= page_size {
+                // Only whether another page follows; a page's count ends
+                // with its last key, as a cluster's does.
+                if data.cells.values().any(|c| c.live(now).is_some()) {
+                    page.more = true;
+                    break;
+                }
+                continue;
+            }
+            for col in data.cells.values() {
+                if col.live(now).is_some() {
+                    page.keys.push(key.clone());
+                    break;
+                }
+                page.tombstones += col.tombstones(now, grace);
+                if page.tombstones > fail_above {
+                    page.failed = true;
+                    break 'rows;
+                }
+            }
+        }
+        page
+    }
+}
