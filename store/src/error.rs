@@ -46,6 +46,12 @@ pub enum StoreErrorKind {
     /// way until the tombstones are older than the table's gc grace: not
     /// retryable.
     TooManyTombstones,
+    /// The request belongs to a lock (or to the fleet's rollout rows) whose
+    /// home datacenter this client cannot reach, or whose home it could not
+    /// confirm lately (docs/design.md §4a): nothing was sent. Retrying from
+    /// here does not help while the link is down — the home's own side
+    /// keeps serving it; the message names the home and what failed.
+    HomeUnreachable,
 }
 
 impl StoreErrorKind {
@@ -59,6 +65,7 @@ impl StoreErrorKind {
             StoreErrorKind::Connection => "failed: no connection",
             StoreErrorKind::Authentication => "failed: refused by the cluster",
             StoreErrorKind::TooManyTombstones => "failed: too many tombstones",
+            StoreErrorKind::HomeUnreachable => "was not sent: its home datacenter is out of reach",
         }
     }
 }

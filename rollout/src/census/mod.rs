@@ -61,13 +61,15 @@ impl FleetStaleness for Staleness {
 
 /// Whether a failed read of one lock's row concerns only that row — the
 /// census records it as unreadable and goes on — rather than the store
-/// (which fails the census). Only the tombstone refusal is the row's own:
+/// (which fails the census). The tombstone refusal is the row's own, and so
+/// is a lock whose home datacenter is out of this client's reach (its
+/// home's side still reads it; docs/design.md §4a):
 /// the other kinds are transient, or say something is wrong with the
 /// connection, the credentials or the schema for every row alike (an
 /// `Invalid` answer cannot be told apart from a schema mismatch).
 pub fn concerns_only_the_row(kind: StoreErrorKind) -> bool {
     match kind {
-        StoreErrorKind::TooManyTombstones => true,
+        StoreErrorKind::TooManyTombstones | StoreErrorKind::HomeUnreachable => true,
         StoreErrorKind::NotApplied
         | StoreErrorKind::MaybeApplied
         | StoreErrorKind::Unavailable
