@@ -71,6 +71,10 @@
 //!   [`datacenter::Route`] a store request takes (which datacenter
 //!   coordinates it, at which consistency) and what a store knows of the
 //!   cluster's datacenters ([`datacenter::Topology`]).
+//! - [`home`]: which datacenter decides each lock — the home rules
+//!   ([`home::Rule`]), their records ([`home::HomeRecord`]), what a row
+//!   belongs to ([`home::subject`]), and a process's view of every home
+//!   ([`home::Homes`]): where a row's requests go, or why none may be sent.
 //! - [`duration`]: durations as an operator writes them and as people read
 //!   a measurement ([`duration::fmt_duration`],
 //!   [`duration::fmt_duration_rounded`]).
@@ -114,6 +118,7 @@ pub mod census;
 pub mod clean;
 pub mod datacenter;
 pub mod duration;
+pub mod home;
 pub mod id;
 pub mod queue;
 pub mod reconcile;

@@ -11,12 +11,14 @@
 //! backend = "cql"            # or "embedded" (this process only); implied by [store.cql]
 //! [store.cql]
 //! contact_points = ["10.0.0.1:9042"]
+//! local_datacenter = "dc1"   # the datacenter this process runs in
 //! username = "app"           # with password_file (or password): authentication
 //! password_file = "/run/secrets/cql-password"
 //! [store.cql.tls]            # TLS when ca_file is given; cert/key for client auth
 //! ca_file = "/etc/lockshift/ca.crt"
 //!
 //! [lock]
+//! home_datacenter = "dc1"    # several datacenters: where locks live (needs store.cql.local_datacenter)
 //! lease_ttl = "60s"
 //! renew_every = "10s"
 //! lost_after_fraction = 0.5
@@ -60,6 +62,8 @@ use crate::Mode;
 pub use lockshift_legacy::{Backoff, LegacySettings};
 pub use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use lockshift_rollout::RolloutSettings;
+use lockshift_rollout::homes::Configured;
+use lockshift_store::Datacenter;
 pub use lockshift_store::settings::InvalidSetting;
 pub use lockshift_store::settings::{ConnectionSecurity, Secret, TlsSettings};
 pub use lockshift_store::{Consistency, CqlSettings, StoreBackend, StoreSettings};
@@ -77,8 +81,10 @@ const LIST_KEYS: [&str; 1] = ["store.cql.contact_points"];
 /// Keys whose environment value is taken as it is, never parsed: the
 /// loader otherwise reads `0123` as the number 123 and `True` as `true`,
 /// which would change a password, a user name or a file name.
-const VERBATIM_KEYS: [&str; 7] = [
+const VERBATIM_KEYS: [&str; 9] = [
     "node.id",
+    "store.cql.local_datacenter",
+    "lock.home_datacenter",
     "store.cql.username",
     "store.cql.password",
     "store.cql.password_file",
@@ -137,8 +143,19 @@ impl NodeSettings {
     }
 }
 
-/// `[lock]`: the lease keys shared by every algorithm, and each algorithm's
-/// own section.
+/// One entry of `lock.homes`: the locks whose names start with `prefix`
+/// are homed in `datacenter`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixHome {
+    /// The start of the lock names (not empty).
+    pub prefix: String,
+    /// Their home.
+    pub datacenter: Datacenter,
+}
+
+/// `[lock]`: the lease keys shared by every algorithm, each algorithm's
+/// own section, and where locks live across datacenters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LockSettings {
@@ -157,6 +174,25 @@ pub struct LockSettings {
     pub legacy: LegacySettings,
     /// `[lock.queue]`.
     pub queue: QueueSettings,
+    /// The datacenter every lock's cells are read and written in, at
+    /// `LOCAL_QUORUM` through its coordinators, from every client wherever
+    /// it runs — and the fleet's own rows (stage, registry): its *home*
+    /// (docs/design.md §4a). A client there makes no request to another
+    /// datacenter to take, renew, hand off or release a lock; a client
+    /// elsewhere takes it in the same line, one cross-datacenter round
+    /// trip slower per request, and is refused at once while it cannot
+    /// reach the home. Needs `store.cql.local_datacenter`. The homes the
+    /// store records win: this seeds the record of a fleet that has none,
+    /// and `migrate home move` changes it.
+    /// Default: none (every request at `store.cql.consistency`).
+    pub home_datacenter: Option<Datacenter>,
+    /// Homes of the locks whose names start with a prefix (the longest
+    /// matching prefix wins; the others follow `home_datacenter`), for
+    /// fleets whose locks belong to different datacenters:
+    /// `homes = [{ prefix = "eu/", datacenter = "dc2" }]`. Seeded like
+    /// `home_datacenter`.
+    /// Default: none.
+    pub homes: Vec<PrefixHome>,
 }
 
 impl Default for LockSettings {
@@ -168,11 +204,58 @@ impl Default for LockSettings {
             lost_after_fraction: lease.lost_after_fraction,
             legacy: LegacySettings::default(),
             queue: QueueSettings::default(),
+            home_datacenter: None,
+            homes: Vec::new(),
         }
     }
 }
 
 impl LockSettings {
+    /// The homes these settings name.
+    pub fn configured_homes(&self) -> Configured {
+        Configured::new(
+            self.home_datacenter.clone(),
+            self.homes
+                .iter()
+                .map(|h| (h.prefix.clone(), h.datacenter.clone())),
+        )
+    }
+
+    /// Every rule the home settings break.
+    fn home_problems(&self, store: &StoreSettings) -> Vec<InvalidSetting> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, home) in self.homes.iter().enumerate() {
+            if home.prefix.is_empty() {
+                out.push(InvalidSetting::new(
+                    "lock.homes",
+                    format!(
+                        "lock.homes[{i}].prefix is empty; the default home is lock.home_datacenter"
+                    ),
+                ));
+            } else if !seen.insert(home.prefix.as_str()) {
+                out.push(InvalidSetting::new(
+                    "lock.homes",
+                    format!(
+                        "lock.homes[{i}].prefix ({}) is given twice; give each prefix one home",
+                        lockshift_store::settings::echo(&home.prefix)
+                    ),
+                ));
+            }
+        }
+        let homed = self.home_datacenter.is_some() || !self.homes.is_empty();
+        if homed && store.backend == Some(StoreBackend::Cql) && store.cql.local_datacenter.is_none()
+        {
+            out.push(InvalidSetting::new(
+                "store.cql.local_datacenter",
+                "lock.home_datacenter (or lock.homes) needs store.cql.local_datacenter: the \
+                 datacenter this process runs in, so that requests to its home stay in it and \
+                 those that leave it are known (LOCKSHIFT__STORE__CQL__LOCAL_DATACENTER)",
+            ));
+        }
+        out
+    }
+
     /// The lease part.
     pub fn lease(&self) -> LeaseSettings {
         LeaseSettings {
@@ -401,6 +484,7 @@ impl Settings {
         out.extend(self.lock.queue.problems(&lease));
         out.extend(self.time.problems());
         out.extend(self.rollout.problems(&lease));
+        out.extend(self.lock.home_problems(&self.store));
         out
     }
 }

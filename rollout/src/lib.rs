@@ -16,8 +16,13 @@
 //! holders apart are written once, in docs/design.md §4: transitions keep
 //! R1, and the registry carries what R5, R6 and R8 need.
 //!
+//! Across datacenters, [`homes`] decides where each lock's cells and the
+//! fleet's rows are read and written (docs/design.md §4a, H1–H4): the
+//! router every node's store goes through, the refresh of a process's
+//! view of the homes, and home moves.
+//!
 //! # Modules
-//! [`rollout`] (the [`Rollout`] handle: transitions, history, the guards'
+//! [`homes`] (the homes router, refresh, seeding, moves); [`rollout`] (the [`Rollout`] handle: transitions, history, the guards'
 //! evidence, [`rollout::read_stage`]); [`registry`]
 //! (heartbeat, deregistering, the live fleet, the activity record);
 //! [`census`] (a census of lock cells, one lock's cells); [`Lockers`] (the
@@ -27,6 +32,7 @@
 
 pub mod census;
 mod error;
+pub mod homes;
 mod lockers;
 pub mod registry;
 pub mod rollout;

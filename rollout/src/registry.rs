@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use lockshift_lock::{Algorithm, Incarnation, LeaseSettings};
 use lockshift_store::{
-    Cell, CellWrite, Clock, RowQuery, Store, StoreError, StoreErrorKind, Timestamp, Ttl,
+    Cell, CellWrite, Clock, Route, RowQuery, Store, StoreError, StoreErrorKind, Timestamp, Ttl,
     WriteOptions, schema,
 };
 
@@ -162,8 +162,23 @@ pub async fn record_activity(
     algorithm: Algorithm,
     at: Timestamp,
 ) -> Result<(), StoreError> {
+    record_activity_via(store, &Route::Default, algorithm, at).await
+}
+
+/// [`record_activity`] on `route` (a home move records activity at the new
+/// fleet home, docs/design.md §4a).
+///
+/// # Errors
+/// The store error.
+pub async fn record_activity_via(
+    store: &dyn Store,
+    route: &Route,
+    algorithm: Algorithm,
+    at: Timestamp,
+) -> Result<(), StoreError> {
     store
-        .write(
+        .write_via(
+            route,
             schema::ROLLOUT,
             ACTIVITY_ROW,
             &[CellWrite::new(

@@ -442,7 +442,7 @@ impl Rollout {
 }
 
 /// A node id derived from a free-form operator name.
-fn sanitize_node(by: &str) -> String {
+pub(crate) fn sanitize_node(by: &str) -> String {
     let cleaned: String = by
         .chars()
         .map(|c| {

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use lockshift_decide::registry::LeasePromise;
 use lockshift_lock::{Algorithm, LockContext};
+use lockshift_rollout::homes::{Configured, HomesRouter, HomesView};
 use lockshift_rollout::registry::LeaseRules;
 use lockshift_rollout::{LockerSettings, Lockers};
-use lockshift_store::{SharedClock, SharedStore, SystemClock, Ttl};
+use lockshift_store::settings::InvalidSetting;
+use lockshift_store::{SharedClock, SharedStore, SystemClock, Topology, Ttl};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -188,8 +190,20 @@ impl Node {
         if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
             info!(node = %id, "embedded store: locks exclude only within this process");
         }
-        // Every operation of this node, counted by table and kind.
-        let store: SharedStore = Arc::new(MeteredStore::new(store, id.as_str()));
+        let topology = store.topology();
+        let configured = settings.lock.configured_homes();
+        check_homes(&configured, &topology)?;
+        // Every request goes to its row's home, or is refused (H1–H3,
+        // docs/design.md §4a); every operation of this node is counted by
+        // table and kind.
+        let homes = Arc::new(HomesView::new(
+            clock.clone(),
+            topology.local.clone(),
+            configured,
+            settings.rollout.stage_valid_for,
+        ));
+        let routed: SharedStore = Arc::new(HomesRouter::new(store, homes.clone()));
+        let store: SharedStore = Arc::new(MeteredStore::new(routed, id.as_str()));
         let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
         let incarnation = lockshift_lock::new_incarnation(options.seed.map(|s| s ^ 0x1dea_5eed));
@@ -231,6 +245,7 @@ impl Node {
             config_path: options.config_path.clone(),
             env: options.env.clone(),
             rollout: settings.rollout.clone(),
+            homes,
             registry_ttl,
             lease_promise: LeasePromise::of(&lease),
             state: Mutex::new(State {
@@ -244,9 +259,12 @@ impl Node {
                 last_used: BTreeMap::new(),
                 reported: BTreeMap::new(),
                 others: Vec::new(),
+                homes_logged: BTreeMap::new(),
             }),
             view_changed: Notify::new(),
         });
+        // The homes first (a refresh reads them before the stage): the stage
+        // and the registry live at the fleet home.
         if let Err(e) = shared.refresh().await {
             warn!(node = %shared.id, error = %e, "could not read the rollout stage at start; running combined until it can");
         }
@@ -287,4 +305,34 @@ impl Node {
             }),
         })
     }
+}
+
+/// Every configured home must be a datacenter of the cluster the store
+/// reaches (when the store knows them): a typo would refuse every lock
+/// with a message about an unreachable home.
+fn check_homes(configured: &Configured, topology: &Topology) -> Result<(), InvalidSetting> {
+    if topology.datacenters.is_empty() {
+        return Ok(());
+    }
+    for (rule, dc) in configured.rules() {
+        if !topology.datacenters.contains(dc) {
+            let key = match rule {
+                lockshift_decide::home::Rule::Default => "lock.home_datacenter",
+                lockshift_decide::home::Rule::Prefix(_) => "lock.homes",
+            };
+            return Err(InvalidSetting::new(
+                key,
+                format!(
+                    "{key} names datacenter {dc} ({rule}), which is not one of this cluster's: {}",
+                    topology
+                        .datacenters
+                        .iter()
+                        .map(|d| d.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ use lockshift_decide::algorithm::{Mode, Resolution};
 use lockshift_decide::registry::{LeasePromise, NodeInfo, registry_column};
 use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId};
 use lockshift_rollout::RolloutSettings;
+use lockshift_rollout::homes::{self, HomesView, move_wait};
 use lockshift_rollout::registry::{deregister, heartbeat, other_incarnations, record_activity};
 use lockshift_rollout::rollout::read_stage;
 use lockshift_store::{SharedClock, SharedStore, StoreError, Timestamp, Ttl};
@@ -42,6 +43,9 @@ pub(super) struct State {
     pub(super) reported: BTreeMap<Algorithm, Timestamp>,
     /// Other live processes under this node id (registry columns).
     pub(super) others: Vec<String>,
+    /// What was last logged of each home rule (its key → version, home,
+    /// confirmed), to log changes only.
+    pub(super) homes_logged: BTreeMap<String, (u64, String, bool)>,
 }
 
 /// Legacy holders the node's lockers saw (binaries that never register).
@@ -72,6 +76,8 @@ pub(super) struct Shared {
     pub(super) config_path: Option<PathBuf>,
     pub(super) env: Option<HashMap<String, String>>,
     pub(super) rollout: RolloutSettings,
+    /// The process's view of the homes, which its store routes by.
+    pub(super) homes: Arc<HomesView>,
     pub(super) registry_ttl: Ttl,
     pub(super) lease_promise: LeasePromise,
     /// One locker per algorithm, from one factory: they share the node's
@@ -220,7 +226,71 @@ impl Shared {
         st.bindings.pace(confirmed.as_ref());
     }
 
+    /// Reads the homes row from every datacenter, records the homes the
+    /// settings name where no record holds them yet, and logs what changed
+    /// (docs/design.md §4a). Failures are the view's business: a home that
+    /// cannot be confirmed refuses its locks until it can.
+    pub(super) async fn refresh_homes(&self) {
+        let report = homes::refresh(&self.store, &self.homes).await;
+        if !self.homes.configured().is_empty() {
+            let me = registry_column(self.id.as_str(), self.incarnation);
+            let wait = move_wait(&self.rollout, self.lease_promise.ttl(), []);
+            match homes::seed(&self.store, &self.homes, &report, &me, wait).await {
+                Ok(seeded) if !seeded.is_empty() => {
+                    homes::refresh(&self.store, &self.homes).await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(node = %self.id, error = %e, "could not record the homes the settings name; trying again at the next re-read");
+                }
+            }
+        }
+        self.log_homes();
+    }
+
+    /// Logs each home rule whose home, version or confirmation changed,
+    /// and a configured home the store's record overrides.
+    fn log_homes(&self) {
+        let states = self.homes.states();
+        let configured = self.homes.configured().rules().to_vec();
+        let mut st = self.state();
+        for state in states {
+            let now = (
+                state.record.version,
+                state.record.datacenter.to_string(),
+                state.confirmed,
+            );
+            let before = st.homes_logged.insert(state.rule.clone(), now.clone());
+            if before.as_ref() == Some(&now) {
+                continue;
+            }
+            let home = &state.record.datacenter;
+            let rule = &state.rule;
+            match (before.map(|b| b.2), state.confirmed) {
+                (Some(true), false) | (None, false) => {
+                    warn!(node = %self.id, %rule, %home, version = state.record.version,
+                        "cannot confirm this home from its own datacenter; its locks are refused here until it can")
+                }
+                (_, true) => {
+                    info!(node = %self.id, %rule, %home, version = state.record.version,
+                        moved_from = ?state.record.moved_from, "home confirmed")
+                }
+                (Some(false), false) => {}
+            }
+            if let Some((_, wanted)) = configured
+                .iter()
+                .find(|(r, _)| r.key() == state.rule)
+                .filter(|(_, dc)| dc != home)
+            {
+                warn!(node = %self.id, %rule, configured = %wanted, recorded = %home,
+                    version = state.record.version,
+                    "the settings name another home than the store records; the record wins (`migrate home move` changes it)");
+            }
+        }
+    }
+
     pub(super) async fn refresh(&self) -> Result<(), StoreError> {
+        self.refresh_homes().await;
         let sent = Instant::now();
         let stage = read_stage(self.store.as_ref()).await;
         let configured = self.reload_mode();

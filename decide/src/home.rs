@@ -1,0 +1,647 @@
+//! Homes: which datacenter decides each lock, and what a process believes
+//! about it (docs/design.md §4a, H1–H4).
+//!
+//! A lock's cells — `main`, `shadow`, `queue`, its fencing cell — are read
+//! and written at `LOCAL_QUORUM` through coordinators of one datacenter,
+//! the lock's *home*, from every client wherever it runs, so Lemma 1 holds
+//! fleet-wide (H1). The fleet's own rows (the rollout stage, the registry,
+//! the activity record, the rollout lock, `GlobalTime`) live at the home of
+//! the default rule, the *fleet home*.
+//!
+//! Homes are *rules*: the default rule covers every lock, a prefix rule the
+//! locks whose names start with its prefix (the longest matching prefix
+//! wins). Each rule's home is a [`HomeRecord`] in the `rollout` table's row
+//! [`HOMES_ROW`], one cell per rule ([`Rule::key`]); records are
+//! authoritative, and a process's settings only seed a rule that has no
+//! record yet.
+//!
+//! A process's [`Homes`] is its view of every rule: the newest record it
+//! read, and when a read *from that record's own datacenter* last showed it
+//! (H2). [`Homes::route`] answers where a row's requests go, or why none
+//! may be sent now: the view is not confirmed (H2), or a moved home does
+//! not serve yet (H3). This module decides; the rollout crate reads the
+//! row and routes the requests.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::{Table, Timestamp};
+use crate::datacenter::Datacenter;
+use crate::duration::fmt_duration_rounded;
+use crate::rollout::ROLLOUT_LOCK;
+use crate::schema;
+
+/// The row of the `rollout` table holding the homes, one cell per rule.
+pub const HOMES_ROW: &str = "homes";
+
+/// The row of the `global_time` table holding the time service's
+/// `GlobalTime` cell (a fleet row; every other row of that table is a
+/// lock's fencing cell).
+pub const GLOBAL_TIME_ROW: &str = "global";
+
+/// The write timestamp of a record seeded from settings: below every
+/// record a move writes (those are stamped with the time), so a move
+/// always wins over a seed, and two seeds that differ reconcile the same
+/// way on every replica (the greater value, S2).
+pub const SEED_STAMP: Timestamp = Timestamp::from_micros(1);
+
+/// What a row of the store belongs to, for routing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject<'a> {
+    /// A lock's row, by the lock's name.
+    Lock(&'a str),
+    /// One of the fleet's rows: the rollout's, the registry's, `GlobalTime`,
+    /// the rollout lock's.
+    Fleet,
+    /// A row of no home (the scratch table): the store's default route.
+    Unhomed,
+}
+
+/// What `row` of `table` belongs to.
+///
+/// A lock named like a fleet row (`lockshift.rollout`, or `global` for its
+/// fencing cell) is routed as the fleet's: every client routes it alike,
+/// so exclusion and fencing hold; only where it is available differs.
+pub fn subject(table: Table, row: &str) -> Subject<'_> {
+    match table {
+        schema::MAIN | schema::SHADOW | schema::QUEUE if row == ROLLOUT_LOCK => Subject::Fleet,
+        schema::MAIN | schema::SHADOW | schema::QUEUE => Subject::Lock(row),
+        schema::GLOBAL_TIME if row == GLOBAL_TIME_ROW => Subject::Fleet,
+        schema::GLOBAL_TIME => Subject::Lock(row),
+        schema::ROLLOUT | schema::NODES => Subject::Fleet,
+        _ => Subject::Unhomed,
+    }
+}
+
+/// A home rule: which locks it covers.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// Every lock no prefix rule covers, and the fleet's rows.
+    Default,
+    /// Locks whose names start with this (non-empty) prefix.
+    Prefix(String),
+}
+
+const DEFAULT_KEY: &str = "default";
+const PREFIX_KEY: &str = "prefix:";
+
+impl Rule {
+    /// The column of this rule's record in [`HOMES_ROW`]: `default`, or
+    /// `prefix:` and the prefix.
+    pub fn key(&self) -> String {
+        match self {
+            Rule::Default => DEFAULT_KEY.to_string(),
+            Rule::Prefix(p) => format!("{PREFIX_KEY}{p}"),
+        }
+    }
+
+    /// The rule a column names; `None` for a column that names none.
+    pub fn from_key(key: &str) -> Option<Rule> {
+        if key == DEFAULT_KEY {
+            return Some(Rule::Default);
+        }
+        key.strip_prefix(PREFIX_KEY)
+            .filter(|p| !p.is_empty())
+            .map(|p| Rule::Prefix(p.to_string()))
+    }
+
+    /// Whether the rule covers the lock `name` (not whether it is the rule
+    /// that decides it: see [`rule_for`]).
+    pub fn covers(&self, name: &str) -> bool {
+        match self {
+            Rule::Default => true,
+            Rule::Prefix(p) => name.starts_with(p.as_str()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rule::Default => 0,
+            Rule::Prefix(p) => p.len(),
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rule::Default => f.write_str("the default rule"),
+            Rule::Prefix(p) => write!(f, "prefix {:?}", crate::id::cut_short(p)),
+        }
+    }
+}
+
+/// The rule of `rules` that decides the lock `name`: the longest prefix
+/// rule that covers it, else the default rule (whether or not `rules`
+/// holds it).
+pub fn rule_for<'r>(rules: impl IntoIterator<Item = &'r Rule>, name: &str) -> Rule {
+    rules
+        .into_iter()
+        .filter(|r| r.covers(name))
+        .max_by_key(|r| r.len())
+        .cloned()
+        .unwrap_or(Rule::Default)
+}
+
+/// The rule a new prefix rule takes its locks from: the longest existing
+/// rule that covers every lock the prefix covers (H3: a new rule is a move
+/// away from it, written through its home).
+pub fn covering_rule<'r>(rules: impl IntoIterator<Item = &'r Rule>, prefix: &str) -> Rule {
+    rules
+        .into_iter()
+        .filter(|r| match r {
+            Rule::Default => true,
+            Rule::Prefix(p) => prefix.starts_with(p.as_str()) && p.len() < prefix.len(),
+        })
+        .max_by_key(|r| r.len())
+        .cloned()
+        .unwrap_or(Rule::Default)
+}
+
+/// One rule's recorded home: a cell of [`HOMES_ROW`], JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HomeRecord {
+    /// Increases by one with every move of this rule; a seed is version 1.
+    pub version: u64,
+    /// The home.
+    pub datacenter: Datacenter,
+    /// The home serves the rule's locks from this moment on (µs since the
+    /// epoch, the writer's clock plus the skew margin): after every lease
+    /// and view under the previous home has run out (H3). 0 for a seed of
+    /// a fleet that had no other home.
+    pub serves_from: i64,
+    /// The previous home, for a move.
+    #[serde(default)]
+    pub moved_from: Option<Datacenter>,
+    /// A forced move: made without the consent of the previous home (H4).
+    #[serde(default)]
+    pub forced: bool,
+    /// When it was written (µs, the writer's clock).
+    pub at: i64,
+    /// Who wrote it: a node id (a seed) or the operator's name.
+    pub by: String,
+}
+
+impl HomeRecord {
+    /// Whether the home serves at `now` (the reader's clock).
+    pub fn serves_at(&self, now: Timestamp) -> bool {
+        now.as_micros() >= self.serves_from
+    }
+}
+
+/// Why no request of a row may be sent now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The rule's home could not be confirmed lately (H2): it is out of
+    /// reach, or its record could not be read from it.
+    Unconfirmed {
+        /// The rule.
+        rule: Rule,
+        /// Its home, as last read.
+        home: Datacenter,
+        /// How long since the view was last confirmed; `None`: never since
+        /// the process started.
+        since: Option<Duration>,
+        /// The last failure reading the record from the home, if any.
+        last_error: Option<String>,
+    },
+    /// The rule's home moved, and the new home does not serve yet (H3).
+    Moving {
+        /// The rule.
+        rule: Rule,
+        /// The new home.
+        home: Datacenter,
+        /// The previous one.
+        from: Option<Datacenter>,
+        /// How long until it serves.
+        in_: Duration,
+    },
+}
+
+impl Refusal {
+    /// Whether waiting and trying again here can succeed soon: a move
+    /// finishes by itself; an unreachable home does not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Refusal::Moving { .. })
+    }
+
+    /// The refusal in words, for the row of `subject`, from a process in
+    /// `local` (when it named its datacenter).
+    pub fn describe(&self, subject: Subject<'_>, local: Option<&Datacenter>) -> String {
+        let what = match subject {
+            Subject::Lock(name) => format!("lock {:?}", crate::id::cut_short(name)),
+            Subject::Fleet | Subject::Unhomed => "the fleet's rollout rows".to_string(),
+        };
+        let here = local.map_or_else(String::new, |dc| format!(" (in {dc})"));
+        match self {
+            Refusal::Unconfirmed {
+                rule,
+                home,
+                since,
+                last_error,
+            } => {
+                let when = match since {
+                    Some(d) => format!("for {}", fmt_duration_rounded(*d)),
+                    None => "since this process started".to_string(),
+                };
+                let why = last_error
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!(": {e}"));
+                format!(
+                    "{what} is homed in datacenter {home} ({rule}), which this process{here} \
+                     could not reach {when} — it read no home record from {home}{why}"
+                )
+            }
+            Refusal::Moving {
+                rule,
+                home,
+                from,
+                in_,
+            } => {
+                let from = from
+                    .as_ref()
+                    .map_or_else(String::new, |f| format!(" from {f}"));
+                format!(
+                    "{what} ({rule}) is moving{from} to datacenter {home}, which serves it in {}",
+                    fmt_duration_rounded(*in_)
+                )
+            }
+        }
+    }
+}
+
+/// A process's view of one rule.
+#[derive(Clone, Debug)]
+struct RuleView {
+    /// The newest record read (versions never go back).
+    record: HomeRecord,
+    /// When the last read from `record.datacenter` that showed exactly
+    /// `record` was sent.
+    confirmed: Option<Instant>,
+    /// What each datacenter showed of this rule in its last read.
+    seen: BTreeMap<Datacenter, HomeRecord>,
+}
+
+impl RuleView {
+    /// Two datacenters show different records of the newest version: two
+    /// operators' moves raced and the store has not reconciled them yet.
+    fn conflicted(&self) -> bool {
+        self.seen
+            .values()
+            .any(|r| r.version == self.record.version && *r != self.record)
+    }
+}
+
+/// A process's view of every home rule (H2): the newest record of each it
+/// has read, and when its home last confirmed it.
+#[derive(Clone, Debug)]
+pub struct Homes {
+    valid_for: Duration,
+    views: BTreeMap<Rule, RuleView>,
+    /// The last failure reading the homes row from each datacenter.
+    failures: BTreeMap<Datacenter, String>,
+    started: Instant,
+}
+
+/// What one rule's view says, for reports (`migrate status`, the
+/// heartbeat).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleState {
+    /// The rule's key ([`Rule::key`]).
+    pub rule: String,
+    /// The newest record read.
+    pub record: HomeRecord,
+    /// Whether the view is confirmed now.
+    pub confirmed: bool,
+}
+
+impl Homes {
+    /// A view that knows no home yet, confirmed for `valid_for` after each
+    /// read from a home (`rollout.stage_valid_for`, as a stage view).
+    pub fn new(valid_for: Duration, now: Instant) -> Self {
+        Homes {
+            valid_for,
+            views: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            started: now,
+        }
+    }
+
+    /// Whether any home is known: without one, every row takes the store's
+    /// default route.
+    pub fn any(&self) -> bool {
+        !self.views.is_empty()
+    }
+
+    /// The rules known.
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.views.keys()
+    }
+
+    /// The newest record known of `rule`.
+    pub fn record(&self, rule: &Rule) -> Option<&HomeRecord> {
+        self.views.get(rule).map(|v| &v.record)
+    }
+
+    /// A read of the homes row from datacenter `from`, sent at `sent`,
+    /// returned `records`. A newer version of a rule replaces the view
+    /// (unconfirmed until its own home shows it); the same version read
+    /// from its own home confirms it; an older one (a replica that has not
+    /// caught up) changes nothing.
+    pub fn observe(&mut self, from: &Datacenter, sent: Instant, records: Vec<(Rule, HomeRecord)>) {
+        self.failures.remove(from);
+        // A datacenter that no longer shows a rule (it never had it yet)
+        // shows nothing of it.
+        for (rule, view) in &mut self.views {
+            if !records.iter().any(|(r, _)| r == rule) {
+                view.seen.remove(from);
+            }
+        }
+        for (rule, record) in records {
+            let view = self.views.entry(rule).or_insert_with(|| RuleView {
+                record: record.clone(),
+                confirmed: None,
+                seen: BTreeMap::new(),
+            });
+            view.seen.insert(from.clone(), record.clone());
+            // A newer version replaces the view. So does the same version
+            // with other contents — two operators' moves that raced, before
+            // the store has reconciled them: unconfirmed until a home shows
+            // one of them, and refused while datacenters disagree.
+            if record.version > view.record.version
+                || (record.version == view.record.version && record != view.record)
+            {
+                view.record = record.clone();
+                view.confirmed = None;
+            }
+            if record == view.record && &record.datacenter == from {
+                view.confirmed = Some(view.confirmed.map_or(sent, |t| t.max(sent)));
+            }
+        }
+    }
+
+    /// A read of the homes row from `from` failed with `error`.
+    pub fn failed(&mut self, from: &Datacenter, error: String) {
+        self.failures.insert(from.clone(), error);
+    }
+
+    /// The rule that decides `subject`'s rows (`None`: no home applies).
+    pub fn rule_of(&self, subject: Subject<'_>) -> Option<Rule> {
+        let rule = match subject {
+            Subject::Unhomed => return None,
+            Subject::Fleet => Rule::Default,
+            Subject::Lock(name) => rule_for(self.views.keys(), name),
+        };
+        self.views.contains_key(&rule).then_some(rule)
+    }
+
+    /// Where the requests of `subject`'s rows go at `now` (monotonic) and
+    /// `wall` (this process's clock): `Ok(None)` for the store's default
+    /// route (no home applies), `Ok(Some(home))`, or why none may be sent.
+    ///
+    /// # Errors
+    /// [`Refusal`]: the home is not confirmed (H2), or does not serve yet
+    /// (H3).
+    pub fn route(
+        &self,
+        subject: Subject<'_>,
+        now: Instant,
+        wall: Timestamp,
+    ) -> Result<Option<Datacenter>, Refusal> {
+        let Some(rule) = self.rule_of(subject) else {
+            return Ok(None);
+        };
+        let view = &self.views[&rule];
+        let home = &view.record.datacenter;
+        let fresh = view
+            .confirmed
+            .is_some_and(|t| now.saturating_duration_since(t) < self.valid_for);
+        if view.conflicted() {
+            return Err(Refusal::Unconfirmed {
+                since: view.confirmed.map(|t| now.saturating_duration_since(t)),
+                last_error: Some(format!(
+                    "datacenters show different records of version {} (two moves raced;                      the store reconciles them)",
+                    view.record.version
+                )),
+                home: home.clone(),
+                rule,
+            });
+        }
+        if !fresh {
+            return Err(Refusal::Unconfirmed {
+                since: view.confirmed.map(|t| now.saturating_duration_since(t)),
+                last_error: self.failures.get(home).cloned(),
+                home: home.clone(),
+                rule,
+            });
+        }
+        if !view.record.serves_at(wall) {
+            let left = view.record.serves_from.saturating_sub(wall.as_micros());
+            return Err(Refusal::Moving {
+                home: home.clone(),
+                from: view.record.moved_from.clone(),
+                in_: Duration::from_micros(u64::try_from(left).unwrap_or(0)),
+                rule,
+            });
+        }
+        Ok(Some(home.clone()))
+    }
+
+    /// Every rule's state at `now`, for reports.
+    pub fn states(&self, now: Instant) -> Vec<RuleState> {
+        self.views
+            .iter()
+            .map(|(rule, view)| RuleState {
+                rule: rule.key(),
+                record: view.record.clone(),
+                confirmed: !view.conflicted()
+                    && view
+                        .confirmed
+                        .is_some_and(|t| now.saturating_duration_since(t) < self.valid_for),
+            })
+            .collect()
+    }
+
+    /// The last failure reading the homes row, from any datacenter
+    /// (`dc: error`), if one is on record.
+    pub fn last_failure(&self) -> Option<String> {
+        self.failures
+            .iter()
+            .map(|(dc, e)| format!("from {dc}: {e}"))
+            .next()
+    }
+
+    /// When this view was made (the process start).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+#[cfg(test)]
+#[path = "home_tests.rs"]
+mod tests;
+
+/// What the operator asks of a move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveAsk {
+    /// The rule to move (a prefix rule not recorded yet is created).
+    pub rule: Rule,
+    /// The new home.
+    pub to: Datacenter,
+    /// Move without the current home's consent (H4).
+    pub force: bool,
+}
+
+/// What a move is judged on: the homes row as read from each datacenter.
+#[derive(Clone, Debug, Default)]
+pub struct MoveScene {
+    /// Every datacenter of the cluster.
+    pub datacenters: Vec<Datacenter>,
+    /// The records each datacenter answered with; a datacenter that did
+    /// not answer is absent.
+    pub read: BTreeMap<Datacenter, Vec<(Rule, HomeRecord)>>,
+    /// Now, by the operator's clock.
+    pub now: Timestamp,
+}
+
+impl MoveScene {
+    /// The newest record of `rule` any datacenter showed.
+    pub fn newest(&self, rule: &Rule) -> Option<&HomeRecord> {
+        self.read
+            .values()
+            .flatten()
+            .filter(|(r, _)| r == rule)
+            .map(|(_, rec)| rec)
+            .max_by_key(|rec| rec.version)
+    }
+
+    /// Every rule any datacenter showed.
+    pub fn rules(&self) -> Vec<Rule> {
+        let mut rules: Vec<Rule> = self
+            .read
+            .values()
+            .flatten()
+            .map(|(r, _)| r.clone())
+            .collect();
+        rules.sort();
+        rules.dedup();
+        rules
+    }
+}
+
+/// A move's place in the homes: the record it replaces (for a new prefix
+/// rule, the record of the rule it takes its locks from) and the version
+/// it writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovePlan {
+    /// The rule whose record the move replaces or takes locks from.
+    pub from_rule: Rule,
+    /// That rule's newest record.
+    pub from: HomeRecord,
+    /// The version the move writes.
+    pub version: u64,
+}
+
+/// Why a move may not be made now; each names what to do instead.
+pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec<String>) {
+    let mut refusals = Vec::new();
+    if !scene.datacenters.contains(&ask.to) {
+        refusals.push(format!(
+            "{} is not a datacenter of this cluster (it has {})",
+            ask.to,
+            scene
+                .datacenters
+                .iter()
+                .map(Datacenter::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let existing = scene.newest(&ask.rule).cloned();
+    let (from_rule, from) = match existing {
+        Some(rec) => (ask.rule.clone(), Some(rec)),
+        None => match &ask.rule {
+            Rule::Default => (Rule::Default, None),
+            Rule::Prefix(p) => {
+                let covering = covering_rule(scene.rules().iter(), p);
+                let rec = scene.newest(&covering).cloned();
+                (covering, rec)
+            }
+        },
+    };
+    let Some(from) = from else {
+        refusals.push(
+            "no home is recorded for these locks yet: a fleet takes its first homes from \
+             lock.home_datacenter / lock.homes in its settings (docs/operating.md, \
+             \"Several datacenters\")"
+                .to_string(),
+        );
+        return (None, refusals);
+    };
+    let version = if from_rule == ask.rule {
+        from.version + 1
+    } else {
+        1
+    };
+    if from.datacenter == ask.to && from_rule == ask.rule {
+        refusals.push(format!("{} is homed in {} already", ask.rule, ask.to));
+    }
+    if !from.serves_at(scene.now) {
+        refusals.push(format!(
+            "the last move of {from_rule} (to {}, version {}) has not finished: its home \
+             serves from {}; move again after that",
+            from.datacenter,
+            from.version,
+            fmt_micros(from.serves_from)
+        ));
+    }
+    let home_read = scene.read.get(&from.datacenter);
+    let home_current = home_read.is_some_and(|records| {
+        records
+            .iter()
+            .any(|(r, rec)| *r == from_rule && rec.version == from.version)
+    });
+    match (ask.force, home_read) {
+        (false, None) => refusals.push(format!(
+            "the current home {} cannot be reached: a planned move lands only through it. \
+             If {} is gone — not merely cut off from here — `--force` moves the home \
+             without it; a home that is only cut off keeps serving its own side until it \
+             can read the move, so both sides would hold locks",
+            from.datacenter, from.datacenter
+        )),
+        (false, Some(_)) if !home_current => refusals.push(format!(
+            "the current home {} does not show version {} of {from_rule} yet (another \
+             datacenter does): try again once it has caught up",
+            from.datacenter, from.version
+        )),
+        (true, Some(_)) => refusals.push(format!(
+            "--force is for a home that cannot consent, and {} answers: move it without \
+             --force",
+            from.datacenter
+        )),
+        _ => {}
+    }
+    if !scene.read.contains_key(&ask.to) {
+        refusals.push(format!(
+            "the new home {} cannot be reached from here: the move is written there",
+            ask.to
+        ));
+    }
+    (
+        Some(MovePlan {
+            from_rule,
+            from,
+            version,
+        }),
+        refusals,
+    )
+}
+
+/// A time in µs since the epoch as an operator reads it (RFC 3339, UTC).
+pub fn fmt_micros(us: i64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}

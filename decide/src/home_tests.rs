@@ -1,0 +1,350 @@
+use super::*;
+
+fn dc(name: &str) -> Datacenter {
+    Datacenter::new(name).unwrap()
+}
+
+fn record(version: u64, home: &str, serves_from: i64) -> HomeRecord {
+    HomeRecord {
+        version,
+        datacenter: dc(home),
+        serves_from,
+        moved_from: None,
+        forced: false,
+        at: 0,
+        by: "test".into(),
+    }
+}
+
+const VALID: Duration = Duration::from_secs(30);
+
+fn wall(s: i64) -> Timestamp {
+    Timestamp::from_micros(s * 1_000_000)
+}
+
+#[test]
+fn rows_belong_to_locks_to_the_fleet_or_to_no_home() {
+    let cases: &[(Table, &str, Subject<'_>)] = &[
+        (schema::MAIN, "acct", Subject::Lock("acct")),
+        (schema::SHADOW, "acct", Subject::Lock("acct")),
+        (schema::QUEUE, "acct", Subject::Lock("acct")),
+        (schema::GLOBAL_TIME, "acct", Subject::Lock("acct")),
+        (schema::GLOBAL_TIME, GLOBAL_TIME_ROW, Subject::Fleet),
+        (schema::MAIN, ROLLOUT_LOCK, Subject::Fleet),
+        (schema::QUEUE, ROLLOUT_LOCK, Subject::Fleet),
+        (schema::ROLLOUT, "stage", Subject::Fleet),
+        (schema::ROLLOUT, HOMES_ROW, Subject::Fleet),
+        (schema::NODES, "nodes", Subject::Fleet),
+        (schema::SCRATCH, "x", Subject::Unhomed),
+    ];
+    for (i, (table, row, want)) in cases.iter().enumerate() {
+        assert_eq!(subject(*table, row), *want, "case #{i}: {table}/{row}");
+    }
+}
+
+#[test]
+fn rule_keys_round_trip_and_nothing_else_parses() {
+    for rule in [Rule::Default, Rule::Prefix("eu/".into())] {
+        assert_eq!(Rule::from_key(&rule.key()), Some(rule.clone()), "{rule}");
+    }
+    for key in ["", "prefix:", "defaults", "eu/"] {
+        assert_eq!(Rule::from_key(key), None, "{key:?}");
+    }
+}
+
+#[test]
+fn the_longest_covering_prefix_decides_and_a_new_rule_takes_from_the_longest_shorter_one() {
+    let rules = [
+        Rule::Default,
+        Rule::Prefix("eu".into()),
+        Rule::Prefix("eu/de/".into()),
+    ];
+    let cases: &[(&str, Rule)] = &[
+        ("us/1", Rule::Default),
+        ("eu/fr/1", Rule::Prefix("eu".into())),
+        ("eu/de/1", Rule::Prefix("eu/de/".into())),
+        ("e", Rule::Default),
+    ];
+    for (i, (name, want)) in cases.iter().enumerate() {
+        assert_eq!(rule_for(&rules, name), *want, "case #{i}: {name}");
+    }
+    let cases: &[(&str, Rule)] = &[
+        ("eu/", Rule::Prefix("eu".into())),
+        ("eu/de/x", Rule::Prefix("eu/de/".into())),
+        ("eu", Rule::Default),
+        ("us/", Rule::Default),
+    ];
+    for (i, (prefix, want)) in cases.iter().enumerate() {
+        assert_eq!(covering_rule(&rules, prefix), *want, "case #{i}: {prefix}");
+    }
+    assert_eq!(rule_for(&[], "x"), Rule::Default);
+}
+
+#[test]
+fn without_a_record_every_row_takes_the_default_route() {
+    let t0 = Instant::now();
+    let homes = Homes::new(VALID, t0);
+    assert!(!homes.any());
+    for subject in [Subject::Lock("a"), Subject::Fleet, Subject::Unhomed] {
+        assert_eq!(homes.route(subject, t0, wall(0)), Ok(None), "{subject:?}");
+    }
+}
+
+/// H2: confirmed only by a read from the home itself, for `valid_for`.
+#[test]
+fn a_home_is_confirmed_by_its_own_datacenter_for_a_while() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    // Read from the far datacenter only: known, not confirmed.
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    homes.failed(&dc("dc1"), "no node of dc1 reachable".into());
+    let refused = homes.route(Subject::Lock("a"), t0, wall(0)).unwrap_err();
+    assert_eq!(
+        refused,
+        Refusal::Unconfirmed {
+            rule: Rule::Default,
+            home: dc("dc1"),
+            since: None,
+            last_error: Some("no node of dc1 reachable".into()),
+        }
+    );
+    assert!(!refused.is_transient());
+    let words = refused.describe(Subject::Lock("a"), Some(&dc("dc2")));
+    assert!(words.contains("homed in datacenter dc1"), "{words}");
+    assert!(words.contains("(in dc2)"), "{words}");
+    assert!(words.contains("since this process started"), "{words}");
+    assert!(words.contains("no node of dc1 reachable"), "{words}");
+
+    // Read from the home: confirmed, for every row of the rule.
+    let t1 = t0 + Duration::from_secs(1);
+    homes.observe(&dc("dc1"), t1, vec![(Rule::Default, record(1, "dc1", 0))]);
+    for subject in [Subject::Lock("a"), Subject::Fleet] {
+        assert_eq!(homes.route(subject, t1, wall(0)), Ok(Some(dc("dc1"))));
+    }
+    assert_eq!(homes.route(Subject::Unhomed, t1, wall(0)), Ok(None));
+    // Until `valid_for` after that read was sent.
+    let almost = t1 + VALID - Duration::from_millis(1);
+    assert_eq!(
+        homes.route(Subject::Lock("a"), almost, wall(0)),
+        Ok(Some(dc("dc1")))
+    );
+    let expired = homes.route(Subject::Lock("a"), t1 + VALID, wall(0));
+    assert!(
+        matches!(expired, Err(Refusal::Unconfirmed { since: Some(d), .. }) if d == VALID),
+        "{expired:?}"
+    );
+}
+
+/// H3: a newer record replaces the view, is confirmed only by the new
+/// home, and serves only from its time.
+#[test]
+fn a_move_is_followed_confirmed_by_the_new_home_and_served_from_its_time() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    let mut moved = record(2, "dc2", 100 * 1_000_000);
+    moved.moved_from = Some(dc("dc1"));
+    // The old home shows the move first (it was written through it).
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, moved.clone())]);
+    assert!(matches!(
+        homes.route(Subject::Lock("a"), t0, wall(0)),
+        Err(Refusal::Unconfirmed { since: None, .. })
+    ));
+    // A replica that has not caught up shows the old version: no change.
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    assert_eq!(homes.record(&Rule::Default).map(|r| r.version), Some(2));
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, moved)]);
+    let refused = homes.route(Subject::Lock("a"), t0, wall(40)).unwrap_err();
+    assert_eq!(
+        refused,
+        Refusal::Moving {
+            rule: Rule::Default,
+            home: dc("dc2"),
+            from: Some(dc("dc1")),
+            in_: Duration::from_secs(60),
+        }
+    );
+    assert!(refused.is_transient());
+    let words = refused.describe(Subject::Lock("a"), None);
+    assert!(
+        words.contains("moving from dc1 to datacenter dc2") && words.contains("1m"),
+        "{words}"
+    );
+    assert_eq!(
+        homes.route(Subject::Lock("a"), t0, wall(100)),
+        Ok(Some(dc("dc2")))
+    );
+}
+
+#[test]
+fn prefix_rules_home_their_locks_and_the_rest_follow_the_default() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    homes.observe(
+        &dc("dc2"),
+        t0,
+        vec![(Rule::Prefix("eu/".into()), record(1, "dc2", 0))],
+    );
+    assert_eq!(
+        homes.route(Subject::Lock("eu/1"), t0, wall(0)),
+        Ok(Some(dc("dc2")))
+    );
+    // No default record: the other locks and the fleet's rows take the
+    // store's default route.
+    assert_eq!(homes.route(Subject::Lock("us/1"), t0, wall(0)), Ok(None));
+    assert_eq!(homes.route(Subject::Fleet, t0, wall(0)), Ok(None));
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    assert_eq!(
+        homes.route(Subject::Lock("us/1"), t0, wall(0)),
+        Ok(Some(dc("dc1")))
+    );
+    let states = homes.states(t0);
+    assert_eq!(states.len(), 2);
+    assert!(states.iter().all(|s| s.confirmed));
+}
+
+fn scene(read: &[(&str, Vec<(Rule, HomeRecord)>)], now_s: i64) -> MoveScene {
+    MoveScene {
+        datacenters: vec![dc("dc1"), dc("dc2"), dc("dc3")],
+        read: read
+            .iter()
+            .map(|(d, records)| (dc(d), records.clone()))
+            .collect(),
+        now: wall(now_s),
+    }
+}
+
+fn ask(rule: Rule, to: &str, force: bool) -> MoveAsk {
+    MoveAsk {
+        rule,
+        to: dc(to),
+        force,
+    }
+}
+
+/// The move guards (H3, H4), one case per row: what was read, what was
+/// asked, and the refusals expected (by a word each names).
+#[test]
+fn moves_are_refused_for_each_missing_consent_and_allowed_otherwise() {
+    let v1 = || vec![(Rule::Default, record(1, "dc1", 0))];
+    let moving = || vec![(Rule::Default, record(2, "dc2", 200 * 1_000_000))];
+    type Case<'a> = (&'a str, MoveScene, MoveAsk, &'a [&'a str], Option<u64>);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "planned, both homes answer",
+            scene(&[("dc1", v1()), ("dc2", v1())], 100),
+            ask(Rule::Default, "dc2", false),
+            &[],
+            Some(2),
+        ),
+        (
+            "planned, the current home is out of reach",
+            scene(&[("dc2", v1())], 100),
+            ask(Rule::Default, "dc2", false),
+            &["cannot be reached: a planned move lands only through it. If dc1 is gone"],
+            Some(2),
+        ),
+        (
+            "forced, the current home is out of reach",
+            scene(&[("dc2", v1())], 100),
+            ask(Rule::Default, "dc2", true),
+            &[],
+            Some(2),
+        ),
+        (
+            "forced, but the current home answers",
+            scene(&[("dc1", v1()), ("dc2", v1())], 100),
+            ask(Rule::Default, "dc2", true),
+            &["cannot consent, and dc1 answers"],
+            Some(2),
+        ),
+        (
+            "the new home is out of reach",
+            scene(&[("dc1", v1())], 100),
+            ask(Rule::Default, "dc2", false),
+            &["new home dc2 cannot be reached"],
+            Some(2),
+        ),
+        (
+            "no such datacenter",
+            scene(&[("dc1", v1())], 100),
+            ask(Rule::Default, "dc9", false),
+            &["dc9 is not a datacenter of this cluster", "new home dc9"],
+            Some(2),
+        ),
+        (
+            "already there",
+            scene(&[("dc1", v1())], 100),
+            ask(Rule::Default, "dc1", false),
+            &["homed in dc1 already"],
+            Some(2),
+        ),
+        (
+            "the last move has not finished",
+            scene(
+                &[("dc1", moving()), ("dc2", moving()), ("dc3", moving())],
+                100,
+            ),
+            ask(Rule::Default, "dc3", false),
+            &["has not finished"],
+            Some(3),
+        ),
+        (
+            "the current home lags behind another datacenter",
+            scene(&[("dc1", moving()), ("dc2", v1()), ("dc3", v1())], 300),
+            ask(Rule::Default, "dc3", false),
+            &["does not show version 2"],
+            Some(3),
+        ),
+        (
+            "a new prefix rule takes its locks from the default rule's home",
+            scene(&[("dc1", v1()), ("dc2", v1())], 100),
+            ask(Rule::Prefix("eu/".into()), "dc2", false),
+            &[],
+            Some(1),
+        ),
+        (
+            "nothing recorded yet",
+            scene(&[("dc1", vec![]), ("dc2", vec![])], 100),
+            ask(Rule::Default, "dc2", false),
+            &["no home is recorded"],
+            None,
+        ),
+    ];
+    for (i, (name, scene, ask, expected, version)) in cases.iter().enumerate() {
+        let (plan, refusals) = move_refusals(ask, scene);
+        assert_eq!(
+            refusals.len(),
+            expected.len(),
+            "case #{i} ({name}): {refusals:#?}"
+        );
+        for (want, got) in expected.iter().zip(&refusals) {
+            assert!(
+                got.contains(want),
+                "case #{i} ({name}): {got:?} lacks {want:?}"
+            );
+        }
+        assert_eq!(plan.map(|p| p.version), *version, "case #{i} ({name})");
+    }
+}
+
+#[test]
+fn two_records_of_one_version_are_never_confirmed_while_datacenters_disagree() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    let to_dc2 = record(2, "dc2", 0);
+    let to_dc3 = record(2, "dc3", 0);
+    for _ in 0..3 {
+        homes.observe(&dc("dc2"), t0, vec![(Rule::Default, to_dc2.clone())]);
+        homes.observe(&dc("dc3"), t0, vec![(Rule::Default, to_dc3.clone())]);
+        homes.observe(&dc("dc2"), t0, vec![(Rule::Default, to_dc2.clone())]);
+        assert!(homes.route(Subject::Lock("a"), t0, wall(0)).is_err());
+    }
+    // Reconciled: both show the winner.
+    homes.observe(&dc("dc3"), t0, vec![(Rule::Default, to_dc3.clone())]);
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, to_dc3.clone())]);
+    assert_eq!(
+        homes.route(Subject::Lock("a"), t0, wall(0)),
+        Ok(Some(dc("dc3")))
+    );
+}

@@ -1,0 +1,229 @@
+//! Reading the homes row from every datacenter, and seeding the rules a
+//! process's settings name.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, SEED_STAMP, Subject, rule_for};
+use lockshift_decide::registry::REGISTRY_ROW;
+use lockshift_store::{
+    Cell, CellWrite, Datacenter, OpKind, Route, RowQuery, SharedStore, StoreError, StoreErrorKind,
+    WriteOptions, schema,
+};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::HomesView;
+
+/// The homes a process's settings name: `lock.home_datacenter` (the
+/// default rule) and `lock.homes` (prefix rules). Records in the store win
+/// over them; they only seed a rule no record holds (docs/design.md §4a).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Configured(Vec<(Rule, Datacenter)>);
+
+impl Configured {
+    /// The default rule's home (if any) and the prefix rules.
+    pub fn new(
+        default: Option<Datacenter>,
+        prefixes: impl IntoIterator<Item = (String, Datacenter)>,
+    ) -> Self {
+        Configured(
+            default
+                .map(|dc| (Rule::Default, dc))
+                .into_iter()
+                .chain(prefixes.into_iter().map(|(p, dc)| (Rule::Prefix(p), dc)))
+                .collect(),
+        )
+    }
+
+    /// Whether the settings name no home.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each rule with its configured home.
+    pub fn rules(&self) -> &[(Rule, Datacenter)] {
+        &self.0
+    }
+
+    /// The configured rule deciding `subject`, with its home; `None` when
+    /// no configured rule covers it.
+    pub fn rule_of(&self, subject: Subject<'_>) -> Option<(Rule, Datacenter)> {
+        let rule = match subject {
+            Subject::Unhomed => return None,
+            Subject::Fleet => Rule::Default,
+            Subject::Lock(name) => rule_for(self.0.iter().map(|(r, _)| r), name),
+        };
+        self.0.iter().find(|(r, _)| *r == rule).cloned()
+    }
+}
+
+/// What one [`refresh`] found.
+#[derive(Clone, Debug, Default)]
+pub struct RefreshReport {
+    /// The datacenters whose homes row was read.
+    pub read: Vec<Datacenter>,
+    /// Those whose read failed, with the error.
+    pub failed: Vec<(Datacenter, StoreError)>,
+}
+
+/// The records of a read of the homes row; cells that do not decode
+/// (written by a newer build, or by hand) are skipped with a warning.
+pub(super) fn records(cells: Vec<Cell>) -> Vec<(Rule, HomeRecord)> {
+    cells
+        .into_iter()
+        .filter_map(|cell| {
+            let rule = Rule::from_key(&cell.column);
+            let record = serde_json::from_slice::<HomeRecord>(&cell.value).ok();
+            match (rule, record) {
+                (Some(rule), Some(record)) => Some((rule, record)),
+                _ => {
+                    warn!(column = %lockshift_decide::id::cut_short(&cell.column),
+                        "a cell of the homes row does not decode; ignored");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Reads the homes row from every datacenter the store knows — each at
+/// `LOCAL_QUORUM` there, all at once — and observes each answer into
+/// `view` (H2: a rule is confirmed by a read from its own home; reading
+/// the others too is how a process learns of a forced move, H4). Store
+/// errors are kept in the view and the report, not returned.
+pub async fn refresh(store: &SharedStore, view: &Arc<HomesView>) -> RefreshReport {
+    let datacenters = store.topology().datacenters;
+    let mut report = RefreshReport::default();
+    if let [dc] = datacenters.as_slice() {
+        // One datacenter: read it in place (no task to schedule, so a
+        // single-datacenter node refreshes exactly as it always did).
+        let answer = read_from(store.clone(), dc.clone()).await;
+        note(view, answer, &mut report);
+        return report;
+    }
+    let mut reads = JoinSet::new();
+    for dc in datacenters {
+        reads.spawn(read_from(store.clone(), dc));
+    }
+    while let Some(joined) = reads.join_next().await {
+        if let Ok(answer) = joined {
+            note(view, answer, &mut report);
+        }
+    }
+    report.read.sort();
+    report.failed.sort_by(|a, b| a.0.cmp(&b.0));
+    report
+}
+
+type Answer = (Datacenter, Instant, Result<Vec<Cell>, StoreError>);
+
+/// One read of the homes row from `dc`, with when it was sent.
+async fn read_from(store: SharedStore, dc: Datacenter) -> Answer {
+    let sent = Instant::now();
+    let result = store
+        .read_via(
+            &Route::Datacenter(dc.clone()),
+            schema::ROLLOUT,
+            HOMES_ROW,
+            &RowQuery::all(),
+        )
+        .await;
+    (dc, sent, result)
+}
+
+fn note(view: &HomesView, (dc, sent, result): Answer, report: &mut RefreshReport) {
+    match result {
+        Ok(cells) => {
+            view.homes().observe(&dc, sent, records(cells));
+            report.read.push(dc);
+        }
+        Err(e) => {
+            view.homes().failed(&dc, e.to_string());
+            report.failed.push((dc, e));
+        }
+    }
+}
+
+/// A rule [`seed`] recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seeded {
+    /// The rule.
+    pub rule: Rule,
+    /// The record written.
+    pub record: HomeRecord,
+}
+
+/// Records, through its home, each rule `view`'s settings name that no
+/// read of `report` found a record of — only where `report` read that home
+/// (so the home is known to hold none). A seed is version 1, stamped
+/// [`SEED_STAMP`] (every move wins over it).
+///
+/// It serves at once when the home's registry shows no live process but
+/// `me` (a fleet's first start). Otherwise processes may be routing the
+/// rule's locks the store's default way, and it serves after `wait` (H3:
+/// their views and leases run out first; [`super::move_wait`]).
+///
+/// # Errors
+/// A failed registry read or write; rules seeded before it stay seeded.
+pub async fn seed(
+    store: &SharedStore,
+    view: &HomesView,
+    report: &RefreshReport,
+    me: &str,
+    wait: Duration,
+) -> Result<Vec<Seeded>, StoreError> {
+    let missing: Vec<(Rule, Datacenter)> = {
+        let homes = view.homes();
+        view.configured()
+            .rules()
+            .iter()
+            .filter(|(rule, dc)| homes.record(rule).is_none() && report.read.contains(dc))
+            .cloned()
+            .collect()
+    };
+    let mut seeded = Vec::new();
+    for (rule, home) in missing {
+        let route = Route::Datacenter(home.clone());
+        let others = store
+            .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
+            .await?
+            .into_iter()
+            .filter(|c| c.column != me)
+            .count();
+        let now = view.clock.now();
+        let record = HomeRecord {
+            version: 1,
+            datacenter: home.clone(),
+            serves_from: if others == 0 {
+                0
+            } else {
+                now.saturating_add(wait).as_micros()
+            },
+            moved_from: None,
+            forced: false,
+            at: now.as_micros(),
+            by: me.to_string(),
+        };
+        let value = serde_json::to_vec(&record).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Invalid,
+                OpKind::Write,
+                Some(schema::ROLLOUT),
+                e.to_string(),
+            )
+        })?;
+        store
+            .write_via(
+                &route,
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &[CellWrite::new(rule.key(), value)],
+                WriteOptions::at(SEED_STAMP),
+            )
+            .await?;
+        info!(%rule, %home, others, "recorded the home the settings name");
+        seeded.push(Seeded { rule, record });
+    }
+    Ok(seeded)
+}

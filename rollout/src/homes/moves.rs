@@ -1,0 +1,269 @@
+//! Moving a home: planned, through the current home, or forced without it
+//! (docs/design.md §4a, H3 and H4). The guards are
+//! `lockshift_decide::home::move_refusals`; this module reads what they
+//! judge and writes the move.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockshift_decide::algorithm::Algorithm;
+use lockshift_decide::home::{
+    HOMES_ROW, HomeRecord, MoveAsk, MovePlan, MoveScene, Rule, move_refusals,
+};
+use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
+use lockshift_decide::rollout::ROLLOUT_LOCK;
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, NodeId, Won};
+use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
+use lockshift_store::{
+    CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
+    WriteOptions, schema,
+};
+use tracing::{info, warn};
+
+use super::io::records;
+use crate::error::RolloutError;
+use crate::registry::record_activity_via;
+use crate::settings::RolloutSettings;
+use crate::{LockerSettings, Lockers};
+
+/// How long after a move is written its new home starts serving (H3):
+/// until every view of the old home has expired — a view confirmed by a
+/// read sent just before the move lasts `stage_valid_for`, and a process
+/// that lost its view stops renewing, so its holders are told within a
+/// lease TTL — and, for the fleet home, until every registry row written
+/// under the old home has expired (R5: `stage_valid_for + lease_ttl` after
+/// its last heartbeat, which itself was sent before the view expired);
+/// plus the clock skew margin and a second for whole-second TTLs. So
+/// `2 × stage_valid_for + the longest lease TTL + clock_skew_margin + 1 s`,
+/// the TTL being the longest of this process's and every registered
+/// process's promise.
+pub fn move_wait(
+    rollout: &RolloutSettings,
+    lease_ttl: Duration,
+    promised_ttls: impl IntoIterator<Item = Duration>,
+) -> Duration {
+    let ttl = promised_ttls.into_iter().fold(lease_ttl, Duration::max);
+    rollout
+        .stage_valid_for
+        .saturating_mul(2)
+        .saturating_add(ttl)
+        .saturating_add(rollout.clock_skew_margin)
+        .saturating_add(Duration::from_secs(1))
+}
+
+/// A move asked of [`move_home`].
+#[derive(Clone, Debug)]
+pub struct MoveRequest {
+    /// Which rule, where to, forced or not.
+    pub ask: MoveAsk,
+    /// Judge and report, write nothing.
+    pub dry_run: bool,
+    /// Who asks (recorded in the move).
+    pub by: String,
+}
+
+/// What [`move_home`] found and did.
+#[derive(Clone, Debug)]
+pub struct MoveReport {
+    /// The rule.
+    pub rule: Rule,
+    /// The record the move replaces (or takes its locks from), if one.
+    pub plan: Option<MovePlan>,
+    /// Why the move may not be made now; empty when it may.
+    pub refusals: Vec<String>,
+    /// The record written, or that would be.
+    pub record: Option<HomeRecord>,
+    /// Whether it was written.
+    pub applied: bool,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// Where it was written, in order, with each write's error.
+    pub written: Vec<(Datacenter, Option<String>)>,
+    /// How long after the move the new home serves.
+    pub wait: Duration,
+    /// The datacenters that did not answer, with why.
+    pub unreachable: Vec<(Datacenter, String)>,
+}
+
+/// Judges and — unless refused or a dry run — makes a move of a rule's
+/// home (H3, H4).
+///
+/// It reads the homes row and the registry from every datacenter (each at
+/// `LOCAL_QUORUM` there), judges with
+/// `lockshift_decide::home::move_refusals`, and writes the new record:
+/// a planned move first through the current home (it must land there) and
+/// then to the new home and every other reachable datacenter; a forced
+/// move first to the new home. A planned move holds the rollout lock
+/// while it reads and writes, so two operators' moves cannot both land
+/// (a forced one cannot: the fleet home may be the one that is gone).
+/// A move of the default rule also moves the fleet's rows: it records
+/// legacy and queue activity at the new home until the new home serves
+/// plus a stage view's life, so no rollout guard counts a quiet period
+/// across the move (what the old home recorded last may not have reached
+/// the new one).
+///
+/// # Errors
+/// The rollout lock, or the first write, failed.
+pub async fn move_home(
+    store: &SharedStore,
+    clock: &SharedClock,
+    settings: &RolloutSettings,
+    lease: &LeaseSettings,
+    request: MoveRequest,
+) -> Result<MoveReport, RolloutError> {
+    let guard = if request.ask.force || request.dry_run {
+        None
+    } else {
+        Some(rollout_lock(store, clock, lease, &request.by).await?)
+    };
+    let result = judge_and_write(store, clock.as_ref(), settings, lease, &request).await;
+    if let Some(guard) = guard
+        && let Err(e) = guard.release().await
+    {
+        warn!(error = %e, "rollout lock release failed; it expires with its TTL");
+    }
+    result
+}
+
+async fn judge_and_write(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    settings: &RolloutSettings,
+    lease: &LeaseSettings,
+    request: &MoveRequest,
+) -> Result<MoveReport, RolloutError> {
+    let datacenters = store.topology().datacenters;
+    let mut scene = MoveScene {
+        datacenters: datacenters.clone(),
+        read: BTreeMap::new(),
+        now: clock.now(),
+    };
+    let mut unreachable = Vec::new();
+    let mut stamp = Timestamp::from_micros(0);
+    let mut ttls = Vec::new();
+    for dc in &datacenters {
+        let route = Route::Datacenter(dc.clone());
+        let homes = store
+            .read_via(&route, schema::ROLLOUT, HOMES_ROW, &RowQuery::all())
+            .await;
+        let registry = store
+            .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
+            .await;
+        match (homes, registry) {
+            (Ok(cells), Ok(nodes)) => {
+                if let Some(cell) = cells.iter().find(|c| c.column == request.ask.rule.key()) {
+                    stamp = stamp.max(cell.writetime);
+                }
+                scene.read.insert(dc.clone(), records(cells));
+                ttls.extend(
+                    nodes
+                        .iter()
+                        .filter_map(|c| serde_json::from_slice::<NodeInfo>(&c.value).ok())
+                        .filter_map(|info| info.lease.map(|p| p.ttl())),
+                );
+            }
+            (Err(e), _) | (_, Err(e)) => unreachable.push((dc.clone(), e.to_string())),
+        }
+    }
+    let (plan, refusals) = move_refusals(&request.ask, &scene);
+    let wait = move_wait(settings, lease.lease_ttl, ttls);
+    let now = clock.now();
+    let record = plan.as_ref().map(|plan| HomeRecord {
+        version: plan.version,
+        datacenter: request.ask.to.clone(),
+        serves_from: now.saturating_add(wait).as_micros(),
+        moved_from: Some(plan.from.datacenter.clone()),
+        forced: request.ask.force,
+        at: now.as_micros(),
+        by: request.by.clone(),
+    });
+    let mut report = MoveReport {
+        rule: request.ask.rule.clone(),
+        plan: plan.clone(),
+        refusals,
+        record: record.clone(),
+        applied: false,
+        dry_run: request.dry_run,
+        written: Vec::new(),
+        wait,
+        unreachable,
+    };
+    let (Some(plan), Some(record)) = (plan, record) else {
+        return Ok(report);
+    };
+    if !report.refusals.is_empty() || request.dry_run {
+        return Ok(report);
+    }
+    // First where the move must land: the current home (planned, H3), or
+    // the new one (forced, H4). Then everywhere else that answered.
+    let first = if request.ask.force {
+        request.ask.to.clone()
+    } else {
+        plan.from.datacenter.clone()
+    };
+    let mut order = vec![first.clone()];
+    order.extend(scene.read.keys().filter(|dc| **dc != first).cloned());
+    let value = serde_json::to_vec(&record).map_err(|e| RolloutError::Internal(e.to_string()))?;
+    // Above every stamp the rule's cell had, whatever this clock says.
+    let stamp = now.max(stamp.offset_micros(1));
+    for dc in order {
+        let result = store
+            .write_via(
+                &Route::Datacenter(dc.clone()),
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &[CellWrite::new(request.ask.rule.key(), value.clone())],
+                WriteOptions::at(stamp),
+            )
+            .await;
+        match result {
+            Ok(()) => report.written.push((dc, None)),
+            Err(e) if dc == first => return Err(RolloutError::Store(e)),
+            Err(e) => report.written.push((dc, Some(e.to_string()))),
+        }
+    }
+    report.applied = true;
+    info!(rule = %request.ask.rule, from = %plan.from.datacenter, to = %request.ask.to,
+        version = record.version, forced = request.ask.force, "home moved");
+    if request.ask.rule == Rule::Default {
+        // The fleet's rows move too: no quiet period counts across it.
+        let until =
+            Timestamp::from_micros(record.serves_from).saturating_add(settings.stage_valid_for);
+        let route = Route::Datacenter(request.ask.to.clone());
+        for algorithm in [Algorithm::Legacy, Algorithm::Queue] {
+            record_activity_via(store.as_ref(), &route, algorithm, until).await?;
+        }
+    }
+    Ok(report)
+}
+
+/// The rollout lock, taken with a combined locker on the local clock (as
+/// the rollout's transitions take it).
+async fn rollout_lock(
+    store: &SharedStore,
+    clock: &SharedClock,
+    lease: &LeaseSettings,
+    by: &str,
+) -> Result<Won, RolloutError> {
+    let internal = |e: &dyn std::fmt::Display| RolloutError::Internal(e.to_string());
+    let node = NodeId::new(crate::rollout::sanitize_node(by)).map_err(|e| internal(&e))?;
+    let ctx = LockContext::new(store.clone(), clock.clone(), node, lease.clone(), None)
+        .map_err(|e| internal(&e))?;
+    let locker = Lockers::new(
+        Arc::new(ctx),
+        LockerSettings {
+            queue: QueueSettings::default(),
+            time: TimeSettings {
+                source: TimeSourceKind::Local,
+                ..TimeSettings::default()
+            },
+            ..LockerSettings::default()
+        },
+    )
+    .build(Algorithm::Combined);
+    let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| internal(&e))?;
+    Ok(locker
+        .acquire_with(&lock, AcquireOptions::with_timeout(Duration::from_secs(60)))
+        .await?)
+}
