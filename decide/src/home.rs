@@ -231,9 +231,11 @@ impl Refusal {
     /// The refusal in words, for the row of `subject`, from a process in
     /// `local` (when it named its datacenter).
     pub fn describe(&self, subject: Subject<'_>, local: Option<&Datacenter>) -> String {
-        let what = match subject {
-            Subject::Lock(name) => format!("lock {:?}", crate::id::cut_short(name)),
-            Subject::Fleet | Subject::Unhomed => "the fleet's rollout rows".to_string(),
+        let (what, is) = match subject {
+            Subject::Lock(name) => (format!("lock {:?}", crate::id::cut_short(name)), "is"),
+            Subject::Fleet | Subject::Unhomed => {
+                ("the fleet's rows (stage, registry)".to_string(), "are")
+            }
         };
         let here = local.map_or_else(String::new, |dc| format!(" (in {dc})"));
         match self {
@@ -245,14 +247,14 @@ impl Refusal {
             } => {
                 let when = match since {
                     Some(d) => format!("for {}", fmt_duration_rounded(*d)),
-                    None => "since this process started".to_string(),
+                    None => "since it started".to_string(),
                 };
-                let why = last_error
-                    .as_deref()
-                    .map_or_else(String::new, |e| format!(": {e}"));
+                let why = last_error.as_deref().map_or_else(String::new, |e| {
+                    format!(" (reading the homes record there: {e})")
+                });
                 format!(
-                    "{what} is homed in datacenter {home} ({rule}), which this process{here} \
-                     could not reach {when} — it read no home record from {home}{why}"
+                    "{what} {is} homed in datacenter {home} ({rule}), which this process{here} \
+                     has not reached {when}{why}"
                 )
             }
             Refusal::Moving {
@@ -265,7 +267,8 @@ impl Refusal {
                     .as_ref()
                     .map_or_else(String::new, |f| format!(" from {f}"));
                 format!(
-                    "{what} ({rule}) is moving{from} to datacenter {home}, which serves it in {}",
+                    "{what} ({rule}) {is} moving{from} to datacenter {home}, which takes over \
+                     in {}",
                     fmt_duration_rounded(*in_)
                 )
             }
@@ -465,13 +468,10 @@ impl Homes {
             .collect()
     }
 
-    /// The last failure reading the homes row, from any datacenter
-    /// (`dc: error`), if one is on record.
-    pub fn last_failure(&self) -> Option<String> {
-        self.failures
-            .iter()
-            .map(|(dc, e)| format!("from {dc}: {e}"))
-            .next()
+    /// The last failure reading the homes row from `dc`, if one is on
+    /// record (a later read that succeeded clears it).
+    pub fn failure_of(&self, dc: &Datacenter) -> Option<String> {
+        self.failures.get(dc).cloned()
     }
 
     /// When this view was made (the process start).

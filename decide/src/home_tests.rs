@@ -112,7 +112,10 @@ fn a_home_is_confirmed_by_its_own_datacenter_for_a_while() {
     let words = refused.describe(Subject::Lock("a"), Some(&dc("dc2")));
     assert!(words.contains("homed in datacenter dc1"), "{words}");
     assert!(words.contains("(in dc2)"), "{words}");
-    assert!(words.contains("since this process started"), "{words}");
+    assert!(
+        words.contains("has not reached since it started"),
+        "{words}"
+    );
     assert!(words.contains("no node of dc1 reachable"), "{words}");
 
     // Read from the home: confirmed, for every row of the rule.

@@ -65,7 +65,7 @@ impl StoreErrorKind {
             StoreErrorKind::Connection => "failed: no connection",
             StoreErrorKind::Authentication => "failed: refused by the cluster",
             StoreErrorKind::TooManyTombstones => "failed: too many tombstones",
-            StoreErrorKind::HomeUnreachable => "was not sent: its home datacenter is out of reach",
+            StoreErrorKind::HomeUnreachable => "was not sent",
         }
     }
 }

@@ -80,7 +80,7 @@ pub use cql::{CqlStore, SchemaStep};
 pub use error::{StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
 pub use lockshift_decide::{reconcile, schema};
-pub use memory::{DEFAULT_KEYSPACE, MemoryStore};
+pub use memory::{DEFAULT_DATACENTER, DEFAULT_KEYSPACE, HintDelivery, MemoryStore};
 pub use route::{Datacenter, InvalidDatacenter, Route, Topology};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 pub use tombstones::TombstoneThresholds;

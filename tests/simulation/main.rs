@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod attacks;
+mod datacenters;
 pub mod exclusion;
 mod fairness;
 mod fencing;

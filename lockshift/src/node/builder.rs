@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockshift_decide::registry::LeasePromise;
+use lockshift_decide::registry::{LeasePromise, registry_column};
 use lockshift_lock::{Algorithm, LockContext};
 use lockshift_rollout::homes::{Configured, HomesRouter, HomesView};
 use lockshift_rollout::registry::LeaseRules;
@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::runtime::{Shared, Sightings, State, every, watch_expiry};
+use super::runtime::{Shared, Sightings, State, every, refresh_homes, watch_expiry};
 use super::{Core, Node};
 use crate::binding::{Bindings, View};
 use crate::error::StartError;
@@ -207,6 +207,16 @@ impl Node {
         let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
         let incarnation = lockshift_lock::new_incarnation(options.seed.map(|s| s ^ 0x1dea_5eed));
+        // The homes before anything else reads or writes: the time service
+        // the lockers start, the stage and the registry all live at a home.
+        refresh_homes(
+            &store,
+            &homes,
+            &registry_column(id.as_str(), incarnation),
+            &settings.rollout,
+            lease.lease_ttl,
+        )
+        .await;
         // Lock cells name the same process as the registry row (R5).
         let ctx = Arc::new(
             LockContext::new(

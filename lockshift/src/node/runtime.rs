@@ -116,6 +116,34 @@ fn pending(
     (wanted != now_using.algorithm).then_some(wanted)
 }
 
+/// Reads the homes row from every datacenter into `homes` and records,
+/// through its home, each home the settings name that no record holds yet
+/// (as process `me`, serving after the move wait if others run: H3).
+/// Failures are the view's business: a home that cannot be confirmed
+/// refuses its locks until it can.
+pub(super) async fn refresh_homes(
+    store: &SharedStore,
+    homes: &Arc<HomesView>,
+    me: &str,
+    rollout: &RolloutSettings,
+    lease_ttl: Duration,
+) {
+    let report = homes::refresh(store, homes).await;
+    if homes.configured().is_empty() {
+        return;
+    }
+    let wait = move_wait(rollout, lease_ttl, []);
+    match homes::seed(store, homes, &report, me, wait).await {
+        Ok(seeded) if !seeded.is_empty() => {
+            homes::refresh(store, homes).await;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            warn!(process = me, error = %e, "could not record the homes the settings name; trying again at the next re-read");
+        }
+    }
+}
+
 pub(super) async fn every<F, Fut>(period: Duration, stop: CancellationToken, mut tick: F)
 where
     F: FnMut() -> Fut,
@@ -227,24 +255,18 @@ impl Shared {
     }
 
     /// Reads the homes row from every datacenter, records the homes the
-    /// settings name where no record holds them yet, and logs what changed
-    /// (docs/design.md §4a). Failures are the view's business: a home that
-    /// cannot be confirmed refuses its locks until it can.
+    /// settings name where no record holds them yet ([`refresh_homes`]),
+    /// and logs what changed (docs/design.md §4a).
     pub(super) async fn refresh_homes(&self) {
-        let report = homes::refresh(&self.store, &self.homes).await;
-        if !self.homes.configured().is_empty() {
-            let me = registry_column(self.id.as_str(), self.incarnation);
-            let wait = move_wait(&self.rollout, self.lease_promise.ttl(), []);
-            match homes::seed(&self.store, &self.homes, &report, &me, wait).await {
-                Ok(seeded) if !seeded.is_empty() => {
-                    homes::refresh(&self.store, &self.homes).await;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!(node = %self.id, error = %e, "could not record the homes the settings name; trying again at the next re-read");
-                }
-            }
-        }
+        let me = registry_column(self.id.as_str(), self.incarnation);
+        refresh_homes(
+            &self.store,
+            &self.homes,
+            &me,
+            &self.rollout,
+            self.lease_promise.ttl(),
+        )
+        .await;
         self.log_homes();
     }
 

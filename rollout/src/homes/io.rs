@@ -15,6 +15,11 @@ use tracing::{info, warn};
 
 use super::HomesView;
 
+/// Now, on tokio's clock (paused in simulations), as the decisions take it.
+pub(super) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// The homes a process's settings name: `lock.home_datacenter` (the
 /// default rule) and `lock.homes` (prefix rules). Records in the store win
 /// over them; they only seed a rule no record holds (docs/design.md §4a).
@@ -120,7 +125,7 @@ type Answer = (Datacenter, Instant, Result<Vec<Cell>, StoreError>);
 
 /// One read of the homes row from `dc`, with when it was sent.
 async fn read_from(store: SharedStore, dc: Datacenter) -> Answer {
-    let sent = Instant::now();
+    let sent = now();
     let result = store
         .read_via(
             &Route::Datacenter(dc.clone()),
@@ -226,4 +231,29 @@ pub async fn seed(
         seeded.push(Seeded { rule, record });
     }
     Ok(seeded)
+}
+
+/// Refreshes `view` from `store` every `every` until the returned handle
+/// is dropped: what keeps a long-running tool's view of the homes
+/// confirmed (a node refreshes on its own re-read loop).
+pub fn keep_fresh(store: SharedStore, view: Arc<HomesView>, every: Duration) -> Refresher {
+    Refresher(tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            refresh(&store, &view).await;
+        }
+    }))
+}
+
+/// The task [`keep_fresh`] started; dropping it stops the task.
+#[derive(Debug)]
+pub struct Refresher(tokio::task::JoinHandle<()>);
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

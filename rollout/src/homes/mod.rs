@@ -25,7 +25,6 @@ mod moves;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
 
 use async_trait::async_trait;
 use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
@@ -34,7 +33,7 @@ use lockshift_store::{
     SharedStore, Store, StoreError, StoreErrorKind, Table, Timestamp, Topology, WriteOptions,
 };
 
-pub use io::{Configured, RefreshReport, Seeded, refresh, seed};
+pub use io::{Configured, RefreshReport, Refresher, Seeded, keep_fresh, refresh, seed};
 pub use moves::{MoveReport, MoveRequest, move_home, move_wait};
 
 /// A process's view of the homes, shared by its router and the task that
@@ -61,7 +60,7 @@ impl HomesView {
         valid_for: std::time::Duration,
     ) -> Self {
         HomesView {
-            homes: Mutex::new(Homes::new(valid_for, Instant::now())),
+            homes: Mutex::new(Homes::new(valid_for, io::now())),
             clock,
             local,
             configured,
@@ -85,7 +84,7 @@ impl HomesView {
 
     /// Every rule's state now, for the heartbeat and reports.
     pub fn states(&self) -> Vec<RuleState> {
-        self.homes().states(Instant::now())
+        self.homes().states(io::now())
     }
 
     /// Where the requests of `table`/`row` on the default route go now.
@@ -103,13 +102,13 @@ impl HomesView {
         {
             let refusal = Refusal::Unconfirmed {
                 rule,
+                last_error: homes.failure_of(&home),
                 home,
                 since: None,
-                last_error: homes.last_failure(),
             };
             return Err(refused(op, table, subject, &refusal, self.local.as_ref()));
         }
-        match homes.route(subject, Instant::now(), self.clock.now()) {
+        match homes.route(subject, io::now(), self.clock.now()) {
             Ok(Some(home)) => Ok(Route::Datacenter(home)),
             Ok(None) => Ok(Route::Default),
             Err(refusal) => Err(refused(op, table, subject, &refusal, self.local.as_ref())),
@@ -253,3 +252,6 @@ impl Store for HomesRouter {
         self.inner.topology()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -112,15 +112,19 @@ pub async fn move_home(
     lease: &LeaseSettings,
     request: MoveRequest,
 ) -> Result<MoveReport, RolloutError> {
-    let guard = if request.ask.force || request.dry_run {
-        None
-    } else {
-        Some(rollout_lock(store, clock, lease, &request.by).await?)
-    };
-    let result = judge_and_write(store, clock.as_ref(), settings, lease, &request).await;
-    if let Some(guard) = guard
-        && let Err(e) = guard.release().await
-    {
+    // Judged first without the rollout lock: a move that cannot be made
+    // (the current home lost, say, and with it the rollout lock) is
+    // refused at once. One that can is judged again under the lock.
+    let judged = judge_and_write(store, clock.as_ref(), settings, lease, &request, false).await?;
+    if !judged.refusals.is_empty() || request.dry_run {
+        return Ok(judged);
+    }
+    if request.ask.force {
+        return judge_and_write(store, clock.as_ref(), settings, lease, &request, true).await;
+    }
+    let guard = rollout_lock(store, clock, lease, &request.by).await?;
+    let result = judge_and_write(store, clock.as_ref(), settings, lease, &request, true).await;
+    if let Err(e) = guard.release().await {
         warn!(error = %e, "rollout lock release failed; it expires with its TTL");
     }
     result
@@ -132,6 +136,7 @@ async fn judge_and_write(
     settings: &RolloutSettings,
     lease: &LeaseSettings,
     request: &MoveRequest,
+    write: bool,
 ) -> Result<MoveReport, RolloutError> {
     let datacenters = store.topology().datacenters;
     let mut scene = MoveScene {
@@ -144,12 +149,8 @@ async fn judge_and_write(
     let mut ttls = Vec::new();
     for dc in &datacenters {
         let route = Route::Datacenter(dc.clone());
-        let homes = store
-            .read_via(&route, schema::ROLLOUT, HOMES_ROW, &RowQuery::all())
-            .await;
-        let registry = store
-            .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
-            .await;
+        let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
+        let registry = read_patiently(store, &route, schema::NODES, REGISTRY_ROW).await;
         match (homes, registry) {
             (Ok(cells), Ok(nodes)) => {
                 if let Some(cell) = cells.iter().find(|c| c.column == request.ask.rule.key()) {
@@ -192,7 +193,7 @@ async fn judge_and_write(
     let (Some(plan), Some(record)) = (plan, record) else {
         return Ok(report);
     };
-    if !report.refusals.is_empty() || request.dry_run {
+    if !report.refusals.is_empty() || request.dry_run || !write {
         return Ok(report);
     }
     // First where the move must land: the current home (planned, H3), or
@@ -236,6 +237,31 @@ async fn judge_and_write(
         }
     }
     Ok(report)
+}
+
+/// How many times a move reads a row before it takes a datacenter for
+/// out of reach: a transient failure (a timeout, a node restarting) must
+/// not make a planned move look impossible, nor a forced one allowed.
+const READ_ATTEMPTS: usize = 3;
+
+/// Reads `row` of `table` on `route`, again after a transient failure, at
+/// most [`READ_ATTEMPTS`] times.
+async fn read_patiently(
+    store: &SharedStore,
+    route: &Route,
+    table: lockshift_store::Table,
+    row: &str,
+) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
+    let mut attempt = 1;
+    loop {
+        match store.read_via(route, table, row, &RowQuery::all()).await {
+            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// The rollout lock, taken with a combined locker on the local clock (as
