@@ -209,15 +209,27 @@ async fn judge_and_write(
     // Above every stamp the rule's cell had, whatever this clock says.
     let stamp = now.max(stamp.offset_micros(1));
     for dc in order {
-        let result = store
-            .write_via(
-                &Route::Datacenter(dc.clone()),
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &[CellWrite::new(request.ask.rule.key(), value.clone())],
-                WriteOptions::at(stamp),
-            )
-            .await;
+        // The same record at the same stamp every time: sending it again
+        // after a failure (even one that may have landed) is idempotent.
+        let mut attempt = 1;
+        let result = loop {
+            let result = store
+                .write_via(
+                    &Route::Datacenter(dc.clone()),
+                    schema::ROLLOUT,
+                    HOMES_ROW,
+                    &[CellWrite::new(request.ask.rule.key(), value.clone())],
+                    WriteOptions::at(stamp),
+                )
+                .await;
+            match result {
+                Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                result => break result,
+            }
+        };
         match result {
             Ok(()) => report.written.push((dc, None)),
             Err(e) if dc == first => return Err(RolloutError::Store(e)),
@@ -233,15 +245,33 @@ async fn judge_and_write(
             Timestamp::from_micros(record.serves_from).saturating_add(settings.stage_valid_for);
         let route = Route::Datacenter(request.ask.to.clone());
         for algorithm in [Algorithm::Legacy, Algorithm::Queue] {
-            record_activity_via(store.as_ref(), &route, algorithm, until).await?;
+            let mut attempt = 1;
+            loop {
+                match record_activity_via(store.as_ref(), &route, algorithm, until).await {
+                    Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        return Err(RolloutError::Internal(format!(
+                            "the move is recorded, but recording {algorithm} activity at {} \
+                             failed ({e}): hold every rollout transition for \
+                             rollout.quiet_period after the new home serves",
+                            request.ask.to
+                        )));
+                    }
+                    Ok(()) => break,
+                }
+            }
         }
     }
     Ok(report)
 }
 
 /// How many times a move reads a row before it takes a datacenter for
-/// out of reach: a transient failure (a timeout, a node restarting) must
-/// not make a planned move look impossible, nor a forced one allowed.
+/// out of reach — a transient failure (a timeout, a node restarting) must
+/// not make a planned move look impossible, nor a forced one allowed —
+/// and sends each write of the record before it gives up on it.
 const READ_ATTEMPTS: usize = 3;
 
 /// Reads `row` of `table` on `route`, again after a transient failure, at

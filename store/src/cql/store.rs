@@ -278,10 +278,32 @@ fn failed(err: ExecutionError, op: OpKind, table: Table) -> StoreError {
     error
 }
 
+/// [`failed`] for a request on `route`: a pinned route whose datacenter
+/// has no node the driver can use gets an empty plan, which the driver
+/// words as a likely bug of its own; say what it means instead.
+fn failed_on(route: &Route, err: ExecutionError, op: OpKind, table: Table) -> StoreError {
+    match (route.datacenter(), &err) {
+        (Some(dc), ExecutionError::EmptyPlan) => {
+            tracing::debug!(%dc, "cql request failed: no node of the datacenter to send it to");
+            StoreError::new(
+                StoreErrorKind::Connection,
+                op,
+                Some(table),
+                format!(
+                    "no node of datacenter {dc} is reachable from this client (none is up, or \
+                     every connection to them is down), and a request pinned to it goes nowhere \
+                     else"
+                ),
+            )
+        }
+        _ => failed(err, op, table),
+    }
+}
+
 /// [`failed`] for a read of `row`: a read aborted for too many tombstones
 /// names the row (Cassandra's message names only the replica).
-fn read_failed(err: ExecutionError, table: Table, row: &str) -> StoreError {
-    let error = failed(err, OpKind::Read, table);
+fn read_failed(route: &Route, err: ExecutionError, table: Table, row: &str) -> StoreError {
+    let error = failed_on(route, err, OpKind::Read, table);
     if error.kind() != StoreErrorKind::TooManyTombstones {
         return error;
     }
@@ -342,7 +364,7 @@ impl Store for CqlStore {
                     self.session.batch(&batch, values).await.map(drop)
                 }
             }
-            .map_err(|e| failed(e, op, table))
+            .map_err(|e| failed_on(route, e, op, table))
         }
         .instrument(span)
         .await
@@ -380,7 +402,7 @@ impl Store for CqlStore {
                     self.session.batch(&batch, values).await.map(drop)
                 }
             }
-            .map_err(|e| failed(e, op, table))
+            .map_err(|e| failed_on(route, e, op, table))
         }
         .instrument(span)
         .await
@@ -414,7 +436,7 @@ impl Store for CqlStore {
                         .await
                 }
             }
-            .map_err(|e| read_failed(e, table, row))?;
+            .map_err(|e| read_failed(route, e, table, row))?;
             // The server's warnings, verbatim; the tombstone count only
             // when Cassandra says it (above its warn threshold).
             let warnings: Vec<String> = result.warnings().map(str::to_string).collect();
@@ -464,7 +486,7 @@ impl Store for CqlStore {
                 .session
                 .execute_single_page(&scan, (), paging)
                 .await
-                .map_err(|e| failed(e, op, table))?;
+                .map_err(|e| failed_on(route, e, op, table))?;
             let keys = decode_rows::<(String,)>(result, op, Some(table))?
                 .into_iter()
                 .map(|(key,)| key)

@@ -1,0 +1,247 @@
+//! `migrate home` and `migrate home move`: where each lock lives across
+//! datacenters, and moving it (docs/design.md §4a, H1–H4; the runbook:
+//! docs/operating.md, "Several datacenters").
+//!
+//! - `migrate home` reads the `homes` row from every datacenter, each at
+//!   `LOCAL_QUORUM` there, and shows every rule's newest record and what
+//!   each datacenter shows of it — so an operator sees a move that has not
+//!   reached a datacenter yet, and which datacenters do not answer.
+//! - `migrate home move` judges a move with the guards of
+//!   `lockshift_decide::home::move_refusals` and makes it
+//!   ([`lockshift_rollout::homes::move_home`]): planned through the current
+//!   home, or `--force`d without it. Refused: exit 3, nothing written.
+//!   `--dry-run` judges the same way and writes nothing (invariant 1 of
+//!   `lib.rs`).
+
+use std::collections::BTreeMap;
+
+use lockshift_decide::home::{HOMES_ROW, HomeRecord, MoveAsk, Rule, fmt_micros};
+use lockshift_rollout::homes::{MoveRequest, move_home};
+use lockshift_store::{Datacenter, Route, RowQuery, schema};
+use serde::Serialize;
+
+use super::{Env, ms};
+use crate::{JSON_VERSION, Outcome};
+
+/// What one datacenter answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatacenterAnswer {
+    /// The datacenter.
+    pub datacenter: String,
+    /// Whether its read succeeded.
+    pub answered: bool,
+    /// Why not.
+    pub error: Option<String>,
+}
+
+/// One rule as the datacenters show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleReport {
+    /// `default`, or `prefix:` and the prefix.
+    pub rule: String,
+    /// The newest record any datacenter shows.
+    pub record: HomeRecord,
+    /// When its home serves (RFC 3339).
+    pub serves_from: String,
+    /// Whether it serves now, by this tool's clock.
+    pub serving: bool,
+    /// The version each datacenter that answered shows (absent: none).
+    pub shown: BTreeMap<String, u64>,
+}
+
+/// The report of `migrate home` (JSON schema, `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HomesReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// This tool's datacenter (`store.cql.local_datacenter`), if named.
+    pub local_datacenter: Option<String>,
+    /// Every datacenter of the cluster and whether it answered.
+    pub datacenters: Vec<DatacenterAnswer>,
+    /// Every rule recorded; empty when the fleet has no homes (every lock
+    /// at `store.cql.consistency`).
+    pub rules: Vec<RuleReport>,
+}
+
+/// Reads the `homes` row from every datacenter.
+///
+/// # Errors
+/// None of the datacenters answered.
+pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
+    let topology = env.store.topology();
+    let now = env.clock.now();
+    let mut datacenters = Vec::new();
+    let mut newest: BTreeMap<Rule, HomeRecord> = BTreeMap::new();
+    let mut shown: BTreeMap<Rule, BTreeMap<String, u64>> = BTreeMap::new();
+    for dc in &topology.datacenters {
+        let read = env
+            .store
+            .read_via(
+                &Route::Datacenter(dc.clone()),
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &RowQuery::all(),
+            )
+            .await;
+        match read {
+            Ok(cells) => {
+                for cell in cells {
+                    let (Some(rule), Ok(record)) = (
+                        Rule::from_key(&cell.column),
+                        serde_json::from_slice::<HomeRecord>(&cell.value),
+                    ) else {
+                        continue;
+                    };
+                    shown
+                        .entry(rule.clone())
+                        .or_default()
+                        .insert(dc.to_string(), record.version);
+                    let keep = newest
+                        .get(&rule)
+                        .is_none_or(|old| record.version > old.version);
+                    if keep {
+                        newest.insert(rule, record);
+                    }
+                }
+                datacenters.push(DatacenterAnswer {
+                    datacenter: dc.to_string(),
+                    answered: true,
+                    error: None,
+                });
+            }
+            Err(e) => datacenters.push(DatacenterAnswer {
+                datacenter: dc.to_string(),
+                answered: false,
+                error: Some(e.to_string()),
+            }),
+        }
+    }
+    if !datacenters.is_empty() && datacenters.iter().all(|d| !d.answered) {
+        anyhow::bail!(
+            "no datacenter answered: {}",
+            datacenters
+                .iter()
+                .map(|d| format!("{}: {}", d.datacenter, d.error.as_deref().unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let rules = newest
+        .into_iter()
+        .map(|(rule, record)| RuleReport {
+            rule: rule.key(),
+            serves_from: fmt_micros(record.serves_from),
+            serving: record.serves_at(now),
+            shown: shown.remove(&rule).unwrap_or_default(),
+            record,
+        })
+        .collect();
+    Ok(HomesReport {
+        version: JSON_VERSION,
+        local_datacenter: topology.local.map(|d| d.to_string()),
+        datacenters,
+        rules,
+    })
+}
+
+/// The report of `migrate home move` (JSON schema, `"version": 1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HomeMoveReport {
+    /// Schema version, 1.
+    pub version: u32,
+    /// The rule moved (`default`, or `prefix:` and the prefix).
+    pub rule: String,
+    /// The home the locks had (for a new prefix rule: the home of the
+    /// rule it takes them from).
+    pub from: Option<String>,
+    /// The new home.
+    pub to: String,
+    /// Forced (H4).
+    pub forced: bool,
+    /// Only judged; nothing written.
+    pub dry_run: bool,
+    /// Whether the move was written.
+    pub applied: bool,
+    /// Why it may not be made now (exit 3); empty when it may.
+    pub because: Vec<String>,
+    /// The record written, or that would be.
+    pub record: Option<HomeRecord>,
+    /// When the new home serves (RFC 3339).
+    pub serves_from: Option<String>,
+    /// How long after the move the new home serves.
+    pub wait_ms: u64,
+    /// Where it was written, in order, with each write's error.
+    pub written: Vec<(String, Option<String>)>,
+    /// The datacenters that did not answer, with why.
+    pub unreachable: Vec<(String, String)>,
+}
+
+/// What `migrate home move` asks.
+#[derive(Debug, Clone)]
+pub struct MoveArgs {
+    /// The rule: `None` for the default rule, else the prefix.
+    pub prefix: Option<String>,
+    /// The new home.
+    pub to: Datacenter,
+    /// Without the current home's consent.
+    pub force: bool,
+    /// Judge only.
+    pub dry_run: bool,
+    /// Who asks.
+    pub by: String,
+}
+
+/// Judges and makes a move.
+///
+/// # Errors
+/// The rollout lock or the first write failed.
+pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport, Outcome)> {
+    let rule = args.prefix.map_or(Rule::Default, Rule::Prefix);
+    let report = move_home(
+        &env.store,
+        &env.clock,
+        &env.settings.rollout,
+        &env.settings.lock.lease(),
+        MoveRequest {
+            ask: MoveAsk {
+                rule: rule.clone(),
+                to: args.to.clone(),
+                force: args.force,
+            },
+            dry_run: args.dry_run,
+            by: args.by,
+        },
+    )
+    .await?;
+    let outcome = if report.refusals.is_empty() {
+        Outcome::Ok
+    } else {
+        Outcome::NotSafe
+    };
+    Ok((
+        HomeMoveReport {
+            version: JSON_VERSION,
+            rule: rule.key(),
+            from: report.plan.as_ref().map(|p| p.from.datacenter.to_string()),
+            to: args.to.to_string(),
+            forced: args.force,
+            dry_run: report.dry_run,
+            applied: report.applied,
+            because: report.refusals,
+            serves_from: report.record.as_ref().map(|r| fmt_micros(r.serves_from)),
+            record: report.record,
+            wait_ms: ms(report.wait),
+            written: report
+                .written
+                .into_iter()
+                .map(|(dc, e)| (dc.to_string(), e))
+                .collect(),
+            unreachable: report
+                .unreachable
+                .into_iter()
+                .map(|(dc, e)| (dc.to_string(), e))
+                .collect(),
+        },
+        outcome,
+    ))
+}
