@@ -34,6 +34,9 @@ pub enum BenchError {
     /// A report did not (de)serialise.
     #[error("report: {0}")]
     Json(serde_json::Error),
+    /// A benchmark's own acquisition or release failed.
+    #[error("lock: {0}")]
+    Lock(String),
     /// A plot could not be drawn.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),

@@ -12,9 +12,11 @@
 //! over windows); [`plot`] draws the thesis-style figures. The [`soak`]
 //! takes one lock N times per algorithm and checks that the last waits are
 //! the first ones' and that no read passes more than 1 000 tombstones
-//! ([`reads`] records what each read cost).
+//! ([`reads`] records what each read cost). [`datacenters`] measures what a
+//! lock's home costs the clients in it and outside it.
 
 mod algorithm;
+pub mod datacenters;
 mod error;
 pub mod hold;
 pub mod lwt;

@@ -167,7 +167,7 @@ struct State {
     forced: Vec<FailPoint>,
     partitioned: bool,
     counts: OpCounts,
-    by_datacenter: BTreeMap<String, u64>,
+    by_datacenter: BTreeMap<(String, Table), u64>,
 }
 
 /// The decisions for one operation, drawn up front under one lock.
@@ -271,7 +271,19 @@ impl<S: Store> FaultyStore<S> {
     /// included: the datacenter's name, or `"default"` for the default
     /// route (coordinated wherever the store's own policy sends it).
     pub fn counts_by_datacenter(&self) -> BTreeMap<String, u64> {
-        self.state().by_datacenter.clone()
+        self.counts_by_datacenter_of(None)
+    }
+
+    /// [`counts_by_datacenter`](Self::counts_by_datacenter) of the
+    /// operations on `tables` only (`None`: every table).
+    pub fn counts_by_datacenter_of(&self, tables: Option<&[Table]>) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for ((dc, table), n) in &self.state().by_datacenter {
+            if tables.is_none_or(|t| t.contains(table)) {
+                *out.entry(dc.clone()).or_insert(0) += n;
+            }
+        }
+        out
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -289,7 +301,7 @@ impl<S: Store> FaultyStore<S> {
         let where_ = route
             .datacenter()
             .map_or_else(|| "default".to_string(), |dc| dc.to_string());
-        *st.by_datacenter.entry(where_).or_insert(0) += 1;
+        *st.by_datacenter.entry((where_, table)).or_insert(0) += 1;
         let State {
             plan,
             rng,
