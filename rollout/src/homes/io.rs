@@ -123,18 +123,41 @@ pub async fn refresh(store: &SharedStore, view: &Arc<HomesView>) -> RefreshRepor
 
 type Answer = (Datacenter, Instant, Result<Vec<Cell>, StoreError>);
 
-/// One read of the homes row from `dc`, with when it was sent.
+/// How many times a refresh reads a datacenter's homes row before it
+/// keeps the failure: one transient failure (a timeout, a node
+/// restarting) must not let a home view lapse.
+const READ_ATTEMPTS: u32 = 2;
+
+/// A read of the homes row from `dc` (again after a transient failure),
+/// with when the read that answered was sent.
 async fn read_from(store: SharedStore, dc: Datacenter) -> Answer {
-    let sent = now();
-    let result = store
-        .read_via(
-            &Route::Datacenter(dc.clone()),
-            schema::ROLLOUT,
-            HOMES_ROW,
-            &RowQuery::all(),
-        )
-        .await;
-    (dc, sent, result)
+    let mut attempt = 1;
+    loop {
+        let sent = now();
+        let result = store
+            .read_via(
+                &Route::Datacenter(dc.clone()),
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &RowQuery::all(),
+            )
+            .await;
+        match result {
+            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                tracing::debug!(%dc, error = %e, "homes read failed; once more");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            result => return (dc, sent, result),
+        }
+    }
+}
+
+/// Reads the homes row from `dc` now and observes it into `view`: a
+/// request confirming its home on the spot.
+pub(super) async fn confirm(store: &SharedStore, view: &HomesView, dc: Datacenter) {
+    let answer = read_from(store.clone(), dc).await;
+    note(view, answer, &mut RefreshReport::default());
 }
 
 fn note(view: &HomesView, (dc, sent, result): Answer, report: &mut RefreshReport) {

@@ -47,6 +47,9 @@ pub struct HomesView {
     /// The rules the settings name (seeded when no record holds them; a
     /// process that names homes refuses every lock until it knows them).
     configured: Configured,
+    /// When a request last tried to confirm each datacenter's homes on
+    /// the spot (at most once a second each: [`HomesRouter`]).
+    attempts: Mutex<std::collections::BTreeMap<Datacenter, std::time::Instant>>,
 }
 
 impl HomesView {
@@ -64,6 +67,7 @@ impl HomesView {
             clock,
             local,
             configured,
+            attempts: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 
@@ -85,6 +89,33 @@ impl HomesView {
     /// Every rule's state now, for the heartbeat and reports.
     pub fn states(&self) -> Vec<RuleState> {
         self.homes().states(io::now())
+    }
+
+    /// The home to read again on the spot for a request of `table`/`row`
+    /// refused as unconfirmed: its rule's home (recorded, or as the
+    /// settings name it), unless a request tried it less than a second ago
+    /// — so a transient failure of the background re-read does not refuse
+    /// the home side's locks, while the far side of a split, which cannot
+    /// reach the home anyway, is still refused at once.
+    pub fn home_to_confirm(&self, table: Table, row: &str) -> Option<Datacenter> {
+        let subject = subject(table, row);
+        let home = {
+            let homes = self.homes();
+            match homes.rule_of(subject) {
+                Some(rule) => homes.record(&rule).map(|r| r.datacenter.clone()),
+                None => self.configured.rule_of(subject).map(|(_, dc)| dc),
+            }
+        }?;
+        let now = io::now();
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        let recent = attempts
+            .get(&home)
+            .is_some_and(|t| now.saturating_duration_since(*t) < std::time::Duration::from_secs(1));
+        if recent {
+            return None;
+        }
+        attempts.insert(home.clone(), now);
+        Some(home)
     }
 
     /// Where the requests of `table`/`row` on the default route go now.
@@ -165,16 +196,29 @@ impl HomesRouter {
         &self.view
     }
 
-    fn route(
+    /// Where a request on `route` goes (H1–H3). A request refused because
+    /// its home is unconfirmed reads that home's record first, once a
+    /// second at most per home ([`HomesView::home_to_confirm`]), and is
+    /// routed by what that shows.
+    async fn route(
         &self,
         route: &Route,
         op: OpKind,
         table: Table,
         row: &str,
     ) -> Result<Route, StoreError> {
-        match route {
-            Route::Datacenter(_) => Ok(route.clone()),
-            Route::Default => self.view.route(op, table, row),
+        if let Route::Datacenter(_) = route {
+            return Ok(route.clone());
+        }
+        match self.view.route(op, table, row) {
+            Err(e) if e.kind() == StoreErrorKind::HomeUnreachable => {
+                let Some(home) = self.view.home_to_confirm(table, row) else {
+                    return Err(e);
+                };
+                io::confirm(&self.inner, &self.view, home).await;
+                self.view.route(op, table, row)
+            }
+            routed => routed,
         }
     }
 
@@ -198,7 +242,7 @@ impl Store for HomesRouter {
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        let route = self.route(route, OpKind::Write, table, row)?;
+        let route = self.route(route, OpKind::Write, table, row).await?;
         self.inner
             .write_via(&route, table, row, cells, options)
             .await
@@ -212,7 +256,7 @@ impl Store for HomesRouter {
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
-        let route = self.route(route, OpKind::Delete, table, row)?;
+        let route = self.route(route, OpKind::Delete, table, row).await?;
         self.inner
             .delete_via(&route, table, row, columns, timestamp)
             .await
@@ -225,7 +269,7 @@ impl Store for HomesRouter {
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        let route = self.route(route, OpKind::Read, table, row)?;
+        let route = self.route(route, OpKind::Read, table, row).await?;
         self.inner
             .read_observed_via(&route, table, row, query)
             .await
