@@ -29,8 +29,8 @@ pub struct InvalidDatacenter {
 /// `NetworkTopologyStrategy` replication key).
 ///
 /// 1 to [`MAX_DATACENTER_LEN`] characters of ASCII letters, digits, `_`,
-/// `-`, `.` and `:`. Compared exactly, as Cassandra compares them (`DC1`
-/// and `dc1` are two datacenters).
+/// `-`, `.` and `:`. Compared exactly, as Cassandra compares them (`EAST`
+/// and `east` are two datacenters).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Datacenter(String);

@@ -104,6 +104,10 @@
 //! | R6 | the guards read bindings (§4) | [`rollout::evaluate`] |
 //! | R7 | a handle or guard keeps its node alive (§4) | the node runtime (the facade) |
 //! | R8 | act only on what the rollout's rows already say (§4) | [`binding::View`] (what the last heartbeat that landed declared), the rollout crate's activity promises |
+//! | H1 | one home per lock, reached at `LOCAL_QUORUM` there from everywhere (§4a) | [`home::subject`], [`home::Homes::route`], the rollout crate's homes router |
+//! | H2 | a home view expires unless its own datacenter confirms it (§4a) | [`home::Homes`] |
+//! | H3 | a moved home serves only after the old one's views and leases ran out (§4a) | [`home::move_refusals`], the rollout crate's `move_home` and `move_wait` |
+//! | H4 | a forced move is the operator's explicit act (§4a) | [`home::move_refusals`] |
 //!
 //! The store crate re-exports the first three, which its `Store` trait
 //! speaks in (its `Timestamp`, `schema::MAIN`, …), and the lock crate the

@@ -191,7 +191,7 @@ pub struct LockSettings {
     /// fleets whose locks belong to different datacenters:
     /// `homes = [{ prefix = "eu/", datacenter = "dc2" }]`. Seeded like
     /// `home_datacenter`.
-    /// Default: none.
+    /// Default: `[]`.
     pub homes: Vec<PrefixHome>,
 }
 

@@ -230,7 +230,9 @@ fn labels<'a>(files: impl IntoIterator<Item = (String, &'a str)>) -> Labels {
 /// At most this many labels. Issue 21: 85 (84 before it, plus the store's
 /// S7), then 31 once each crate's implementation invariants were numbered
 /// in their own files; lower it as labels merge — raising it needs a reason.
-const LABEL_CEILING: usize = 31;
+/// Issue 29: 35, the homes across datacenters (H1–H4, docs/design.md §4a),
+/// a dimension no earlier rule spoke of.
+const LABEL_CEILING: usize = 35;
 
 /// One label per rule, defined once, and every citation resolves — in
 /// every `.rs` and `.md` file but this one, whose samples are not labels.
