@@ -270,6 +270,8 @@ impl Node {
                 reported: BTreeMap::new(),
                 others: Vec::new(),
                 homes_logged: BTreeMap::new(),
+                stage_error: None,
+                heartbeat_error: None,
             }),
             view_changed: Notify::new(),
         });

@@ -46,6 +46,46 @@ pub(super) struct State {
     /// What was last logged of each home rule (its key → version, home,
     /// confirmed), to log changes only.
     pub(super) homes_logged: BTreeMap<String, (u64, String, bool)>,
+    /// Why the last stage read failed, until one succeeds.
+    pub(super) stage_error: Option<String>,
+    /// Why the last heartbeat failed, until one lands.
+    pub(super) heartbeat_error: Option<String>,
+}
+
+impl State {
+    /// Why the view is not confirmed at `now`, in words (`None` when it
+    /// is): what a degraded mode is told, instead of a stage that forbids
+    /// nothing.
+    pub(super) fn unconfirmed_because(
+        &self,
+        now: std::time::Instant,
+        valid_for: Duration,
+    ) -> Option<String> {
+        if self.view.confirmed(now).is_some() {
+            return None;
+        }
+        let why = |what: &str, error: &Option<String>| match error {
+            Some(e) => format!("{what}: {e}"),
+            None => what.to_string(),
+        };
+        Some(if self.view.record.is_none() {
+            why("no stage read has succeeded yet", &self.stage_error)
+        } else if !self.view.has_heartbeat() {
+            why("no heartbeat has landed yet", &self.heartbeat_error)
+        } else {
+            let error = self
+                .stage_error
+                .clone()
+                .or_else(|| self.heartbeat_error.clone());
+            why(
+                &format!(
+                    "the stage has not been confirmed within rollout.stage_valid_for ({})",
+                    lockshift_decide::duration::fmt_duration(valid_for)
+                ),
+                &error,
+            )
+        })
+    }
 }
 
 /// Legacy holders the node's lockers saw (binaries that never register).
@@ -206,6 +246,9 @@ impl Shared {
             incarnation: self.incarnation,
             other_processes: st.others.clone(),
             pending: pending(&st.view, st.configured, st.resolution, now.into_std()),
+            unconfirmed_because: st
+                .unconfirmed_because(now.into_std(), self.rollout.stage_valid_for),
+            homes: self.homes.states(),
         }
     }
 
@@ -234,10 +277,15 @@ impl Shared {
                 info!(node = %self.id, %wanted, %stage,
                     "running combined until a heartbeat has registered {wanted}");
             }
-            match resolution.degraded_from {
-                Some(mode) => warn!(node = %self.id, configured = %mode, %stage,
+            match (
+                resolution.degraded_from,
+                st.unconfirmed_because(now, self.rollout.stage_valid_for),
+            ) {
+                (Some(mode), Some(why)) => warn!(node = %self.id, configured = %mode,
+                    "mode {mode} waits for a confirmed stage ({why}); running combined until then"),
+                (Some(mode), None) => warn!(node = %self.id, configured = %mode, %stage,
                     "mode {mode} is not allowed at stage {stage}; running combined"),
-                None => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
+                (None, _) => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
                     "new acquisitions now use {}", resolution.algorithm),
             }
             st.resolution = resolution;
@@ -324,6 +372,7 @@ impl Shared {
                 info!(node = %self.id, from = %st.configured, to = %mode, "configured mode changed");
                 st.configured = mode;
             }
+            st.stage_error = stage.as_ref().err().map(ToString::to_string);
             let result = match stage {
                 Ok((record, _)) => {
                     if st.view.record.as_ref().map(|s| s.version) != Some(record.version) {
@@ -418,21 +467,29 @@ impl Shared {
             .clock
             .now()
             .saturating_add(self.rollout.stage_valid_for);
-        for algorithm in declared
-            .iter()
-            .filter(|a| matches!(a, Algorithm::Legacy | Algorithm::Queue))
-        {
-            record_activity(self.store.as_ref(), *algorithm, promised).await?;
+        let landed = async {
+            for algorithm in declared
+                .iter()
+                .filter(|a| matches!(a, Algorithm::Legacy | Algorithm::Queue))
+            {
+                record_activity(self.store.as_ref(), *algorithm, promised).await?;
+            }
+            heartbeat(
+                self.store.as_ref(),
+                self.clock.as_ref(),
+                &info,
+                self.registry_ttl,
+            )
+            .await
         }
-        heartbeat(
-            self.store.as_ref(),
-            self.clock.as_ref(),
-            &info,
-            self.registry_ttl,
-        )
-        .await?;
+        .await;
+        if let Err(e) = landed {
+            self.state().heartbeat_error = Some(e.to_string());
+            return Err(e);
+        }
         {
             let mut st = self.state();
+            st.heartbeat_error = None;
             st.view.heartbeat(sent.into_std(), declared);
             self.reevaluate(&mut st, Instant::now());
         }

@@ -1,6 +1,7 @@
 //! [`NodeStatus`]: what a node runs now, and why.
 
 use lockshift_decide::algorithm::Mode;
+use lockshift_decide::home::RuleState;
 use lockshift_decide::rollout::StageRecord;
 use lockshift_lock::{Algorithm, Incarnation, NodeId};
 
@@ -31,4 +32,14 @@ pub struct NodeStatus {
     /// The algorithm the node switches new acquisitions to once a heartbeat
     /// declaring it has landed (R8, docs/design.md §4); `None` when there is none.
     pub pending: Option<Algorithm>,
+    /// Why the node's view of the stage is not confirmed (R2), in words —
+    /// no stage read yet, no heartbeat landed yet, or none within
+    /// `rollout.stage_valid_for`, with the last error; `None` when it is
+    /// confirmed. A configured mode waits for it: [`degraded_from`](Self::degraded_from)
+    /// then says the node runs combined for this reason, not because the
+    /// stage forbids the mode.
+    pub unconfirmed_because: Option<String>,
+    /// The node's view of each home rule (docs/design.md §4a): its newest
+    /// record and whether its home confirmed it lately. Empty without homes.
+    pub homes: Vec<RuleState>,
 }

@@ -192,6 +192,42 @@ async fn an_unreadable_stage_at_start_means_combined() {
     );
 }
 
+/// A mode the stage allows, on a node whose first heartbeat failed: it
+/// runs combined until one lands, and says so — not that the stage
+/// forbids the mode (issue 31, 4b: "mode legacy is not allowed at stage
+/// legacy").
+#[tokio::test(start_paused = true)]
+async fn a_failed_first_heartbeat_is_said_not_a_forbidding_stage() {
+    let w = world();
+    let faulty = Arc::new(lockshift_store::FaultyStore::new(w.store.clone(), 3));
+    faulty.set_plan(lockshift_store::FaultPlan {
+        fail_before: 1.0,
+        scope: lockshift_store::FaultScope {
+            tables: Some(vec![schema::NODES]),
+            ops: Some(vec![lockshift_store::OpKind::Write]),
+        },
+        ..lockshift_store::FaultPlan::default()
+    });
+    let mut settings = Settings::default();
+    settings.node.mode = Mode::Legacy;
+    settings.node.id = Some("n".into());
+    let node = start_on(faulty.clone(), &w, settings).await.unwrap();
+    let status = node.status();
+    assert_eq!(status.stage.map(|s| s.stage), Some(Stage::Legacy));
+    assert_eq!(status.effective, Algorithm::Combined);
+    assert_eq!(status.degraded_from, Some(Mode::Legacy));
+    let why = status.unconfirmed_because.unwrap_or_default();
+    assert!(
+        why.starts_with("no heartbeat has landed yet: write on table nodes"),
+        "{why}"
+    );
+    faulty.set_plan(lockshift_store::FaultPlan::default());
+    tokio::time::sleep(Settings::default().rollout.heartbeat_every * 2).await;
+    let status = node.status();
+    assert_eq!(status.unconfirmed_because, None);
+    assert_eq!(status.effective, Algorithm::Legacy);
+}
+
 /// At stage `legacy` a combined waiter takes its turn at the legacy pace and
 /// prepares nothing (`Pacing::BesideLegacy`: a prepared shadow cell would make every
 /// legacy attempt back off); once no legacy node can run (`dual`), the next
