@@ -108,6 +108,37 @@ pub struct Census {
     /// are not in `cells`, so whatever a guard concludes from the census
     /// does not hold for these locks.
     pub unreadable: Vec<UnreadableRow>,
+    /// Rows whose read passed many tombstones (more than Cassandra's
+    /// warning threshold), by table and lock: readable now, but heading for
+    /// the refusal (docs/design.md §2a, "The bound").
+    pub tombstone_heavy: Vec<TombstoneHeavyRow>,
+}
+
+/// A lock's row in one table whose read passed many tombstones: one per
+/// name that wrote to it and is gone since less than the table's gc
+/// grace — with lockshift's names, about one per *process* that took the
+/// lock in that window (docs/design.md §2a).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TombstoneHeavyRow {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key).
+    pub lock: String,
+    /// The tombstones the census's read of the row passed.
+    pub tombstones: u64,
+}
+
+impl TombstoneHeavyRow {
+    /// `lock "jobs" (table queue): a read passes 1517 tombstones`.
+    pub fn describe(&self) -> String {
+        format!(
+            "lock {:?} (table {}): a read passes {} tombstones",
+            cut_short(&self.lock),
+            self.table,
+            self.tombstones
+        )
+    }
 }
 
 /// A lock's row in one table that the database refused to read (more

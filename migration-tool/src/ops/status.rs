@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use lockshift_decide::algorithm::Stage;
-use lockshift_decide::census::UnreadableRow;
+use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
 use lockshift_decide::registry::NodeInfo;
 use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_decide::rollout::{Evidence, Guard, HistoryEntry};
@@ -45,6 +45,10 @@ pub struct StatusReport {
     pub unreadable_locks: Vec<UnreadableRow>,
     /// What to do about `unreadable_locks` (`null` when there are none).
     pub unreadable_action: Option<String>,
+    /// Lock rows whose read passed more tombstones than Cassandra's
+    /// warning threshold (1 000): each with its table, lock and count.
+    /// Readable now; `warnings` says why they grow and what to do.
+    pub tombstone_heavy_locks: Vec<TombstoneHeavyRow>,
     /// Live nodes counted by configured mode and by effective algorithm.
     pub modes: ModeCounts,
     /// Held and waited-for locks.
@@ -409,6 +413,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         unreadable_locks: evidence.census.unreadable.clone(),
         unreadable_action: (!evidence.census.unreadable.is_empty())
             .then(|| UNREADABLE_ACTION.to_string()),
+        tombstone_heavy_locks: evidence.census.tombstone_heavy.clone(),
         modes,
         locks,
         stale,
@@ -486,6 +491,17 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
         && evidence.census.in_table(schema::SHADOW).count() > 0
     {
         out.push("stage is complete but shadow cells exist (legacy or combined activity)".into());
+    }
+    for row in &evidence.census.tombstone_heavy {
+        out.push(format!(
+            "{}: Cassandra warns above {} and refuses the read above {}. A lock row keeps \
+             about one tombstone per process that took the lock within the table's \
+             gc_grace_seconds (10 minutes): take it from fewer, longer-lived processes \
+             (docs/operating.md §11)",
+            row.describe(),
+            lockshift_store::tombstones::DEFAULT_WARN_THRESHOLD,
+            lockshift_store::tombstones::DEFAULT_FAILURE_THRESHOLD
+        ));
     }
     out
 }
