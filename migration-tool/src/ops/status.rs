@@ -65,6 +65,37 @@ pub struct StatusReport {
     /// Whether a warning is an UNSAFE one: exclusion is not guaranteed now
     /// (`migrate status` then exits 5).
     pub unsafe_state: bool,
+    /// How far apart the Cassandra nodes' clocks may be with the fleet's
+    /// lease settings (docs/operating.md §12).
+    pub clocks: ClockTolerance,
+}
+
+/// How far apart the clocks of two Cassandra nodes may be before a cell can
+/// expire, as a reading coordinator sees it, before its owner is told
+/// (lock invariant L3): each cell's TTL − 1 s − the time after which its
+/// owner counts it lost. Settings validation refuses less than 250 ms.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ClockTolerance {
+    /// The smaller of the two: what the fleet's node clocks must keep to.
+    pub node_skew_tolerance_ms: u64,
+    /// Holders' cells (`lock.lease_ttl`).
+    pub holders_ms: u64,
+    /// Waiters' cells (`lock.queue.waiting_ttl`).
+    pub waiters_ms: u64,
+}
+
+impl ClockTolerance {
+    /// The tolerance of `settings`' leases.
+    pub fn of(settings: &lockshift::Settings) -> ClockTolerance {
+        let lease = settings.lock.lease();
+        let holders = ms(lease.node_skew_tolerance());
+        let waiters = ms(settings.lock.queue.waiting_node_skew_tolerance(&lease));
+        ClockTolerance {
+            node_skew_tolerance_ms: holders.min(waiters),
+            holders_ms: holders,
+            waiters_ms: waiters,
+        }
+    }
 }
 
 /// How `migrate` is connected: encryption and authentication, never the
@@ -421,6 +452,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         next,
         warnings,
         unsafe_state,
+        clocks: ClockTolerance::of(&env.settings),
     }
 }
 

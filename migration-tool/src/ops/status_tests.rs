@@ -198,6 +198,36 @@ async fn a_lock_whose_reads_pass_many_tombstones_is_flagged() {
     assert_eq!(json["tombstone_heavy_locks"][0]["tombstones"], 1_200);
 }
 
+/// Issue 31 item 4f: `status` says how far apart the Cassandra nodes'
+/// clocks may be with the fleet's lease settings — the smaller of the
+/// holders' and the waiters' tolerance.
+#[tokio::test]
+async fn status_says_how_far_apart_node_clocks_may_be() {
+    use crate::render::Human;
+    let (mut env, _) = env();
+    let r = status(&env, |_| {}).await.unwrap();
+    assert_eq!(
+        r.clocks,
+        ClockTolerance {
+            node_skew_tolerance_ms: 1_000,
+            holders_ms: 29_000,
+            waiters_ms: 1_000,
+        }
+    );
+    assert!(
+        r.human().contains(
+            "clocks     Cassandra nodes must agree within 1.0s (waiters' cells 1.0s, holders' 29.0s"
+        ),
+        "{}",
+        r.human()
+    );
+    env.settings.lock.lease_ttl = Duration::from_secs(5);
+    env.settings.lock.renew_every = Duration::from_secs(1);
+    env.settings.lock.queue.waiting_ttl = Duration::from_secs(10);
+    let r = status(&env, |_| {}).await.unwrap();
+    assert_eq!(r.clocks.node_skew_tolerance_ms, 1_500, "a 5 s lease");
+}
+
 /// Issue 21 S3: the node row reuses [`NodeInfo`] and keeps the JSON it
 /// had when it copied its fields. The expected rows are the ones the
 /// copying row wrote (before the change), key for key: the displayed
