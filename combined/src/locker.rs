@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_decide::waiter::handoff::{MAIN_CELLS_READ, Verdict, others_in, verdict};
+use lockshift_decide::waiter::handoff::{Verdict, others_in, verdict};
 use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
@@ -74,12 +74,10 @@ impl CombinedEntry {
     /// contender's, and between combined waiters `main` decides (Q1), so
     /// Lemma 1 on `shadow` still holds against every legacy contender.
     async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
+        // The whole row, as `read_main` reads `main`: a limited read could
+        // stop short of a contender behind rows that are no cells.
         let shadow = store
-            .read(
-                schema::SHADOW,
-                lease.lock().as_str(),
-                &RowQuery::first(MAIN_CELLS_READ),
-            )
+            .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::all())
             .await?;
         Ok(verdict(lease.owner().as_str(), lease.mark(), &shadow) == Verdict::Alone)
     }

@@ -108,6 +108,37 @@ pub struct Census {
     /// are not in `cells`, so whatever a guard concludes from the census
     /// does not hold for these locks.
     pub unreadable: Vec<UnreadableRow>,
+    /// Rows whose read passed many tombstones (more than Cassandra's
+    /// warning threshold), by table and lock: readable now, but heading for
+    /// the refusal (docs/design.md §2a, "The bound").
+    pub tombstone_heavy: Vec<TombstoneHeavyRow>,
+}
+
+/// A lock's row in one table whose read passed many tombstones: one per
+/// name that wrote to it and is gone since less than the table's gc
+/// grace — with lockshift's names, about one per *process* that took the
+/// lock in that window (docs/design.md §2a).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TombstoneHeavyRow {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The lock (row key).
+    pub lock: String,
+    /// The tombstones the census's read of the row passed.
+    pub tombstones: u64,
+}
+
+impl TombstoneHeavyRow {
+    /// `lock "jobs" (table queue): a read passes 1517 tombstones`.
+    pub fn describe(&self) -> String {
+        format!(
+            "lock {:?} (table {}): a read passes {} tombstones",
+            cut_short(&self.lock),
+            self.table,
+            self.tombstones
+        )
+    }
 }
 
 /// A lock's row in one table that the database refused to read (more
@@ -235,19 +266,40 @@ impl Staleness {
     }
 }
 
-/// Whether a cell not renewed for `age` (by the observer's clock) has
-/// outlived the lease its owner promised: older than the cell's guaranteed
-/// life (`ttl − 1 s − skew allowance`, lock invariant L3,
-/// [`LeasePromise::guaranteed_life`]) even if the owner's clock is
+/// Whether a cell not renewed for `age` (by the observer's clock), with
+/// `ttl_left`, has outlived the lease its owner promised: older than the
+/// cell's guaranteed life (`ttl − 1 s − skew allowance`, lock invariant
+/// L3, [`LeasePromise::guaranteed_life`]) even if the owner's clock is
 /// `clock_skew_margin` behind the observer's. Its owner has then been told
 /// it lost the lock (lease invariant L3). `None` promise: unknown, `false`.
+///
+/// A cell with more TTL left than the promised TTL (in the whole seconds
+/// it was written as) was written with a longer TTL than the promise says:
+/// the row understates this cell's lease (a config edited since, a bug, a
+/// hand-written row) and cannot tell when it ends — `false`. A late write
+/// of the promised lease itself (L5) never has more left than its TTL, so
+/// it is still told apart. (A row that understates by less shows no such
+/// sign; `migrate clean`'s second look, which waits for the longer of the
+/// row's renewal period and the cell's own TTL, keeps that owner's cell:
+/// `lockshift_decide::clean`.)
 pub fn lease_over(
     age: Duration,
+    ttl_left: Option<Duration>,
     promise: Option<LeasePromise>,
     clock_skew_margin: Duration,
 ) -> bool {
+    let Some(promise) = promise else {
+        return false;
+    };
+    // The TTL the promise's cells are written with: whole seconds, up.
+    let written = crate::cell::Ttl::from_duration(promise.ttl()).map(|t| t.as_duration());
+    if let (Some(left), Ok(written)) = (ttl_left, written)
+        && left > written
+    {
+        return false;
+    }
     promise
-        .and_then(|p| p.guaranteed_life())
+        .guaranteed_life()
         .is_some_and(|life| age.saturating_sub(clock_skew_margin) > life)
 }
 

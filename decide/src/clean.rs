@@ -29,6 +29,37 @@
 //!   have been is taken; and a lockshift owner renews more often than every
 //!   TTL/2 (`lock.renew_every < lock.lease_ttl / 2`). A cell without a TTL
 //!   promises nothing: `--stale-after` judges it, and nothing else.
+//! - **The longer of the row and the cell** (issue 31). A registry row
+//!   can understate its process's lease — a config edited after the row
+//!   was written, a bug, a hand-written row — and the second look is what
+//!   keeps a renewing owner's cell: it must outwait the owner's real next
+//!   renewal, not the row's. The cell itself tells when that comes, and
+//!   it tells it with the one number that neither a clock nor a late
+//!   write bends, its TTL left:
+//!
+//!   - `age + left` is the TTL written only for a write applied as it was
+//!     stamped. A write applied late (L5) counts its TTL from the landing,
+//!     so `age + left` overstates it by the delay — taken as the TTL it
+//!     would make every late write look alive, and `clean` could never
+//!     delete one — and `age` crosses two clocks (the owner's stamp, this
+//!     machine's now).
+//!   - `left` is a sure lower bound of the TTL written (a cell cannot have
+//!     more left than it was given). So a promised TTL below it is wrong
+//!     about this cell, and cannot say its lease is over
+//!     ([`crate::census::lease_over`]).
+//!   - `left` also bounds the owner's next renewal. Written with TTL `n`
+//!     at second `s + f` (on the store's clock) it expires at `s + n`; its
+//!     owner renews within `n/2` of sending it (lockshift refuses
+//!     `renew_every ≥ lease_ttl / 2`), and sent it no later than it was
+//!     applied. So from any moment `t` the next renewal is due within
+//!     `s + f + n/2 − t = left_true/2 + (s + f − t)/2 + f/2 < left/2 + ½ s`
+//!     (`left_true = s + n − t`, at most the whole seconds read back).
+//!
+//!   The second look waits one and a half times the longer of the
+//!   promised period and that bound ([`renewal_due_within`]): the half for
+//!   the renewal's own round trips, as before. An understated row can then
+//!   cost a second look, never a renewing owner's cell. Overdue is still
+//!   judged by the promised period: it only picks candidates.
 //! - **Ages allow for skew.** A cell's age is this machine's clock minus
 //!   the owner's write stamp; an owner whose clock is behind by up to
 //!   `rollout.clock_skew_margin` makes its cells look that much older, so
@@ -224,9 +255,22 @@ pub fn judge(
         promise,
         action,
         second_look: promise.map_or(Duration::ZERO, |p| {
-            p.renew_every().saturating_add(p.renew_every() / 2)
+            let wait = renewal_due_within(&p, cell.ttl_left);
+            wait.saturating_add(wait / 2)
         }),
     }
+}
+
+/// How soon a renewing lockshift owner of a cell with `promise` and
+/// `ttl_left` rewrites it, at the latest: the longer of the promised
+/// renewal period and what the cell's own TTL left allows, `left/2 + ½ s`
+/// (the module docs, "The longer of the row and the cell", argue it).
+/// The second look waits one and a half of it.
+pub fn renewal_due_within(promise: &Promise, ttl_left: Option<Duration>) -> Duration {
+    let by_cell = ttl_left.map_or(Duration::ZERO, |left| {
+        (left / 2).saturating_add(Duration::from_millis(500))
+    });
+    promise.renew_every().max(by_cell)
 }
 
 /// What `cell`'s owner promised: its own process's announcement, or what

@@ -62,8 +62,8 @@ impl LegacyLocker {
         &self,
         lock: &LockId,
         waiting: &Waiting,
-        owner: &mut OwnerId,
-        lease: &mut Lease,
+        (owner, lease): (&mut OwnerId, &mut Lease),
+        seen: &mut Seen,
     ) -> Result<(), Stop> {
         let store = self.ctx.store().as_ref();
         let mut contention: u32 = 1;
@@ -81,13 +81,14 @@ impl LegacyLocker {
                 lease.delete_all_in(schema::SHADOW).await?;
                 lease.delete_all_in(schema::MAIN).await
             };
-            let step = match tidy.await {
+            let (step, tried) = match tidy.await {
                 Ok(()) => {
                     attempts += 1;
-                    try_lock(store, lease, CELL_VALUE).await
+                    (try_lock(store, lease, CELL_VALUE).await, true)
                 }
-                Err(e) => Err(e),
+                Err(e) => (Err(e), false),
             };
+            seen.lock_read |= step.is_ok();
             let pause = match step {
                 Ok(TryLockOutcome::Success) => match lease.check_valid() {
                     Ok(()) => {
@@ -102,6 +103,7 @@ impl LegacyLocker {
                 },
                 Ok(TryLockOutcome::AnotherThreadIsOwner(holder)) => {
                     debug!(%holder, "held by another owner");
+                    seen.in_the_way = true;
                     waiting.saw(|w| {
                         let now = Some(holder.as_str().to_string());
                         let changed = w.holder != now;
@@ -112,12 +114,17 @@ impl LegacyLocker {
                 }
                 Ok(TryLockOutcome::ConcurrentAttempt) => {
                     debug!(contention, "concurrent attempt");
+                    seen.in_the_way = true;
                     let max = self.settings.contention_wait_max(contention);
                     contention = contention.saturating_add(1);
                     self.ctx.random_below(max)
                 }
                 Err(e) if e.is_retryable() => {
                     debug!(error = %e, "store error, retrying");
+                    // TryLock reads `main` before it writes anything: a
+                    // failed write or delete of it followed a read.
+                    seen.lock_read |= tried && e.op().is_mutation();
+                    seen.last_error = Some(e);
                     let max = self.settings.contention_wait_max(contention);
                     contention = contention.saturating_add(1);
                     self.ctx.random_below(max)
@@ -126,6 +133,28 @@ impl LegacyLocker {
             };
             waiting.pause(pause).await.map_err(Stop::Interrupted)?;
         }
+    }
+}
+
+/// What one acquisition saw of its lock, to tell a timeout the store
+/// caused from one another owner caused
+/// ([`AcquireError::after_store_failures`]).
+#[derive(Debug, Default)]
+struct Seen {
+    /// A read of the lock's rows succeeded.
+    lock_read: bool,
+    /// TryLock found another owner, or another contender arbitrating.
+    in_the_way: bool,
+    /// The last store error retried.
+    last_error: Option<lockshift_store::StoreError>,
+}
+
+impl Seen {
+    /// `error`, told apart by what was seen: "not free" only once someone
+    /// was seen in the way.
+    fn explain(self, error: AcquireError) -> AcquireError {
+        let last_error = self.last_error.filter(|_| !self.in_the_way);
+        error.after_store_failures(self.lock_read, last_error)
     }
 }
 
@@ -148,16 +177,17 @@ impl Locker for LegacyLocker {
     ) -> Result<Won, AcquireError> {
         let waiting = Waiting::new(&options);
         let (mut owner, mut lease) = self.fresh(lock);
+        let mut seen = Seen::default();
         let span = info_span!("acquire", lock = %lock, owner = %owner, algorithm = "legacy");
         let outcome = self
-            .get_lock(lock, &waiting, &mut owner, &mut lease)
+            .get_lock(lock, &waiting, (&mut owner, &mut lease), &mut seen)
             .instrument(span)
             .await;
         match outcome {
             Ok(()) => Ok(Won::new(lease, Algorithm::Legacy)),
             Err(exit) => {
                 abandon(lease).await;
-                Err(exit.into_error(&waiting, lock, &owner))
+                Err(seen.explain(exit.into_error(&waiting, lock, &owner)))
             }
         }
     }

@@ -40,9 +40,13 @@ pub(crate) async fn try_lock(
 ) -> Result<TryLockOutcome, StoreError> {
     let lock = lease.lock().as_str();
     let me = lease.owner().as_str();
-    // Lines 1–6. Two cells are enough to tell "none", "exactly one" and
-    // "more than one" apart.
-    let main = store.read(schema::MAIN, lock, &RowQuery::first(2)).await?;
+    // Lines 1–6. Two cells would tell "none", "exactly one" and "more
+    // than one" apart, but every read here reads the whole row: a CQL row
+    // whose value cell is gone still takes a place within a LIMIT while it
+    // is no cell (the CQL backend's `rows` module), and G1 judges by what a
+    // read does not show. The row holds a few live cells and a bounded
+    // number of tombstones (§2a), all of which a short read passes anyway.
+    let main = store.read(schema::MAIN, lock, &RowQuery::all()).await?;
     match main.as_slice() {
         [only] if only.column != me => {
             return Ok(TryLockOutcome::AnotherThreadIsOwner(OwnerId::from_stored(
@@ -103,16 +107,14 @@ pub(crate) async fn enter_through_shadow(
     lease.write(schema::SHADOW, me, value).await?;
     // Line 8: who else is announcing? Lemma 1 on shadow: of two contenders
     // that both wrote, at least one sees the other here.
-    let shadow = store
-        .read(schema::SHADOW, lock, &RowQuery::first(2))
-        .await?;
+    let shadow = store.read(schema::SHADOW, lock, &RowQuery::all()).await?;
     let alone = matches!(shadow.as_slice(), [only] if only.column == me);
     let outcome = if !alone {
         ShadowEntry::Contended
     } else {
         // Line 10: a fresh read — main may have been taken since the caller
         // last looked.
-        let main = store.read(schema::MAIN, lock, &RowQuery::first(1)).await?;
+        let main = store.read(schema::MAIN, lock, &RowQuery::all()).await?;
         if main.is_empty() {
             // Lines 11–13. The legacy lock does not re-read main after this
             // write: that is why it must never run beside the queue lock

@@ -95,8 +95,36 @@ pub enum AcquireError {
     /// The lock's name is not a valid [`LockId`]; nothing was written.
     #[error("cannot acquire: {0}")]
     InvalidLockId(InvalidId),
+    /// The deadline passed while the store kept failing, and no read showed
+    /// anyone in the lock's way: whether the lock was free is not known, so
+    /// this is not a [`Timeout`](AcquireError::Timeout) ("not free"). Store
+    /// failures retrying may fix (the store unreachable, too few replicas
+    /// alive) are retried until the deadline; `error` is the last one,
+    /// with the store's reason — and, when the store said, the replicas
+    /// it needed. Everything written was removed (best effort).
+    #[error(
+        "acquiring lock {lock} as {owner} gave up after {}: {}: {error}",
+        fmt_duration_rounded(*waited),
+        if *lock_read {
+            "the store kept failing, and no read showed anyone holding or waiting for the lock"
+        } else {
+            "no read of the lock succeeded"
+        }
+    )]
+    Unreachable {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+        /// How long it waited.
+        waited: Duration,
+        /// Whether any read of the lock's rows succeeded meanwhile.
+        lock_read: bool,
+        /// The last store error (shown in the message, not chained).
+        error: StoreError,
+    },
     /// A store failure that retrying cannot fix (invalid request, missing
-    /// schema), or transient failures outlasted the deadline.
+    /// schema, a lock whose home datacenter is out of reach).
     #[error("acquiring lock {lock} as {owner} failed: {error}")]
     Store {
         /// The lock.
@@ -120,6 +148,7 @@ impl AcquireError {
     pub fn lock(&self) -> Option<&LockId> {
         match self {
             AcquireError::Timeout { lock, .. }
+            | AcquireError::Unreachable { lock, .. }
             | AcquireError::Cancelled { lock, .. }
             | AcquireError::LeaseLost { lock, .. }
             | AcquireError::NodeStopped { lock, .. }
@@ -132,10 +161,42 @@ impl AcquireError {
     pub fn is_retryable(&self) -> bool {
         match self {
             AcquireError::Timeout { .. }
+            | AcquireError::Unreachable { .. }
             | AcquireError::Cancelled { .. }
             | AcquireError::LeaseLost { .. } => true,
             AcquireError::NodeStopped { .. } | AcquireError::InvalidLockId(_) => false,
             AcquireError::Store { error, .. } => error.is_retryable(),
+        }
+    }
+}
+
+impl AcquireError {
+    /// This error, told apart by what the acquisition saw while it waited:
+    /// a [`Timeout`](AcquireError::Timeout) after store failures, of an
+    /// acquisition that never saw anyone in the lock's way, becomes
+    /// [`Unreachable`](AcquireError::Unreachable) with `last_error` — the
+    /// store, not another owner, kept it from the lock, and "not free"
+    /// would be wrong. Lockers call it with `last_error` = `None` once a
+    /// read showed a holder or waiters ahead (then a timeout is one), and
+    /// `lock_read` = whether any read of the lock's rows succeeded. Every
+    /// other error is returned as it is.
+    pub fn after_store_failures(self, lock_read: bool, last_error: Option<StoreError>) -> Self {
+        match (self, last_error) {
+            (
+                AcquireError::Timeout {
+                    lock,
+                    owner,
+                    waited,
+                },
+                Some(error),
+            ) => AcquireError::Unreachable {
+                lock,
+                owner,
+                waited,
+                lock_read,
+                error,
+            },
+            (other, _) => other,
         }
     }
 }
@@ -213,4 +274,71 @@ pub struct ReleaseError {
     pub ttl: Duration,
     /// The store error (shown in the message, not chained).
     pub error: StoreError,
+}
+
+#[cfg(test)]
+mod tests {
+    use lockshift_store::{OpKind, StoreErrorKind, schema};
+
+    use super::*;
+
+    /// Issue 31 item 1: an acquisition that timed out while the store kept
+    /// failing, and never saw anyone in the lock's way, says so with the
+    /// store's reason — not "timed out" (read by callers as "not free").
+    #[test]
+    fn a_timeout_after_store_failures_is_not_a_lock_held() {
+        let lock = LockId::new("nightly").unwrap();
+        let owner = OwnerId::from_stored("n1/0000000100000000");
+        let timeout = || AcquireError::Timeout {
+            lock: lock.clone(),
+            owner: owner.clone(),
+            waited: Duration::from_secs(20),
+        };
+        let unavailable = StoreError::new(
+            StoreErrorKind::Unavailable,
+            OpKind::Read,
+            Some(schema::MAIN),
+            "Not enough nodes are alive to satisfy required consistency level \
+             (consistency: Quorum, required: 2, alive: 1)",
+        );
+        // (lock read, last error, the message's start after the lock and
+        // owner, retryable)
+        let cases: [(bool, Option<StoreError>, &str); 3] = [
+            (
+                false,
+                Some(unavailable.clone()),
+                "gave up after 20s: no read of the lock succeeded: read on table main failed: \
+                 not enough replicas available: Not enough nodes are alive to satisfy required \
+                 consistency level (consistency: Quorum, required: 2, alive: 1)",
+            ),
+            (
+                true,
+                Some(unavailable.clone()),
+                "gave up after 20s: the store kept failing, and no read showed anyone holding \
+                 or waiting for the lock: read on table main failed",
+            ),
+            // Someone was seen in the way (the locker passes no error): a
+            // timeout stays one.
+            (true, None, "timed out after 20s"),
+        ];
+        for (i, (lock_read, error, want)) in cases.into_iter().enumerate() {
+            let e = timeout().after_store_failures(lock_read, error);
+            let text = e.to_string();
+            let prefix = "acquiring lock nightly as n1/0000000100000000 ";
+            assert!(
+                text.strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with(want)),
+                "case #{i}: {text}"
+            );
+            assert!(e.is_retryable(), "case #{i}");
+            assert_eq!(e.lock(), Some(&lock), "case #{i}");
+        }
+        // Other errors pass through unchanged.
+        let cancelled = AcquireError::Cancelled {
+            lock: lock.clone(),
+            owner,
+        }
+        .after_store_failures(false, Some(unavailable));
+        assert!(matches!(cancelled, AcquireError::Cancelled { .. }));
+    }
 }

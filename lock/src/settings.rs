@@ -25,6 +25,21 @@ pub const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
 /// before that, so [`problems`](Self::problems) refuses a
 /// `lost_after_fraction × lease_ttl` that does not.
 ///
+/// # How far apart Cassandra nodes' clocks may be
+///
+/// The expiry is fixed on the clock of the coordinator that applied the
+/// write and checked on the clock of the one coordinating each read (S3):
+/// a reader whose clock is `δ` ahead of the writer's sees the cell vanish
+/// `δ` early. The holder is told at `sent + lost_after_fraction ×
+/// lease_ttl`, so the lease keeps its promise (L3) as long as the nodes'
+/// clocks differ by less than [`node_skew_tolerance`](Self::node_skew_tolerance):
+/// the written TTL − 1 s − that. Validation refuses settings that leave
+/// less than the [`TTL_SKEW_ALLOWANCE`] (250 ms) the lease assumes; the
+/// defaults leave 29 s (a 5 s lease: 1.5 s). A waiter's cells have their
+/// own, shorter TTL and tolerance (`lock.queue.waiting_ttl`: 1 s by
+/// default). The fleet's clocks must stay within the smaller one
+/// (docs/operating.md, "Clocks").
+///
 /// ```toml
 /// [lock]
 /// lease_ttl = "60s"          # TTL of every cell a waiter or holder writes
@@ -90,6 +105,35 @@ impl LeaseSettings {
             .mul_f64(self.lost_after_fraction.clamp(0.0, 1.0))
     }
 
+    /// How far apart the clocks of two Cassandra nodes may be before a cell
+    /// of this lease can expire, as a reading coordinator sees it, before
+    /// its holder is told (lease invariant L3): the TTL written (whole
+    /// seconds) − 1 s − [`lost_after`](Self::lost_after); zero when
+    /// nothing is left, or the TTL is invalid. Settings validation refuses
+    /// less than [`TTL_SKEW_ALLOWANCE`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use lockshift_lock::LeaseSettings;
+    ///
+    /// let five = LeaseSettings {
+    ///     lease_ttl: Duration::from_secs(5),
+    ///     renew_every: Duration::from_secs(1),
+    ///     lost_after_fraction: 0.5,
+    /// };
+    /// // Told at 2.5 s; the cell lives at least 4 s on one clock.
+    /// assert_eq!(five.node_skew_tolerance(), Duration::from_millis(1_500));
+    /// assert_eq!(LeaseSettings::default().node_skew_tolerance(), Duration::from_secs(29));
+    /// ```
+    pub fn node_skew_tolerance(&self) -> Duration {
+        self.ttl().map_or(Duration::ZERO, |ttl| {
+            ttl.as_duration()
+                .saturating_sub(Duration::from_secs(1))
+                .saturating_sub(self.lost_after())
+        })
+    }
+
     /// Every rule these settings break; empty when valid.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
@@ -146,11 +190,14 @@ impl LeaseSettings {
                     "lock.lost_after_fraction × lock.lease_ttl ({}) must be less than the \
                      written TTL ({}) − 1s − {} clock skew allowance ({}): Cassandra counts TTLs \
                      in whole seconds, so a cell may expire that early and the holder must be \
-                     told before",
+                     told before; as set, a lease tolerates {} of clock difference between \
+                     Cassandra nodes, less than the {} it must",
                     fmt_duration(self.lost_after()),
                     fmt_duration(self.ttl().map_or(Duration::ZERO, |t| t.as_duration())),
                     fmt_duration(TTL_SKEW_ALLOWANCE),
-                    fmt_duration(life)
+                    fmt_duration(life),
+                    fmt_duration(self.node_skew_tolerance()),
+                    fmt_duration(TTL_SKEW_ALLOWANCE)
                 ),
             ));
         } else if !renew_flagged && self.renew_every >= self.lost_after() {
@@ -254,6 +301,48 @@ mod tests {
             Some(Duration::from_millis(1_750))
         );
         assert_eq!(lease(1_000, 100, 0.5).guaranteed_life(), None);
+    }
+
+    /// Issue 31 item 4f: how far apart Cassandra nodes' clocks may be
+    /// before a cell can expire, as a reader sees it, before its holder is
+    /// told — the written TTL − 1 s − the lost limit — and the refusal
+    /// says it when it is below the 250 ms the lease assumes (table;
+    /// index printed).
+    #[test]
+    fn the_node_clock_skew_a_lease_tolerates() {
+        let lease = |ttl_ms: u64, fraction: f64| LeaseSettings {
+            lease_ttl: Duration::from_millis(ttl_ms),
+            renew_every: Duration::from_millis(200),
+            lost_after_fraction: fraction,
+        };
+        // (settings, tolerance in ms, refused)
+        let cases = [
+            (lease(5_000, 0.5), 1_500, false),
+            (lease(60_000, 0.5), 29_000, false),
+            (lease(3_000, 0.5), 500, false),
+            // 2.5 s is written as 3 s.
+            (lease(2_500, 0.5), 750, false),
+            (lease(3_000, 0.6), 200, true),
+            (lease(2_000, 0.6), 0, true),
+            (lease(0, 0.5), 0, true),
+        ];
+        for (i, (settings, tolerance_ms, refused)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                settings.node_skew_tolerance(),
+                Duration::from_millis(tolerance_ms),
+                "case #{i}"
+            );
+            let problems = settings.problems();
+            assert_eq!(!problems.is_empty(), refused, "case #{i}: {problems:?}");
+        }
+        let refusal = lease(3_000, 0.6).problems()[0].to_string();
+        assert!(
+            refusal.ends_with(
+                "as set, a lease tolerates 200ms of clock difference between Cassandra nodes, \
+                 less than the 250ms it must"
+            ),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -576,9 +576,13 @@ impl Store for LateStore {
 /// semantics once the owner cannot reach the store). It never makes a
 /// second holder: the owner was told and never renews again. `inspect`
 /// names the real holder and marks the cell `lease over`, `status` counts
-/// it, and `clean` without `--force` deletes it (its owner's own promise
-/// says its lease is over); a third waiter gets in only after the holder
-/// leaves.
+/// it, and `clean` without `--force` takes it as a candidate (its owner's
+/// own promise says its lease is over) and deletes it once the second look
+/// finds it unchanged — here, with a 4 s TTL, the cell is gone by itself
+/// by then: the second look outwaits the renewal a live owner of a cell
+/// with that much TTL left would make (issue 31: the cell's own TTL, not
+/// only its row, says how long). A third waiter gets in only after the
+/// holder leaves.
 #[tokio::test(start_paused = true)]
 async fn a_late_renewal_is_labelled_and_cleaned_but_never_a_holder() {
     for algorithm in ALGORITHMS {
@@ -636,9 +640,16 @@ async fn a_late_renewal_is_labelled_and_cleaned_but_never_a_holder() {
         let waiter = w.contend(third.locker(algorithm), secs(60), millis(100));
         let options = CleanOptions::new(None, 3, false, 100).unwrap();
         let report = clean(&env, &options, true, |_| {}).await.unwrap();
-        assert_eq!(
-            deleted(std::slice::from_ref(&report)),
-            [(first.clone(), "main".to_string())],
+        let judged: Vec<(&str, &str, Action)> = report
+            .cells
+            .iter()
+            .map(|c| (c.owner.as_str(), c.table.as_str(), c.action))
+            .collect();
+        assert!(
+            matches!(
+                judged.as_slice(),
+                [(owner, "main", Action::Deleted | Action::SkippedGone)] if *owner == first
+            ),
             "{what}: {report:#?}"
         );
         // The holder's cell stays (and a reservation of the third waiter

@@ -113,7 +113,12 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
     assert_eq!(cells[0]["action"], "kept_owner_live");
     assert_eq!(cells[0]["promise"]["source"], "registry");
     assert_eq!(cells[0]["promise"]["renew_every_ms"], 60_000);
-    assert_eq!(cells[0]["second_look_after_ms"], 90_000);
+    // One and a half times the longer of the promised 60 s and what the
+    // cell's own TTL left allows (issue 31): its 300 s TTL counts from when
+    // the test wrote it, just now, so a renewal would be due within 150 s.
+    let left = cells[0]["ttl_left_ms"].as_u64().unwrap();
+    let due = 60_000u64.max(left / 2 + 500);
+    assert_eq!(cells[0]["second_look_after_ms"], due + due / 2, "{j:#}");
     assert_eq!(j["clock_skew_margin_ms"], 5_000);
     e.migrate(&["clean"])
         .await
@@ -123,9 +128,10 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
 
     // --force: the operator knows better; only what the owner's own
     // promise calls overdue goes, after a second look one and a half
-    // renewal periods on. (The 60 s holder's overdue cell would take a
-    // 90 s second look: it goes by itself here. A process renewing every
-    // second stands in for it.)
+    // renewal periods on — the promised one, or the one the cell's TTL left
+    // allows if longer (issue 31). (The 60 s holder's overdue cell would
+    // take minutes: it goes by itself here. A process renewing every
+    // second, its cell written with 20 s, stands in for it.)
     store
         .delete(
             schema::MAIN,
@@ -143,7 +149,7 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
         },
     )
     .await;
-    renewed_ago("sweep", owner("quick-1", 1), 12, 30).await;
+    renewed_ago("sweep", owner("quick-1", 1), 12, 20).await;
     let j = e
         .migrate(&["clean", "--apply", "--force", "--json"])
         .await
@@ -151,7 +157,13 @@ async fn clean_never_deletes_the_cells_of_a_live_holder() {
         .json();
     assert_eq!(j["summary"]["deleted"], 1, "{j:#}");
     assert_eq!(j["cells"][0]["lock"], "sweep", "{j:#}");
-    assert_eq!(j["cells"][0]["second_look_after_ms"], 1_500, "{j:#}");
+    let left = j["cells"][0]["ttl_left_ms"].as_u64().unwrap();
+    let due = 1_000u64.max(left / 2 + 500);
+    assert_eq!(
+        j["cells"][0]["second_look_after_ms"],
+        due + due / 2,
+        "{j:#}"
+    );
     assert!(!present("sweep").await);
     assert!(
         present("report").await,

@@ -200,7 +200,8 @@ async fn durations_are_rounded_for_people() {
     )
     .await
     .expect_code(3)
-    .stderr_has("was not free within 1s (exit 3)");
+    .stderr_has("was not free within 1s: held by ")
+    .stderr_has(" (exit 3)");
     guard.release().await.unwrap();
 }
 

@@ -282,6 +282,7 @@ impl Line {
         let waiting = Waiting::new(&options);
         let first = self.ctx.take_slot(lock);
         let mut last_owner = first.owner().clone();
+        let mut seen = Seen::default();
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
         let result = self
             .wait_and_enter(
@@ -289,7 +290,7 @@ impl Line {
                 &waiting,
                 options.pacing.as_ref(),
                 first,
-                &mut last_owner,
+                (&mut last_owner, &mut seen),
             )
             .instrument(span)
             .await;
@@ -301,7 +302,7 @@ impl Line {
                 if let Some(ticket) = ticket {
                     abandon(ticket.lease).await;
                 }
-                Err(stop.into_error(&waiting, lock, &last_owner))
+                Err(seen.explain(stop.into_error(&waiting, lock, &last_owner)))
             }
         }
     }
@@ -314,7 +315,7 @@ impl Line {
         waiting: &Waiting,
         pacing: Option<&PacingWatch>,
         first: Slot,
-        last_owner: &mut OwnerId,
+        (last_owner, seen): (&mut OwnerId, &mut Seen),
     ) -> Result<Won, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
         // The slot taken by `acquire` names the first place in line; every
@@ -443,12 +444,14 @@ impl Line {
                 Ok(o) => o,
                 Err(e) if e.is_retryable() => {
                     debug!(error = %e, state = ?waiter.state(), "store error while waiting, retrying");
+                    seen.last_error = Some(e);
                     Observation::Failed
                 }
                 Err(e) => return Err((Stop::Store(e), ticket)),
             };
+            seen.lock_read |= reads_the_lock(&observation);
             if let Some(current) = &ticket {
-                report(waiting, &observation, current);
+                seen.in_the_way |= report(waiting, &observation, current);
             }
             action = waiter.on(observation, &self.context_now(took, pacing));
             self.remember(&waiter);
@@ -475,6 +478,42 @@ impl Line {
     /// would see two cells and wait a poll longer).
     fn entry_may_take_fast_path(&self, lock: &LockId) -> bool {
         !self.contended.contains(lock)
+    }
+}
+
+/// What one acquisition saw of its lock, to tell a timeout the store
+/// caused from one another owner caused
+/// ([`AcquireError::after_store_failures`]).
+#[derive(Debug, Default)]
+struct Seen {
+    /// A read of the lock's rows succeeded.
+    lock_read: bool,
+    /// A read showed someone in the way: a holder, waiters ahead, an entry
+    /// blocked by another.
+    in_the_way: bool,
+    /// The last store error retried.
+    last_error: Option<StoreError>,
+}
+
+impl Seen {
+    /// `error`, told apart by what was seen: "not free" only once someone
+    /// was seen in the way.
+    fn explain(self, error: AcquireError) -> AcquireError {
+        let last_error = self.last_error.filter(|_| !self.in_the_way);
+        error.after_store_failures(self.lock_read, last_error)
+    }
+}
+
+/// Whether `observation` came from a read of the lock's rows (a
+/// withdrawal or a reservation behind another is a write alone).
+fn reads_the_lock(observation: &Observation) -> bool {
+    match observation {
+        Observation::Arrived(_)
+        | Observation::Position(_)
+        | Observation::Entered(_)
+        | Observation::Main { .. }
+        | Observation::PlaceBehind { .. } => true,
+        Observation::Withdrawn | Observation::ReservedBehind | Observation::Failed => false,
     }
 }
 

@@ -175,6 +175,24 @@ impl QueueSettings {
 }
 
 impl QueueSettings {
+    /// How far apart the clocks of two Cassandra nodes may be before a
+    /// waiter's cell (written with `waiting_ttl`) can expire, as a reading
+    /// coordinator sees it, before the waiter is told (lease invariant L3,
+    /// L6): the waiting TTL written (whole seconds) − 1 s −
+    /// `lease.lost_after_fraction ×` that TTL; zero when nothing is left or
+    /// the TTL is invalid. `LeaseSettings::node_skew_tolerance` is the
+    /// holders'; the fleet's clocks must keep within the smaller. The
+    /// defaults: 4 s − 1 s − 2 s = 1 s.
+    pub fn waiting_node_skew_tolerance(&self, lease: &LeaseSettings) -> Duration {
+        let Ok(ttl) = Ttl::from_duration(self.waiting_ttl) else {
+            return Duration::ZERO;
+        };
+        let fraction = lease.lost_after_fraction.clamp(0.0, 1.0);
+        ttl.as_duration()
+            .saturating_sub(Duration::from_secs(1))
+            .saturating_sub(scale_duration(ttl.as_duration(), fraction))
+    }
+
     /// The lease rules (lock settings L3) for the waiting TTL: at least
     /// 2 s (written rounded up to whole seconds); the lost signal before the earliest expiry;
     /// the rewrite period below the lost limit.
@@ -223,10 +241,14 @@ impl QueueSettings {
                 format!(
                     "lock.lost_after_fraction × lock.queue.waiting_ttl ({}) must be less than the \
                      waiting TTL − 1s − {} clock skew allowance ({}): a waiting cell may expire \
-                     that early and the waiter must be told before",
+                     that early and the waiter must be told before; as set, a waiter's cells \
+                     tolerate {} of clock difference between Cassandra nodes, less than the {} \
+                     they must",
                     fmt_duration(lost_after),
                     fmt_duration(TTL_SKEW_ALLOWANCE),
-                    fmt_duration(life)
+                    fmt_duration(life),
+                    fmt_duration(self.waiting_node_skew_tolerance(lease)),
+                    fmt_duration(TTL_SKEW_ALLOWANCE)
                 ),
             ));
         }
@@ -349,6 +371,20 @@ mod tests {
         }
         let terms = QueueSettings::default().waiting_terms().unwrap();
         assert_eq!(terms.ttl.as_duration(), Duration::from_secs(4));
+        // Issue 31 item 4f: how far apart Cassandra nodes' clocks may be
+        // for a waiter's cells, and the refusal says it.
+        let tolerance = |ttl_ms| q(ttl_ms, 500).waiting_node_skew_tolerance(&lease);
+        assert_eq!(tolerance(4_000), Duration::from_secs(1));
+        assert_eq!(tolerance(2_500), Duration::from_millis(500));
+        assert_eq!(tolerance(2_000), Duration::ZERO);
+        let refusal = q(2_000, 500).problems(&lease)[0].to_string();
+        assert!(
+            refusal.ends_with(
+                "as set, a waiter's cells tolerate 0s of clock difference between Cassandra \
+                 nodes, less than the 250ms they must"
+            ),
+            "{refusal}"
+        );
         assert_eq!(
             QueueSettings::default().stale_after(&lease),
             Duration::from_secs(3)

@@ -30,6 +30,18 @@
 //! It must exceed `stage_valid_for + lease_ttl + clock_skew_margin`: a node
 //! acts on a stage it cannot confirm for at most `stage_valid_for`, a
 //! holder's cells live one lease TTL, clocks differ by the skew margin.
+//!
+//! # Reads are retried; writes are not
+//!
+//! Every read an operation makes — the stage, the history, each step of
+//! gathering the evidence — is retried after a failure that may pass (a
+//! timeout, too few replicas, no connection: [`StoreError::is_retryable`])
+//! until the operation's deadline ([`OPERATION_DEADLINE`] from its start;
+//! for a transition, its wait for the rollout lock counts too): one read
+//! timeout on a cluster with a node cut off no longer fails `advance` or
+//! `status`. A read changes nothing, so trying it again is always safe.
+//! The stage and history writes are not retried: a write that timed out
+//! may have landed, and the operator, told so, decides.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -45,6 +57,7 @@ use lockshift_store::{
     WriteOptions, schema,
 };
 use serde::Serialize;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::census::{CensusOptions, FleetStaleness, take_census};
@@ -60,8 +73,46 @@ use lockshift_decide::rollout::{
     StageRecord, Verdict, edge_refusal,
 };
 
+/// How long a rollout operation — a transition, a gathering of evidence
+/// for `status` or a dry run — goes on retrying reads that failed in a way
+/// that may pass; for a transition it includes the wait for the rollout
+/// lock.
+pub const OPERATION_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The first pause between two tries of a read; it doubles up to
+/// [`READ_RETRY_PAUSE_MAX`].
+const READ_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The longest pause between two tries of a read.
+const READ_RETRY_PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// `read`, tried again after every failure that may pass
+/// ([`StoreError::is_retryable`]) as long as the next try can start before
+/// `deadline`, pausing 100 ms, then twice as long each time up to 2 s.
+///
+/// # Errors
+/// The first error retrying cannot fix, or the last one when the deadline
+/// came first.
+pub async fn retry_reads<T>(
+    deadline: Instant,
+    mut read: impl AsyncFnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut pause = READ_RETRY_PAUSE;
+    loop {
+        match read().await {
+            Err(e) if e.is_retryable() && Instant::now() + pause < deadline => {
+                warn!(error = %e, "a rollout read failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(READ_RETRY_PAUSE_MAX);
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Reads the current stage (the initial record when none was ever written),
-/// with the write timestamp of its cell.
+/// with the write timestamp of its cell. One read, not retried
+/// ([`Rollout::current`] retries).
 ///
 /// # Errors
 /// A store error, or `Invalid` when the cell does not decode.
@@ -188,23 +239,32 @@ impl Rollout {
         }
     }
 
-    /// The current stage.
+    /// The current stage, its read retried within [`OPERATION_DEADLINE`].
     ///
     /// # Errors
     /// The store error.
     pub async fn current(&self) -> Result<StageRecord, StoreError> {
-        Ok(read_stage(self.store.as_ref()).await?.0)
+        let deadline = Instant::now() + OPERATION_DEADLINE;
+        let store = self.store.as_ref();
+        Ok(retry_reads(deadline, async || read_stage(store).await)
+            .await?
+            .0)
     }
 
-    /// The history, in stage-version order (oldest first).
+    /// The history, in stage-version order (oldest first), its read retried
+    /// within [`OPERATION_DEADLINE`].
     ///
     /// # Errors
     /// The store error.
     pub async fn history(&self) -> Result<Vec<HistoryEntry>, StoreError> {
-        let cells = self
-            .store
-            .read(schema::ROLLOUT, HISTORY_ROW, &RowQuery::all())
-            .await?;
+        let deadline = Instant::now() + OPERATION_DEADLINE;
+        let store = self.store.as_ref();
+        let cells = retry_reads(deadline, async || {
+            store
+                .read(schema::ROLLOUT, HISTORY_ROW, &RowQuery::all())
+                .await
+        })
+        .await?;
         Ok(cells
             .into_iter()
             .filter_map(|c| serde_json::from_slice(&c.value).ok())
@@ -224,7 +284,8 @@ impl Rollout {
 
     /// As [`evidence`](Self::evidence), telling `progress` how many rows of
     /// each table the census has scanned so far (it can take a while on a
-    /// large keyspace).
+    /// large keyspace). Each step's reads are retried within
+    /// [`OPERATION_DEADLINE`] (a census that fails is taken again).
     ///
     /// # Errors
     /// [`EvidenceError`] naming what was being read.
@@ -232,28 +293,35 @@ impl Rollout {
         &self,
         progress: impl FnMut(Table, usize),
     ) -> Result<Evidence, EvidenceError> {
+        self.evidence_until(Instant::now() + OPERATION_DEADLINE, progress)
+            .await
+    }
+
+    /// The evidence, each read retried until `deadline`.
+    async fn evidence_until(
+        &self,
+        deadline: Instant,
+        mut progress: impl FnMut(Table, usize),
+    ) -> Result<Evidence, EvidenceError> {
         let store = self.store.as_ref();
         let step = |step: &'static str| move |error| EvidenceError { step, error };
-        let (current, _) = read_stage(store)
+        let (current, _) = retry_reads(deadline, async || read_stage(store).await)
             .await
             .map_err(step("reading the rollout stage"))?;
-        let (nodes, unreadable_nodes) = live_nodes(store)
+        let (nodes, unreadable_nodes) = retry_reads(deadline, async || live_nodes(store).await)
             .await
             .map_err(step("reading the node registry"))?;
-        let activity = last_activity(store)
+        let activity = retry_reads(deadline, async || last_activity(store).await)
             .await
             .map_err(step("reading the activity record"))?;
-        let census = take_census(
-            store,
-            self.clock.as_ref(),
-            &nodes,
-            CensusOptions {
-                stale_after: self.stale_after,
-                clock_skew_margin: self.settings.clock_skew_margin,
-                page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
-            },
-            progress,
-        )
+        let options = CensusOptions {
+            stale_after: self.stale_after,
+            clock_skew_margin: self.settings.clock_skew_margin,
+            page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
+        };
+        let census = retry_reads(deadline, async || {
+            take_census(store, self.clock.as_ref(), &nodes, options, &mut progress).await
+        })
         .await
         .map_err(step("taking a census of lock cells"))?;
         Ok(Evidence {
@@ -277,8 +345,9 @@ impl Rollout {
         &self,
         request: TransitionRequest,
     ) -> Result<TransitionReport, RolloutError> {
+        let deadline = Instant::now() + OPERATION_DEADLINE;
         if request.dry_run {
-            let evidence = self.evidence().await?;
+            let evidence = self.evidence_until(deadline, |_, _| {}).await?;
             check_edge(evidence.current.stage, request.to)?;
             return Ok(TransitionReport {
                 verdict: evaluate(&evidence, request.to, &self.settings),
@@ -290,9 +359,12 @@ impl Rollout {
         let locker = self.rollout_locker(&request.by)?;
         let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| RolloutError::Internal(e.to_string()))?;
         let guard = locker
-            .acquire_with(&lock, AcquireOptions::with_timeout(Duration::from_secs(60)))
+            .acquire_with(
+                &lock,
+                AcquireOptions::with_timeout(deadline.saturating_duration_since(Instant::now())),
+            )
             .await?;
-        let result = self.transition_locked(&request).await;
+        let result = self.transition_locked(&request, deadline).await;
         if let Err(e) = guard.release().await {
             warn!(error = %e, "rollout lock release failed; it expires with its TTL");
         }
@@ -302,9 +374,11 @@ impl Rollout {
     async fn transition_locked(
         &self,
         request: &TransitionRequest,
+        deadline: Instant,
     ) -> Result<TransitionReport, RolloutError> {
-        let (_, stage_written_at) = read_stage(self.store.as_ref()).await?;
-        let evidence = self.evidence().await?;
+        let store = self.store.as_ref();
+        let (_, stage_written_at) = retry_reads(deadline, async || read_stage(store).await).await?;
+        let evidence = self.evidence_until(deadline, |_, _| {}).await?;
         let from = evidence.current.stage;
         if let Some(expected) = request.expected_from
             && expected != from

@@ -25,6 +25,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod packaging;
+
 /// Where the crate map lives: the table of this section of the design
 /// document, one row per crate, whose last column says what it may import.
 const MAP_FILE: &str = "docs/design.md";

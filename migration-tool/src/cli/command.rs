@@ -56,10 +56,13 @@ pub enum Command {
     /// overdue cells are KEPT: their owner's process is live, or the owner
     /// may not have been told yet; a cell with a TTL therefore usually
     /// expires by itself first. Cells without a TTL promise nothing and are
-    /// judged only by --stale-after. With --apply every deletion waits for
-    /// a second look: the cell is read again one and a half promised
-    /// renewal periods after the scan (timed by this machine's monotonic
-    /// clock) and skipped if its writetime moved, then deleted USING
+    /// judged only by --stale-after, which must exceed the longest hold of
+    /// any binary that predates lockshift (its cells are never renewed).
+    /// With --apply every deletion waits for a second look: the cell is
+    /// read again one and a half renewal periods after the scan — the
+    /// promised one, or half the cell's TTL left if longer (a registry row
+    /// may understate its process's lease) — timed by this machine's
+    /// monotonic clock, and skipped if its writetime moved, then deleted USING
     /// TIMESTAMP that writetime, so a renewal racing the delete still wins.
     /// (Cells without a TTL are re-read just before the delete.) So clean
     /// may take that long. Without --apply nothing is deleted. Exits 1 if a

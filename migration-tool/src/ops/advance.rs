@@ -19,7 +19,7 @@ use lockshift_decide::algorithm::Stage;
 use lockshift_decide::remedy::Remedy;
 use lockshift_decide::rollout::{Guard, StageRecord};
 use lockshift_rollout::RolloutError;
-use lockshift_rollout::rollout::{TransitionRequest, read_stage};
+use lockshift_rollout::rollout::TransitionRequest;
 use serde::Serialize;
 
 use super::Env;
@@ -104,7 +104,11 @@ pub async fn transition(
     direction: Direction,
     args: &TransitionArgs,
 ) -> anyhow::Result<TransitionReport> {
-    let (current, _) = read_stage(env.store.as_ref())
+    // Retried within the operation's deadline, as every read of the
+    // rollout is: one read timeout must not fail the command.
+    let current = env
+        .rollout()
+        .current()
         .await
         .context("reading the rollout stage")?;
     let from = current.stage;
@@ -303,6 +307,52 @@ mod tests {
                 .any(|a| a.starts_with("run `migrate schema --apply`")),
             "{:?}",
             r.actions
+        );
+    }
+
+    /// Issue 31 item 4d: `advance --to dual` exited 1 on one read timeout
+    /// of the rollout stage. Every read of the operation is retried within
+    /// its deadline: reads of the `rollout` row that time out (twice, then
+    /// twice more at the evidence) do not fail it, and neither does one of
+    /// the registry. A read timeout that outlasts the deadline still does.
+    #[tokio::test(start_paused = true)]
+    async fn advance_retries_reads_that_time_out() {
+        use lockshift_store::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpKind, schema};
+        let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 3));
+        faulty.set_plan(FaultPlan {
+            scope: FaultScope {
+                tables: Some(vec![schema::ROLLOUT, schema::NODES]),
+                ops: Some(vec![OpKind::Read]),
+            },
+            ..FaultPlan::default()
+        });
+        faulty.fail_next(5, FailPoint::After);
+        let store: SharedStore = faulty.clone();
+        let env = Env::new(Settings::default(), store, Arc::new(SystemClock));
+        let done = transition(&env, Direction::Forward, &args(Some(Stage::Dual), false))
+            .await
+            .unwrap();
+        assert!(done.applied, "{done:?}");
+        let dry = transition(&env, Direction::Forward, &args(None, true))
+            .await
+            .unwrap();
+        assert!(dry.dry_run, "{dry:?}");
+        // A store that never answers: the last error, after the deadline.
+        faulty.set_partitioned(true);
+        let started = tokio::time::Instant::now();
+        let e = transition(&env, Direction::Forward, &args(Some(Stage::Queue), false))
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed()
+                >= lockshift_rollout::rollout::OPERATION_DEADLINE
+                    - std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            format!("{e:#}").starts_with("reading the rollout stage: read on table rollout"),
+            "{e:#}"
         );
     }
 

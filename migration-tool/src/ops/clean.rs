@@ -11,7 +11,10 @@
 //! # The second look (issue 23)
 //!
 //! A cell with a promise is deleted only after a second look: it is read
-//! again one and a half promised renewal periods after the scan, and
+//! again one and a half renewal periods after the scan — the promised
+//! period, or the one the cell's own TTL left allows if that is longer
+//! (a registry row can understate its process's lease:
+//! [`lockshift_decide::clean`], "The longer of the row and the cell") — and
 //! deleted only if its writetime has not moved. The wait is timed by this
 //! machine's monotonic clock, so no clock — skewed past the margin, or
 //! stepped — can make a renewing owner look idle: an owner whose renewals
@@ -167,7 +170,8 @@ pub struct CleanCell {
     /// TTL left when scanned (`null`: none).
     pub ttl_left_ms: Option<u64>,
     /// How long after the scan the second look reads it again before a
-    /// delete (one and a half promised renewal periods; 0: at once, no
+    /// delete (one and a half renewal periods: the promised one, or the
+    /// one the cell's TTL left allows if longer; 0: at once, no
     /// promise).
     pub second_look_after_ms: u64,
     /// What happened.

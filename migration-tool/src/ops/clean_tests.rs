@@ -308,14 +308,17 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
             .unwrap();
         assert_eq!(cells.len(), 1, "{lock} must survive");
     }
-    // --force: what the promise calls overdue goes — after a second
-    // look 90 s later found it not renewed — and nothing else.
+    // --force: what the promise calls overdue goes — after a second look
+    // found it not renewed — and nothing else. The look waits one and a
+    // half times the longer of the promised period (60 s) and when the
+    // cell's TTL left says a renewal is due (its 300 s TTL counts from
+    // when the store applied it, now: within 150.5 s).
     let options = CleanOptions::new(Some(Duration::from_secs(30)), 3, true, 10).unwrap();
     let started = tokio::time::Instant::now();
     let r = clean(&env, &options, true, |_| {}).await.unwrap();
     assert_eq!(r.summary.deleted, 1, "{r:#?}");
-    assert_eq!(r.cells[0].second_look_after_ms, 90_000);
-    assert!(started.elapsed() >= Duration::from_secs(90));
+    assert_eq!(r.cells[0].second_look_after_ms, 225_750);
+    assert!(started.elapsed() >= Duration::from_millis(225_750));
     for (lock, left) in [("acct-36s", 1), ("acct-200s", 0), ("acct-gone", 1)] {
         let cells = store
             .read(schema::MAIN, lock, &RowQuery::all())
@@ -327,6 +330,100 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
             "{lock}: within its promise even under --force"
         );
     }
+}
+
+/// Issue 31 item 2: a registry row that understates its process's lease
+/// (it says a 10 s TTL renewed every 4 s; the process writes 60 s and
+/// renews every 29 s) never makes `clean` delete the renewing holder's
+/// cell — not by calling its lease over, and not under `--force`: the
+/// second look waits for half the TTL the cell was written with.
+#[tokio::test(start_paused = true)]
+async fn an_understated_row_never_gets_a_renewing_holders_cell_deleted() {
+    use lockshift_decide::algorithm::{Mode, Stage};
+    use lockshift_decide::registry::{LeasePromise, NodeInfo};
+    use lockshift_lock::{Incarnation, NodeId, OwnerId};
+    use lockshift_rollout::registry::heartbeat;
+    use lockshift_store::{Clock, TokioClock};
+    let clock = Arc::new(TokioClock::starting_at(Timestamp::from_micros(NOW)));
+    let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let env = Env::new(Settings::default(), store.clone(), clock.clone());
+    let incarnation = Incarnation::from_seed(7);
+    let info = NodeInfo {
+        node: "web".into(),
+        version: "0.1.0".into(),
+        configured_mode: Mode::Combined,
+        effective: Algorithm::Combined,
+        degraded: false,
+        seen_stage: Some(Stage::Legacy),
+        seen_version: Some(0),
+        started_at: 0,
+        incarnation: Some(incarnation.to_string()),
+        last_used: std::collections::BTreeMap::new(),
+        lease: Some(LeasePromise {
+            ttl_ms: 10_000,
+            renew_every_ms: 4_000,
+        }),
+        acting_version: Some(0),
+        bound: std::collections::BTreeMap::new(),
+        view_expired: false,
+    };
+    let row_ttl = lockshift_store::Ttl::from_secs(600).unwrap();
+    heartbeat(store.as_ref(), clock.as_ref(), &info, row_ttl)
+        .await
+        .unwrap();
+    let owner = OwnerId::for_slot(&NodeId::new("web").unwrap(), incarnation, 1)
+        .as_str()
+        .to_string();
+    // The holder: its cell written now and renewed every 29 s, 60 s TTL.
+    let holder = {
+        let (store, clock, owner) = (store.clone(), clock.clone(), owner.clone());
+        tokio::spawn(async move {
+            let ttl = lockshift_store::Ttl::from_secs(60).unwrap();
+            loop {
+                store
+                    .write(
+                        schema::MAIN,
+                        "acct",
+                        &[CellWrite::new(owner.clone(), b"combined".to_vec())],
+                        WriteOptions::at(clock.now()).with_ttl(ttl),
+                    )
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_secs(29)).await;
+            }
+        })
+    };
+    let survives = async |when: &str| {
+        let cells = store
+            .read(schema::MAIN, "acct", &RowQuery::all())
+            .await
+            .unwrap();
+        assert_eq!(
+            cells.len(),
+            1,
+            "{when}: the renewing holder's cell survives"
+        );
+    };
+    // 14 s after a renewal: older than the row's 8.75 s guaranteed life
+    // (less the 5 s margin), with 46 s of its 60 s left.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    let options = CleanOptions::new(None, 3, false, 10).unwrap();
+    let r = clean(&env, &options, true, |_| {}).await.unwrap();
+    assert_eq!(r.summary.deleted, 0, "{r:#?}");
+    survives("clean --apply").await;
+    // 20 s after it: overdue by the row's 4 s (20 s − 5 s > 3 × 4 s).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let options = CleanOptions::new(None, 3, true, 10).unwrap();
+    let r = clean(&env, &options, true, |_| {}).await.unwrap();
+    assert_eq!(r.summary.deleted, 0, "{r:#?}");
+    assert_eq!(
+        r.cells.iter().map(|c| c.action).collect::<Vec<_>>(),
+        [Action::SkippedRenewed],
+        "{r:#?}"
+    );
+    assert!(r.cells[0].second_look_after_ms > 29_000, "{r:#?}");
+    survives("clean --apply --force").await;
+    holder.abort();
 }
 
 fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
@@ -365,13 +462,17 @@ fn the_first_look_judges_by_the_owners_own_promise() {
         ttl_ms: ttl_s * 1000,
         renew_every_ms: renew_s * 1000,
     };
-    // A cell of a live process that promised `p`.
-    let of_process = |age_s: f64, p: LeasePromise| {
-        let mut c = census_cell(age_s, Some(p.ttl().as_secs_f64() - age_s.min(3.0)));
+    // A cell of a live process that promised `p`, `left_s` TTL left.
+    let of_process_with = |age_s: f64, left_s: f64, p: LeasePromise| {
+        let mut c = census_cell(age_s, Some(left_s));
         c.owner.process_live = true;
         c.owner.promise = Some(p);
-        c.lease_over = lease_over(c.age, Some(p), MARGIN);
+        c.lease_over = lease_over(c.age, c.ttl_left, Some(p), MARGIN);
         c
+    };
+    // … written with the promised TTL.
+    let of_process = |age_s: f64, p: LeasePromise| {
+        of_process_with(age_s, p.ttl().as_secs_f64() - age_s.min(3.0), p)
     };
     let opts = |stale_after_s: Option<u64>, multiple, force| {
         Criteria::new(stale_after_s.map(Duration::from_secs), multiple, force).unwrap()
@@ -393,8 +494,11 @@ fn the_first_look_judges_by_the_owners_own_promise() {
             opts(None, 5, true),
             fine,
         ),
+        // The second look waits 1.5 × the longer of the promised period
+        // and when the cell's TTL left says a renewal is due (1 s left:
+        // within 1 s).
         (
-            "overdue beyond the margin, --force: deleted after a second look 1.5 s on",
+            "overdue beyond the margin, --force: deleted after a second look",
             of_process(8.5, promise(4, 1)),
             opts(None, 3, true),
             overdue(Action::WouldDelete, 1500),
@@ -417,17 +521,37 @@ fn the_first_look_judges_by_the_owners_own_promise() {
             opts(Some(30), 3, true),
             fine,
         ),
+        // 297 s left: a renewal is due within 149 s, 1.5 × that.
         (
             "overdue by its promise, within its life, process live",
             of_process(200.0, promise(300, 60)),
             opts(Some(30), 3, false),
-            overdue(Action::KeptOwnerLive, 90_000),
+            overdue(Action::KeptOwnerLive, 223_500),
         ),
         (
             "the same with --force",
             of_process(200.0, promise(300, 60)),
             opts(Some(30), 3, true),
-            overdue(Action::WouldDelete, 90_000),
+            overdue(Action::WouldDelete, 223_500),
+        ),
+        // Issue 31 item 2: a row that understates the lease. The cell was
+        // renewed 14 s ago with a 60 s TTL (46 s left); the row says 10 s,
+        // renewed every 4 s. Its lease is not over by a row that does
+        // not describe it (46 s left > 10 s): not even a candidate.
+        (
+            "an understated row: no lease over where the cell has more TTL left",
+            of_process_with(14.0, 46.0, promise(10, 4)),
+            opts(None, 3, false),
+            fine,
+        ),
+        // Overdue by the row's 4 s (20 s − 5 s > 12 s), --force: the
+        // second look waits for the renewal the cell's 40 s left says is
+        // due within 20.5 s, one and a half times.
+        (
+            "an understated row, --force: the second look waits for the cell's TTL",
+            of_process_with(20.0, 40.0, promise(10, 4)),
+            opts(None, 3, true),
+            overdue(Action::WouldDelete, 30_750),
         ),
         (
             "schedule 2: a cell's TTL promise, --stale-after 1s does not shorten it",

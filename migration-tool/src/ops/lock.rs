@@ -377,12 +377,14 @@ mod tests {
             (LockResult::Timeout, Outcome::NotSafe)
         );
         assert!(printed.is_empty(), "{printed:?}");
-        // run-with-lock's words (the wait as measured, rounded).
+        // run-with-lock's words (the wait as measured, rounded), naming
+        // the holder the waiter saw.
         assert!(
             notes
                 .iter()
                 .any(|n| n.starts_with("lock job was not free within 5")
-                    && n.ends_with("ms (exit 3)")),
+                    && n.contains("ms: held by other/")
+                    && n.ends_with(" (exit 3)")),
             "{notes:?}"
         );
         guard.release().await.unwrap();

@@ -131,6 +131,8 @@ pub struct LockSession {
     node: Node,
     lock: LockId,
     interrupts: Interrupts,
+    /// The holder this session's first read of `main` showed, if any.
+    holder_at_start: Option<String>,
 }
 
 // ===== impl LockSession =====
@@ -192,13 +194,18 @@ impl LockSession {
             held_ms: 0,
             lease_lost: None,
         };
-        if let Some(line) = waiting_line(env, &request.lock).await {
-            note(line);
-        }
+        let holder_at_start = match waiting_line(env, &request.lock).await {
+            Some((line, holder)) => {
+                note(line);
+                Some(holder)
+            }
+            None => None,
+        };
         let session = LockSession {
             node,
             lock: request.lock.clone(),
             interrupts,
+            holder_at_start,
         };
         Ok((session, holding))
     }
@@ -260,12 +267,17 @@ impl LockSession {
         };
         let guard = match acquired {
             Ok(g) => g,
+            // Someone was seen in the way (the acquisition tells a wait the
+            // store cut short apart: `Unreachable`, below).
             Err(AcquireError::Timeout { waited, .. }) => {
-                note(format!(
-                    "lock {} was not free within {} (exit 3)",
-                    cut_short(self.lock.as_str()),
-                    fmt_duration_rounded(waited)
-                ));
+                let mut state = seen.borrow().clone();
+                // A waiter blocked from `main` may not have read who holds
+                // it (the combined lock beside legacy pauses as legacy
+                // does): the holder this session saw at the start, then.
+                if state.holder.is_none() && state.ahead.is_none() {
+                    state.holder = self.holder_at_start.clone();
+                }
+                note(not_free_line(&self.lock, waited, &state));
                 holding.waited_ms = ms(waited);
                 return Ok(Err(NotHeld::Timeout));
             }
@@ -286,6 +298,12 @@ impl LockSession {
             {
                 return Err(super::refused_read(&self.lock, &error));
             }
+            // The deadline passed while the store kept failing and nobody
+            // was seen in the way: not "not free" (exit 3, which scripts
+            // retry) but an error (exit 1) with the store's reason. So is
+            // every other failure: a store error retrying cannot fix (a
+            // lock whose home datacenter is out of reach, a missing
+            // schema) ends the acquisition at once.
             Err(e) => {
                 return Err(anyhow::Error::new(e)
                     .context(format!("taking lock {}", cut_short(self.lock.as_str()))));
@@ -354,9 +372,9 @@ pub fn lost_reason(guard: &LockGuard) -> String {
         })
 }
 
-/// "waiting for L (held by O since T)", when someone holds the lock now.
-/// Best effort: a failed read just means no line.
-async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
+/// "waiting for L (held by O since T)", and O, when someone holds the lock
+/// now. Best effort: a failed read just means no line.
+async fn waiting_line(env: &Env, lock: &LockId) -> Option<(String, String)> {
     let store = env.store.as_ref();
     let main = store
         .read(schema::MAIN, lock.as_str(), &RowQuery::all())
@@ -393,7 +411,7 @@ async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
         ),
     };
     let others = main.len() - 1;
-    Some(format!(
+    let line = format!(
         "waiting for {} (held by {} {since}{})",
         cut_short(lock.as_str()),
         cut_short(&holder.column),
@@ -402,7 +420,8 @@ async fn waiting_line(env: &Env, lock: &LockId) -> Option<String> {
         } else {
             String::new()
         }
-    ))
+    );
+    Some((line, holder.column.clone()))
 }
 
 /// At most one "waiting for" line per this long.
@@ -463,9 +482,27 @@ impl WaitLines {
     }
 }
 
+/// "lock L was not free within 20s: held by O (exit 3)" — naming whom the
+/// waiter's own reads last showed in its way, when they showed anyone.
+fn not_free_line(lock: &LockId, waited: Duration, state: &WaitingFor) -> String {
+    let lock = cut_short(lock.as_str());
+    let waited = fmt_duration_rounded(waited);
+    match in_the_way(state) {
+        Some(who) => format!("lock {lock} was not free within {waited}: {who} (exit 3)"),
+        None => format!("lock {lock} was not free within {waited} (exit 3)"),
+    }
+}
+
 /// "waiting for L: held by O; 2 waiting ahead, first W" — `None` when the
 /// waiter knows of nobody in its way.
 fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
+    let said = in_the_way(state)?;
+    Some(format!("waiting for {}: {said}", cut_short(lock)))
+}
+
+/// "held by O; 2 waiting ahead in line, first W" — `None` when `state`
+/// names nobody.
+fn in_the_way(state: &WaitingFor) -> Option<String> {
     let holder = state
         .holder
         .as_deref()
@@ -474,13 +511,12 @@ fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
         .ahead
         .as_ref()
         .map(|(n, first)| format!("{n} waiting ahead in line, first {}", cut_short(first)));
-    let said = match (holder, ahead) {
-        (None, None) => return None,
-        (Some(h), None) => h,
-        (None, Some(a)) => a,
-        (Some(h), Some(a)) => format!("{h}; {a}"),
-    };
-    Some(format!("waiting for {}: {said}", cut_short(lock)))
+    match (holder, ahead) {
+        (None, None) => None,
+        (Some(h), None) => Some(h),
+        (None, Some(a)) => Some(a),
+        (Some(h), Some(a)) => Some(format!("{h}; {a}")),
+    }
 }
 
 /// Sleeps until `at`; for ever without one (a `select!` branch that is off).

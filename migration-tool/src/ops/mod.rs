@@ -170,3 +170,98 @@ pub(crate) mod jammed {
             .unwrap();
     }
 }
+
+/// Test support: a store whose lock rows fail every request.
+#[cfg(test)]
+pub(crate) mod failing {
+    use std::num::NonZeroU32;
+
+    use async_trait::async_trait;
+    use lockshift_store::{
+        CellWrite, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome, Route, RowQuery, Store,
+        StoreError, StoreErrorKind, Table, Timestamp, WriteOptions, schema,
+    };
+
+    /// An embedded store whose `main`, `shadow` and `queue` rows fail every
+    /// read, write and delete with `kind` and `message` (as a cluster that
+    /// lost its quorum, or a lock whose home datacenter is out of reach);
+    /// the other tables (stage, registry, time) work.
+    #[derive(Debug)]
+    pub(crate) struct FailingLocks {
+        pub(crate) inner: MemoryStore,
+        pub(crate) kind: StoreErrorKind,
+        pub(crate) message: &'static str,
+    }
+
+    impl FailingLocks {
+        fn check(&self, op: OpKind, table: Table) -> Result<(), StoreError> {
+            if [schema::MAIN, schema::SHADOW, schema::QUEUE].contains(&table) {
+                return Err(StoreError::new(self.kind, op, Some(table), self.message));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl Store for FailingLocks {
+        async fn write_via(
+            &self,
+            route: &Route,
+            table: Table,
+            row: &str,
+            cells: &[CellWrite],
+            options: WriteOptions,
+        ) -> Result<(), StoreError> {
+            self.check(OpKind::Write, table)?;
+            self.inner
+                .write_via(route, table, row, cells, options)
+                .await
+        }
+
+        async fn delete_via(
+            &self,
+            route: &Route,
+            table: Table,
+            row: &str,
+            columns: &[String],
+            timestamp: Timestamp,
+        ) -> Result<(), StoreError> {
+            self.check(OpKind::Delete, table)?;
+            self.inner
+                .delete_via(route, table, row, columns, timestamp)
+                .await
+        }
+
+        async fn read_observed_via(
+            &self,
+            route: &Route,
+            table: Table,
+            row: &str,
+            query: &RowQuery,
+        ) -> Result<ReadOutcome, StoreError> {
+            self.check(OpKind::Read, table)?;
+            self.inner.read_observed_via(route, table, row, query).await
+        }
+
+        async fn scan_keys_via(
+            &self,
+            route: &Route,
+            table: Table,
+            cursor: Option<&PageCursor>,
+            page_size: NonZeroU32,
+        ) -> Result<KeyPage, StoreError> {
+            self.check(OpKind::Scan, table)?;
+            self.inner
+                .scan_keys_via(route, table, cursor, page_size)
+                .await
+        }
+
+        fn describe(&self) -> String {
+            "failing locks".into()
+        }
+
+        fn topology(&self) -> lockshift_store::Topology {
+            self.inner.topology()
+        }
+    }
+}

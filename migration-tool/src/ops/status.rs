@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use lockshift_decide::algorithm::Stage;
-use lockshift_decide::census::UnreadableRow;
+use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
 use lockshift_decide::registry::NodeInfo;
 use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_decide::rollout::{Evidence, Guard, HistoryEntry};
@@ -45,6 +45,10 @@ pub struct StatusReport {
     pub unreadable_locks: Vec<UnreadableRow>,
     /// What to do about `unreadable_locks` (`null` when there are none).
     pub unreadable_action: Option<String>,
+    /// Lock rows whose read passed more tombstones than Cassandra's
+    /// warning threshold (1 000): each with its table, lock and count.
+    /// Readable now; `warnings` says why they grow and what to do.
+    pub tombstone_heavy_locks: Vec<TombstoneHeavyRow>,
     /// Live nodes counted by configured mode and by effective algorithm.
     pub modes: ModeCounts,
     /// Held and waited-for locks.
@@ -61,6 +65,37 @@ pub struct StatusReport {
     /// Whether a warning is an UNSAFE one: exclusion is not guaranteed now
     /// (`migrate status` then exits 5).
     pub unsafe_state: bool,
+    /// How far apart the Cassandra nodes' clocks may be with the fleet's
+    /// lease settings (docs/operating.md §12).
+    pub clocks: ClockTolerance,
+}
+
+/// How far apart the clocks of two Cassandra nodes may be before a cell can
+/// expire, as a reading coordinator sees it, before its owner is told
+/// (lock invariant L3): each cell's TTL − 1 s − the time after which its
+/// owner counts it lost. Settings validation refuses less than 250 ms.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ClockTolerance {
+    /// The smaller of the two: what the fleet's node clocks must keep to.
+    pub node_skew_tolerance_ms: u64,
+    /// Holders' cells (`lock.lease_ttl`).
+    pub holders_ms: u64,
+    /// Waiters' cells (`lock.queue.waiting_ttl`).
+    pub waiters_ms: u64,
+}
+
+impl ClockTolerance {
+    /// The tolerance of `settings`' leases.
+    pub fn of(settings: &lockshift::Settings) -> ClockTolerance {
+        let lease = settings.lock.lease();
+        let holders = ms(lease.node_skew_tolerance());
+        let waiters = ms(settings.lock.queue.waiting_node_skew_tolerance(&lease));
+        ClockTolerance {
+            node_skew_tolerance_ms: holders.min(waiters),
+            holders_ms: holders,
+            waiters_ms: waiters,
+        }
+    }
 }
 
 /// How `migrate` is connected: encryption and authentication, never the
@@ -409,6 +444,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         unreadable_locks: evidence.census.unreadable.clone(),
         unreadable_action: (!evidence.census.unreadable.is_empty())
             .then(|| UNREADABLE_ACTION.to_string()),
+        tombstone_heavy_locks: evidence.census.tombstone_heavy.clone(),
         modes,
         locks,
         stale,
@@ -416,6 +452,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         next,
         warnings,
         unsafe_state,
+        clocks: ClockTolerance::of(&env.settings),
     }
 }
 
@@ -486,6 +523,17 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
         && evidence.census.in_table(schema::SHADOW).count() > 0
     {
         out.push("stage is complete but shadow cells exist (legacy or combined activity)".into());
+    }
+    for row in &evidence.census.tombstone_heavy {
+        out.push(format!(
+            "{}: Cassandra warns above {} and refuses the read above {}. A lock row keeps \
+             about one tombstone per process that took the lock within the table's \
+             gc_grace_seconds (10 minutes): take it from fewer, longer-lived processes \
+             (docs/operating.md §11)",
+            row.describe(),
+            lockshift_store::tombstones::DEFAULT_WARN_THRESHOLD,
+            lockshift_store::tombstones::DEFAULT_FAILURE_THRESHOLD
+        ));
     }
     out
 }

@@ -81,8 +81,9 @@ async fn an_unreadable_lock_is_named_and_the_fleet_still_reported() {
 /// A status that fails says the store's error once — printed by
 /// anyhow (`{:#}`, each cause of the chain) as by `migrate` itself
 /// ([`crate::error_text`]): the census's error used to be shown by the
-/// evidence error and chained by it as well.
-#[tokio::test]
+/// evidence error and chained by it as well. (The scan is retried for the
+/// operation's minute first: paused time.)
+#[tokio::test(start_paused = true)]
 async fn a_failed_status_says_the_store_error_once() {
     use lockshift_store::{FaultPlan, FaultScope, FaultyStore, OpKind};
     let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 1));
@@ -115,6 +116,116 @@ async fn a_failed_status_says_the_store_error_once() {
         );
         assert_eq!(text.matches(cause).count(), 1, "{how}: {text}");
     }
+}
+
+/// Issue 31 item 4e: a lock whose reads pass many tombstones — one per
+/// short-lived process that took it within gc grace — is flagged by
+/// `status` (JSON and a warning) while it is still readable; a lock below
+/// Cassandra's warning threshold is not.
+#[tokio::test]
+async fn a_lock_whose_reads_pass_many_tombstones_is_flagged() {
+    use crate::render::Human;
+    let (env, clock) = env();
+    // 1 200 processes, each took "busy" once: a queue cell and a `main`
+    // cell each, gone (every process names its cells anew). "quiet" had
+    // 10. Each now has a holder in `main` and a waiter in `queue`.
+    let ttl = Ttl::from_secs(60).unwrap();
+    for (lock, processes) in [("busy", 1_200), ("quiet", 10)] {
+        let names: Vec<String> = (0..processes)
+            .map(|i| format!("run-{i}/{i:08x}00000000"))
+            .collect();
+        for (table, value) in [
+            (schema::QUEUE, &b"00000000000000000001:queue"[..]),
+            (schema::MAIN, &b"queue"[..]),
+        ] {
+            let cells: Vec<CellWrite> = names
+                .iter()
+                .map(|n| CellWrite::new(n.clone(), value.to_vec()))
+                .collect();
+            let t0 = clock.now();
+            env.store
+                .write(table, lock, &cells, WriteOptions::at(t0))
+                .await
+                .unwrap();
+            env.store
+                .delete(table, lock, &names, t0.offset_micros(1))
+                .await
+                .unwrap();
+        }
+        for (table, owner, value) in [
+            (schema::MAIN, "zz-holder/0000000100000000", &b"queue"[..]),
+            (
+                schema::QUEUE,
+                "zz-waiter/0000000100000000",
+                &b"00000000000000000002:queue"[..],
+            ),
+        ] {
+            env.store
+                .write(
+                    table,
+                    lock,
+                    &[CellWrite::new(owner, value.to_vec())],
+                    WriteOptions::at(clock.now()).with_ttl(ttl),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let r = status(&env, |_| {}).await.unwrap();
+    let mut flagged: Vec<(&str, String, u64)> = r
+        .tombstone_heavy_locks
+        .iter()
+        .map(|t| (t.lock.as_str(), t.table.to_string(), t.tombstones))
+        .collect();
+    flagged.sort();
+    assert_eq!(
+        flagged,
+        [
+            ("busy", "main".to_string(), 1_200),
+            ("busy", "queue".to_string(), 1_200)
+        ]
+    );
+    assert_eq!(r.locks.held, 2, "both locks are read and counted");
+    let warning = r
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("lock \"busy\" (table queue): a read passes 1200 tombstones"))
+        .unwrap_or_else(|| panic!("{:?}", r.warnings));
+    assert!(warning.contains("one tombstone per process"), "{warning}");
+    assert!(!r.unsafe_state);
+    assert!(r.human().contains("a read passes 1200 tombstones"));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["tombstone_heavy_locks"][0]["tombstones"], 1_200);
+}
+
+/// Issue 31 item 4f: `status` says how far apart the Cassandra nodes'
+/// clocks may be with the fleet's lease settings — the smaller of the
+/// holders' and the waiters' tolerance.
+#[tokio::test]
+async fn status_says_how_far_apart_node_clocks_may_be() {
+    use crate::render::Human;
+    let (mut env, _) = env();
+    let r = status(&env, |_| {}).await.unwrap();
+    assert_eq!(
+        r.clocks,
+        ClockTolerance {
+            node_skew_tolerance_ms: 1_000,
+            holders_ms: 29_000,
+            waiters_ms: 1_000,
+        }
+    );
+    assert!(
+        r.human().contains(
+            "clocks     Cassandra nodes must agree within 1.0s (waiters' cells 1.0s, holders' 29.0s"
+        ),
+        "{}",
+        r.human()
+    );
+    env.settings.lock.lease_ttl = Duration::from_secs(5);
+    env.settings.lock.renew_every = Duration::from_secs(1);
+    env.settings.lock.queue.waiting_ttl = Duration::from_secs(10);
+    let r = status(&env, |_| {}).await.unwrap();
+    assert_eq!(r.clocks.node_skew_tolerance_ms, 1_500, "a 5 s lease");
 }
 
 /// Issue 21 S3: the node row reuses [`NodeInfo`] and keeps the JSON it

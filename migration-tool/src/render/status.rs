@@ -51,6 +51,15 @@ impl Human for StatusReport {
         if let Some(c) = &self.connection {
             let _ = writeln!(s, "connection {}", describe_connection(c));
         }
+        let c = &self.clocks;
+        let _ = writeln!(
+            s,
+            "clocks     Cassandra nodes must agree within {} (waiters' cells {}, holders' {}; \
+             docs/operating.md §12)",
+            age(c.node_skew_tolerance_ms),
+            age(c.waiters_ms),
+            age(c.holders_ms)
+        );
         for w in &self.warnings {
             let _ = writeln!(s, "WARNING    {w}");
         }

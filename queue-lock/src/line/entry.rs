@@ -15,7 +15,6 @@ use lockshift_lock::{Algorithm, Lease, LockContext, Pacing};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
 use lockshift_decide::queue::Position;
-use lockshift_decide::waiter::handoff::MAIN_CELLS_READ;
 
 use lockshift_decide::waiter::{Arrived, Entered};
 
@@ -193,7 +192,19 @@ pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Ce
     read_main(store, lease).await
 }
 
-/// Reads the first [`MAIN_CELLS_READ`] cells of `main` for `lease`'s lock.
+/// Reads `main` for `lease`'s lock: the whole row (at least
+/// [`MAIN_CELLS_READ`] cells, the handoff verdict's need).
+///
+/// [`MAIN_CELLS_READ`]: lockshift_decide::waiter::handoff::MAIN_CELLS_READ
+///
+/// Whole, not `LIMIT` `MAIN_CELLS_READ`: Q1 judges by what the read does
+/// *not* show, and a CQL row whose value cell is gone (its row marker
+/// outlived it) still takes a place within a limit while it is no cell
+/// (the CQL backend's `rows` module) — a limited read could stop short of
+/// a holder behind such rows and show my cell "alone". `main` holds a
+/// handful of live cells and at most one tombstone per slot (§2a), and a
+/// limited read that finds fewer live cells than its limit passes all of
+/// them anyway, so the whole row costs what the limited read cost.
 ///
 /// # Errors
 /// The store error.
@@ -202,7 +213,7 @@ pub async fn read_main(store: &dyn Store, lease: &Lease) -> Result<Vec<Cell>, St
         .read(
             schema::MAIN,
             lease.lock().as_str(),
-            &lockshift_store::RowQuery::first(MAIN_CELLS_READ),
+            &lockshift_store::RowQuery::all(),
         )
         .await
 }

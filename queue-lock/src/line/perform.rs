@@ -110,8 +110,9 @@ impl Line {
 
 /// Tells the acquisition's watcher what `observation` shows in the way of
 /// `ticket`: the first waiter ahead and how far, from a read of the queue;
-/// the holder, from a read of `main`.
-pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Ticket) {
+/// the holder, from a read of `main`. Returns whether it showed anyone in
+/// the way (waiters ahead, a holder, or an entry blocked by another).
+pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Ticket) -> bool {
     let place = match observation {
         Observation::Position(p) | Observation::PlaceBehind { position: p, .. } => Some(p),
         Observation::Arrived(a) => Some(&a.position),
@@ -123,6 +124,13 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
         Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
         _ => None,
     };
+    let holder = main.and_then(|main| {
+        holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
+            .map(|h| h.as_str().to_string())
+    });
+    let in_the_way = holder.is_some()
+        || matches!(place, Some(Position::Behind { .. }))
+        || matches!(observation, Observation::Entered(Entered::Blocked { .. }));
     waiting.saw(|w| {
         let before = w.clone();
         match place {
@@ -133,10 +141,10 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
             Some(Position::First | Position::FirstPastDead) => w.ahead = None,
             Some(Position::Missing) | None => {}
         }
-        if let Some(main) = main {
-            w.holder = holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
-                .map(|h| h.as_str().to_string());
+        if main.is_some() {
+            w.holder = holder.clone();
         }
         *w != before
     });
+    in_the_way
 }

@@ -61,7 +61,7 @@ impl Line {
         // Line 1: someone in main — busy, without touching the queue.
         let main = self
             .store()
-            .read(schema::MAIN, lock.as_str(), &RowQuery::first(1))
+            .read(schema::MAIN, lock.as_str(), &RowQuery::all())
             .await
             .map_err(|e| store_error(&owner, e))?;
         if let Some(cell) = main.first() {
@@ -92,7 +92,7 @@ impl Line {
             Ok(None) => {
                 let holder = self
                     .store()
-                    .read(schema::MAIN, lock.as_str(), &RowQuery::first(2))
+                    .read(schema::MAIN, lock.as_str(), &RowQuery::all())
                     .await
                     .ok()
                     .and_then(|m| {

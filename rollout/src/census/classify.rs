@@ -134,7 +134,7 @@ pub(super) fn classify_row(
         } else {
             age > options.stale_after.for_cell(table, &owner)
         };
-        let lease_over = lease_over(age, owner.promise, options.clock_skew_margin);
+        let lease_over = lease_over(age, cell.ttl, owner.promise, options.clock_skew_margin);
         out.push(CensusCell {
             table,
             lock: lock.to_string(),

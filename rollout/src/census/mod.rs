@@ -34,7 +34,7 @@ use lockshift_decide::registry::LiveNode;
 mod classify;
 
 use lockshift_decide::census::{
-    CellOwner, Census, CensusCell, Staleness, UnreadableRow, lease_over,
+    CellOwner, Census, CensusCell, Staleness, TombstoneHeavyRow, UnreadableRow, lease_over,
 };
 
 /// The fleet's [`Staleness`] thresholds, from the queue lock's and the
@@ -151,6 +151,7 @@ pub async fn take_census(
         cells: Vec::new(),
         taken_at: clock.now(),
         unreadable: Vec::new(),
+        tombstone_heavy: Vec::new(),
     };
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
     // Per table, the rows read; the tables whose key scan was refused.
@@ -207,8 +208,16 @@ pub async fn take_census(
     Ok(census)
 }
 
+/// More tombstones than this in one read of a lock row and the census
+/// flags the row ([`Census::tombstone_heavy`]): Cassandra's default
+/// `tombstone_warn_threshold`, above which it warns in its logs and
+/// answers — and the count it can report (a cluster says how many
+/// tombstones a read passed only then; the embedded store always does).
+pub const MANY_TOMBSTONES: u64 = lockshift_store::tombstones::DEFAULT_WARN_THRESHOLD;
+
 /// Reads `lock`'s row of `table` into `census` — or, when the database
-/// refuses that row alone, records it as unreadable.
+/// refuses that row alone, records it as unreadable. A read that passed
+/// more than [`MANY_TOMBSTONES`] tombstones is recorded as well.
 async fn read_row(
     census: &mut Census,
     store: &dyn Store,
@@ -218,12 +227,19 @@ async fn read_row(
     table: Table,
     lock: &str,
 ) -> Result<(), StoreError> {
-    match store.read(table, lock, &RowQuery::all()).await {
-        Ok(cells) => {
+    match store.read_observed(table, lock, &RowQuery::all()).await {
+        Ok(outcome) => {
+            if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
+                census.tombstone_heavy.push(TombstoneHeavyRow {
+                    table,
+                    lock: lock.to_string(),
+                    tombstones,
+                });
+            }
             census.cells.extend(classify_row(
                 table,
                 lock,
-                cells,
+                outcome.cells,
                 registry,
                 clock.now(),
                 options,

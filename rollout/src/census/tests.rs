@@ -371,13 +371,55 @@ async fn cells_are_matched_to_their_own_process() {
     );
     assert!(!lease_over(
         Duration::from_secs(7),
+        None,
         Some(promise(4, 1)),
         Duration::from_secs(5)
     ));
     assert!(lease_over(
         Duration::from_millis(7_800),
+        None,
         Some(promise(4, 1)),
         Duration::from_secs(5)
     ));
-    assert!(!lease_over(Duration::from_secs(600), None, Duration::ZERO));
+    assert!(!lease_over(
+        Duration::from_secs(600),
+        None,
+        None,
+        Duration::ZERO
+    ));
+}
+
+/// Issue 31 item 2: a cell with more TTL left than its process's row
+/// promises was written with a longer lease than the row says — the row
+/// understates it and cannot say the lease is over; a late write of the
+/// promised lease (TTL left within it) still can (table; index printed).
+#[test]
+fn a_row_that_understates_the_cells_ttl_cannot_call_its_lease_over() {
+    let promise = LeasePromise {
+        ttl_ms: 10_000,
+        renew_every_ms: 4_000,
+    };
+    // (age, TTL left, lease over)
+    let cases = [
+        // Renewed 20 s ago with a 60 s TTL: the row's 10 s lease says
+        // nothing about it.
+        (20.0, Some(39.0), false),
+        // A late write of the 10 s lease, stamped long ago: over.
+        (20.0, Some(9.0), true),
+        (20.0, Some(10.0), true),
+        (20.0, None, true),
+        (5.0, Some(3.0), false),
+    ];
+    for (i, (age, left, over)) in cases.into_iter().enumerate() {
+        assert_eq!(
+            lease_over(
+                Duration::from_secs_f64(age),
+                left.map(Duration::from_secs_f64),
+                Some(promise),
+                Duration::ZERO
+            ),
+            over,
+            "case #{i}"
+        );
+    }
 }
