@@ -624,7 +624,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
         )),
         _ => {}
     }
-    if !scene.read.contains_key(&ask.to) {
+    if scene.datacenters.contains(&ask.to) && !scene.read.contains_key(&ask.to) {
         refusals.push(format!(
             "the new home {} cannot be reached from here: the move is written there",
             ask.to

@@ -106,6 +106,20 @@ pub struct NodeInfo {
     /// The node could not confirm the stage lately and acts as combined.
     #[serde(default)]
     pub view_expired: bool,
+    /// The datacenter the process runs in (`store.cql.local_datacenter`),
+    /// when it named one.
+    #[serde(default)]
+    pub datacenter: Option<String>,
+    /// Its view of each home rule (docs/design.md §4a): the record it
+    /// follows and whether the home confirmed it lately — so `status` shows
+    /// whether each datacenter reaches each home. `None` from a build that
+    /// predates homes (it reaches every lock at `store.cql.consistency`).
+    #[serde(default)]
+    pub homes: Option<Vec<crate::home::RuleState>>,
+    /// Its `rollout.stage_valid_for` in milliseconds, which a home move
+    /// waits out twice (H3; `None`: a build that did not say).
+    #[serde(default)]
+    pub stage_valid_for_ms: Option<u64>,
 }
 
 impl NodeInfo {

@@ -31,6 +31,9 @@ fn node(
             acting_version: seen.map(|s| s.1),
             bound: BTreeMap::new(),
             view_expired: false,
+            datacenter: None,
+            homes: None,
+            stage_valid_for_ms: None,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),

@@ -197,6 +197,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let json = cli.output.json;
     let connect = &cli.connect;
     match cli.command {
+        Command::Home { action } => {
+            let env = ops::Env::open(connect).await?;
+            match action {
+                None => {
+                    let report = ops::home::show(&env).await?;
+                    render::print(&report, json)?;
+                    Ok(Outcome::Ok)
+                }
+                Some(cli::HomeAction::Move(args)) => {
+                    let (report, outcome) = ops::home::move_(
+                        &env,
+                        ops::home::MoveArgs {
+                            prefix: args.prefix,
+                            to: args.to,
+                            force: args.force,
+                            dry_run: args.dry_run,
+                            by: args.by.unwrap_or_else(ops::advance::default_operator),
+                        },
+                    )
+                    .await?;
+                    render::print(&report, json)?;
+                    Ok(outcome)
+                }
+            }
+        }
         Command::Status => {
             let env = ops::Env::open(connect).await?;
             let mut line = render::ProgressLine::new();
@@ -351,6 +376,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             } else {
                 connect::settings(connect, false)?
             };
+            if args.datacenters {
+                let report = ops::bench::datacenters(&args, &settings).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             let config = ops::bench::config(&args, &settings)?;
             if config.soak.is_some() {
                 let report = ops::bench::soak(&config, render::note).await?;

@@ -88,8 +88,8 @@ pub async fn deregister(
 /// The live processes of `node` whose rows carry an incarnation, `mine`
 /// excluded: another process running under the same node id.
 ///
-/// One read of at most a few cells: incarnation columns of one node id sort
-/// together, right after `node/`.
+/// One read from `node/` on: incarnation columns of one node id sort
+/// together, right after it.
 ///
 /// # Errors
 /// The store error.
@@ -98,13 +98,14 @@ pub async fn other_incarnations(
     node: &str,
     mine: Incarnation,
 ) -> Result<Vec<LiveNode>, StoreError> {
-    const SHOWN: u32 = 16;
     let prefix = format!("{node}/");
+    // The row from this node id on, whole: a CQL row whose value is gone
+    // still takes a place within a LIMIT, and could hide a process.
     let cells = store
         .read(
             schema::NODES,
             REGISTRY_ROW,
-            &RowQuery::first(SHOWN).starting_at(prefix.clone()),
+            &RowQuery::all().starting_at(prefix.clone()),
         )
         .await?;
     let mine = registry_column(node, mine);
@@ -241,6 +242,9 @@ mod tests {
             acting_version: Some(0),
             bound: BTreeMap::new(),
             view_expired: false,
+            datacenter: None,
+            homes: None,
+            stage_valid_for_ms: None,
         }
     }
 

@@ -29,6 +29,9 @@ fn info(name: &str, effective: Algorithm) -> NodeInfo {
         acting_version: Some(0),
         bound: BTreeMap::new(),
         view_expired: false,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     }
 }
 

@@ -53,7 +53,9 @@ impl ReadOutcome {
 /// 3. S3: a TTL counts from when the store applied the write, in whole
 ///    seconds ([`reconcile::ttl_deadline`](crate::reconcile::ttl_deadline)).
 /// 4. S4: [`read`](Store::read) returns live cells in column order, within
-///    `start_column` and `limit`.
+///    `start_column` and `limit` (on CQL a row whose value is gone is no
+///    cell but takes a place within a `LIMIT`: reads that judge by what is
+///    absent read the whole row).
 /// 5. S5: read-your-writes (the thesis' Lemma 1).
 /// 6. S6: tombstones cost reads ([`crate::tombstones`];
 ///    [`read_observed`](Store::read_observed) reports the cost).

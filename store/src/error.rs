@@ -55,8 +55,11 @@ pub enum StoreErrorKind {
 }
 
 impl StoreErrorKind {
-    fn describe(self) -> &'static str {
+    /// What the failure means, in words, for an operation `op`: a read that
+    /// timed out changed nothing, whatever a write's timeout means.
+    fn describe(self, op: OpKind) -> &'static str {
         match self {
+            StoreErrorKind::MaybeApplied if !op.is_mutation() => "timed out",
             StoreErrorKind::NotApplied => "was not applied",
             StoreErrorKind::MaybeApplied => "timed out and may have been applied",
             StoreErrorKind::Unavailable => "failed: not enough replicas available",
@@ -73,7 +76,7 @@ impl StoreErrorKind {
 /// A failed store operation: which operation, on which table, and what it
 /// means (its [`StoreErrorKind`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{op}{on} {}: {message}", kind.describe(), on = TableSuffix(*table))]
+#[error("{op}{on} {}: {message}", kind.describe(*op), on = TableSuffix(*table))]
 pub struct StoreError {
     kind: StoreErrorKind,
     op: OpKind,
@@ -200,6 +203,17 @@ mod tests {
         assert!(e.is_retryable());
         let read_timeout = StoreError::new(StoreErrorKind::MaybeApplied, OpKind::Read, None, "x");
         assert!(!read_timeout.may_have_applied(), "a read changes nothing");
+        let on_rollout = StoreError::new(
+            StoreErrorKind::MaybeApplied,
+            OpKind::Read,
+            Some(schema::ROLLOUT),
+            "x",
+        );
+        assert_eq!(
+            on_rollout.to_string(),
+            "read on table rollout timed out: x",
+            "a read never 'may have been applied'"
+        );
         let invalid = StoreError::new(StoreErrorKind::Invalid, OpKind::Read, None, "bad");
         assert!(!invalid.is_retryable());
         assert_eq!(invalid.to_string(), "read was rejected as invalid: bad");

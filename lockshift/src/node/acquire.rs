@@ -225,6 +225,12 @@ impl Node {
                         waited: started.elapsed(),
                     });
                 }
+                Err(e @ AcquireError::Unreachable { .. }) => {
+                    // A wait the store cut short is a timeout for the
+                    // metrics: the caller waited its deadline out.
+                    shared.metrics.timed_out(attempt.algorithm);
+                    return Err(e);
+                }
                 Err(e) => return Err(e),
             }
         }

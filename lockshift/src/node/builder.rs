@@ -190,6 +190,13 @@ impl Node {
         if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
             info!(node = %id, "embedded store: locks exclude only within this process");
         }
+        // What the clocks of the cluster's nodes may differ by (the runbook's
+        // clock discipline, docs/operating.md "Clocks").
+        info!(node = %id,
+            holders = %lockshift_decide::duration::fmt_duration(lease.node_skew_tolerance()),
+            waiters = %lockshift_decide::duration::fmt_duration(
+                settings.lock.queue.waiting_node_skew_tolerance(&lease)),
+            "Cassandra node clocks may differ by less than this before a lease could end unannounced");
         let topology = store.topology();
         let configured = settings.lock.configured_homes();
         check_homes(&configured, &topology)?;

@@ -161,7 +161,9 @@ impl Node {
     /// # Errors
     /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
     /// id, [`AcquireError::NodeStopped`] after [`shutdown`](Self::shutdown),
-    /// [`AcquireError::Store`] for a store failure that retrying cannot fix.
+    /// [`AcquireError::Store`] for a store failure that retrying cannot fix
+    /// — among them a lock whose home datacenter this process cannot reach
+    /// (`StoreErrorKind::HomeUnreachable`, docs/design.md §4a).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped acquisition leaves its place in line and
@@ -180,7 +182,10 @@ impl Node {
     /// each acquisition by the stage it confirmed.
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire), plus the two above.
+    /// As [`acquire`](Self::acquire), plus the two above, and
+    /// [`AcquireError::Unreachable`] when the deadline passed with the
+    /// store failing and nobody seen in the lock's way (the last store
+    /// answer is in it).
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).

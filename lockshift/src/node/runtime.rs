@@ -449,6 +449,11 @@ impl Shared {
             acting_version: st.bindings.acting_version(&st.view),
             bound,
             view_expired: view.expired(sent),
+            datacenter: self.homes.local().map(ToString::to_string),
+            homes: Some(self.homes.states()),
+            stage_valid_for_ms: Some(
+                u64::try_from(self.rollout.stage_valid_for.as_millis()).unwrap_or(u64::MAX),
+            ),
         };
         (info, declared)
     }

@@ -10,7 +10,10 @@ use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::LockId;
 
 use super::{Checked, FencingTokenArg};
-use super::{parse_bench_algorithm, parse_duration, parse_lock_id, parse_mode, parse_stage};
+use super::{
+    parse_bench_algorithm, parse_datacenter_name, parse_duration, parse_lock_id, parse_mode,
+    parse_stage,
+};
 
 /// `bench`.
 #[derive(Debug, Clone, Args)]
@@ -66,6 +69,45 @@ pub struct BenchArgs {
     /// above 1 000 tombstones. Draws no plots.
     #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "acquisitions"], value_parser = clap::value_parser!(u32).range(10..=100_000_000))]
     pub soak: Option<u32>,
+    /// Datacenter mode: what a lock's home costs a client in it and one
+    /// elsewhere (docs/design.md §4a) — requests per acquisition by the
+    /// datacenter that coordinated them, and uncontended and hand-off
+    /// times in each client's own round trips. On an embedded
+    /// two-datacenter cluster (paused clock, exact round trips) by default;
+    /// with --cluster on the connection settings' cluster, the lock homed
+    /// in --home and the far client in --far.
+    #[arg(long, conflicts_with_all = ["hold_locks", "soak"])]
+    pub datacenters: bool,
+    /// Datacenter mode on a cluster: the lock's home.
+    #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
+    pub home: Option<lockshift_store::Datacenter>,
+    /// Datacenter mode on a cluster: where the far client runs.
+    #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "home"], value_parser = Checked(parse_datacenter_name))]
+    pub far: Option<lockshift_store::Datacenter>,
+}
+
+/// `home move`: which rule, where to, how.
+#[derive(Debug, Clone, Args)]
+pub struct HomeMoveArgs {
+    /// The prefix rule to move (created if new: it takes the locks whose
+    /// names start with it from the rule that homes them now); without it,
+    /// the default rule — every other lock and the fleet's own rows.
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
+    /// The new home datacenter.
+    #[arg(long, value_name = "DC", value_parser = Checked(parse_datacenter_name))]
+    pub to: lockshift_store::Datacenter,
+    /// Move without the current home's consent, for a home that is gone
+    /// (not merely cut off: a home that is only cut off keeps serving its
+    /// own side until it reads the move, and both sides would hold locks).
+    #[arg(long)]
+    pub force: bool,
+    /// Only judge the move; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who asks, recorded in the move (default: $USER@host).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 /// Which lock, and how to take it: `run-with-lock` and `lock` alike.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use lockshift_lock::LockId;
 
-use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, TransitionArgs};
+use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, HomeMoveArgs, TransitionArgs};
 use super::{parse_datacenter, parse_duration, parse_lock_id};
 
 /// The subcommands.
@@ -215,6 +215,22 @@ pub enum Command {
         command: Vec<String>,
     },
 
+    /// Where each lock lives across datacenters: the homes as every
+    /// datacenter shows them (docs/design.md §4a); `home move` moves one.
+    ///
+    /// Reads the homes row from every datacenter, each at LOCAL_QUORUM
+    /// there: every rule (the default rule, prefix rules), its home,
+    /// version and since when it serves, and which datacenters show it — a
+    /// move not yet replicated everywhere shows as an older version there.
+    #[command(
+        after_help = "Examples:\n  migrate home\n  migrate home move --to dc2 --dry-run\n  migrate home move --prefix eu/ --to dc2\n  migrate home move --to dc2 --force   # the current home is gone (read docs/operating.md first)\n\nExit codes (home move):\n  0    moved (or --dry-run: it may be moved)\n  1    error (the store)\n  2    usage\n  3    refused: the current home or the new one does not answer, the last move has not finished, --force while the current home answers"
+    )]
+    Home {
+        /// `move`, or nothing to show the homes.
+        #[command(subcommand)]
+        action: Option<HomeAction>,
+    },
+
     /// Print the CQL that creates lockshift's keyspace and tables, to run
     /// with cqlsh (`migrate schema --datacenter dc1:3 > lockshift.cql`).
     ///
@@ -307,4 +323,16 @@ pub enum Command {
         /// The worker's spec, as JSON.
         spec: String,
     },
+}
+
+/// What `migrate home` does besides showing the homes.
+#[derive(Debug, Clone, Subcommand)]
+pub enum HomeAction {
+    /// Move a rule's home to another datacenter: planned, through the
+    /// current home, which must answer; or `--force`d without it. The new
+    /// home serves after every view and lease under the old one has run
+    /// out (2 × rollout.stage_valid_for + the longest lease TTL +
+    /// rollout.clock_skew_margin + 1 s); until then the rule's locks are
+    /// refused as "moving", which acquisitions retry until their timeout.
+    Move(HomeMoveArgs),
 }

@@ -21,9 +21,9 @@ mod command;
 
 /// The arguments of the larger subcommands and the groups two share, in
 /// `args`.
-pub use args::{AcquireArgs, BenchArgs, DemoArgs, TransitionArgs};
+pub use args::{AcquireArgs, BenchArgs, DemoArgs, HomeMoveArgs, TransitionArgs};
 /// The subcommands, in `command`.
-pub use command::Command;
+pub use command::{Command, HomeAction};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -244,6 +244,10 @@ fn parse_datacenter(s: &str) -> Result<(String, u32), String> {
         return Err("the datacenter name is empty".to_string());
     }
     Ok((dc.to_string(), rf))
+}
+
+fn parse_datacenter_name(s: &str) -> Result<lockshift_store::Datacenter, String> {
+    lockshift_store::Datacenter::new(s).map_err(|e| e.to_string())
 }
 
 fn parse_bench_algorithm(s: &str) -> Result<lockshift_bench::BenchAlgorithm, String> {

@@ -168,3 +168,37 @@ pub async fn hold(
     let mut progress = progress;
     Ok(lockshift_bench::run_hold(config, &worker, &mut progress).await?)
 }
+
+/// The datacenter mode (`--datacenters`): on the embedded two-datacenter
+/// cluster, or with `--cluster` on the connection settings' cluster,
+/// homed in `--home` with the far client in `--far`.
+///
+/// # Errors
+/// A cluster named without both datacenters, or the benchmark's error.
+pub async fn datacenters(
+    args: &BenchArgs,
+    settings: &Settings,
+) -> anyhow::Result<lockshift_bench::datacenters::DatacenterBenchReport> {
+    use lockshift_bench::datacenters::{
+        DatacenterBenchConfig, run_datacenters, run_datacenters_embedded,
+    };
+    let mut config = DatacenterBenchConfig {
+        acquisitions: args.acquisitions,
+        ..DatacenterBenchConfig::default()
+    };
+    if args.cluster {
+        let (Some(home), Some(far)) = (args.home.clone(), args.far.clone()) else {
+            return Err(crate::UsageError(
+                "--datacenters --cluster needs --home DC and --far DC: the datacenter the \
+                 lock lives in and the one the far client runs in"
+                    .to_string(),
+            )
+            .into());
+        };
+        config.cluster = Some((settings.store.cql.clone(), home, far));
+        return Ok(run_datacenters(&config).await?);
+    }
+    // Its own runtime, on a paused clock: the embedded cluster's round
+    // trips are then exact.
+    Ok(tokio::task::spawn_blocking(move || run_datacenters_embedded(&config)).await??)
+}

@@ -260,6 +260,9 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
         acting_version: Some(0),
         bound: std::collections::BTreeMap::new(),
         view_expired: false,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     };
     let ttl = lockshift_store::Ttl::from_secs(300).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, ttl)
@@ -366,6 +369,9 @@ async fn an_understated_row_never_gets_a_renewing_holders_cell_deleted() {
         acting_version: Some(0),
         bound: std::collections::BTreeMap::new(),
         view_expired: false,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     };
     let row_ttl = lockshift_store::Ttl::from_secs(600).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, row_ttl)

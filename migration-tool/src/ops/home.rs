@@ -245,3 +245,92 @@ pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport,
         outcome,
     ))
 }
+
+/// How many of a datacenter's processes confirm a home now.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Reach {
+    /// Processes whose view of the rule's home is confirmed.
+    pub confirmed: usize,
+    /// Processes that report homes at all.
+    pub of: usize,
+}
+
+/// One datacenter as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiteView {
+    /// The datacenter (`not named` for processes that did not say).
+    pub datacenter: String,
+    /// Its processes (`node` or `node/incarnation`).
+    pub nodes: Vec<String>,
+    /// Whether this tool read the homes row from it (`None`: not a
+    /// datacenter of the cluster the tool knows).
+    pub answered: Option<bool>,
+    /// Per rule: how many of its processes confirm that rule's home.
+    pub reaches: BTreeMap<String, Reach>,
+    /// Processes of a build that predates homes.
+    pub unaware: usize,
+}
+
+/// The datacenters section of `migrate status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatacentersView {
+    /// Every rule's home as the datacenters show it.
+    pub homes: HomesReport,
+    /// The processes by datacenter, and whether each reaches each home.
+    pub sites: Vec<SiteView>,
+}
+
+/// The processes of `nodes` by datacenter, with whether each reaches each
+/// home (from what its heartbeat said), beside `homes`.
+pub fn by_datacenter(
+    nodes: &[lockshift_decide::registry::NodeInfo],
+    columns: &[String],
+    homes: HomesReport,
+) -> DatacentersView {
+    let mut sites: BTreeMap<String, SiteView> = BTreeMap::new();
+    for answer in &homes.datacenters {
+        sites.insert(
+            answer.datacenter.clone(),
+            SiteView {
+                datacenter: answer.datacenter.clone(),
+                nodes: Vec::new(),
+                answered: Some(answer.answered),
+                reaches: BTreeMap::new(),
+                unaware: 0,
+            },
+        );
+    }
+    for (info, column) in nodes.iter().zip(columns) {
+        let dc = info
+            .datacenter
+            .clone()
+            .unwrap_or_else(|| "not named".to_string());
+        let site = sites.entry(dc.clone()).or_insert_with(|| SiteView {
+            datacenter: dc,
+            nodes: Vec::new(),
+            answered: None,
+            reaches: BTreeMap::new(),
+            unaware: 0,
+        });
+        site.nodes.push(column.clone());
+        match &info.homes {
+            None => site.unaware += 1,
+            Some(states) => {
+                for rule in &homes.rules {
+                    let reach = site.reaches.entry(rule.rule.clone()).or_default();
+                    reach.of += 1;
+                    reach.confirmed +=
+                        usize::from(states.iter().any(|s| s.rule == rule.rule && s.confirmed));
+                }
+            }
+        }
+    }
+    DatacentersView {
+        homes,
+        sites: sites.into_values().collect(),
+    }
+}
+
+#[cfg(test)]
+#[path = "home_tests.rs"]
+mod tests;

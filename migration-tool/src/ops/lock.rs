@@ -353,7 +353,7 @@ mod tests {
         settings.node.id = Some("other".into());
         let other = lockshift::Node::builder()
             .settings(settings)
-            .store(env.store.clone())
+            .store(env.raw.clone())
             .clock(env.clock.clone())
             .start()
             .await

@@ -24,6 +24,7 @@ pub mod bench;
 pub mod child;
 pub mod clean;
 pub mod demo;
+pub mod home;
 pub mod inspect;
 pub mod lock;
 pub mod lock_session;
@@ -52,30 +53,63 @@ pub fn refused_read(
 pub struct Env {
     /// The effective settings (flags, environment, file).
     pub settings: Settings,
-    /// The store.
+    /// The store, every request routed to its row's home (docs/design.md
+    /// §4a; the default route where no home is recorded).
     pub store: SharedStore,
+    /// The same store unrouted: what a [`lockshift::Node`] the tool starts
+    /// runs on (a node routes by homes of its own).
+    pub raw: SharedStore,
     /// "Now", for ages and timestamps.
     pub clock: SharedClock,
+    /// Keeps the routed store's view of the homes confirmed while the
+    /// environment lives.
+    _homes: Option<Arc<lockshift_rollout::homes::Refresher>>,
 }
 
 impl Env {
-    /// Loads settings from `opts` and connects (checking the schema unless
-    /// told to create it).
+    /// Loads settings from `opts`, connects (checking the schema unless
+    /// told to create it), and reads the homes from every datacenter.
     ///
     /// # Errors
     /// Settings (usage) or connection errors, explained.
     pub async fn open(opts: &ConnectOpts) -> anyhow::Result<Env> {
         let settings = connect::store_settings(opts, false)?;
         let store = connect::open(&settings).await?;
-        Ok(Env::new(settings, store, Arc::new(SystemClock)))
+        Ok(Env::routed(settings, store, Arc::new(SystemClock)).await)
     }
 
-    /// An environment over an already open store.
-    pub fn new(settings: Settings, store: SharedStore, clock: SharedClock) -> Env {
+    /// An environment over an already open store, its requests routed by
+    /// the homes it reads from every datacenter now — and again every
+    /// `rollout.stage_reread_every` while the environment lives.
+    pub async fn routed(settings: Settings, raw: SharedStore, clock: SharedClock) -> Env {
+        use lockshift_rollout::homes::{HomesRouter, HomesView, keep_fresh, refresh};
+        let view = Arc::new(HomesView::new(
+            clock.clone(),
+            raw.topology().local,
+            settings.lock.configured_homes(),
+            settings.rollout.stage_valid_for,
+        ));
+        let store: SharedStore = Arc::new(HomesRouter::new(raw.clone(), view.clone()));
+        refresh(&store, &view).await;
+        let refresher = keep_fresh(store.clone(), view, settings.rollout.stage_reread_every);
         Env {
             settings,
             store,
+            raw,
             clock,
+            _homes: Some(Arc::new(refresher)),
+        }
+    }
+
+    /// An environment over an already open store, as it is (no homes:
+    /// tests on one datacenter).
+    pub fn new(settings: Settings, store: SharedStore, clock: SharedClock) -> Env {
+        Env {
+            settings,
+            raw: store.clone(),
+            store,
+            clock,
+            _homes: None,
         }
     }
 

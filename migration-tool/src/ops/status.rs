@@ -68,6 +68,11 @@ pub struct StatusReport {
     /// How far apart the Cassandra nodes' clocks may be with the fleet's
     /// lease settings (docs/operating.md §12).
     pub clocks: ClockTolerance,
+    /// The datacenters: every home as they show it, the processes by
+    /// datacenter and whether each reaches each home (docs/design.md §4a);
+    /// `None` on a cluster without homes whose processes name no
+    /// datacenter.
+    pub datacenters: Option<super::home::DatacentersView>,
 }
 
 /// How far apart the clocks of two Cassandra nodes may be before a cell can
@@ -313,7 +318,27 @@ pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Re
         .history()
         .await
         .context("reading the rollout history")?;
-    Ok(build(env, evidence, history))
+    // Where the homes are, as each datacenter shows them; a tool that
+    // reaches none of them says so in the report, not as a failure.
+    let homes = super::home::show(env).await;
+    let mut report = build(env, evidence, history);
+    match homes {
+        Ok(homes) => {
+            let named = report.nodes.iter().any(|n| n.info.datacenter.is_some());
+            if !homes.rules.is_empty() || named {
+                let (infos, columns): (Vec<_>, Vec<_>) = report
+                    .nodes
+                    .iter()
+                    .map(|n| (n.info.clone(), n.info.column()))
+                    .unzip();
+                report.datacenters = Some(super::home::by_datacenter(&infos, &columns, homes));
+            }
+        }
+        Err(e) => report.warnings.push(format!(
+            "the homes could not be read from any datacenter: {e:#}"
+        )),
+    }
+    Ok(report)
 }
 
 /// The report from gathered evidence (pure).
@@ -453,6 +478,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         warnings,
         unsafe_state,
         clocks: ClockTolerance::of(&env.settings),
+        datacenters: None,
     }
 }
 

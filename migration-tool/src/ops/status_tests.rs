@@ -259,6 +259,9 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
         acting_version: None,
         bound: BTreeMap::from([(Algorithm::Legacy, 1), (Algorithm::Queue, 2)]),
         view_expired: true,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     };
     // A node that predates `acting_version`: the row shows its seen
     // version.
@@ -396,6 +399,9 @@ async fn a_legacy_node_and_holder_block_dual() {
         acting_version: Some(0),
         bound: BTreeMap::new(),
         view_expired: false,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     };
     heartbeat(
         env.store.as_ref(),

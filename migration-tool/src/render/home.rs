@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Human;
-use crate::ops::home::{HomeMoveReport, HomesReport};
+use crate::ops::home::{DatacentersView, HomeMoveReport, HomesReport};
 
 impl Human for HomesReport {
     fn human(&self) -> String {
@@ -31,14 +31,10 @@ impl Human for HomesReport {
             return s;
         }
         for r in &self.rules {
-            let shown: Vec<String> = r
-                .shown
-                .iter()
-                .map(|(dc, v)| format!("{dc} v{v}"))
-                .collect();
+            let shown: Vec<String> = r.shown.iter().map(|(dc, v)| format!("{dc} v{v}")).collect();
             let _ = writeln!(
                 s,
-                "{}: home {} (version {}{}{}), {} {}; shown by {}",
+                "{}: home {} (version {}{}{}), {}; shown by {}",
                 r.rule,
                 r.record.datacenter,
                 r.record.version,
@@ -47,8 +43,11 @@ impl Human for HomesReport {
                     .as_ref()
                     .map_or_else(String::new, |f| format!(", moved from {f}")),
                 if r.record.forced { ", forced" } else { "" },
-                if r.serving { "serving since" } else { "serves from" },
-                r.serves_from,
+                if r.serving {
+                    "serving".to_string()
+                } else {
+                    format!("serves from {}", r.serves_from)
+                },
                 if shown.is_empty() {
                     "none".to_string()
                 } else {
@@ -60,16 +59,25 @@ impl Human for HomesReport {
     }
 }
 
+/// A rule's key as words: `the default rule`, `prefix "eu/"`.
+fn rule_words(key: &str) -> String {
+    match key.strip_prefix("prefix:") {
+        Some(prefix) => format!("prefix {prefix:?}"),
+        None => format!("the {key} rule"),
+    }
+}
+
 impl Human for HomeMoveReport {
     fn human(&self) -> String {
         let mut s = String::new();
+        let rule = rule_words(&self.rule);
         let from = self.from.as_deref().unwrap_or("no recorded home");
         let what = if self.forced { "forced move" } else { "move" };
         if !self.because.is_empty() {
             let _ = writeln!(
                 s,
-                "refused: {what} of {} from {from} to {}, because:",
-                self.rule, self.to
+                "refused: {what} of {rule} from {from} to {}, because:",
+                self.to
             );
             for b in &self.because {
                 let _ = writeln!(s, "  - {b}");
@@ -77,9 +85,8 @@ impl Human for HomeMoveReport {
         } else if self.dry_run {
             let _ = writeln!(
                 s,
-                "dry run: the {what} of {} from {from} to {} may be made; {} would serve {} s \
+                "dry run: the {what} of {rule} from {from} to {} may be made; {} would serve {} s \
                  after it",
-                self.rule,
                 self.to,
                 self.to,
                 self.wait_ms / 1000
@@ -87,8 +94,7 @@ impl Human for HomeMoveReport {
         } else {
             let _ = writeln!(
                 s,
-                "{what} of {} from {from} to {} recorded (version {}); {} serves from {}",
-                self.rule,
+                "{what} of {rule} from {from} to {} recorded (version {}); {} serves from {}",
                 self.to,
                 self.record.as_ref().map_or(0, |r| r.version),
                 self.to,
@@ -113,4 +119,63 @@ impl Human for HomeMoveReport {
         }
         s
     }
+}
+
+/// The datacenters section of `migrate status`: each home, then each
+/// datacenter's processes and whether they reach each home.
+pub(super) fn datacenters(view: &DatacentersView) -> String {
+    let mut s = String::new();
+    for r in &view.homes.rules {
+        let _ = writeln!(
+            s,
+            "home       {}: {} (version {}{})",
+            r.rule,
+            r.record.datacenter,
+            r.record.version,
+            if r.serving {
+                String::new()
+            } else {
+                format!(", serves from {}", r.serves_from)
+            }
+        );
+    }
+    for site in &view.sites {
+        let answered = match site.answered {
+            Some(true) => "answers this tool",
+            Some(false) => "does NOT answer this tool",
+            None => "not a datacenter of this cluster",
+        };
+        let reaches: Vec<String> = site
+            .reaches
+            .iter()
+            .map(|(rule, r)| {
+                let word = if r.confirmed == r.of {
+                    "reach"
+                } else if r.confirmed == 0 {
+                    "do NOT reach"
+                } else {
+                    "partly reach"
+                };
+                format!("{word} {rule} ({}/{})", r.confirmed, r.of)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "dc         {}: {} process{}, {answered}{}{}",
+            site.datacenter,
+            site.nodes.len(),
+            if site.nodes.len() == 1 { "" } else { "es" },
+            if reaches.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", reaches.join(", "))
+            },
+            if site.unaware > 0 {
+                format!("; {} of a build without homes", site.unaware)
+            } else {
+                String::new()
+            }
+        );
+    }
+    s
 }

@@ -30,6 +30,7 @@ use crate::ops::serve::Listening;
 
 mod clean;
 mod demo;
+mod home;
 mod inspect;
 mod lock;
 mod status;
@@ -53,6 +54,12 @@ impl Human for lockshift_bench::BenchReport {
 impl Human for lockshift_bench::SoakReport {
     fn human(&self) -> String {
         lockshift_bench::render_soak(self)
+    }
+}
+
+impl Human for lockshift_bench::datacenters::DatacenterBenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::datacenters::render_datacenters(self)
     }
 }
 

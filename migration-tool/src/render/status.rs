@@ -60,6 +60,9 @@ impl Human for StatusReport {
             age(c.waiters_ms),
             age(c.holders_ms)
         );
+        if let Some(view) = &self.datacenters {
+            s.push_str(&super::home::datacenters(view));
+        }
         for w in &self.warnings {
             let _ = writeln!(s, "WARNING    {w}");
         }

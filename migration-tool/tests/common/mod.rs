@@ -426,5 +426,8 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         acting_version: Some(0),
         bound: std::collections::BTreeMap::new(),
         view_expired: false,
+        datacenter: None,
+        homes: None,
+        stage_valid_for_ms: None,
     }
 }

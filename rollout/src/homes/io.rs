@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, SEED_STAMP, Subject, rule_for};
-use lockshift_decide::registry::REGISTRY_ROW;
+use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_store::{
     Cell, CellWrite, Datacenter, OpKind, Route, RowQuery, SharedStore, StoreError, StoreErrorKind,
     WriteOptions, schema,
@@ -213,12 +213,27 @@ pub async fn seed(
     let mut seeded = Vec::new();
     for (rule, home) in missing {
         let route = Route::Datacenter(home.clone());
-        let others = store
+        let rows: Vec<Cell> = store
             .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
             .await?
             .into_iter()
             .filter(|c| c.column != me)
-            .count();
+            .collect();
+        // A process of a build that predates homes never reads the record:
+        // it would go on reaching these locks the store's default way.
+        let unaware: Vec<String> = rows
+            .iter()
+            .filter(|c| {
+                serde_json::from_slice::<NodeInfo>(&c.value).map_or(true, |i| i.homes.is_none())
+            })
+            .map(|c| lockshift_decide::id::cut_short(&c.column).into_owned())
+            .collect();
+        if !unaware.is_empty() {
+            warn!(%rule, %home, processes = %unaware.join(", "),
+                "not recording the home the settings name: these registered processes run a build that does not know homes; upgrade them first");
+            continue;
+        }
+        let others = rows.len();
         let now = view.clock.now();
         let record = HomeRecord {
             version: 1,

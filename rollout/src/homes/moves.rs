@@ -35,17 +35,20 @@ use crate::{LockerSettings, Lockers};
 /// under the old home has expired (R5: `stage_valid_for + lease_ttl` after
 /// its last heartbeat, which itself was sent before the view expired);
 /// plus the clock skew margin and a second for whole-second TTLs. So
-/// `2 × stage_valid_for + the longest lease TTL + clock_skew_margin + 1 s`,
-/// the TTL being the longest of this process's and every registered
-/// process's promise.
+/// `2 × stage_valid_for + lease TTL + clock_skew_margin + 1 s`, each the
+/// longest of this process's settings and what every registered process
+/// says of its own (`others`: each one's lease TTL and `stage_valid_for`,
+/// when it said).
 pub fn move_wait(
     rollout: &RolloutSettings,
     lease_ttl: Duration,
-    promised_ttls: impl IntoIterator<Item = Duration>,
+    others: impl IntoIterator<Item = (Option<Duration>, Option<Duration>)>,
 ) -> Duration {
-    let ttl = promised_ttls.into_iter().fold(lease_ttl, Duration::max);
-    rollout
-        .stage_valid_for
+    let (ttl, valid_for) = others.into_iter().fold(
+        (lease_ttl, rollout.stage_valid_for),
+        |(ttl, valid), (t, v)| (ttl.max(t.unwrap_or(ttl)), valid.max(v.unwrap_or(valid))),
+    );
+    valid_for
         .saturating_mul(2)
         .saturating_add(ttl)
         .saturating_add(rollout.clock_skew_margin)
@@ -146,7 +149,7 @@ async fn judge_and_write(
     };
     let mut unreachable = Vec::new();
     let mut stamp = Timestamp::from_micros(0);
-    let mut ttls = Vec::new();
+    let mut others = Vec::new();
     for dc in &datacenters {
         let route = Route::Datacenter(dc.clone());
         let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
@@ -157,18 +160,23 @@ async fn judge_and_write(
                     stamp = stamp.max(cell.writetime);
                 }
                 scene.read.insert(dc.clone(), records(cells));
-                ttls.extend(
+                others.extend(
                     nodes
                         .iter()
                         .filter_map(|c| serde_json::from_slice::<NodeInfo>(&c.value).ok())
-                        .filter_map(|info| info.lease.map(|p| p.ttl())),
+                        .map(|info| {
+                            (
+                                info.lease.map(|p| p.ttl()),
+                                info.stage_valid_for_ms.map(Duration::from_millis),
+                            )
+                        }),
                 );
             }
             (Err(e), _) | (_, Err(e)) => unreachable.push((dc.clone(), e.to_string())),
         }
     }
     let (plan, refusals) = move_refusals(&request.ask, &scene);
-    let wait = move_wait(settings, lease.lease_ttl, ttls);
+    let wait = move_wait(settings, lease.lease_ttl, others);
     let now = clock.now();
     let record = plan.as_ref().map(|plan| HomeRecord {
         version: plan.version,
