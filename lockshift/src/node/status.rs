@@ -43,3 +43,23 @@ pub struct NodeStatus {
     /// record and whether its home confirmed it lately. Empty without homes.
     pub homes: Vec<RuleState>,
 }
+
+impl NodeStatus {
+    /// Why new acquisitions run combined instead of the configured mode,
+    /// in words — `None` when they run what it asks. An unconfirmed stage
+    /// may well allow the mode: then it says what the confirmation waits
+    /// for (a failed first heartbeat said "mode legacy is not allowed at
+    /// stage legacy" before).
+    pub fn why_combined(&self) -> Option<String> {
+        let from = self.degraded_from?;
+        Some(match (&self.unconfirmed_because, &self.stage) {
+            (Some(why), _) => {
+                format!("mode {from} waits for a confirmed stage ({why}); using combined")
+            }
+            (None, stage) => format!(
+                "mode {from} is not allowed at stage {}; using combined",
+                stage.as_ref().map_or("unknown", |s| s.stage.as_str())
+            ),
+        })
+    }
+}

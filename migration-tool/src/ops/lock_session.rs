@@ -172,21 +172,8 @@ impl LockSession {
             .await
             .context("starting the lock node")?;
         let status = node.status();
-        match (status.degraded_from, &status.unconfirmed_because) {
-            // The stage may well allow the mode: it cannot be confirmed yet
-            // (issue 31: "mode legacy is not allowed at stage legacy" after
-            // a failed first heartbeat).
-            (Some(from), Some(why)) => note(format!(
-                "warning: mode {from} waits for a confirmed stage ({why}); using combined"
-            )),
-            (Some(from), None) => note(format!(
-                "warning: mode {from} is not allowed at stage {}; using combined",
-                status
-                    .stage
-                    .as_ref()
-                    .map_or("unknown", |s| s.stage.as_str())
-            )),
-            (None, _) => {}
+        if let Some(why) = status.why_combined() {
+            note(format!("warning: {why}"));
         }
         let holding = Holding {
             lock: request.lock.to_string(),

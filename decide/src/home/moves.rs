@@ -1,0 +1,172 @@
+//! Judging a move of a home (H3, H4, docs/design.md §4a): what the
+//! operator asks, what the datacenters show, and why the move may not be
+//! made now.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{HomeRecord, Rule, covering_rule};
+use crate::cell::Timestamp;
+use crate::datacenter::Datacenter;
+
+/// What the operator asks of a move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveAsk {
+    /// The rule to move (a prefix rule not recorded yet is created).
+    pub rule: Rule,
+    /// The new home.
+    pub to: Datacenter,
+    /// Move without the current home's consent (H4).
+    pub force: bool,
+}
+
+/// What a move is judged on: the homes row as read from each datacenter.
+#[derive(Clone, Debug, Default)]
+pub struct MoveScene {
+    /// Every datacenter of the cluster.
+    pub datacenters: Vec<Datacenter>,
+    /// The records each datacenter answered with; a datacenter that did
+    /// not answer is absent.
+    pub read: BTreeMap<Datacenter, Vec<(Rule, HomeRecord)>>,
+    /// Now, by the operator's clock.
+    pub now: Timestamp,
+}
+
+impl MoveScene {
+    /// The newest record of `rule` any datacenter showed.
+    pub fn newest(&self, rule: &Rule) -> Option<&HomeRecord> {
+        self.read
+            .values()
+            .flatten()
+            .filter(|(r, _)| r == rule)
+            .map(|(_, rec)| rec)
+            .max_by_key(|rec| rec.version)
+    }
+
+    /// Every rule any datacenter showed.
+    pub fn rules(&self) -> Vec<Rule> {
+        let mut rules: Vec<Rule> = self
+            .read
+            .values()
+            .flatten()
+            .map(|(r, _)| r.clone())
+            .collect();
+        rules.sort();
+        rules.dedup();
+        rules
+    }
+}
+
+/// A move's place in the homes: the record it replaces (for a new prefix
+/// rule, the record of the rule it takes its locks from) and the version
+/// it writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovePlan {
+    /// The rule whose record the move replaces or takes locks from.
+    pub from_rule: Rule,
+    /// That rule's newest record.
+    pub from: HomeRecord,
+    /// The version the move writes.
+    pub version: u64,
+}
+
+/// Why a move may not be made now; each names what to do instead.
+pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec<String>) {
+    let mut refusals = Vec::new();
+    if !scene.datacenters.contains(&ask.to) {
+        refusals.push(format!(
+            "{} is not a datacenter of this cluster (it has {})",
+            ask.to,
+            scene
+                .datacenters
+                .iter()
+                .map(Datacenter::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let existing = scene.newest(&ask.rule).cloned();
+    let (from_rule, from) = match existing {
+        Some(rec) => (ask.rule.clone(), Some(rec)),
+        None => match &ask.rule {
+            Rule::Default => (Rule::Default, None),
+            Rule::Prefix(p) => {
+                let covering = covering_rule(scene.rules().iter(), p);
+                let rec = scene.newest(&covering).cloned();
+                (covering, rec)
+            }
+        },
+    };
+    let Some(from) = from else {
+        refusals.push(
+            "no home is recorded for these locks yet: a fleet takes its first homes from \
+             lock.home_datacenter / lock.homes in its settings (docs/operating.md, \
+             \"Several datacenters\")"
+                .to_string(),
+        );
+        return (None, refusals);
+    };
+    let version = if from_rule == ask.rule {
+        from.version + 1
+    } else {
+        1
+    };
+    if from.datacenter == ask.to && from_rule == ask.rule {
+        refusals.push(format!("{} is homed in {} already", ask.rule, ask.to));
+    }
+    if !from.serves_at(scene.now) {
+        refusals.push(format!(
+            "the last move of {from_rule} (to {}, version {}) has not finished: its home \
+             serves from {}; move again after that",
+            from.datacenter,
+            from.version,
+            fmt_micros(from.serves_from)
+        ));
+    }
+    let home_read = scene.read.get(&from.datacenter);
+    let home_current = home_read.is_some_and(|records| {
+        records
+            .iter()
+            .any(|(r, rec)| *r == from_rule && rec.version == from.version)
+    });
+    match (ask.force, home_read) {
+        (false, None) => refusals.push(format!(
+            "the current home {} cannot be reached: a planned move lands only through it. \
+             If {} is gone — not merely cut off from here — `--force` moves the home \
+             without it; a home that is only cut off keeps serving its own side until it \
+             can read the move, so both sides would hold locks",
+            from.datacenter, from.datacenter
+        )),
+        (false, Some(_)) if !home_current => refusals.push(format!(
+            "the current home {} does not show version {} of {from_rule} yet (another \
+             datacenter does): try again once it has caught up",
+            from.datacenter, from.version
+        )),
+        (true, Some(_)) => refusals.push(format!(
+            "--force is for a home that cannot consent, and {} answers: move it without \
+             --force",
+            from.datacenter
+        )),
+        _ => {}
+    }
+    if scene.datacenters.contains(&ask.to) && !scene.read.contains_key(&ask.to) {
+        refusals.push(format!(
+            "the new home {} cannot be reached from here: the move is written there",
+            ask.to
+        ));
+    }
+    (
+        Some(MovePlan {
+            from_rule,
+            from,
+            version,
+        }),
+        refusals,
+    )
+}
+
+/// A time in µs since the epoch as an operator reads it (RFC 3339, UTC).
+pub fn fmt_micros(us: i64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
