@@ -44,8 +44,13 @@
 //!   options. All three live in `lockshift_decide` (the crate of pure
 //!   decisions, which the decisions made on cells share without a store
 //!   client) and are re-exported here at the paths they have always had.
-//! - [`Store`]: the trait and its contract.
-//! - [`MemoryStore`]: the embedded reference backend.
+//! - [`Store`]: the trait and its contract; every operation takes a
+//!   [`Route`] — the store's default, or pinned to one [`Datacenter`] at
+//!   `LOCAL_QUORUM` — and [`Store::topology`] says what the store knows of
+//!   the cluster's datacenters ([`Topology`]).
+//! - [`MemoryStore`]: the embedded reference backend, one datacenter or
+//!   several ([`MemoryStore::with_datacenters`]: cut links, stopped
+//!   datacenters, [`HintDelivery`]).
 //! - [`CqlStore`]: the CQL backend (ScyllaDB, Cassandra, the local endpoint)
 //!   on the `scylla` driver.
 //! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
