@@ -199,13 +199,13 @@ fn dc(name: &str) -> Datacenter {
 /// Where the clients' stores come from.
 enum Sites {
     Embedded(Arc<MemoryStore>, SharedClock),
-    Cluster(CqlSettings),
+    Cluster(Box<CqlSettings>),
 }
 
 impl Sites {
     async fn open(config: &DatacenterBenchConfig) -> Result<Sites, BenchError> {
         Ok(match &config.cluster {
-            Some((cql, _, _)) => Sites::Cluster(cql.clone()),
+            Some((cql, _, _)) => Sites::Cluster(Box::new(cql.clone())),
             None => {
                 let clock = Arc::new(TokioClock::new());
                 let cluster = MemoryStore::with_clock(clock.clone())
@@ -238,7 +238,7 @@ impl Sites {
             Sites::Cluster(cql) => {
                 let settings = CqlSettings {
                     local_datacenter: Some(place.clone()),
-                    ..cql.clone()
+                    ..(**cql).clone()
                 };
                 let store: SharedStore = Arc::new(CqlStore::connect(&settings).await?);
                 (store, Arc::new(SystemClock), FaultPlan::default())

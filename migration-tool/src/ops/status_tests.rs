@@ -354,7 +354,10 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             ["datacenter", "homes", "stage_valid_for_ms"],
             "#{i}: keys added"
         );
-        assert!(added.iter().all(|k| row[k.as_str()].is_null()), "#{i}: {row:#?}");
+        assert!(
+            added.iter().all(|k| row[k.as_str()].is_null()),
+            "#{i}: {row:#?}"
+        );
     }
 
     // The human table, as the copying row printed it.
