@@ -11,7 +11,8 @@
 # appends its start, end and fencing token to a log. Meanwhile the phases:
 #
 #   steady     PHASE s   all three nodes up
-#   cut-off    PHASE s   the third node cut off (iptables DROP on its address)
+#   cut-off    PHASE s   one node cut off (iptables DROP on its address; the
+#                        first, the seed, unless --cut says otherwise)
 #   healed     PHASE s
 #   paused     PHASE s   the second node stopped (SIGSTOP to its JVM)
 #   resumed    PHASE s
@@ -33,6 +34,8 @@
 #   --phase SECONDS      length of each phase (default 20)
 #   --hold SECONDS       how long each critical section lasts (default 0.05)
 #   --addresses A,B,C    the nodes' loopback addresses (default 127.0.0.41,127.0.0.42,127.0.0.43)
+#   --cut N              which node (1-3) the cut-off phase cuts (default 1: the seed,
+#                        whose loss every fresh process's start meets)
 #   --keep               leave the nodes running
 #   --out DIR            logs and settings (default target/node-down-gaps)
 set -euo pipefail
@@ -46,6 +49,7 @@ phase=20
 hold=0.05
 addresses="127.0.0.41,127.0.0.42,127.0.0.43"
 keep=0
+cut=1
 out="$repo/target/node-down-gaps"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
         --hold) hold="$2"; shift 2 ;;
         --addresses) addresses="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
+        --cut) cut="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "node-down-gaps: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -74,6 +79,8 @@ fi
 
 IFS=, read -r -a nodes <<< "$addresses"
 [ "${#nodes[@]}" = 3 ] || die "--addresses needs three addresses, got '$addresses'"
+case "$cut" in 1|2|3) ;; *) die "--cut takes 1, 2 or 3, got '$cut'" ;; esac
+cut_addr="${nodes[$((cut - 1))]}"
 mkdir -p "$out"
 log="$out/sections.log"
 phases="$out/phases.log"
@@ -144,8 +151,8 @@ iptables -I INPUT -j LOCKSHIFT_FAULT
 
 mark steady; sleep "$phase"
 mark cut-off
-iptables -A LOCKSHIFT_FAULT -s "${nodes[2]}" -j DROP
-iptables -A LOCKSHIFT_FAULT -d "${nodes[2]}" -j DROP
+iptables -A LOCKSHIFT_FAULT -s "$cut_addr" -j DROP
+iptables -A LOCKSHIFT_FAULT -d "$cut_addr" -j DROP
 sleep "$phase"
 iptables -F LOCKSHIFT_FAULT
 mark healed; sleep "$phase"

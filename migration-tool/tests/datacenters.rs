@@ -177,11 +177,32 @@ impl Split {
     }
 
     fn on(sites: &[Site]) -> Split {
+        Split::apply(Split::rules(sites))
+    }
+
+    /// Only side `i`'s client uid kept from `other`'s node, on every port:
+    /// the cluster itself stays whole.
+    fn client_cut_off(i: usize, other: &Site) -> Split {
+        let uid = UIDS[i].to_string();
+        let rule = [
+            "OUTPUT",
+            "-m",
+            "owner",
+            "--uid-owner",
+            &uid,
+            "-d",
+            other.addr(),
+            "-j",
+            "DROP",
+        ];
+        Split::apply(vec![rule.iter().map(|x| (*x).to_string()).collect()])
+    }
+
+    fn apply(rules: Vec<Vec<String>>) -> Split {
         assert!(
             iptables(&["-L", "OUTPUT", "-n"]),
             "iptables is needed for the split (as root; `apt-get install iptables`)"
         );
-        let rules = Split::rules(sites);
         for rule in &rules {
             let mut args = vec!["-I"];
             args.extend(rule.iter().map(String::as_str));
@@ -360,6 +381,35 @@ async fn local_quorum_without_a_local_datacenter_is_refused() {
             "{side:#?}"
         );
     }
+}
+
+/// A fresh process starts while a node it was not given cannot be reached
+/// (issue 31 (4c)): its contact point answers; the driver learns of the
+/// other node from the cluster and opens a pool to it, whose TCP connect is
+/// dropped. The session starts on the node that answered (each node's
+/// connect is limited to a second) instead of waiting on the other until
+/// the connect timeout and failing with "no usable session", and the
+/// process takes its lock at home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_process_starts_while_a_node_it_was_not_given_is_dark() {
+    let Some(sites) = pair() else { return };
+    let _serial = SERIAL.lock().await;
+    let settings = keyspace(&sites, "dc_dark_peer").await;
+    let binary = binary_for_others();
+    let cut = Split::client_cut_off(0, &sites[1]);
+    let mut env = side_env(&sites, 0);
+    env.push((
+        "LOCKSHIFT__STORE__CQL__CONTACT_POINTS",
+        sites[0].contact.clone(),
+    ));
+    for round in 0..3 {
+        let started = std::time::Instant::now();
+        let held = run_with_lock(&binary, &sites, &settings.keyspace, 0, "X", &env).await;
+        eprintln!("round {round}: {:?}, exit {}", started.elapsed(), held.code);
+        assert_eq!(held.code, 0, "round {round}: {held:#?}");
+        assert!(held.interval.is_some(), "round {round}: {held:#?}");
+    }
+    drop(cut);
 }
 
 /// Unsplit: every request of a home client's acquisitions is coordinated

@@ -140,23 +140,66 @@ async fn a_lock_is_reached_at_its_home_from_either_side_and_refused_when_the_hom
     assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_seed_beside_running_processes_serves_after_the_wait() {
-    let (cluster, clock) = cluster();
-    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+/// A registry row of `other/1`, from a build that knows homes or not.
+async fn register_other(router: &SharedStore, knows_homes: bool) {
+    use lockshift_decide::algorithm::{Algorithm, Mode};
+    let info = lockshift_decide::registry::NodeInfo {
+        node: "other".to_string(),
+        version: "0.1.0".to_string(),
+        configured_mode: Mode::Auto,
+        effective: Algorithm::Combined,
+        degraded: false,
+        seen_stage: None,
+        seen_version: None,
+        started_at: 0,
+        incarnation: Some("1".to_string()),
+        last_used: Default::default(),
+        lease: None,
+        acting_version: None,
+        bound: Default::default(),
+        view_expired: false,
+        datacenter: None,
+        homes: knows_homes.then(Vec::new),
+        stage_valid_for_ms: None,
+    };
     router
         .write_via(
             &Route::Datacenter(dc("dc1")),
             schema::NODES,
             lockshift_decide::registry::REGISTRY_ROW,
-            &[CellWrite::new("other/1", b"{}".to_vec())],
+            &[CellWrite::new(
+                "other/1",
+                serde_json::to_vec(&info).unwrap(),
+            )],
             WriteOptions::at(lockshift_store::Timestamp::from_micros(5)),
         )
         .await
         .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seed_waits_for_a_registered_build_that_does_not_know_homes() {
+    let (cluster, clock) = cluster();
+    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+    register_other(&router, false).await;
+    let report = refresh(&router, &view).await;
+    let seeded = seed(&router, &view, &report, "me", Duration::from_secs(126))
+        .await
+        .unwrap();
+    assert!(seeded.is_empty(), "{seeded:?}");
+    assert!(refresh(&router, &view).await.read.contains(&dc("dc1")));
+    assert!(view.homes().record(&Rule::Default).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seed_beside_running_processes_serves_after_the_wait() {
+    let (cluster, clock) = cluster();
+    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+    register_other(&router, true).await;
     let report = refresh(&router, &view).await;
     let wait = Duration::from_secs(126);
     let seeded = seed(&router, &view, &report, "me", wait).await.unwrap();
+    assert_eq!(seeded.len(), 1, "{seeded:?}");
     assert!(seeded[0].record.serves_from > 0);
     refresh(&router, &view).await;
     let e = write_main(&router, "a", "x").await.unwrap_err();

@@ -50,6 +50,22 @@ pub(super) const CONNECT_OP: OpKind = OpKind::Read;
 /// cluster's nodes), or all have settled, or half of `connect_timeout` has
 /// passed with at least one answer — leaving the other half for the
 /// session itself.
+///
+/// # Why each node's connect is short
+///
+/// The probe cannot see a node that goes dark after it answered (a cut
+/// made while the process starts), nor the nodes the driver learns from
+/// `system.peers` that are not contact points; `build()` still waits for a
+/// pool to each. Each of those waits is one TCP connect, which the driver
+/// bounds by its connection timeout: given all of `connect_timeout` it
+/// outlasted the session's deadline, and a fresh process failed with "no
+/// usable session" while a quorum answered (issue 31 (4c)). So each node's
+/// connect gets [`node_connect_limit`]: a node that has not accepted a
+/// connection by then is down for now, its pool is filled again in the
+/// background (the driver's refiller, with the same limit), and the session
+/// starts on the nodes that answered. A connect that hangs *after* TCP is
+/// broken by the keepalive (`keepalive_every` + `keepalive_timeout`),
+/// which runs from the connection's first request.
 pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>, StoreError> {
     let timeout = settings.connect_timeout;
     let invalid = |problem: crate::settings::InvalidSetting| {
@@ -106,7 +122,7 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
     // reads, and a cluster with a large schema should not slow a start.
     let mut builder = SessionBuilder::new()
         .known_nodes(probed.answered.iter().map(|(point, _)| point.as_str()))
-        .connection_timeout(timeout)
+        .connection_timeout(node_connect_limit(timeout))
         .keepalive_interval(settings.keepalive_every)
         .keepalive_timeout(settings.keepalive_timeout)
         .metadata_request_clientside_timeout(timeout)
@@ -157,6 +173,20 @@ pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>,
 struct Probe {
     tls: Option<Arc<rustls::ClientConfig>>,
     settings: crate::settings::TlsSettings,
+}
+
+/// The most one node's TCP connect may take before the driver counts it
+/// down for now (see [`open_session`]).
+///
+/// One second: a connect takes one network round trip — well under a
+/// millisecond in a datacenter, a few hundred across continents — and
+/// Linux sends its first SYN again after one second, so a node that has not
+/// answered by then has lost a packet or is gone. Never more than the
+/// whole `connect_timeout`.
+pub(super) const NODE_CONNECT_LIMIT: Duration = Duration::from_secs(1);
+
+pub(super) fn node_connect_limit(connect_timeout: Duration) -> Duration {
+    connect_timeout.min(NODE_CONNECT_LIMIT)
 }
 
 /// `2s`, `300ms`: a duration as the operator wrote it.

@@ -111,7 +111,10 @@ pub struct CqlSettings {
     /// `lock.home_datacenter`, which counts the requests that leave it.
     /// Default: none (no datacenter preferred).
     pub local_datacenter: Option<Datacenter>,
-    /// How long to wait for the first connection.
+    /// How long to wait for the first connection. Each node's TCP connect
+    /// within it is limited to 1 s (or this, if shorter): a node that has
+    /// not accepted by then is connected to in the background, and the
+    /// session starts on the others.
     /// Default: `5s`.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
