@@ -65,7 +65,9 @@ pub(super) const CONNECT_OP: OpKind = OpKind::Read;
 /// background (the driver's refiller, with the same limit), and the session
 /// starts on the nodes that answered. A connect that hangs *after* TCP is
 /// broken by the keepalive (`keepalive_every` + `keepalive_timeout`),
-/// which runs from the connection's first request.
+/// which runs from the moment the connection is open — a control
+/// connection opened just before a cut gives up its metadata read that way,
+/// and the driver goes on with the contact points.
 pub(super) async fn open_session(settings: &CqlSettings) -> Result<Arc<Session>, StoreError> {
     let timeout = settings.connect_timeout;
     let invalid = |problem: crate::settings::InvalidSetting| {
@@ -183,9 +185,9 @@ struct Probe {
 /// Linux sends its first SYN again after one second, so a node that has not
 /// answered by then has lost a packet or is gone. Never more than the
 /// whole `connect_timeout`.
-pub(super) const NODE_CONNECT_LIMIT: Duration = Duration::from_secs(1);
+const NODE_CONNECT_LIMIT: Duration = Duration::from_secs(1);
 
-pub(super) fn node_connect_limit(connect_timeout: Duration) -> Duration {
+fn node_connect_limit(connect_timeout: Duration) -> Duration {
     connect_timeout.min(NODE_CONNECT_LIMIT)
 }
 

@@ -1,4 +1,6 @@
-use super::StopWaiting;
+use std::time::Duration;
+
+use super::{StopWaiting, node_connect_limit};
 
 /// The connect rule as a table (issue 19 (C) #12: the README said a
 /// session needs a majority; it starts with one answer at half the
@@ -30,5 +32,24 @@ fn connecting_stops_waiting_by_the_documented_rule() {
     ];
     for (i, (state, stop)) in cases.into_iter().enumerate() {
         assert_eq!(state.now(), stop, "case #{i}: {state:?}");
+    }
+}
+
+/// A node's connect gets a second, or the whole connect timeout if that
+/// is shorter (issue 31 (4c)).
+#[test]
+fn a_node_connect_is_limited_to_a_second_within_the_connect_timeout() {
+    let ms = Duration::from_millis;
+    for (connect_timeout, limit) in [
+        (ms(5_000), ms(1_000)),
+        (ms(60_000), ms(1_000)),
+        (ms(1_000), ms(1_000)),
+        (ms(300), ms(300)),
+    ] {
+        assert_eq!(
+            node_connect_limit(connect_timeout),
+            limit,
+            "{connect_timeout:?}"
+        );
     }
 }
