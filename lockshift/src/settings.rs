@@ -485,6 +485,32 @@ impl Settings {
         out.extend(self.time.problems());
         out.extend(self.rollout.problems(&lease));
         out.extend(self.lock.home_problems(&self.store));
+        if self.time.source == TimeSourceKind::Global
+            && let Some(home) = self
+                .lock
+                .homes
+                .iter()
+                .find(|h| Some(&h.datacenter) != self.lock.home_datacenter.as_ref())
+        {
+            // `GlobalTime` is one fleet row, read on every queue
+            // acquisition, at the default home: a lock homed elsewhere
+            // would stop whenever its home is cut off from that one.
+            out.push(InvalidSetting::new(
+                "time.source",
+                format!(
+                    "time.source = \"global\" reads one fleet-wide row on every acquisition, \
+                     at the default home ({}), so locks homed in {} (lock.homes, prefix {}) \
+                     would stop whenever the two datacenters are cut apart; use \"hybrid\" \
+                     (the default) with per-prefix homes",
+                    self.lock
+                        .home_datacenter
+                        .as_ref()
+                        .map_or_else(|| "none named".to_string(), ToString::to_string),
+                    home.datacenter,
+                    lockshift_store::settings::echo(&home.prefix)
+                ),
+            ));
+        }
         out
     }
 }

@@ -282,3 +282,29 @@ fn tls_and_credential_mistakes_are_refused_at_load() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
+
+/// Home settings (issue 29): each mistake named by its key, and the time
+/// service that reads one fleet-wide row refused beside per-prefix homes.
+#[test]
+fn home_settings_are_checked_with_what_they_need() {
+    let load = |text: &str| Settings::load_with_env(Some(file(text).path()), env(&[]));
+    let cql = "[store.cql]\ncontact_points = [\"10.0.0.1:9042\"]\nlocal_datacenter = \"dc1\"\n";
+    let ok = format!(
+        "{cql}[lock]\nhome_datacenter = \"dc1\"\nhomes = [{{ prefix = \"eu/\", datacenter = \"dc2\" }}]\n"
+    );
+    let s = load(&ok).unwrap();
+    assert_eq!(s.lock.homes.len(), 1);
+    #[rustfmt::skip]
+    let refused = [
+        (format!("{ok}[time]\nsource = \"global\"\n"), "time.source", "eu/"),
+        (ok.replace("local_datacenter = \"dc1\"\n", ""), "store.cql.local_datacenter", "needs"),
+        (ok.replace("\"eu/\"", "\"\""), "lock.homes", "prefix is empty"),
+    ];
+    for (text, key, words) in refused {
+        let e = load(&text).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(words), "{text}\n{e}");
+    }
+    // Every prefix at the default home: one datacenter serves the row.
+    let same = ok.replace("datacenter = \"dc2\"", "datacenter = \"dc1\"");
+    load(&format!("{same}[time]\nsource = \"global\"\n")).unwrap();
+}

@@ -166,7 +166,16 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
 }
 
 /// A time in µs since the epoch as an operator reads it (RFC 3339, UTC).
+///
+/// A record is data another process (or a hand) wrote: a time before the
+/// epoch reads as the epoch, and one RFC 3339 cannot write (after the year
+/// 9999) as its µs, never a panic.
 pub fn fmt_micros(us: i64) -> String {
-    let at = std::time::UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
+    use std::fmt::Write as _;
+    let since_epoch = Duration::from_micros(u64::try_from(us).unwrap_or(0));
+    let mut text = String::new();
+    match std::time::UNIX_EPOCH.checked_add(since_epoch) {
+        Some(at) if write!(text, "{}", humantime::format_rfc3339_seconds(at)).is_ok() => text,
+        _ => format!("{us} µs after 1970-01-01T00:00:00Z"),
+    }
 }

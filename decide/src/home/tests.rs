@@ -351,3 +351,22 @@ fn two_records_of_one_version_are_never_confirmed_while_datacenters_disagree() {
         Ok(Some(dc("dc3")))
     );
 }
+
+/// A record's times are data: one far past what RFC 3339 writes, or before
+/// the epoch, is shown, never a panic (a hand-written `serves_from`).
+#[test]
+fn any_recorded_time_is_shown_without_a_panic() {
+    #[rustfmt::skip]
+    let cases = [
+        (0, "1970-01-01T00:00:00Z"),
+        (1_764_288_000_000_000, "2025-11-28T00:00:00Z"),
+        (-5, "1970-01-01T00:00:00Z"),
+        (300_000_000_000_000_000, "300000000000000000 µs after 1970-01-01T00:00:00Z"),
+        (i64::MAX, "9223372036854775807 µs after 1970-01-01T00:00:00Z"),
+    ];
+    for (us, shown) in cases {
+        let text = std::panic::catch_unwind(|| fmt_micros(us))
+            .unwrap_or_else(|_| panic!("fmt_micros({us}) panicked"));
+        assert_eq!(text, shown, "{us}");
+    }
+}
