@@ -430,7 +430,8 @@ impl Homes {
             return Err(Refusal::Unconfirmed {
                 since: view.confirmed.map(|t| now.saturating_duration_since(t)),
                 last_error: Some(format!(
-                    "datacenters show different records of version {} (two moves raced;                      the store reconciles them)",
+                    "datacenters show different records of version {} (two moves raced; \
+                     the store reconciles them)",
                     view.record.version
                 )),
                 home: home.clone(),

@@ -341,7 +341,20 @@ fn two_records_of_one_version_are_never_confirmed_while_datacenters_disagree() {
         homes.observe(&dc("dc2"), t0, vec![(Rule::Default, to_dc2.clone())]);
         homes.observe(&dc("dc3"), t0, vec![(Rule::Default, to_dc3.clone())]);
         homes.observe(&dc("dc2"), t0, vec![(Rule::Default, to_dc2.clone())]);
-        assert!(homes.route(Subject::Lock("a"), t0, wall(0)).is_err());
+        let refusal = homes.route(Subject::Lock("a"), t0, wall(0)).unwrap_err();
+        let Refusal::Unconfirmed {
+            last_error: Some(why),
+            ..
+        } = &refusal
+        else {
+            panic!("{refusal:?}")
+        };
+        assert_eq!(
+            why,
+            "datacenters show different records of version 2 (two moves raced; \
+             the store reconciles them)"
+        );
+        assert!(!refusal.is_transient());
     }
     // Reconciled: both show the winner.
     homes.observe(&dc("dc3"), t0, vec![(Rule::Default, to_dc3.clone())]);
