@@ -67,11 +67,11 @@
 //!   `DELETE [c, …] FROM … [USING TIMESTAMP …] WHERE …` (rows, cells, clustering ranges,
 //!   whole partitions), `BEGIN [UNLOGGED|LOGGED] BATCH … APPLY BATCH`.
 //! - Lightweight transactions on one row: `INSERT … IF NOT EXISTS [USING TTL …]`,
-//!   `UPDATE … SET … WHERE … IF EXISTS | IF c = v [AND …]`, `DELETE … WHERE … IF EXISTS |
-//!   IF c = v [AND …]`, linearizable (every statement runs under one lock), answering a
+//!   `UPDATE … SET … WHERE … IF EXISTS | IF c op v [AND …]`, `DELETE … WHERE … IF EXISTS |
+//!   IF c op v [AND …]` (`op`: `=`, `<`, `<=`, `>`, `>=`; a fenced write's `IF fence <= ?`), linearizable (every statement runs under one lock), answering a
 //!   boolean `[applied]` column and, when not applied, the row's current values as
 //!   Cassandra does. Injected latency is paid once per Paxos round trip (4), as a cluster
-//!   pays it. Not in batches, not with `USING TIMESTAMP`, only `=` conditions.
+//!   pays it. Not in batches, not with `USING TIMESTAMP`; no `!=` or `IN` conditions.
 //! - `SELECT [DISTINCT] *|c, writetime(c), ttl(c), token(pk), count(*) [AS alias] FROM … WHERE
 //!   pk = ?|IN (…)|IN ? AND ck = …|IN …|slices … | token(pk) >|>=|<|<= … [ORDER BY …]
 //!   [PER PARTITION LIMIT n] [LIMIT n] [ALLOW FILTERING]`; paging with an opaque state that

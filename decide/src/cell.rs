@@ -331,11 +331,28 @@ pub enum OpKind {
     Read,
     /// Scanning row keys.
     Scan,
+    /// A conditional write of one cell, refused under a smaller fencing
+    /// token than the one recorded (`Store::write_fenced_via`): one Paxos
+    /// round or two, not one plain write.
+    FencedWrite,
 }
 
 impl OpKind {
-    /// Every kind, in a fixed order.
+    /// The four unconditional kinds, in a fixed order: what every lock
+    /// algorithm sends, and what a node's metrics keep one counter each for.
+    /// [`OpKind::FencedWrite`] is not among them: only a service's own
+    /// fenced writes send it ([`OpKind::EVERY`] lists all five).
     pub const ALL: [OpKind; 4] = [OpKind::Write, OpKind::Delete, OpKind::Read, OpKind::Scan];
+
+    /// Every kind, the unconditional ones first ([`OpKind::ALL`]) and then
+    /// [`OpKind::FencedWrite`].
+    pub const EVERY: [OpKind; 5] = [
+        OpKind::Write,
+        OpKind::Delete,
+        OpKind::Read,
+        OpKind::Scan,
+        OpKind::FencedWrite,
+    ];
 
     /// Lowercase name.
     pub fn as_str(self) -> &'static str {
@@ -344,12 +361,13 @@ impl OpKind {
             OpKind::Delete => "delete",
             OpKind::Read => "read",
             OpKind::Scan => "scan",
+            OpKind::FencedWrite => "fenced_write",
         }
     }
 
     /// Whether the operation changes data.
     pub fn is_mutation(self) -> bool {
-        matches!(self, OpKind::Write | OpKind::Delete)
+        matches!(self, OpKind::Write | OpKind::Delete | OpKind::FencedWrite)
     }
 }
 

@@ -118,6 +118,7 @@ pub use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockId,
     NodeId, OwnerId, ReleaseError, TryAcquireError,
 };
+pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};
 /// The lost signal's type ([`LockGuard::lost`]).

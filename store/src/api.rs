@@ -7,7 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::cell::{Cell, CellWrite, KeyPage, PageCursor, RowQuery, Table, WriteOptions};
-use crate::error::StoreError;
+use crate::error::{StoreError, StoreErrorKind};
+use crate::fenced::FencedOutcome;
 use crate::route::{Route, Topology};
 
 /// What a read returned, and what it cost the database: the answer of
@@ -136,6 +137,48 @@ pub trait Store: Send + Sync + Debug {
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError>;
 
+    /// Writes `cell` into `row` of `table` only if the cell records no
+    /// fencing token larger than `token`, and records `token` beside it:
+    /// one linearizable compare-and-set on that cell, coordinated as
+    /// `route` says — a lightweight transaction at `SERIAL`, or
+    /// `LOCAL_SERIAL` on a route pinned to a datacenter (docs/design.md
+    /// §5, "Fenced writes"; the user-facing helper is
+    /// [`FencedWriter`](crate::fenced::FencedWriter)).
+    ///
+    /// Unlike [`write_via`](Store::write_via) the write carries no caller
+    /// timestamp or TTL: the store stamps it above every earlier version of
+    /// the cell (a Paxos ballot), and it lives until overwritten or
+    /// deleted. A delete removes the fence with the cell.
+    ///
+    /// # Errors
+    ///
+    /// A refusal is not an error: [`FencedOutcome::Refused`]. A timeout is
+    /// [`StoreErrorKind::MaybeApplied`] (op [`OpKind::FencedWrite`](crate::OpKind::FencedWrite)):
+    /// it may land later, still only under its condition. A token above
+    /// `i64::MAX` is [`StoreErrorKind::Invalid`]. The default — for a
+    /// wrapper that does not forward it — refuses every call with
+    /// [`StoreErrorKind::Invalid`], naming the backend: a wrapper must
+    /// forward it for fenced writes to pass through.
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<FencedOutcome, StoreError> {
+        let _ = (route, row, cell, token);
+        Err(StoreError::new(
+            StoreErrorKind::Invalid,
+            crate::OpKind::FencedWrite,
+            Some(table),
+            format!(
+                "{} does not forward fenced writes (its Store impl lacks write_fenced_via)",
+                self.describe()
+            ),
+        ))
+    }
+
     /// A short description of the backend for logs and `migrate status`
     /// ("embedded", "cql 127.0.0.1:9042/lockshift").
     fn describe(&self) -> String;
@@ -208,6 +251,18 @@ pub trait Store: Send + Sync + Debug {
         self.read_via(&Route::Default, table, row, query).await
     }
 
+    /// [`write_fenced_via`](Store::write_fenced_via) on the default route.
+    async fn write_fenced(
+        &self,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<FencedOutcome, StoreError> {
+        self.write_fenced_via(&Route::Default, table, row, cell, token)
+            .await
+    }
+
     /// [`scan_keys_via`](Store::scan_keys_via) on the default route.
     async fn scan_keys(
         &self,
@@ -265,6 +320,19 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     ) -> Result<KeyPage, StoreError> {
         (**self)
             .scan_keys_via(route, table, cursor, page_size)
+            .await
+    }
+
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<FencedOutcome, StoreError> {
+        (**self)
+            .write_fenced_via(route, table, row, cell, token)
             .await
     }
 

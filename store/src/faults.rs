@@ -27,6 +27,7 @@ use crate::cell::{
     duration_micros,
 };
 use crate::error::{StoreError, StoreErrorKind};
+use crate::fenced::FencedOutcome;
 use crate::route::{Route, Topology};
 
 /// Which operations faults apply to; latency and counting apply to all.
@@ -471,6 +472,26 @@ impl<S: Store> Store for FaultyStore<S> {
         self.run(route, table, OpKind::Scan, async |_| {
             self.inner
                 .scan_keys_via(route, table, cursor, page_size)
+                .await
+        })
+        .await
+    }
+
+    /// Counted as [`OpKind::FencedWrite`], with its own faults: a failure
+    /// before apply changes nothing, one after it is a timeout of a write
+    /// that landed (or was refused) — "maybe applied", as a Paxos round
+    /// that timed out is. No skew: the store stamps it, not the caller.
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<FencedOutcome, StoreError> {
+        self.run(route, table, OpKind::FencedWrite, async |_| {
+            self.inner
+                .write_fenced_via(route, table, row, cell, token)
                 .await
         })
         .await

@@ -172,3 +172,43 @@ async fn partition_fails_everything_until_healed() {
     assert_eq!(counts.get(schema::MAIN, OpKind::Read), 2);
     assert_eq!(counts.to_string(), "main.read=2");
 }
+
+#[tokio::test(start_paused = true)]
+async fn fenced_writes_are_their_own_kind_and_a_timeout_may_have_applied() {
+    let store = FaultyStore::new(MemoryStore::new(), 7);
+    let cell = CellWrite::new("balance", b"1".to_vec());
+    store.fail_next(1, FailPoint::After);
+    let err = store
+        .write_fenced(schema::SCRATCH, "r", &cell, 5)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::MaybeApplied);
+    assert!(err.may_have_applied());
+    // It had applied: a smaller token is now refused.
+    let late = store
+        .write_fenced(schema::SCRATCH, "r", &cell, 4)
+        .await
+        .unwrap();
+    assert_eq!(
+        late,
+        crate::FencedOutcome::Refused {
+            recorded: 5,
+            rounds: 1
+        }
+    );
+    store.fail_next(1, FailPoint::Before);
+    assert!(
+        !store
+            .write_fenced(schema::SCRATCH, "r", &cell, 6)
+            .await
+            .unwrap_err()
+            .may_have_applied()
+    );
+    let counts = store.op_counts();
+    assert_eq!(
+        counts.get(schema::SCRATCH, OpKind::FencedWrite),
+        3,
+        "{counts}"
+    );
+    assert_eq!(counts.writes(), 0, "not counted as plain writes");
+}

@@ -54,6 +54,9 @@
 //! - [`CqlStore`]: the CQL backend (ScyllaDB, Cassandra, the local endpoint)
 //!   on the `scylla` driver.
 //! - [`FaultyStore`]: seeded latency, failures and skew; operation counts.
+//! - [`fenced`]: fenced writes — [`fenced::FencedWriter`], a write the
+//!   database refuses under a smaller fencing token than the cell's
+//!   ([`Store::write_fenced_via`], docs/design.md §5).
 //! - [`clock`]: injectable clocks.
 //! - [`tombstones`]: what tombstones cost a read on Cassandra (measured),
 //!   the thresholds, Cassandra's warning text.
@@ -65,6 +68,7 @@ pub mod clock;
 mod cql;
 mod error;
 mod faults;
+pub mod fenced;
 mod memory;
 mod route;
 pub mod settings;
@@ -84,6 +88,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, Tokio
 pub use cql::{CqlStore, SchemaStep};
 pub use error::{StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
+pub use fenced::{FencedOutcome, FencedWriteError, FencedWriter};
 pub use lockshift_decide::{reconcile, schema};
 pub use memory::{DEFAULT_DATACENTER, DEFAULT_KEYSPACE, HintDelivery, MemoryStore};
 pub use route::{Datacenter, InvalidDatacenter, Route, Topology};

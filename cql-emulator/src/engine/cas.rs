@@ -1,5 +1,6 @@
 //! Lightweight transactions: `INSERT … IF NOT EXISTS`, `UPDATE|DELETE … IF
-//! EXISTS` and `IF col = v [AND …]`, answered as Cassandra answers them.
+//! EXISTS` and `IF col op v [AND …]` (`=`, `<`, `<=`, `>`, `>=`), answered
+//! as Cassandra answers them.
 //!
 //! Linearizable per partition by construction: the engine runs every
 //! statement under the server's one mutex, so reading the addressed row,
@@ -22,6 +23,7 @@ use crate::engine::data::{Clustering, PartitionKey, TableData};
 use crate::engine::schema::{ColumnKind, TableSchema};
 use crate::engine::select::Page;
 use crate::error::CqlError;
+use crate::parse::ast::Op;
 use crate::types::CqlType;
 use crate::wire::Value;
 
@@ -63,7 +65,9 @@ pub(crate) fn current_row(
 
 /// Whether `condition` holds on `current` (the row's values, `None` when it
 /// is not live). A null in `IF col = null` matches a missing cell and a
-/// missing row, as in Cassandra.
+/// missing row; a comparison (`<`, `<=`, `>`, `>=`) with a null value is
+/// refused and one with a missing cell does not hold — Cassandra's
+/// `ColumnCondition` rules.
 pub(crate) fn applies(
     schema: &TableSchema,
     condition: &CasCondition,
@@ -73,11 +77,11 @@ pub(crate) fn applies(
     match condition {
         CasCondition::NotExists => Ok(current.is_none()),
         CasCondition::Exists => Ok(current.is_some()),
-        CasCondition::Equal(list) => {
+        CasCondition::Compare(list) => {
             let mut holds = true;
             // Every value is resolved (and type-checked) even after a
             // mismatch, so a bad value is an error whatever the row holds.
-            for (col, op) in list {
+            for (col, compare, op) in list {
                 let c = &schema.columns[*col];
                 let expected = match values.value(op)? {
                     Value::Unset => {
@@ -91,13 +95,38 @@ pub(crate) fn applies(
                 };
                 let actual = current.and_then(|r| r[*col].as_deref());
                 holds &= match (expected.as_deref(), actual) {
+                    (None, _) if *compare != Op::Eq => {
+                        return Err(CqlError::invalid(format!(
+                            "Invalid comparison with null for operator \"{}\"",
+                            op_text(*compare)
+                        )));
+                    }
                     (None, None) => true,
-                    (Some(e), Some(a)) => c.collation.compare(a, e) == Ordering::Equal,
+                    (Some(e), Some(a)) => {
+                        let order = c.collation.compare(a, e);
+                        match compare {
+                            Op::Eq => order == Ordering::Equal,
+                            Op::Lt => order == Ordering::Less,
+                            Op::Le => order != Ordering::Greater,
+                            Op::Gt => order == Ordering::Greater,
+                            Op::Ge => order != Ordering::Less,
+                        }
+                    }
                     _ => false,
                 };
             }
             Ok(holds)
         }
+    }
+}
+
+fn op_text(op: Op) -> &'static str {
+    match op {
+        Op::Eq => "=",
+        Op::Lt => "<",
+        Op::Le => "<=",
+        Op::Gt => ">",
+        Op::Ge => ">=",
     }
 }
 

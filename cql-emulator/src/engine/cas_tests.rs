@@ -248,3 +248,66 @@ fn prepared_conditions_bind_typed_markers() {
     );
     assert!(unset.unwrap_err().message.contains("unset"));
 }
+
+/// A fenced write's two conditional updates (the store's CQL backend,
+/// `store/src/cql/fenced.rs`): `IF fence <= t` holds against a smaller or
+/// equal token only, never against a null, and `IF fence = null` takes a
+/// cell never fenced — answering the current fence when not applied.
+#[test]
+fn fence_conditions_compare_by_the_column_type_and_fail_on_a_null() {
+    let mut db = leases();
+    db.ok(
+        "CREATE TABLE ks.scratch (row_key text, column_name text, value blob, fence bigint, \
+         PRIMARY KEY ((row_key), column_name))",
+    );
+    let set = |value: &str, fence: i64, cond: &str| {
+        format!(
+            "UPDATE ks.scratch SET value = {value}, fence = {fence} WHERE row_key = 'acct-3' \
+             AND column_name = 'balance' IF {cond}"
+        )
+    };
+    let steps: Vec<(String, &[&str])> = vec![
+        // No row: `<=` fails, `[applied]` alone; `= null` applies.
+        (set("0x01", 41, "fence <= 41"), &["false"]),
+        (set("0x01", 41, "fence = null"), &["true"]),
+        // Equal and larger tokens apply; a smaller one is refused with the fence.
+        (set("0x02", 41, "fence <= 41"), &["true"]),
+        (set("0x03", 42, "fence <= 42"), &["true"]),
+        (set("0x04", 41, "fence <= 41"), &["false|42"]),
+        (set("0x04", 41, "fence = null"), &["false|42"]),
+        // 1000 > 42 as numbers (a byte-wise order would say otherwise for
+        // negative or differently sized values; bigint is fixed-size, but
+        // the comparison is the type's).
+        (set("0x05", 1000, "fence <= 1000"), &["true"]),
+        (set("0x06", 999, "fence < 1000"), &["false|1000"]),
+        (set("0x06", 999, "fence >= 1000"), &["true"]),
+        (set("0x07", 999, "fence > 998"), &["true"]),
+        (set("0x08", 999, "fence > 999"), &["false|999"]),
+    ];
+    for (i, (cql, expected)) in steps.iter().enumerate() {
+        assert_eq!(db.rows(cql), *expected, "step #{i}: {cql}");
+    }
+    assert_eq!(
+        db.rows("SELECT value, fence FROM ks.scratch WHERE row_key = 'acct-3'"),
+        ["0x07|999"]
+    );
+    // A null fence (a row written without one) fails `<=` and answers the null.
+    db.ok("INSERT INTO ks.scratch (row_key, column_name, value) VALUES ('b', 'c', 0x00)");
+    assert_eq!(
+        db.rows(
+            "UPDATE ks.scratch SET value = 0x01, fence = 1 WHERE row_key = 'b' AND \
+             column_name = 'c' IF fence <= 1"
+        ),
+        ["false|null"]
+    );
+    let e = db.err(
+        "UPDATE ks.scratch SET value = 0x01, fence = 1 WHERE row_key = 'b' AND \
+         column_name = 'c' IF fence <= null",
+    );
+    assert!(
+        e.message
+            .contains("Invalid comparison with null for operator \"<=\""),
+        "{}",
+        e.message
+    );
+}

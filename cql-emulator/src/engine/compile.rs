@@ -249,9 +249,11 @@ pub(crate) enum CasCondition {
     NotExists,
     /// `UPDATE|DELETE … IF EXISTS`: applies iff the row is live.
     Exists,
-    /// `IF col = v AND …`: applies iff every regular column holds its value
-    /// (a null value matches a missing cell or a missing row).
-    Equal(Vec<(usize, Operand)>),
+    /// `IF col op v AND …`: applies iff every regular column compares as
+    /// written with its value — by the column type's order; `= null`
+    /// matches a missing cell or a missing row, and any other operator
+    /// fails on a missing cell, as in Cassandra.
+    Compare(Vec<(usize, ast::Op, Operand)>),
 }
 
 impl CasCondition {
@@ -260,9 +262,9 @@ impl CasCondition {
     pub(crate) fn columns(&self) -> Option<Vec<usize>> {
         match self {
             CasCondition::NotExists | CasCondition::Exists => None,
-            CasCondition::Equal(list) => {
+            CasCondition::Compare(list) => {
                 let mut out: Vec<usize> = Vec::new();
-                for (i, _) in list {
+                for (i, _, _) in list {
                     if !out.contains(i) {
                         out.push(*i);
                     }
@@ -280,9 +282,9 @@ fn compile_condition(
 ) -> Result<CasCondition, CqlError> {
     match c {
         ast::Condition::Exists => Ok(CasCondition::Exists),
-        ast::Condition::Equal(list) => {
+        ast::Condition::Compare(list) => {
             let mut out = Vec::new();
-            for (name, term) in list {
+            for (name, op, term) in list {
                 let i = schema.require(name)?;
                 let col = &schema.columns[i];
                 if col.kind != ColumnKind::Regular {
@@ -290,9 +292,9 @@ fn compile_condition(
                         "PRIMARY KEY column '{name}' cannot have IF conditions"
                     )));
                 }
-                out.push((i, b.operand(term, schema, &col.name, &col.ty)?));
+                out.push((i, *op, b.operand(term, schema, &col.name, &col.ty)?));
             }
-            Ok(CasCondition::Equal(out))
+            Ok(CasCondition::Compare(out))
         }
     }
 }

@@ -535,8 +535,8 @@ fn people_get_errors_they_understand() {
             "Key may not be empty",
         ),
         (
-            "UPDATE ks.main SET value = 0x WHERE row_key = 'r' AND column_name = 'c' IF value > 0x",
-            "only `=` conditions",
+            "UPDATE ks.main SET value = 0x WHERE row_key = 'r' AND column_name = 'c' IF value != 0x",
+            "only `=`, `<`, `<=`, `>`, `>=` conditions",
         ),
         (
             "INSERT INTO ks.main (row_key, column_name, value) VALUES ('r', 'c', 0x) USING TTL -1",

@@ -206,7 +206,7 @@ pub(crate) struct Update {
     pub(crate) using: Using,
     pub(crate) assignments: Vec<(String, Term)>,
     pub(crate) relations: Vec<Relation>,
-    /// `IF EXISTS` or `IF col = term AND …` (a lightweight transaction).
+    /// `IF EXISTS` or `IF col op term AND …` (a lightweight transaction).
     pub(crate) condition: Option<Condition>,
     pub(crate) markers: usize,
 }
@@ -216,8 +216,9 @@ pub(crate) struct Update {
 pub(crate) enum Condition {
     /// `IF EXISTS`.
     Exists,
-    /// `IF col = term [AND col = term …]`.
-    Equal(Vec<(String, Term)>),
+    /// `IF col op term [AND col op term …]`, `op` one of `=`, `<`, `<=`,
+    /// `>`, `>=`.
+    Compare(Vec<(String, Op, Term)>),
 }
 
 /// `DELETE`.
@@ -227,7 +228,7 @@ pub(crate) struct Delete {
     pub(crate) table: TableName,
     pub(crate) timestamp: Option<Term>,
     pub(crate) relations: Vec<Relation>,
-    /// `IF EXISTS` or `IF col = term AND …` (a lightweight transaction).
+    /// `IF EXISTS` or `IF col op term AND …` (a lightweight transaction).
     pub(crate) condition: Option<Condition>,
     pub(crate) markers: usize,
 }

@@ -174,13 +174,24 @@ fn conditions_of_lightweight_transactions() {
     else {
         panic!()
     };
-    let Some(Condition::Equal(conds)) = &u.condition else {
+    let Some(Condition::Compare(conds)) = &u.condition else {
         panic!("{:?}", u.condition)
     };
     assert_eq!(conds.len(), 2);
     assert_eq!(conds[0].0, "owner");
-    assert!(matches!(&conds[0].1, Term::Marker(Marker { index: 3, .. })));
+    assert_eq!(conds[0].1, Op::Eq);
+    assert!(matches!(&conds[0].2, Term::Marker(Marker { index: 3, .. })));
     assert_eq!(u.markers, 4);
+    // A fenced write's condition.
+    let Statement::Update(u) =
+        ok("UPDATE ks.t SET value = ?, fence = ? WHERE k = ? AND c = ? IF fence <= ?")
+    else {
+        panic!()
+    };
+    let Some(Condition::Compare(conds)) = &u.condition else {
+        panic!("{:?}", u.condition)
+    };
+    assert_eq!((conds[0].0.as_str(), conds[0].1), ("fence", Op::Le));
     let Statement::Update(u) = ok("UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF EXISTS")
     else {
         panic!()
@@ -189,7 +200,7 @@ fn conditions_of_lightweight_transactions() {
     let Statement::Delete(d) = ok("DELETE FROM ks.leases WHERE name = ? IF owner = ?") else {
         panic!()
     };
-    assert!(matches!(&d.condition, Some(Condition::Equal(c)) if c.len() == 1));
+    assert!(matches!(&d.condition, Some(Condition::Compare(c)) if c.len() == 1));
     let Statement::Delete(d) = ok("DELETE FROM ks.leases WHERE name = ?") else {
         panic!()
     };
@@ -197,10 +208,11 @@ fn conditions_of_lightweight_transactions() {
     for refused in [
         "UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF owner != 'b'",
         "DELETE FROM ks.leases WHERE name = 'x' IF owner IN ('a', 'b')",
-        "UPDATE ks.leases SET owner = 'a' WHERE name = 'x' IF n > 1",
     ] {
         assert!(
-            err(refused).message.contains("only `=` conditions"),
+            err(refused)
+                .message
+                .contains("only `=`, `<`, `<=`, `>`, `>=` conditions"),
             "{refused}"
         );
     }

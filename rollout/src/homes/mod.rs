@@ -275,6 +275,20 @@ impl Store for HomesRouter {
             .await
     }
 
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<lockshift_store::FencedOutcome, StoreError> {
+        let route = self.route(route, OpKind::FencedWrite, table, row).await?;
+        self.inner
+            .write_fenced_via(&route, table, row, cell, token)
+            .await
+    }
+
     async fn scan_keys_via(
         &self,
         route: &Route,

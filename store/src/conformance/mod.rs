@@ -27,8 +27,12 @@
 //!   [`limit_and_start_column`], [`scan_pages_through_keys`] (in
 //!   `conformance/reads.rs`);
 //! - S6, tombstones cost reads: [`tombstones_cost_reads`],
-//!   [`too_many_tombstones_fail_the_read`] (in `conformance/tombstones.rs`).
+//!   [`too_many_tombstones_fail_the_read`] (in `conformance/tombstones.rs`);
+//! - fenced writes (docs/design.md §5): [`fenced_writes_refuse_smaller_tokens`],
+//!   [`concurrent_fenced_writers_end_with_the_largest_token`] (in
+//!   `conformance/fenced.rs`).
 
+mod fenced;
 mod reads;
 mod reconcile;
 mod tombstones;
@@ -45,6 +49,9 @@ use crate::clock::ManualClock;
 use crate::schema::SCRATCH;
 use crate::{Clock, MemoryStore, Store};
 
+pub use fenced::{
+    concurrent_fenced_writers_end_with_the_largest_token, fenced_writes_refuse_smaller_tokens,
+};
 pub use reads::{column_order, limit_and_start_column, scan_pages_through_keys};
 pub use reconcile::{
     concurrent_writers, delete_shadows_older_not_newer, last_write_wins, tie_goes_to_tombstone,
@@ -147,7 +154,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             last_write_wins, tie_goes_to_tombstone, delete_shadows_older_not_newer,
             ttl_expiry, ttl_counts_whole_seconds, column_order, limit_and_start_column, scan_pages_through_keys,
-            concurrent_writers, tombstones_cost_reads, too_many_tombstones_fail_the_read);
+            concurrent_writers, tombstones_cost_reads, too_many_tombstones_fail_the_read,
+            fenced_writes_refuse_smaller_tokens, concurrent_fenced_writers_end_with_the_largest_token);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

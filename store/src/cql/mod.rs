@@ -11,6 +11,7 @@
 //! - `connect.rs`: opening the session, probing the contact points first.
 //! - `keyspace.rs`: creating, applying or checking the schema.
 //! - `statements.rs`: the CQL text, preparation, per-statement settings.
+//! - `fenced.rs`: fenced writes, the conditional updates and their rounds.
 //! - `rows.rs`: bind values out, result rows in.
 //! - `errors.rs`: the error mapping and the retry policies that keep it honest.
 //! - `tls.rs`: TLS (rustls with *ring*) and what a failed handshake means.
@@ -67,6 +68,7 @@
 //! | [`write`](crate::Store::write), [`delete`](crate::Store::delete) | 1 (EXECUTE, or one UNLOGGED BATCH for several cells); 0 when empty |
 //! | [`read`](crate::Store::read) | 1 (EXECUTE, unpaged) |
 //! | [`scan_keys`](crate::Store::scan_keys) | 1 (EXECUTE of one page) |
+//! | [`write_fenced`](crate::Store::write_fenced) | 1 conditional UPDATE (one Paxos round); 2 on a cell never fenced; +2 PREPAREs on a table's first |
 //! | [`CqlStore::connect`] | session setup; then 8 DDL (the driver polls for schema agreement after each) and one more agreement wait, or 1 PREPARE + 1 query to check the schema; then 35 PREPAREs (concurrent) |
 //!
 //! The driver may add attempts on other nodes (see `errors.rs` for which),
@@ -88,6 +90,7 @@
 
 mod connect;
 mod errors;
+mod fenced;
 mod keyspace;
 mod rows;
 mod statements;

@@ -44,9 +44,9 @@ use scylla::client::execution_profile::{ExecutionProfile, ExecutionProfileHandle
 use scylla::client::session::Session;
 use scylla::policies::load_balancing::{DefaultPolicy, LoadBalancingPolicy};
 use scylla::policies::speculative_execution::SimpleSpeculativeExecutionPolicy;
-use scylla::statement::Consistency as DriverConsistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency as DriverConsistency, SerialConsistency};
 
 use super::errors::{
     MutationRetryPolicy, READ_RETRIES, ReadRetryPolicy, at_connect, classify_prepare,
@@ -69,11 +69,14 @@ pub(crate) fn create_keyspace(settings: &CqlSettings) -> String {
 }
 
 /// `CREATE TABLE IF NOT EXISTS <ks>.<t> …`: the one shape of every table,
-/// with the table's options from [`schema::options`] (its gc grace).
+/// with the table's options from [`schema::options`] (its gc grace). The
+/// `fence` column holds the token of a fenced write (`cql/fenced.rs`); no
+/// lock statement names it.
 pub(crate) fn create_table(keyspace: &str, table: Table) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (row_key text, column_name text, value blob, \
-         PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) AND {}",
+         fence bigint, PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY \
+         (column_name ASC) AND {}",
         schema::options(table).to_cql()
     )
 }
@@ -161,10 +164,12 @@ pub(crate) struct TableStatements {
     pub(crate) scan: PreparedStatement,
 }
 
-/// Every table's statements, plus an empty, configured batch to copy.
+/// Every table's statements, plus an empty, configured batch to copy and
+/// the settings to give the statements prepared later (fenced writes).
 pub(crate) struct Statements {
     tables: HashMap<Table, TableStatements>,
     batch: Batch,
+    config: StatementConfig,
 }
 
 impl std::fmt::Debug for Statements {
@@ -211,6 +216,7 @@ impl Statements {
         Ok(Statements {
             tables,
             batch: config.batch(),
+            config,
         })
     }
 
@@ -259,7 +265,27 @@ impl Statements {
         Statements {
             tables,
             batch: config.batch(),
+            config,
         }
+    }
+
+    /// Gives `statement`, a conditional update (a lightweight
+    /// transaction), this route's settings: its consistency for the commit,
+    /// `SERIAL` for the Paxos round — `LOCAL_SERIAL` where the commit is
+    /// `LOCAL_QUORUM` (a pinned route, or `consistency = "local_quorum"`),
+    /// so the round stays in the datacenter the quorum counts — the write
+    /// profile and retry policy, and not idempotent: re-sent after an
+    /// ambiguous attempt, it could answer "not applied" to its own landing.
+    pub(crate) fn configure_conditional(&self, statement: &mut PreparedStatement) {
+        self.config.configure(statement, OpKind::FencedWrite);
+        statement.set_is_idempotent(false);
+        statement.set_serial_consistency(Some(
+            if self.config.consistency == DriverConsistency::LocalQuorum {
+                SerialConsistency::LocalSerial
+            } else {
+                SerialConsistency::Serial
+            },
+        ));
     }
 
     /// An UNLOGGED batch executing `statement` once per value row.
@@ -499,8 +525,8 @@ mod tests {
         assert_eq!(
             ddl[1],
             "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
-             PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY (column_name ASC) \
-             AND gc_grace_seconds = 600"
+             fence bigint, PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY \
+             (column_name ASC) AND gc_grace_seconds = 600"
         );
         for (i, table) in schema::ALL.iter().enumerate() {
             assert!(

@@ -73,6 +73,9 @@ pub struct CqlStore {
     settings: CqlSettings,
     description: String,
     keyspace: String,
+    /// The conditional updates of fenced writes, per table, prepared on
+    /// first use (`cql/fenced.rs` says why not at connect).
+    fenced: Mutex<HashMap<Table, Arc<super::fenced::FencedStatements>>>,
 }
 
 impl fmt::Debug for CqlStore {
@@ -145,6 +148,7 @@ impl CqlStore {
                 settings: settings.clone(),
                 description,
                 keyspace: settings.keyspace.clone(),
+                fenced: Mutex::new(HashMap::new()),
             })
         }
         .instrument(span)
@@ -163,6 +167,13 @@ impl CqlStore {
         &self.keyspace
     }
 
+    /// The fenced writes' statements prepared so far.
+    pub(super) fn fenced_cache(
+        &self,
+    ) -> &Mutex<HashMap<Table, Arc<super::fenced::FencedStatements>>> {
+        &self.fenced
+    }
+
     /// The statements for `route`: the default ones, or those pinned to
     /// its datacenter (made on first use).
     ///
@@ -170,7 +181,7 @@ impl CqlStore {
     /// [`StoreErrorKind::Connection`] for a datacenter none of the
     /// cluster's known nodes is in: no node could coordinate the request,
     /// and a pinned request never goes elsewhere.
-    fn statements_for(
+    pub(super) fn statements_for(
         &self,
         route: &Route,
         op: OpKind,
@@ -281,7 +292,12 @@ fn failed(err: ExecutionError, op: OpKind, table: Table) -> StoreError {
 /// [`failed`] for a request on `route`: a pinned route whose datacenter
 /// has no node the driver can use gets an empty plan, which the driver
 /// words as a likely bug of its own; say what it means instead.
-fn failed_on(route: &Route, err: ExecutionError, op: OpKind, table: Table) -> StoreError {
+pub(super) fn failed_on(
+    route: &Route,
+    err: ExecutionError,
+    op: OpKind,
+    table: Table,
+) -> StoreError {
     match (route.datacenter(), &err) {
         (Some(dc), ExecutionError::EmptyPlan) => {
             tracing::debug!(%dc, "cql request failed: no node of the datacenter to send it to");
@@ -509,6 +525,17 @@ impl Store for CqlStore {
         }
         .instrument(span)
         .await
+    }
+
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<crate::fenced::FencedOutcome, StoreError> {
+        self.fenced_write(route, table, row, cell, token).await
     }
 
     fn describe(&self) -> String {

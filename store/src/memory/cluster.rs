@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::network::{Client, Hint, HintDelivery, Network, Plan};
 use super::replica::Replica;
+use super::row::Part;
 use super::{MemoryStore, State, one_datacenter};
 use crate::cell::{OpKind, Table, Timestamp};
 use crate::error::StoreError;
@@ -165,9 +166,28 @@ impl MemoryStore {
         versions: Vec<(String, CellVersion)>,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
-        let grace = self.gc_grace(table);
         let mut st = self.lock();
         let plan = self.plan(&mut st, route, op, table, now)?;
+        let versions = versions
+            .into_iter()
+            .map(|(c, v)| (c, Part::Value, v))
+            .collect();
+        self.apply_planned(&mut st, plan, table, row, versions, now);
+        Ok(())
+    }
+
+    /// Applies `versions` as `plan` says: to every replica its coordinator
+    /// reaches, hinted for the others.
+    pub(super) fn apply_planned(
+        &self,
+        st: &mut State,
+        plan: Plan,
+        table: Table,
+        row: &str,
+        versions: Vec<(String, Part, CellVersion)>,
+        now: Timestamp,
+    ) {
+        let grace = self.gc_grace(table);
         let k = plan.coordinator();
         let reached = match plan {
             Plan::Local { coordinator } => st.network.replicas_from(coordinator),
@@ -188,7 +208,6 @@ impl MemoryStore {
                 });
             }
         }
-        Ok(())
     }
 
     /// Read repair among `replicas` for `row`: each gets every version the
@@ -204,7 +223,7 @@ impl MemoryStore {
         if replicas.len() < 2 {
             return;
         }
-        let all: Vec<(String, CellVersion)> = replicas
+        let all: Vec<(String, Part, CellVersion)> = replicas
             .iter()
             .flat_map(|&d| st.replicas[d].versions(table, row))
             .collect();

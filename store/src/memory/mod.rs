@@ -32,6 +32,7 @@
 //!    [`crate::tombstones`]), and forget the purgeable ones they pass.
 
 mod cluster;
+mod fenced;
 mod network;
 mod replica;
 mod row;
@@ -49,6 +50,7 @@ use crate::cell::{
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
+use crate::fenced::FencedOutcome;
 use crate::reconcile::{CellVersion, ttl_deadline};
 use crate::route::{Datacenter, Route, Topology};
 use crate::schema;
@@ -265,10 +267,16 @@ impl MemoryStore {
 
     /// Every version held for `row` of `table`, dead ones included, in column
     /// order — in this handle's datacenter (the first one for the test's
-    /// own handle): for tests and the operator tool's forensic views.
+    /// own handle): for tests and the operator tool's forensic views. The
+    /// fences of fenced writes are not among them ([`Store::write_fenced_via`]).
     pub fn raw_row(&self, table: Table, row: &str) -> Vec<(String, CellVersion)> {
         let at = self.client.datacenter.unwrap_or(0);
-        self.lock().replicas[at].versions(table, row)
+        self.lock().replicas[at]
+            .versions(table, row)
+            .into_iter()
+            .filter(|(_, part, _)| *part == row::Part::Value)
+            .map(|(c, _, v)| (c, v))
+            .collect()
     }
 
     /// How many versions the store holds, dead ones included, over every
@@ -489,6 +497,17 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<FencedOutcome, StoreError> {
+        self.fenced_write(route, table, row, cell, token)
+    }
+
     fn describe(&self) -> String {
         "embedded".to_string()
     }
@@ -512,3 +531,7 @@ mod tests;
 #[cfg(test)]
 #[path = "datacenter_tests.rs"]
 mod datacenter_tests;
+
+#[cfg(test)]
+#[path = "fenced_tests.rs"]
+mod fenced_tests;

@@ -38,6 +38,7 @@ use std::collections::BTreeSet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::row::Part;
 use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::reconcile::CellVersion;
@@ -51,7 +52,7 @@ pub(super) struct Hint {
     pub(super) from: usize,
     pub(super) table: Table,
     pub(super) row: String,
-    pub(super) versions: Vec<(String, CellVersion)>,
+    pub(super) versions: Vec<(String, Part, CellVersion)>,
 }
 
 /// When the hints for a datacenter that comes back are replayed.

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::time::Duration;
 
-use super::row::Row;
+use super::row::{Part, Row};
 use crate::cell::{Cell, RowQuery, Table, Timestamp};
 use crate::reconcile::{CellVersion, ttl_seconds_left};
 
@@ -95,7 +95,7 @@ impl Replica {
         &mut self,
         table: Table,
         row: &str,
-        incoming: impl Iterator<Item = (String, CellVersion)>,
+        incoming: impl Iterator<Item = (String, Part, CellVersion)>,
         now: Timestamp,
         grace: Duration,
     ) {
@@ -106,10 +106,10 @@ impl Replica {
             .entry(row.to_string())
             .or_default();
         let mut earliest: Option<Timestamp> = None;
-        for (column, version) in incoming {
+        for (column, part, version) in incoming {
             let purge_at = version.purge_time(grace);
             let col = data.cells.entry(column).or_default();
-            let stored = col.apply(version, now, grace);
+            let stored = col.apply(part, version, now, grace);
             if stored && let Some(at) = purge_at {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
@@ -126,19 +126,35 @@ impl Replica {
         }
     }
 
-    /// Every version held for `row` of `table`, dead ones included, in
-    /// column order.
-    pub(super) fn versions(&self, table: Table, row: &str) -> Vec<(String, CellVersion)> {
+    /// Every version held for `row` of `table`, dead ones and fences
+    /// included, in column order, each with its part.
+    pub(super) fn versions(&self, table: Table, row: &str) -> Vec<(String, Part, CellVersion)> {
         self.tables
             .get(&table)
             .and_then(|t| t.get(row))
             .map(|r| {
                 r.cells
                     .iter()
-                    .flat_map(|(c, col)| col.versions().map(|v| (c.clone(), v.clone())))
+                    .flat_map(|(c, col)| col.parts().map(|(p, v)| (c.clone(), p, v.clone())))
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The fencing token recorded for `column` of `row` of `table`, and
+    /// the newest timestamp of its versions (a fenced write is stamped above it).
+    pub(super) fn fence(
+        &self,
+        table: Table,
+        row: &str,
+        column: &str,
+        now: Timestamp,
+    ) -> (Option<u64>, Option<Timestamp>) {
+        self.tables
+            .get(&table)
+            .and_then(|t| t.get(row))
+            .and_then(|r| r.cells.get(column))
+            .map_or((None, None), |c| (c.fence(now), c.newest_timestamp()))
     }
 
     /// The keys of `table` this replica holds anything for.

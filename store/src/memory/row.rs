@@ -15,8 +15,22 @@ pub(super) struct Row {
     pub(super) sweep_at: Option<Timestamp>,
 }
 
+/// Which cell of a CQL row a version belongs to: the `value` every write
+/// sets, or the `fence` a fenced write records beside it
+/// ([`Store::write_fenced_via`](crate::Store::write_fenced_via)). A delete
+/// (a tombstone, always [`Part::Value`]) removes the whole CQL row, both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Part {
+    /// The cell's value (and the row's deletion).
+    Value,
+    /// The fencing token recorded by the last fenced write.
+    Fence,
+}
+
 /// One column: its winning written version and its newest delete, kept
-/// apart as Cassandra keeps a row's data and its row deletion (invariant 1 of `memory`).
+/// apart as Cassandra keeps a row's data and its row deletion (invariant 1 of `memory`),
+/// and the fence a fenced write recorded, which a delete at or after its
+/// timestamp removes with the value (it is a cell of the same CQL row).
 ///
 /// A delete older than the value it meets loses — the value stays
 /// visible — but the tombstone is not dropped: once the value is gone
@@ -28,22 +42,36 @@ pub(super) struct Column {
     value: Option<CellVersion>,
     /// The newest `Tombstone`.
     deletion: Option<CellVersion>,
+    /// The fence: a `Live` version whose value is the token (8 bytes, big
+    /// endian), newer than `deletion`.
+    fence: Option<CellVersion>,
 }
 
 impl Column {
-    /// Merges `incoming`; whether it was kept.
-    pub(super) fn apply(&mut self, incoming: CellVersion, now: Timestamp, grace: Duration) -> bool {
+    /// Merges `incoming` into `part`; whether it was kept.
+    pub(super) fn apply(
+        &mut self,
+        part: Part,
+        incoming: CellVersion,
+        now: Timestamp,
+        grace: Duration,
+    ) -> bool {
         // Invariant 1 of `tombstones`: what is past gc grace is forgotten before a write meets it.
         self.purge(now, grace);
+        if part == Part::Fence {
+            return self.apply_fence(incoming, now);
+        }
         match incoming {
             CellVersion::Tombstone { .. } => {
-                // A delete at T hides every version at or before T.
-                if self
-                    .value
-                    .as_ref()
-                    .is_some_and(|v| v.timestamp() <= incoming.timestamp())
-                {
-                    self.value = None;
+                // A delete at T hides every version at or before T — the
+                // fence too: it deletes the whole CQL row.
+                for slot in [&mut self.value, &mut self.fence] {
+                    if slot
+                        .as_ref()
+                        .is_some_and(|v| v.timestamp() <= incoming.timestamp())
+                    {
+                        *slot = None;
+                    }
                 }
                 let newer = self
                     .deletion
@@ -75,6 +103,39 @@ impl Column {
         }
     }
 
+    /// Merges a fence version: like a value, it loses to a delete at or
+    /// after its timestamp, and the newer fence wins.
+    fn apply_fence(&mut self, incoming: CellVersion, now: Timestamp) -> bool {
+        if !matches!(incoming, CellVersion::Live { .. })
+            || self
+                .deletion
+                .as_ref()
+                .is_some_and(|d| d.timestamp() >= incoming.timestamp())
+        {
+            return false;
+        }
+        let wins = self
+            .fence
+            .as_ref()
+            .is_none_or(|f| incoming.supersedes(f, now));
+        if wins {
+            self.fence = Some(incoming);
+        }
+        wins
+    }
+
+    /// The token the live fence records, if any.
+    pub(super) fn fence(&self, now: Timestamp) -> Option<u64> {
+        let (bytes, _) = self.fence.as_ref()?.live_value(now)?;
+        Some(u64::from_be_bytes(bytes.try_into().ok()?))
+    }
+
+    /// The newest timestamp any version here carries: a fenced write is
+    /// stamped above it, as a Paxos ballot is above every earlier one.
+    pub(super) fn newest_timestamp(&self) -> Option<Timestamp> {
+        self.versions().map(CellVersion::timestamp).max()
+    }
+
     /// The visible version, if any.
     pub(super) fn live(&self, now: Timestamp) -> Option<&CellVersion> {
         self.value.as_ref().filter(|v| v.is_live(now))
@@ -99,7 +160,7 @@ impl Column {
 
     /// Forgets what is past gc grace.
     pub(super) fn purge(&mut self, now: Timestamp, grace: Duration) {
-        for slot in [&mut self.value, &mut self.deletion] {
+        for slot in [&mut self.value, &mut self.deletion, &mut self.fence] {
             if slot.as_ref().is_some_and(|v| v.is_purgeable(now, grace)) {
                 *slot = None;
             }
@@ -112,10 +173,19 @@ impl Column {
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.value.is_none() && self.deletion.is_none()
+        self.value.is_none() && self.deletion.is_none() && self.fence.is_none()
     }
 
+    /// Every version held, the fence's included.
     pub(super) fn versions(&self) -> impl Iterator<Item = &CellVersion> {
-        self.value.iter().chain(self.deletion.iter())
+        self.parts().map(|(_, v)| v)
+    }
+
+    /// Every version held, each with the part it belongs to.
+    pub(super) fn parts(&self) -> impl Iterator<Item = (Part, &CellVersion)> {
+        let value = self.value.iter().chain(self.deletion.iter());
+        value
+            .map(|v| (Part::Value, v))
+            .chain(self.fence.iter().map(|f| (Part::Fence, f)))
     }
 }

@@ -125,9 +125,10 @@ impl Parser {
         })
     }
 
-    /// An `IF …` clause: `IF EXISTS`, or equality conditions joined by
-    /// `AND` (what lock clients use: `IF owner = ?`). Other operators are
-    /// refused with a message that says so.
+    /// An `IF …` clause: `IF EXISTS`, or comparisons joined by `AND` —
+    /// `=` (what lock clients use: `IF owner = ?`), `<`, `<=`, `>`, `>=`
+    /// (a fenced write's `IF fence <= ?`). Other operators (`!=`, `IN`)
+    /// are refused with a message that says so.
     fn conditions(&mut self) -> Result<Option<Condition>, CqlError> {
         if !self.eat_kw("if") {
             return Ok(None);
@@ -135,20 +136,31 @@ impl Parser {
         if self.eat_kw("exists") {
             return Ok(Some(Condition::Exists));
         }
-        let mut equal = Vec::new();
+        let mut compare = Vec::new();
         loop {
             let column = self.ident("a column name in the IF clause")?;
-            if !self.eat_sym("=") {
+            let op = [
+                ("=", Op::Eq),
+                ("<=", Op::Le),
+                ("<", Op::Lt),
+                (">=", Op::Ge),
+                (">", Op::Gt),
+            ]
+            .into_iter()
+            .find(|(sym, _)| self.eat_sym(sym))
+            .map(|(_, op)| op);
+            let Some(op) = op else {
                 return Err(CqlError::invalid(format!(
-                    "only `=` conditions (IF {column} = …) and IF EXISTS are supported by the lockshift CQL emulator"
+                    "only `=`, `<`, `<=`, `>`, `>=` conditions (IF {column} = …) and IF EXISTS \
+                     are supported by the lockshift CQL emulator"
                 )));
-            }
-            equal.push((column, self.term()?));
+            };
+            compare.push((column, op, self.term()?));
             if !self.eat_kw("and") {
                 break;
             }
         }
-        Ok(Some(Condition::Equal(equal)))
+        Ok(Some(Condition::Compare(compare)))
     }
 
     pub(super) fn delete(&mut self) -> Result<Delete, CqlError> {

@@ -1,0 +1,361 @@
+//! Fenced writes: a service's own write that the database refuses once a
+//! later holder of the lock has written (docs/design.md §5, "Fenced
+//! writes"; the rule is L8).
+//!
+//! A holder paused past its lease — a GC pause, SIGSTOP, a VM migration —
+//! may wake up and write after the next holder did, whatever it checked
+//! before the pause. Its fencing token (`LockGuard::fencing_token`) is
+//! smaller than the next holder's (§5, "Fencing tokens"), so the write is
+//! made conditional on it: one lightweight transaction (a Paxos round)
+//! that sets the cell *and* records the token beside it, applied only if
+//! the token recorded there is not larger. The late write finds the larger
+//! token and is refused by the database itself.
+//!
+//! - [`FencedWriter`]: the helper a service uses — a store and a token;
+//!   [`FencedWriter::write`] writes one cell or says who refused it
+//!   ([`FencedWriteError::Refused`]).
+//! - [`Store::write_fenced_via`]: the conditional write every backend
+//!   implements, answering a [`FencedOutcome`].
+//! - [`decide`] and [`next_round`]: the pure rules both are made of.
+//!
+//! # Cost
+//!
+//! One Paxos round per fenced write (Cassandra 4.1: four round trips
+//! between coordinator and replicas, against one for a plain write). A cell
+//! with no token recorded yet takes two: `IF fence <= ?` cannot hold
+//! against a null, so the write is sent again with `IF fence = null`
+//! ([`next_round`]). `docs/benchmarks.md` has the measured ratio.
+//!
+//! # What it does not cover
+//!
+//! - A plain [`Store::delete`] of the cell removes its fence with it (the
+//!   fence is a cell of the same CQL row), after which any token is
+//!   accepted again: delete fenced data only when no holder may still
+//!   write it, or overwrite it with a fenced write instead.
+//! - The write carries no caller timestamp: Cassandra refuses `USING
+//!   TIMESTAMP` on a conditional update and stamps it with the Paxos
+//!   ballot, which is above every earlier ballot of the partition. Write a
+//!   fenced cell only with fenced writes: a plain write with a timestamp of
+//!   its own may land above or below them.
+//! - No TTL: fenced data is the service's, kept until overwritten.
+
+use std::fmt;
+
+/// What a fenced write names — the store to connect, the tables, the cell
+/// — here too, so a service that depends on `lockshift` alone reaches them
+/// as `lockshift::fenced::…` (the same items as at the crate root).
+pub use crate::{CellWrite, CqlSettings, CqlStore, SharedStore, Table, schema};
+
+#[cfg(doc)]
+use crate::api::Store;
+use crate::cell::OpKind;
+use crate::error::{StoreError, StoreErrorKind};
+use crate::route::Route;
+
+/// What a fenced write did: the answer of [`Store::write_fenced_via`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FencedOutcome {
+    /// Written, and the token recorded beside the value.
+    Applied {
+        /// Paxos rounds it took (on the embedded store: would take on a
+        /// cluster): 1, or 2 when the cell had no token recorded yet.
+        rounds: u32,
+    },
+    /// Refused: the cell records a larger token; nothing changed.
+    Refused {
+        /// The token recorded in the cell.
+        recorded: u64,
+        /// Paxos rounds it took (1, or 2 when a racing first write set
+        /// the fence between them).
+        rounds: u32,
+    },
+}
+
+/// The rule a fenced write applies, on the token `recorded` in the cell
+/// (`None`: none yet) and the writer's `token`: written when nothing larger
+/// is recorded — an equal token is the same holder writing again.
+pub fn decide(recorded: Option<u64>, token: u64) -> Decision {
+    match recorded {
+        Some(recorded) if recorded > token => Decision::Refuse { recorded },
+        _ => Decision::Apply,
+    }
+}
+
+/// What [`decide`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Write the value and record the token.
+    Apply,
+    /// Refuse: `recorded` is larger than the writer's token.
+    Refuse {
+        /// The token recorded in the cell.
+        recorded: u64,
+    },
+}
+
+/// The condition one round of a fenced write is sent with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// `IF fence <= token`: the cell records a token, not a larger one.
+    AtMost,
+    /// `IF fence = null`: the cell records none (or does not exist).
+    Unfenced,
+}
+
+/// What to do after a round whose condition was not met, given the fence
+/// the database answered with (`current`, `None` for a null or a missing
+/// row) and the writer's `token`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Send another round with this condition.
+    Send(Condition),
+    /// Refused: a larger token is recorded.
+    Refused {
+        /// The token recorded in the cell.
+        recorded: u64,
+    },
+}
+
+/// The most rounds a fenced write sends: `AtMost`, then `Unfenced` for a
+/// cell without a fence, then `AtMost` once more if a racing first write
+/// recorded a token not larger than ours in between. Beyond that the cell
+/// changes under us faster than we can write it, and the write fails with
+/// [`StoreErrorKind::NotApplied`]: every round answered "not applied".
+pub const MAX_ROUNDS: u32 = 3;
+
+/// The step after a round `sent` with a condition that did not hold and
+/// answered `current` ([`Condition`]): pure, so the CQL backend's loop is
+/// table-tested.
+pub fn next_round(sent: Condition, current: Option<u64>, token: u64) -> Next {
+    match (decide(current, token), current) {
+        (Decision::Refuse { recorded }, _) => Next::Refused { recorded },
+        // `IF fence <= ?` fails on a null: ask for the null.
+        (Decision::Apply, None) if sent == Condition::AtMost => Next::Send(Condition::Unfenced),
+        // `IF fence = null` lost to a racing first write of a token not
+        // larger than ours, or (impossible unless the row changed between
+        // the answer and us) a null we were told was there: try `<=`.
+        (Decision::Apply, _) => Next::Send(Condition::AtMost),
+    }
+}
+
+/// Refuses a token that CQL's `bigint` cannot hold; every backend checks
+/// it, so all refuse the same calls.
+pub(crate) fn check_token(token: u64, table: Table) -> Result<i64, StoreError> {
+    i64::try_from(token).map_err(|_| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            OpKind::FencedWrite,
+            Some(table),
+            format!("fencing token {token} is larger than CQL's bigint holds (2^63 - 1)"),
+        )
+    })
+}
+
+// ===== FencedWriter =====
+
+/// Writes cells of the store's tables conditionally on a holder's fencing
+/// token, so that a holder paused past its lease cannot overwrite what the
+/// next holder wrote: the database refuses it.
+///
+/// Each [`write`](Self::write) is one lightweight transaction (a Paxos
+/// round; two for a cell never fenced before). Use it for the writes the
+/// lock protects, with the token of the guard held while writing; read as
+/// usual ([`Store::read`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockshift_store::fenced::{FencedWriteError, FencedWriter};
+/// use lockshift_store::{CellWrite, MemoryStore, schema};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let balance = |v: i64| CellWrite::new("balance", v.to_string());
+/// let paused = FencedWriter::new(store.clone(), 41); // the holder that paused
+/// let next = FencedWriter::new(store.clone(), 42); // the one after it
+/// next.write(schema::SCRATCH, "acct-3", &balance(90)).await?;
+/// let late = paused.write(schema::SCRATCH, "acct-3", &balance(110)).await;
+/// assert!(matches!(late, Err(FencedWriteError::Refused { recorded: 42, token: 41, .. })));
+/// # Ok::<(), FencedWriteError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct FencedWriter {
+    store: SharedStore,
+    token: u64,
+    route: Route,
+}
+
+impl FencedWriter {
+    /// Writes through `store` under `token` (`LockGuard::fencing_token`).
+    pub fn new(store: SharedStore, token: u64) -> Self {
+        FencedWriter {
+            store,
+            token,
+            route: Route::Default,
+        }
+    }
+
+    /// This writer with its writes coordinated as `route` says (a lock
+    /// homed in one datacenter: its Paxos round runs at `LOCAL_SERIAL`
+    /// there).
+    pub fn via(mut self, route: Route) -> Self {
+        self.route = route;
+        self
+    }
+
+    /// The token the writes carry.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Writes `cell` into `row` of `table` unless the cell records a larger
+    /// token, and records this writer's token there.
+    ///
+    /// # Errors
+    ///
+    /// [`FencedWriteError::Refused`] when a later holder has written the
+    /// cell (nothing changed); [`FencedWriteError::Store`] when the store
+    /// failed — of kind [`StoreErrorKind::MaybeApplied`] after a timeout,
+    /// when the write may still land (only if no larger token has landed
+    /// first: it stays fenced).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future is a timeout: the write may or may not land,
+    /// and if it does, it was fenced.
+    pub async fn write(
+        &self,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+    ) -> Result<(), FencedWriteError> {
+        match self
+            .store
+            .write_fenced_via(&self.route, table, row, cell, self.token)
+            .await?
+        {
+            FencedOutcome::Applied { .. } => Ok(()),
+            FencedOutcome::Refused { recorded, .. } => Err(FencedWriteError::Refused {
+                table,
+                row: row.to_string(),
+                column: cell.column.clone(),
+                recorded,
+                token: self.token,
+            }),
+        }
+    }
+}
+
+/// Why a [`FencedWriter::write`] did not write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FencedWriteError {
+    /// The database refused the write: the cell records a larger token, so
+    /// a later holder of the lock has written it and this holder's lease
+    /// is over. Nothing changed; stop writing under this token.
+    #[error(
+        "write to {table}/{row} (column {column}) refused: the row was last written under \
+         fencing token {recorded}, this holder's token is {token} — a later holder has written it"
+    )]
+    Refused {
+        /// The table.
+        table: Table,
+        /// The row key.
+        row: String,
+        /// The column written.
+        column: String,
+        /// The token recorded in the cell.
+        recorded: u64,
+        /// This writer's token.
+        token: u64,
+    },
+    /// The store failed; [`StoreError::may_have_applied`] says whether the
+    /// write may still land.
+    #[error("fenced write failed: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl FencedWriteError {
+    /// Whether the database refused the write for a larger token (the
+    /// holder's lease is over), as opposed to a store failure.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, FencedWriteError::Refused { .. })
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Condition::AtMost => "IF fence <= ?",
+            Condition::Unfenced => "IF fence = null",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decide_refuses_only_a_larger_recorded_token() {
+        // (recorded, token, expected)
+        let cases = [
+            (None, 0, Decision::Apply),
+            (None, 41, Decision::Apply),
+            (Some(41), 41, Decision::Apply),
+            (Some(41), 42, Decision::Apply),
+            (Some(42), 41, Decision::Refuse { recorded: 42 }),
+            (Some(u64::MAX), 0, Decision::Refuse { recorded: u64::MAX }),
+        ];
+        for (i, (recorded, token, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(decide(recorded, token), expected, "case #{i}");
+        }
+    }
+
+    #[test]
+    fn next_round_asks_for_the_null_then_retries_a_race() {
+        use Condition::*;
+        // (sent, current, token, expected)
+        let cases = [
+            (AtMost, None, 5, Next::Send(Unfenced)),
+            (AtMost, Some(6), 5, Next::Refused { recorded: 6 }),
+            (Unfenced, Some(6), 5, Next::Refused { recorded: 6 }),
+            (Unfenced, Some(4), 5, Next::Send(AtMost)),
+            (Unfenced, Some(5), 5, Next::Send(AtMost)),
+            (Unfenced, None, 5, Next::Send(AtMost)),
+            // `<=` failed yet the answer is not larger: the row moved; retry.
+            (AtMost, Some(5), 5, Next::Send(AtMost)),
+        ];
+        for (i, (sent, current, token, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(next_round(sent, current, token), expected, "case #{i}");
+        }
+    }
+
+    #[test]
+    fn refusal_names_what_refused_and_why() {
+        let e = FencedWriteError::Refused {
+            table: crate::schema::SCRATCH,
+            row: "acct-3".into(),
+            column: "balance".into(),
+            recorded: 42,
+            token: 41,
+        };
+        assert_eq!(
+            e.to_string(),
+            "write to scratch/acct-3 (column balance) refused: the row was last written under \
+             fencing token 42, this holder's token is 41 — a later holder has written it"
+        );
+        assert!(e.is_refused());
+    }
+
+    #[test]
+    fn a_token_beyond_bigint_is_invalid() {
+        assert_eq!(check_token(7, crate::schema::SCRATCH), Ok(7));
+        let e = check_token(u64::MAX, crate::schema::SCRATCH).unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Invalid);
+        assert_eq!(e.op(), OpKind::FencedWrite);
+    }
+}
