@@ -710,6 +710,31 @@ async fn demo_rolls_a_small_fleet_to_a_green_verdict() {
     assert_eq!(j["violations"].as_array().unwrap().len(), 0);
 }
 
+/// `--pause-holder`: one holder paused past its lease mid-transfer; its
+/// late write is refused by the fence and counted, and the books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_pause_holder_refuses_the_late_write_and_conserves_money() {
+    let r = migrate(
+        common::real_cluster().as_deref(),
+        &small_demo("2s", &["--pause-holder"]),
+        &[],
+    )
+    .await;
+    let j = r.expect_code(0).json();
+    assert_eq!(j["passed"], true, "{j:#}");
+    assert!(j["fenced_refusals"].as_u64().unwrap() >= 1, "{j:#}");
+    assert_eq!(j["balance_before"], j["balance_after"]);
+    let notes = j["pause_holder"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("a later holder has written it")),
+        "{j:#}"
+    );
+    assert_eq!(j["violations"].as_array().unwrap().len(), 0, "{j:#}");
+}
+
 /// Every command's help exits 0 and has examples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_reads_well() {

@@ -78,6 +78,12 @@ pub struct BenchArgs {
     /// in --home and the far client in --far.
     #[arg(long, conflicts_with_all = ["hold_locks", "soak"])]
     pub datacenters: bool,
+    /// Compare N fenced writes (a conditional update on the fencing token,
+    /// one Paxos round) with N plain writes, one at a time: on the embedded
+    /// store, on the local endpoint (--latency per round trip), and with
+    /// --cluster on the cluster too. Prints the latencies and the ratio.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "soak", "datacenters"], value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub fenced_writes: Option<u32>,
     /// Datacenter mode on a cluster: the lock's home.
     #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
     pub home: Option<lockshift_store::Datacenter>,
@@ -187,4 +193,11 @@ pub struct DemoArgs {
     /// picks a free port. The address is printed on stderr.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// Pause one holder past its lease mid-transfer (after its last lease
+    /// check, before its writes), as a GC pause or SIGSTOP would: its node
+    /// sends nothing until a later holder has written the account. Its late
+    /// write must be refused by the fence and counted (`fenced_refusals`),
+    /// and money still conserved.
+    #[arg(long)]
+    pub pause_holder: bool,
 }

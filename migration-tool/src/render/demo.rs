@@ -47,9 +47,17 @@ impl Human for DemoReport {
         let check = |ok: bool| if ok { "ok" } else { "BROKEN" };
         let _ = writeln!(
             s,
-            "   transfers done        {} ({} aborted: lease lost or lock timeout)",
+            "   transfers done        {} ({} aborted: lease lost, lock timeout or write refused)",
             self.transfers, self.aborted
         );
+        let _ = writeln!(
+            s,
+            "   late writes refused   {} (fenced: a holder past its lease wrote after a later one)",
+            self.fenced_refusals
+        );
+        for note in &self.pause_holder {
+            let _ = writeln!(s, "     - {note}");
+        }
         let _ = writeln!(
             s,
             "   total balance         {} -> {}  [{}]",

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::DemoArgs;
 
+use super::pause::{Pausable, PauseFault};
 use super::transfers::worker;
 use super::{Connector, DemoEvent, Observer, StageWaits, demo_settings, emit};
 
@@ -32,6 +33,9 @@ pub(super) struct Shared {
     pub(super) by_algorithm: Mutex<BTreeMap<String, u64>>,
     pub(super) transfers: AtomicU64,
     pub(super) aborted: AtomicU64,
+    /// Balance writes the store refused for a later holder's token.
+    pub(super) fenced_refusals: AtomicU64,
+    pub(super) pause: PauseFault,
     pub(super) errors: Mutex<Vec<String>>,
     pub(super) clock: SharedClock,
 }
@@ -51,7 +55,7 @@ pub(super) struct Transfers<'a> {
 }
 
 impl Workload for Transfers<'_> {
-    type Env = SharedStore;
+    type Env = Arc<Pausable>;
     type Error = anyhow::Error;
 
     async fn build(
@@ -59,11 +63,13 @@ impl Workload for Transfers<'_> {
         i: usize,
         mode: Mode,
         _: u64,
-    ) -> anyhow::Result<(NodeBuilder, SharedStore)> {
-        let store = self.connector.connect().await?;
+    ) -> anyhow::Result<(NodeBuilder, Arc<Pausable>)> {
+        // The node and its workers share one connection, paused together
+        // by `--pause-holder` (`pause.rs`).
+        let store = Arc::new(Pausable::new(self.connector.connect().await?));
         let builder = Node::builder()
             .settings(demo_settings(Some(i), mode)?)
-            .store(store.clone())
+            .store(store.clone() as SharedStore)
             .clock(self.shared.clock.clone());
         Ok((builder, store))
     }
@@ -79,7 +85,7 @@ impl Workload for Transfers<'_> {
     fn worker(
         &self,
         node: Node,
-        store: &SharedStore,
+        store: &Arc<Pausable>,
         stop: CancellationToken,
         generation: u64,
         w: usize,
@@ -165,10 +171,12 @@ pub(super) fn spawn_ticker(shared: Arc<Shared>, observer: Observer) -> JoinHandl
             emit(
                 &observer,
                 DemoEvent::Tick(format!(
-                    "[{:>3}s] stage {stage:<8} transfers {done:>6} (+{}/s; {by}), aborted {}",
+                    "[{:>3}s] stage {stage:<8} transfers {done:>6} (+{}/s; {by}), aborted {}, \
+                     late writes refused {}",
                     started.elapsed().as_secs(),
                     done - last,
-                    shared.aborted.load(Ordering::Relaxed)
+                    shared.aborted.load(Ordering::Relaxed),
+                    shared.fenced_refusals.load(Ordering::Relaxed)
                 )),
             );
             last = done;

@@ -30,10 +30,21 @@
 //!
 //! A worker whose lease is lost before it writes abandons the transfer
 //! (that is what the lost signal is for), so an aborted transfer moves no
-//! money.
+//! money. A worker paused *after* that check (`--pause-holder`, see
+//! `pause.rs`) writes late: every balance is written with a fenced write
+//! under the account lock's fencing token (docs/design.md §5, "Fenced
+//! writes"), so the store refuses the late write once a later holder has
+//! written the account; the transfer is abandoned and counted
+//! (`DemoReport::fenced_refusals`). The exclusion checker counts a holder
+//! until its release or its lost signal, whichever comes first.
 
 mod fleet;
+mod pause;
 mod transfers;
+
+#[cfg(test)]
+#[path = "transfers_tests.rs"]
+mod transfers_tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,7 +69,8 @@ use super::status::{StatusReport, status};
 use crate::JSON_VERSION;
 use crate::cli::DemoArgs;
 use fleet::{Shared, Transfers, restart_all, spawn_ticker, wait_stats};
-use transfers::{total_balance, write_balance};
+use pause::PauseFault;
+use transfers::{open_account, total_balance};
 
 /// Something the demo tells the operator while it runs.
 #[derive(Debug, Clone)]
@@ -84,8 +96,17 @@ pub struct DemoReport {
     pub fleet: Fleet,
     /// Transfers completed.
     pub transfers: u64,
-    /// Transfers abandoned (lease lost, lock not taken in time).
+    /// Transfers abandoned (lease lost, lock not taken in time, a balance
+    /// write refused).
     pub aborted: u64,
+    /// Balance writes the database refused because a later holder of the
+    /// account's lock had written it (a fenced write under a smaller
+    /// token): late writes of a holder paused past its lease. The
+    /// transfer is abandoned, and none moved money.
+    pub fenced_refusals: u64,
+    /// `--pause-holder`: what the paused holder did, and what was refused
+    /// (empty without the fault).
+    pub pause_holder: Vec<String>,
     /// Sum of balances at the start.
     pub balance_before: i64,
     /// Sum of balances at the end.
@@ -295,7 +316,7 @@ pub async fn run(
         .map(|i| format!("account-{i:03}"))
         .collect();
     for a in &accounts {
-        write_balance(operator.as_ref(), a, args.balance, None).await?;
+        open_account(operator.as_ref(), a, args.balance).await?;
     }
     let balance_before = total_balance(operator.as_ref(), &accounts).await?;
     let shared = Arc::new(Shared {
@@ -306,6 +327,14 @@ pub async fn run(
         by_algorithm: Mutex::new(BTreeMap::new()),
         transfers: AtomicU64::new(0),
         aborted: AtomicU64::new(0),
+        fenced_refusals: AtomicU64::new(0),
+        // After the fleet has run a while; longer than a lease TTL and a
+        // second, so the paused holder's cells expire.
+        pause: PauseFault::new(args.pause_holder.then(|| {
+            let settings = demo_settings(None, Mode::Auto).map(|s| s.lock.lease_ttl);
+            let ttl = settings.unwrap_or(Duration::from_secs(4));
+            (Instant::now() + args.settle, ttl + Duration::from_secs(1))
+        })),
         errors: Mutex::new(Vec::new()),
         clock: clock.clone(),
     });
@@ -388,6 +417,18 @@ pub async fn run(
     let waits = wait_stats(&shared);
     let balance_conserved = balance_before == balance_after;
     let transfers = shared.transfers.load(Ordering::SeqCst);
+    let fenced_refusals = shared.fenced_refusals.load(Ordering::SeqCst);
+    let pause_holder = shared.pause.notes();
+    if args.pause_holder && fenced_refusals == 0 {
+        violations.push(format!(
+            "--pause-holder: no late write was refused ({})",
+            if pause_holder.is_empty() {
+                "no holder was paused".to_string()
+            } else {
+                pause_holder.join("; ")
+            }
+        ));
+    }
     Ok(DemoReport {
         version: JSON_VERSION,
         passed: balance_conserved && violations.is_empty() && reached_complete && transfers > 0,
@@ -398,6 +439,8 @@ pub async fn run(
         },
         transfers,
         aborted: shared.aborted.load(Ordering::SeqCst),
+        fenced_refusals,
+        pause_holder,
         balance_before,
         balance_after,
         balance_conserved,
