@@ -13,11 +13,13 @@
 //! takes one lock N times per algorithm and checks that the last waits are
 //! the first ones' and that no read passes more than 1 000 tombstones
 //! ([`reads`] records what each read cost). [`datacenters`] measures what a
-//! lock's home costs the clients in it and outside it.
+//! lock's home costs the clients in it and outside it. [`fenced`] compares
+//! a fenced write with a plain one.
 
 mod algorithm;
 pub mod datacenters;
 mod error;
+pub mod fenced;
 pub mod hold;
 pub mod lwt;
 pub mod plot;

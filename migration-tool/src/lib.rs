@@ -381,6 +381,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 render::print(&report, json)?;
                 return Ok(Outcome::Ok);
             }
+            if let Some(writes) = args.fenced_writes {
+                let config = lockshift_bench::fenced::FencedBenchConfig {
+                    writes,
+                    latency: args.latency,
+                    cluster: args.cluster.then(|| settings.store.cql.clone()),
+                };
+                let report = lockshift_bench::fenced::run_fenced(&config).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             let config = ops::bench::config(&args, &settings)?;
             if config.soak.is_some() {
                 let report = ops::bench::soak(&config, render::note).await?;

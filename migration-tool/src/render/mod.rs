@@ -63,6 +63,12 @@ impl Human for lockshift_bench::datacenters::DatacenterBenchReport {
     }
 }
 
+impl Human for lockshift_bench::fenced::FencedBenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::fenced::render_fenced(self)
+    }
+}
+
 impl Human for lockshift_bench::HoldBenchReport {
     fn human(&self) -> String {
         lockshift_bench::render_hold(self)
