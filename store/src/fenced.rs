@@ -1,6 +1,6 @@
 //! Fenced writes: a service's own write that the database refuses once a
 //! later holder of the lock has written (docs/design.md §5, "Fenced
-//! writes"; the rule is L8).
+//! writes").
 //!
 //! A holder paused past its lease — a GC pause, SIGSTOP, a VM migration —
 //! may wake up and write after the next holder did, whatever it checked
@@ -275,7 +275,15 @@ pub enum FencedWriteError {
     /// The store failed; [`StoreError::may_have_applied`] says whether the
     /// write may still land.
     #[error("fenced write failed: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+// By hand, not `#[from]`: the message shows the cause, so it is not also
+// chained as the source (the workspace's rule for error types).
+impl From<StoreError> for FencedWriteError {
+    fn from(e: StoreError) -> Self {
+        FencedWriteError::Store(e)
+    }
 }
 
 impl FencedWriteError {
