@@ -233,7 +233,7 @@ pub struct Seeded {
 /// a process routes a row no rule covers only on reads of *every*
 /// datacenter that did not show one, so its route ends within
 /// `stage_valid_for` of the first of those writes' acknowledgements — and
-/// the record is stamped again if one came later than [`ACK_SLACK`] after
+/// the record is stamped again if one came later than `ACK_SLACK` (1 s) after
 /// the record's time. A registry read cannot stand in for the wait there:
 /// a process may register in a datacenter the home has not heard from.
 ///
