@@ -49,11 +49,26 @@ pub const HOMES_ROW: &str = "homes";
 /// lock's fencing cell).
 pub const GLOBAL_TIME_ROW: &str = "global";
 
-/// The write timestamp of a record seeded from settings: below every
-/// record a move writes (those are stamped with the time), so a move
-/// always wins over a seed, and two seeds that differ reconcile the same
-/// way on every replica (the greater value, S2).
+/// The base of the write timestamps of records seeded from settings
+/// ([`seed_stamp`]): far below every record a move writes (those are
+/// stamped with the time in µs), so a move always wins over a seed.
 pub const SEED_STAMP: Timestamp = Timestamp::from_micros(1);
+
+/// The write timestamp of a seed written at `now`, stamped for the
+/// `round`-th time (0..16): whole seconds since the epoch × 16 + the round,
+/// above [`SEED_STAMP`] — so a later seed (one written again after an
+/// earlier attempt was cut short, or stamped again) wins over an earlier
+/// one on every replica it reaches, two seeds of one second reconcile the
+/// same way everywhere (the greater value, S2), and every seed stays some
+/// 10⁵ times below any move's stamp.
+pub fn seed_stamp(now: Timestamp, round: u8) -> Timestamp {
+    let seconds = now.as_micros().max(0) / 1_000_000;
+    SEED_STAMP.offset_micros(
+        seconds
+            .saturating_mul(16)
+            .saturating_add(i64::from(round.min(15))),
+    )
+}
 
 /// What a row of the store belongs to, for routing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

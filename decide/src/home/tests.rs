@@ -539,3 +539,28 @@ fn an_unreadable_record_refuses_the_rows_it_could_decide() {
         "{words}"
     );
 }
+
+/// Seeds are stamped by the second they were written and the round:
+/// a later seed wins over an earlier one, every seed loses to a move.
+#[test]
+fn a_later_seed_wins_over_an_earlier_one_and_every_move_over_both() {
+    let at = |s: i64| Timestamp::from_micros(1_800_000_000 * 1_000_000 + s * 1_000_000);
+    let cases: &[(Timestamp, Timestamp)] = &[
+        (seed_stamp(at(0), 0), seed_stamp(at(0), 1)),
+        (seed_stamp(at(0), 15), seed_stamp(at(1), 0)),
+        (seed_stamp(at(0), 200), seed_stamp(at(1), 0)),
+        (
+            SEED_STAMP,
+            seed_stamp(Timestamp::from_micros(0), 0).offset_micros(1),
+        ),
+        // A seed of the year 2500 below a move stamped in the year 2000.
+        (
+            seed_stamp(at(16_000_000_000), 15),
+            Timestamp::from_micros(946_684_800 * 1_000_000),
+        ),
+    ];
+    for (i, (earlier, later)) in cases.iter().enumerate() {
+        assert!(earlier < later, "case #{i}: {earlier:?} < {later:?}");
+    }
+    assert_eq!(seed_stamp(Timestamp::from_micros(-5), 0), SEED_STAMP);
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockshift_decide::home::{
-    HOMES_ROW, HomeRecord, Rule, SEED_STAMP, Subject, Unreadable, rule_for,
+    HOMES_ROW, HomeRecord, Rule, Subject, Unreadable, rule_for, seed_stamp,
 };
 use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_store::{
@@ -219,8 +219,9 @@ pub struct Seeded {
 /// found a record of — only where `report` read that home (so the home is
 /// known to hold none) — or only a seed of that home the home does not
 /// show (one cut short before its last write, which would otherwise
-/// leave the rule unconfirmed for good). A seed is version 1, stamped [`SEED_STAMP`] (every
-/// move wins over it).
+/// leave the rule unconfirmed for good). A seed is version 1, stamped
+/// below every move ([`seed_stamp`]: a move wins over it, a later seed
+/// over an earlier one).
 ///
 /// In a cluster of one datacenter it is written to the home, and serves at
 /// once when the home's registry shows no live process but `me` (a fleet's
@@ -320,7 +321,7 @@ pub const ACK_SLACK: Duration = Duration::from_secs(1);
 
 /// How many times a seed is stamped before it gives up (each stamp a
 /// microsecond above the last, all far below any move's).
-const STAMPS: i64 = 4;
+const STAMPS: u8 = 4;
 
 /// Writes `rule`'s seed to each datacenter of `order` in turn, serving
 /// `wait_for` after its time (at once for `None`). When a write before the
@@ -370,7 +371,7 @@ async fn write_seed(
                     schema::ROLLOUT,
                     HOMES_ROW,
                     &[CellWrite::new(rule.key(), value.clone())],
-                    WriteOptions::at(SEED_STAMP.offset_micros(stamp)),
+                    WriteOptions::at(seed_stamp(now, stamp)),
                 )
                 .await?;
             let took = taken.elapsed();

@@ -573,7 +573,10 @@ async fn a_write_acknowledged_late_is_stamped_again_later() {
         let c = cell(dc_name).await;
         assert_eq!(
             c.writetime,
-            lockshift_decide::home::SEED_STAMP.offset_micros(1),
+            lockshift_decide::home::seed_stamp(
+                lockshift_store::Timestamp::from_micros(record.at),
+                1
+            ),
             "{dc_name}"
         );
         assert_eq!(
