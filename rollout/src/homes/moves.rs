@@ -258,19 +258,11 @@ async fn judge_and_write(
     let mut stamp = now.max(stamp.offset_micros(1));
     let mut record = record;
     let key = request.ask.rule.key();
-    let value =
-        |r: &HomeRecord| serde_json::to_vec(r).map_err(|e| RolloutError::Internal(e.to_string()));
     // tokio's clock: paused in simulations, as the decisions take it.
     let sent = tokio::time::Instant::now();
-    write_patiently(
-        store,
-        &Route::Datacenter(first.clone()),
-        &key,
-        &value(&record)?,
-        WriteOptions::at(stamp),
-    )
-    .await
-    .map_err(RolloutError::Store)?;
+    write_record(store, &first, &key, &record, stamp)
+        .await
+        .map_err(RolloutError::Store)?;
     let took = sent.elapsed();
     if took > super::io::ACK_SLACK {
         // Acknowledged late: a view confirmed by a read sent just before
@@ -279,27 +271,14 @@ async fn judge_and_write(
         warn!(rule = %request.ask.rule, took = ?took, "the move was acknowledged late; stamping it again");
         record = moved(request, &plan, clock.now(), wait.saturating_add(took));
         stamp = clock.now().max(stamp.offset_micros(1));
-        write_patiently(
-            store,
-            &Route::Datacenter(first.clone()),
-            &key,
-            &value(&record)?,
-            WriteOptions::at(stamp),
-        )
-        .await
-        .map_err(RolloutError::Store)?;
+        write_record(store, &first, &key, &record, stamp)
+            .await
+            .map_err(RolloutError::Store)?;
         report.record = Some(record.clone());
     }
     report.written.push((first.clone(), None));
     for dc in order.into_iter().skip(1) {
-        let result = write_patiently(
-            store,
-            &Route::Datacenter(dc.clone()),
-            &key,
-            &value(&record)?,
-            WriteOptions::at(stamp),
-        )
-        .await;
+        let result = write_record(store, &dc, &key, &record, stamp).await;
         report
             .written
             .push((dc, result.err().map(|e| e.to_string())));
@@ -386,6 +365,33 @@ fn nests_in(rule: &Rule, moved: &Rule) -> bool {
         (Rule::Prefix(_), Rule::Default) => true,
         (Rule::Prefix(p), Rule::Prefix(m)) => p.len() > m.len() && p.starts_with(m.as_str()),
     }
+}
+
+/// Writes `record` to `column` of the homes row in `dc` at `stamp`
+/// ([`write_patiently`]).
+async fn write_record(
+    store: &SharedStore,
+    dc: &Datacenter,
+    column: &str,
+    record: &HomeRecord,
+    stamp: Timestamp,
+) -> Result<(), lockshift_store::StoreError> {
+    let value = serde_json::to_vec(record).map_err(|e| {
+        lockshift_store::StoreError::new(
+            lockshift_store::StoreErrorKind::Invalid,
+            lockshift_store::OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    })?;
+    write_patiently(
+        store,
+        &Route::Datacenter(dc.clone()),
+        column,
+        &value,
+        WriteOptions::at(stamp),
+    )
+    .await
 }
 
 /// Writes `value` to `column` of the homes row on `route`, again after a
