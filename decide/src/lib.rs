@@ -122,6 +122,7 @@ pub mod census;
 pub mod clean;
 pub mod datacenter;
 pub mod duration;
+pub mod election;
 pub mod home;
 pub mod id;
 pub mod queue;

@@ -241,6 +241,23 @@ impl Won {
         }
     }
 
+    /// Writes the cell `column` of this lock's row in `table` through the
+    /// lease: it carries the lease TTL, is renewed with the holding and
+    /// deleted at release — a cell that lives exactly as long as the lock
+    /// is held (a leader's record, docs/design.md §5b).
+    ///
+    /// # Errors
+    /// The store error (the cell stays registered and is removed at
+    /// release either way).
+    pub async fn write_cell(
+        &self,
+        table: lockshift_store::Table,
+        column: &str,
+        value: &[u8],
+    ) -> Result<(), lockshift_store::StoreError> {
+        self.lease.write(table, column, value).await
+    }
+
     /// The lease, for a wrapper that releases it for the holder (the
     /// node's release of a held lock at shutdown): still renewed and
     /// holding its cells, without this guard's own release record (its

@@ -92,6 +92,7 @@ mod context;
 mod error;
 mod guard;
 mod id;
+mod leader;
 pub mod lease;
 pub mod metrics;
 pub mod pause;
@@ -111,6 +112,7 @@ pub use id::{
     Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };
 pub use id::{derived_node_id, host_name, new_incarnation, node_id_for_this_process};
+pub use leader::read_leader;
 pub use lease::{Lease, ReadMark, WaitingTerms};
 pub use settings::scale_duration;
 pub use settings::{LeaseSettings, MIN_LEASE_TTL};

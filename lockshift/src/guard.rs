@@ -171,6 +171,19 @@ impl LockGuard {
         }
     }
 
+    /// Writes a cell of the lock's row in `table` through the lease (it
+    /// lives as long as the holding); `None` once the lock was revoked.
+    pub(crate) async fn write_cell(
+        &self,
+        table: lockshift_store::Table,
+        column: &str,
+        value: &[u8],
+    ) -> Option<Result<(), lockshift_store::StoreError>> {
+        let won = self.core.won.try_read().ok()?;
+        let won = won.as_ref()?;
+        Some(won.write_cell(table, column, value).await)
+    }
+
     /// When the lock was acquired (tokio's clock).
     pub fn acquired_at(&self) -> Instant {
         self.acquired_at

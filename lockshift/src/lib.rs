@@ -104,12 +104,16 @@
 #![warn(missing_docs)]
 
 mod binding;
+mod election;
 mod error;
 mod guard;
 pub mod metrics;
 mod node;
 pub mod settings;
 
+pub use election::{
+    CampaignError, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
+};
 pub use error::StartError;
 pub use guard::LockGuard;
 pub use lockshift_decide::algorithm::{Mode, Stage};

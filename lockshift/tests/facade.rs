@@ -8,32 +8,11 @@ use std::time::Duration;
 use lockshift::prelude::*;
 use lockshift::{LeaseLostReason, StartError};
 use lockshift_rollout::registry::live_nodes;
-use lockshift_store::{MemoryStore, RowQuery, SharedClock, Store, TokioClock, schema};
+use lockshift_store::{MemoryStore, RowQuery, Store, schema};
 
-struct World {
-    store: Arc<MemoryStore>,
-    clock: SharedClock,
-}
+mod common;
 
-fn world() -> World {
-    let clock: SharedClock = Arc::new(TokioClock::new());
-    World {
-        store: Arc::new(MemoryStore::with_clock(clock.clone())),
-        clock,
-    }
-}
-
-async fn node(w: &World, id: &str) -> Node {
-    let mut settings = Settings::default();
-    settings.node.id = Some(id.to_string());
-    Node::builder()
-        .settings(settings)
-        .store(w.store.clone())
-        .clock(w.clock.clone())
-        .start()
-        .await
-        .expect("node starts")
-}
+use common::{World, node, world};
 
 async fn main_cells(w: &World, lock: &str) -> usize {
     w.store

@@ -189,6 +189,46 @@ fn lock_request(args: cli::AcquireArgs) -> ops::lock_session::LockRequest {
     }
 }
 
+/// `run-with-lock`, and `elect` (which proclaims `proclaim` once held).
+async fn run_with_lock(
+    connect: &cli::ConnectOpts,
+    json: bool,
+    acquire: cli::AcquireArgs,
+    run: cli::RunArgs,
+    proclaim: Option<String>,
+) -> anyhow::Result<Outcome> {
+    let env = ops::Env::open(connect).await?;
+    let cli::RunArgs {
+        grace,
+        report,
+        command,
+    } = run;
+    let request = ops::run_with_lock::Request {
+        take: lock_request(acquire),
+        grace,
+        command,
+        proclaim,
+        supervisor: Some(
+            std::env::current_exe()
+                .context("finding the migrate binary to supervise the command")?,
+        ),
+    };
+    let result = ops::run_with_lock::run_with_lock(&env, request, |note| {
+        render::note(&note);
+    })
+    .await?;
+    // stdout belongs to the command: reports go elsewhere.
+    if let Some(path) = &report {
+        render::write_json(&result, path)?;
+    }
+    if json {
+        render::print_json_stderr(&result)?;
+    } else {
+        render::print_stderr(&result)?;
+    }
+    Ok(result.outcome())
+}
+
 /// Runs one parsed command to its outcome, printing its report.
 ///
 /// # Errors
@@ -273,36 +313,43 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             render::print(&report, json)?;
             Ok(report.outcome())
         }
-        Command::RunWithLock {
+        Command::RunWithLock { acquire, run } => {
+            run_with_lock(connect, json, acquire, run, None).await
+        }
+        Command::Elect {
             acquire,
-            grace,
-            report,
-            command,
-        } => {
+            value,
+            run,
+        } => run_with_lock(connect, json, acquire, run, Some(value)).await,
+        Command::Leader { election, watch } => {
             let env = ops::Env::open(connect).await?;
-            let request = ops::run_with_lock::Request {
-                take: lock_request(acquire),
-                grace,
-                command,
-                supervisor: Some(
-                    std::env::current_exe()
-                        .context("finding the migrate binary to supervise the command")?,
-                ),
-            };
-            let result = ops::run_with_lock::run_with_lock(&env, request, |note| {
-                render::note(&note);
-            })
-            .await?;
-            // stdout belongs to the command: reports go elsewhere.
-            if let Some(path) = &report {
-                render::write_json(&result, path)?;
-            }
-            if json {
-                render::print_json_stderr(&result)?;
+            if watch {
+                let stop = async {
+                    let mut term =
+                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                            .ok();
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        () = async {
+                            match term.as_mut() {
+                                Some(t) => { t.recv().await; }
+                                None => std::future::pending().await,
+                            }
+                        } => {}
+                    }
+                };
+                ops::leader::watch(
+                    &env,
+                    &election,
+                    stop,
+                    |r| render::print_line(r, json),
+                    |note| render::note(&note),
+                )
+                .await?;
             } else {
-                render::print_stderr(&result)?;
+                render::print_line(&ops::leader::leader(&env, &election).await?, json)?;
             }
-            Ok(result.outcome())
+            Ok(Outcome::Ok)
         }
         Command::Lock(acquire) => {
             let env = ops::Env::open(connect).await?;

@@ -73,7 +73,10 @@ fn main() -> ExitCode {
         .init();
     let json = cli.output.json;
     // run-with-lock's stdout is its command's: even its errors stay off it.
-    let json_on_stderr = matches!(cli.command, Command::RunWithLock { .. });
+    let json_on_stderr = matches!(
+        cli.command,
+        Command::RunWithLock { .. } | Command::Elect { .. }
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -31,7 +31,7 @@ use lockshift_decide::home::{MoveAsk, Rule};
 use lockshift_harness::checker::Oracle;
 use lockshift_lock::{AcquireOptions, LockId};
 use lockshift_rollout::homes::{
-    Configured, HomesRouter, HomesView, MoveRequest, keep_fresh, move_home, refresh,
+    Configured, HomesRouter, HomesView, MoveRequest, keep_fresh, move_home, refresh, seed,
 };
 use lockshift_store::settings::Replication;
 use lockshift_store::{CqlSettings, CqlStore, Datacenter, SharedClock, SharedStore, SystemClock};
@@ -246,6 +246,33 @@ struct Held {
 
 /// `migrate run-with-lock --timeout 20s LOCK` as side `i`'s uid, with
 /// `env`; its command holds the lock for two seconds.
+/// A fresh keyspace as [`keyspace`] makes it, with every lock homed in
+/// the first datacenter — recorded now, serving at once: the keyspace is
+/// new, so no process can have routed its locks another way (a fleet's
+/// own first start waits the move wait instead, H5).
+async fn homed_keyspace(sites: &[Site], name: &str) -> CqlSettings {
+    let settings = keyspace(sites, name).await;
+    let home = sites[0].dc.clone();
+    let cql = CqlSettings {
+        local_datacenter: Some(home.clone()),
+        ..settings.clone()
+    };
+    let store: SharedStore = Arc::new(CqlStore::connect(&cql).await.unwrap());
+    let view = Arc::new(HomesView::new(
+        Arc::new(SystemClock),
+        Some(home.clone()),
+        Configured::new(Some(home.clone()), []),
+        Duration::from_secs(3),
+    ));
+    let router: SharedStore = Arc::new(HomesRouter::new(store, view.clone()));
+    let report = refresh(&router, &view).await;
+    let seeded = seed(&router, &view, &report, "test", Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(seeded.len(), 1, "{report:?}");
+    settings
+}
+
 async fn run_with_lock(
     binary: &PathBuf,
     sites: &[Site],
@@ -322,7 +349,7 @@ fn side_env(sites: &[Site], i: usize) -> Vec<(&'static str, String)> {
 async fn a_split_leaves_the_home_side_the_lock_and_refuses_the_far_side() {
     let Some(sites) = pair() else { return };
     let _serial = SERIAL.lock().await;
-    let settings = keyspace(&sites, "dc_split").await;
+    let settings = homed_keyspace(&sites, "dc_split").await;
     let binary = binary_for_others();
     let split = Split::on(&sites);
     let (home_env, far_env) = (side_env(&sites, 0), side_env(&sites, 1));
@@ -394,7 +421,7 @@ async fn local_quorum_without_a_local_datacenter_is_refused() {
 async fn a_fresh_process_starts_while_a_node_it_was_not_given_is_dark() {
     let Some(sites) = pair() else { return };
     let _serial = SERIAL.lock().await;
-    let settings = keyspace(&sites, "dc_dark_peer").await;
+    let settings = homed_keyspace(&sites, "dc_dark_peer").await;
     let binary = binary_for_others();
     let cut = Split::client_cut_off(0, &sites[1]);
     let mut env = side_env(&sites, 0);
@@ -466,7 +493,7 @@ async fn node(sites: &[Site], keyspace: &str, i: usize, home: &Datacenter) -> No
 async fn home_and_far_waiters_share_one_fifo_line() {
     let Some(sites) = pair() else { return };
     let _serial = SERIAL.lock().await;
-    let settings = keyspace(&sites, "dc_fifo").await;
+    let settings = homed_keyspace(&sites, "dc_fifo").await;
     let home = &sites[0].dc;
     let holder = node(&sites, &settings.keyspace, 0, home).await;
     let near = node(&sites, &settings.keyspace, 0, home).await;
@@ -606,7 +633,7 @@ fn rollout_settings() -> (
 async fn a_planned_move_under_load_never_makes_two_holders() {
     let Some(sites) = pair() else { return };
     let _serial = SERIAL.lock().await;
-    let settings = keyspace(&sites, "dc_planned").await;
+    let settings = homed_keyspace(&sites, "dc_planned").await;
     let (from, to) = (sites[0].dc.clone(), sites[1].dc.clone());
     let mut nodes = Vec::new();
     for i in [0, 0, 1, 1] {
@@ -705,7 +732,7 @@ async fn a_forced_move_after_the_home_node_is_lost_never_makes_two_holders() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    let settings = keyspace(&sites, "dc_forced").await;
+    let settings = homed_keyspace(&sites, "dc_forced").await;
     let (from, to) = (sites[0].dc.clone(), sites[1].dc.clone());
     let mut nodes = Vec::new();
     for i in [0, 1, 1] {

@@ -20,9 +20,13 @@ use std::time::Duration;
 use lockshift_decide::algorithm::Mode;
 use lockshift_decide::home::{MoveAsk, Rule};
 use lockshift_rollout::homes::{MoveRequest, move_home};
-use lockshift_store::{HintDelivery, SharedClock};
-use lockshift_tests::datacenters::{Outcome, Routing, Sites, SitesFleet, dc};
-use lockshift_tests::sim::{for_each_seed, paused};
+use std::sync::Arc;
+
+use lockshift_lock::{LeaseSettings, LockId};
+use lockshift_store::{Consistency, HintDelivery, SharedClock};
+use lockshift_tests::datacenters::{Outcome, Routing, Sites, SitesFleet, dc, plan};
+use lockshift_tests::fleet::queue;
+use lockshift_tests::sim::{Oracle, contend, for_each_seed, node_env, paused};
 
 const LOCKS: [&str; 3] = ["account-1", "account-2", "account-3"];
 
@@ -41,9 +45,20 @@ async fn run_for(outcome: &Outcome, phase: &str, how_long: Duration) {
     tokio::time::sleep(how_long).await;
 }
 
-/// Starts the fleet, runs `before`, cuts dc1 from dc2 for `split`, heals,
-/// runs `after`, stops.
+/// Records the homes (serving at once), starts the fleet, runs `before`,
+/// cuts dc1 from dc2 for `split`, heals, runs `after`, stops.
 async fn split_run(sites: Sites, before: Duration, split: Duration, after: Duration) -> SitesFleet {
+    sites.record_homes().await;
+    first_start_split_run(sites, before, split, after).await
+}
+
+/// As [`split_run`], but the fleet's first start records the homes.
+async fn first_start_split_run(
+    sites: Sites,
+    before: Duration,
+    split: Duration,
+    after: Duration,
+) -> SitesFleet {
     let cluster = sites.cluster.clone();
     let outcome = sites.outcome.clone();
     let mut fleet = SitesFleet::new(sites, PLACEMENT.len());
@@ -76,10 +91,12 @@ fn assert_exclusive(outcome: &Outcome, what: &str) {
     );
 }
 
-/// Before the fix, negative control: LOCAL_QUORUM with clients on both
-/// sides of a split — each side's "local quorum" is its own, and both hold
-/// one lock (what 3 rounds of 3 showed on a real two-datacenter cluster).
-/// The oracle must see it, or it could not see the fix's absence either.
+/// Before the fix, negative control: processes that reach their cells at
+/// LOCAL_QUORUM in their own datacenter, with no homes — the raw lockers,
+/// as every process did before homes — on both sides of a split: each
+/// side's "local quorum" is its own, and both hold one lock (what 3 rounds
+/// of 3 showed on a real two-datacenter cluster). The oracle must see it,
+/// or it could not see the fix's absence either.
 #[test]
 fn local_quorum_across_a_split_gives_two_holders() {
     for_each_seed(
@@ -95,18 +112,41 @@ fn local_quorum_across_a_split_gives_two_holders() {
                     LOCKS.to_vec(),
                     seed,
                 );
-                let outcome = sites.outcome.clone();
-                split_run(
-                    sites,
-                    Duration::from_secs(5),
-                    Duration::from_secs(30),
-                    Duration::from_secs(1),
+                sites.cluster.cut_link(&dc("dc1"), &dc("dc2"));
+                let clock: SharedClock = sites.clock.clone();
+                let lockers = PLACEMENT
+                    .iter()
+                    .enumerate()
+                    .map(|(i, place)| {
+                        let local = sites
+                            .cluster
+                            .client_in(&dc(place))
+                            .expect("a datacenter of the cluster")
+                            .with_consistency(Consistency::LocalQuorum);
+                        let env = node_env(
+                            i,
+                            seed,
+                            Arc::new(local),
+                            clock.clone(),
+                            plan(),
+                            LeaseSettings::default(),
+                        );
+                        queue(&env).locker
+                    })
+                    .collect();
+                let locks: Vec<LockId> = LOCKS.iter().map(|l| LockId::new(*l).unwrap()).collect();
+                let report = contend(
+                    lockers,
+                    &locks,
+                    30,
+                    Duration::from_millis(20),
+                    seed,
+                    Arc::new(Oracle::default()),
                 )
                 .await;
                 assert!(
-                    !outcome.violations().is_empty(),
-                    "seed {seed}: both sides held locks in the split without overlapping?\n{}",
-                    outcome.describe()
+                    !report.violations.is_empty(),
+                    "seed {seed}: both sides held locks in the split without overlapping? {report:?}"
                 );
             });
         },
@@ -136,13 +176,20 @@ fn quorum_across_a_split_stops_every_lock() {
             )
             .await;
             assert_exclusive(&outcome, "quorum");
-            for side in ["dc1", "dc2"] {
+            for (side, far) in [("dc1", "dc2"), ("dc2", "dc1")] {
                 let split = outcome.tally("split", side);
                 assert_eq!(
                     split.held, 0,
                     "seed {seed}: {side} held a lock in the split"
                 );
                 assert!(split.failures() > 0, "seed {seed}: {side} tried");
+                // Once its view of the far homes lapses, a process says why
+                // (H5) instead of waiting out an unreachable quorum.
+                assert!(
+                    split.failed_naming(&format!("has not read the homes of datacenter {far}")) > 0,
+                    "seed {seed}: {side} names {far}\n{}",
+                    outcome.describe()
+                );
                 assert!(
                     outcome.tally("after", side).held > 0,
                     "seed {seed}: {side} after"
@@ -226,14 +273,22 @@ fn each_side_of_a_split_keeps_the_locks_it_is_home_to() {
                     seed,
                 );
                 let outcome = sites.outcome.clone();
-                split_run(
+                // The fleet's first start records both rules: they serve
+                // after the move wait (H5), within the first phase.
+                first_start_split_run(
                     sites,
-                    Duration::from_secs(10),
+                    Duration::from_secs(35),
                     Duration::from_secs(40),
                     Duration::from_secs(10),
                 )
                 .await;
                 assert_exclusive(&outcome, "prefix homes");
+                let before = outcome.tally("before", "dc1");
+                assert!(
+                    before.held > 0 && before.failed_naming("takes over in") > 0,
+                    "seed {seed}: refused as moving, then served\n{}",
+                    outcome.describe()
+                );
                 for side in ["dc1", "dc2"] {
                     let split = outcome.tally("split", side);
                     assert!(
@@ -281,6 +336,7 @@ fn a_planned_move_under_load_never_makes_two_homes() {
                     seed,
                 );
                 let outcome = sites.outcome.clone();
+                sites.record_homes().await;
                 let (operator, _fresh) = sites.operator(&dc("dc1")).await;
                 let clock: SharedClock = sites.clock.clone();
                 let settings = sites.settings(99, Mode::Auto);
@@ -344,6 +400,7 @@ fn a_forced_move_after_the_home_is_lost_never_makes_two_homes() {
                 );
                 let outcome = sites.outcome.clone();
                 let cluster = sites.cluster.clone();
+                sites.record_homes().await;
                 let (operator, _fresh) = sites.operator(&dc("dc2")).await;
                 let clock: SharedClock = sites.clock.clone();
                 let settings = sites.settings(99, Mode::Auto);

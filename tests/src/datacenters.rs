@@ -248,6 +248,37 @@ impl Sites {
         (router, refresher)
     }
 
+    /// Records the homes the routing names, serving at once, before any
+    /// node starts — as on a keyspace no process has used, so no view or
+    /// lease can predate them (a fleet's own first start across
+    /// datacenters makes them serve after the move wait instead, H5).
+    /// Nothing for a routing without homes.
+    pub async fn record_homes(&self) {
+        use lockshift_rollout::homes::{Configured, HomesRouter, HomesView, refresh, seed};
+        let Routing::Homes { default, prefixes } = &self.routing else {
+            return;
+        };
+        let client = self.client(98, default, 0);
+        let view = Arc::new(HomesView::new(
+            self.clock.clone(),
+            Some(default.clone()),
+            Configured::new(Some(default.clone()), prefixes.iter().cloned()),
+            self.timings.valid_for,
+        ));
+        let router: SharedStore = Arc::new(HomesRouter::new(client, view.clone()));
+        // The fault wrapper fails a request now and then: until every
+        // rule is recorded.
+        for _ in 0..20 {
+            let report = refresh(&router, &view).await;
+            let _ = seed(&router, &view, &report, "setup", Duration::ZERO).await;
+            refresh(&router, &view).await;
+            if view.states().iter().filter(|s| s.confirmed).count() == 1 + prefixes.len() {
+                return;
+            }
+        }
+        panic!("the homes could not be recorded");
+    }
+
     /// Node `i`'s settings.
     pub fn settings(&self, i: usize, mode: Mode) -> Settings {
         let mut settings = self.timings.settings(i, mode);

@@ -18,8 +18,10 @@
 //! A process's [`Homes`] is its view of every rule: the newest record it
 //! read, and when a read *from that record's own datacenter* last showed it
 //! (H2). [`Homes::route`] answers where a row's requests go, or why none
-//! may be sent now: the view is not confirmed (H2), or a moved home does
-//! not serve yet (H3). This module decides; the rollout crate reads the
+//! may be sent now: the view is not confirmed (H2), a moved home does not
+//! serve yet (H3), no rule is known to cover the row while some
+//! datacenter's homes were not read lately (H5), or a record that could
+//! decide it does not decode. This module decides; the rollout crate reads the
 //! row and routes the requests.
 
 use std::collections::BTreeMap;
@@ -30,13 +32,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::cell::{Table, Timestamp};
 use crate::datacenter::Datacenter;
-use crate::duration::fmt_duration_rounded;
 use crate::rollout::ROLLOUT_LOCK;
 use crate::schema;
 
 mod moves;
+mod refusal;
 
 pub use moves::{MoveAsk, MovePlan, MoveScene, fmt_micros, move_refusals};
+pub use refusal::{Refusal, Unreadable};
 
 /// The row of the `rollout` table holding the homes, one cell per rule.
 pub const HOMES_ROW: &str = "homes";
@@ -46,11 +49,26 @@ pub const HOMES_ROW: &str = "homes";
 /// lock's fencing cell).
 pub const GLOBAL_TIME_ROW: &str = "global";
 
-/// The write timestamp of a record seeded from settings: below every
-/// record a move writes (those are stamped with the time), so a move
-/// always wins over a seed, and two seeds that differ reconcile the same
-/// way on every replica (the greater value, S2).
+/// The base of the write timestamps of records seeded from settings
+/// ([`seed_stamp`]): far below every record a move writes (those are
+/// stamped with the time in µs), so a move always wins over a seed.
 pub const SEED_STAMP: Timestamp = Timestamp::from_micros(1);
+
+/// The write timestamp of a seed written at `now`, stamped for the
+/// `round`-th time (0..16): whole seconds since the epoch × 16 + the round,
+/// above [`SEED_STAMP`] — so a later seed (one written again after an
+/// earlier attempt was cut short, or stamped again) wins over an earlier
+/// one on every replica it reaches, two seeds of one second reconcile the
+/// same way everywhere (the greater value, S2), and every seed stays some
+/// 10⁵ times below any move's stamp.
+pub fn seed_stamp(now: Timestamp, round: u8) -> Timestamp {
+    let seconds = now.as_micros().max(0) / 1_000_000;
+    SEED_STAMP.offset_micros(
+        seconds
+            .saturating_mul(16)
+            .saturating_add(i64::from(round.min(15))),
+    )
+}
 
 /// What a row of the store belongs to, for routing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,90 +214,6 @@ impl HomeRecord {
     }
 }
 
-/// Why no request of a row may be sent now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The rule's home could not be confirmed lately (H2): it is out of
-    /// reach, or its record could not be read from it.
-    Unconfirmed {
-        /// The rule.
-        rule: Rule,
-        /// Its home, as last read.
-        home: Datacenter,
-        /// How long since the view was last confirmed; `None`: never since
-        /// the process started.
-        since: Option<Duration>,
-        /// The last failure reading the record from the home, if any.
-        last_error: Option<String>,
-    },
-    /// The rule's home moved, and the new home does not serve yet (H3).
-    Moving {
-        /// The rule.
-        rule: Rule,
-        /// The new home.
-        home: Datacenter,
-        /// The previous one.
-        from: Option<Datacenter>,
-        /// How long until it serves.
-        in_: Duration,
-    },
-}
-
-impl Refusal {
-    /// Whether waiting and trying again here can succeed soon: a move
-    /// finishes by itself; an unreachable home does not.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Refusal::Moving { .. })
-    }
-
-    /// The refusal in words, for the row of `subject`, from a process in
-    /// `local` (when it named its datacenter).
-    pub fn describe(&self, subject: Subject<'_>, local: Option<&Datacenter>) -> String {
-        let (what, is) = match subject {
-            Subject::Lock(name) => (format!("lock {:?}", crate::id::cut_short(name)), "is"),
-            Subject::Fleet | Subject::Unhomed => {
-                ("the fleet's rows (stage, registry)".to_string(), "are")
-            }
-        };
-        let here = local.map_or_else(String::new, |dc| format!(" (in {dc})"));
-        match self {
-            Refusal::Unconfirmed {
-                rule,
-                home,
-                since,
-                last_error,
-            } => {
-                let when = match since {
-                    Some(d) => format!("for {}", fmt_duration_rounded(*d)),
-                    None => "since it started".to_string(),
-                };
-                let why = last_error.as_deref().map_or_else(String::new, |e| {
-                    format!(" (reading the homes record there: {e})")
-                });
-                format!(
-                    "{what} {is} homed in datacenter {home} ({rule}), which this process{here} \
-                     has not reached {when}{why}"
-                )
-            }
-            Refusal::Moving {
-                rule,
-                home,
-                from,
-                in_,
-            } => {
-                let from = from
-                    .as_ref()
-                    .map_or_else(String::new, |f| format!(" from {f}"));
-                format!(
-                    "{what} ({rule}) {is} moving{from} to datacenter {home}, which takes over \
-                     in {}",
-                    fmt_duration_rounded(*in_)
-                )
-            }
-        }
-    }
-}
-
 /// A process's view of one rule.
 #[derive(Clone, Debug)]
 struct RuleView {
@@ -310,6 +244,14 @@ pub struct Homes {
     views: BTreeMap<Rule, RuleView>,
     /// The last failure reading the homes row from each datacenter.
     failures: BTreeMap<Datacenter, String>,
+    /// When the last read of the homes row that answered was sent, by
+    /// datacenter (H5).
+    surveyed: BTreeMap<Datacenter, Instant>,
+    /// The cells each datacenter's last read showed that do not decode.
+    unreadable: BTreeMap<Datacenter, Vec<Unreadable>>,
+    /// The cluster's datacenters; with more than one, no rule is known
+    /// to cover a row only while every one was read lately (H5).
+    datacenters: Vec<Datacenter>,
     started: Instant,
 }
 
@@ -333,6 +275,9 @@ impl Homes {
             valid_for,
             views: BTreeMap::new(),
             failures: BTreeMap::new(),
+            surveyed: BTreeMap::new(),
+            unreadable: BTreeMap::new(),
+            datacenters: Vec::new(),
             started: now,
         }
     }
@@ -353,6 +298,12 @@ impl Homes {
         self.views.get(rule).map(|v| &v.record)
     }
 
+    /// The record of `rule` the last read from `dc` showed, if it showed
+    /// one.
+    pub fn shown_by(&self, rule: &Rule, dc: &Datacenter) -> Option<&HomeRecord> {
+        self.views.get(rule).and_then(|v| v.seen.get(dc))
+    }
+
     /// A read of the homes row from datacenter `from`, sent at `sent`,
     /// returned `records`. A newer version of a rule replaces the view
     /// (unconfirmed until its own home shows it); the same version read
@@ -360,6 +311,8 @@ impl Homes {
     /// caught up) changes nothing.
     pub fn observe(&mut self, from: &Datacenter, sent: Instant, records: Vec<(Rule, HomeRecord)>) {
         self.failures.remove(from);
+        let last = self.surveyed.entry(from.clone()).or_insert(sent);
+        *last = (*last).max(sent);
         // A datacenter that no longer shows a rule (it never had it yet)
         // shows nothing of it.
         for (rule, view) in &mut self.views {
@@ -390,9 +343,50 @@ impl Homes {
         }
     }
 
+    /// The cells of the homes row the last read from `from` showed that
+    /// do not decode (each replaces what `from` showed before).
+    pub fn observe_unreadable(&mut self, from: &Datacenter, cells: Vec<Unreadable>) {
+        if cells.is_empty() {
+            self.unreadable.remove(from);
+        } else {
+            self.unreadable.insert(from.clone(), cells);
+        }
+    }
+
     /// A read of the homes row from `from` failed with `error`.
     pub fn failed(&mut self, from: &Datacenter, error: String) {
         self.failures.insert(from.clone(), error);
+    }
+
+    /// The cluster's datacenters, as the store knows them now (an empty
+    /// list leaves the last one known).
+    pub fn set_datacenters(&mut self, mut datacenters: Vec<Datacenter>) {
+        if !datacenters.is_empty() {
+            datacenters.sort();
+            datacenters.dedup();
+            self.datacenters = datacenters;
+        }
+    }
+
+    /// The datacenters whose homes row has not been read within
+    /// `valid_for` of `now`, each with how long since it was: while any
+    /// is, a row no known rule covers is refused (H5). None in a cluster
+    /// of one datacenter, where the store's default route and a home's
+    /// local quorum are one quorum.
+    pub fn unsurveyed(&self, now: Instant) -> Vec<(Datacenter, Option<Duration>)> {
+        if self.datacenters.len() < 2 {
+            return Vec::new();
+        }
+        self.datacenters
+            .iter()
+            .filter_map(|dc| {
+                let since = self
+                    .surveyed
+                    .get(dc)
+                    .map(|t| now.saturating_duration_since(*t));
+                (since.is_none_or(|d| d >= self.valid_for)).then(|| (dc.clone(), since))
+            })
+            .collect()
     }
 
     /// The rule that decides `subject`'s rows (`None`: no home applies).
@@ -411,15 +405,39 @@ impl Homes {
     ///
     /// # Errors
     /// [`Refusal`]: the home is not confirmed (H2), or does not serve yet
-    /// (H3).
+    /// (H3); no rule is known to cover the row while a datacenter's homes
+    /// were not read lately (H5); a record that could decide it does not
+    /// decode.
     pub fn route(
         &self,
         subject: Subject<'_>,
         now: Instant,
         wall: Timestamp,
     ) -> Result<Option<Datacenter>, Refusal> {
-        let Some(rule) = self.rule_of(subject) else {
-            return Ok(None);
+        let decided = self.rule_of(subject);
+        if let Some(cell) = self
+            .unreadable
+            .values()
+            .flatten()
+            .find(|cell| cell.could_decide(subject, decided.as_ref()))
+        {
+            return Err(Refusal::Unreadable(cell.clone()));
+        }
+        let Some(rule) = decided else {
+            if matches!(subject, Subject::Unhomed) {
+                return Ok(None);
+            }
+            let datacenters = self.unsurveyed(now);
+            if datacenters.is_empty() {
+                return Ok(None);
+            }
+            let last_error = datacenters
+                .iter()
+                .find_map(|(dc, _)| self.failures.get(dc).cloned());
+            return Err(Refusal::Unsurveyed {
+                datacenters,
+                last_error,
+            });
         };
         let view = &self.views[&rule];
         let home = &view.record.datacenter;

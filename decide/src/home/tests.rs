@@ -383,3 +383,184 @@ fn any_recorded_time_is_shown_without_a_panic() {
         assert_eq!(text, shown, "{us}");
     }
 }
+
+/// H5: in a cluster of several datacenters a row no rule covers takes the
+/// store's default route only while every datacenter's homes row was read
+/// within `valid_for` — a rule recorded in one not read could home it
+/// elsewhere. In a cluster of one, always.
+#[test]
+fn no_rule_covers_a_row_only_while_every_datacenter_was_read_lately() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    homes.set_datacenters(vec![dc("dc1")]);
+    assert_eq!(homes.route(Subject::Lock("a"), t0, wall(0)), Ok(None));
+
+    homes.set_datacenters(vec![dc("dc2"), dc("dc1")]);
+    // An empty topology (not known for now) keeps the last one.
+    homes.set_datacenters(Vec::new());
+    // (what, datacenters read at t0, how much later, the refusal's list)
+    type Missing = Option<&'static [(&'static str, Option<Duration>)]>;
+    let cases: &[(&str, &[&str], Duration, Missing)] = &[
+        (
+            "nothing read",
+            &[],
+            Duration::ZERO,
+            Some(&[("dc1", None), ("dc2", None)]),
+        ),
+        ("dc1 read", &["dc1"], Duration::ZERO, Some(&[("dc2", None)])),
+        ("both read", &["dc1", "dc2"], Duration::ZERO, None),
+        (
+            "both read, almost stale",
+            &["dc1", "dc2"],
+            VALID - Duration::from_millis(1),
+            None,
+        ),
+        (
+            "both read, stale",
+            &["dc1", "dc2"],
+            VALID,
+            Some(&[("dc1", Some(VALID)), ("dc2", Some(VALID))]),
+        ),
+    ];
+    for (what, read, later, want) in cases {
+        let mut homes = homes.clone();
+        for name in *read {
+            homes.observe(&dc(name), t0, Vec::new());
+        }
+        homes.failed(&dc("dc2"), "no node of dc2 reachable".into());
+        let now = t0 + *later;
+        for subject in [Subject::Lock("a"), Subject::Fleet] {
+            let got = homes.route(subject, now, wall(0));
+            match want {
+                None => assert_eq!(got, Ok(None), "{what}: {subject:?}"),
+                Some(missing) => {
+                    let missing: Vec<_> = missing.iter().map(|(d, s)| (dc(d), *s)).collect();
+                    let Err(Refusal::Unsurveyed {
+                        datacenters,
+                        last_error,
+                    }) = &got
+                    else {
+                        panic!("{what}: {subject:?}: {got:?}");
+                    };
+                    assert_eq!(*datacenters, missing, "{what}");
+                    let has_dc2 = missing.iter().any(|(d, _)| *d == dc("dc2"));
+                    assert_eq!(last_error.is_some(), has_dc2, "{what}");
+                }
+            }
+        }
+        assert_eq!(
+            homes.route(Subject::Unhomed, now, wall(0)),
+            Ok(None),
+            "{what}"
+        );
+    }
+    let refusal = Refusal::Unsurveyed {
+        datacenters: vec![(dc("dc2"), None)],
+        last_error: Some("no node of dc2 reachable".into()),
+    };
+    assert!(!refusal.is_transient());
+    let words = refusal.describe(Subject::Lock("a"), Some(&dc("dc1")));
+    for part in [
+        "lock \"a\" is homed by no rule this process (in dc1) knows",
+        "datacenter dc2 (since it started) (no node of dc2 reachable)",
+        "so it is refused",
+    ] {
+        assert!(words.contains(part), "{part:?} in {words}");
+    }
+    // A rule known covers its rows whatever was read (H2 decides then).
+    let mut homes = homes.clone();
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    assert_eq!(
+        homes.route(Subject::Lock("a"), t0, wall(0)),
+        Ok(Some(dc("dc1")))
+    );
+}
+
+/// A homes cell that does not decode refuses every row it could decide:
+/// its rule covers them and is at least as long as the rule that would
+/// decide them without it, or it names no rule this build knows.
+#[test]
+fn an_unreadable_record_refuses_the_rows_it_could_decide() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    homes.observe(
+        &dc("dc1"),
+        t0,
+        vec![
+            (Rule::Default, record(1, "dc1", 0)),
+            (Rule::Prefix("eu/".into()), record(1, "dc1", 0)),
+        ],
+    );
+    let bad = |rule: Option<Rule>| Unreadable {
+        rule,
+        column: "x".into(),
+        datacenter: dc("dc2"),
+        error: "expected value".into(),
+    };
+    let eu_de = Some(Rule::Prefix("eu/de/".into()));
+    let eu = Some(Rule::Prefix("eu/".into()));
+    // (the cell's rule, subject, refused)
+    let cases: &[(Option<Rule>, Subject<'_>, bool)] = &[
+        (eu_de.clone(), Subject::Lock("eu/de/1"), true),
+        (eu_de.clone(), Subject::Lock("eu/fr/1"), false),
+        (eu_de.clone(), Subject::Lock("us/1"), false),
+        (eu_de.clone(), Subject::Fleet, false),
+        (eu.clone(), Subject::Lock("eu/fr/1"), true),
+        (eu.clone(), Subject::Lock("us/1"), false),
+        (Some(Rule::Default), Subject::Lock("us/1"), true),
+        (Some(Rule::Default), Subject::Fleet, true),
+        (Some(Rule::Default), Subject::Lock("eu/1"), false),
+        (None, Subject::Lock("eu/1"), true),
+        (None, Subject::Fleet, true),
+        (None, Subject::Unhomed, false),
+    ];
+    for (i, (rule, subject, refused)) in cases.iter().enumerate() {
+        let mut homes = homes.clone();
+        homes.observe_unreadable(&dc("dc2"), vec![bad(rule.clone())]);
+        let got = homes.route(*subject, t0, wall(0));
+        if *refused {
+            assert_eq!(
+                got,
+                Err(Refusal::Unreadable(bad(rule.clone()))),
+                "case #{i}: {rule:?} {subject:?}"
+            );
+        } else {
+            assert!(got.is_ok(), "case #{i}: {rule:?} {subject:?}: {got:?}");
+        }
+        // The next read of dc2 that decodes clears it.
+        homes.observe_unreadable(&dc("dc2"), Vec::new());
+        assert!(homes.route(*subject, t0, wall(0)).is_ok(), "case #{i}");
+    }
+    let words = Refusal::Unreadable(bad(None)).describe(Subject::Lock("a"), None);
+    assert!(
+        words.contains(
+            "the homes record \"x\" that datacenter dc2 shows does not decode (expected value)"
+        ),
+        "{words}"
+    );
+}
+
+/// Seeds are stamped by the second they were written and the round:
+/// a later seed wins over an earlier one, every seed loses to a move.
+#[test]
+fn a_later_seed_wins_over_an_earlier_one_and_every_move_over_both() {
+    let at = |s: i64| Timestamp::from_micros(1_800_000_000 * 1_000_000 + s * 1_000_000);
+    let cases: &[(Timestamp, Timestamp)] = &[
+        (seed_stamp(at(0), 0), seed_stamp(at(0), 1)),
+        (seed_stamp(at(0), 15), seed_stamp(at(1), 0)),
+        (seed_stamp(at(0), 200), seed_stamp(at(1), 0)),
+        (
+            SEED_STAMP,
+            seed_stamp(Timestamp::from_micros(0), 0).offset_micros(1),
+        ),
+        // A seed of the year 2500 below a move stamped in the year 2000.
+        (
+            seed_stamp(at(16_000_000_000), 15),
+            Timestamp::from_micros(946_684_800 * 1_000_000),
+        ),
+    ];
+    for (i, (earlier, later)) in cases.iter().enumerate() {
+        assert!(earlier < later, "case #{i}: {earlier:?} < {later:?}");
+    }
+    assert_eq!(seed_stamp(Timestamp::from_micros(-5), 0), SEED_STAMP);
+}

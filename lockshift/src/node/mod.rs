@@ -211,6 +211,22 @@ impl Node {
         self.try_acquire_id(&lock).await
     }
 
+    /// The node's store, routed by its homes.
+    pub(crate) fn store(&self) -> &lockshift_store::SharedStore {
+        &self.core.shared.store
+    }
+
+    /// The node's clock.
+    pub(crate) fn clock(&self) -> &lockshift_store::SharedClock {
+        &self.core.shared.clock
+    }
+
+    /// Fires when the node's background work stops (shutdown, or the last
+    /// handle dropped).
+    pub(crate) fn stopped(&self) -> CancellationToken {
+        self.core.stop.clone()
+    }
+
     /// What the node runs now.
     pub fn status(&self) -> NodeStatus {
         self.core.shared.status()

@@ -140,6 +140,21 @@ pub struct AcquireArgs {
     pub fencing_token: FencingTokenArg,
 }
 
+/// How `run-with-lock` and `elect` run their command.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// After a forwarded signal or SIGTERM, how long the command may take
+    /// to exit before SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(parse_duration))]
+    pub grace: Duration,
+    /// Write the JSON report to this file (as well as --json on stderr).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
 /// `advance` and `rollback`.
 #[derive(Debug, Clone, Args)]
 pub struct TransitionArgs {

@@ -2,13 +2,12 @@
 //! its `--help`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Subcommand;
 use lockshift_lock::LockId;
 
-use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, HomeMoveArgs, TransitionArgs};
+use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, HomeMoveArgs, RunArgs, TransitionArgs};
 use super::{parse_datacenter, parse_duration, parse_lock_id};
 
 /// The subcommands.
@@ -162,16 +161,9 @@ pub enum Command {
         /// Which lock, and how to take it.
         #[command(flatten)]
         acquire: AcquireArgs,
-        /// After a forwarded signal or SIGTERM, how long the command may take
-        /// to exit before SIGKILL.
-        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(parse_duration))]
-        grace: Duration,
-        /// Write the JSON report to this file (as well as --json on stderr).
-        #[arg(long, value_name = "FILE")]
-        report: Option<PathBuf>,
-        /// The command and its arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "COMMAND")]
-        command: Vec<String>,
+        /// How the command runs.
+        #[command(flatten)]
+        run: RunArgs,
     },
 
     /// Take a lock and hold it until signalled: print its fencing token on
@@ -200,6 +192,51 @@ pub enum Command {
         after_help = "Examples:\n  migrate lock nightly                      # prints the token; Ctrl-C releases\n  migrate lock nightly --timeout 30s --json # {\"version\":1,\"lock\":\"nightly\",\"fencing_token\":17,...}\n  coproc LOCK { migrate lock nightly; }; read -r token <&\"${LOCK[0]}\"\n  ./step --fence \"$token\"; kill $LOCK_PID; wait $LOCK_PID   # 0: held throughout\n\nExit codes:\n  0    released after SIGINT, SIGTERM, SIGHUP or SIGQUIT, the lease held throughout\n  1    error, or no fencing token could be had (the lock was released)\n  2    usage\n  3    the lock was not free within --timeout (nothing printed on stdout)\n  4    the lease was lost while held (said on stderr)\n  128+n  signal n came while still waiting for the lock"
     )]
     Lock(AcquireArgs),
+
+    /// Run a command while leading an election: `run-with-lock` on the
+    /// election's lock, recording this process as its leader — node id,
+    /// --value, the time and the fencing token — where `migrate leader`
+    /// and every node's `observe` read it, before the command starts.
+    ///
+    /// Candidates wait their turn (first come, first served where the queue
+    /// lock runs); the leader leads while the command runs, and the next
+    /// candidate leads once it ends. Everything else — the process group,
+    /// signals, --grace, the LOCKSHIFT_* variables, the exit codes — is as
+    /// `run-with-lock`'s; and 1 if the leader record could not be written
+    /// (the command did not start).
+    #[command(
+        after_help = "Examples:\n  migrate elect scheduler --value \"$(hostname):8080\" -- ./scheduler\n  migrate leader scheduler --watch"
+    )]
+    Elect {
+        /// The election (its lock), and how to take it.
+        #[command(flatten)]
+        acquire: AcquireArgs,
+        /// What the leader proclaims (a URL, a shard list; up to 4 KiB of
+        /// printable text).
+        #[arg(long, default_value = "")]
+        value: String,
+        /// How the command runs.
+        #[command(flatten)]
+        run: RunArgs,
+    },
+
+    /// Who leads an election: node, value, since and fencing token, read at
+    /// the election lock's home; "nobody leads" when no one does (exit 0
+    /// either way). --watch prints it again on every change (read every
+    /// 500 ms; a change shows within about a second) until SIGINT or
+    /// SIGTERM; --json prints one JSON object per line (version, election,
+    /// leader: null or {node, owner, value, since, token}).
+    #[command(
+        after_help = "Examples:\n  migrate leader scheduler\n  migrate leader scheduler --watch --json"
+    )]
+    Leader {
+        /// The election.
+        #[arg(value_parser = Checked(parse_lock_id))]
+        election: LockId,
+        /// Print again on every change, until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
 
     /// The supervisor of a run-with-lock command (started by run-with-lock).
     #[command(name = "run-with-lock-child", hide = true)]

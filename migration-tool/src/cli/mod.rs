@@ -21,7 +21,7 @@ mod command;
 
 /// The arguments of the larger subcommands and the groups two share, in
 /// `args`.
-pub use args::{AcquireArgs, BenchArgs, DemoArgs, HomeMoveArgs, TransitionArgs};
+pub use args::{AcquireArgs, BenchArgs, DemoArgs, HomeMoveArgs, RunArgs, TransitionArgs};
 /// The subcommands, in `command`.
 pub use command::{Command, HomeAction};
 

@@ -42,10 +42,8 @@ fn values_are_checked_at_parse_time() {
     assert!(cli.output.json);
     assert_eq!(cli.connect.contact_points, ["a:1", "b:2"]);
     match cli.command {
-        Command::RunWithLock {
-            command, acquire, ..
-        } => {
-            assert_eq!(command, ["sh", "-c", "echo --json"]);
+        Command::RunWithLock { run, acquire } => {
+            assert_eq!(run.command, ["sh", "-c", "echo --json"]);
             assert_eq!(acquire.mode, None, "the settings' node.mode decides");
         }
         other => panic!("{other:?}"),

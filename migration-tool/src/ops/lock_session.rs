@@ -138,6 +138,11 @@ pub struct LockSession {
 // ===== impl LockSession =====
 
 impl LockSession {
+    /// The node this session registered.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// Listens for signals, starts the node and fills in a [`Holding`]
     /// with what it knows before taking the lock. `note` hears a degraded
     /// mode and who holds the lock now.

@@ -106,6 +106,7 @@ mod outcomes {
                 "-c".into(),
                 format!("touch '{}'", marker.display()),
             ],
+            proclaim: None,
             supervisor: None,
         }
     }

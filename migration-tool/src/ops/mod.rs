@@ -26,6 +26,9 @@ pub mod clean;
 pub mod demo;
 pub mod home;
 pub mod inspect;
+pub mod leader;
+#[cfg(test)]
+mod leader_tests;
 pub mod lock;
 pub mod lock_session;
 pub mod rollback;

@@ -63,6 +63,10 @@ pub struct Request {
     pub grace: Duration,
     /// Program and arguments.
     pub command: Vec<String>,
+    /// `migrate elect`: once the lock is held, record this process as the
+    /// leader of the election the lock names, proclaiming this value
+    /// (docs/design.md §5b), before the command starts.
+    pub proclaim: Option<String>,
     /// The `migrate` binary, to run the command under its supervisor
     /// ([`child`]); `None` runs it directly (it then survives a `kill -9`
     /// of this process — only for tests of this module).
@@ -87,6 +91,9 @@ pub enum RunResult {
     /// No fencing token could be had while the lease held, and one was
     /// required (`--fencing-token required`, the default); nothing ran.
     NoFencingToken,
+    /// `migrate elect`: the lock was held but the leader record could not
+    /// be written; nothing ran.
+    NotProclaimed,
 }
 
 impl From<NotHeld> for RunResult {
@@ -120,6 +127,9 @@ pub struct RunReport {
     pub forwarded_signals: Vec<String>,
     /// Whether the command had to be killed (SIGKILL after the grace period).
     pub killed: bool,
+    /// `migrate elect`: the value proclaimed while the command ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proclaimed: Option<String>,
     /// What `migrate` exits with.
     pub exit_code: i32,
 }
@@ -160,6 +170,7 @@ pub async fn run_with_lock(
         child_signal: None,
         forwarded_signals: Vec::new(),
         killed: false,
+        proclaimed: None,
         exit_code: 0,
     };
     let result = hold_and_run(&mut session, &request, &mut report, &mut note).await;
@@ -185,6 +196,21 @@ async fn hold_and_run(
         }
     };
     let held_since = Instant::now();
+    if let Some(value) = &request.proclaim {
+        match session.node().proclaim(&guard, value.clone()).await {
+            Ok(leader) => {
+                note(format!("leading {} as {leader}", guard.lock_id()));
+                report.proclaimed = Some(value.clone());
+            }
+            Err(e) => {
+                note(format!("error: {e}; the command was not started"));
+                report.result = RunResult::NotProclaimed;
+                report.exit_code = 1;
+                release(guard, note).await;
+                return Ok(());
+            }
+        }
+    }
 
     // Checked against the clock, not just the signal: this process may have
     // been paused between taking the lock and here.
@@ -419,6 +445,7 @@ mod tests {
             },
             grace: Duration::from_secs(1),
             command: command.iter().map(|s| s.to_string()).collect(),
+            proclaim: None,
             supervisor: None,
         }
     }

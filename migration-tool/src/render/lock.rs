@@ -69,3 +69,25 @@ fn interrupted(holding: &Holding) -> String {
         cut_short(&holding.lock)
     )
 }
+
+// ===== leader =====
+
+impl Human for crate::ops::leader::LeaderReport {
+    fn human(&self) -> String {
+        let Some(leader) = &self.leader else {
+            return format!("{}: nobody leads\n", cut_short(&self.election));
+        };
+        let since = lockshift_decide::home::fmt_micros(leader.since);
+        let value = if leader.value.is_empty() {
+            String::new()
+        } else {
+            format!(", value {:?}", cut_short(&leader.value))
+        };
+        format!(
+            "{}: led by {} since {since} (fencing token {}{value})\n",
+            cut_short(&self.election),
+            cut_short(&leader.node),
+            leader.token,
+        )
+    }
+}

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, SEED_STAMP, Subject, rule_for};
+use lockshift_decide::home::{
+    HOMES_ROW, HomeRecord, Rule, Subject, Unreadable, rule_for, seed_stamp,
+};
 use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_store::{
     Cell, CellWrite, Datacenter, OpKind, Route, RowQuery, SharedStore, StoreError, StoreErrorKind,
@@ -72,24 +74,37 @@ pub struct RefreshReport {
     pub failed: Vec<(Datacenter, StoreError)>,
 }
 
-/// The records of a read of the homes row; cells that do not decode
-/// (written by a newer build, or by hand) are skipped with a warning.
-pub(super) fn records(cells: Vec<Cell>) -> Vec<(Rule, HomeRecord)> {
-    cells
-        .into_iter()
-        .filter_map(|cell| {
-            let rule = Rule::from_key(&cell.column);
-            let record = serde_json::from_slice::<HomeRecord>(&cell.value).ok();
-            match (rule, record) {
-                (Some(rule), Some(record)) => Some((rule, record)),
-                _ => {
-                    warn!(column = %lockshift_decide::id::cut_short(&cell.column),
-                        "a cell of the homes row does not decode; ignored");
-                    None
-                }
+/// The records of a read of the homes row from `from`, and the cells
+/// that do not decode (written by a newer build, or by hand): those refuse
+/// the rows they could decide (`Homes::route`), never skipped.
+pub(super) fn records(
+    from: &Datacenter,
+    cells: Vec<Cell>,
+) -> (Vec<(Rule, HomeRecord)>, Vec<Unreadable>) {
+    let mut records = Vec::new();
+    let mut unreadable = Vec::new();
+    for cell in cells {
+        let rule = Rule::from_key(&cell.column);
+        match (rule, serde_json::from_slice::<HomeRecord>(&cell.value)) {
+            (Some(rule), Ok(record)) => records.push((rule, record)),
+            (rule, decoded) => {
+                let error = match decoded {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "its column names no rule this build knows".to_string(),
+                };
+                let cell = Unreadable {
+                    rule,
+                    column: lockshift_decide::id::cut_short(&cell.column).into_owned(),
+                    datacenter: from.clone(),
+                    error: lockshift_decide::id::cut_short(&error).into_owned(),
+                };
+                warn!(column = %cell.column, datacenter = %from, error = %cell.error,
+                    "a cell of the homes row does not decode; the locks it could home are refused");
+                unreadable.push(cell);
             }
-        })
-        .collect()
+        }
+    }
+    (records, unreadable)
 }
 
 /// Reads the homes row from every datacenter the store knows — each at
@@ -99,6 +114,7 @@ pub(super) fn records(cells: Vec<Cell>) -> Vec<(Rule, HomeRecord)> {
 /// errors are kept in the view and the report, not returned.
 pub async fn refresh(store: &SharedStore, view: &Arc<HomesView>) -> RefreshReport {
     let datacenters = store.topology().datacenters;
+    view.homes().set_datacenters(datacenters.clone());
     let mut report = RefreshReport::default();
     if let [dc] = datacenters.as_slice() {
         // One datacenter: read it in place (no task to schedule, so a
@@ -153,17 +169,34 @@ async fn read_from(store: SharedStore, dc: Datacenter) -> Answer {
     }
 }
 
-/// Reads the homes row from `dc` now and observes it into `view`: a
-/// request confirming its home on the spot.
-pub(super) async fn confirm(store: &SharedStore, view: &HomesView, dc: Datacenter) {
-    let answer = read_from(store.clone(), dc).await;
-    note(view, answer, &mut RefreshReport::default());
+/// Reads the homes row from each of `datacenters` now, all at once, and
+/// observes the answers into `view`: a request confirming its home — or
+/// that no home covers it — on the spot.
+pub(super) async fn confirm(store: &SharedStore, view: &HomesView, datacenters: Vec<Datacenter>) {
+    if let [dc] = datacenters.as_slice() {
+        let answer = read_from(store.clone(), dc.clone()).await;
+        note(view, answer, &mut RefreshReport::default());
+        return;
+    }
+    let mut reads = JoinSet::new();
+    for dc in datacenters {
+        reads.spawn(read_from(store.clone(), dc));
+    }
+    while let Some(joined) = reads.join_next().await {
+        if let Ok(answer) = joined {
+            note(view, answer, &mut RefreshReport::default());
+        }
+    }
 }
 
 fn note(view: &HomesView, (dc, sent, result): Answer, report: &mut RefreshReport) {
     match result {
         Ok(cells) => {
-            view.homes().observe(&dc, sent, records(cells));
+            let (records, unreadable) = records(&dc, cells);
+            let mut homes = view.homes();
+            homes.observe(&dc, sent, records);
+            homes.observe_unreadable(&dc, unreadable);
+            drop(homes);
             report.read.push(dc);
         }
         Err(e) => {
@@ -182,15 +215,28 @@ pub struct Seeded {
     pub record: HomeRecord,
 }
 
-/// Records, through its home, each rule `view`'s settings name that no
-/// read of `report` found a record of — only where `report` read that home
-/// (so the home is known to hold none). A seed is version 1, stamped
-/// [`SEED_STAMP`] (every move wins over it).
+/// Records each rule `view`'s settings name that no read of `report`
+/// found a record of — only where `report` read that home (so the home is
+/// known to hold none) — or only a seed of that home the home does not
+/// show (one cut short before its last write, which would otherwise
+/// leave the rule unconfirmed for good). A seed is version 1, stamped
+/// below every move ([`seed_stamp`]: a move wins over it, a later seed
+/// over an earlier one).
 ///
-/// It serves at once when the home's registry shows no live process but
-/// `me` (a fleet's first start). Otherwise processes may be routing the
-/// rule's locks the store's default way, and it serves after `wait` (H3:
-/// their views and leases run out first; [`super::move_wait`]).
+/// In a cluster of one datacenter it is written to the home, and serves at
+/// once when the home's registry shows no live process but `me` (a fleet's
+/// first start); otherwise processes may be routing the rule's locks the
+/// store's default way, and it serves after `wait` (H3: their views and
+/// leases run out first; [`super::move_wait`]).
+///
+/// In a cluster of several datacenters (H5) it is written to every other
+/// datacenter first and to the home last, and always serves after `wait`:
+/// a process routes a row no rule covers only on reads of *every*
+/// datacenter that did not show one, so its route ends within
+/// `stage_valid_for` of the first of those writes' acknowledgements — and
+/// the record is stamped again if one came later than `ACK_SLACK` (1 s) after
+/// the record's time. A registry read cannot stand in for the wait there:
+/// a process may register in a datacenter the home has not heard from.
 ///
 /// # Errors
 /// A failed registry read or write; rules seeded before it stay seeded.
@@ -206,10 +252,19 @@ pub async fn seed(
         view.configured()
             .rules()
             .iter()
-            .filter(|(rule, dc)| homes.record(rule).is_none() && report.read.contains(dc))
+            .filter(|(rule, dc)| {
+                // No record, or only a seed of this home that has not
+                // reached it (a seed cut short before its last write).
+                let unrecorded = homes.record(rule).is_none_or(|r| {
+                    r.version == 1 && r.datacenter == *dc && homes.shown_by(rule, dc).is_none()
+                });
+                unrecorded && report.read.contains(dc)
+            })
             .cloned()
             .collect()
     };
+    let datacenters = store.topology().datacenters;
+    let several = datacenters.len() > 1;
     let mut seeded = Vec::new();
     for (rule, home) in missing {
         let route = Route::Datacenter(home.clone());
@@ -234,41 +289,112 @@ pub async fn seed(
             continue;
         }
         let others = rows.len();
+        // The home last: the others' acknowledgements bound every route
+        // that did not see the rule (H5).
+        let mut order: Vec<Datacenter> = if several {
+            datacenters
+                .iter()
+                .filter(|dc| **dc != home)
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        order.push(home.clone());
+        let wait_for = if several || others > 0 {
+            Some(wait)
+        } else {
+            None
+        };
+        let record = write_seed(store, view, &rule, &home, &order, wait_for, me).await?;
+        info!(%rule, %home, others, serves_from = %lockshift_decide::home::fmt_micros(record.serves_from),
+            "recorded the home the settings name");
+        seeded.push(Seeded { rule, record });
+    }
+    Ok(seeded)
+}
+
+/// How late after a seed record's time the first write of it may be
+/// acknowledged before the record is stamped again: the `+ 1 s` of
+/// [`super::move_wait`] covers it.
+pub const ACK_SLACK: Duration = Duration::from_secs(1);
+
+/// How many times a seed is stamped before it gives up (each stamp a
+/// microsecond above the last, all far below any move's).
+const STAMPS: u8 = 4;
+
+/// Writes `rule`'s seed to each datacenter of `order` in turn, serving
+/// `wait_for` after its time (at once for `None`). When a write before the
+/// last is acknowledged later than [`ACK_SLACK`] after the record's time,
+/// the record is stamped again — later, and with twice the delay seen
+/// added to its wait — so a slow store pushes the home's first service
+/// back, never forward.
+async fn write_seed(
+    store: &SharedStore,
+    view: &HomesView,
+    rule: &Rule,
+    home: &Datacenter,
+    order: &[Datacenter],
+    wait_for: Option<Duration>,
+    me: &str,
+) -> Result<HomeRecord, StoreError> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    };
+    let mut stamp = 0;
+    let mut extra = Duration::ZERO;
+    loop {
         let now = view.clock.now();
+        let taken = tokio::time::Instant::now();
         let record = HomeRecord {
             version: 1,
             datacenter: home.clone(),
-            serves_from: if others == 0 {
-                0
-            } else {
-                now.saturating_add(wait).as_micros()
-            },
+            serves_from: wait_for.map_or(0, |w| {
+                now.saturating_add(w).saturating_add(extra).as_micros()
+            }),
             moved_from: None,
             forced: false,
             at: now.as_micros(),
             by: me.to_string(),
         };
-        let value = serde_json::to_vec(&record).map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Invalid,
-                OpKind::Write,
-                Some(schema::ROLLOUT),
-                e.to_string(),
-            )
-        })?;
-        store
-            .write_via(
-                &route,
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &[CellWrite::new(rule.key(), value)],
-                WriteOptions::at(SEED_STAMP),
-            )
-            .await?;
-        info!(%rule, %home, others, "recorded the home the settings name");
-        seeded.push(Seeded { rule, record });
+        let value = serde_json::to_vec(&record).map_err(|e| invalid(&e))?;
+        let mut late = None;
+        for (i, dc) in order.iter().enumerate() {
+            store
+                .write_via(
+                    &Route::Datacenter(dc.clone()),
+                    schema::ROLLOUT,
+                    HOMES_ROW,
+                    &[CellWrite::new(rule.key(), value.clone())],
+                    WriteOptions::at(seed_stamp(now, stamp)),
+                )
+                .await?;
+            let took = taken.elapsed();
+            if i + 1 < order.len() && took > extra + ACK_SLACK {
+                late = Some(took);
+            }
+        }
+        let (Some(took), Some(_)) = (late, wait_for) else {
+            return Ok(record);
+        };
+        extra = took.saturating_mul(2);
+        stamp += 1;
+        if stamp >= STAMPS {
+            return Err(invalid(&format_args!(
+                "the home of {rule} was recorded {STAMPS} times, each write acknowledged later \
+                 than the one before ({} the last time): the record may serve before every \
+                 route that did not see it has ended; run `migrate home move` to move the \
+                 rule again before relying on it",
+                lockshift_decide::duration::fmt_duration(took)
+            )));
+        }
+        warn!(%rule, %home, "a write of the home record was acknowledged late; stamping it again");
     }
-    Ok(seeded)
 }
 
 /// Refreshes `view` from `store` every `every` until the returned handle

@@ -91,31 +91,48 @@ impl HomesView {
         self.homes().states(io::now())
     }
 
-    /// The home to read again on the spot for a request of `table`/`row`
-    /// refused as unconfirmed: its rule's home (recorded, or as the
-    /// settings name it), unless a request tried it less than a second ago
-    /// — so a transient failure of the background re-read does not refuse
-    /// the home side's locks, while the far side of a split, which cannot
-    /// reach the home anyway, is still refused at once.
-    pub fn home_to_confirm(&self, table: Table, row: &str) -> Option<Datacenter> {
+    /// The datacenters to read again on the spot for a request of
+    /// `table`/`row` refused as out of reach: its rule's home (recorded,
+    /// or as the settings name it), or — no rule covering it — the
+    /// datacenters not read lately (H5); each unless a request tried it
+    /// less than a second ago. So a transient failure of the background
+    /// re-read does not refuse the home side's locks, while the far side
+    /// of a split, which cannot reach the home anyway, is still refused
+    /// within one attempt.
+    pub fn to_confirm(&self, table: Table, row: &str) -> Vec<Datacenter> {
         let subject = subject(table, row);
-        let home = {
+        let wanted: Vec<Datacenter> = {
             let homes = self.homes();
             match homes.rule_of(subject) {
-                Some(rule) => homes.record(&rule).map(|r| r.datacenter.clone()),
-                None => self.configured.rule_of(subject).map(|(_, dc)| dc),
+                Some(rule) => homes
+                    .record(&rule)
+                    .map(|r| r.datacenter.clone())
+                    .into_iter()
+                    .collect(),
+                None => match self.configured.rule_of(subject) {
+                    Some((_, dc)) => vec![dc],
+                    None => homes
+                        .unsurveyed(io::now())
+                        .into_iter()
+                        .map(|(dc, _)| dc)
+                        .collect(),
+                },
             }
-        }?;
+        };
         let now = io::now();
         let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
-        let recent = attempts
-            .get(&home)
-            .is_some_and(|t| now.saturating_duration_since(*t) < std::time::Duration::from_secs(1));
-        if recent {
-            return None;
-        }
-        attempts.insert(home.clone(), now);
-        Some(home)
+        wanted
+            .into_iter()
+            .filter(|dc| {
+                let recent = attempts.get(dc).is_some_and(|t| {
+                    now.saturating_duration_since(*t) < std::time::Duration::from_secs(1)
+                });
+                if !recent {
+                    attempts.insert(dc.clone(), now);
+                }
+                !recent
+            })
+            .collect()
     }
 
     /// Where the requests of `table`/`row` on the default route go now.
@@ -183,6 +200,7 @@ impl fmt::Debug for HomesRouter {
 impl HomesRouter {
     /// Routes `inner`'s requests by `view`.
     pub fn new(inner: SharedStore, view: std::sync::Arc<HomesView>) -> Self {
+        view.homes().set_datacenters(inner.topology().datacenters);
         HomesRouter { inner, view }
     }
 
@@ -198,7 +216,7 @@ impl HomesRouter {
 
     /// Where a request on `route` goes (H1–H3). A request refused because
     /// its home is unconfirmed reads that home's record first, once a
-    /// second at most per home ([`HomesView::home_to_confirm`]), and is
+    /// second at most per home ([`HomesView::to_confirm`]), and is
     /// routed by what that shows.
     async fn route(
         &self,
@@ -212,10 +230,11 @@ impl HomesRouter {
         }
         match self.view.route(op, table, row) {
             Err(e) if e.kind() == StoreErrorKind::HomeUnreachable => {
-                let Some(home) = self.view.home_to_confirm(table, row) else {
+                let datacenters = self.view.to_confirm(table, row);
+                if datacenters.is_empty() {
                     return Err(e);
-                };
-                io::confirm(&self.inner, &self.view, home).await;
+                }
+                io::confirm(&self.inner, &self.view, datacenters).await;
                 self.view.route(op, table, row)
             }
             routed => routed,

@@ -16,7 +16,7 @@ use lockshift_decide::rollout::ROLLOUT_LOCK;
 use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, NodeId, Won};
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
-    CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
+    Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
     WriteOptions, schema,
 };
 use tracing::{info, warn};
@@ -150,6 +150,11 @@ async fn judge_and_write(
     let mut unreachable = Vec::new();
     let mut stamp = Timestamp::from_micros(0);
     let mut others = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut beyond = Vec::new();
+    // The newest cell of every other rule the move covers, to copy to the
+    // new home before the move lands (H5).
+    let mut nested: BTreeMap<Rule, (u64, Cell)> = BTreeMap::new();
     for dc in &datacenters {
         let route = Route::Datacenter(dc.clone());
         let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
@@ -159,34 +164,54 @@ async fn judge_and_write(
                 if let Some(cell) = cells.iter().find(|c| c.column == request.ask.rule.key()) {
                     stamp = stamp.max(cell.writetime);
                 }
-                scene.read.insert(dc.clone(), records(cells));
-                others.extend(
-                    nodes
-                        .iter()
-                        .filter_map(|c| serde_json::from_slice::<NodeInfo>(&c.value).ok())
-                        .map(|info| {
-                            (
-                                info.lease.map(|p| p.ttl()),
-                                info.stage_valid_for_ms.map(Duration::from_millis),
-                            )
-                        }),
-                );
+                let (read, bad) = records(dc, cells.clone());
+                unreadable.extend(bad);
+                for (rule, record) in &read {
+                    if !nests_in(rule, &request.ask.rule) {
+                        continue;
+                    }
+                    let Some(cell) = cells.iter().find(|c| c.column == rule.key()) else {
+                        continue;
+                    };
+                    let newer = nested.get(rule).is_none_or(|(version, kept)| {
+                        (record.version, cell.writetime) > (*version, kept.writetime)
+                    });
+                    if newer {
+                        nested.insert(rule.clone(), (record.version, cell.clone()));
+                    }
+                }
+                scene.read.insert(dc.clone(), read);
+                for (column, info) in nodes.iter().filter_map(|c| {
+                    serde_json::from_slice::<NodeInfo>(&c.value)
+                        .ok()
+                        .map(|info| (&c.column, info))
+                }) {
+                    let said = (
+                        info.lease.map(|p| p.ttl()),
+                        info.stage_valid_for_ms.map(Duration::from_millis),
+                    );
+                    if let Some(refusal) = beyond_ceiling(column, said) {
+                        beyond.push(refusal);
+                    }
+                    others.push(said);
+                }
             }
             (Err(e), _) | (_, Err(e)) => unreachable.push((dc.clone(), e.to_string())),
         }
     }
-    let (plan, refusals) = move_refusals(&request.ask, &scene);
+    let (plan, mut refusals) = move_refusals(&request.ask, &scene);
+    beyond.sort();
+    beyond.dedup();
+    refusals.extend(beyond);
+    refusals.extend(unreadable.iter().map(|cell| {
+        format!(
+            "the homes record {:?} in {} does not decode ({}): fix or remove that cell first",
+            cell.column, cell.datacenter, cell.error
+        )
+    }));
     let wait = move_wait(settings, lease.lease_ttl, others);
     let now = clock.now();
-    let record = plan.as_ref().map(|plan| HomeRecord {
-        version: plan.version,
-        datacenter: request.ask.to.clone(),
-        serves_from: now.saturating_add(wait).as_micros(),
-        moved_from: Some(plan.from.datacenter.clone()),
-        forced: request.ask.force,
-        at: now.as_micros(),
-        by: request.by.clone(),
-    });
+    let record = plan.as_ref().map(|plan| moved(request, plan, now, wait));
     let mut report = MoveReport {
         rule: request.ask.rule.clone(),
         plan: plan.clone(),
@@ -213,36 +238,50 @@ async fn judge_and_write(
     };
     let mut order = vec![first.clone()];
     order.extend(scene.read.keys().filter(|dc| **dc != first).cloned());
-    let value = serde_json::to_vec(&record).map_err(|e| RolloutError::Internal(e.to_string()))?;
+    // The new home shows every rule the moved one covers before it shows
+    // the move: a process that confirms the move there learns of them in
+    // the same read (H5). Each cell is copied as it was, at its own
+    // stamp, so a copy never overrides a newer record.
+    let to = Route::Datacenter(request.ask.to.clone());
+    for (_, cell) in nested.values() {
+        write_patiently(
+            store,
+            &to,
+            &cell.column,
+            &cell.value,
+            WriteOptions::at(cell.writetime),
+        )
+        .await
+        .map_err(RolloutError::Store)?;
+    }
     // Above every stamp the rule's cell had, whatever this clock says.
-    let stamp = now.max(stamp.offset_micros(1));
-    for dc in order {
-        // The same record at the same stamp every time: sending it again
-        // after a failure (even one that may have landed) is idempotent.
-        let mut attempt = 1;
-        let result = loop {
-            let result = store
-                .write_via(
-                    &Route::Datacenter(dc.clone()),
-                    schema::ROLLOUT,
-                    HOMES_ROW,
-                    &[CellWrite::new(request.ask.rule.key(), value.clone())],
-                    WriteOptions::at(stamp),
-                )
-                .await;
-            match result {
-                Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                result => break result,
-            }
-        };
-        match result {
-            Ok(()) => report.written.push((dc, None)),
-            Err(e) if dc == first => return Err(RolloutError::Store(e)),
-            Err(e) => report.written.push((dc, Some(e.to_string()))),
-        }
+    let mut stamp = now.max(stamp.offset_micros(1));
+    let mut record = record;
+    let key = request.ask.rule.key();
+    // tokio's clock: paused in simulations, as the decisions take it.
+    let sent = tokio::time::Instant::now();
+    write_record(store, &first, &key, &record, stamp)
+        .await
+        .map_err(RolloutError::Store)?;
+    let took = sent.elapsed();
+    if took > super::io::ACK_SLACK {
+        // Acknowledged late: a view confirmed by a read sent just before
+        // it landed lasts until `took` after the record's time. Stamped
+        // again, later, before any other datacenter shows it.
+        warn!(rule = %request.ask.rule, took = ?took, "the move was acknowledged late; stamping it again");
+        record = moved(request, &plan, clock.now(), wait.saturating_add(took));
+        stamp = clock.now().max(stamp.offset_micros(1));
+        write_record(store, &first, &key, &record, stamp)
+            .await
+            .map_err(RolloutError::Store)?;
+        report.record = Some(record.clone());
+    }
+    report.written.push((first.clone(), None));
+    for dc in order.into_iter().skip(1) {
+        let result = write_record(store, &dc, &key, &record, stamp).await;
+        report
+            .written
+            .push((dc, result.err().map(|e| e.to_string())));
     }
     report.applied = true;
     info!(rule = %request.ask.rule, from = %plan.from.datacenter, to = %request.ask.to,
@@ -274,6 +313,117 @@ async fn judge_and_write(
         }
     }
     Ok(report)
+}
+
+/// The longest lease TTL or `stage_valid_for` a registered process may
+/// say of itself before a move refuses to wait for it: a move waits for
+/// the longest any says (H3), and a value past this — a typo, a corrupt
+/// row — would leave the rule "moving" for that long.
+pub const REGISTERED_CEILING: Duration = Duration::from_secs(24 * 3600);
+
+/// Why a move will not wait on what the registry row `column` says of its
+/// process (its lease TTL, its `stage_valid_for`), if either is past
+/// [`REGISTERED_CEILING`].
+pub(super) fn beyond_ceiling(
+    column: &str,
+    (ttl, valid_for): (Option<Duration>, Option<Duration>),
+) -> Option<String> {
+    let (what, value) = [
+        ("lock.lease_ttl", ttl),
+        ("rollout.stage_valid_for", valid_for),
+    ]
+    .into_iter()
+    .find_map(|(what, v)| v.filter(|v| *v > REGISTERED_CEILING).map(|v| (what, v)))?;
+    Some(format!(
+        "registered process {} says its {what} is {}, past the {} a move waits for: \
+         fix that process's settings (or stop it and let its row expire), then move",
+        lockshift_decide::id::cut_short(column),
+        lockshift_decide::duration::fmt_duration_rounded(value),
+        lockshift_decide::duration::fmt_duration_rounded(REGISTERED_CEILING),
+    ))
+}
+
+/// The record a move of `request` after `plan` writes at `now`, serving
+/// `wait` later.
+fn moved(request: &MoveRequest, plan: &MovePlan, now: Timestamp, wait: Duration) -> HomeRecord {
+    HomeRecord {
+        version: plan.version,
+        datacenter: request.ask.to.clone(),
+        serves_from: now.saturating_add(wait).as_micros(),
+        moved_from: Some(plan.from.datacenter.clone()),
+        forced: request.ask.force,
+        at: now.as_micros(),
+        by: request.by.clone(),
+    }
+}
+
+/// Whether `rule` is covered by `moved` and longer: its locks, but decided
+/// by it (a rule the move must bring to the new home).
+fn nests_in(rule: &Rule, moved: &Rule) -> bool {
+    match (rule, moved) {
+        (Rule::Default, _) => false,
+        (Rule::Prefix(_), Rule::Default) => true,
+        (Rule::Prefix(p), Rule::Prefix(m)) => p.len() > m.len() && p.starts_with(m.as_str()),
+    }
+}
+
+/// Writes `record` to `column` of the homes row in `dc` at `stamp`
+/// ([`write_patiently`]).
+async fn write_record(
+    store: &SharedStore,
+    dc: &Datacenter,
+    column: &str,
+    record: &HomeRecord,
+    stamp: Timestamp,
+) -> Result<(), lockshift_store::StoreError> {
+    let value = serde_json::to_vec(record).map_err(|e| {
+        lockshift_store::StoreError::new(
+            lockshift_store::StoreErrorKind::Invalid,
+            lockshift_store::OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    })?;
+    write_patiently(
+        store,
+        &Route::Datacenter(dc.clone()),
+        column,
+        &value,
+        WriteOptions::at(stamp),
+    )
+    .await
+}
+
+/// Writes `value` to `column` of the homes row on `route`, again after a
+/// transient failure: the same cell at the same stamp every time, so
+/// sending it again (even after a failure that may have landed) is
+/// idempotent.
+async fn write_patiently(
+    store: &SharedStore,
+    route: &Route,
+    column: &str,
+    value: &[u8],
+    options: WriteOptions,
+) -> Result<(), lockshift_store::StoreError> {
+    let mut attempt = 1;
+    loop {
+        let result = store
+            .write_via(
+                route,
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &[CellWrite::new(column, value.to_vec())],
+                options,
+            )
+            .await;
+        match result {
+            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// How many times a move reads a row before it takes a datacenter for

@@ -72,11 +72,16 @@ async fn a_lock_is_reached_at_its_home_from_either_side_and_refused_when_the_hom
     assert!(e.to_string().contains("homed in datacenter dc1"), "{e}");
     // The first refresh seeds the home and confirms it.
     let report = refresh(&home.clone(), &home_view).await;
+    let now = clock.now();
     let seeded = seed(&home, &home_view, &report, "me", Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(seeded.len(), 1);
-    assert_eq!(seeded[0].record.serves_from, 0, "nobody else registered");
+    assert!(
+        seeded[0].record.serves_from >= now.saturating_add(Duration::from_secs(60)).as_micros(),
+        "in several datacenters a seed serves after the wait, alone or not (H5)"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
     refresh(&home, &home_view).await;
     write_main(&home, "a", "home").await.unwrap();
 
@@ -313,4 +318,345 @@ async fn moves_go_through_the_current_home_or_are_forced_without_it() {
         .await
         .unwrap();
     assert_eq!(activity.len(), 2, "{activity:?}");
+}
+
+/// H5: with no home recorded, a lock takes the store's default route only
+/// while the homes row of every datacenter was read lately — the first
+/// request reads them on the spot — and is refused, naming the datacenter
+/// not read, once one is out of reach.
+#[tokio::test(start_paused = true)]
+async fn without_a_home_a_lock_takes_the_default_route_only_while_every_datacenter_is_read() {
+    let (cluster, clock) = cluster();
+    let (client, _, router) = process(&cluster, &clock, "dc1", Configured::default());
+    let before = client.op_counts();
+    write_main(&router, "a", "x").await.unwrap();
+    let sent = client.op_counts().since(&before);
+    assert_eq!(
+        sent.get(schema::ROLLOUT, lockshift_store::OpKind::Read),
+        2,
+        "both datacenters' homes, on the spot: {sent}"
+    );
+    cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let e = write_main(&router, "a", "y").await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::HomeUnreachable, "{e}");
+    assert!(!e.is_retryable(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("has not read the homes of datacenter dc2 (for 31s)"),
+        "{e}"
+    );
+    cluster.restore_link(&dc("dc1"), &dc("dc2"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    write_main(&router, "a", "z").await.unwrap();
+}
+
+/// H5: a seed reaches every other datacenter before its home; one that
+/// cannot reach them all records nothing at its home, so no process
+/// routes by it.
+#[tokio::test(start_paused = true)]
+async fn a_seed_that_cannot_reach_every_datacenter_records_nothing_at_its_home() {
+    let (cluster, clock) = cluster();
+    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+    cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    let report = refresh(&router, &view).await;
+    assert_eq!(report.read, vec![dc("dc1")]);
+    let e = seed(&router, &view, &report, "me", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("dc2"), "{e}");
+    let at_home = router
+        .read_via(
+            &Route::Datacenter(dc("dc1")),
+            schema::ROLLOUT,
+            lockshift_decide::home::HOMES_ROW,
+            &RowQuery::all(),
+        )
+        .await
+        .unwrap();
+    assert!(at_home.is_empty(), "{at_home:?}");
+}
+
+/// A homes cell that does not decode refuses the locks its rule could
+/// home, and every move, naming the cell; the other locks go on.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_homes_cell_refuses_the_locks_it_could_home() {
+    let (cluster, clock) = cluster();
+    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+    let report = refresh(&router, &view).await;
+    seed(&router, &view, &report, "me", Duration::ZERO)
+        .await
+        .unwrap();
+    router
+        .write_via(
+            &Route::Datacenter(dc("dc1")),
+            schema::ROLLOUT,
+            lockshift_decide::home::HOMES_ROW,
+            &[CellWrite::new("prefix:eu/", b"{not json".to_vec())],
+            WriteOptions::at(lockshift_store::Timestamp::from_micros(5)),
+        )
+        .await
+        .unwrap();
+    refresh(&router, &view).await;
+    write_main(&router, "us/1", "x").await.unwrap();
+    let e = write_main(&router, "eu/1", "x").await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::HomeUnreachable, "{e}");
+    assert!(
+        e.to_string()
+            .contains("the homes record \"prefix:eu/\" that datacenter"),
+        "{e}"
+    );
+    let report = move_home(
+        &router,
+        &clock,
+        &RolloutSettings::default(),
+        &LeaseSettings::default(),
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: dc("dc2"),
+                force: false,
+            },
+            dry_run: true,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        report
+            .refusals
+            .iter()
+            .any(|r| r.contains("does not decode")),
+        "{:?}",
+        report.refusals
+    );
+}
+
+/// H5: a move brings every rule the moved one covers to the new home
+/// before the move lands, at the stamp each had — so a process that
+/// confirms the move there learns of them in the same read.
+#[tokio::test(start_paused = true)]
+async fn a_move_brings_the_rules_it_covers_to_the_new_home() {
+    let (cluster, clock) = cluster();
+    let (_, view, router) = process(&cluster, &clock, "dc1", homed_in("dc1"));
+    let report = refresh(&router, &view).await;
+    seed(&router, &view, &report, "me", Duration::ZERO)
+        .await
+        .unwrap();
+    // "eu/" is recorded while dc2 is down; dc2 comes back without it.
+    cluster.stop_datacenter(&dc("dc2"));
+    let eu = lockshift_decide::home::HomeRecord {
+        version: 1,
+        datacenter: dc("dc1"),
+        serves_from: 0,
+        moved_from: None,
+        forced: false,
+        at: 0,
+        by: "op".into(),
+    };
+    router
+        .write_via(
+            &Route::Datacenter(dc("dc1")),
+            schema::ROLLOUT,
+            lockshift_decide::home::HOMES_ROW,
+            &[CellWrite::new(
+                "prefix:eu/",
+                serde_json::to_vec(&eu).unwrap(),
+            )],
+            WriteOptions::at(lockshift_store::Timestamp::from_micros(7)),
+        )
+        .await
+        .unwrap();
+    cluster.start_datacenter(&dc("dc2"), lockshift_store::HintDelivery::Held);
+    let read_dc2 = || async {
+        router
+            .read_via(
+                &Route::Datacenter(dc("dc2")),
+                schema::ROLLOUT,
+                lockshift_decide::home::HOMES_ROW,
+                &RowQuery::all(),
+            )
+            .await
+            .unwrap()
+    };
+    assert!(!read_dc2().await.iter().any(|c| c.column == "prefix:eu/"));
+    let moved = move_home(
+        &router,
+        &clock,
+        &RolloutSettings::default(),
+        &LeaseSettings::default(),
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: dc("dc2"),
+                force: false,
+            },
+            dry_run: false,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(moved.applied, "{:?}", moved.refusals);
+    let cells = read_dc2().await;
+    let copied = cells.iter().find(|c| c.column == "prefix:eu/");
+    assert!(
+        copied.is_some_and(|c| c.writetime == lockshift_store::Timestamp::from_micros(7)),
+        "{cells:?}"
+    );
+}
+
+/// H5, H3: a seed or a move whose first write is acknowledged more than
+/// a second after the record's time is stamped again — later, and with
+/// the delay added to its wait — before its last write, so no view
+/// confirmed just before the write landed outlives the wait.
+#[tokio::test(start_paused = true)]
+async fn a_write_acknowledged_late_is_stamped_again_later() {
+    let (cluster, clock) = cluster();
+    // Every write of the `rollout` table (the homes row's) takes 1.5 s.
+    let slow = |place: &str| {
+        let client = FaultyStore::new(cluster.client_in(&dc(place)).unwrap(), 7).with_plan(
+            lockshift_store::FaultPlan {
+                slow: Some((
+                    lockshift_store::FaultScope {
+                        tables: Some(vec![schema::ROLLOUT]),
+                        ops: Some(vec![lockshift_store::OpKind::Write]),
+                    },
+                    Duration::from_millis(1_500),
+                )),
+                ..Default::default()
+            },
+        );
+        let view = Arc::new(HomesView::new(
+            clock.clone(),
+            Some(dc(place)),
+            homed_in("dc1"),
+            Duration::from_secs(30),
+        ));
+        let router: SharedStore = Arc::new(HomesRouter::new(Arc::new(client), view.clone()));
+        (view, router)
+    };
+    let (view, router) = slow("dc1");
+    let report = refresh(&router, &view).await;
+    let wait = Duration::from_secs(60);
+    let started = clock.now();
+    let seeded = seed(&router, &view, &report, "me", wait).await.unwrap();
+    // dc2 (written first) answered after 1.5 s: stamped again, serving at
+    // least twice that later.
+    let record = &seeded[0].record;
+    assert!(
+        record.serves_from
+            >= started
+                .saturating_add(wait + Duration::from_secs(3))
+                .as_micros(),
+        "{record:?}"
+    );
+    let cell = |dc_name: &'static str| {
+        let router = router.clone();
+        async move {
+            router
+                .read_via(
+                    &Route::Datacenter(dc(dc_name)),
+                    schema::ROLLOUT,
+                    lockshift_decide::home::HOMES_ROW,
+                    &RowQuery::all(),
+                )
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|c| c.column == "default")
+                .unwrap()
+        }
+    };
+    for dc_name in ["dc1", "dc2"] {
+        let c = cell(dc_name).await;
+        assert_eq!(
+            c.writetime,
+            lockshift_decide::home::seed_stamp(
+                lockshift_store::Timestamp::from_micros(record.at),
+                1
+            ),
+            "{dc_name}"
+        );
+        assert_eq!(
+            serde_json::from_slice::<lockshift_decide::home::HomeRecord>(&c.value).unwrap(),
+            *record
+        );
+    }
+
+    // A planned move: its first write, through the home, is slow too.
+    tokio::time::sleep(wait + Duration::from_secs(5)).await;
+    refresh(&router, &view).await;
+    let far = router.clone();
+    let rollout = RolloutSettings::default();
+    let lease = LeaseSettings::default();
+    let started = clock.now();
+    let moved = move_home(
+        &far,
+        &clock,
+        &rollout,
+        &lease,
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: dc("dc2"),
+                force: false,
+            },
+            dry_run: false,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(moved.applied, "{:?}", moved.refusals);
+    let record = moved.record.clone().unwrap();
+    assert!(
+        record.serves_from
+            >= started
+                .saturating_add(moved.wait + Duration::from_millis(1_500))
+                .as_micros(),
+        "{record:?}"
+    );
+    for dc_name in ["dc1", "dc2"] {
+        let c = cell(dc_name).await;
+        assert_eq!(
+            serde_json::from_slice::<lockshift_decide::home::HomeRecord>(&c.value).unwrap(),
+            record,
+            "{dc_name}"
+        );
+    }
+}
+
+/// A move waits for the longest lease and view any registered process
+/// says it has — but refuses, naming the process and the setting, to
+/// wait on a value past a day (a typo or a corrupt row would leave the
+/// rule "moving" that long).
+#[test]
+fn a_move_refuses_to_wait_on_what_no_process_could_need() {
+    let day = moves::REGISTERED_CEILING;
+    let second = Duration::from_secs(1);
+    let cases: &[(Option<Duration>, Option<Duration>, Option<&str>)] = &[
+        (None, None, None),
+        (Some(day), Some(day), None),
+        (Some(day + second), None, Some("lock.lease_ttl is 1day")),
+        (
+            None,
+            Some(day * 400),
+            Some("rollout.stage_valid_for is 1year"),
+        ),
+    ];
+    for (i, (ttl, valid_for, want)) in cases.iter().enumerate() {
+        let got = moves::beyond_ceiling("svc-1/7", (*ttl, *valid_for));
+        match want {
+            None => assert_eq!(got, None, "case #{i}"),
+            Some(words) => {
+                let got = got.unwrap_or_default();
+                assert!(
+                    got.contains("registered process svc-1/7 says its") && got.contains(words),
+                    "case #{i}: {got}"
+                );
+            }
+        }
+    }
 }

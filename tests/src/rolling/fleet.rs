@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift::{Node, NodeBuilder, StartError};
+use lockshift::{CampaignError, Node, NodeBuilder, StartError};
 use lockshift_decide::algorithm::Mode;
 use lockshift_decide::rollout::HistoryAction;
 use lockshift_harness::fleet::{self as harness, Restart, Workload};
@@ -27,6 +27,9 @@ use super::{Backend, RollingReport, Timings};
 use crate::sim::{NodeEnv, Oracle, critical_section, node_env};
 
 const LOCKS: [&str; 3] = ["account-1", "account-2", "account-3"];
+
+/// The election some workers campaign in (docs/design.md §5b).
+const ELECTION: &str = "scheduler";
 
 const WORKERS_PER_NODE: usize = 2;
 
@@ -130,6 +133,33 @@ impl Workload for Counters {
         let mut rng = StdRng::seed_from_u64(self.seed ^ (generation * 131 + w as u64));
         async move {
             while !stop.is_cancelled() {
+                // Now and then the second worker campaigns in an election
+                // instead: leadership through every stage change, one
+                // leader at a time by the same oracle.
+                if w == 1 && rng.random_bool(0.3) {
+                    let options = AcquireOptions::with_timeout(Duration::from_secs(60))
+                        .cancelled_by(stop.clone());
+                    match node.campaign(ELECTION, "", options).await {
+                        Ok(leading) => {
+                            let hold = Duration::from_millis(rng.random_range(1..15));
+                            if critical_section(&oracle, &counters, leading.guard(), hold).await {
+                                *acquisitions
+                                    .lock()
+                                    .unwrap_or_else(PoisonError::into_inner)
+                                    .entry(leading.guard().algorithm().to_string())
+                                    .or_default() += 1;
+                            }
+                            let _ = leading.resign().await;
+                        }
+                        Err(CampaignError::Acquire(AcquireError::Cancelled { .. })) => {}
+                        Err(e) => failures
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(e.to_string()),
+                    }
+                    tokio::time::sleep(think.mul_f64(rng.random_range(0.1..1.0))).await;
+                    continue;
+                }
                 let lock = LOCKS[rng.random_range(0..LOCKS.len())];
                 let Ok(id) = LockId::new(lock) else { return };
                 availability.change(lock, |t| t.waiting += 1);

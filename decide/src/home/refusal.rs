@@ -1,0 +1,170 @@
+//! Why a request of a row may not be sent now, in words an operator can
+//! act on (docs/design.md §4a, H2–H4).
+
+use std::time::Duration;
+
+use super::{Rule, Subject};
+use crate::datacenter::Datacenter;
+use crate::duration::fmt_duration_rounded;
+
+/// Why no request of a row may be sent now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The rule's home could not be confirmed lately (H2): it is out of
+    /// reach, or its record could not be read from it.
+    Unconfirmed {
+        /// The rule.
+        rule: Rule,
+        /// Its home, as last read.
+        home: Datacenter,
+        /// How long since the view was last confirmed; `None`: never since
+        /// the process started.
+        since: Option<Duration>,
+        /// The last failure reading the record from the home, if any.
+        last_error: Option<String>,
+    },
+    /// The rule's home moved, and the new home does not serve yet (H3).
+    Moving {
+        /// The rule.
+        rule: Rule,
+        /// The new home.
+        home: Datacenter,
+        /// The previous one.
+        from: Option<Datacenter>,
+        /// How long until it serves.
+        in_: Duration,
+    },
+    /// No rule covers the row, but in a cluster of several datacenters
+    /// that is only known while every datacenter's homes row was read
+    /// lately (H5): a rule recorded in one not read could home the row
+    /// elsewhere.
+    Unsurveyed {
+        /// The datacenters not read lately, each with how long since its
+        /// last read (`None`: never since the process started).
+        datacenters: Vec<(Datacenter, Option<Duration>)>,
+        /// The last failure reading the homes row from one of them.
+        last_error: Option<String>,
+    },
+    /// A cell of the homes row that could decide the row does not decode
+    /// (written by a newer build, or by hand): where its rule homes the
+    /// row is unknown.
+    Unreadable(Unreadable),
+}
+
+/// A cell of the homes row that does not decode, as one datacenter
+/// showed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The rule its column names; `None` for a column that names no rule
+    /// this build knows (it could cover any lock).
+    pub rule: Option<Rule>,
+    /// The column, cut short.
+    pub column: String,
+    /// The datacenter that showed it.
+    pub datacenter: Datacenter,
+    /// Why it does not decode, cut short.
+    pub error: String,
+}
+
+impl Unreadable {
+    /// Whether the cell could decide `subject`'s rows, where `decided` is
+    /// the rule that would decide them without it: its rule covers them
+    /// and is longer, or it names no rule known.
+    pub fn could_decide(&self, subject: Subject<'_>, decided: Option<&Rule>) -> bool {
+        let Some(rule) = &self.rule else {
+            return !matches!(subject, Subject::Unhomed);
+        };
+        let covers = match subject {
+            Subject::Unhomed => false,
+            Subject::Fleet => *rule == Rule::Default,
+            Subject::Lock(name) => rule.covers(name),
+        };
+        covers && decided.is_none_or(|d| rule.len() >= d.len())
+    }
+}
+
+impl Refusal {
+    /// Whether waiting and trying again here can succeed soon: a move
+    /// finishes by itself; an unreachable home does not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Refusal::Moving { .. })
+    }
+
+    /// The refusal in words, for the row of `subject`, from a process in
+    /// `local` (when it named its datacenter).
+    pub fn describe(&self, subject: Subject<'_>, local: Option<&Datacenter>) -> String {
+        let (what, is) = match subject {
+            Subject::Lock(name) => (format!("lock {:?}", crate::id::cut_short(name)), "is"),
+            Subject::Fleet | Subject::Unhomed => {
+                ("the fleet's rows (stage, registry)".to_string(), "are")
+            }
+        };
+        let here = local.map_or_else(String::new, |dc| format!(" (in {dc})"));
+        match self {
+            Refusal::Unconfirmed {
+                rule,
+                home,
+                since,
+                last_error,
+            } => {
+                let when = match since {
+                    Some(d) => format!("for {}", fmt_duration_rounded(*d)),
+                    None => "since it started".to_string(),
+                };
+                let why = last_error.as_deref().map_or_else(String::new, |e| {
+                    format!(" (reading the homes record there: {e})")
+                });
+                format!(
+                    "{what} {is} homed in datacenter {home} ({rule}), which this process{here} \
+                     has not reached {when}{why}"
+                )
+            }
+            Refusal::Moving {
+                rule,
+                home,
+                from,
+                in_,
+            } => {
+                let from = from
+                    .as_ref()
+                    .map_or_else(String::new, |f| format!(" from {f}"));
+                format!(
+                    "{what} ({rule}) {is} moving{from} to datacenter {home}, which takes over \
+                     in {}",
+                    fmt_duration_rounded(*in_)
+                )
+            }
+            Refusal::Unsurveyed {
+                datacenters,
+                last_error,
+            } => {
+                let missing = datacenters
+                    .iter()
+                    .map(|(dc, since)| match since {
+                        Some(d) => format!("{dc} (for {})", fmt_duration_rounded(*d)),
+                        None => format!("{dc} (since it started)"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let why = last_error
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!(" ({e})"));
+                format!(
+                    "{what} {is} homed by no rule this process{here} knows, but it has not read \
+                     the homes of datacenter {missing}{why}: a home recorded there could decide \
+                     {it}, so {it} {is} refused until it does",
+                    it = if is == "is" { "it" } else { "they" },
+                )
+            }
+            Refusal::Unreadable(cell) => format!(
+                "{what} {is} refused: the homes record {:?} that datacenter {} shows does not \
+                 decode ({}), so where it homes {} is unknown; fix or remove that cell \
+                 (`migrate home` lists the records)",
+                cell.column,
+                cell.datacenter,
+                cell.error,
+                if is == "is" { "it" } else { "them" },
+            ),
+        }
+    }
+}
