@@ -263,7 +263,7 @@ pub struct MeteredStore {
     node: String,
     /// (operations, errors) handles per kind for each of lockshift's
     /// tables, made once; another table's are made on the fly.
-    handles: Vec<(Table, [(Counter, Counter); 4])>,
+    handles: Vec<(Table, [(Counter, Counter); 5])>,
     /// (warnings, tombstones per read) handles per table, made once.
     read_costs: Vec<(Table, Counter, Histogram)>,
     /// When each lock's last warning was logged, and how many were not.
@@ -300,7 +300,7 @@ impl MeteredStore {
         let handles = lockshift_store::schema::ALL
             .into_iter()
             .map(|table| {
-                let per_kind = OpKind::ALL.map(|kind| {
+                let per_kind = OpKind::EVERY.map(|kind| {
                     let (ops, errs) = (operations(&node, table, kind), errors(&node, table, kind));
                     ops.increment(0);
                     errs.increment(0);
@@ -416,7 +416,7 @@ impl MeteredStore {
     }
 
     fn count<T>(&self, table: Table, kind: OpKind, result: &Result<T, StoreError>) {
-        let k = OpKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        let k = OpKind::EVERY.iter().position(|k| *k == kind).unwrap_or(0);
         match self.handles.iter().find(|(t, _)| *t == table) {
             Some((_, per_kind)) => {
                 per_kind[k].0.increment(1);
@@ -509,6 +509,22 @@ impl Store for MeteredStore {
             .scan_keys_via(route, table, cursor, page_size)
             .await;
         self.count(table, OpKind::Scan, &result);
+        result
+    }
+
+    async fn write_fenced_via(
+        &self,
+        route: &lockshift_store::Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<lockshift_store::FencedOutcome, StoreError> {
+        let result = self
+            .inner
+            .write_fenced_via(route, table, row, cell, token)
+            .await;
+        self.count(table, OpKind::FencedWrite, &result);
         result
     }
 

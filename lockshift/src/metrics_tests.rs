@@ -116,3 +116,31 @@ fn warnings_are_logged_per_lock_at_most_once_a_minute() {
     assert!(lines[3].contains("too many tombstones"), "{logged}");
     assert!(lines[3].contains("suppressed=1"), "{logged}");
 }
+
+/// A fenced write passes through the node's counting wrapper to the store
+/// (the trait's default would refuse it, naming the wrapper), applied and
+/// refused as the store decides.
+#[tokio::test]
+async fn fenced_writes_pass_through() {
+    let store = MeteredStore::new(Arc::new(MemoryStore::new()), "n1");
+    let cell = CellWrite::new("balance", "90");
+    let later = store
+        .write_fenced(schema::SCRATCH, "acct", &cell, 42)
+        .await
+        .expect("the later holder's write");
+    assert!(matches!(
+        later,
+        lockshift_store::FencedOutcome::Applied { .. }
+    ));
+    let late = store
+        .write_fenced(schema::SCRATCH, "acct", &cell, 41)
+        .await
+        .expect("the paused holder's write");
+    assert_eq!(
+        late,
+        lockshift_store::FencedOutcome::Refused {
+            recorded: 42,
+            rounds: 1
+        }
+    );
+}

@@ -187,7 +187,7 @@ impl CqlStore {
                 let hint = if missing_column {
                     format!(
                         " — the table predates fenced writes: add the column with \
-                         `ALTER TABLE {ks}.{table} ADD fence bigint`"
+                         `migrate schema --apply`, or `ALTER TABLE {ks}.{table} ADD fence bigint`"
                     )
                 } else {
                     String::new()

@@ -58,9 +58,10 @@ pub struct SchemaStep {
 }
 
 /// Runs the keyspace's and tables' `CREATE … IF NOT EXISTS` (a refusal
-/// stops it), then every table's `ALTER TABLE … WITH` options (a refusal
-/// is recorded in its step and the next one runs), then waits for schema
-/// agreement.
+/// stops it), then every table's `ALTER TABLE … WITH` options and, for a
+/// table that lacks the `fence` column (created before fenced writes),
+/// `ALTER TABLE … ADD fence bigint` — a refusal of an `ALTER` is recorded
+/// in its step and the next one runs — then waits for schema agreement.
 pub(super) async fn apply_schema(
     session: &Session,
     settings: &CqlSettings,
@@ -82,6 +83,15 @@ pub(super) async fn apply_schema(
             .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
         steps.push(SchemaStep { statement, refused });
     }
+    for table in unfenced_tables(session, settings).await? {
+        let statement = statements::add_fence(&settings.keyspace, table);
+        let refused = session
+            .query_unpaged(statement.as_str(), ())
+            .await
+            .err()
+            .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
+        steps.push(SchemaStep { statement, refused });
+    }
     session.await_schema_agreement().await.map_err(|e| {
         StoreError::new(
             at_connect(errors::classify_schema_agreement(&e)),
@@ -91,6 +101,36 @@ pub(super) async fn apply_schema(
         )
     })?;
     Ok(steps)
+}
+
+/// The tables of the keyspace without the `fence` column a fenced write
+/// needs: created before fenced writes existed.
+async fn unfenced_tables(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<Vec<Table>, StoreError> {
+    let text = statements::LIST_COLUMNS;
+    let mut list = statements::prepare_within(session, text, settings.request_timeout)
+        .await
+        .map_err(|(kind, why)| StoreError::new(kind, CONNECT_OP, None, why))?;
+    // system_schema is node-local, as in `check_schema`.
+    list.set_consistency(DriverConsistency::One);
+    list.set_request_timeout(Some(settings.request_timeout));
+    list.set_is_idempotent(true);
+    let result = session
+        .execute_unpaged(&list, (settings.keyspace.as_str(),))
+        .await
+        .map_err(|e| connect_error(&e, CONNECT_OP, None, text))?;
+    let columns = decode_rows::<(String, String)>(result, CONNECT_OP, None)?;
+    Ok(schema::ALL
+        .iter()
+        .copied()
+        .filter(|t| {
+            !columns
+                .iter()
+                .any(|(table, column)| table == t.name() && column == "fence")
+        })
+        .collect())
 }
 
 /// Checks that the keyspace and every table exist.

@@ -60,6 +60,9 @@ impl ResultRow for CellRow {
 /// A row key (the key scan) or a name (a schema lookup).
 impl ResultRow for (String,) {}
 
+/// A table's name and one of its columns' (a schema lookup).
+impl ResultRow for (String, String) {}
+
 /// Checks and converts one row. A row without its value never gets here
 /// ([`decode_rows`] leaves it out: no cell); a value without a `writetime`,
 /// or a negative TTL, cannot come from Cassandra, and guessing would be

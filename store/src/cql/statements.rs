@@ -92,6 +92,25 @@ pub(crate) fn alter_table(keyspace: &str, table: Table) -> String {
     )
 }
 
+/// `ALTER TABLE <ks>.<t> ADD IF NOT EXISTS fence bigint`: the column a
+/// fenced write records its token in (`cql/fenced.rs`), for a table
+/// created before it existed — `main` and `shadow` usually predate
+/// lockshift. `IF NOT EXISTS` on `ALTER` needs Cassandra 4.1;
+/// `migrate schema --apply` looks for the column first and sends a plain
+/// [`add_fence`] only where it is missing.
+pub(crate) fn add_fence_if_missing(keyspace: &str, table: Table) -> String {
+    format!("ALTER TABLE {keyspace}.{table} ADD IF NOT EXISTS fence bigint")
+}
+
+/// `ALTER TABLE <ks>.<t> ADD fence bigint`, for a table known to lack it.
+pub(crate) fn add_fence(keyspace: &str, table: Table) -> String {
+    format!("ALTER TABLE {keyspace}.{table} ADD fence bigint")
+}
+
+/// Lists the columns of a keyspace's tables (bind: the keyspace name).
+pub(crate) const LIST_COLUMNS: &str =
+    "SELECT table_name, column_name FROM system_schema.columns WHERE keyspace_name = ?";
+
 /// Lists the tables of a keyspace (bind: the keyspace name).
 pub(crate) const LIST_TABLES: &str =
     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?";

@@ -273,12 +273,20 @@ impl CqlStore {
     /// lockshift's options ([`crate::schema::options`]): what `CREATE TABLE
     /// IF NOT EXISTS` leaves alone — `main` and `shadow` usually predate
     /// lockshift, and an older lockshift created its tables with other
-    /// options. Idempotent.
+    /// options — then the `ALTER TABLE … ADD IF NOT EXISTS fence bigint`
+    /// that give tables created before fenced writes their column
+    /// (Cassandra 4.1 understands `IF NOT EXISTS` there; [`apply_schema`]
+    /// checks for the column instead). Idempotent.
+    ///
+    /// [`apply_schema`]: Self::apply_schema
     pub fn schema_options_cql(settings: &CqlSettings) -> Vec<String> {
-        crate::schema::ALL
+        let options = crate::schema::ALL
             .iter()
-            .map(|t| statements::alter_table(&settings.keyspace, *t))
-            .collect()
+            .map(|t| statements::alter_table(&settings.keyspace, *t));
+        let fences = crate::schema::ALL
+            .iter()
+            .map(|t| statements::add_fence_if_missing(&settings.keyspace, *t));
+        options.chain(fences).collect()
     }
 }
 
