@@ -14,7 +14,8 @@
 mod common;
 
 use common::Endpoint;
-use lockshift_store::{CellWrite, FencedOutcome, schema};
+use lockshift_store::settings::CqlSettings;
+use lockshift_store::{CellWrite, CqlStore, FencedOutcome, Store, schema};
 
 /// The `ADD fence` statements a `schema --apply --json` ran, with outcomes.
 fn added_fences(report: &serde_json::Value) -> Vec<(String, String)> {
@@ -80,9 +81,49 @@ async fn schema_apply_adds_the_fence_column_where_it_is_missing() {
         .write_fenced(schema::SCRATCH, "acct", &cell, 7)
         .await
         .expect("the column is there now");
-    assert!(matches!(written, FencedOutcome::Applied { .. }), "{written:?}");
+    assert!(
+        matches!(written, FencedOutcome::Applied { .. }),
+        "{written:?}"
+    );
 
     let again = e.migrate(&["schema", "--apply", "--json"]).await;
     again.expect_code(0);
     assert_eq!(added_fences(&again.json()), [], "nothing is missing");
+}
+
+/// A service that creates its schema (`store.cql.create_schema = true`)
+/// gives an earlier version's tables the column when it connects, as it
+/// creates missing tables: its fenced writes work without an operator step.
+#[tokio::test]
+async fn a_store_that_creates_its_schema_adds_the_fence_column() {
+    let e = Endpoint::with_schema().await;
+    if !e.is_cluster() {
+        eprintln!(
+            "skipped: needs a real node (LOCKSHIFT_TEST_CONTACT_POINTS); the local endpoint has \
+             no ALTER"
+        );
+        return;
+    }
+    let ks = e.keyspace().to_string();
+    e.cql()
+        .session()
+        .query_unpaged(format!("ALTER TABLE {ks}.scratch DROP fence"), ())
+        .await
+        .expect("drop the column");
+    let service = CqlStore::connect(&CqlSettings {
+        contact_points: e.addr().split(',').map(String::from).collect(),
+        keyspace: ks.clone(),
+        create_schema: true,
+        ..CqlSettings::default()
+    })
+    .await
+    .expect("connect, creating the schema");
+    let written = service
+        .write_fenced(schema::SCRATCH, "acct", &CellWrite::new("balance", "90"), 7)
+        .await
+        .expect("the column was added at connect");
+    assert!(
+        matches!(written, FencedOutcome::Applied { .. }),
+        "{written:?}"
+    );
 }

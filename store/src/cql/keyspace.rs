@@ -83,6 +83,29 @@ pub(super) async fn apply_schema(
             .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
         steps.push(SchemaStep { statement, refused });
     }
+    steps.extend(add_fence_columns(session, settings).await?);
+    session.await_schema_agreement().await.map_err(|e| {
+        StoreError::new(
+            at_connect(errors::classify_schema_agreement(&e)),
+            OpKind::Write,
+            None,
+            format!("waiting for schema agreement after altering the tables: {e}"),
+        )
+    })?;
+    Ok(steps)
+}
+
+/// Runs `ALTER TABLE … ADD fence bigint` for every table of the keyspace
+/// that lacks the column (created before fenced writes existed), one step
+/// each: a refusal is recorded in its step and the next one runs.
+///
+/// # Errors
+/// When the tables' columns cannot be listed.
+pub(super) async fn add_fence_columns(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<Vec<SchemaStep>, StoreError> {
+    let mut steps = Vec::new();
     for table in unfenced_tables(session, settings).await? {
         let statement = statements::add_fence(&settings.keyspace, table);
         let refused = session
@@ -92,14 +115,6 @@ pub(super) async fn apply_schema(
             .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
         steps.push(SchemaStep { statement, refused });
     }
-    session.await_schema_agreement().await.map_err(|e| {
-        StoreError::new(
-            at_connect(errors::classify_schema_agreement(&e)),
-            OpKind::Write,
-            None,
-            format!("waiting for schema agreement after altering the tables: {e}"),
-        )
-    })?;
     Ok(steps)
 }
 

@@ -15,7 +15,8 @@ use tracing::Instrument;
 use super::connect::{CONNECT_OP, open_session};
 use super::errors::execution_error;
 use super::keyspace::{
-    SchemaStep, apply_schema, check_datacenters, check_schema, create_schema, node_datacenters,
+    SchemaStep, add_fence_columns, apply_schema, check_datacenters, check_schema, create_schema,
+    node_datacenters,
 };
 use super::rows::{
     CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
@@ -135,6 +136,7 @@ impl CqlStore {
             let session = open_session(settings).await?;
             if settings.create_schema {
                 create_schema(&session, settings).await?;
+                add_missing_fences(&session, settings).await;
             } else {
                 check_schema(&session, settings).await?;
             }
@@ -287,6 +289,32 @@ impl CqlStore {
             .iter()
             .map(|t| statements::add_fence_if_missing(&settings.keyspace, *t));
         options.chain(fences).collect()
+    }
+}
+
+/// With `create_schema`, tables made by an earlier version gain the
+/// `fence` column fenced writes need, as missing tables are created. The
+/// locks never use it, so a failure here — listing the columns, or an
+/// `ALTER` another process raced — is logged, not fatal: a fenced write to
+/// a table still without it names `migrate schema --apply`.
+async fn add_missing_fences(session: &scylla::client::session::Session, settings: &CqlSettings) {
+    match add_fence_columns(session, settings).await {
+        Ok(steps) => {
+            for step in steps {
+                match step.refused {
+                    None => tracing::info!(statement = %step.statement, "added the fence column"),
+                    Some(error) => tracing::warn!(
+                        statement = %step.statement,
+                        %error,
+                        "could not add the fence column fenced writes need"
+                    ),
+                }
+            }
+        }
+        Err(error) => tracing::warn!(
+            %error,
+            "could not list the tables' columns to add the fence column fenced writes need"
+        ),
     }
 }
 
