@@ -80,7 +80,10 @@ async fn schema_apply_adds_the_fence_column_where_it_is_missing() {
         .write_fenced(schema::SCRATCH, "acct", &cell, 7)
         .await
         .expect("the column is there now");
-    assert!(matches!(written, FencedOutcome::Applied { .. }), "{written:?}");
+    assert!(
+        matches!(written, FencedOutcome::Applied { .. }),
+        "{written:?}"
+    );
 
     let again = e.migrate(&["schema", "--apply", "--json"]).await;
     again.expect_code(0);
