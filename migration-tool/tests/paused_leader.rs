@@ -7,7 +7,8 @@
 //! --watch --json` (the real binary) prints B within about a second of
 //! its election; A is resumed and makes its write at once, without looking
 //! again — the database refuses it (the cell records B's token), A's
-//! `lost()` fires by itself, and the cell holds B's value.
+//! `lost()` fires by itself, the cell holds B's value, and A's leader
+//! record does not come back while its process lives on.
 //!
 //! On the real cluster `LOCKSHIFT_TEST_CONTACT_POINTS` names when it is
 //! set (a keyspace of this test's own), else on a local endpoint in this
@@ -17,7 +18,8 @@
 //! test [`candidate`] in a new process group (as `cql-emulator/tests/
 //! two_processes.rs` does): a process of the library alone, nothing added
 //! to `migrate`. It speaks one JSON line per event on stdout and takes one
-//! order on stdin (`go`: make the late write; anything else: resign).
+//! order on stdin (`go`: make the late write, then exit at the next
+//! order; anything else: resign).
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -364,6 +366,24 @@ async fn a_leader_paused_past_its_lease_is_refused_and_told() {
         "the watch showed another leader after B: {:?}",
         log.iter().map(|l| l.leader.to_string()).collect::<Vec<_>>()
     );
+    // Nor did it write its record again: a renewal period and more after
+    // it was told, with its process still there, the election's row holds
+    // no record of A (L2: its cells expired, and stay gone).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let records: Vec<Value> = e
+        .store()
+        .read(schema::GLOBAL_TIME, ELECTION, &RowQuery::all())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.column.starts_with("leader:"))
+        .map(|c| serde_json::from_slice(&c.value).unwrap())
+        .collect();
+    assert!(
+        records.iter().all(|r| r["node"] != "a") && records.iter().any(|r| r["node"] == "b"),
+        "the election's records: {records:?}"
+    );
+    a.order("exit").await;
     a.exits_cleanly(&mut groups).await;
 
     // B steps down; nobody leads.
@@ -394,8 +414,9 @@ fn say(event: Value) {
 /// `since`), writes the cell with a fenced write (`wrote`), checks that it
 /// still leads and says `ready`; then on `go` writes the cell again at
 /// once, without looking (`late`: refused or not, and whether `lost()`
-/// had fired when it sent the write and when the answer came), and waits
-/// for `lost()` (`lost`); on anything else resigns (`resigned`).
+/// had fired when it sent the write and when the answer came), waits for
+/// `lost()` (`lost`), and exits at the next order; on anything else
+/// resigns (`resigned`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a candidate process, started by a_leader_paused_past_its_lease_is_refused_and_told"]
 async fn candidate() {
@@ -479,7 +500,9 @@ async fn candidate() {
         "reason": reason.map(|r| r.to_string()).unwrap_or_default(),
         "after_sending_ms": sent.elapsed().as_secs_f64() * 1e3,
     }));
-    // Its cells are gone or B's now: nothing to release that matters.
+    // Held, lost, until the test has looked at the election's row.
+    let _ = orders.next_line().await;
+    // Its cells are gone: nothing to release that matters.
     let _ = leading.resign().await;
     node.shutdown().await;
 }
