@@ -133,7 +133,11 @@ pub async fn run_fenced(config: &FencedBenchConfig) -> Result<FencedBenchReport,
 }
 
 /// Times `n` writes of each kind on `store`, one at a time.
-async fn measure(target: String, store: &SharedStore, n: u32) -> Result<FencedRun, BenchError> {
+pub(crate) async fn measure(
+    target: String,
+    store: &SharedStore,
+    n: u32,
+) -> Result<FencedRun, BenchError> {
     let run = now_micros();
     let cell = |i: u32| CellWrite::new("v", i.to_string().into_bytes());
     let applied = |outcome: FencedOutcome| match outcome {

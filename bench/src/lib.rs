@@ -14,7 +14,8 @@
 //! the first ones' and that no read passes more than 1 000 tombstones
 //! ([`reads`] records what each read cost). [`datacenters`] measures what a
 //! lock's home costs the clients in it and outside it. [`fenced`] compares
-//! a fenced write with a plain one.
+//! a fenced write with a plain one; [`observe`] measures what following an
+//! election's leader costs its observers.
 
 mod algorithm;
 pub mod datacenters;
@@ -22,6 +23,7 @@ mod error;
 pub mod fenced;
 pub mod hold;
 pub mod lwt;
+pub mod observe;
 pub mod plot;
 pub mod reads;
 pub mod report;

@@ -470,3 +470,94 @@ fn plots_are_checked_first_and_never_cost_the_table() {
         "the error names the file: {stderr}"
     );
 }
+
+/// `migrate bench --observers`, small: on the embedded store, the local
+/// endpoint and — when `LOCKSHIFT_TEST_CONTACT_POINTS` names one — the
+/// real cluster (`--cluster`, keyspace `lockshift_e2e_observe`). Per
+/// observer: between 1 and 4 reads of the election's row a second,
+/// counted at its store (observers read every 500 ms: 2, give or take a
+/// read at each edge of the window); every leader of the window seen, the
+/// first time within 2 s of its election (at most 500 ms plus a read,
+/// with slack for a loaded machine); a fenced/plain ratio on each target.
+#[test]
+fn observers_read_about_twice_a_second_and_see_every_leader() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_migrate"));
+    cmd.args([
+        "bench",
+        "--observers",
+        "2",
+        "--observe-for",
+        "4s",
+        "--leader-every",
+        "1s",
+        "--fenced-writes",
+        "5",
+        "--json",
+    ]);
+    let cluster = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+        .ok()
+        .filter(|p| !p.trim().is_empty());
+    if let Some(points) = &cluster {
+        // Its keyspace's tables brought up to date first (a table made
+        // before fenced writes lacks the fence column the ratio needs).
+        let schema = Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .args(["--contact-points", points.trim(), "schema", "--apply"])
+            .env("LOCKSHIFT__STORE__CQL__KEYSPACE", "lockshift_e2e_observe")
+            .output()
+            .unwrap();
+        assert!(
+            schema.status.success(),
+            "migrate schema --apply: {}",
+            String::from_utf8_lossy(&schema.stderr)
+        );
+        cmd.args(["--cluster", "--contact-points", points.trim()])
+            .env("LOCKSHIFT__STORE__CQL__KEYSPACE", "lockshift_e2e_observe");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2 + usize::from(cluster.is_some()), "{report:#}");
+    for run in runs {
+        let leaders = run["leaders"].as_u64().unwrap();
+        assert!(leaders >= 2, "a new leader every 1s for 4s: {run:#}");
+        let observers = run["observers"].as_array().unwrap();
+        assert_eq!(observers.len(), 2, "{run:#}");
+        for o in observers {
+            let reads_per_s = o["reads_per_s"].as_f64().unwrap();
+            assert!(
+                (1.0..=4.0).contains(&reads_per_s),
+                "{} reads a second: {o:#}",
+                run["target"]
+            );
+            assert_eq!(o["seen"].as_u64(), Some(leaders), "{o:#}");
+            assert_eq!(o["missed"], 0, "{o:#}");
+            let (p50, max) = (
+                o["delay_p50_ms"].as_f64().unwrap(),
+                o["delay_max_ms"].as_f64().unwrap(),
+            );
+            assert!(0.0 < p50 && p50 <= max && max <= 2_000.0, "{o:#}");
+        }
+        assert!(run["fenced"]["ratio"].as_f64().unwrap() > 0.0, "{run:#}");
+    }
+    if cluster.is_some() {
+        assert!(
+            runs[2]["target"].as_str().unwrap().starts_with("cluster "),
+            "{report:#}"
+        );
+    }
+}
+
+#[test]
+fn a_leader_term_shorter_than_two_observer_periods_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["bench", "--observers", "2", "--leader-every", "600ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--leader-every 600ms"));
+}

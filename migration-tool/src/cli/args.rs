@@ -82,8 +82,28 @@ pub struct BenchArgs {
     /// one Paxos round) with N plain writes, one at a time: on the embedded
     /// store, on the local endpoint (--latency per round trip), and with
     /// --cluster on the cluster too. Prints the latencies and the ratio.
+    /// With --observers: the writes of each kind for its ratio line
+    /// [default there: 50].
     #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "soak", "datacenters"], value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub fenced_writes: Option<u32>,
+    /// Observer mode: what following an election's leader costs (docs/
+    /// design.md §5b). N observers, each a node of its own following the
+    /// election (`Node::observe`), for --observe-for while two candidates
+    /// take turns leading, a new leader every --leader-every. Prints per
+    /// observer the reads of the election's row a second (counted at its
+    /// store) and the delay from each leader's election to the observer
+    /// seeing it (p50, max), then the fenced/plain write ratio on the same
+    /// store: on the embedded store, the local endpoint (--latency per
+    /// round trip) and with --cluster on the cluster too.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hold_locks", "soak", "datacenters"], value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub observers: Option<u32>,
+    /// Observer mode: how long the observers are measured, e.g. 30s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "observers", value_parser = Checked(parse_duration))]
+    pub observe_for: Duration,
+    /// Observer mode: how long each leader leads, at least 1s (two
+    /// observer periods), e.g. 3s.
+    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "observers", value_parser = Checked(parse_duration))]
+    pub leader_every: Duration,
     /// Datacenter mode on a cluster: the lock's home.
     #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
     pub home: Option<lockshift_store::Datacenter>,

@@ -350,7 +350,7 @@ pub enum Command {
     /// stands (met / not met), and writes one PNG per algorithm (acquisition
     /// number against time, one line per process).
     #[command(
-        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks"
+        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks\n  migrate bench --observers 4 --observe-for 30s --leader-every 3s   # what following a leader costs"
     )]
     Bench(BenchArgs),
 

@@ -69,6 +69,12 @@ impl Human for lockshift_bench::fenced::FencedBenchReport {
     }
 }
 
+impl Human for lockshift_bench::observe::ObserveBenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::observe::render_observe(self)
+    }
+}
+
 impl Human for lockshift_bench::HoldBenchReport {
     fn human(&self) -> String {
         lockshift_bench::render_hold(self)
