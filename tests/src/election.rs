@@ -98,7 +98,7 @@ pub struct Stats {
     pub observed_changes: usize,
     /// An observer showing a leader older than one it showed before: a
     /// former leader's record outliving its lease until a newer leader
-    /// resigned.
+    /// resigned (see `a_proclaimed_record_does_not_outlive_the_lease`).
     pub resurrections: Vec<String>,
     /// Campaigns that took the lock but could not record the leadership
     /// (the lock let go again), with why.
