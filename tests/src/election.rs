@@ -17,8 +17,9 @@
 
 mod candidate;
 mod referee;
+mod report;
+mod scenarios;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,10 +36,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use referee::{Ended, Referee, Term};
+use report::names;
+pub use report::{Report, Stats};
+pub use scenarios::{rogue_leaders, through_the_rollout};
 
 use crate::attacks::must_move;
 use crate::rolling::Timings;
-use crate::sim::{Cluster, NodeEnv, Violation, node_env, skews};
+use crate::sim::{Cluster, NodeEnv, node_env, skews};
 
 /// The election every candidate campaigns in.
 pub const ELECTION: &str = "scheduler";
@@ -65,107 +69,6 @@ pub struct Setup {
     /// its lease and, on resuming, acts for another lease without looking
     /// whether it still leads; the other candidates hold past their TTL.
     pub rogue: bool,
-}
-
-/// What a run counted.
-#[derive(Debug, Default, Clone)]
-pub struct Stats {
-    /// Terms per `stage/algorithm` (the operator's stage when the term
-    /// began, the algorithm that took the lock).
-    pub by_stage: BTreeMap<String, usize>,
-    /// The stages moved to, in order.
-    pub transitions: Vec<Stage>,
-    /// Leaders cut off from the store.
-    pub cut_offs: usize,
-    /// Leaders paused past their lease.
-    pub pauses: usize,
-    /// Leaders that held past their lease's TTL.
-    pub long_holds: usize,
-    /// New values proclaimed by a leader.
-    pub proclaims: usize,
-    /// Checkpoints (each compares `node.leader` and every observer with
-    /// the terms).
-    pub checkpoints: usize,
-    /// Checkpoints at which somebody led.
-    pub checkpoints_led: usize,
-    /// Observers compared at checkpoints.
-    pub observations: usize,
-    /// Campaigns cancelled when the run stopped.
-    pub cancelled: usize,
-    /// How long the run lasted on the paused clock.
-    pub simulated: Duration,
-    /// Changes of leader the observers followed.
-    pub observed_changes: usize,
-    /// An observer showing a leader older than one it showed before: a
-    /// former leader's record outliving its lease until a newer leader
-    /// resigned (see `a_proclaimed_record_does_not_outlive_the_lease`).
-    pub resurrections: Vec<String>,
-    /// Campaigns that took the lock but could not record the leadership
-    /// (the lock let go again), with why.
-    pub unrecorded: Vec<String>,
-}
-
-impl Stats {
-    /// Adds `other`'s counts to these.
-    pub fn add(&mut self, other: &Stats) {
-        for (k, n) in &other.by_stage {
-            *self.by_stage.entry(k.clone()).or_default() += n;
-        }
-        self.transitions.extend(&other.transitions);
-        self.cut_offs += other.cut_offs;
-        self.pauses += other.pauses;
-        self.long_holds += other.long_holds;
-        self.proclaims += other.proclaims;
-        self.checkpoints += other.checkpoints;
-        self.checkpoints_led += other.checkpoints_led;
-        self.observations += other.observations;
-        self.cancelled += other.cancelled;
-        self.simulated += other.simulated;
-        self.observed_changes += other.observed_changes;
-        self.resurrections
-            .extend(other.resurrections.iter().cloned());
-        self.unrecorded.extend(other.unrecorded.iter().cloned());
-    }
-
-    /// Terms in all.
-    pub fn terms(&self) -> usize {
-        self.by_stage.values().sum()
-    }
-
-    /// Terms whose lock `algorithm` took.
-    pub fn terms_by(&self, algorithm: &str) -> usize {
-        self.by_stage
-            .iter()
-            .filter(|(k, _)| k.ends_with(&format!("/{algorithm}")))
-            .map(|(_, n)| n)
-            .sum()
-    }
-}
-
-impl std::fmt::Display for Stats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} terms {:?}, {} stage changes, {} cut-offs, {} pauses, {} long holds, {} proclaims, \
-             {} checkpoints ({} with a leader, {} observers compared), {} changes observed, \
-             {} resurrections, {} campaigns cancelled, {} unrecorded, {:.0?} simulated",
-            self.terms(),
-            self.by_stage,
-            self.transitions.len(),
-            self.cut_offs,
-            self.pauses,
-            self.long_holds,
-            self.proclaims,
-            self.checkpoints,
-            self.checkpoints_led,
-            self.observations,
-            self.observed_changes,
-            self.resurrections.len(),
-            self.cancelled,
-            self.unrecorded.len(),
-            self.simulated
-        )
-    }
 }
 
 /// Where a candidate is, as a checkpoint needs to know it.
@@ -664,174 +567,4 @@ impl World {
             stats,
         }
     }
-}
-
-fn names(leaders: &[Leader]) -> String {
-    leaders
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// What a run saw.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// When the run began (the zero of [`timeline`](Self::timeline)).
-    pub began: Instant,
-    /// Two leaders acting at once.
-    pub overlaps: Vec<Violation>,
-    /// Every other broken promise: a token not greater than the one
-    /// before, an observer or `node.leader` naming another leader than
-    /// the terms, a leader not told it lost its lease.
-    pub problems: Vec<String>,
-    /// Campaigns or proclaims that failed unexpectedly.
-    pub failures: Vec<String>,
-    /// Every leadership.
-    pub terms: Vec<Term>,
-    /// What the run counted.
-    pub stats: Stats,
-}
-
-impl Report {
-    /// Asserts the run kept every promise.
-    ///
-    /// # Panics
-    /// When it did not, saying what broke.
-    pub fn assert_clean(&self, what: &str) {
-        assert!(
-            self.overlaps.is_empty(),
-            "{what}: two leaders at once: {}\nterms: {}",
-            self.overlaps
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-            self.timeline()
-        );
-        assert!(
-            self.problems.is_empty(),
-            "{what}: {}\nterms: {}",
-            self.problems.join("\n"),
-            self.timeline()
-        );
-        assert!(
-            self.failures.is_empty(),
-            "{what}: failures: {:?}",
-            self.failures
-        );
-    }
-
-    /// Every term, one a line — began, ended, leader, algorithm, stage —
-    /// and what happened in it, in seconds since the run began.
-    pub fn timeline(&self) -> String {
-        let at = |i: Instant| format!("{:.3}s", (i - self.began).as_secs_f64());
-        let mut lines = String::new();
-        for t in &self.terms {
-            lines.push_str(&format!(
-                "\n  {} .. {}: {} ({} at {})",
-                at(t.began),
-                t.ended
-                    .map_or("open".to_string(), |(i, how)| format!("{} {how:?}", at(i))),
-                t.leader,
-                t.algorithm,
-                t.stage
-            ));
-            for (i, note) in &t.notes {
-                lines.push_str(&format!("\n      {}: {note}", at(*i)));
-            }
-        }
-        if lines.is_empty() {
-            lines.push_str("none");
-        }
-        lines
-    }
-}
-
-/// The scenario: four candidates of mixed modes (two legacy, then a
-/// combined and an auto one join) and two observers (and a candidate
-/// observing too) through the whole rollout, forward to
-/// `complete` and back to `legacy`, the modes switched by config edits
-/// while campaigns wait, with checkpoints after every stage and at random.
-///
-/// # Panics
-/// When a node cannot start or the guards never allow a stage move.
-pub async fn through_the_rollout(seed: u64, setup: Setup) -> Report {
-    let mut w = World::new(seed, 4, setup);
-    let [legacy, other, combined, auto] = [0, 1, 2, 3];
-    // The old fleet: two legacy candidates, and the observers, until the
-    // legacy lock made two leaders.
-    w.candidate(Mode::Legacy).await;
-    w.candidate(Mode::Legacy).await;
-    w.observer().await;
-    w.observer().await;
-    w.campaign_until(2, Algorithm::Legacy, Duration::from_secs(120))
-        .await;
-    let short = Duration::from_secs(1)..Duration::from_secs(6);
-    // New binaries join, campaigns in flight: one combined, one on auto
-    // (combined at this stage).
-    w.candidate(Mode::Combined).await;
-    w.candidate(Mode::Auto).await;
-    w.candidate_observes(auto);
-    w.campaign_for(Duration::from_secs(3)..Duration::from_secs(8))
-        .await;
-    w.checkpoint("at legacy").await;
-    w.edit(legacy, Mode::Auto);
-    w.edit(other, Mode::Auto);
-    w.move_to(Stage::Dual).await;
-    w.campaign_for(short.clone()).await;
-    w.maybe_checkpoint(0.5, "at dual").await;
-    // Queue: the combined node stays combined, the others take the queue.
-    w.move_to(Stage::Queue).await;
-    w.campaign_for(short.clone()).await;
-    w.checkpoint("at queue").await;
-    w.edit(combined, Mode::Queue);
-    w.move_to(Stage::Complete).await;
-    w.campaign_for(short.clone()).await;
-    w.maybe_checkpoint(0.5, "at complete").await;
-    // And back, a node switched to combined on the way.
-    w.move_to(Stage::Queue).await;
-    w.edit(other, Mode::Combined);
-    w.campaign_for(short.clone()).await;
-    w.maybe_checkpoint(0.5, "back at queue").await;
-    w.move_to(Stage::Dual).await;
-    w.campaign_for(short.clone()).await;
-    w.checkpoint("back at dual").await;
-    w.move_to(Stage::Legacy).await;
-    w.edit(legacy, Mode::Legacy);
-    w.campaign_for(Duration::from_secs(3)..Duration::from_secs(8))
-        .await;
-    w.finish().await
-}
-
-/// The negative controls: candidate 0's every leadership pauses past its
-/// lease and, on resuming, acts without looking whether it still leads —
-/// while the other candidate, which took the lock once it was free, leads
-/// for longer than a lease: the referee must see two leaders at once. And
-/// observer o1's node stops once o1 has seen a leader: the checkpoints must
-/// find it showing a leader that no longer leads.
-///
-/// # Panics
-/// When a node cannot start.
-pub async fn rogue_leaders(seed: u64) -> Report {
-    let mut w = World::new(
-        seed,
-        2,
-        Setup {
-            faults: true,
-            rogue: true,
-        },
-    );
-    w.candidate(Mode::Auto).await;
-    w.candidate(Mode::Queue).await;
-    w.observer().await;
-    w.observer().await;
-    // Observer o1 stops following once it has seen a leader.
-    while !matches!(w.referee().current(), Ok(Some(_))) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(OBSERVE_EVERY * 2).await;
-    w.freeze_observer(1).await;
-    tokio::time::sleep(Duration::from_secs(90)).await;
-    w.finish().await
 }
