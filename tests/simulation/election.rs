@@ -192,20 +192,14 @@ fn the_referee_catches_fabricated_overlaps_and_tokens() {
 }
 
 /// A leader's record lives no longer than its lease plus the rounding of
-/// whole-second TTLs (docs/design.md §5b): once the next leader took the
-/// lock — the former lease is over — and resigned, nobody leads a second
-/// later. The former leader here proclaimed a new value 9 s after it took
-/// the lock, just before its first renewal, and was then cut off from the
-/// store.
-///
-/// Fails today, so ignored: `proclaim` writes the record with a full TTL
-/// from its own write, while the lock's cells expire a TTL after their last
-/// renewal, so a record proclaimed late in a renewal period outlives the
-/// lease by up to `renew_every` (10 s by default) — the former leader shows
-/// again, to `node.leader` and every observer, after its successor
-/// resigned. Run with `--ignored` once the record's TTL follows the lease.
+/// whole-second TTLs (docs/design.md §5b, L8 in §5): once the next leader
+/// took the lock — the former lease is over — and resigned, nobody leads a
+/// second later. The former leader here proclaimed a new value 9 s after
+/// it took the lock, just before its first renewal, and was then cut off
+/// from the store. Before L8 the record took a whole TTL from that write
+/// and showed the former leader again, to `node.leader` and every
+/// observer, up to `renew_every` (10 s here) after its successor resigned.
 #[test]
-#[ignore = "a proclaimed record outlives the lease by up to renew_every (lock crate: Lease::write)"]
 fn a_proclaimed_record_does_not_outlive_the_lease() {
     use std::sync::Arc;
 
