@@ -90,8 +90,8 @@ impl Shared {
     /// flight, their proof a renewal period of their term old), and with
     /// any holding cell every other one (L8: a held lease's cells are
     /// renewed together, so none outlives the others by more than a
-    /// renewal's own spread): (table, column, value).
-    fn renewable(&self, now: Instant) -> Vec<(Table, String, Vec<u8>)> {
+    /// renewal's own spread): (table, column).
+    fn renewable(&self, now: Instant) -> Vec<(Table, String)> {
         let st = self.state();
         let ready = |c: &&LeaseCell| !c.in_flight && c.proof().is_some();
         let due = |c: &LeaseCell| {
@@ -106,7 +106,7 @@ impl Shared {
         st.cells
             .iter()
             .filter(|(_, c)| ready(c) && (due(c) || (holding_due && c.term == Term::Holding)))
-            .map(|((t, col), c)| (*t, col.clone(), c.value.clone()))
+            .map(|((t, col), _)| (*t, col.clone()))
             .collect()
     }
 
@@ -136,13 +136,12 @@ impl Shared {
             )
     }
 
-    /// Renews one cell: read to prove it is still there (L2), then rewrite.
-    async fn renew_cell(
-        &self,
-        table: Table,
-        column: &str,
-        value: &[u8],
-    ) -> Result<(), RenewFailure> {
+    /// Renews one cell: read to prove it is still there (L2), then rewrite
+    /// it with the value registered when the rewrite is stamped — a write
+    /// of the lease's own that came in meanwhile (a leader proclaiming a
+    /// new value) is what it renews, never what it buries under a later
+    /// stamp.
+    async fn renew_cell(&self, table: Table, column: &str) -> Result<(), RenewFailure> {
         let query = RowQuery::first(1).starting_at(column);
         let found = self
             .store
@@ -150,12 +149,12 @@ impl Shared {
             .await
             .map_err(RenewFailure::Store)?;
         let present = found.first().is_some_and(|c| c.column == column);
-        let (stamp, term) = {
+        let (stamp, term, value) = {
             let mut st = self.state();
-            let term = match st.cells.get_mut(&(table, column.to_string())) {
+            let (term, value) = match st.cells.get_mut(&(table, column.to_string())) {
                 Some(cell) if matches!(cell.state, CellState::Live { .. }) => {
                     cell.generation += 1;
-                    cell.term
+                    (cell.term, cell.value.clone())
                 }
                 // Deleted or being deleted by the lease's owner meanwhile.
                 _ => return Ok(()),
@@ -163,14 +162,14 @@ impl Shared {
             if !present {
                 return Err(RenewFailure::Gone);
             }
-            (self.stamp(&mut st), term)
+            (self.stamp(&mut st), term, value)
         };
         let sent = Instant::now();
         self.store
             .write(
                 table,
                 self.lock.as_str(),
-                &[CellWrite::new(column, value.to_vec())],
+                &[CellWrite::new(column, value)],
                 WriteOptions::at(stamp).with_ttl(self.ttl_of(term)),
             )
             .await
@@ -216,7 +215,7 @@ pub(super) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                     continue;
                 }
                 let mut renewal =
-                    std::pin::pin!(join_all(cells.iter().map(|(t, c, v)| shared.renew_cell(*t, c, v))));
+                    std::pin::pin!(join_all(cells.iter().map(|(t, c)| shared.renew_cell(*t, c))));
                 // A renewal stuck in a slow store must not hold back the
                 // watchdog: race it against the (moving) deadline.
                 let outcomes = loop {
@@ -236,7 +235,7 @@ pub(super) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
                     }
                 };
                 let mut failed = false;
-                for ((table, column, _), outcome) in cells.iter().zip(outcomes) {
+                for ((table, column), outcome) in cells.iter().zip(outcomes) {
                     match outcome {
                         Ok(()) => debug!(%table, column, "renewed"),
                         Err(RenewFailure::Gone) => {
