@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use lockshift_decide::waiter::handoff::{Verdict, others_in, verdict};
 use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
-    PacingWatch, TryAcquireError, Won, fixed_pacing,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError, fixed_pacing,
 };
 use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
@@ -381,14 +381,14 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         mut options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         if options.pacing.is_none() {
             options.pacing = Some(fixed_pacing(self.pacing));
         }
         self.line.acquire(lock, options).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         self.line
             .try_acquire_paced(lock, &fixed_pacing(self.pacing))
             .await
@@ -398,7 +398,7 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         self.line.try_acquire_paced(lock, &pacing).await
     }
 }

@@ -106,7 +106,6 @@
 mod binding;
 mod election;
 mod error;
-mod guard;
 pub mod metrics;
 mod node;
 pub mod settings;
@@ -115,12 +114,11 @@ pub use election::{
     CampaignError, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
 };
 pub use error::StartError;
-pub use guard::LockGuard;
 pub use lockshift_decide::algorithm::{Mode, Stage};
 pub use lockshift_decide::rollout::StageRecord;
 pub use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockId,
-    NodeId, OwnerId, ReleaseError, TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockGuard,
+    LockId, NodeId, OwnerId, ReleaseError, TryAcquireError,
 };
 pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};

@@ -30,7 +30,7 @@ use lockshift_decide::clean::Action;
 use lockshift_decide::registry::LeasePromise;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Won,
+    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
@@ -302,7 +302,7 @@ impl World {
     }
 }
 
-async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<Won, String> {
+async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<LockGuard, String> {
     locker
         .acquire_with(
             &LockId::new(LOCK).unwrap(),

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, OwnerId, Pacing,
-    PacingWatch, Slot, Stop, Waiting, Won,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId,
+    Pacing, PacingWatch, Slot, Stop, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
@@ -278,7 +278,7 @@ impl Line {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         let waiting = Waiting::new(&options);
         let first = self.ctx.take_slot(lock);
         let mut last_owner = first.owner().clone();
@@ -316,7 +316,7 @@ impl Line {
         pacing: Option<&PacingWatch>,
         first: Slot,
         (last_owner, seen): (&mut OwnerId, &mut Seen),
-    ) -> Result<Won, (Stop, Option<Ticket>)> {
+    ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
         // The slot taken by `acquire` names the first place in line; every
         // later place takes a slot of its own while the old place's lease
@@ -375,7 +375,7 @@ impl Line {
                             self.settle(&held, marked_reservation);
                             self.contended.record(lock, waiter.contended());
                             info!(steps, waited = ?waiting.elapsed(), "acquired");
-                            return Ok(Won::new(held.lease, self.algorithm()));
+                            return Ok(held.lease.into_guard(self.algorithm()));
                         }
                         Err(reason) => {
                             warn!(%reason, "took main but the lease is no longer proven; re-enqueueing");

@@ -32,7 +32,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{AcquireError, AcquireOptions, LockId, NodeId, TryAcquireError};
+use lockshift_lock::{
+    AcquireError, AcquireOptions, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
+};
 use lockshift_store::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -40,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::error::StartError;
-use crate::guard::{LockGuard, Revoker};
 
 mod acquire;
 mod builder;
