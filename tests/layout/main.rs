@@ -25,6 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod facade_api;
 mod packaging;
 
 /// Where the crate map lives: the table of this section of the design

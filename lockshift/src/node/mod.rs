@@ -106,7 +106,7 @@ impl Drop for Core {
 /// ```
 /// use std::sync::Arc;
 /// use lockshift::{Node, Settings};
-/// use lockshift_store::MemoryStore;
+/// use lockshift::store::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
