@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_decide::waiter::handoff::{Verdict, others_in, verdict};
+use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
 use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
@@ -79,7 +79,7 @@ impl CombinedEntry {
         let shadow = store
             .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::all())
             .await?;
-        Ok(verdict(lease.owner().as_str(), lease.mark(), &shadow) == Verdict::Alone)
+        Ok(standing(lease.owner().as_str(), lease.mark(), &shadow) == Standing::Alone)
     }
 
     /// The thesis' two steps, G1 then Q1, after my `shadow` cell was found
@@ -115,7 +115,7 @@ impl CombinedEntry {
         main: Vec<lockshift_store::Cell>,
         keep_shadow: bool,
     ) -> Result<Entered, StoreError> {
-        if verdict(lease.owner().as_str(), lease.mark(), &main) == Verdict::Alone {
+        if standing(lease.owner().as_str(), lease.mark(), &main) == Standing::Alone {
             return Ok(Entered::Read {
                 main,
                 marked_reservation: false,

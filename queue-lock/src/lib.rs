@@ -49,8 +49,8 @@
 //! - the waiting line: [`Line`], the driver both locks wait in, and
 //!   [`MainEntry`], the one thing they do differently (how a waiter writes
 //!   and verifies `main`), with what it is handed ([`Arrival`]) and the
-//!   read it is built from ([`read_main`]); what an entry returns and the
-//!   verdicts on a read of `main` are pure data and live in
+//!   read it is built from ([`read_main`]); what an entry returns and
+//!   where a read of `main` shows a cell standing are pure data and live in
 //!   [`lockshift_decide::waiter`];
 //! - [`queue`]: queue-cell naming and a waiter's place in the row;
 //! - [`time`]: the time service ([`TimeService`], [`TimeSource`]), which

@@ -7,8 +7,9 @@
 //!
 //! - `lockshift_decide::waiter`: the waiter's states and the pure decision
 //!   function (observation + now → action), with how often to look (its
-//!   `poll`: follows the measured round trip) and the verdict on `main`
-//!   (its `handoff`: Q1, and reservations, Q5 and Q6);
+//!   `poll`: follows the measured round trip) and where a read of `main`
+//!   shows my cell standing (its `handoff`: Q1, and reservations, Q5 and
+//!   Q6);
 //! - [`entry`]: the [`MainEntry`] trait;
 //! - this file: [`Line`], the thin async driver doing the I/O each action
 //!   names ([`perform`]), and remembering which locks were contended
@@ -36,7 +37,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use entry::{Arrival, MainEntry, StoreFuture, read_main, reserve_and_read};
-use lockshift_decide::waiter::handoff::{Verdict, holder_in_my_way, verdict};
+use lockshift_decide::waiter::handoff::{Standing, holder_in_my_way, standing};
 use lockshift_decide::waiter::{Arrived, Entered};
 
 use crate::queue::position;

@@ -7,8 +7,8 @@
 //! connection state machine.
 //!
 //! Beside the state machine: [`poll`], how often a waiter looks, and
-//! [`handoff`], the verdict on a read of `main` (Q1) and on reservations
-//! (Q5, Q6); [`Arrived`] and [`Entered`] are what the driver's entry into
+//! [`handoff`], where a read of `main` shows my cell standing (Q1) and
+//! what reservations mean (Q5, Q6); [`Arrived`] and [`Entered`] are what the driver's entry into
 //! `main` reports.
 //!
 //! # States
@@ -42,7 +42,7 @@
 //!
 //! Safety lives in two places only: the move to `Holding` happens on a read
 //! of `main`, made after this waiter's own `main` write, that shows its cell
-//! alone (Q1, [`handoff::verdict`]); and a waiter whose cell is
+//! alone (Q1, [`handoff::standing`]); and a waiter whose cell is
 //! reserved behind another moves to `Prepared` — where such reads are made —
 //! only on a queue read that found that other waiter's cell gone (Q6).
 //! Everything else here — where to wait, how often to look, when to

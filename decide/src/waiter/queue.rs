@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::handoff::{Verdict, others_in, verdict};
+use super::handoff::{Standing, others_in, standing};
 use super::{Action, Arrived, Context, Reservation, State, Then, Waiter};
 use crate::algorithm::Algorithm;
 use crate::queue::Position;
@@ -29,7 +29,7 @@ impl Waiter {
         } = arrived;
         let alone = main
             .as_deref()
-            .is_some_and(|m| verdict(&self.me, &self.mark, m) == Verdict::Alone);
+            .is_some_and(|m| standing(&self.me, &self.mark, m) == Standing::Alone);
         if main
             .as_deref()
             .is_some_and(|m| others_in(&self.me, &self.mark, m))

@@ -193,7 +193,7 @@ pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Ce
 }
 
 /// Reads `main` for `lease`'s lock: the whole row (at least
-/// [`MAIN_CELLS_READ`] cells, the handoff verdict's need).
+/// [`MAIN_CELLS_READ`] cells, what telling where my cell stands needs).
 ///
 /// [`MAIN_CELLS_READ`]: lockshift_decide::waiter::handoff::MAIN_CELLS_READ
 ///

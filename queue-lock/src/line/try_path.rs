@@ -5,7 +5,7 @@ use lockshift_lock::{AcquireError, LockGuard, LockId, OwnerId, PacingWatch, TryA
 use lockshift_store::{RowQuery, StoreError, schema};
 use tracing::{Instrument, info_span};
 
-use super::{Entered, Line, Ticket, Verdict, abandon, pacing_now, verdict};
+use super::{Entered, Line, Standing, Ticket, abandon, pacing_now, standing};
 
 impl Line {
     /// Listing 8: take the lock only if it is free now, paced by
@@ -124,7 +124,7 @@ impl Line {
             && arrived
                 .main
                 .as_deref()
-                .is_some_and(|m| verdict(me, mark, m) == Verdict::Alone)
+                .is_some_and(|m| standing(me, mark, m) == Standing::Alone)
         {
             return Ok(Some(false));
         }
@@ -155,7 +155,7 @@ impl Line {
                 Entered::Read {
                     main,
                     marked_reservation,
-                } if verdict(me, mark, &main) == Verdict::Alone => {
+                } if standing(me, mark, &main) == Standing::Alone => {
                     return Ok(Some(marked_reservation));
                 }
                 Entered::Read { .. } => {
