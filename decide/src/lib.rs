@@ -46,7 +46,7 @@
 //! - [`waiter`]: the queue waiter's state machine — what a waiter in the
 //!   queue lock's line does next, given what the last store operation
 //!   showed ([`waiter::Waiter::on`]) — with how often it looks
-//!   ([`waiter::poll`]) and where a read of `main` shows its cell standing
+//!   ([`waiter::poll_policy`]) and where a read of `main` shows its cell standing
 //!   ([`waiter::handoff::standing`]).
 //! - [`registry`]: what a node says about itself at every heartbeat
 //!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
@@ -96,7 +96,7 @@
 //! | Q1 | hold only on a read after my write showing me alone (§2) | [`waiter::handoff::standing`] |
 //! | Q2, Q5 | who has a `main` cell; reservations never wait for each other (§2) | [`waiter`] |
 //! | Q3 | waiting TTL, dead waiters skipped early (§2) | [`queue::Sightings`], [`waiter`], the queue lock's line |
-//! | Q4 | poll by the measured round trip (§2) | [`waiter::poll`] |
+//! | Q4 | poll by the measured round trip (§2) | [`waiter::poll_policy`] |
 //! | Q6 | the reservation behind the waiter ahead (§3) | [`waiter`], [`waiter::handoff`] |
 //! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |

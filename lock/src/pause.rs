@@ -19,7 +19,7 @@
 //! One thread for the process, asleep unless a short pause is due; one
 //! channel message and one wake-up per short pause. No pause is shorter
 //! than the caller asked, so the store sees no more requests than the
-//! polling policy intends (`lockshift_decide::waiter::poll`, with its
+//! polling policy intends (`lockshift_decide::waiter::poll_policy`, with its
 //! `min_poll` floor).
 //!
 //! # Paused time

@@ -7,7 +7,7 @@
 //!
 //! - `lockshift_decide::waiter`: the waiter's states and the pure decision
 //!   function (observation + now → action), with how often to look (its
-//!   `poll`: follows the measured round trip) and where a read of `main`
+//!   `poll_policy`: follows the measured round trip) and where a read of `main`
 //!   shows my cell standing (its `handoff`: Q1, and reservations, Q5 and
 //!   Q6);
 //! - [`entry`]: the [`MainEntry`] trait;
@@ -45,7 +45,7 @@ use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use contended::Contended;
 use lockshift_decide::queue::{Position, Sightings, mark, queue_value};
-use lockshift_decide::waiter::poll::{Average, Bounds};
+use lockshift_decide::waiter::poll_policy::{Average, Bounds};
 use lockshift_decide::waiter::{Action, Context, Observation, Waiter};
 use perform::report;
 
@@ -65,7 +65,7 @@ struct Ticket {
 /// A waiter arrives (writes its queue cell — on the fast path together
 /// with its `main` cell, reading both back at once: an uncontended
 /// acquisition is one write round and one read round), waits behind others
-/// polling in proportion to its distance (the waiter's `poll`), and once
+/// polling in proportion to its distance (the waiter's `poll_policy`), and once
 /// first writes `main` and reads it back; if someone else still holds, its
 /// cell stays as a reservation and the first read that shows it alone
 /// hands it the lock (the waiter's `handoff`). A holder leaves the queue
@@ -80,8 +80,8 @@ pub struct Line {
     contended: Arc<Contended>,
     /// The store's round trip and the line's pace as this line's waiters
     /// measured them: a new waiter starts from them (see the waiter's
-    /// `poll`) instead of `head_poll` and nothing — every acquisition is a
-    /// new waiter.
+    /// `poll_policy`) instead of `head_poll` and nothing — every
+    /// acquisition is a new waiter.
     measured: Arc<Mutex<(Average, Average)>>,
 }
 

@@ -6,10 +6,11 @@
 //! action names and feeds the result back — the shape of quinn-proto's
 //! connection state machine.
 //!
-//! Beside the state machine: [`poll`], how often a waiter looks, and
-//! [`handoff`], where a read of `main` shows my cell standing (Q1) and
-//! what reservations mean (Q5, Q6); [`Arrived`] and [`Entered`] are what the driver's entry into
-//! `main` reports.
+//! Beside the state machine: [`poll_policy`], how often a waiter looks
+//! (the intervals, pure arithmetic; `poll_memory.rs` holds what the waiter
+//! remembers to feed them), and [`handoff`], where a read of `main` shows
+//! my cell standing (Q1) and what reservations mean (Q5, Q6); [`Arrived`]
+//! and [`Entered`] are what the driver's entry into `main` reports.
 //!
 //! # States
 //!
@@ -52,13 +53,13 @@ use std::time::{Duration, Instant};
 
 use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
-use poll::{Average, Bounds};
+use poll_policy::{Average, Bounds};
 
 mod entry;
 pub mod handoff;
 mod main;
-pub mod poll;
-mod polling;
+mod poll_memory;
+pub mod poll_policy;
 mod queue;
 
 /// What the driver's entry into `main` reports: an arrival and one attempt
