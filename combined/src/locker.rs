@@ -75,7 +75,7 @@ impl CombinedEntry {
     /// Lemma 1 on `shadow` still holds against every legacy contender.
     async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
         // The whole row, as `read_main` reads `main`: a limited read could
-        // stop short of a contender behind rows that are no cells.
+        // stop short of a contender sorted after rows that are no cells.
         let shadow = store
             .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::all())
             .await?;

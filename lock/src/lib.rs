@@ -30,7 +30,7 @@
 //!
 //! The legacy, queue and combined lockers (sibling crates) implement
 //! [`Locker`] over the `store` interface only, so one node can switch
-//! between them behind a single handle. They are built from parts a service
+//! between them under a single handle. They are built from parts a service
 //! never needs (the `lockshift` crate does not re-export them), documented
 //! here for algorithm crates built on this one:
 //!

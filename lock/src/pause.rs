@@ -157,7 +157,7 @@ fn run(requests: &Receiver<Request>) {
             Ok((at, ring)) => {
                 pending.push(Reverse(Due(at, ring)));
                 // Pauses that ended another way (tokio's timer, a deadline,
-                // a cancellation) leave their ring behind; on a paused clock
+                // a cancellation) leave their ring in the heap; on a paused clock
                 // their instants may lie far ahead of the real one. Drop
                 // them before they pile up.
                 if pending.len() > prune_above {

@@ -652,8 +652,8 @@ async fn a_late_renewal_is_labelled_and_cleaned_but_never_a_holder() {
             ),
             "{what}: {report:#?}"
         );
-        // The holder's cell stays (and a reservation of the third waiter
-        // behind it, for queue and combined).
+        // The holder's cell stays (and the third waiter's reservation,
+        // reserved behind it, for queue and combined).
         let main = w.main_cells().await;
         assert!(main.iter().all(|c| c.column != first), "{what}: {main:#?}");
         assert!(main.iter().any(|c| c.column == second), "{what}: {main:#?}");

@@ -34,7 +34,7 @@
 //! enter (the second's reservation behind it is claimed only once the
 //! first has left the queue), and a fast-path arrival holds only if it is
 //! first in line. With a
-//! non-decreasing time service a new arrival queues behind everyone already
+//! non-decreasing time service a new arrival queues after everyone already
 //! waiting. Dead waiters are skipped after `stale_after` and their cells
 //! expire after the waiting TTL; a crashed holder's `main` cell expires
 //! after the lease TTL.

@@ -64,7 +64,7 @@ struct Ticket {
 ///
 /// A waiter arrives (writes its queue cell — on the fast path together
 /// with its `main` cell, reading both back at once: an uncontended
-/// acquisition is one write round and one read round), waits behind others
+/// acquisition is one write round and one read round), waits its turn
 /// polling in proportion to its distance (the waiter's `poll_policy`), and once
 /// first writes `main` and reads it back; if someone else still holds, its
 /// cell stays as a reservation and the first read that shows it alone

@@ -31,7 +31,7 @@
 //!   census, `migrate status` and other waiters can tell, and re-marked a
 //!   holding once claimed (in the background).
 //! - **Never for ever (Q5).** Two waiters can each believe they are first
-//!   (a clock behind the others sorts a late arrival ahead), so two
+//!   (a slow clock sorts a late arrival ahead), so two
 //!   reservations can meet; once the holder leaves, each would wait for the
 //!   other. A waiter that sees only reservations beside its own asks the
 //!   queue: every one that is not first in line withdraws (always safe: it
@@ -44,7 +44,7 @@
 //! next waiter even learns it is first, and every hand-off is that chain:
 //! the holder's queue delete lands, the next waiter's poll sees it, its
 //! write, its read. So the queue waiter *second* in line writes its `main`
-//! cell early too, marked as waiting behind the one directly ahead of it
+//! cell early too, marked as reserved behind the one directly ahead of it
 //! ([`reserved_behind`]: the value names that waiter's *mark*, its owner id
 //! and arrival — the owner id alone passes on to the next acquisition in
 //! the same slot, L7, which must not take the cell for one behind it), and

@@ -18,8 +18,8 @@ impl Waiter {
                 match standing(&self.me, &self.mark, &main) {
                     Standing::Alone => self.acquired(marked_reservation),
                     Standing::Missing => {
-                        // My acknowledged write is not there: removed behind
-                        // my back. Start over from the queue.
+                        // My acknowledged write is not there: someone else
+                        // removed it. Start over from the queue.
                         self.cleanup_pending = true;
                         self.withdraw(Then::Poll(Duration::ZERO))
                     }

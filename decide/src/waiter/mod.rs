@@ -15,7 +15,7 @@
 //! # States
 //!
 //! ```text
-//!            Arrive ──(first, alone)─────────────────────────────▶ Holding
+//!          Arriving ──(first, alone)─────────────────────────────▶ Holding
 //!              │
 //!   Queued ◀───┼──(not first; withdraw what the fast path wrote)
 //!     │ ▲ │    │

@@ -11,8 +11,8 @@ use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
 
 impl Waiter {
-    /// Notes a distance behind others: the pace of the line, and whether
-    /// the scene changed.
+    /// Notes how many wait ahead: the pace of the line, and whether the
+    /// scene changed.
     pub(super) fn moved_to(&mut self, ahead: u32, now: Instant) {
         self.note_distance(ahead, now);
         self.scene_is(u64::from(ahead), now);

@@ -130,12 +130,12 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
             .map(|h| h.as_str().to_string())
     });
     let in_the_way = holder.is_some()
-        || matches!(place, Some(Position::Behind { .. }))
+        || matches!(place, Some(Position::Queued { .. }))
         || matches!(observation, Observation::Entered(Entered::Blocked { .. }));
     waiting.saw(|w| {
         let before = w.clone();
         match place {
-            Some(Position::Behind { ahead, head, .. }) => {
+            Some(Position::Queued { ahead, head, .. }) => {
                 let owner = head.split_once('@').map_or(head.as_str(), |(o, _)| o);
                 w.ahead = Some((*ahead, owner.to_string()));
             }
