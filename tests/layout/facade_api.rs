@@ -41,7 +41,7 @@ pub(crate) struct Crate {
 /// `text` with comments, the contents of string and character literals,
 /// attributes and `#[cfg(test)]` items replaced by spaces (line breaks
 /// kept, so line numbers stay).
-fn blank(text: &str) -> String {
+pub(crate) fn blank(text: &str) -> String {
     let code = blank_literals(text);
     let code = blank_test_items(&code);
     blank_attributes(&code)
@@ -149,7 +149,7 @@ fn blank_literals(text: &str) -> String {
 
 /// The byte index just past the bracket that closes the one at `open`
 /// (`{`, `(`, `[` or `<`), counting only that kind; the end if unclosed.
-fn closing(code: &str, open: usize) -> usize {
+pub(crate) fn closing(code: &str, open: usize) -> usize {
     let bytes = code.as_bytes();
     let (o, c) = match bytes[open] {
         b'{' => (b'{', b'}'),
@@ -241,7 +241,7 @@ fn is_ident_byte(b: u8) -> bool {
 }
 
 /// The identifier starting at `at` (after spaces), and the index after it.
-fn ident_at(code: &str, at: usize) -> (String, usize) {
+pub(crate) fn ident_at(code: &str, at: usize) -> (String, usize) {
     let bytes = code.as_bytes();
     let mut i = at;
     while i < bytes.len() && bytes[i].is_ascii_whitespace() {
@@ -288,7 +288,7 @@ fn signature_end(code: &str, from: usize) -> usize {
 }
 
 /// `body`'s parts between top-level commas.
-fn top_level_parts(body: &str) -> Vec<&str> {
+pub(crate) fn top_level_parts(body: &str) -> Vec<&str> {
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (i, b) in body.bytes().enumerate() {
