@@ -167,9 +167,8 @@ fn diagrams_in(text: &str) -> Vec<(usize, Vec<(usize, String)>)> {
             None if body.trim_start().starts_with("```text") => open = Some((n + 1, Vec::new())),
             None => {}
             Some((at, lines)) if body.trim_start().starts_with("```") => {
-                if lines.iter().any(|(_, l)| l.contains('▶')) {
-                    out.push((at, lines));
-                }
+                let arrows = lines.iter().any(|(_, l)| l.contains('▶'));
+                out.extend(arrows.then_some((at, lines)));
             }
             Some((at, mut lines)) => {
                 lines.push((n + 1, body.to_string()));

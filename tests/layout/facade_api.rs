@@ -81,7 +81,7 @@ fn blank_literals(text: &str) -> String {
                     i += 1;
                 }
             }
-        } else if ch == 'r' && !is_ident(prev) || ch == 'r' && prev == 'b' {
+        } else if ch == 'r' && (!is_ident(prev) || prev == 'b') {
             // A raw string `r"…"`, `r#"…"#` (or `br…`), else a plain `r`.
             let hashes = c[i + 1..].iter().take_while(|h| **h == '#').count();
             if c.get(i + 1 + hashes) != Some(&'"') {
