@@ -90,7 +90,7 @@
 //! | S1–S3 | last write wins; a tombstone wins a tie; TTLs count from apply time in whole seconds (§1) | [`reconcile`], and every store backend |
 //! | S4, S5, S7 | order and limit; read-your-writes (Lemma 1); one row, one write (§1) | the store backends, checked by the store's conformance suite |
 //! | S6 | tombstones cost reads (§1) | [`schema`] (each table's gc grace), the store's tombstone accounting |
-//! | L1–L6 | a lease's stamps increase, it never resurrects a cell, tells its holder before the TTL, writes every cell, late writes hold nothing, waiting cells live briefly (§5) | the lock crate's lease |
+//! | L1–L6, L8 | a lease's stamps increase, it never resurrects a cell, tells its holder before the TTL, writes every cell, late writes hold nothing, waiting cells live briefly, a held lease's cells expire together (§5) | the lock crate's lease |
 //! | L7 | a slot is reused only once its cells are gone (§2a) | the lock crate's slots |
 //! | G1–G3 | the legacy shadow arbitration (§2) | the legacy crate's protocol; the combined lock's first step |
 //! | Q1 | hold only on a read after my write showing me alone (§2) | [`waiter::handoff::standing`] |

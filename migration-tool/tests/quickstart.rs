@@ -74,6 +74,10 @@ async fn build_outside_crate(project: &Path, name: &str, main_rs: &str) -> PathB
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET_DIR")
+        // Built once and run once: no debug info, no incremental cache.
+        // Each would take disk (some 3 GB here) that a CI machine may lack.
+        .env("CARGO_PROFILE_DEV_DEBUG", "false")
+        .env("CARGO_INCREMENTAL", "0")
         .output()
         .await
         .expect("cargo runs");

@@ -8,6 +8,7 @@
 
 mod attacks;
 mod datacenters;
+mod election;
 pub mod exclusion;
 mod fairness;
 mod fencing;

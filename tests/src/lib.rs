@@ -3,6 +3,7 @@
 
 pub mod attacks;
 pub mod datacenters;
+pub mod election;
 pub mod fleet;
 pub mod rolling;
 pub mod sim;

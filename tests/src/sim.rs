@@ -21,7 +21,8 @@ use lockshift_lock::{
     AcquireOptions, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
 };
 use lockshift_store::{
-    FaultPlan, FaultyStore, MemoryStore, SharedClock, SharedStore, SkewedClock, TokioClock,
+    FaultPlan, FaultyStore, MemoryStore, SharedClock, SharedStore, SkewedClock, Timestamp,
+    TokioClock,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -146,7 +147,18 @@ pub struct Cluster {
 impl Cluster {
     /// A fresh cluster. Call inside the runtime (the clock reads tokio's time).
     pub fn new() -> Self {
-        let clock = Arc::new(TokioClock::new());
+        Self::with_clock(TokioClock::new())
+    }
+
+    /// A fresh cluster whose clock reads `base` now — not the system time,
+    /// so that where whole-second TTLs round to (when a cell expires) falls
+    /// the same way in every replay of a seed. Call inside the runtime.
+    pub fn starting_at(base: Timestamp) -> Self {
+        Self::with_clock(TokioClock::starting_at(base))
+    }
+
+    fn with_clock(clock: TokioClock) -> Self {
+        let clock = Arc::new(clock);
         Cluster {
             store: Arc::new(MemoryStore::with_clock(clock.clone())),
             clock,

@@ -10,11 +10,12 @@
 //!
 //! # Invariants
 //!
-//! The lease keeps L1–L6 (docs/design.md §5) and, with the slot table
-//! (`slots.rs`), L7 (docs/design.md §2a): stamps increase, no resurrection,
-//! told before the TTL, every cell goes through its lease, late writes hold
-//! nothing, waiting cells live briefly, a slot is reused only once its
-//! cells are gone. Each is stated and proved there, once.
+//! The lease keeps L1–L6 and L8 (docs/design.md §5) and, with the slot
+//! table (`slots.rs`), L7 (docs/design.md §2a): stamps increase, no
+//! resurrection, told before the TTL, every cell goes through its lease,
+//! late writes hold nothing, waiting cells live briefly, a slot is reused
+//! only once its cells are gone, a held lease's cells expire together.
+//! Each is stated and proved there, once.
 //!
 //! # Refreshes that ride on the waiter's own reads (L2)
 //!
@@ -84,11 +85,28 @@ enum Term {
     Holding,
 }
 
-/// A successful write: when it was sent, and which TTL it carried.
+/// A successful write: when it was sent, from when its life counts, and
+/// which TTL it carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Proof {
+    /// When the write was sent: orders a cell's writes (L1).
     sent: Instant,
+    /// From when the write's TTL counts (L3): its own send, or, for a cell
+    /// a held lease added later (L8), the send of the lease's earliest
+    /// holding proof, whose expiry the write's shorter TTL ends at.
+    lives_from: Instant,
     term: Term,
+}
+
+impl Proof {
+    /// A write whose TTL counts from its own send.
+    fn sent_at(sent: Instant, term: Term) -> Self {
+        Proof {
+            sent,
+            lives_from: sent,
+            term,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,17 +403,33 @@ impl Shared {
         Timestamp::from_micros(next)
     }
 
-    /// A write of `term` sent at `sent` succeeded. The cell's proof is its
-    /// latest successful write: stamps increase with sending (L1), so that
-    /// write's version is the one the store keeps, with its TTL.
-    fn mark_proven(&self, table: Table, column: &str, sent: Instant, term: Term) {
+    /// A write succeeded. The cell's proof is its latest successful write:
+    /// stamps increase with sending (L1), so that write's version is the
+    /// one the store keeps, with its TTL.
+    fn mark_proven(&self, table: Table, column: &str, proof: Proof) {
         let mut st = self.state();
         if let Some(cell) = st.cells.get_mut(&(table, column.to_string()))
             && let CellState::Live { proven } = &mut cell.state
-            && proven.is_none_or(|p| p.sent <= sent)
+            && proven.is_none_or(|p| p.sent <= proof.sent)
         {
-            *proven = Some(Proof { sent, term });
+            *proven = Some(proof);
         }
+    }
+
+    /// L8: when a held lease's holding cells expire first — the send of
+    /// the earliest holding proof among its live cells other than `key` —
+    /// or `None` while the lease waits or holds no other proven cell.
+    fn holding_horizon(&self, st: &State, key: &(Table, String)) -> Option<Instant> {
+        if st.waiting {
+            return None;
+        }
+        st.cells
+            .iter()
+            .filter(|(k, _)| *k != key)
+            .filter_map(|(_, c)| c.proof())
+            .filter(|p| p.term == Term::Holding)
+            .map(|p| p.lives_from)
+            .min()
     }
 }
 

@@ -8,7 +8,7 @@ use lockshift_store::{CellWrite, Table, Timestamp, WriteOptions};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{CellState, Lease, ReadMark, Shared, State, Term};
+use super::{CellState, Lease, Proof, ReadMark, Shared, State, Term};
 
 impl Lease {
     /// Changes the value of a cell this lease holds, without waiting: the
@@ -116,9 +116,9 @@ impl Lease {
             };
             let due = cell.proof().is_some_and(|p| {
                 p.term == Term::Waiting
-                    && p.sent.elapsed() >= terms.renew_every.mul_f64(0.75)
+                    && p.lives_from.elapsed() >= terms.renew_every.mul_f64(0.75)
                     // L3: only while the cell is proven; an overdue lease is lost.
-                    && p.sent.elapsed() < self.shared.lost_after_of(Term::Waiting)
+                    && p.lives_from.elapsed() < self.shared.lost_after_of(Term::Waiting)
             });
             if cell.generation != mark.generation
                 || cell.term != Term::Waiting
@@ -176,7 +176,7 @@ impl Shared {
         }
         drop(st);
         match written {
-            Ok(()) => self.mark_proven(job.table, &job.column, sent, job.term),
+            Ok(()) => self.mark_proven(job.table, &job.column, Proof::sent_at(sent, job.term)),
             Err(e) => {
                 debug!(table = %job.table, column = job.column, error = %e,
                     "background rewrite failed; the renewal writes the cell again")

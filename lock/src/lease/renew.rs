@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{CellState, Lease, LeaseCell, Shared, State, Term};
+use super::{CellState, Lease, LeaseCell, Proof, Shared, State, Term};
 use crate::error::LeaseLostReason;
 
 impl Lease {
@@ -56,7 +56,7 @@ impl Shared {
             .filter_map(LeaseCell::proof)
             .map(|p| {
                 let limit = self.lost_after_of(p.term);
-                (p.sent + limit, p.sent, limit)
+                (p.lives_from + limit, p.lives_from, limit)
             })
             .min_by_key(|(deadline, _, _)| *deadline)
     }
@@ -87,17 +87,25 @@ impl Shared {
     }
 
     /// Proven live cells due for renewal at `now` (no rewrite of theirs in
-    /// flight, their proof a renewal period of their term old): (table,
-    /// column, value).
+    /// flight, their proof a renewal period of their term old), and with
+    /// any holding cell every other one (L8: a held lease's cells are
+    /// renewed together, so none outlives the others by more than a
+    /// renewal's own spread): (table, column, value).
     fn renewable(&self, now: Instant) -> Vec<(Table, String, Vec<u8>)> {
-        self.state()
+        let st = self.state();
+        let ready = |c: &&LeaseCell| !c.in_flight && c.proof().is_some();
+        let due = |c: &LeaseCell| {
+            c.proof()
+                .is_some_and(|p| now >= p.lives_from + self.renew_every_of(c.term))
+        };
+        let holding_due = st
             .cells
+            .values()
+            .filter(ready)
+            .any(|c| c.term == Term::Holding && due(c));
+        st.cells
             .iter()
-            .filter(|(_, c)| {
-                !c.in_flight
-                    && c.proof()
-                        .is_some_and(|p| now >= p.sent + self.renew_every_of(c.term))
-            })
+            .filter(|(_, c)| ready(c) && (due(c) || (holding_due && c.term == Term::Holding)))
             .map(|((t, col), c)| (*t, col.clone(), c.value.clone()))
             .collect()
     }
@@ -115,7 +123,7 @@ impl Shared {
                 Some(if c.in_flight {
                     now + period
                 } else {
-                    p.sent + period
+                    p.lives_from + period
                 })
             })
             .min()
@@ -167,7 +175,7 @@ impl Shared {
             )
             .await
             .map_err(RenewFailure::Store)?;
-        self.mark_proven(table, column, sent, term);
+        self.mark_proven(table, column, Proof::sent_at(sent, term));
         Ok(())
     }
 }

@@ -532,3 +532,72 @@ async fn a_refresh_rides_on_a_read_only_when_due_and_untouched_since() {
     );
     lease.release().await.unwrap();
 }
+
+/// L8: a cell a held lease writes beside its holding takes only the TTL the
+/// holding has left (rounded up) and is renewed with it from then on —
+/// also when its renewal fails and is retried — so neither
+/// outlives the other by more than the rounding. Before L8 a cell written
+/// 9 s into a 10 s renewal period took a whole TTL from its own write and
+/// outlived the holding by those 9 s.
+#[tokio::test(start_paused = true)]
+async fn a_cell_written_beside_the_holding_expires_with_it() {
+    use lockshift_store::{FaultPlan, OpKind};
+    let f = Fixture::new();
+    let lease = f.lease("a");
+    lease.write(schema::MAIN, "me", b"v").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(9_300)).await;
+    lease
+        .write(schema::GLOBAL_TIME, "record", b"r")
+        .await
+        .unwrap();
+    let ttl = |table, column| {
+        let f = &f;
+        async move {
+            f.store
+                .inner()
+                .read(table, "L", &RowQuery::all())
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|c| c.column == column)
+                .and_then(|c| c.ttl)
+                .expect("the cell is there, with a TTL")
+        }
+    };
+    // 60 s − 9.3 s = 50.7 s, rounded up.
+    assert_eq!(
+        ttl(schema::GLOBAL_TIME, "record").await,
+        Duration::from_secs(51)
+    );
+    f.store.reset_counts();
+    // At 10 s the holding is due: both cells are renewed, whole TTLs again.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let c = f.store.op_counts();
+    assert_eq!(c.get(schema::MAIN, OpKind::Write), 1, "{c}");
+    assert_eq!(c.get(schema::GLOBAL_TIME, OpKind::Write), 1, "{c}");
+    assert_eq!(
+        ttl(schema::GLOBAL_TIME, "record").await,
+        Duration::from_secs(60)
+    );
+    // At 20 s the record's renewal fails and the holding's does not: the
+    // retry renews both, so they expire together again.
+    tokio::time::sleep(Duration::from_millis(9_000)).await;
+    f.store.set_plan(FaultPlan {
+        fail_before: 1.0,
+        scope: lockshift_store::FaultScope {
+            tables: Some(vec![schema::GLOBAL_TIME]),
+            ops: Some(vec![OpKind::Write]),
+        },
+        ..FaultPlan::default()
+    });
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    f.store.set_plan(FaultPlan::default());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (main, record) = (
+        ttl(schema::MAIN, "me").await,
+        ttl(schema::GLOBAL_TIME, "record").await,
+    );
+    assert_eq!(main, record, "the holding and the record expire together");
+    lease.check_valid().unwrap();
+    lease.release().await.unwrap();
+}

@@ -1,15 +1,22 @@
 //! Writes and deletes of a lease's cells: each registers or unregisters
 //! the cell, so the lease knows what to renew and what to remove.
 
-use lockshift_store::{CellWrite, StoreError, Table, WriteOptions};
+use std::time::Duration;
+
+use lockshift_store::{CellWrite, StoreError, Table, Ttl, WriteOptions};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{CellState, Lease, LeaseCell, Term};
+use super::{CellState, Lease, LeaseCell, Proof, Term};
 
 impl Lease {
     /// Writes the cell `column` of this lock's row in `table` with the lease's
     /// TTL, and renews it from then on.
+    ///
+    /// Once the lease holds, a cell written beside its proven holding cells
+    /// takes only the TTL they have left, rounded up to whole seconds, and
+    /// is renewed with them (L8, docs/design.md §5): it lives no longer than
+    /// the holding it was written under.
     ///
     /// # Errors
     /// The store error. The cell stays registered either way, so a write that
@@ -49,16 +56,21 @@ impl Lease {
         value: &[u8],
         term: Option<Term>,
     ) -> Result<(), StoreError> {
-        let (stamp, term) = {
+        let key = (table, column.to_string());
+        let (stamp, term, horizon) = {
             let mut st = self.shared.state();
             let term = term.unwrap_or(if st.waiting {
                 Term::Waiting
             } else {
                 Term::Holding
             });
+            let horizon = match term {
+                Term::Holding => self.shared.holding_horizon(&st, &key),
+                Term::Waiting => None,
+            };
             let entry = st
                 .cells
-                .entry((table, column.to_string()))
+                .entry(key)
                 .or_insert_with(|| LeaseCell::new(value, term));
             entry.value = value.to_vec();
             entry.term = term;
@@ -66,9 +78,22 @@ impl Lease {
             if entry.state == CellState::Deleting {
                 entry.state = CellState::Live { proven: None };
             }
-            (self.shared.stamp(&mut st), term)
+            (self.shared.stamp(&mut st), term, horizon)
         };
         let sent = Instant::now();
+        let full = self.shared.ttl_of(term);
+        // L8: what the holding cells have left, rounded up, so this cell
+        // expires with them (a second later at most); a whole TTL if none.
+        // Less than a second left (the lease is overdue then, L3): one
+        // second, the least a store takes, and the release deletes it.
+        let (ttl, lives_from) = match horizon {
+            Some(from) if from < sent => {
+                let left = (from + full.as_duration()).saturating_duration_since(sent);
+                let left = Ttl::from_duration(left.max(Duration::from_secs(1)));
+                (left.map_or(full, |left| left.min(full)), from)
+            }
+            _ => (full, sent),
+        };
         let result = self
             .shared
             .store
@@ -76,11 +101,19 @@ impl Lease {
                 table,
                 self.shared.lock.as_str(),
                 &[CellWrite::new(column, value.to_vec())],
-                WriteOptions::at(stamp).with_ttl(self.shared.ttl_of(term)),
+                WriteOptions::at(stamp).with_ttl(ttl),
             )
             .await;
         if result.is_ok() {
-            self.shared.mark_proven(table, column, sent, term);
+            self.shared.mark_proven(
+                table,
+                column,
+                Proof {
+                    sent,
+                    lives_from,
+                    term,
+                },
+            );
         }
         result
     }

@@ -48,6 +48,16 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
             .await
         }
     });
+    // The watch's first read, before anyone leads: on a loaded machine the
+    // spawned watch may start late, after the leader below was recorded.
+    let first_read = tokio::time::Instant::now();
+    while printed.lock().unwrap().is_empty() {
+        assert!(
+            first_read.elapsed() < Duration::from_secs(30),
+            "the watch never printed its first read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let request = Request {
         take: LockRequest {
             lock: election.clone(),
@@ -64,9 +74,17 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
         let env = env_over(store.clone());
         async move { run_with_lock(&env, request, |_| {}).await }
     });
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    let seen = leader(&env, &election).await.unwrap();
-    let record = seen.leader.expect("the command's process leads");
+    // The command runs for 2 s: it leads meanwhile, from when it started.
+    let record = loop {
+        if let Some(record) = leader(&env, &election).await.unwrap().leader {
+            break record;
+        }
+        assert!(
+            !running.is_finished(),
+            "the command ended and nobody was seen leading"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(record.value, "http://here:8080");
     let report = running.await.unwrap().unwrap();
     assert_eq!(report.result, RunResult::Completed, "{report:?}");
@@ -74,7 +92,16 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
     assert_eq!(report.proclaimed.as_deref(), Some("http://here:8080"));
     assert!(leader(&env, &election).await.unwrap().leader.is_none());
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The watch prints the leader's end at its next read.
+    let released = tokio::time::Instant::now();
+    while printed.lock().unwrap().last().is_none_or(Option::is_some) {
+        assert!(
+            released.elapsed() < Duration::from_secs(30),
+            "the watch never printed the end of the leadership: {:?}",
+            printed.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stop.cancel();
     watching.await.unwrap().unwrap();
     let printed = printed.lock().unwrap().clone();
