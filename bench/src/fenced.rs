@@ -3,10 +3,11 @@
 //!
 //! One client writes one cell at a time, N times each way, on each target:
 //!
-//! - **plain**: [`Store::write`](lockshift_store::Store::write) — one mutation at the store's consistency;
-//! - **fenced**: [`Store::write_fenced`](lockshift_store::Store::write_fenced) on a cell that records a token —
-//!   one lightweight transaction (a Paxos round: prepare, read, propose,
-//!   commit);
+//! - **plain**: [`Store::write`](lockshift_store::Store::write) — one
+//!   mutation at the store's consistency;
+//! - **fenced**: [`Store::write_fenced`](lockshift_store::Store::write_fenced)
+//!   on a cell that records a token — one lightweight transaction (a
+//!   Paxos round: prepare, read, propose, commit);
 //! - **first fenced**: the same on a cell that records none yet — two
 //!   rounds (`IF fence <= ?` fails on the null, then `IF fence = null`).
 //!

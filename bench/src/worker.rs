@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockshift_combined::CombinedLocker;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Pacing, Won};
+use lockshift_lock::{
+    Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId, Pacing,
+};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultyStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -106,7 +108,7 @@ pub(crate) enum Contender {
 /// A held lock of either kind.
 #[derive(Debug)]
 pub(crate) enum Held {
-    Lock(Won),
+    Lock(LockGuard),
     Lwt(LwtGuard),
 }
 

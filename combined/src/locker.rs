@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_decide::waiter::handoff::{Verdict, others_in, verdict};
+use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
 use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
-    PacingWatch, TryAcquireError, Won, fixed_pacing,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError, fixed_pacing,
 };
 use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
@@ -75,11 +75,11 @@ impl CombinedEntry {
     /// Lemma 1 on `shadow` still holds against every legacy contender.
     async fn shadow_alone(&self, store: &dyn Store, lease: &Lease) -> Result<bool, StoreError> {
         // The whole row, as `read_main` reads `main`: a limited read could
-        // stop short of a contender behind rows that are no cells.
+        // stop short of a contender sorted after rows that are no cells.
         let shadow = store
             .read(schema::SHADOW, lease.lock().as_str(), &RowQuery::all())
             .await?;
-        Ok(verdict(lease.owner().as_str(), lease.mark(), &shadow) == Verdict::Alone)
+        Ok(standing(lease.owner().as_str(), lease.mark(), &shadow) == Standing::Alone)
     }
 
     /// The thesis' two steps, G1 then Q1, after my `shadow` cell was found
@@ -115,7 +115,7 @@ impl CombinedEntry {
         main: Vec<lockshift_store::Cell>,
         keep_shadow: bool,
     ) -> Result<Entered, StoreError> {
-        if verdict(lease.owner().as_str(), lease.mark(), &main) == Verdict::Alone {
+        if standing(lease.owner().as_str(), lease.mark(), &main) == Standing::Alone {
             return Ok(Entered::Read {
                 main,
                 marked_reservation: false,
@@ -381,14 +381,14 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         mut options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         if options.pacing.is_none() {
             options.pacing = Some(fixed_pacing(self.pacing));
         }
         self.line.acquire(lock, options).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         self.line
             .try_acquire_paced(lock, &fixed_pacing(self.pacing))
             .await
@@ -398,7 +398,7 @@ impl Locker for CombinedLocker {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         self.line.try_acquire_paced(lock, &pacing).await
     }
 }

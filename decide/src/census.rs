@@ -270,7 +270,7 @@ impl Staleness {
 /// `ttl_left`, has outlived the lease its owner promised: older than the
 /// cell's guaranteed life (`ttl − 1 s − skew allowance`, lock invariant
 /// L3, [`LeasePromise::guaranteed_life`]) even if the owner's clock is
-/// `clock_skew_margin` behind the observer's. Its owner has then been told
+/// `clock_skew_margin` slower than the observer's. Its owner has then been told
 /// it lost the lock (lease invariant L3). `None` promise: unknown, `false`.
 ///
 /// A cell with more TTL left than the promised TTL (in the whole seconds

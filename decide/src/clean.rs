@@ -61,7 +61,7 @@
 //!   cost a second look, never a renewing owner's cell. Overdue is still
 //!   judged by the promised period: it only picks candidates.
 //! - **Ages allow for skew.** A cell's age is this machine's clock minus
-//!   the owner's write stamp; an owner whose clock is behind by up to
+//!   the owner's write stamp; an owner whose clock is slow by up to
 //!   `rollout.clock_skew_margin` makes its cells look that much older, so
 //!   every age is judged less the margin.
 //! - **Overdue**: not renewed for `--stale-multiple` × the promised renewal
@@ -225,7 +225,7 @@ pub fn judge(
     skew_margin: Duration,
     min_lease_ttl: Duration,
 ) -> Judged {
-    // The owner's clock may be behind this one by the margin: its cells
+    // The owner's clock may be slower than this one by the margin: its cells
     // then look that much older than they are.
     let age = cell.age.saturating_sub(skew_margin);
     let promise = promise_of(cell, skew_margin, min_lease_ttl);
@@ -354,7 +354,7 @@ mod tests {
         assert_eq!(
             second_look(t(10), Some(t(9))),
             Err(Action::SkippedRenewed),
-            "rewritten (a stamp from a clock behind)"
+            "rewritten (a stamp from a slow clock)"
         );
         assert_eq!(second_look(t(10), None), Err(Action::SkippedGone));
     }

@@ -102,7 +102,7 @@ pub enum Route {
     /// As the store is configured: its consistency level (`QUORUM` unless
     /// `store.cql.consistency = "local_quorum"`), coordinated wherever its
     /// load balancing sends it (the named local datacenter first, when
-    /// `store.cql.local_datacenter` is set). Behind a homes router, the
+    /// `store.cql.local_datacenter` is set). Through a homes router, the
     /// home of the row (docs/design.md §4a).
     #[default]
     Default,

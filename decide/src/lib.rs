@@ -46,8 +46,8 @@
 //! - [`waiter`]: the queue waiter's state machine — what a waiter in the
 //!   queue lock's line does next, given what the last store operation
 //!   showed ([`waiter::Waiter::on`]) — with how often it looks
-//!   ([`waiter::poll`]) and the verdict on a read of `main`
-//!   ([`waiter::handoff::verdict`]).
+//!   ([`waiter::poll_policy`]) and where a read of `main` shows its cell standing
+//!   ([`waiter::handoff::standing`]).
 //! - [`registry`]: what a node says about itself at every heartbeat
 //!   ([`registry::NodeInfo`], [`registry::LeasePromise`]), a registry entry
 //!   read back ([`registry::LiveNode`]), and the rows and columns they live
@@ -93,10 +93,10 @@
 //! | L1–L6, L8 | a lease's stamps increase, it never resurrects a cell, tells its holder before the TTL, writes every cell, late writes hold nothing, waiting cells live briefly, a held lease's cells expire together (§5) | the lock crate's lease |
 //! | L7 | a slot is reused only once its cells are gone (§2a) | the lock crate's slots |
 //! | G1–G3 | the legacy shadow arbitration (§2) | the legacy crate's protocol; the combined lock's first step |
-//! | Q1 | hold only on a read after my write showing me alone (§2) | [`waiter::handoff::verdict`] |
+//! | Q1 | hold only on a read after my write showing me alone (§2) | [`waiter::handoff::standing`] |
 //! | Q2, Q5 | who has a `main` cell; reservations never wait for each other (§2) | [`waiter`] |
 //! | Q3 | waiting TTL, dead waiters skipped early (§2) | [`queue::Sightings`], [`waiter`], the queue lock's line |
-//! | Q4 | poll by the measured round trip (§2) | [`waiter::poll`] |
+//! | Q4 | poll by the measured round trip (§2) | [`waiter::poll_policy`] |
 //! | Q6 | the reservation behind the waiter ahead (§3) | [`waiter`], [`waiter::handoff`] |
 //! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |

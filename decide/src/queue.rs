@@ -112,9 +112,9 @@ pub enum Position {
     /// but a dead-looking cell may be a paused waiter's, so it does not show
     /// that waiter gone (Q6).
     FirstPastDead,
-    /// Behind `ahead` live cells (1: next after the head, usually the
-    /// holder). `ahead` saturates at the window: "far back".
-    Behind {
+    /// In line after `ahead` live cells (1: next after the head, usually
+    /// the holder). `ahead` saturates at the window: "far back".
+    Queued {
         /// Live cells ahead, at most the window.
         ahead: u32,
         /// The mark of the first live cell (the head of the line).
@@ -162,7 +162,7 @@ pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32
             return match head {
                 None if past_dead => Position::FirstPastDead,
                 None => Position::First,
-                Some(head) => Position::Behind {
+                Some(head) => Position::Queued {
                     ahead: ahead.min(window),
                     head: head.mark(),
                     head_algorithm: head.algorithm,

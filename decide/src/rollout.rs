@@ -403,7 +403,7 @@ impl Guards<'_> {
     fn all_saw_current(&self) -> Guard {
         let current = &self.evidence.current;
         let mut remedies = Vec::new();
-        let behind: Vec<String> = self
+        let lagging: Vec<String> = self
             .evidence
             .nodes
             .iter()
@@ -433,10 +433,10 @@ impl Guards<'_> {
             .collect();
         Guard::judged(
             format!("every live node acts on stage {}", current.stage),
-            if behind.is_empty() {
+            if lagging.is_empty() {
                 format!("every live node acts on stage {}", current.stage)
             } else {
-                bounded_list(&behind, "nodes")
+                bounded_list(&lagging, "nodes")
             },
             &remedies,
         )

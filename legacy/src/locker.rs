@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, OwnerId, Stop,
-    TryAcquireError, Waiting, Won,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
+    OwnerId, Stop, TryAcquireError, Waiting,
 };
 use lockshift_store::schema;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -174,7 +174,7 @@ impl Locker for LegacyLocker {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         let waiting = Waiting::new(&options);
         let (mut owner, mut lease) = self.fresh(lock);
         let mut seen = Seen::default();
@@ -184,7 +184,7 @@ impl Locker for LegacyLocker {
             .instrument(span)
             .await;
         match outcome {
-            Ok(()) => Ok(Won::new(lease, Algorithm::Legacy)),
+            Ok(()) => Ok(lease.into_guard(Algorithm::Legacy)),
             Err(exit) => {
                 abandon(lease).await;
                 Err(seen.explain(exit.into_error(&waiting, lock, &owner)))
@@ -192,7 +192,7 @@ impl Locker for LegacyLocker {
         }
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         let (owner, lease) = self.fresh(lock);
         let span = info_span!("try_acquire", lock = %lock, owner = %owner, algorithm = "legacy");
         let outcome = try_lock(self.ctx.store().as_ref(), &lease, CELL_VALUE)
@@ -204,7 +204,7 @@ impl Locker for LegacyLocker {
         };
         match outcome {
             Ok(TryLockOutcome::Success) => match lease.check_valid() {
-                Ok(()) => Ok(Won::new(lease, Algorithm::Legacy)),
+                Ok(()) => Ok(lease.into_guard(Algorithm::Legacy)),
                 Err(reason) => {
                     abandon(lease).await;
                     Err(AcquireError::LeaseLost {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{AcquireError, TryAcquireError};
-use crate::guard::Won;
+use crate::guard::LockGuard;
 use crate::id::LockId;
 
 /// The lock algorithms (`lockshift_decide::algorithm`), which the lock API
@@ -116,13 +116,13 @@ pub trait Locker: Send + Sync + fmt::Debug {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError>;
+    ) -> Result<LockGuard, AcquireError>;
 
     /// Waits for the lock without a deadline.
     ///
     /// # Errors
     /// As [`acquire_with`](Locker::acquire_with).
-    async fn acquire(&self, lock: &LockId) -> Result<Won, AcquireError> {
+    async fn acquire(&self, lock: &LockId) -> Result<LockGuard, AcquireError> {
         self.acquire_with(lock, AcquireOptions::default()).await
     }
 
@@ -131,7 +131,7 @@ pub trait Locker: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`TryAcquireError::Held`] when someone else holds it or is entering
     /// it; [`TryAcquireError::Failed`] when the attempt itself failed.
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError>;
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError>;
 
     /// As [`try_acquire`](Locker::try_acquire), paced by `pacing` (a
     /// combined attempt; other algorithms ignore it, as the default does).
@@ -142,7 +142,7 @@ pub trait Locker: Send + Sync + fmt::Debug {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         let _ = pacing;
         self.try_acquire(lock).await
     }

@@ -137,7 +137,7 @@ impl LockContext {
 
     /// Starts the lease of an acquisition writing under `slot`; `mark`
     /// names this acquisition apart from others of the same slot, where a
-    /// waiter behind it must (the queue's arrival, Q6).
+    /// waiter reserved behind it must (the queue's arrival, Q6).
     pub fn start_lease(&self, slot: Slot, algorithm: Algorithm, mark: Option<String>) -> Lease {
         self.start_lease_with(slot, algorithm, mark, None)
     }

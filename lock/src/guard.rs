@@ -1,8 +1,12 @@
-//! [`Won`]: what a locker hands out for a lock it took — the lease, released
-//! explicitly or on drop.
+//! [`LockGuard`]: the one guard of a held lock — what a locker hands out,
+//! and what a `lockshift::Node` hands its caller — released explicitly, on
+//! drop, or for its holder through a [`Revoker`].
 
+use std::any::Any;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use tokio::sync::RwLock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span};
@@ -12,38 +16,63 @@ use crate::error::{FenceError, LeaseLostReason, ReleaseError};
 use crate::id::{LockId, OwnerId};
 use crate::lease::{FenceFailure, Lease};
 
-/// A lock won by one algorithm's locker.
+/// A held lock.
 ///
-/// A service never sees one: the `lockshift` crate's node wraps it into
-/// the service's `LockGuard`, which adds the node's keep-alive and its
-/// release at shutdown. Tests, benchmarks and other algorithm crates use it
-/// directly.
+/// Release it with [`release`](LockGuard::release) to learn whether its
+/// cells were removed; dropping it releases in the background (best effort
+/// — and not at all if the runtime is shutting down, e.g. at the end of
+/// `main`: the cells then live out their TTL). While held, its lease is
+/// renewed in the background; watch [`lost`](LockGuard::lost) and stop
+/// touching the guarded resource when it fires.
 ///
-/// Release it with [`release`](Won::release) to learn whether its cells
-/// were removed; dropping it releases in the background (best effort — and
-/// not at all if the runtime is shutting down, e.g. at the end of `main`:
-/// the cells then live out their TTL). While held, its lease is renewed in
-/// the background; watch [`lost`](Won::lost) and stop touching the
-/// guarded resource when it fires.
+/// A service gets one from its `lockshift::Node`, which also releases it
+/// for the holder at shutdown (the guard then reports
+/// [`LeaseLostReason::Revoked`]). Only a locker makes one, from the lease
+/// of the acquisition that took the lock ([`Lease::into_guard`]); its
+/// fields are its own:
+///
+/// ```compile_fail
+/// # fn forge(lock: lockshift_lock::LockId, taken: lockshift_lock::LockGuard) -> lockshift_lock::LockGuard {
+/// // No struct literal, even from another guard: its fields are private.
+/// lockshift_lock::LockGuard { lock, ..taken }
+/// # }
+/// ```
 #[must_use = "the lock is held only while the guard lives: keep it for as long as you use the resource, then `release().await` it"]
-pub struct Won {
-    /// Logs a drop without release; declared first, so it logs before the
-    /// lease's own drop starts deleting the cells.
-    note: DropNote,
-    lease: Lease,
+pub struct LockGuard {
+    core: Arc<Core>,
     lock: LockId,
     owner: OwnerId,
     algorithm: Algorithm,
+    acquired_at: Instant,
     /// The fencing token, once asked for (one per hold).
     fencing_token: tokio::sync::OnceCell<u64>,
-    acquired_at: Instant,
-    /// The lease's lost signal.
+    /// Fires with the lease's lost signal, or when the lock is revoked.
     lost: CancellationToken,
 }
 
-impl fmt::Debug for Won {
+/// What a guard shares with its [`Revoker`]s.
+struct Core {
+    lock: LockId,
+    owner: OwnerId,
+    algorithm: Algorithm,
+    /// `None` once the lock was released (`release` consumes the guard, so
+    /// only a revocation leaves a guard without it). Read-locked across a
+    /// fencing-token round trip; the write lock is taken only to release.
+    lease: RwLock<Option<Lease>>,
+    /// The lease's own lost signal (a revocation does not fire it).
+    lease_lost: CancellationToken,
+    /// The guard's lost signal: a child of the lease's.
+    lost: CancellationToken,
+    /// What the guard's hander-out keeps alive for as long as the lock is
+    /// held ([`Revoker::attach`]); dropped after the lease is released.
+    /// Declared after `lease` so a plain drop releases first, then lets go
+    /// of the attachment.
+    attachment: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+}
+
+impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Won")
+        f.debug_struct("LockGuard")
             .field("lock", &self.lock)
             .field("owner", &self.owner)
             .field("algorithm", &self.algorithm)
@@ -53,27 +82,36 @@ impl fmt::Debug for Won {
     }
 }
 
-impl Won {
-    /// Wraps the lease of a successful acquisition by `algorithm`: how a
-    /// locker hands out the lock it took. Acquired now.
-    pub fn new(lease: Lease, algorithm: Algorithm) -> Self {
-        Won {
-            note: DropNote {
-                lock: lease.lock().clone(),
-                owner: lease.owner().clone(),
+impl Lease {
+    /// The guard of the lock this lease's acquisition took by `algorithm`:
+    /// how a locker hands it out. Acquired now.
+    pub fn into_guard(self, algorithm: Algorithm) -> LockGuard {
+        let lease_lost = self.lost_token();
+        // A child of the lease's signal: it fires with it, and a
+        // revocation can fire it alone.
+        let lost = lease_lost.child_token();
+        let (lock, owner) = (self.lock().clone(), self.owner().clone());
+        LockGuard {
+            core: Arc::new(Core {
+                lock: lock.clone(),
+                owner: owner.clone(),
                 algorithm,
-                armed: true,
-            },
-            lock: lease.lock().clone(),
-            owner: lease.owner().clone(),
-            lost: lease.lost_token(),
-            lease,
+                lease: RwLock::new(Some(self)),
+                lease_lost,
+                lost: lost.clone(),
+                attachment: Mutex::new(None),
+            }),
+            lock,
+            owner,
             algorithm,
-            fencing_token: tokio::sync::OnceCell::new(),
             acquired_at: Instant::now(),
+            fencing_token: tokio::sync::OnceCell::new(),
+            lost,
         }
     }
+}
 
+impl LockGuard {
     /// The lock held.
     pub fn lock_id(&self) -> &LockId {
         &self.lock
@@ -113,14 +151,25 @@ impl Won {
     ///
     /// # Errors
     /// [`FenceError::Store`] if the cell could not be read or written (ask
-    /// again), [`FenceError::LeaseLost`] if the lease was lost meanwhile
-    /// (stop touching the resource).
+    /// again), [`FenceError::LeaseLost`] if the lease was lost meanwhile, or
+    /// the lock released for its holder (stop touching the resource).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves the fencing cell advanced or not,
     /// and the next call takes a new token either way.
     pub async fn fencing_token(&self) -> Result<u64, FenceError> {
-        let lease = &self.lease;
+        let lost = |reason| FenceError::LeaseLost {
+            lock: self.lock.clone(),
+            owner: self.owner.clone(),
+            reason,
+        };
+        // Read-locked for the round trips: a revocation waits for them.
+        let Ok(lease) = self.core.lease.try_read() else {
+            return Err(lost(LeaseLostReason::Revoked));
+        };
+        let Some(lease) = lease.as_ref() else {
+            return Err(lost(LeaseLostReason::Revoked));
+        };
         self.fencing_token
             .get_or_try_init(|| async {
                 lease.next_fencing_token().await.map_err(|e| match e {
@@ -128,11 +177,7 @@ impl Won {
                         lock: self.lock.clone(),
                         error,
                     },
-                    FenceFailure::Lost(reason) => FenceError::LeaseLost {
-                        lock: self.lock.clone(),
-                        owner: self.owner.clone(),
-                        reason,
-                    },
+                    FenceFailure::Lost(reason) => lost(reason),
                 })
             })
             .await
@@ -144,37 +189,42 @@ impl Won {
         self.acquired_at
     }
 
-    /// The lease-lost signal: fires (once, for good) when the lease can no
-    /// longer be proven — before the TTL can run out. Not fired by release.
+    /// The lost signal: fires (once, for good) when the lease can no longer
+    /// be proven — before the TTL can run out — or when the lock is
+    /// released for its holder (its node shut down). Not fired by the
+    /// holder's own release.
     ///
     /// # Examples
     /// ```no_run
+    /// # use lockshift_lock::LockGuard;
     /// # async fn work() {}
-    /// # async fn f(won: lockshift_lock::Won) {
-    /// let lost = won.lost();
+    /// # async fn f(guard: LockGuard) {
+    /// let lost = guard.lost();
     /// tokio::select! {
     ///     _ = lost.cancelled() => eprintln!("lost the lock, stopping"),
     ///     _ = work() => {}
     /// }
-    /// let _ = won.release().await;
+    /// let _ = guard.release().await;
     /// # }
     /// ```
     pub fn lost(&self) -> CancellationToken {
         self.lost.clone()
     }
 
-    /// Resolves once the lease can no longer be proven, with the reason:
-    /// the form of [`lost`](Self::lost) for `tokio::select!`.
+    /// Resolves once the lock is lost — its lease can no longer be proven,
+    /// or it was released for its holder — with the reason: the form of
+    /// [`lost`](Self::lost) for `tokio::select!`.
     ///
     /// # Examples
     /// ```no_run
+    /// # use lockshift_lock::LockGuard;
     /// # async fn work() {}
-    /// # async fn f(won: lockshift_lock::Won) {
+    /// # async fn f(guard: LockGuard) {
     /// tokio::select! {
-    ///     reason = won.until_lost() => eprintln!("lost the lock ({reason}), stopping"),
+    ///     reason = guard.until_lost() => eprintln!("lost the lock ({reason}), stopping"),
     ///     _ = work() => {}
     /// }
-    /// let _ = won.release().await;
+    /// let _ = guard.release().await;
     /// # }
     /// ```
     ///
@@ -203,16 +253,21 @@ impl Won {
     /// # Errors
     /// The reason the lease is lost.
     pub fn check_valid(&self) -> Result<(), LeaseLostReason> {
-        self.lease.check_valid()
+        self.core
+            .reading(Lease::check_valid)
+            .unwrap_or(Err(LeaseLostReason::Revoked))
     }
 
     /// Why the lease was lost, once it was.
     pub fn lost_reason(&self) -> Option<LeaseLostReason> {
-        self.lease.lost_reason()
+        self.core
+            .reading(Lease::lost_reason)
+            .unwrap_or(Some(LeaseLostReason::Revoked))
     }
 
     /// Releases the lock: stops renewal and deletes every cell the
-    /// acquisition wrote, in one round trip per table, concurrently.
+    /// acquisition wrote, in one round trip per table, concurrently. A lock
+    /// already released for its holder is not released again.
     ///
     /// # Errors
     /// [`ReleaseError`] when some cells could not be deleted; they expire
@@ -224,65 +279,151 @@ impl Won {
     pub async fn release(self) -> Result<(), ReleaseError> {
         let span = info_span!("release", lock = %self.lock, owner = %self.owner, algorithm = %self.algorithm);
         let held_for = self.acquired_at.elapsed();
-        let (lock, owner) = (self.lock.clone(), self.owner.clone());
-        let lease = self.into_lease();
-        let ttl = lease.ttl().as_duration();
-        match lease.release().instrument(span).await {
-            Ok(()) => {
-                info!(?held_for, "released");
-                Ok(())
-            }
-            Err(error) => Err(ReleaseError {
-                lock,
-                owner,
-                ttl,
-                error,
-            }),
+        let released = self.core.release(None).instrument(span).await;
+        if let Ok(true) = released {
+            info!(?held_for, "released");
         }
+        released.map(|_| ())
     }
 
     /// Writes the cell `column` of this lock's row in `table` through the
     /// lease: it carries the lease TTL, is renewed with the holding and
     /// deleted at release — a cell that lives exactly as long as the lock
-    /// is held (a leader's record, docs/design.md §5b).
-    ///
-    /// # Errors
-    /// The store error (the cell stays registered and is removed at
-    /// release either way).
-    pub async fn write_cell(
+    /// is held. `None` once the lock was released for its holder.
+    pub(crate) async fn write_cell(
         &self,
         table: lockshift_store::Table,
         column: &str,
         value: &[u8],
-    ) -> Result<(), lockshift_store::StoreError> {
-        self.lease.write(table, column, value).await
-    }
-
-    /// The lease, for a wrapper that releases it for the holder (the
-    /// node's release of a held lock at shutdown): still renewed and
-    /// holding its cells, without this guard's own release record (its
-    /// `release` span and `released` line) or its drop note.
-    pub fn into_lease(mut self) -> Lease {
-        self.note.armed = false;
-        self.lease
+    ) -> Option<Result<(), lockshift_store::StoreError>> {
+        let lease = self.core.lease.try_read().ok()?;
+        let lease = lease.as_ref()?;
+        Some(lease.write(table, column, value).await)
     }
 }
 
-/// Logs a [`Won`] dropped without release.
-struct DropNote {
-    lock: LockId,
-    owner: OwnerId,
-    algorithm: Algorithm,
-    /// Cleared when the lease leaves the guard.
-    armed: bool,
+impl Core {
+    /// `read` of the lease, or `None` when it was released. Only a release
+    /// write-locks it, so a guard that cannot read its lease at once holds
+    /// nothing.
+    fn reading<T>(&self, read: impl FnOnce(&Lease) -> T) -> Option<T> {
+        let lease = self.lease.try_read().ok()?;
+        lease.as_ref().map(read)
+    }
+
+    /// Releases the lock if it is still here: `Ok(true)` if this call did,
+    /// `Ok(false)` if it was already gone. `revoked` fires the guard's lost
+    /// signal first (a revocation: the holder must stop).
+    async fn release(&self, revoked: Option<&CancellationToken>) -> Result<bool, ReleaseError> {
+        let lease = self.lease.write().await.take();
+        let Some(lease) = lease else {
+            return Ok(false);
+        };
+        if let Some(lost) = revoked {
+            lost.cancel();
+        }
+        let ttl = lease.ttl().as_duration();
+        let result = lease.release().await.map_err(|error| ReleaseError {
+            lock: self.lock.clone(),
+            owner: self.owner.clone(),
+            ttl,
+            error,
+        });
+        // The attachment goes after the cells (see its field).
+        drop(
+            self.attachment
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        result.map(|()| true)
+    }
 }
 
-impl Drop for DropNote {
+impl Drop for Core {
     fn drop(&mut self) {
-        if self.armed {
+        if self.lease.get_mut().is_some() {
             info!(lock = %self.lock, owner = %self.owner, algorithm = %self.algorithm,
                 "guard dropped without release; releasing in the background");
         }
-        // The lease's own Drop stops renewal and deletes its cells.
+        // The lease's own drop (a field, dropped next) stops renewal and
+        // deletes its cells; the attachment follows it.
+    }
+}
+
+/// Releases a guard's lock for its holder: the guard's
+/// [`lost`](LockGuard::lost) signal fires, its checks report
+/// [`LeaseLostReason::Revoked`], and its own `release` becomes a no-op.
+/// A `lockshift::Node` keeps one for every guard it handed out, so that a
+/// graceful shutdown releases what is still held. It does not keep the
+/// guard alive.
+#[derive(Clone)]
+pub struct Revoker {
+    core: Weak<Core>,
+}
+
+impl fmt::Debug for Revoker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = self.core.upgrade();
+        f.debug_struct("Revoker")
+            .field("lock", &core.as_ref().map(|c| &c.lock))
+            .field("owner", &core.as_ref().map(|c| &c.owner))
+            .finish()
+    }
+}
+
+impl Revoker {
+    /// A revoker of `guard`'s lock.
+    pub fn new(guard: &LockGuard) -> Revoker {
+        Revoker {
+            core: Arc::downgrade(&guard.core),
+        }
+    }
+
+    /// The lease's own lost signal, which a revocation does not fire (the
+    /// guard's [`lost`](LockGuard::lost) fires on both); a token that never
+    /// fires once the guard is gone.
+    pub fn lease_lost(&self) -> CancellationToken {
+        self.core
+            .upgrade()
+            .map_or_else(CancellationToken::new, |core| core.lease_lost.clone())
+    }
+
+    /// Keeps `attachment` alive for as long as the guard holds the lock:
+    /// it is dropped once the lock is released — by the holder, by a
+    /// revocation, or when the guard is dropped — after the lease's cells
+    /// are deleted (or their deletion started in the background). Replaces
+    /// an earlier attachment; dropped at once if the guard is gone.
+    pub fn attach(&self, attachment: Box<dyn Any + Send + Sync>) {
+        if let Some(core) = self.core.upgrade() {
+            let old = core
+                .attachment
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .replace(attachment);
+            drop(old);
+        }
+    }
+
+    /// Releases the lock if the guard still holds it; `Ok(true)` if this
+    /// call did. Waits for a fencing-token call in flight on the guard.
+    ///
+    /// # Errors
+    /// [`ReleaseError`] when some cells could not be deleted; they expire
+    /// within the lease TTL.
+    ///
+    /// # Cancel safety
+    /// If dropped after it started deleting, the cells are deleted in the
+    /// background; the guard counts as revoked either way.
+    pub async fn revoke(&self) -> Result<bool, ReleaseError> {
+        let Some(core) = self.core.upgrade() else {
+            return Ok(false);
+        };
+        let lost = core.lost.clone();
+        let revoked = core.release(Some(&lost)).await;
+        if let Ok(true) = revoked {
+            info!(lock = %core.lock, owner = %core.owner, "released for its holder (revoked)");
+        }
+        revoked
     }
 }

@@ -4,7 +4,25 @@
 use lockshift_decide::election::{LEADER_PREFIX, LEADER_READ_LIMIT, LeaderRecord, current_leader};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
-use crate::LockId;
+use crate::{LockGuard, LockId};
+
+/// Records `guard`'s holder as the leader of the election its lock names:
+/// `record` (an encoded leader record) in the cell `column` of the lock's
+/// fencing row, written through the lease — it carries the lease TTL, is
+/// renewed with the holding and deleted at release, so it lives exactly as
+/// long as the lock is held (docs/design.md §5b). `None` once the lock was
+/// released for its holder.
+///
+/// # Errors
+/// The store error (the cell stays registered with the lease and is
+/// removed at release either way).
+pub async fn write_leader(
+    guard: &LockGuard,
+    column: &str,
+    record: &[u8],
+) -> Option<Result<(), StoreError>> {
+    guard.write_cell(schema::GLOBAL_TIME, column, record).await
+}
 
 /// The current leader of `election`: of the leader records its fencing
 /// row holds, the one with the greatest token (`None`: nobody leads). A

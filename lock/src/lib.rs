@@ -1,15 +1,18 @@
 //! The lock API shared by lockshift's algorithms: acquire, try-acquire, a
 //! guard that releases, and leases that tell the holder when they are lost.
 //! A service meets these types through the `lockshift` crate, which
-//! re-exports them (all but [`Won`] and [`Locker`]: its node is the one
-//! handle to acquire with, and its own `LockGuard` wraps the [`Won`]):
+//! re-exports them (all but [`Locker`] and [`Revoker`]: its node is the one
+//! handle to acquire with):
 //!
-//! - [`Won`]: the lock a locker took — lock id, owner, algorithm, a
-//!   fencing token on request (two store round trips the first time), the
-//!   lost signal ([`Won::lost`], [`Won::until_lost`]) and [`Won::is_lost`]
-//!   checked against the clock, explicit `release().await`, release on
-//!   drop. `#[must_use]`; a locker makes one from its [`Lease`]
-//!   ([`Won::new`]).
+//! - [`LockGuard`]: the held lock, the one guard a locker and a node hand
+//!   out — lock id, owner, algorithm, a fencing token on request (two
+//!   store round trips the first time), the lost signal
+//!   ([`LockGuard::lost`], [`LockGuard::until_lost`]) and
+//!   [`LockGuard::is_lost`] checked against the clock, explicit
+//!   `release().await`, release on drop. `#[must_use]`; a locker makes one
+//!   from its [`Lease`] ([`Lease::into_guard`]); a node keeps a
+//!   [`Revoker`] for each it hands out, to release it for the holder at
+//!   shutdown.
 //! - [`Locker`]: what every algorithm implements (`acquire`, `acquire_with`
 //!   a timeout or a cancellation token, `try_acquire`), and
 //!   [`AcquireOptions`].
@@ -27,7 +30,7 @@
 //!
 //! The legacy, queue and combined lockers (sibling crates) implement
 //! [`Locker`] over the `store` interface only, so one node can switch
-//! between them behind a single handle. They are built from parts a service
+//! between them under a single handle. They are built from parts a service
 //! never needs (the `lockshift` crate does not re-export them), documented
 //! here for algorithm crates built on this one:
 //!
@@ -105,14 +108,14 @@ pub use api::{
 pub use cells::ActivityObserver;
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
-pub use guard::Won;
+pub use guard::{LockGuard, Revoker};
 /// The ids: pure data (`lockshift_decide::id`), which the lock API takes
 /// and returns.
 pub use id::{
     Incarnation, InvalidId, LockId, MAX_LOCK_ID_LEN, MAX_NODE_ID_LEN, NodeId, OwnerId, cut_short,
 };
 pub use id::{derived_node_id, host_name, new_incarnation, node_id_for_this_process};
-pub use leader::read_leader;
+pub use leader::{read_leader, write_leader};
 pub use lease::{Lease, ReadMark, WaitingTerms};
 pub use settings::scale_duration;
 pub use settings::{LeaseSettings, MIN_LEASE_TTL};

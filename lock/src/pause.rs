@@ -19,7 +19,7 @@
 //! One thread for the process, asleep unless a short pause is due; one
 //! channel message and one wake-up per short pause. No pause is shorter
 //! than the caller asked, so the store sees no more requests than the
-//! polling policy intends (`lockshift_decide::waiter::poll`, with its
+//! polling policy intends (`lockshift_decide::waiter::poll_policy`, with its
 //! `min_poll` floor).
 //!
 //! # Paused time
@@ -157,7 +157,7 @@ fn run(requests: &Receiver<Request>) {
             Ok((at, ring)) => {
                 pending.push(Reverse(Due(at, ring)));
                 // Pauses that ended another way (tokio's timer, a deadline,
-                // a cancellation) leave their ring behind; on a paused clock
+                // a cancellation) leave their ring in the heap; on a paused clock
                 // their instants may lie far ahead of the real one. Drop
                 // them before they pile up.
                 if pending.len() > prune_above {

@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockshift_decide::election::{LeaderRecord, check_value, leader_column};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, FenceError, LeaseLostReason, LockId, ReleaseError,
+    AcquireError, AcquireOptions, FenceError, LeaseLostReason, LockId, ReleaseError, write_leader,
 };
-use lockshift_store::{Clock, SharedStore, StoreError, schema};
+use lockshift_store::{Clock, SharedStore, StoreError};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
@@ -249,7 +249,7 @@ impl Node {
         // write that did land is merely renewed.
         let mut pause = RECORD_RETRY_FIRST;
         loop {
-            match guard.write_cell(schema::GLOBAL_TIME, &column, &bytes).await {
+            match write_leader(guard, &column, &bytes).await {
                 Some(Ok(())) => return Ok(Leader::of(record)),
                 Some(Err(e)) if e.is_retryable() && !guard.is_lost() => {
                     debug!(election = %guard.lock_id(), error = %e, "writing the leader record: again");

@@ -79,7 +79,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use lockshift::prelude::*;
-//! use lockshift_store::MemoryStore;
+//! use lockshift::store::MemoryStore;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
@@ -95,10 +95,13 @@
 //! # Modules
 //!
 //! [`Node`], [`NodeBuilder`] (the runtime); [`LockGuard`]; [`settings`]
-//! (every key); [`metrics`] (what is measured); [`prelude`]. The lock
-//! algorithms, the rollout and the storage layer live in sibling crates
-//! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-rollout`, `-store`) that a service
-//! does not need to name.
+//! (every key); [`metrics`] (what is measured); [`homes`] (where each lock
+//! lives, with several datacenters); [`prelude`]. The lock algorithms, the
+//! rollout and the storage layer live in sibling crates
+//! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-rollout`, `-store`)
+//! that a service does not need to name: every type this crate's API names
+//! is exported here (`tests/layout/facade_api.rs` checks it), the storage
+//! layer whole as [`store`], like [`tokio`].
 
 // Every public item is documented; CI denies warnings (`.ci/run`).
 #![warn(missing_docs)]
@@ -106,7 +109,6 @@
 mod binding;
 mod election;
 mod error;
-mod guard;
 pub mod metrics;
 mod node;
 pub mod settings;
@@ -115,18 +117,36 @@ pub use election::{
     CampaignError, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
 };
 pub use error::StartError;
-pub use guard::LockGuard;
 pub use lockshift_decide::algorithm::{Mode, Stage};
 pub use lockshift_decide::rollout::StageRecord;
 pub use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, FenceError, InvalidId, LeaseLostReason, LockId,
-    NodeId, OwnerId, ReleaseError, TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, FenceError, Incarnation, InvalidId, LeaseLostReason,
+    LockGuard, LockId, NodeId, OwnerId, ReleaseError, TryAcquireError, WaitWatch, WaitingFor,
 };
+/// How an acquisition paces itself beside legacy contenders
+/// ([`AcquireOptions::pacing`], which a [`Node`] sets for each acquisition
+/// itself).
+pub use lockshift_lock::{Pacing, PacingWatch};
 pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};
 /// The lost signal's type ([`LockGuard::lost`]).
 pub use tokio_util::sync::CancellationToken;
+
+/// Homes (docs/design.md §4a): the datacenter each lock is read and
+/// written at, by rule — what [`NodeStatus::homes`] reports and
+/// [`settings::LockSettings::configured_homes`] gives.
+pub mod homes {
+    pub use lockshift_decide::home::{HomeRecord, Rule, RuleState, Subject};
+    pub use lockshift_rollout::homes::Configured;
+}
+
+/// The storage layer lockshift runs on (`lockshift-store`), for a service
+/// with no other dependency: the store and clock [`NodeBuilder::store`] and
+/// [`NodeBuilder::clock`] take (the in-process `store::MemoryStore`, a
+/// `store::ManualClock`, a store of your own), and the
+/// [`StoreError`](store::StoreError) the lock errors carry.
+pub use lockshift_store as store;
 
 /// The tokio lockshift runs on, for a service with no other dependency:
 /// `#[lockshift::tokio::main(crate = "lockshift::tokio")]`.

@@ -55,19 +55,25 @@ use std::time::Duration;
 
 use config::{Config, Environment, File, FileFormat};
 use lockshift_decide::duration::fmt_duration;
-use lockshift_lock::{LeaseSettings, NodeId};
+use lockshift_lock::NodeId;
 use serde::{Deserialize, Serialize};
 
 use crate::Mode;
+use crate::homes::Configured;
+/// What the settings give the parts built from them: a lease's terms
+/// ([`LockSettings::lease`]) and a waiter's, the rollout guards' times.
+pub use lockshift_decide::rollout::GuardTimes;
 pub use lockshift_legacy::{Backoff, LegacySettings};
+pub use lockshift_lock::{LeaseSettings, WaitingTerms};
 pub use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use lockshift_rollout::RolloutSettings;
-use lockshift_rollout::homes::Configured;
-use lockshift_store::Datacenter;
+/// The values the settings hold (a datacenter's name, a keyspace's
+/// replication, the embedded store's settings).
+pub use lockshift_store::Datacenter;
 pub use lockshift_store::settings::InvalidSetting;
 pub use lockshift_store::settings::{ConnectionSecurity, Secret, TlsSettings};
+pub use lockshift_store::settings::{EmbeddedSettings, Replication};
 pub use lockshift_store::{Consistency, CqlSettings, StoreBackend, StoreSettings};
-
 /// The prefix of environment overrides.
 pub const ENV_PREFIX: &str = "LOCKSHIFT";
 

@@ -30,7 +30,7 @@ use lockshift_decide::clean::Action;
 use lockshift_decide::registry::LeasePromise;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Won,
+    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
@@ -302,7 +302,7 @@ impl World {
     }
 }
 
-async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<Won, String> {
+async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<LockGuard, String> {
     locker
         .acquire_with(
             &LockId::new(LOCK).unwrap(),
@@ -652,8 +652,8 @@ async fn a_late_renewal_is_labelled_and_cleaned_but_never_a_holder() {
             ),
             "{what}: {report:#?}"
         );
-        // The holder's cell stays (and a reservation of the third waiter
-        // behind it, for queue and combined).
+        // The holder's cell stays (and the third waiter's reservation,
+        // reserved behind it, for queue and combined).
         let main = w.main_cells().await;
         assert!(main.iter().all(|c| c.column != first), "{what}: {main:#?}");
         assert!(main.iter().any(|c| c.column == second), "{what}: {main:#?}");

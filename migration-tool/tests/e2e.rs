@@ -48,8 +48,8 @@ async fn status_on_an_empty_store() {
     assert_eq!(j["next"]["safe"], true);
 }
 
-/// A busy store: a legacy holder, a combined holder with a waiter behind
-/// it, a stale cell. Status shows them all and says why dual is not safe;
+/// A busy store: a legacy holder, a combined holder with a waiter queued
+/// after it, a stale cell. Status shows them all and says why dual is not safe;
 /// inspect shows the holder and the waiter's queue position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_inspect_on_a_busy_store() {

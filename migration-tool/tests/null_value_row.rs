@@ -8,7 +8,7 @@
 //! skew, which is what this test does, through the CQL session, in a lock's
 //! `main`, `shadow` and `queue` rows. Then the real `migrate` binary must
 //! read the lock as it is — no cell where the value is gone — and a live
-//! holder behind such rows must still be seen: five of them sort before it
+//! holder sorted after such rows must still be seen: five of them sort before it
 //! in `main`, more than any `LIMIT` a lock read used, and a read that
 //! stopped at its limit would have found `main` empty.
 //!
@@ -124,7 +124,7 @@ async fn a_row_without_its_value_is_no_cell_and_blinds_nothing() {
         .await
         .expect_code(0);
 
-    // 4. A live holder behind the rows without values is seen — by the
+    // 4. A live holder sorted after the rows without values is seen — by the
     // legacy algorithm (whose fresh read of `main` once took one cell) and
     // by the combined lock — and `status` counts it.
     let holder = "zz-holder/0000000100000001";

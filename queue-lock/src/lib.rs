@@ -34,7 +34,7 @@
 //! enter (the second's reservation behind it is claimed only once the
 //! first has left the queue), and a fast-path arrival holds only if it is
 //! first in line. With a
-//! non-decreasing time service a new arrival queues behind everyone already
+//! non-decreasing time service a new arrival queues after everyone already
 //! waiting. Dead waiters are skipped after `stale_after` and their cells
 //! expire after the waiting TTL; a crashed holder's `main` cell expires
 //! after the lease TTL.
@@ -49,8 +49,8 @@
 //! - the waiting line: [`Line`], the driver both locks wait in, and
 //!   [`MainEntry`], the one thing they do differently (how a waiter writes
 //!   and verifies `main`), with what it is handed ([`Arrival`]) and the
-//!   read it is built from ([`read_main`]); what an entry returns and the
-//!   verdicts on a read of `main` are pure data and live in
+//!   read it is built from ([`read_main`]); what an entry returns and
+//!   where a read of `main` shows a cell standing are pure data and live in
 //!   [`lockshift_decide::waiter`];
 //! - [`queue`]: queue-cell naming and a waiter's place in the row;
 //! - [`time`]: the time service ([`TimeService`], [`TimeSource`]), which

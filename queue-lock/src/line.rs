@@ -7,8 +7,9 @@
 //!
 //! - `lockshift_decide::waiter`: the waiter's states and the pure decision
 //!   function (observation + now → action), with how often to look (its
-//!   `poll`: follows the measured round trip) and the verdict on `main`
-//!   (its `handoff`: Q1, and reservations, Q5 and Q6);
+//!   `poll_policy`: follows the measured round trip) and where a read of `main`
+//!   shows my cell standing (its `handoff`: Q1, and reservations, Q5 and
+//!   Q6);
 //! - [`entry`]: the [`MainEntry`] trait;
 //! - this file: [`Line`], the thin async driver doing the I/O each action
 //!   names ([`perform`]), and remembering which locks were contended
@@ -28,15 +29,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, OwnerId, Pacing,
-    PacingWatch, Slot, Stop, Waiting, Won,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId,
+    Pacing, PacingWatch, Slot, Stop, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use entry::{Arrival, MainEntry, StoreFuture, read_main, reserve_and_read};
-use lockshift_decide::waiter::handoff::{Verdict, holder_in_my_way, verdict};
+use lockshift_decide::waiter::handoff::{Standing, holder_in_my_way, standing};
 use lockshift_decide::waiter::{Arrived, Entered};
 
 use crate::queue::position;
@@ -44,7 +45,7 @@ use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use contended::Contended;
 use lockshift_decide::queue::{Position, Sightings, mark, queue_value};
-use lockshift_decide::waiter::poll::{Average, Bounds};
+use lockshift_decide::waiter::poll_policy::{Average, Bounds};
 use lockshift_decide::waiter::{Action, Context, Observation, Waiter};
 use perform::report;
 
@@ -63,8 +64,8 @@ struct Ticket {
 ///
 /// A waiter arrives (writes its queue cell — on the fast path together
 /// with its `main` cell, reading both back at once: an uncontended
-/// acquisition is one write round and one read round), waits behind others
-/// polling in proportion to its distance (the waiter's `poll`), and once
+/// acquisition is one write round and one read round), waits its turn
+/// polling in proportion to its distance (the waiter's `poll_policy`), and once
 /// first writes `main` and reads it back; if someone else still holds, its
 /// cell stays as a reservation and the first read that shows it alone
 /// hands it the lock (the waiter's `handoff`). A holder leaves the queue
@@ -79,8 +80,8 @@ pub struct Line {
     contended: Arc<Contended>,
     /// The store's round trip and the line's pace as this line's waiters
     /// measured them: a new waiter starts from them (see the waiter's
-    /// `poll`) instead of `head_poll` and nothing — every acquisition is a
-    /// new waiter.
+    /// `poll_policy`) instead of `head_poll` and nothing — every
+    /// acquisition is a new waiter.
     measured: Arc<Mutex<(Average, Average)>>,
 }
 
@@ -278,7 +279,7 @@ impl Line {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         let waiting = Waiting::new(&options);
         let first = self.ctx.take_slot(lock);
         let mut last_owner = first.owner().clone();
@@ -316,7 +317,7 @@ impl Line {
         pacing: Option<&PacingWatch>,
         first: Slot,
         (last_owner, seen): (&mut OwnerId, &mut Seen),
-    ) -> Result<Won, (Stop, Option<Ticket>)> {
+    ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
         let mut ticket: Option<Ticket> = None;
         // The slot taken by `acquire` names the first place in line; every
         // later place takes a slot of its own while the old place's lease
@@ -375,7 +376,7 @@ impl Line {
                             self.settle(&held, marked_reservation);
                             self.contended.record(lock, waiter.contended());
                             info!(steps, waited = ?waiting.elapsed(), "acquired");
-                            return Ok(Won::new(held.lease, self.algorithm()));
+                            return Ok(held.lease.into_guard(self.algorithm()));
                         }
                         Err(reason) => {
                             warn!(%reason, "took main but the lease is no longer proven; re-enqueueing");

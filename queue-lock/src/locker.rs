@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockId, Locker, Pacing,
-    TryAcquireError, Won,
+    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
+    TryAcquireError,
 };
 use lockshift_store::{Store, StoreError, schema};
 
@@ -135,11 +135,11 @@ impl Locker for QueueLocker {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         self.line.acquire(lock, options).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         self.line.try_acquire(lock).await
     }
 }

@@ -69,8 +69,8 @@ mod tests {
         store
     }
 
-    fn behind(ahead: u32, head: &str, arrival: u64) -> Position {
-        Position::Behind {
+    fn queued(ahead: u32, head: &str, arrival: u64) -> Position {
+        Position::Queued {
             ahead,
             head: mark(head, arrival),
             head_algorithm: Some(Algorithm::Queue),
@@ -102,15 +102,15 @@ mod tests {
         );
         assert_eq!(
             pos(queue(&[("b", 1, fresh), ("a", 2, fresh)]).await, "a").await,
-            behind(1, "b", 1)
+            queued(1, "b", 1)
         );
         // Equal arrivals: the owner id decides.
         assert_eq!(
             pos(queue(&[("b", 5, fresh), ("a", 5, fresh)]).await, "b").await,
-            behind(1, "a", 5)
+            queued(1, "a", 5)
         );
         let three = [("a", 1, fresh), ("b", 2, fresh), ("c", 3, fresh)];
-        assert_eq!(pos(queue(&three).await, "c").await, behind(2, "a", 1));
+        assert_eq!(pos(queue(&three).await, "c").await, queued(2, "a", 1));
         let five = [
             ("a", 1, fresh),
             ("b", 2, fresh),
@@ -120,11 +120,11 @@ mod tests {
         ];
         assert_eq!(
             pos_with(&queue(&five).await, "e", dead, 8).await,
-            behind(4, "a", 1)
+            queued(4, "a", 1)
         );
         assert_eq!(
             pos_with(&queue(&five).await, "e", dead, 3).await,
-            behind(3, "a", 1),
+            queued(3, "a", 1),
             "saturates at the window"
         );
         assert_eq!(
@@ -146,7 +146,7 @@ mod tests {
             cells.iter().map(|(c, a, t)| (c.as_str(), *a, *t)).collect();
         assert_eq!(
             pos(queue(&refs).await, "y").await,
-            behind(1, "x", 50),
+            queued(1, "x", 50),
             "the dead are skipped: the head is the first live cell"
         );
         // My own old cell is not skipped.
@@ -184,7 +184,7 @@ mod tests {
             )
             .await
             .unwrap(),
-            behind(1, "old/0000000000000009", 20)
+            queued(1, "old/0000000000000009", 20)
         );
     }
 }

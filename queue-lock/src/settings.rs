@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 ///
 /// Waiters poll by the measured round trip (see
-/// `lockshift_decide::waiter::poll`): the next waiter about once per round
+/// `lockshift_decide::waiter::poll_policy`): the next waiter about once per round
 /// trip while the line moves, a waiter `d` places back every `d` round
 /// trips, and everyone less and less often while a hold lasts — always
 /// between `min_poll` and `waiter_poll`.

@@ -265,7 +265,7 @@ async fn try_acquire_on_a_held_lock_returns_at_once_and_leaves_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn try_acquire_behind_a_waiter_dequeues() {
+async fn try_acquire_with_a_waiter_ahead_dequeues() {
     let f = Fixture::new();
     // Someone is first in line but not yet in main.
     let ahead = "x/0000000000000001".to_string();
@@ -393,7 +393,7 @@ async fn the_next_waiter_reserves_main_and_takes_over_without_writing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_waiter_behind_a_lone_reservation_does_not_wait_for_ever() {
+async fn a_waiter_after_a_lone_reservation_does_not_wait_for_ever() {
     // A reservation left alone in main (its holder gone) looks like a
     // holder; a waiter that reserved behind it withdraws when it sees a
     // stranger, so one of them always gets through.
@@ -557,7 +557,7 @@ impl Store for GatedStore {
 
 /// Targeted: reserving is check-then-act, so two waiters
 /// can reserve at once. H holds; B is next and reserves, but its write takes
-/// its time; C arrives with a clock half a second behind, so its queue cell
+/// its time; C arrives with a clock half a second slow, so its queue cell
 /// sorts between H's and B's — C is now next, sees H alone in `main` and
 /// reserves too. When H leaves, `main` holds two reservations. Before Q5's
 /// rule each waited for the other for ever; now the one not first in line
@@ -567,11 +567,11 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
     let clock: SharedClock = Arc::new(TokioClock::new());
     let store = Arc::new(GatedStore::new(clock.clone(), "b/"));
     let locker = |node: &str, clock: SharedClock| store.locker(node, clock);
-    let behind: SharedClock = Arc::new(lockshift_store::SkewedClock::new(clock.clone(), -500_000));
+    let slow: SharedClock = Arc::new(lockshift_store::SkewedClock::new(clock.clone(), -500_000));
     let ((h, _th), (b, _tb), (c, _tc)) = (
         locker("h", clock.clone()),
         locker("b", clock.clone()),
-        locker("c", behind),
+        locker("c", slow),
     );
     let held = h.acquire(&lock()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -606,7 +606,7 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
         .await
         .unwrap()
         .expect("C, first in line, takes the lock");
-    assert!(!b_task.is_finished(), "B waits behind C");
+    assert!(!b_task.is_finished(), "B waits after C");
     first.release().await.unwrap();
     let second = b_task.await.unwrap().expect("then B");
     second.release().await.unwrap();
@@ -729,7 +729,7 @@ async fn a_reservation_behind_a_dead_looking_waiter_is_not_claimed() {
     let written = store.main_values_written_by("w/");
     assert!(
         written.contains(&behind_x),
-        "second in line behind x: reserved behind it"
+        "second in line after x: reserved behind it"
     );
     let reserved_at = written.iter().rposition(|v| *v == behind_x);
     assert_eq!(

@@ -16,8 +16,8 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockContext, LockId, Locker, Pacing, PacingWatch,
-    TryAcquireError, Won,
+    AcquireError, AcquireOptions, Algorithm, LockContext, LockGuard, LockId, Locker, Pacing,
+    PacingWatch, TryAcquireError,
 };
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 
@@ -176,11 +176,11 @@ impl<L: Locker> Locker for Owning<L> {
         &self,
         lock: &LockId,
         options: AcquireOptions,
-    ) -> Result<Won, AcquireError> {
+    ) -> Result<LockGuard, AcquireError> {
         self.locker.acquire_with(lock, options).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         self.locker.try_acquire(lock).await
     }
 
@@ -188,7 +188,7 @@ impl<L: Locker> Locker for Owning<L> {
         &self,
         lock: &LockId,
         pacing: PacingWatch,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         self.locker.try_acquire_paced(lock, pacing).await
     }
 }

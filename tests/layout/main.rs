@@ -15,7 +15,10 @@
 //!   reason;
 //! - no library source file is longer than [`MAX_LIBRARY_LINES`] lines (a
 //!   file of tests beside its module, `tests.rs` or `*_tests.rs`, is not a
-//!   library file).
+//!   library file);
+//! - the facade exports every type its API names (`facade_api.rs`);
+//! - every state diagram draws the code's names: its states, their fields
+//!   and its arrows' actions (`diagrams.rs`).
 //!
 //! The checks are plain text scans (no TOML parser), so they are kept
 //! small and each has a unit test on a sample that must fail.
@@ -25,6 +28,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod diagrams;
+mod facade_api;
 mod packaging;
 
 /// Where the crate map lives: the table of this section of the design

@@ -36,7 +36,7 @@ async fn release_all(held: Vec<LockGuard>) {
 }
 
 /// Item 1. Stage `queue`: A (combined) holds the locks, B (combined) waits
-/// next on each, Q (`auto`, so queue) has acquisitions waiting behind them
+/// next on each, Q (`auto`, so queue) has acquisitions queued after them
 /// (each task takes its lock once). The operator rolls back to `dual`,
 /// then to `legacy` as soon as the guards allow; a legacy node starts and A
 /// lets go. Q's queue acquisitions must not survive the rollback.
@@ -72,7 +72,7 @@ fn a_waiting_queue_acquisition_does_not_survive_a_rollback_to_legacy() {
 }
 
 /// Item 2. Stage `legacy`: L (legacy, config file) has acquisitions
-/// waiting behind a combined holder — waiting legacy only reads `main`, so
+/// waiting for a combined holder — waiting legacy only reads `main`, so
 /// nothing shows. L's config is edited to `combined`; the operator moves to
 /// `dual` and `queue` as soon as the guards allow; a queue node joins and
 /// the holder lets go. L's legacy acquisitions must not survive the edit.

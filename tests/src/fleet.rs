@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lockshift_lock::{Algorithm, LockId, Locker, OwnerId, Pacing, Won};
+use lockshift_lock::{Algorithm, Locker, Pacing};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_rollout::{LockerSettings, Lockers};
 
@@ -60,44 +60,5 @@ pub fn combined_at_full_speed(env: &NodeEnv) -> SimLocker {
         locker: Lockers::new(env.ctx.clone(), LockerSettings::default())
             .with_pacing(Pacing::FullSpeed)
             .build(Algorithm::Combined),
-    }
-}
-
-/// A held lock as a simulated critical section sees it: a raw locker's
-/// [`Won`] or a node's [`lockshift::LockGuard`].
-pub trait Held {
-    /// The lock held.
-    fn lock_id(&self) -> &LockId;
-    /// The owner id of the acquisition.
-    fn owner(&self) -> &OwnerId;
-    /// Whether the lease is lost, checked against the clock.
-    fn is_lost(&self) -> bool;
-}
-
-impl Held for Won {
-    fn lock_id(&self) -> &LockId {
-        Won::lock_id(self)
-    }
-
-    fn owner(&self) -> &OwnerId {
-        Won::owner(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        Won::is_lost(self)
-    }
-}
-
-impl Held for lockshift::LockGuard {
-    fn lock_id(&self) -> &LockId {
-        lockshift::LockGuard::lock_id(self)
-    }
-
-    fn owner(&self) -> &OwnerId {
-        lockshift::LockGuard::owner(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        lockshift::LockGuard::is_lost(self)
     }
 }

@@ -17,7 +17,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId};
+use lockshift_lock::{
+    AcquireOptions, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
+};
 use lockshift_store::{
     FaultPlan, FaultyStore, MemoryStore, SharedClock, SharedStore, SkewedClock, Timestamp,
     TokioClock,
@@ -268,7 +270,7 @@ impl ContentionReport {
 pub async fn critical_section(
     oracle: &Oracle,
     counters: &Mutex<HashMap<String, u64>>,
-    guard: &impl crate::fleet::Held,
+    guard: &LockGuard,
     hold: Duration,
 ) -> bool {
     let lock = guard.lock_id().as_str().to_string();

@@ -293,7 +293,7 @@ fn moves_are_refused_for_each_missing_consent_and_allowed_otherwise() {
             Some(3),
         ),
         (
-            "the current home lags behind another datacenter",
+            "the current home is older than another datacenter's",
             scene(&[("dc1", moving()), ("dc2", v1()), ("dc3", v1())], 300),
             ask(Rule::Default, "dc3", false),
             &["does not show version 2"],

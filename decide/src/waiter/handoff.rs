@@ -2,7 +2,7 @@
 //! write, says — and why a waiter may leave its cell there while someone
 //! else holds (a *reservation*).
 //!
-//! # The verdict (Q1)
+//! # Where my cell stands (Q1)
 //!
 //! The lock is mine only on a read, made after my own `main` write, that
 //! shows my cell alone — or beside cells that name me as the waiter they
@@ -31,7 +31,7 @@
 //!   census, `migrate status` and other waiters can tell, and re-marked a
 //!   holding once claimed (in the background).
 //! - **Never for ever (Q5).** Two waiters can each believe they are first
-//!   (a clock behind the others sorts a late arrival ahead), so two
+//!   (a slow clock sorts a late arrival ahead), so two
 //!   reservations can meet; once the holder leaves, each would wait for the
 //!   other. A waiter that sees only reservations beside its own asks the
 //!   queue: every one that is not first in line withdraws (always safe: it
@@ -44,7 +44,7 @@
 //! next waiter even learns it is first, and every hand-off is that chain:
 //! the holder's queue delete lands, the next waiter's poll sees it, its
 //! write, its read. So the queue waiter *second* in line writes its `main`
-//! cell early too, marked as waiting behind the one directly ahead of it
+//! cell early too, marked as reserved behind the one directly ahead of it
 //! ([`reserved_behind`]: the value names that waiter's *mark*, its owner id
 //! and arrival — the owner id alone passes on to the next acquisition in
 //! the same slot, L7, which must not take the cell for one behind it), and
@@ -77,9 +77,10 @@ use crate::id::OwnerId;
 /// deadlocks (the first in line stays; the rest withdraw).
 pub const MAIN_CELLS_READ: u32 = 4;
 
-/// What a read of `main`, made after my own write, says (Q1, Q5, Q6).
+/// Where my cell stands in a read of `main` (or, for the combined lock,
+/// `shadow`) made after my own write: what Q1, Q5 and Q6 decide on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Standing {
     /// My cell alone (beside cells behind me at most): the lock is mine.
     Alone,
     /// Someone else holds or is entering (a cell that is not a
@@ -95,27 +96,27 @@ pub enum Verdict {
     Missing,
 }
 
-/// Q1's verdict for `me` (my `main` column) marked `mark` (what a
+/// Where `me` (my `main` column) stands, marked `mark` (what a
 /// reservation behind me names, Q6) on `main` (read with
 /// [`MAIN_CELLS_READ`] as the limit, or more).
-pub fn verdict(me: &str, mark: &str, main: &[Cell]) -> Verdict {
+pub fn standing(me: &str, mark: &str, main: &[Cell]) -> Standing {
     let mine = main.iter().any(|c| c.column == me);
     // A read short of the limit saw the whole row: without my cell there,
     // it is gone. (A full read may have stopped before it: cells sort by
     // owner id.)
     if !mine && main.len() < MAIN_CELLS_READ as usize {
-        return Verdict::Missing;
+        return Standing::Missing;
     }
     let others: Vec<&Cell> = main.iter().filter(|c| in_my_way(me, mark, c)).collect();
     if let Some(holder) = others.iter().find(|c| !is_reservation(&c.value)) {
-        return Verdict::Wait {
+        return Standing::Wait {
             holder: OwnerId::from_stored(&holder.column),
         };
     }
     if mine && others.is_empty() {
-        return Verdict::Alone;
+        return Standing::Alone;
     }
-    Verdict::OnlyReservations
+    Standing::OnlyReservations
 }
 
 /// The owner of the first holding (a cell that is not a reservation) in my
@@ -163,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn verdicts_on_main() {
+    fn where_my_cell_stands_in_main() {
         let me = "me/01";
         let mark = "me/01@00000000000000000007";
         let mine = cell(me, RESERVED_VALUE);
@@ -177,39 +178,39 @@ mod tests {
             &reserved_behind(Algorithm::Queue, "me/01@00000000000000000003"),
         );
         let behind_other = cell("w/03", &reserved_behind(Algorithm::Combined, "h/01"));
-        let wait = |h: &str| Verdict::Wait {
+        let wait = |h: &str| Standing::Wait {
             holder: OwnerId::from_stored(h),
         };
         #[rustfmt::skip]
-        let cases: Vec<(Vec<Cell>, Verdict)> = vec![
-            (vec![mine.clone()], Verdict::Alone),
+        let cases: Vec<(Vec<Cell>, Standing)> = vec![
+            (vec![mine.clone()], Standing::Alone),
             (vec![holder.clone(), mine.clone()], wait("h/01")),
             (vec![legacy.clone(), mine.clone()], wait("legacy-thread")),
-            (vec![mine.clone(), other_res.clone()], Verdict::OnlyReservations),
+            (vec![mine.clone(), other_res.clone()], Standing::OnlyReservations),
             (vec![holder.clone(), other_res.clone(), mine.clone()], wait("h/01")),
-            (vec![], Verdict::Missing),
-            (vec![holder.clone()], Verdict::Missing),
-            (vec![other_res.clone()], Verdict::Missing),
+            (vec![], Standing::Missing),
+            (vec![holder.clone()], Standing::Missing),
+            (vec![other_res.clone()], Standing::Missing),
             // Four reservations read, mine beyond them: still the queue's call.
-            ((0..4).map(|i| cell(&format!("a/{i}"), RESERVED_VALUE)).collect(), Verdict::OnlyReservations),
+            ((0..4).map(|i| cell(&format!("a/{i}"), RESERVED_VALUE)).collect(), Standing::OnlyReservations),
             // Q6: cells behind me are not in my way; cells behind others are
             // reservations like any other.
-            (vec![mine.clone(), behind_me.clone()], Verdict::Alone),
+            (vec![mine.clone(), behind_me.clone()], Standing::Alone),
             (vec![holder.clone(), mine.clone(), behind_me.clone()], wait("h/01")),
-            (vec![mine.clone(), behind_other.clone()], Verdict::OnlyReservations),
-            (vec![mine.clone(), behind_me.clone(), other_res.clone()], Verdict::OnlyReservations),
-            (vec![behind_me.clone()], Verdict::Missing),
+            (vec![mine.clone(), behind_other.clone()], Standing::OnlyReservations),
+            (vec![mine.clone(), behind_me.clone(), other_res.clone()], Standing::OnlyReservations),
+            (vec![behind_me.clone()], Standing::Missing),
             // A full read of cells behind me, mine beyond them: not Alone
             // (my cell was not seen), the queue's call.
-            ((0..4).map(|i| cell(&format!("a/{i}"), &reserved_behind(Algorithm::Combined, mark))).collect(), Verdict::OnlyReservations),
+            ((0..4).map(|i| cell(&format!("a/{i}"), &reserved_behind(Algorithm::Combined, mark))).collect(), Standing::OnlyReservations),
             // A reservation naming my owner id with another arrival is
             // someone else's business: in my way.
-            (vec![mine.clone(), behind_my_slot.clone()], Verdict::OnlyReservations),
+            (vec![mine.clone(), behind_my_slot.clone()], Standing::OnlyReservations),
             // One naming my bare owner id (an older build) too.
-            (vec![mine.clone(), cell("w/05", &reserved_behind(Algorithm::Queue, me))], Verdict::OnlyReservations),
+            (vec![mine.clone(), cell("w/05", &reserved_behind(Algorithm::Queue, me))], Standing::OnlyReservations),
         ];
         for (i, (main, want)) in cases.iter().enumerate() {
-            assert_eq!(&verdict(me, mark, main), want, "case #{i}");
+            assert_eq!(&standing(me, mark, main), want, "case #{i}");
         }
         assert!(others_in(me, mark, std::slice::from_ref(&holder)));
         assert!(!others_in(me, mark, std::slice::from_ref(&mine)));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::handoff::{Verdict, only_reservations_in_my_way, others_in, verdict};
+use super::handoff::{Standing, only_reservations_in_my_way, others_in, standing};
 use super::{Action, Context, Entered, MainCell, State, Then, Waiter};
 use crate::cell::Cell;
 
@@ -15,27 +15,27 @@ impl Waiter {
                 marked_reservation,
             } => {
                 let cell = MainCell { marked_reservation };
-                match verdict(&self.me, &self.mark, &main) {
-                    Verdict::Alone => self.acquired(marked_reservation),
-                    Verdict::Missing => {
-                        // My acknowledged write is not there: removed behind
-                        // my back. Start over from the queue.
+                match standing(&self.me, &self.mark, &main) {
+                    Standing::Alone => self.acquired(marked_reservation),
+                    Standing::Missing => {
+                        // My acknowledged write is not there: someone else
+                        // removed it. Start over from the queue.
                         self.cleanup_pending = true;
                         self.withdraw(Then::Poll(Duration::ZERO))
                     }
-                    Verdict::Wait { .. } | Verdict::OnlyReservations if !cx.prepares => {
+                    Standing::Wait { .. } | Standing::OnlyReservations if !cx.prepares => {
                         self.contended = true;
                         let pause = self.blocked_pause(Some(&main), cx);
                         self.withdraw(Then::WaitForMain(pause))
                     }
-                    Verdict::Wait { .. } => {
+                    Standing::Wait { .. } => {
                         self.contended = true;
                         self.state = State::Prepared { cell };
                         self.see(&main, cx.now);
                         let after = self.next_main_poll(Some(&main), cx);
                         Action::PollMain { after }
                     }
-                    Verdict::OnlyReservations => {
+                    Standing::OnlyReservations => {
                         self.contended = true;
                         self.state = State::Deciding { cell };
                         Action::AskQueue {
@@ -87,24 +87,24 @@ impl Waiter {
         can_claim: bool,
         cx: &Context,
     ) -> Action {
-        match verdict(&self.me, &self.mark, cells) {
-            Verdict::Alone if can_claim => self.acquired(cell.marked_reservation),
+        match standing(&self.me, &self.mark, cells) {
+            Standing::Alone if can_claim => self.acquired(cell.marked_reservation),
             // The preparation needs something that no longer holds (the
             // combined lock's `shadow` cell): start over.
-            Verdict::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
-            Verdict::Wait { .. } => {
+            Standing::Alone => self.withdraw(Then::Poll(Duration::ZERO)),
+            Standing::Wait { .. } => {
                 self.see(cells, cx.now);
                 Action::PollMain {
                     after: self.next_main_poll(Some(cells), cx),
                 }
             }
-            Verdict::OnlyReservations => {
+            Standing::OnlyReservations => {
                 self.state = State::Deciding { cell };
                 Action::AskQueue {
                     after: Duration::ZERO,
                 }
             }
-            Verdict::Missing => {
+            Standing::Missing => {
                 self.cleanup_pending = true;
                 self.withdraw(Then::Poll(Duration::ZERO))
             }

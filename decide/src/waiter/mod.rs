@@ -6,15 +6,16 @@
 //! action names and feeds the result back — the shape of quinn-proto's
 //! connection state machine.
 //!
-//! Beside the state machine: [`poll`], how often a waiter looks, and
-//! [`handoff`], the verdict on a read of `main` (Q1) and on reservations
-//! (Q5, Q6); [`Arrived`] and [`Entered`] are what the driver's entry into
-//! `main` reports.
+//! Beside the state machine: [`poll_policy`], how often a waiter looks
+//! (the intervals, pure arithmetic; `poll_memory.rs` holds what the waiter
+//! remembers to feed them), and [`handoff`], where a read of `main` shows
+//! my cell standing (Q1) and what reservations mean (Q5, Q6); [`Arrived`]
+//! and [`Entered`] are what the driver's entry into `main` reports.
 //!
 //! # States
 //!
 //! ```text
-//!            Arrive ──(first, alone)─────────────────────────────▶ Holding
+//!          Arriving ──(first, alone)─────────────────────────────▶ Holding
 //!              │
 //!   Queued ◀───┼──(not first; withdraw what the fast path wrote)
 //!     │ ▲ │    │
@@ -42,7 +43,7 @@
 //!
 //! Safety lives in two places only: the move to `Holding` happens on a read
 //! of `main`, made after this waiter's own `main` write, that shows its cell
-//! alone (Q1, [`handoff::verdict`]); and a waiter whose cell is
+//! alone (Q1, [`handoff::standing`]); and a waiter whose cell is
 //! reserved behind another moves to `Prepared` — where such reads are made —
 //! only on a queue read that found that other waiter's cell gone (Q6).
 //! Everything else here — where to wait, how often to look, when to
@@ -52,13 +53,13 @@ use std::time::{Duration, Instant};
 
 use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
-use poll::{Average, Bounds};
+use poll_policy::{Average, Bounds};
 
 mod entry;
 pub mod handoff;
 mod main;
-pub mod poll;
-mod polling;
+mod poll_memory;
+pub mod poll_policy;
 mod queue;
 
 /// What the driver's entry into `main` reports: an arrival and one attempt

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::handoff::{Verdict, others_in, verdict};
+use super::handoff::{Standing, others_in, standing};
 use super::{Action, Arrived, Context, Reservation, State, Then, Waiter};
 use crate::algorithm::Algorithm;
 use crate::queue::Position;
@@ -29,7 +29,7 @@ impl Waiter {
         } = arrived;
         let alone = main
             .as_deref()
-            .is_some_and(|m| verdict(&self.me, &self.mark, m) == Verdict::Alone);
+            .is_some_and(|m| standing(&self.me, &self.mark, m) == Standing::Alone);
         if main
             .as_deref()
             .is_some_and(|m| others_in(&self.me, &self.mark, m))
@@ -43,7 +43,7 @@ impl Waiter {
             p if p.is_first() && alone => self.acquired(false),
             p if p.is_first() && wrote => self.withdraw(Then::Enter),
             Position::First | Position::FirstPastDead => self.enter(false),
-            Position::Behind {
+            Position::Queued {
                 ahead,
                 head,
                 head_algorithm,
@@ -82,7 +82,7 @@ impl Waiter {
                         Action::PollMain { after }
                     }
                     // Not first: withdraw the reservation.
-                    Position::Behind { ahead, .. } => {
+                    Position::Queued { ahead, .. } => {
                         self.moved_to(ahead, cx.now);
                         let after = self.interval(ahead, cx.now);
                         self.withdraw(Then::Poll(after))
@@ -102,7 +102,7 @@ impl Waiter {
                     }
                     // Not first: withdraw what was prepared (the combined
                     // lock's `shadow` cell, in the first's way).
-                    Position::Behind { ahead, .. } => {
+                    Position::Queued { ahead, .. } => {
                         self.moved_to(ahead, cx.now);
                         let after = self.interval(ahead, cx.now);
                         self.withdraw(Then::Poll(after))
@@ -118,7 +118,7 @@ impl Waiter {
             // cells, or with the entry not ready (Q6 does not hold): enter
             // plainly, over my reservation if any — Q1 alone decides.
             Position::First | Position::FirstPastDead => self.enter(false),
-            Position::Behind {
+            Position::Queued {
                 ahead,
                 head,
                 head_algorithm,
@@ -131,25 +131,25 @@ impl Waiter {
                     return self.withdraw(Then::Poll(after));
                 }
                 let reservation = self.reservation().cloned();
-                // Still second, behind the one I named, and still preparing
+                // Still second, after the one I named, and still preparing
                 // (a node beside legacy contenders prepares nothing).
-                let still_behind = ahead == 1
+                let still_second = ahead == 1
                     && cx.prepares
                     && cx.reserves_behind
                     && !head.is_empty()
                     && reservation.as_ref().map(|r| r.behind.as_str()) == Some(head.as_str());
-                if still_behind && self.reserved_behind_too_long(cx.now) {
+                if still_second && self.reserved_behind_too_long(cx.now) {
                     // The waiter ahead is taking its time: give the
                     // reservation up for good (see the bound's docs).
                     self.declined = reservation.map(|r| r.behind);
                     return self.withdraw(Then::Poll(after));
                 }
-                if !still_behind {
+                if !still_second {
                     if let Some(reserve) = self.reserve_behind(ahead, &head, head_algorithm, cx) {
                         return reserve;
                     }
                     if reservation.is_some() {
-                        // Q2: no longer second behind the one I named.
+                        // Q2: no longer second, after the one I named.
                         return self.withdraw(Then::Poll(after));
                     }
                 }

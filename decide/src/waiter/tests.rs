@@ -39,12 +39,12 @@ fn reservation() -> Cell {
     cell("w/01", RESERVED_VALUE, 99)
 }
 
-fn behind(ahead: u32) -> Position {
-    behind_of(ahead, "h/01@00000000000000000001", Algorithm::Queue)
+fn in_line(ahead: u32) -> Position {
+    in_line_with_head(ahead, "h/01@00000000000000000001", Algorithm::Queue)
 }
 
-fn behind_of(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
-    Position::Behind {
+fn in_line_with_head(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
+    Position::Queued {
         ahead,
         head: head.into(),
         head_algorithm: Some(algorithm),
@@ -214,20 +214,20 @@ fn decisions() {
         // Alone in `main` but not first: a waiter is overtaken otherwise (Q2).
         // The arrival (2 ms, two store rounds) measured a 1 ms round trip:
         // one place back, the next look comes one round trip later.
-        case(State::Arriving, arrived(behind(1), Some(vec![cell(ME, b"queue", 99)]), true),
+        case(State::Arriving, arrived(in_line(1), Some(vec![cell(ME, b"queue", 99)]), true),
              Withdraw, withdrawing(Then::Poll(MS))),
         // First, but someone in `main`: withdraw the fast-path cell, then enter properly.
         case(State::Arriving, arrived(Position::First, Some(vec![holder(), cell(ME, b"queue", 99)]), true),
              Withdraw, withdrawing(Then::Enter)),
         // The slow path: nothing written beside the queue cell.
-        case(State::Arriving, arrived(behind(2), None, false), poll(2), queued(2)),
+        case(State::Arriving, arrived(in_line(2), None, false), poll(2), queued(2)),
         case(State::Arriving, arrived(Position::First, None, false), Enter { shadow_checked: false }, State::First),
         case(State::Arriving, arrived(Position::Missing, None, false), Reenqueue, State::Arriving),
         // ===== queued =====
         // One round trip per place: 2 places × 2 ms, minus the 2 ms the read took.
-        case(queued(3), Observation::Position(behind(2)), poll(2), queued(2)),
-        // Right behind the head (it is taking the lock): once per round trip, back to back.
-        case(queued(2), Observation::Position(behind(1)), Poll { after: zero }, queued(1)),
+        case(queued(3), Observation::Position(in_line(2)), poll(2), queued(2)),
+        // Next after the head (it is taking the lock): once per round trip, back to back.
+        case(queued(2), Observation::Position(in_line(1)), Poll { after: zero }, queued(1)),
         case(queued(1), Observation::Position(Position::First), Enter { shadow_checked: false }, State::First),
         case(queued(1), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
         // ===== entering =====
@@ -237,7 +237,7 @@ fn decisions() {
         case(State::First, read(vec![holder(), mine()], true), poll_main(8), prepared(true)),
         // Only reservations besides mine: the queue decides (Q5).
         case(State::First, read(vec![mine(), reservation()], true), AskQueue { after: zero }, deciding(true)),
-        // My acknowledged write is gone: removed behind my back.
+        // My acknowledged write is gone: someone else removed it.
         case(State::First, read(vec![holder()], true), Withdraw, withdrawing(Then::Poll(zero))),
         case(State::First, Observation::Entered(Entered::Blocked { shadow_checked: false }), poll_main(8), blocked()),
         // ===== prepared =====
@@ -251,7 +251,7 @@ fn decisions() {
         case(prepared(true), main_obs(vec![holder()], true), Withdraw, withdrawing(Then::Poll(zero))),
         // ===== deciding (Q5) =====
         case(deciding(false), Observation::Position(Position::First), PollMain { after: zero }, prepared(false)),
-        case(deciding(false), Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
+        case(deciding(false), Observation::Position(in_line(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
         case(deciding(false), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
         // ===== blocked =====
         case(blocked(), main_obs(vec![], true), Enter { shadow_checked: false }, State::First),
@@ -266,7 +266,7 @@ fn decisions() {
              Enter { shadow_checked: false }, State::First),
         case(checking(), Observation::Position(Position::First), PollMain { after: zero }, blocked()),
         // Not first any more: what I prepared is in the way of the first.
-        case(checking(), Observation::Position(behind(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
+        case(checking(), Observation::Position(in_line(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
         case(checking(), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
         case(checking(), Observation::Failed, AskQueue { after: MS * 30 }, checking()),
         // ===== withdrawing =====
@@ -308,10 +308,10 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
                poll_main(700), blocked()) },
         Case { tweak: legacy_pace, ..case(blocked(), main_obs(vec![holder()], true),
                poll_main(700), blocked()) },
-        // Leftovers to clean up go before entering, and before waiting behind others.
+        // Leftovers to clean up go before entering, and before waiting in line.
         Case { cleanup_pending: true, ..case(unsure(), Observation::Position(Position::First),
                Action::Withdraw, withdrawing(Then::Enter)) },
-        Case { cleanup_pending: true, ..case(unsure(), Observation::Position(behind(2)),
+        Case { cleanup_pending: true, ..case(unsure(), Observation::Position(in_line(2)),
                Action::Withdraw, withdrawing(Then::Poll(MS * 2))) },
     ];
     for (i, c) in cases.into_iter().enumerate() {
@@ -367,7 +367,7 @@ fn waiters_further_back_poll_by_the_pace_of_the_line() {
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
     w.state = queued(4);
     let at = |w: &mut Waiter, ms: u32, ahead: u32| {
-        w.on(Observation::Position(behind(ahead)), &cx(start + MS * ms))
+        w.on(Observation::Position(in_line(ahead)), &cx(start + MS * ms))
     };
     at(&mut w, 0, 4);
     at(&mut w, 40, 3);
@@ -398,14 +398,14 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     pace.note(MS * 40);
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(known, pace);
     w.state = queued(4);
-    let action = w.on(Observation::Position(behind(4)), &cx(start));
+    let action = w.on(Observation::Position(in_line(4)), &cx(start));
     assert_eq!(action, poll(58));
     assert_eq!(w.pace().get(), Some(MS * 40));
 }
 
 /// Q6 as a table: the second in line reserves behind the first queue
-/// waiter (over a fast-path cell too), keeps it only while directly behind
-/// that waiter, and moves to `Prepared` only on a queue read that found the
+/// waiter (over a fast-path cell too), keeps it only while still second,
+/// directly after that waiter, and moves to `Prepared` only on a queue read that found the
 /// waiter gone — not merely dead-looking.
 #[test]
 fn the_second_in_line_reserves_behind_the_first() {
@@ -450,27 +450,27 @@ fn the_second_in_line_reserves_behind_the_first() {
     let other_head = "h/02@00000000000000000002";
     #[rustfmt::skip]
     let cases = vec![
-        // Second behind a queue waiter: reserve behind it.
-        q(queued(2), None, Observation::Position(behind(1)),
+        // Second in line, after a queue waiter: reserve behind it.
+        q(queued(2), None, Observation::Position(in_line(1)),
           reserve("h/01@00000000000000000001"), reserving(), h01()),
         // On arrival too, over the fast-path cell (one write instead of a withdrawal).
-        q(State::Arriving, None, arrived(behind(1), Some(vec![holder(), cell(ME, b"queue", 99)]), true),
+        q(State::Arriving, None, arrived(in_line(1), Some(vec![holder(), cell(ME, b"queue", 99)]), true),
           reserve("h/01@00000000000000000001"), reserving(), h01()),
-        q(State::Arriving, None, arrived(behind(1), None, false),
+        q(State::Arriving, None, arrived(in_line(1), None, false),
           reserve("h/01@00000000000000000001"), reserving(), h01()),
-        // Behind a combined waiter too (it disregards cells naming it on every path).
-        q(queued(2), None, Observation::Position(behind_of(1, "h/01@00000000000000000001", Algorithm::Combined)),
+        // After a combined waiter too (it disregards cells naming it on every path).
+        q(queued(2), None, Observation::Position(in_line_with_head(1, "h/01@00000000000000000001", Algorithm::Combined)),
           reserve("h/01@00000000000000000001"), reserving(), h01()),
-        // Not behind a head whose queue cell is not lockshift's, nor further back.
-        q(queued(2), None, Observation::Position(Position::Behind { ahead: 1, head: "h/01@00000000000000000001".into(), head_algorithm: None }),
+        // Not reserved behind a head whose queue cell is not lockshift's, nor further back.
+        q(queued(2), None, Observation::Position(Position::Queued { ahead: 1, head: "h/01@00000000000000000001".into(), head_algorithm: None }),
           Poll { after: zero }, queued(1), None),
-        q(queued(3), None, Observation::Position(behind(2)),
+        q(queued(3), None, Observation::Position(in_line(2)),
           poll(2), queued(2), None),
         // Written: poll the queue (and what the entry needs) once per round trip.
         q(reserving(), h01(), Observation::ReservedBehind,
           PollBehind { after: zero }, queued(1), h01()),
-        // Still directly behind it: keep waiting.
-        q(queued(1), h01(), place(behind(1), true),
+        // Still directly after it in line: keep waiting.
+        q(queued(1), h01(), place(in_line(1), true),
           PollBehind { after: zero }, queued(1), h01()),
         // It left the queue, and the entry is ready: the reservation is
         // prepared; read `main` now.
@@ -487,15 +487,15 @@ fn the_second_in_line_reserves_behind_the_first() {
         q(queued(1), h01(), Observation::Position(Position::First),
           Enter { shadow_checked: false }, State::First, None),
         // Someone else is directly ahead now: reserve behind that one instead.
-        q(queued(1), h01(), place(behind_of(1, other_head, Algorithm::Queue), true),
+        q(queued(1), h01(), place(in_line_with_head(1, other_head, Algorithm::Queue), true),
           reserve("h/02@00000000000000000002"), reserving(), Some("h/02@00000000000000000002".into())),
         // Further back again: withdraw (Q2).
-        q(queued(1), h01(), place(behind(2), true),
+        q(queued(1), h01(), place(in_line(2), true),
           Withdraw, withdrawing(Then::Poll(MS * 2)), h01()),
         q(queued(1), h01(), place(Position::Missing, true),
           Reenqueue, State::Arriving, None),
         // The node now prepares nothing (beside legacy contenders): withdraw.
-        Q6 { tweak: beside_legacy, ..q(queued(1), h01(), place(behind(1), true),
+        Q6 { tweak: beside_legacy, ..q(queued(1), h01(), place(in_line(1), true),
           Withdraw, withdrawing(Then::Poll(zero)), h01()) },
         // A read failed: look again, with the entry's check.
         q(queued(1), h01(), Observation::Failed,
@@ -507,10 +507,10 @@ fn the_second_in_line_reserves_behind_the_first() {
         q(withdrawing(Then::Poll(MS * 2)), h01(), Observation::Withdrawn,
           poll(2), unsure(), None),
         // An entry that does not prepare never reserves.
-        Q6 { tweak: reserves_no_prepare, ..q(queued(2), None, Observation::Position(behind(1)),
+        Q6 { tweak: reserves_no_prepare, ..q(queued(2), None, Observation::Position(in_line(1)),
           Poll { after: zero }, queued(1), None) },
         // Leftovers go first.
-        Q6 { cleanup_pending: true, ..q(unsure(), None, Observation::Position(behind(1)),
+        Q6 { cleanup_pending: true, ..q(unsure(), None, Observation::Position(in_line(1)),
           Withdraw, withdrawing(Then::Poll(zero)), None) },
     ];
     let start = Instant::now();
@@ -553,7 +553,7 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
         )
     };
     assert!(matches!(
-        w.on(Observation::Position(behind(1)), &context),
+        w.on(Observation::Position(in_line(1)), &context),
         Action::ReserveBehind { .. }
     ));
     let place = |position| Observation::PlaceBehind {
@@ -564,9 +564,9 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
         w.on(Observation::ReservedBehind, &context),
         Action::PollBehind { .. }
     ));
-    // Still behind h/01: no read of `main` is even made.
+    // Still after h/01 in line: no read of `main` is even made.
     assert!(matches!(
-        w.on(place(behind(1)), &context),
+        w.on(place(in_line(1)), &context),
         Action::PollBehind { .. }
     ));
     // h/01 left the queue: read `main`. Its cell is there (it holds): wait.
@@ -599,7 +599,7 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
     let mut w =
         Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(Average::default(), slow);
     w.state = queued(4);
-    w.on(Observation::Position(behind(4)), &cx(start));
+    w.on(Observation::Position(in_line(4)), &cx(start));
     // Four places in 40 ms: 10 ms per place, weighed into the average.
     w.on(Observation::Position(Position::First), &cx(start + MS * 40));
     assert_eq!(w.pace().get(), Some((MS * 80 * 3 + MS * 10) / 4));
@@ -623,7 +623,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
     let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
     w.state = queued(2);
     assert!(matches!(
-        w.on(Observation::Position(behind(1)), &context),
+        w.on(Observation::Position(in_line(1)), &context),
         Action::ReserveBehind { .. }
     ));
     w.on(Observation::ReservedBehind, &context);
@@ -633,24 +633,28 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         ..context
     };
     assert!(matches!(
-        w.on(place(behind(1)), &at(30)),
+        w.on(place(in_line(1)), &at(30)),
         Action::PollBehind { .. }
     ));
-    assert!(matches!(w.on(place(behind(1)), &at(40)), Action::Withdraw));
+    assert!(matches!(w.on(place(in_line(1)), &at(40)), Action::Withdraw));
     assert!(matches!(
         w.on(Observation::Withdrawn, &at(41)),
         Action::Poll { .. }
     ));
-    // Still second behind the same waiter: no new reservation.
+    // Still second, after the same waiter: no new reservation.
     assert!(matches!(
-        w.on(Observation::Position(behind(1)), &at(45)),
+        w.on(Observation::Position(in_line(1)), &at(45)),
         Action::Poll { .. }
     ));
     assert!(matches!(w.state, State::Queued { ahead: 1, .. }));
-    // Behind someone new: reserve again.
+    // After someone new: reserve again.
     assert!(matches!(
         w.on(
-            Observation::Position(behind_of(1, "h/02@00000000000000000002", Algorithm::Queue)),
+            Observation::Position(in_line_with_head(
+                1,
+                "h/02@00000000000000000002",
+                Algorithm::Queue
+            )),
             &at(50)
         ),
         Action::ReserveBehind { .. }

@@ -16,7 +16,7 @@ impl Lease {
     /// the write timestamp, so the cell never moves back — and checks the
     /// lease is still proven once the write is acknowledged. Two round
     /// trips. The caller must hold the lock (the argument in
-    /// [`crate::Won::fencing_token`] rests on it).
+    /// [`crate::LockGuard::fencing_token`] rests on it).
     ///
     /// A store failure that may pass ([`lockshift_store::StoreError::is_retryable`]) is
     /// retried, with pauses doubling from [`FENCE_RETRY_FIRST`] up to a

@@ -3,7 +3,8 @@
 //! the moment the lease can no longer be proven.
 //!
 //! A [`Lease`] is created when an acquisition starts (waiters' queue cells need
-//! renewing too) and moves into the [`Won`](crate::Won) on success.
+//! renewing too) and moves into the [`LockGuard`](crate::LockGuard) on
+//! success ([`Lease::into_guard`]).
 //! All of an acquisition's writes and deletes go through it, so it knows every
 //! cell to renew and to remove, whichever algorithm wrote them.
 //!

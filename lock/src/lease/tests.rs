@@ -141,7 +141,7 @@ async fn a_vanished_cell_fires_lost_and_is_not_resurrected() {
     let f = Fixture::new();
     let lease = f.lease("a");
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
-    // An operator's clean (or expiry) removes it behind the lease's back.
+    // An operator's clean (or expiry) removes it, unknown to the lease.
     let observed = f
         .store
         .inner()

@@ -5,7 +5,8 @@
 use std::sync::{Arc, PoisonError};
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockId, Locker, PacingWatch, TryAcquireError, Won,
+    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, PacingWatch, Revoker,
+    TryAcquireError,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +14,6 @@ use tracing::{debug, info};
 
 use super::runtime::Shared;
 use super::{Core, Node};
-use crate::guard::LockGuard;
 
 impl Shared {
     fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
@@ -118,7 +118,7 @@ impl Node {
     async fn hand_out(
         &self,
         mut attempt: Attempt,
-        won: Won,
+        guard: LockGuard,
         started: Instant,
     ) -> Option<LockGuard> {
         let refused = {
@@ -135,17 +135,18 @@ impl Node {
                 shared
                     .metrics
                     .acquired(attempt.algorithm, started.elapsed());
+                let revoker = Revoker::new(&guard);
                 let held = Held {
                     core: self.core.clone(),
                     id: attempt.id,
                     algorithm: attempt.algorithm,
                     since: Instant::now(),
-                    lease_lost: won.lost(),
+                    lease_lost: revoker.lease_lost(),
                 };
                 // The binding lives on in `held`, with the guard; the node
-                // keeps a revoker so a shutdown can release it.
+                // keeps the revoker so a shutdown can release it.
                 attempt.armed = false;
-                let (guard, revoker) = LockGuard::new(won, Box::new(held));
+                revoker.attach(Box::new(held));
                 shared
                     .held
                     .lock()
@@ -154,9 +155,9 @@ impl Node {
                 Some(guard)
             }
             Some(why) => {
-                info!(node = %self.core.shared.id, lock = %won.lock_id(), algorithm = %attempt.algorithm, ?why,
+                info!(node = %self.core.shared.id, lock = %guard.lock_id(), algorithm = %attempt.algorithm, ?why,
                     "the stage moved while this acquisition waited; releasing and re-entering");
-                if let Err(e) = won.release().await {
+                if let Err(e) = guard.release().await {
                     debug!(error = %e, "release of a refused guard left cells to their TTL");
                 }
                 None

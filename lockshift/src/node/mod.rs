@@ -32,7 +32,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{AcquireError, AcquireOptions, LockId, NodeId, TryAcquireError};
+use lockshift_lock::{
+    AcquireError, AcquireOptions, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
+};
 use lockshift_store::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -40,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::error::StartError;
-use crate::guard::{LockGuard, Revoker};
 
 mod acquire;
 mod builder;
@@ -105,7 +106,7 @@ impl Drop for Core {
 /// ```
 /// use std::sync::Arc;
 /// use lockshift::{Node, Settings};
-/// use lockshift_store::MemoryStore;
+/// use lockshift::store::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;

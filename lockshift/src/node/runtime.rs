@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lockshift_decide::algorithm::{Mode, Resolution};
 use lockshift_decide::registry::{LeasePromise, NodeInfo, registry_column};
-use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId};
+use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
 use lockshift_rollout::RolloutSettings;
 use lockshift_rollout::homes::{self, HomesView, move_wait};
 use lockshift_rollout::registry::{deregister, heartbeat, other_incarnations, record_activity};
@@ -23,7 +23,6 @@ use tracing::{debug, info, warn};
 
 use super::NodeStatus;
 use crate::binding::{Bindings, View};
-use crate::guard::Revoker;
 use crate::metrics::NodeMetrics;
 use crate::settings::Settings;
 

@@ -11,18 +11,18 @@ fn waiting_lines_follow_changes_at_most_one_per_gap() {
         holder: Some(h.into()),
         ahead: None,
     };
-    let behind = |n: u32, first: &str| WaitingFor {
+    let in_line = |n: u32, first: &str| WaitingFor {
         holder: None,
         ahead: Some((n, first.into())),
     };
     let mut lines = WaitLines::new(&LockId::new("job").unwrap(), start);
     // (seen at second, state) → printed now?
     let steps: Vec<(u64, WaitingFor, Option<&str>)> = vec![
-        (1, behind(2, "a/1"), None),
-        (2, behind(1, "a/1"), None),
+        (1, in_line(2, "a/1"), None),
+        (2, in_line(1, "a/1"), None),
         (
             6,
-            behind(1, "a/1"),
+            in_line(1, "a/1"),
             Some("waiting for job: 1 waiting ahead in line, first a/1"),
         ),
         (7, held("b/2"), None),

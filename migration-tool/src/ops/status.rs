@@ -226,7 +226,7 @@ pub struct LockSummary {
     /// Holders by algorithm (`foreign`: written by a binary that predates
     /// lockshift).
     pub held_by: BTreeMap<String, usize>,
-    /// Waiters: live queue cells behind the head.
+    /// Waiters: live queue cells after the head.
     pub waiting: usize,
     /// Locks with at least one waiter.
     pub locks_with_waiters: usize,

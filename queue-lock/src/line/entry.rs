@@ -193,7 +193,7 @@ pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Ce
 }
 
 /// Reads `main` for `lease`'s lock: the whole row (at least
-/// [`MAIN_CELLS_READ`] cells, the handoff verdict's need).
+/// [`MAIN_CELLS_READ`] cells, what telling where my cell stands needs).
 ///
 /// [`MAIN_CELLS_READ`]: lockshift_decide::waiter::handoff::MAIN_CELLS_READ
 ///
@@ -201,7 +201,7 @@ pub async fn reserve_and_read(store: &dyn Store, lease: &Lease) -> Result<Vec<Ce
 /// *not* show, and a CQL row whose value cell is gone (its row marker
 /// outlived it) still takes a place within a limit while it is no cell
 /// (the CQL backend's `rows` module) — a limited read could stop short of
-/// a holder behind such rows and show my cell "alone". `main` holds a
+/// a holder sorted after such rows and show my cell "alone". `main` holds a
 /// handful of live cells and at most one tombstone per slot (§2a), and a
 /// limited read that finds fewer live cells than its limit passes all of
 /// them anyway, so the whole row costs what the limited read cost.

@@ -6,7 +6,7 @@ use lockshift_lock::{LockId, PacingWatch, Waiting};
 use lockshift_store::{StoreError, schema};
 
 use super::{
-    Arrived, Entered, Line, Ticket, Verdict, holder_in_my_way, pacing_now, read_main, verdict,
+    Arrived, Entered, Line, Standing, Ticket, holder_in_my_way, pacing_now, read_main, standing,
 };
 use lockshift_decide::queue::Position;
 
@@ -62,7 +62,8 @@ impl Line {
                 // holding rewrites the cell anyway.)
                 if let Some(mark) = main_mark
                     && cells.iter().any(|c| c.column == ticket.owner.as_str())
-                    && verdict(ticket.owner.as_str(), ticket.lease.mark(), &cells) != Verdict::Alone
+                    && standing(ticket.owner.as_str(), ticket.lease.mark(), &cells)
+                        != Standing::Alone
                 {
                     ticket.lease.refresh_seen(mark);
                 }
@@ -129,12 +130,12 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
             .map(|h| h.as_str().to_string())
     });
     let in_the_way = holder.is_some()
-        || matches!(place, Some(Position::Behind { .. }))
+        || matches!(place, Some(Position::Queued { .. }))
         || matches!(observation, Observation::Entered(Entered::Blocked { .. }));
     waiting.saw(|w| {
         let before = w.clone();
         match place {
-            Some(Position::Behind { ahead, head, .. }) => {
+            Some(Position::Queued { ahead, head, .. }) => {
                 let owner = head.split_once('@').map_or(head.as_str(), |(o, _)| o);
                 w.ahead = Some((*ahead, owner.to_string()));
             }

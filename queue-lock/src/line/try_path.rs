@@ -1,11 +1,11 @@
 //! The try path (listing 8): take the lock only if it is free now, without
 //! waiting in line.
 
-use lockshift_lock::{AcquireError, LockId, OwnerId, PacingWatch, TryAcquireError, Won};
+use lockshift_lock::{AcquireError, LockGuard, LockId, OwnerId, PacingWatch, TryAcquireError};
 use lockshift_store::{RowQuery, StoreError, schema};
 use tracing::{Instrument, info_span};
 
-use super::{Entered, Line, Ticket, Verdict, abandon, pacing_now, verdict};
+use super::{Entered, Line, Standing, Ticket, abandon, pacing_now, standing};
 
 impl Line {
     /// Listing 8: take the lock only if it is free now, paced by
@@ -17,7 +17,7 @@ impl Line {
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, lock: &LockId) -> Result<Won, TryAcquireError> {
+    pub async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
         let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
         self.try_inner(lock, None).instrument(span).await
     }
@@ -34,7 +34,7 @@ impl Line {
         &self,
         lock: &LockId,
         pacing: &PacingWatch,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
         self.try_inner(lock, Some(pacing)).instrument(span).await
     }
@@ -43,7 +43,7 @@ impl Line {
         &self,
         lock: &LockId,
         pacing: Option<&PacingWatch>,
-    ) -> Result<Won, TryAcquireError> {
+    ) -> Result<LockGuard, TryAcquireError> {
         let slot = self.ctx.take_slot(lock);
         let owner = slot.owner().clone();
         let store_error = |owner: &OwnerId, error| -> TryAcquireError {
@@ -77,7 +77,7 @@ impl Line {
             Ok(Some(marked_reservation)) => match ticket.lease.check_valid() {
                 Ok(()) => {
                     self.settle(&ticket, marked_reservation);
-                    Ok(Won::new(ticket.lease, self.algorithm()))
+                    Ok(ticket.lease.into_guard(self.algorithm()))
                 }
                 Err(reason) => {
                     abandon(ticket.lease).await;
@@ -124,7 +124,7 @@ impl Line {
             && arrived
                 .main
                 .as_deref()
-                .is_some_and(|m| verdict(me, mark, m) == Verdict::Alone)
+                .is_some_and(|m| standing(me, mark, m) == Standing::Alone)
         {
             return Ok(Some(false));
         }
@@ -155,7 +155,7 @@ impl Line {
                 Entered::Read {
                     main,
                     marked_reservation,
-                } if verdict(me, mark, &main) == Verdict::Alone => {
+                } if standing(me, mark, &main) == Standing::Alone => {
                     return Ok(Some(marked_reservation));
                 }
                 Entered::Read { .. } => {

@@ -13,7 +13,7 @@ use lockshift_decide::home::{
 };
 use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_decide::rollout::ROLLOUT_LOCK;
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, NodeId, Won};
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockGuard, LockId, NodeId};
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
     Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
@@ -459,7 +459,7 @@ async fn rollout_lock(
     clock: &SharedClock,
     lease: &LeaseSettings,
     by: &str,
-) -> Result<Won, RolloutError> {
+) -> Result<LockGuard, RolloutError> {
     let internal = |e: &dyn std::fmt::Display| RolloutError::Internal(e.to_string());
     let node = NodeId::new(crate::rollout::sanitize_node(by)).map_err(|e| internal(&e))?;
     let ctx = LockContext::new(store.clone(), clock.clone(), node, lease.clone(), None)

@@ -57,7 +57,7 @@
 //!   and the caller decides: lock code re-reads or cleans up as if it
 //!   landed. The one write lockshift does repeat after `MaybeApplied` is
 //!   the fencing cell's, whose value is its own timestamp, so any landing
-//!   only raises it (`Won::fencing_token`).
+//!   only raises it (`LockGuard::fencing_token`).
 //! - **Connecting** is not retried here: [`CqlStore::connect`] fails with
 //!   the reason, and the caller (a node's start, `migrate`) reports it.
 //!

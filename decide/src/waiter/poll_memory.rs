@@ -1,17 +1,18 @@
-//! How long a waiter sleeps before it looks again: the line's pace, the
-//! scene it last saw, and the intervals of [`super::poll`].
+//! The waiter's polling memory, and how long it sleeps before it looks
+//! again: what it measured (the line's pace) and last saw (the scene),
+//! fed to the pure intervals of [`super::poll_policy`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use super::poll::{self, Inputs};
+use super::poll_policy::{self, Inputs};
 use super::{Context, Waiter};
 use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
 
 impl Waiter {
-    /// Notes a distance behind others: the pace of the line, and whether
-    /// the scene changed.
+    /// Notes how many wait ahead: the pace of the line, and whether the
+    /// scene changed.
     pub(super) fn moved_to(&mut self, ahead: u32, now: Instant) {
         self.note_distance(ahead, now);
         self.scene_is(u64::from(ahead), now);
@@ -61,7 +62,7 @@ impl Waiter {
     }
 
     pub(super) fn interval(&self, distance: u32, now: Instant) -> Duration {
-        poll::interval(
+        poll_policy::interval(
             self.bounds,
             Inputs {
                 distance,
@@ -85,7 +86,7 @@ impl Waiter {
     /// The sleep before the next look of a waiter `distance` hand-offs from
     /// its turn, counted from the start of the one that just took `cx.took`.
     pub(super) fn sleep_before_poll(&self, distance: u32, cx: &Context) -> Duration {
-        poll::sleep_before_next(self.interval(distance, cx.now), cx.took, self.bounds.floor)
+        poll_policy::sleep_before_next(self.interval(distance, cx.now), cx.took, self.bounds.floor)
     }
 
     /// The pause while blocked: the entry's own pacing if it has one, else

@@ -77,7 +77,7 @@ impl Average {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Inputs {
     /// Hand-offs until this waiter's turn: 1 for the next waiter (first in
-    /// line, prepared, or right behind a head that is taking the lock).
+    /// line, prepared, or next after a head that is taking the lock).
     pub distance: u32,
     /// The measured round trip.
     pub round_trip: Average,
