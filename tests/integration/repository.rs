@@ -233,8 +233,11 @@ fn labels<'a>(files: impl IntoIterator<Item = (String, &'a str)>) -> Labels {
 /// Issue 29: 35, the homes across datacenters (H1–H4, docs/design.md §4a),
 /// a dimension no earlier rule spoke of; 36 with H5 (what a process may
 /// conclude from the absence of a rule), which its review showed H1–H4
-/// did not cover.
-const LABEL_CEILING: usize = 36;
+/// did not cover. Issue 32: 37 with L8 (a held lease's cells expire
+/// together, docs/design.md §5), a property of the lease the election
+/// simulation showed missing: a cell written between renewals outlived
+/// the holding by up to `renew_every`, and no earlier rule bounds it.
+const LABEL_CEILING: usize = 37;
 
 /// One label per rule, defined once, and every citation resolves — in
 /// every `.rs` and `.md` file but this one, whose samples are not labels.
