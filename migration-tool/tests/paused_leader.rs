@@ -247,6 +247,32 @@ async fn watch_shows(
     found.unwrap_or_else(|_| panic!("the watch did not show {node:?} within {PATIENCE:?}"))
 }
 
+/// Waits until every thread of process `pid` is stopped (state `T` in
+/// `/proc/<pid>/task/*/stat`), failing after 10 s.
+async fn every_thread_stopped(pid: Pid) {
+    let stopped = || -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                // The state follows the command name's closing parenthesis.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next())
+                    .is_some_and(|state| state == 'T' || state == 't')
+            })
+        })
+    };
+    let since = Instant::now();
+    while !stopped() {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "process {pid} did not stop within 10 s of SIGSTOP"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 fn micros(t: SystemTime) -> i64 {
     i64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap()
 }
@@ -275,8 +301,13 @@ async fn a_leader_paused_past_its_lease_is_refused_and_told() {
     watch_shows(&mut seen, &mut log, Some("a")).await;
     a.expect("ready").await;
 
-    // ...and is stopped, its next write ordered but not made.
+    // ...and is stopped, its next write ordered but not made. The order
+    // goes out only once every thread of A is stopped: a signal is
+    // delivered after `kill` returns, so a busy machine could let A read
+    // the order and write before B leads, when that write is rightly
+    // applied.
     killpg(a.pid, Signal::SIGSTOP).unwrap();
+    every_thread_stopped(a.pid).await;
     let stopped = Instant::now();
     a.order("go").await;
 
