@@ -542,7 +542,15 @@ async fn a_refresh_rides_on_a_read_only_when_due_and_untouched_since() {
 #[tokio::test(start_paused = true)]
 async fn a_cell_written_beside_the_holding_expires_with_it() {
     use lockshift_store::{FaultPlan, OpKind};
-    let f = Fixture::new();
+    // TTLs count in whole seconds: a clock that starts on one makes the
+    // seconds left that a read shows the same in every run.
+    let clock: SharedClock = Arc::new(TokioClock::starting_at(Timestamp::from_micros(
+        1_767_225_600_000_000,
+    )));
+    let f = Fixture {
+        store: Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1)),
+        clock,
+    };
     let lease = f.lease("a");
     lease.write(schema::MAIN, "me", b"v").await.unwrap();
     tokio::time::sleep(Duration::from_millis(9_300)).await;
