@@ -342,6 +342,79 @@ async fn timeout_and_cancellation_leave_the_line() {
     holder.release().await.unwrap();
 }
 
+/// R3: an invalidated waiter ends with its own outcome — not the caller's
+/// `Cancelled` — and leaves the line as a cancelled one does.
+#[tokio::test(start_paused = true)]
+async fn an_invalidated_waiter_leaves_the_line_with_its_own_outcome() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let (_pace, pacing) = tokio::sync::watch::channel(lockshift_decide::binding::Pacing::default());
+    let invalidate = tokio_util::sync::CancellationToken::new();
+    let caller = tokio_util::sync::CancellationToken::new();
+    let binding = Binding::bound(
+        pacing,
+        invalidate.clone(),
+        Arc::new(lockshift_lock::LegacySightings::default()),
+    );
+    let waiter = {
+        let locker = f.locker("i");
+        let caller = caller.clone();
+        tokio::spawn(async move {
+            locker
+                .acquire_with(
+                    &lock(),
+                    AcquireOptions::default().cancelled_by(caller),
+                    &binding,
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    invalidate.cancel();
+    let err = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(err, AcquireError::Invalidated { .. }), "{err}");
+    assert!(!caller.is_cancelled(), "the caller's token is its own");
+    assert!(f.columns(schema::QUEUE).await.is_empty(), "left the line");
+    holder.release().await.unwrap();
+}
+
+/// A waiter watching `main` records the legacy holder in its way (a
+/// binary that never registers) in its runner's sightings, through its
+/// binding — and an unbound waiter records nothing anywhere.
+#[tokio::test(start_paused = true)]
+async fn a_bound_waiter_records_the_legacy_holder_it_sees() {
+    let f = Fixture::new();
+    f.store
+        .inner()
+        .write(
+            schema::MAIN,
+            "L",
+            &[CellWrite::new("old-binary", b"".to_vec())],
+            WriteOptions::at(f.clock.now()),
+        )
+        .await
+        .unwrap();
+    let sightings = Arc::new(lockshift_lock::LegacySightings::default());
+    let (_pace, pacing) = tokio::sync::watch::channel(lockshift_decide::binding::Pacing::default());
+    let binding = Binding::bound(
+        pacing,
+        tokio_util::sync::CancellationToken::new(),
+        sightings.clone(),
+    );
+    let err = f
+        .locker("w")
+        .acquire_with(
+            &lock(),
+            AcquireOptions::with_timeout(Duration::from_secs(2)),
+            &binding,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AcquireError::Timeout { .. }), "{err}");
+    let seen = sightings.last_seen().expect("the legacy holder was seen");
+    assert!(seen <= f.clock.now());
+}
+
 #[tokio::test(start_paused = true)]
 async fn fencing_tokens_grow_across_holders() {
     let f = Fixture::new();
