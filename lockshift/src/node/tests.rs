@@ -131,6 +131,35 @@ async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_releas
     assert_eq!(node.status().configured, Mode::Legacy);
 }
 
+/// R3 through the one binding: a waiting acquisition whose algorithm the
+/// node no longer resolves to is invalidated, ends with its own outcome
+/// inside the node, and re-enters with the new algorithm — its caller sees
+/// neither that outcome nor a fired token, only the guard.
+#[tokio::test(start_paused = true)]
+async fn an_invalidated_waiter_re_enters_with_the_new_algorithm_and_its_caller_sees_only_the_guard()
+{
+    let w = world();
+    let (_dir, path, node) = start(&w, "combined").await;
+    let held = node.acquire("A").await.unwrap();
+    let caller = CancellationToken::new();
+    let waiter = tokio::spawn({
+        let node = node.clone();
+        let options =
+            AcquireOptions::with_timeout(Duration::from_secs(600)).cancelled_by(caller.clone());
+        async move { node.acquire_with("A", options).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    write_config(&path, "legacy");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(node.status().effective, Algorithm::Legacy);
+    held.release().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap();
+    assert_eq!(guard.algorithm(), Algorithm::Legacy, "re-entered as legacy");
+    assert!(!caller.is_cancelled(), "the caller's token is its own");
+    guard.release().await.unwrap();
+    node.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
     let w = world();
