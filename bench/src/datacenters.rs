@@ -29,7 +29,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId, Pacing};
+use lockshift_decide::binding::Pacing;
+use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId};
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_rollout::homes::{
     Configured, HomesRouter, HomesView, Refresher, keep_fresh, refresh, seed,

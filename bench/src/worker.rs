@@ -14,10 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockshift_combined::CombinedLocker;
+use lockshift_decide::binding::Pacing;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{
-    Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId, Pacing,
-};
+use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultyStore, OpKind, RowQuery, SharedClock, SharedStore, Store,

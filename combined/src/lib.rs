@@ -31,9 +31,10 @@
 //!
 //! # Modules
 //! [`CombinedLocker`]. How it paces itself beside legacy contenders is each
-//! acquisition's [`Pacing`](lockshift_lock::Pacing), given through
-//! [`AcquireOptions::pacing`](lockshift_lock::AcquireOptions::pacing) (a
-//! node gives every acquisition the pacing its confirmed stage calls for).
+//! acquisition's [`Pacing`](lockshift_decide::binding::Pacing), read from
+//! its [`Binding`](lockshift_lock::Binding) (a node binds every acquisition
+//! to the pacing its confirmed stage calls for), or the locker's own where
+//! the binding sets none.
 
 mod locker;
 

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lockshift_decide::binding::Pacing;
 use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
 use lockshift_decide::waiter::{Arrived, Entered};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
-    PacingWatch, TryAcquireError, fixed_pacing,
+    AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
+    Locker, TryAcquireError,
 };
 use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
@@ -57,8 +58,9 @@ use lockshift_store::{RowQuery, Store, StoreError, schema};
 ///
 /// # Pacing
 ///
-/// How it paces itself is the acquisition's [`Pacing`], read at each step
-/// (see [`Pacing`] for why): beside legacy contenders it prepares nothing
+/// How it paces itself is the acquisition's [`Pacing`], read from its
+/// [`Binding`] at each step (see [`Pacing`] for why), or its locker's own
+/// where the binding sets none: beside legacy contenders it prepares nothing
 /// and its first waiter pauses like a legacy contender while `main` is
 /// taken; at full speed it prepares hand-offs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -338,16 +340,15 @@ impl MainEntry for CombinedEntry {
 #[derive(Debug, Clone)]
 pub struct CombinedLocker {
     line: Line,
-    /// The pacing of an acquisition that brings none.
+    /// The pacing of an acquisition whose binding sets none.
     pacing: Pacing,
 }
 
 impl CombinedLocker {
     /// A combined locker over `ctx`, naming queue cells with `time`. An
-    /// acquisition that brings no pacing of its own
-    /// ([`AcquireOptions::pacing`]) paces itself for legacy contenders with
-    /// the legacy lock's default settings ([`Pacing::default`]): it cannot
-    /// know there are none. Built by `lockshift_rollout::Lockers`, which
+    /// acquisition whose [`Binding`] sets no pacing (an unbound one) paces
+    /// itself for legacy contenders with the legacy lock's default settings
+    /// ([`Pacing::default`]): it cannot know there are none. Built by `lockshift_rollout::Lockers`, which
     /// keeps the time service alive; for code that builds one alone, `time`
     /// is a [`TimeService`](lockshift_queue_lock::TimeService)'s source,
     /// which must stay alive for as long as the locker is used.
@@ -355,9 +356,9 @@ impl CombinedLocker {
         Self::with_pacing(ctx, time, settings, Pacing::default())
     }
 
-    /// As [`new`](Self::new), with `pacing` for acquisitions that bring
-    /// none of their own (a node gives each acquisition its own; the
-    /// benchmark sets it per run).
+    /// As [`new`](Self::new), with `pacing` for acquisitions whose binding
+    /// sets none (a node binds each acquisition to its own; the benchmark
+    /// and the simulations set it per locker).
     pub fn with_pacing(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,
@@ -380,26 +381,20 @@ impl Locker for CombinedLocker {
     async fn acquire_with(
         &self,
         lock: &LockId,
-        mut options: AcquireOptions,
+        options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        if options.pacing.is_none() {
-            options.pacing = Some(fixed_pacing(self.pacing));
-        }
-        self.line.acquire(lock, options).await
+        let binding = binding.with_default_pacing(self.pacing);
+        self.line.acquire(lock, options, &binding).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        self.line
-            .try_acquire_paced(lock, &fixed_pacing(self.pacing))
-            .await
-    }
-
-    async fn try_acquire_paced(
+    async fn try_acquire(
         &self,
         lock: &LockId,
-        pacing: PacingWatch,
+        binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
-        self.line.try_acquire_paced(lock, &pacing).await
+        let binding = binding.with_default_pacing(self.pacing);
+        self.line.try_acquire(lock, &binding).await
     }
 }
 
@@ -441,15 +436,14 @@ mod tests {
             Some(1),
         )
         .unwrap();
-        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
+        let locker = CombinedLocker::with_pacing(
+            Arc::new(ctx),
+            time.source(),
+            QueueSettings::default(),
+            pacing,
+        );
         let started = tokio::time::Instant::now();
-        let guard = locker
-            .acquire_with(
-                &LockId::new("L").unwrap(),
-                AcquireOptions::default().paced_by(fixed_pacing(pacing)),
-            )
-            .await
-            .unwrap();
+        let guard = locker.acquire(&LockId::new("L").unwrap()).await.unwrap();
         let took = started.elapsed();
         let counts = store.op_counts();
         // Whole round trips: each takes 10–12 ms (the timer rounds each of

@@ -111,8 +111,8 @@
 //!
 //! The store crate re-exports the first three, which its `Store` trait
 //! speaks in (its `Timestamp`, `schema::MAIN`, …), and the lock crate the
-//! ids, [`algorithm::Algorithm`] and [`binding::Pacing`], which its API
-//! takes; every other crate imports from here.
+//! ids and [`algorithm::Algorithm`], which its API takes; every other crate
+//! imports from here.
 
 pub mod algorithm;
 pub mod binding;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker,
-    OwnerId, Stop, TryAcquireError, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
+    Locker, OwnerId, Stop, TryAcquireError, Waiting,
 };
 use lockshift_store::schema;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -22,7 +22,7 @@ pub(crate) const CELL_VALUE: &[u8] = b"legacy";
 /// ```
 /// use std::sync::Arc;
 /// use lockshift_legacy::{LegacyLocker, LegacySettings};
-/// use lockshift_lock::{LeaseSettings, LockContext, LockId, Locker, NodeId};
+/// use lockshift_lock::{Binding, LeaseSettings, LockContext, LockId, Locker, NodeId};
 /// use lockshift_store::{MemoryStore, SystemClock};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -31,7 +31,7 @@ pub(crate) const CELL_VALUE: &[u8] = b"legacy";
 /// let locker = LegacyLocker::new(Arc::new(ctx), LegacySettings::default());
 /// let lock = LockId::new("accounts")?;
 /// let guard = locker.acquire(&lock).await?;
-/// assert!(locker.try_acquire(&lock).await.unwrap_err().is_held());
+/// assert!(locker.try_acquire(&lock, &Binding::unbound()).await.unwrap_err().is_held());
 /// guard.release().await?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
@@ -174,8 +174,11 @@ impl Locker for LegacyLocker {
         &self,
         lock: &LockId,
         options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        let waiting = Waiting::new(&options);
+        // The legacy lock paces itself by its own settings: only its
+        // deadline, cancellation and invalidation come from `binding`.
+        let waiting = Waiting::new(&options, binding);
         let (mut owner, mut lease) = self.fresh(lock);
         let mut seen = Seen::default();
         let span = info_span!("acquire", lock = %lock, owner = %owner, algorithm = "legacy");
@@ -192,7 +195,11 @@ impl Locker for LegacyLocker {
         }
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+    async fn try_acquire(
+        &self,
+        lock: &LockId,
+        _binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
         let (owner, lease) = self.fresh(lock);
         let span = info_span!("try_acquire", lock = %lock, owner = %owner, algorithm = "legacy");
         let outcome = try_lock(self.ctx.store().as_ref(), &lease, CELL_VALUE)

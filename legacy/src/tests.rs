@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId};
+use lockshift_lock::{AcquireOptions, Binding, LeaseSettings, LockContext, LockId, Locker, NodeId};
 use lockshift_store::{
     CellWrite, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock, Store, Timestamp,
     TokioClock, WriteOptions, schema,
@@ -98,7 +98,11 @@ async fn try_lock_reports_another_owner_and_concurrent_attempts() {
         )
         .await
         .unwrap();
-    let err = f.locker.try_acquire(&lock()).await.unwrap_err();
+    let err = f
+        .locker
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -121,7 +125,11 @@ async fn try_lock_reports_another_owner_and_concurrent_attempts() {
         )
         .await
         .unwrap();
-    let err = f.locker.try_acquire(&lock()).await.unwrap_err();
+    let err = f
+        .locker
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "lock L is held by holder");
     // Two cells in main (a transient mixed-mode state): not "another owner",
     // listing 4 goes on to shadow and the fresh read of main refuses entry.
@@ -143,7 +151,11 @@ async fn try_lock_reports_another_owner_and_concurrent_attempts() {
         )
         .await
         .unwrap();
-    let err = f.locker.try_acquire(&lock()).await.unwrap_err();
+    let err = f
+        .locker
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -167,6 +179,7 @@ async fn acquire_waits_for_release_and_times_out_cleanly() {
         .acquire_with(
             &lock(),
             AcquireOptions::with_timeout(Duration::from_secs(3)),
+            &Binding::unbound(),
         )
         .await
         .unwrap_err();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use crate::binding::Binding;
 use crate::error::{AcquireError, TryAcquireError};
 use crate::guard::LockGuard;
 use crate::id::LockId;
@@ -14,10 +15,6 @@ use crate::id::LockId;
 /// The lock algorithms (`lockshift_decide::algorithm`), which the lock API
 /// takes and returns.
 pub use lockshift_decide::algorithm::Algorithm;
-/// How a combined acquisition paces itself beside legacy contenders,
-/// defined in `lockshift_decide::binding`, re-exported for lockers and
-/// their callers.
-pub use lockshift_decide::binding::Pacing;
 
 /// What a waiting acquisition has in its way, as its own reads of the
 /// lock's rows showed it last — no read is made for it. Lockers update it
@@ -35,18 +32,10 @@ pub struct WaitingFor {
 /// The channel a waiting acquisition reports [`WaitingFor`] on.
 pub type WaitWatch = Arc<tokio::sync::watch::Sender<WaitingFor>>;
 
-/// Where an acquisition reads its [`Pacing`]: the current value, replaced
-/// by its owner (a node, as the stage it confirms changes) while the
-/// acquisition waits.
-pub type PacingWatch = tokio::sync::watch::Receiver<Pacing>;
-
-/// A [`PacingWatch`] that always reads `pacing`.
-pub fn fixed_pacing(pacing: Pacing) -> PacingWatch {
-    tokio::sync::watch::channel(pacing).1
-}
-
-/// How long a blocking acquisition may wait, how to call it off, and how
-/// it paces itself.
+/// How long a blocking acquisition may wait, how to call it off, and who
+/// hears what it waits for: the caller's choices. What its runner (a node)
+/// gives it — pacing, invalidation — is its [`Binding`], a separate
+/// argument of [`Locker::acquire_with`], so no caller can set it.
 #[derive(Clone, Debug, Default)]
 pub struct AcquireOptions {
     /// Give up after this long ([`AcquireError::Timeout`]); `None` waits for ever.
@@ -56,11 +45,6 @@ pub struct AcquireOptions {
     /// Told what the acquisition waits for whenever its own reads show a
     /// change (see [`WaitingFor`]).
     pub watch: Option<WaitWatch>,
-    /// How a combined acquisition paces itself, read at each step; `None`:
-    /// as its locker was built to (other algorithms ignore it). A
-    /// `lockshift::Node` ignores it too: it paces each acquisition by the
-    /// stage it confirmed.
-    pub pacing: Option<PacingWatch>,
 }
 
 impl AcquireOptions {
@@ -70,7 +54,6 @@ impl AcquireOptions {
             timeout: Some(timeout),
             cancel: None,
             watch: None,
-            pacing: None,
         }
     }
 
@@ -85,16 +68,14 @@ impl AcquireOptions {
         self.watch = Some(watch);
         self
     }
-
-    /// Also pace the acquisition by `pacing` (a combined acquisition; a
-    /// `lockshift::Node` ignores it and uses its own).
-    pub fn paced_by(mut self, pacing: PacingWatch) -> Self {
-        self.pacing = Some(pacing);
-        self
-    }
 }
 
 /// A distributed lock algorithm over the `store` interface.
+///
+/// Every acquisition takes a [`Binding`] from whoever runs it: a node
+/// gives each its own (pacing, invalidation, where legacy sightings go);
+/// code that runs a locker alone passes [`Binding::unbound`], as
+/// [`acquire`](Locker::acquire) does.
 ///
 /// # Cancel safety
 ///
@@ -106,44 +87,44 @@ pub trait Locker: Send + Sync + fmt::Debug {
     /// Which algorithm this is.
     fn algorithm(&self) -> Algorithm;
 
-    /// Waits until the lock is held, the timeout passes or the token fires.
+    /// Waits until the lock is held, the timeout passes, the caller's
+    /// token fires or `binding` is invalidated. A combined acquisition
+    /// paces itself by `binding` at each step (its locker's own default
+    /// where the binding sets none); legacy holders it sees go to the
+    /// binding's sightings.
     ///
     /// # Errors
-    /// [`AcquireError::Timeout`], [`AcquireError::Cancelled`], or
+    /// [`AcquireError::Timeout`], [`AcquireError::Cancelled`],
+    /// [`AcquireError::Invalidated`] (only for a bound acquisition), or
     /// [`AcquireError::Store`] for a store failure retrying cannot fix.
     /// Transient store failures are retried until the deadline.
     async fn acquire_with(
         &self,
         lock: &LockId,
         options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError>;
 
-    /// Waits for the lock without a deadline.
+    /// Waits for the lock without a deadline, unbound.
     ///
     /// # Errors
     /// As [`acquire_with`](Locker::acquire_with).
     async fn acquire(&self, lock: &LockId) -> Result<LockGuard, AcquireError> {
-        self.acquire_with(lock, AcquireOptions::default()).await
+        self.acquire_with(lock, AcquireOptions::default(), &Binding::unbound())
+            .await
     }
 
-    /// Takes the lock if it is free right now; never waits for a holder.
+    /// Takes the lock if it is free right now; never waits for a holder. A
+    /// combined attempt paces itself by `binding` (an attempt does not
+    /// wait, so nothing invalidates it: its runner checks the binding
+    /// before it hands the guard out).
     ///
     /// # Errors
     /// [`TryAcquireError::Held`] when someone else holds it or is entering
     /// it; [`TryAcquireError::Failed`] when the attempt itself failed.
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError>;
-
-    /// As [`try_acquire`](Locker::try_acquire), paced by `pacing` (a
-    /// combined attempt; other algorithms ignore it, as the default does).
-    ///
-    /// # Errors
-    /// As [`try_acquire`](Locker::try_acquire).
-    async fn try_acquire_paced(
+    async fn try_acquire(
         &self,
         lock: &LockId,
-        pacing: PacingWatch,
-    ) -> Result<LockGuard, TryAcquireError> {
-        let _ = pacing;
-        self.try_acquire(lock).await
-    }
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError>;
 }

@@ -1,6 +1,6 @@
 //! What every locker is built from: store, clock, node identity, lease
 //! settings and a seeded random source; plus the wait helper that enforces
-//! deadlines and cancellation.
+//! deadlines, cancellation and invalidation.
 
 use std::fmt;
 use std::sync::atomic::AtomicI64;
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{AcquireOptions, Algorithm, WaitWatch, WaitingFor};
-use crate::cells::ActivityObserver;
+use crate::binding::Binding;
 use crate::error::AcquireError;
 use crate::id::{Incarnation, LockId, NodeId, OwnerId};
 use crate::lease::{Lease, WaitingTerms};
@@ -24,7 +24,6 @@ use crate::slots::{Slot, Slots};
 
 /// The parts every locker shares.
 pub struct LockContext {
-    observer: Option<Arc<dyn ActivityObserver>>,
     store: SharedStore,
     clock: SharedClock,
     node: NodeId,
@@ -70,7 +69,6 @@ impl LockContext {
             None => StdRng::from_os_rng(),
         };
         Ok(LockContext {
-            observer: None,
             store,
             clock,
             slots: Arc::new(Slots::new(node.clone(), crate::id::new_incarnation(seed))),
@@ -93,20 +91,6 @@ impl LockContext {
     /// The process whose owner ids this context writes.
     pub fn incarnation(&self) -> Incarnation {
         self.slots.incarnation()
-    }
-
-    /// This context, telling `observer` of legacy holders its lockers see.
-    pub fn with_observer(mut self, observer: Arc<dyn ActivityObserver>) -> Self {
-        self.observer = Some(observer);
-        self
-    }
-
-    /// Lockers call this with every read of `main` they make while waiting:
-    /// legacy holders among `cells` go to the observer, if there is one.
-    pub fn observe_main(&self, lock: &LockId, cells: &[lockshift_store::Cell]) {
-        if let Some(observer) = &self.observer {
-            crate::cells::observe_main(observer, lock, cells, self.clock.now());
-        }
     }
 
     /// The store.
@@ -192,27 +176,32 @@ impl LockContext {
 pub enum Interrupted {
     /// The deadline passed.
     Timeout,
-    /// The cancellation token fired.
+    /// The caller's cancellation token fired.
     Cancelled,
+    /// The acquisition's binding was invalidated (R3).
+    Invalidated,
 }
 
-/// The deadline and cancellation of one acquisition.
+/// The deadline, cancellation and invalidation of one acquisition.
 #[derive(Debug, Clone)]
 pub struct Waiting {
     started: Instant,
     deadline: Option<Instant>,
     cancel: CancellationToken,
+    binding: Binding,
     watch: Option<WaitWatch>,
 }
 
 impl Waiting {
-    /// Starts the clock for an acquisition with `options`.
-    pub fn new(options: &AcquireOptions) -> Self {
+    /// Starts the clock for an acquisition with `options`, bound by
+    /// `binding`.
+    pub fn new(options: &AcquireOptions, binding: &Binding) -> Self {
         let started = Instant::now();
         Waiting {
             started,
             deadline: options.timeout.map(|t| started + t),
             cancel: options.cancel.clone().unwrap_or_default(),
+            binding: binding.clone(),
             watch: options.watch.clone(),
         }
     }
@@ -230,10 +219,14 @@ impl Waiting {
         self.started.elapsed()
     }
 
-    /// Whether the acquisition must stop now.
+    /// Whether the acquisition must stop now: the caller's cancel first,
+    /// then an invalidation, then the deadline.
     pub fn check(&self) -> Result<(), Interrupted> {
         if self.cancel.is_cancelled() {
             return Err(Interrupted::Cancelled);
+        }
+        if self.binding.is_invalidated() {
+            return Err(Interrupted::Invalidated);
         }
         match self.deadline {
             Some(d) if Instant::now() >= d => Err(Interrupted::Timeout),
@@ -241,8 +234,9 @@ impl Waiting {
         }
     }
 
-    /// Sleeps for `d`, cut short by the deadline or cancellation; a pause
-    /// below tokio's millisecond tick ends on time (`pause.rs`).
+    /// Sleeps for `d`, cut short by the deadline, cancellation or
+    /// invalidation; a pause below tokio's millisecond tick ends on time
+    /// (`pause.rs`).
     ///
     /// # Errors
     /// The interruption, if one happened.
@@ -252,6 +246,7 @@ impl Waiting {
         let until = self.deadline.map_or(wake, |dl| dl.min(wake));
         tokio::select! {
             _ = self.cancel.cancelled() => Err(Interrupted::Cancelled),
+            () = self.binding.invalidated() => Err(Interrupted::Invalidated),
             () = crate::pause::sleep_until(until) => if until < wake { Err(Interrupted::Timeout) } else { Ok(()) },
         }
     }
@@ -268,6 +263,10 @@ impl Waiting {
                 lock: lock.clone(),
                 owner: owner.clone(),
             },
+            Interrupted::Invalidated => AcquireError::Invalidated {
+                lock: lock.clone(),
+                owner: owner.clone(),
+            },
         }
     }
 }
@@ -275,7 +274,7 @@ impl Waiting {
 /// Why an acquisition loop stopped without the lock.
 #[derive(Debug)]
 pub enum Stop {
-    /// Deadline or cancellation.
+    /// Deadline, cancellation or invalidation.
     Interrupted(Interrupted),
     /// A store error retrying cannot fix.
     Store(StoreError),

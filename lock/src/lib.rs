@@ -1,8 +1,9 @@
 //! The lock API shared by lockshift's algorithms: acquire, try-acquire, a
 //! guard that releases, and leases that tell the holder when they are lost.
 //! A service meets these types through the `lockshift` crate, which
-//! re-exports them (all but [`Locker`] and [`Revoker`]: its node is the one
-//! handle to acquire with):
+//! re-exports them (all but [`Locker`], [`Binding`], [`LegacySightings`]
+//! and [`Revoker`]: its node is the one handle to acquire with, and binds
+//! every acquisition itself):
 //!
 //! - [`LockGuard`]: the held lock, the one guard a locker and a node hand
 //!   out — lock id, owner, algorithm, a fencing token on request (two
@@ -15,7 +16,11 @@
 //!   shutdown.
 //! - [`Locker`]: what every algorithm implements (`acquire`, `acquire_with`
 //!   a timeout or a cancellation token, `try_acquire`), and
-//!   [`AcquireOptions`].
+//!   [`AcquireOptions`]. Each acquisition also takes a [`Binding`] from
+//!   whoever runs it (a node; [`Binding::unbound`] for a locker run alone):
+//!   the one contract between the two — its pacing, its invalidation
+//!   ([`AcquireError::Invalidated`], which a node never returns), and the
+//!   [`LegacySightings`] its reads of `main` write into.
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
 //!   acquisition writes under an owner id `node/IIIIIIIISSSSSSSS` — its
 //!   process and a slot, reused by the process's next acquisition of the
@@ -36,10 +41,9 @@
 //!
 //! - [`LockContext`]: store, clock, node id, lease settings and seeded
 //!   randomness, shared by every locker of a node; it hands out owner
-//!   [`Slot`]s (L7) and starts leases. [`ActivityObserver`] hears of the
-//!   legacy holders a locker sees.
-//! - [`Waiting`]: the wait helper enforcing deadlines and cancellation
-//!   ([`Interrupted`], [`Stop`]); [`pause`]: pauses shorter than tokio's
+//!   [`Slot`]s (L7) and starts leases.
+//! - [`Waiting`]: the wait helper enforcing deadlines, cancellation and
+//!   invalidation ([`Interrupted`], [`Stop`]); [`pause`]: pauses shorter than tokio's
 //!   millisecond tick.
 //! - [`lease`]: every cell an acquisition writes, waiter or holder, goes
 //!   through its [`Lease`], which gives the cell its TTL ([`WaitingTerms`]
@@ -90,6 +94,7 @@
 //! ```
 
 mod api;
+mod binding;
 mod cells;
 mod context;
 mod error;
@@ -102,10 +107,9 @@ pub mod pause;
 mod settings;
 mod slots;
 
-pub use api::{
-    AcquireOptions, Algorithm, Locker, Pacing, PacingWatch, WaitWatch, WaitingFor, fixed_pacing,
-};
-pub use cells::ActivityObserver;
+pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
+pub use binding::Binding;
+pub use cells::LegacySightings;
 pub use context::{Interrupted, LockContext, Stop, Waiting};
 pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
 pub use guard::{LockGuard, Revoker};

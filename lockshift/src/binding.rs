@@ -1,34 +1,63 @@
-//! The node's stage bindings with the cancellation tokens their waiters
-//! watch, and the pacing they read. What the bindings decide (R2–R5, R8)
-//! and the pacing a stage calls for are pure and live in
-//! [`lockshift_decide::binding`]; this module gives each acquisition the
-//! token its locker waits on and the watch it reads its [`Pacing`] from,
-//! fires the tokens of the acquisitions the bindings invalidate, updates
-//! the pacing as the confirmed stage changes, and tells the bindings when a
-//! caller's cancel fired one.
+//! The node's stage bindings, and the handle each acquisition gets from
+//! them. What the bindings decide (R2–R5, R8) and the pacing a stage calls
+//! for are pure and live in [`lockshift_decide::binding`]; this module
+//! gives each acquisition its [`Binding`] — the pacing it reads, the token
+//! that invalidates it, the [`LegacySightings`] its reads of `main` write
+//! into — fires the tokens of the acquisitions the bindings invalidate,
+//! updates the pacing as the confirmed stage changes, and tells the
+//! bindings when a caller's cancel ended one.
+//!
+//! Nothing comes back up from an acquisition but its outcome: an
+//! invalidated one ends with `AcquireError::Invalidated` (the node
+//! re-enters), a cancelled one with the caller's `Cancelled`, and legacy
+//! holders it saw are already in the sightings the node reports.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockshift_decide::algorithm::Algorithm;
 pub(crate) use lockshift_decide::binding::View;
 use lockshift_decide::binding::{Bindings as Core, LEGACY_OWNER_WAIT_MAX, Pacing, Refusal};
 use lockshift_decide::rollout::StageRecord;
+use lockshift_lock::{Binding, LegacySightings};
+use lockshift_store::Timestamp;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Every acquisition of a node, by id, with its token; and the pacing
-/// every one of them reads.
+/// What ends one acquisition early: its binding's invalidation, fired by
+/// the node, and its caller's cancel.
+#[derive(Debug)]
+struct Signals {
+    /// Fires when the acquisition must leave the line and re-enter.
+    invalidated: CancellationToken,
+    /// The caller's token, if it gave one.
+    cancel: Option<CancellationToken>,
+}
+
+impl Signals {
+    /// Whether the caller called the acquisition off.
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+}
+
+/// Every acquisition of a node, by id, with what ends it early; the pacing
+/// every one of them reads; and the legacy holders they saw.
 #[derive(Debug)]
 pub(crate) struct Bindings {
     core: Core,
-    /// Fires when the acquisition must leave the line and re-enter.
-    tokens: BTreeMap<u64, CancellationToken>,
+    signals: BTreeMap<u64, Signals>,
     /// The pacing the node's confirmed stage calls for ([`Pacing::of`]):
     /// every acquisition reads it at each step, through its own receiver.
     pacing: watch::Sender<Pacing>,
     /// The legacy contenders' pause (`lock.legacy.owner_wait_max`).
     owner_wait_max: Duration,
+    /// Written by every acquisition's reads of `main`, read when the node
+    /// reports activity.
+    sightings: Arc<LegacySightings>,
 }
 
 impl Default for Bindings {
@@ -43,16 +72,16 @@ impl Bindings {
     pub(crate) fn new(owner_wait_max: Duration) -> Self {
         Bindings {
             core: Core::default(),
-            tokens: BTreeMap::new(),
+            signals: BTreeMap::new(),
             pacing: watch::Sender::new(Pacing::BesideLegacy { owner_wait_max }),
             owner_wait_max,
+            sightings: Arc::default(),
         }
     }
 
-    /// What a new acquisition paces itself by: the current pacing, and
-    /// every change from now on.
-    pub(crate) fn pacing(&self) -> watch::Receiver<Pacing> {
-        self.pacing.subscribe()
+    /// When an acquisition last saw a legacy holder in `main`.
+    pub(crate) fn legacy_seen(&self) -> Option<Timestamp> {
+        self.sightings.last_seen()
     }
 
     /// Sets the pacing for the node's confirmed stage `confirmed` (`None`:
@@ -69,25 +98,35 @@ impl Bindings {
     }
 
     /// Binds a new acquisition resolved to `algorithm` under `view`'s last
-    /// record; `cancel` is the caller's token (the returned token is its
-    /// child, also fired on invalidation).
+    /// record, and gives its id and its [`Binding`]: the node's pacing, a
+    /// token of its own that fires on invalidation (and only then), the
+    /// node's sightings. `cancel` is the caller's token: the locker watches
+    /// it as it is, and the bindings count an acquisition it ended as
+    /// leaving.
     pub(crate) fn bind(
         &mut self,
         algorithm: Algorithm,
         view: &View,
         cancel: Option<&CancellationToken>,
-    ) -> (u64, CancellationToken) {
+    ) -> (u64, Binding) {
         let id = self.core.bind(algorithm, view);
-        let token = cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
-        self.tokens.insert(id, token.clone());
-        (id, token)
+        let invalidated = CancellationToken::new();
+        self.signals.insert(
+            id,
+            Signals {
+                invalidated: invalidated.clone(),
+                cancel: cancel.cloned(),
+            },
+        );
+        let binding = Binding::bound(self.pacing.subscribe(), invalidated, self.sightings.clone());
+        (id, binding)
     }
 
     /// Forgets an acquisition (it ended without a guard, or its guard was
     /// released).
     pub(crate) fn unbind(&mut self, id: u64) {
         self.core.unbind(id);
-        self.tokens.remove(&id);
+        self.signals.remove(&id);
     }
 
     /// Whether acquisition `id` was invalidated.
@@ -99,18 +138,18 @@ impl Bindings {
     /// Tells the bindings of the acquisitions whose callers cancelled them:
     /// those leave the line as invalidated ones do.
     fn note_cancelled(&mut self) {
-        for (id, token) in &self.tokens {
-            if token.is_cancelled() {
+        for (id, signals) in &self.signals {
+            if signals.cancelled() {
                 self.core.invalidate(*id);
             }
         }
     }
 
-    /// Fires the tokens of acquisitions `ids`.
+    /// Invalidates the bindings of acquisitions `ids`.
     fn cancel(&self, ids: Vec<u64>) {
         for id in ids {
-            if let Some(token) = self.tokens.get(&id) {
-                token.cancel();
+            if let Some(signals) = self.signals.get(&id) {
+                signals.invalidated.cancel();
             }
         }
     }
@@ -134,9 +173,9 @@ impl Bindings {
     /// the guard out (R4, R8); if so it counts as held from now on.
     pub(crate) fn hand_out(&mut self, id: u64, view: &View, now: Instant) -> Result<(), Refusal> {
         if self
-            .tokens
+            .signals
             .get(&id)
-            .is_some_and(CancellationToken::is_cancelled)
+            .is_some_and(|s| s.invalidated.is_cancelled() || s.cancelled())
         {
             self.core.invalidate(id);
         }

@@ -123,10 +123,6 @@ pub use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, FenceError, Incarnation, InvalidId, LeaseLostReason,
     LockGuard, LockId, NodeId, OwnerId, ReleaseError, TryAcquireError, WaitWatch, WaitingFor,
 };
-/// How an acquisition paces itself beside legacy contenders
-/// ([`AcquireOptions::pacing`], which a [`Node`] sets for each acquisition
-/// itself).
-pub use lockshift_lock::{Pacing, PacingWatch};
 pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};

@@ -30,7 +30,8 @@ use lockshift_decide::clean::Action;
 use lockshift_decide::registry::LeasePromise;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
+    AcquireOptions, Algorithm, Binding, LeaseSettings, LockContext, LockGuard, LockId, Locker,
+    NodeId,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
@@ -307,6 +308,7 @@ async fn acquire(locker: &dyn Locker, wait: Duration) -> Result<LockGuard, Strin
         .acquire_with(
             &LockId::new(LOCK).unwrap(),
             AcquireOptions::with_timeout(wait),
+            &Binding::unbound(),
         )
         .await
         .map_err(|e| e.to_string())

@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, OwnerId,
-    Pacing, PacingWatch, Slot, Stop, Waiting,
+    AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
+    OwnerId, Slot, Stop, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
@@ -208,7 +208,7 @@ impl Line {
         lock: &LockId,
         ticket: &Ticket,
         fast: bool,
-        pacing: Option<&PacingWatch>,
+        binding: &Binding,
     ) -> Result<Arrived, StoreError> {
         let arrival = Arrival {
             enqueue: Box::pin(
@@ -219,25 +219,19 @@ impl Line {
             position: Box::pin(self.where_am_i(lock, ticket, self.window())),
         };
         self.entry
-            .arrive(
-                self.store(),
-                &ticket.lease,
-                arrival,
-                fast,
-                pacing_now(pacing),
-            )
+            .arrive(self.store(), &ticket.lease, arrival, fast, binding.pacing())
             .await
     }
 
     /// What the waiter needs to know besides the I/O result.
-    fn context_now(&self, took: Duration, pacing: Option<&PacingWatch>) -> Context {
+    fn context_now(&self, took: Duration, binding: &Binding) -> Context {
         Context {
             now: Instant::now().into_std(),
             wall: self.ctx.clock().now(),
             took,
-            prepares: self.entry.prepares(pacing_now(pacing)),
+            prepares: self.entry.prepares(binding.pacing()),
             reserves_behind: self.entry.reserves_behind(),
-            busy_pause: self.entry.busy_pause(&self.ctx, pacing_now(pacing)),
+            busy_pause: self.entry.busy_pause(&self.ctx, binding.pacing()),
             pause_after_error: self.pause_after_error(),
         }
     }
@@ -265,8 +259,8 @@ impl Line {
     }
 
     /// Listing 7 with leases, the fast path, polling, reservations,
-    /// dead-waiter skipping and re-enqueueing, paced by `options.pacing`
-    /// (read at each step; without one, [`Pacing::default`]). See
+    /// dead-waiter skipping and re-enqueueing, paced by `binding` (read at
+    /// each step) and leaving the line when it is invalidated. See
     /// [`lockshift_lock::Locker::acquire_with`].
     ///
     /// # Errors
@@ -279,20 +273,15 @@ impl Line {
         &self,
         lock: &LockId,
         options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        let waiting = Waiting::new(&options);
+        let waiting = Waiting::new(&options, binding);
         let first = self.ctx.take_slot(lock);
         let mut last_owner = first.owner().clone();
         let mut seen = Seen::default();
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
         let result = self
-            .wait_and_enter(
-                lock,
-                &waiting,
-                options.pacing.as_ref(),
-                first,
-                (&mut last_owner, &mut seen),
-            )
+            .wait_and_enter(lock, &waiting, binding, first, (&mut last_owner, &mut seen))
             .instrument(span)
             .await;
         match result {
@@ -314,7 +303,7 @@ impl Line {
         &self,
         lock: &LockId,
         waiting: &Waiting,
-        pacing: Option<&PacingWatch>,
+        binding: &Binding,
         first: Slot,
         (last_owner, seen): (&mut OwnerId, &mut Seen),
     ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
@@ -411,7 +400,7 @@ impl Line {
                     let arrived = match self.ticket(slot).await {
                         Ok(new) => {
                             waiter.set_place(new.owner.as_str(), new.lease.mark());
-                            let arrived = self.arrive(lock, &new, fast, pacing).await;
+                            let arrived = self.arrive(lock, &new, fast, binding).await;
                             ticket = Some(new);
                             arrived.map(Observation::Arrived)
                         }
@@ -437,7 +426,7 @@ impl Line {
                         return Err((why.into(), ticket));
                     }
                     let started = Instant::now();
-                    let observed = self.perform(lock, current, other, pacing).await;
+                    let observed = self.perform(lock, current, other, binding).await;
                     (observed, started.elapsed())
                 }
             };
@@ -454,7 +443,7 @@ impl Line {
             if let Some(current) = &ticket {
                 seen.in_the_way |= report(waiting, &observation, current);
             }
-            action = waiter.on(observation, &self.context_now(took, pacing));
+            action = waiter.on(observation, &self.context_now(took, binding));
             self.remember(&waiter);
         }
     }
@@ -516,12 +505,6 @@ fn reads_the_lock(observation: &Observation) -> bool {
         | Observation::PlaceBehind { .. } => true,
         Observation::Withdrawn | Observation::ReservedBehind | Observation::Failed => false,
     }
-}
-
-/// The acquisition's pacing at this step: as its watch reads now, or
-/// [`Pacing::default`] when it has none.
-fn pacing_now(pacing: Option<&PacingWatch>) -> Pacing {
-    pacing.map_or_else(Pacing::default, |w| *w.borrow())
 }
 
 /// Gives a place in line up: deletes its cells (the queue cell and any

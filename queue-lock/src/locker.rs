@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use lockshift_decide::binding::Pacing;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Lease, LockContext, LockGuard, LockId, Locker, Pacing,
-    TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
+    Locker, TryAcquireError,
 };
 use lockshift_store::{Store, StoreError, schema};
 
@@ -135,11 +136,16 @@ impl Locker for QueueLocker {
         &self,
         lock: &LockId,
         options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        self.line.acquire(lock, options).await
+        self.line.acquire(lock, options, binding).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        self.line.try_acquire(lock).await
+    async fn try_acquire(
+        &self,
+        lock: &LockId,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.line.try_acquire(lock, binding).await
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lockshift_decide::cells::RESERVED_VALUE;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId,
+    AcquireError, AcquireOptions, Binding, LeaseSettings, LockContext, LockId, Locker, NodeId,
 };
 use lockshift_store::{
     CellWrite, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -240,7 +240,11 @@ async fn try_acquire_on_a_held_lock_returns_at_once_and_leaves_nothing() {
     let f = Fixture::new();
     let holder = f.locker("h").acquire(&lock()).await.unwrap();
     f.store.reset_counts();
-    let err = f.locker("t").try_acquire(&lock()).await.unwrap_err();
+    let err = f
+        .locker("t")
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap_err();
     assert!(err.is_held());
     assert_eq!(
         err.to_string(),
@@ -254,12 +258,16 @@ async fn try_acquire_on_a_held_lock_returns_at_once_and_leaves_nothing() {
     // Different ids are independent.
     let other = f
         .locker("t")
-        .try_acquire(&LockId::new("M").unwrap())
+        .try_acquire(&LockId::new("M").unwrap(), &Binding::unbound())
         .await
         .unwrap();
     other.release().await.unwrap();
     holder.release().await.unwrap();
-    let g = f.locker("t").try_acquire(&lock()).await.unwrap();
+    let g = f
+        .locker("t")
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap();
     g.release().await.unwrap();
     assert!(f.columns(schema::QUEUE).await.is_empty());
 }
@@ -282,7 +290,11 @@ async fn try_acquire_with_a_waiter_ahead_dequeues() {
         )
         .await
         .unwrap();
-    let err = f.locker("t").try_acquire(&lock()).await.unwrap_err();
+    let err = f
+        .locker("t")
+        .try_acquire(&lock(), &Binding::unbound())
+        .await
+        .unwrap_err();
     assert!(err.is_held());
     assert_eq!(
         f.columns(schema::QUEUE).await,
@@ -300,6 +312,7 @@ async fn timeout_and_cancellation_leave_the_line() {
         .acquire_with(
             &lock(),
             AcquireOptions::with_timeout(Duration::from_secs(2)),
+            &Binding::unbound(),
         )
         .await
         .unwrap_err();
@@ -310,7 +323,11 @@ async fn timeout_and_cancellation_leave_the_line() {
         let locker = f.locker("c");
         tokio::spawn(async move {
             locker
-                .acquire_with(&lock(), AcquireOptions::default().cancelled_by(token))
+                .acquire_with(
+                    &lock(),
+                    AcquireOptions::default().cancelled_by(token),
+                    &Binding::unbound(),
+                )
                 .await
         })
     };
@@ -323,6 +340,79 @@ async fn timeout_and_cancellation_leave_the_line() {
         "nobody is left in line (the holder left it when it took the lock)"
     );
     holder.release().await.unwrap();
+}
+
+/// R3: an invalidated waiter ends with its own outcome — not the caller's
+/// `Cancelled` — and leaves the line as a cancelled one does.
+#[tokio::test(start_paused = true)]
+async fn an_invalidated_waiter_leaves_the_line_with_its_own_outcome() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let (_pace, pacing) = tokio::sync::watch::channel(lockshift_decide::binding::Pacing::default());
+    let invalidate = tokio_util::sync::CancellationToken::new();
+    let caller = tokio_util::sync::CancellationToken::new();
+    let binding = Binding::bound(
+        pacing,
+        invalidate.clone(),
+        Arc::new(lockshift_lock::LegacySightings::default()),
+    );
+    let waiter = {
+        let locker = f.locker("i");
+        let caller = caller.clone();
+        tokio::spawn(async move {
+            locker
+                .acquire_with(
+                    &lock(),
+                    AcquireOptions::default().cancelled_by(caller),
+                    &binding,
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    invalidate.cancel();
+    let err = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(err, AcquireError::Invalidated { .. }), "{err}");
+    assert!(!caller.is_cancelled(), "the caller's token is its own");
+    assert!(f.columns(schema::QUEUE).await.is_empty(), "left the line");
+    holder.release().await.unwrap();
+}
+
+/// A waiter watching `main` records the legacy holder in its way (a
+/// binary that never registers) in its runner's sightings, through its
+/// binding — and an unbound waiter records nothing anywhere.
+#[tokio::test(start_paused = true)]
+async fn a_bound_waiter_records_the_legacy_holder_it_sees() {
+    let f = Fixture::new();
+    f.store
+        .inner()
+        .write(
+            schema::MAIN,
+            "L",
+            &[CellWrite::new("old-binary", b"".to_vec())],
+            WriteOptions::at(f.clock.now()),
+        )
+        .await
+        .unwrap();
+    let sightings = Arc::new(lockshift_lock::LegacySightings::default());
+    let (_pace, pacing) = tokio::sync::watch::channel(lockshift_decide::binding::Pacing::default());
+    let binding = Binding::bound(
+        pacing,
+        tokio_util::sync::CancellationToken::new(),
+        sightings.clone(),
+    );
+    let err = f
+        .locker("w")
+        .acquire_with(
+            &lock(),
+            AcquireOptions::with_timeout(Duration::from_secs(2)),
+            &binding,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AcquireError::Timeout { .. }), "{err}");
+    let seen = sightings.last_seen().expect("the legacy holder was seen");
+    assert!(seen <= f.clock.now());
 }
 
 #[tokio::test(start_paused = true)]
@@ -578,7 +668,7 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
     let within = AcquireOptions::with_timeout(Duration::from_secs(30));
     let b_task = tokio::spawn({
         let opts = within.clone();
-        async move { b.acquire_with(&lock(), opts).await }
+        async move { b.acquire_with(&lock(), opts, &Binding::unbound()).await }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -586,7 +676,8 @@ async fn two_reservations_made_at_once_resolve_by_queue_order() {
         1,
         "B is writing its reservation"
     );
-    let c_task = tokio::spawn(async move { c.acquire_with(&lock(), within).await });
+    let c_task =
+        tokio::spawn(async move { c.acquire_with(&lock(), within, &Binding::unbound()).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     store.open.send_replace(true);
     tokio::time::sleep(Duration::from_millis(50)).await;

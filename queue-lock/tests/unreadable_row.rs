@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, LeaseSettings, LockContext, LockId, Locker, NodeId,
+    AcquireError, AcquireOptions, Binding, LeaseSettings, LockContext, LockId, Locker, NodeId,
 };
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
@@ -68,6 +68,7 @@ async fn a_queue_acquisition_stops_at_the_refusal_instead_of_timing_out() {
         .acquire_with(
             &LockId::new("jammed").unwrap(),
             AcquireOptions::with_timeout(Duration::from_secs(3600)),
+            &Binding::unbound(),
         )
         .await
         .unwrap_err();

@@ -14,10 +14,11 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use lockshift_decide::binding::Pacing;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockContext, LockGuard, LockId, Locker, Pacing,
-    PacingWatch, TryAcquireError,
+    AcquireError, AcquireOptions, Algorithm, Binding, LockContext, LockGuard, LockId, Locker,
+    TryAcquireError,
 };
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 
@@ -85,10 +86,10 @@ impl Lockers {
     }
 
     /// Combined lockers built from now on pace by `pacing` the acquisitions
-    /// that bring no pacing of their own ([`AcquireOptions::pacing`]; a node
-    /// gives each of its acquisitions one). Without it they pace for legacy
-    /// contenders with `settings.legacy`: a locker cannot know there are
-    /// none. For tests and benchmarks that play a node's part.
+    /// whose [`Binding`] sets no pacing (a node binds each of its
+    /// acquisitions to one). Without it they pace for legacy contenders
+    /// with `settings.legacy`: a locker cannot know there are none. For
+    /// tests and benchmarks that play a node's part.
     pub fn with_pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = Some(pacing);
         self
@@ -176,20 +177,17 @@ impl<L: Locker> Locker for Owning<L> {
         &self,
         lock: &LockId,
         options: AcquireOptions,
+        binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        self.locker.acquire_with(lock, options).await
+        self.locker.acquire_with(lock, options, binding).await
     }
 
-    async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        self.locker.try_acquire(lock).await
-    }
-
-    async fn try_acquire_paced(
+    async fn try_acquire(
         &self,
         lock: &LockId,
-        pacing: PacingWatch,
+        binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
-        self.locker.try_acquire_paced(lock, pacing).await
+        self.locker.try_acquire(lock, binding).await
     }
 }
 

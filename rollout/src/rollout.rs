@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use lockshift_decide::rollout;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId,
+    AcquireOptions, Algorithm, Binding, LeaseSettings, LockContext, LockId, Locker, NodeId,
 };
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
@@ -362,6 +362,7 @@ impl Rollout {
             .acquire_with(
                 &lock,
                 AcquireOptions::with_timeout(deadline.saturating_duration_since(Instant::now())),
+                &Binding::unbound(),
             )
             .await?;
         let result = self.transition_locked(&request, deadline).await;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockshift_cql_emulator::{EmulatorHandle, Fault, FaultRule};
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_lock::{AcquireOptions, Binding, LeaseSettings, LockId};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultPlan, RowQuery, SharedClock, Store, SystemClock, schema,
 };
@@ -316,15 +316,28 @@ async fn try_acquire_and_independent_ids_over_cql() {
         let a = make(&node(&ep, 0, FaultPlan::default(), LeaseSettings::default()).await);
         let b = make(&node(&ep, 1, FaultPlan::default(), LeaseSettings::default()).await);
         let lock = test_lock("try");
-        let g = a.locker.try_acquire(&lock).await.unwrap();
-        let err = b.locker.try_acquire(&lock).await.unwrap_err();
+        let g = a
+            .locker
+            .try_acquire(&lock, &Binding::unbound())
+            .await
+            .unwrap();
+        let err = b
+            .locker
+            .try_acquire(&lock, &Binding::unbound())
+            .await
+            .unwrap_err();
         assert!(err.is_held(), "{err}");
-        let other = b.locker.try_acquire(&test_lock("try-other")).await.unwrap();
+        let other = b
+            .locker
+            .try_acquire(&test_lock("try-other"), &Binding::unbound())
+            .await
+            .unwrap();
         let err = b
             .locker
             .acquire_with(
                 &lock,
                 AcquireOptions::with_timeout(Duration::from_millis(300)),
+                &Binding::unbound(),
             )
             .await
             .unwrap_err();
@@ -335,7 +348,7 @@ async fn try_acquire_and_independent_ids_over_cql() {
         other.release().await.unwrap();
         g.release().await.unwrap();
         b.locker
-            .try_acquire(&lock)
+            .try_acquire(&lock, &Binding::unbound())
             .await
             .unwrap()
             .release()

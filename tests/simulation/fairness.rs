@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{AcquireOptions, Algorithm, LeaseSettings, LockId};
+use lockshift_lock::{AcquireOptions, Algorithm, Binding, LeaseSettings, LockId};
 use lockshift_store::FaultPlan;
 use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, Oracle, SEED_VAR, critical_section, paused};
@@ -63,7 +63,11 @@ fn fleet_waits(seed: u64, makes: &[fn(&NodeEnv) -> SimLocker], run_for: Duration
                     let started = Instant::now();
                     let left = end.saturating_duration_since(started);
                     match locker
-                        .acquire_with(&lock, AcquireOptions::with_timeout(left))
+                        .acquire_with(
+                            &lock,
+                            AcquireOptions::with_timeout(left),
+                            &Binding::unbound(),
+                        )
                         .await
                     {
                         Ok(guard) => {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_lock::{AcquireOptions, Binding, LeaseSettings, LockId};
 use lockshift_store::{FaultPlan, FaultScope, OpKind, schema};
 use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, Oracle, for_each_seed, paused, skews};
@@ -90,6 +90,7 @@ fn run(
                         .acquire_with(
                             &lock,
                             AcquireOptions::with_timeout(Duration::from_secs(3600)),
+                            &Binding::unbound(),
                         )
                         .await
                     else {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_lock::{AcquireOptions, Binding, LeaseSettings, LockId};
 use lockshift_store::{FaultPlan, RowQuery, Store, schema};
 use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{Cluster, NodeEnv, paused};
@@ -40,6 +40,7 @@ fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> SimLocker) 
             .acquire_with(
                 &lock(),
                 AcquireOptions::with_timeout(TTL - Duration::from_secs(5)),
+                &Binding::unbound(),
             )
             .await;
         assert!(early.is_err(), "the lock stays held until the TTL");
@@ -70,7 +71,11 @@ fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> SimLock
         let guard = la.locker.acquire(&lock()).await.unwrap();
         let err = lb
             .locker
-            .acquire_with(&lock(), AcquireOptions::with_timeout(TTL * 10))
+            .acquire_with(
+                &lock(),
+                AcquireOptions::with_timeout(TTL * 10),
+                &Binding::unbound(),
+            )
             .await
             .unwrap_err();
         assert!(

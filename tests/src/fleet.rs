@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use lockshift_lock::{Algorithm, Locker, Pacing};
+use lockshift_decide::binding::Pacing;
+use lockshift_lock::{Algorithm, Locker};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_rollout::{LockerSettings, Lockers};
 

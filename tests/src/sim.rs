@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireOptions, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
+    AcquireOptions, Binding, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId,
 };
 use lockshift_store::{
     FaultPlan, FaultyStore, MemoryStore, SharedClock, SharedStore, SkewedClock, Timestamp,
@@ -326,6 +326,7 @@ pub async fn contend(
                     .acquire_with(
                         lock,
                         AcquireOptions::with_timeout(Duration::from_secs(3600)),
+                        &Binding::unbound(),
                     )
                     .await
                 {

@@ -1,11 +1,12 @@
 //! The acquire path of a [`Node`]: each acquisition is bound to the stage
-//! it resolved under, and its guard handed out only under the binding's
+//! it resolved under — its locker gets the [`Binding`] that paces and
+//! invalidates it — and its guard handed out only under the binding's
 //! conditions (R3, R4, R7).
 
 use std::sync::{Arc, PoisonError};
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, LockGuard, LockId, Locker, PacingWatch, Revoker,
+    AcquireError, AcquireOptions, Algorithm, Binding, LockGuard, LockId, Locker, Revoker,
     TryAcquireError,
 };
 use tokio::time::Instant;
@@ -45,13 +46,12 @@ impl Shared {
         self.reevaluate(&mut st, Instant::now());
         let algorithm = st.resolution.algorithm;
         let st = &mut *st;
-        let (id, token) = st.bindings.bind(algorithm, &st.view, cancel);
+        let (id, binding) = st.bindings.bind(algorithm, &st.view, cancel);
         Ok(Attempt {
             shared: self.clone(),
             id,
             algorithm,
-            token,
-            pacing: st.bindings.pacing(),
+            binding,
             armed: true,
         })
     }
@@ -63,10 +63,11 @@ struct Attempt {
     shared: Arc<Shared>,
     id: u64,
     algorithm: Algorithm,
-    token: CancellationToken,
-    /// How it paces itself (a combined acquisition): what the node's
-    /// confirmed stage calls for, updated while it waits.
-    pacing: PacingWatch,
+    /// What its locker reads: how it paces itself (a combined
+    /// acquisition: what the node's confirmed stage calls for, updated
+    /// while it waits), whether it was invalidated, where legacy holders
+    /// it sees go.
+    binding: Binding,
     /// Cleared when the binding passes to a [`Held`].
     armed: bool,
 }
@@ -167,9 +168,9 @@ impl Node {
 }
 
 impl Node {
-    /// [`Node::acquire_with`] once the name is a [`LockId`]. A node paces
-    /// each acquisition by the stage it confirmed, whatever
-    /// `options.pacing` says.
+    /// [`Node::acquire_with`] once the name is a [`LockId`]. Each attempt
+    /// is bound (its [`Binding`] paces it by the stage the node confirmed);
+    /// one invalidated while it waits re-enters.
     ///
     /// # Cancel safety
     /// As every locker's; a dropped acquisition is unbound at once.
@@ -186,14 +187,12 @@ impl Node {
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let inner = AcquireOptions {
                 timeout: remaining,
-                cancel: Some(attempt.token.clone()),
+                cancel: options.cancel.clone(),
                 watch: options.watch.clone(),
-                // The node's, whatever the caller asked for.
-                pacing: Some(attempt.pacing.clone()),
             };
             match shared
                 .locker(attempt.algorithm)
-                .acquire_with(lock, inner)
+                .acquire_with(lock, inner, &attempt.binding)
                 .await
             {
                 Ok(won) => {
@@ -201,14 +200,9 @@ impl Node {
                         return Ok(guard);
                     }
                 }
-                Err(AcquireError::Cancelled { lock, owner })
-                    if !options
-                        .cancel
-                        .as_ref()
-                        .is_some_and(CancellationToken::is_cancelled) =>
-                {
-                    // Invalidated (R3): leave the line and re-enter with
-                    // whatever the node resolves now.
+                Err(AcquireError::Invalidated { lock, owner }) => {
+                    // R3: leave the line and re-enter with whatever the
+                    // node resolves now.
                     drop(attempt);
                     if shared.state().closed {
                         return Err(AcquireError::NodeStopped {
@@ -247,7 +241,7 @@ impl Node {
             let attempt = shared.begin(lock, None)?;
             let won = shared
                 .locker(attempt.algorithm)
-                .try_acquire_paced(lock, attempt.pacing.clone())
+                .try_acquire(lock, &attempt.binding)
                 .await?;
             if let Some(guard) = self.hand_out(attempt, won, started).await {
                 return Ok(guard);

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::runtime::{Shared, Sightings, State, every, refresh_homes, watch_expiry};
+use super::runtime::{Shared, State, every, refresh_homes, watch_expiry};
 use super::{Core, Node};
 use crate::binding::{Bindings, View};
 use crate::error::StartError;
@@ -211,7 +211,6 @@ impl Node {
         ));
         let routed: SharedStore = Arc::new(HomesRouter::new(store, homes.clone()));
         let store: SharedStore = Arc::new(MeteredStore::new(routed, id.as_str()));
-        let sightings = Arc::new(Sightings::default());
         // Simulations replay: the incarnation comes from the seed there.
         let incarnation = lockshift_lock::new_incarnation(options.seed.map(|s| s ^ 0x1dea_5eed));
         // The homes before anything else reads or writes: the time service
@@ -233,8 +232,7 @@ impl Node {
                 lease.clone(),
                 options.seed,
             )?
-            .with_incarnation(incarnation)
-            .with_observer(sightings.clone()),
+            .with_incarnation(incarnation),
         );
         let configured = settings.node.mode;
         let view = View::new(settings.rollout.stage_valid_for);
@@ -247,7 +245,6 @@ impl Node {
             },
         );
         let shared = Arc::new(Shared {
-            sightings,
             incarnation,
             version: options.version.clone(),
             started_at: clock.now(),

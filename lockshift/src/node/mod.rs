@@ -9,7 +9,9 @@
 //! keep legacy and queue acquisitions apart is argued there once ("Why no
 //! legacy and queue acquisitions overlap"). The decisions themselves are
 //! pure and live in [`lockshift_decide::binding`] (the facade's `binding`
-//! adds the tokens that take an invalidated acquisition out of its line);
+//! gives each acquisition its handle, `lockshift_lock::Binding`: the
+//! pacing it reads, the token that takes it out of its line when
+//! invalidated, the sightings its reads write into);
 //! the parts of this module run them:
 //!
 //! - `runtime` re-reads the stage (and the config file) every
@@ -179,8 +181,8 @@ impl Node {
     /// As [`acquire`](Self::acquire), giving up after `options.timeout`
     /// ([`AcquireError::Timeout`]) or when `options.cancel` fires
     /// ([`AcquireError::Cancelled`]). `options.watch` hears what the
-    /// acquisition waits for; `options.pacing` is ignored: the node paces
-    /// each acquisition by the stage it confirmed.
+    /// acquisition waits for. How it paces itself is the node's business:
+    /// it follows the stage the node confirmed.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire), plus the two above, and

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lockshift_decide::algorithm::{Mode, Resolution};
 use lockshift_decide::registry::{LeasePromise, NodeInfo, registry_column};
-use lockshift_lock::{ActivityObserver, Algorithm, Incarnation, LockId, Locker, NodeId, Revoker};
+use lockshift_lock::{Algorithm, Incarnation, Locker, NodeId, Revoker};
 use lockshift_rollout::RolloutSettings;
 use lockshift_rollout::homes::{self, HomesView, move_wait};
 use lockshift_rollout::registry::{deregister, heartbeat, other_incarnations, record_activity};
@@ -87,25 +87,7 @@ impl State {
     }
 }
 
-/// Legacy holders the node's lockers saw (binaries that never register).
-#[derive(Debug, Default)]
-pub(super) struct Sightings {
-    last_legacy: Mutex<Option<Timestamp>>,
-}
-
-impl ActivityObserver for Sightings {
-    fn legacy_seen(&self, lock: &LockId, owner: &str, at: Timestamp) {
-        debug!(%lock, owner, "legacy holder seen");
-        let mut last = self
-            .last_legacy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *last = Some(last.map_or(at, |t| t.max(at)));
-    }
-}
-
 pub(super) struct Shared {
-    pub(super) sightings: Arc<Sightings>,
     pub(super) id: NodeId,
     pub(super) incarnation: Incarnation,
     pub(super) version: String,
@@ -531,16 +513,13 @@ impl Shared {
     }
 
     /// Records, per algorithm, the last use since the last report — this
-    /// node's own, and for legacy also holders its lockers saw: one write per
-    /// algorithm, at most once per heartbeat.
+    /// node's own, and for legacy also holders its acquisitions saw (binaries
+    /// that never register; their bindings wrote them into the node's
+    /// sightings): one write per algorithm, at most once per heartbeat.
     async fn report_activity(&self) -> Result<(), StoreError> {
-        let seen = *self
-            .sightings
-            .last_legacy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
         let pending: Vec<(Algorithm, Timestamp)> = {
             let st = self.state();
+            let seen = st.bindings.legacy_seen();
             let mut last = st.last_used.clone();
             if let Some(seen) = seen {
                 let legacy = last.entry(Algorithm::Legacy).or_insert(seen);

@@ -131,6 +131,35 @@ async fn editing_the_config_file_switches_new_acquisitions_and_held_locks_releas
     assert_eq!(node.status().configured, Mode::Legacy);
 }
 
+/// R3 through the one binding: a waiting acquisition whose algorithm the
+/// node no longer resolves to is invalidated, ends with its own outcome
+/// inside the node, and re-enters with the new algorithm — its caller sees
+/// neither that outcome nor a fired token, only the guard.
+#[tokio::test(start_paused = true)]
+async fn an_invalidated_waiter_re_enters_with_the_new_algorithm_and_its_caller_sees_only_the_guard()
+{
+    let w = world();
+    let (_dir, path, node) = start(&w, "combined").await;
+    let held = node.acquire("A").await.unwrap();
+    let caller = CancellationToken::new();
+    let waiter = tokio::spawn({
+        let node = node.clone();
+        let options =
+            AcquireOptions::with_timeout(Duration::from_secs(600)).cancelled_by(caller.clone());
+        async move { node.acquire_with("A", options).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    write_config(&path, "legacy");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(node.status().effective, Algorithm::Legacy);
+    held.release().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap();
+    assert_eq!(guard.algorithm(), Algorithm::Legacy, "re-entered as legacy");
+    assert!(!caller.is_cancelled(), "the caller's token is its own");
+    guard.release().await.unwrap();
+    node.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
     let w = world();
@@ -419,13 +448,13 @@ async fn a_legacy_node_promises_its_activity_with_every_heartbeat() {
 /// The pacing of a combined acquisition can change while it waits, its
 /// binding intact: bound while the node cannot confirm the stage (beside
 /// legacy contenders), it stays bound when `dual` is confirmed — and reads
-/// full speed from then on, through the receiver it was given when bound;
+/// full speed from then on, through the binding it was given when bound;
 /// beside legacy again once the view expires.
 #[test]
 fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
     use crate::binding::{Bindings, View};
+    use lockshift_decide::binding::Pacing;
     use lockshift_decide::rollout::StageRecord;
-    use lockshift_lock::Pacing;
 
     let wait = Duration::from_millis(300);
     let beside = Pacing::BesideLegacy {
@@ -434,11 +463,10 @@ fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
     let t0 = std::time::Instant::now();
     let mut view = View::new(Duration::from_secs(30));
     let mut b = Bindings::new(wait);
-    let (id, token) = b.bind(Algorithm::Combined, &view, None);
-    let pacing = b.pacing();
+    let (id, binding) = b.bind(Algorithm::Combined, &view, None);
     b.follow(Algorithm::Combined, view.confirmed(t0));
     b.pace(view.confirmed(t0));
-    assert_eq!(*pacing.borrow(), beside, "unconfirmed");
+    assert_eq!(binding.pacing(), beside, "unconfirmed");
     let dual = StageRecord {
         stage: Stage::Dual,
         version: 1,
@@ -449,16 +477,16 @@ fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
     b.follow(Algorithm::Combined, view.confirmed(t0));
     b.pace(view.confirmed(t0));
     assert!(
-        !token.is_cancelled() && !b.is_invalidated(id),
+        !binding.is_invalidated() && !b.is_invalidated(id),
         "still bound"
     );
-    assert_eq!(*pacing.borrow(), Pacing::FullSpeed, "dual confirmed");
+    assert_eq!(binding.pacing(), Pacing::FullSpeed, "dual confirmed");
     let later = t0 + Duration::from_secs(31);
     b.follow(Algorithm::Combined, view.confirmed(later));
     b.pace(view.confirmed(later));
     assert!(
-        !token.is_cancelled() && !b.is_invalidated(id),
+        !binding.is_invalidated() && !b.is_invalidated(id),
         "still bound"
     );
-    assert_eq!(*pacing.borrow(), beside, "expired");
+    assert_eq!(binding.pacing(), beside, "expired");
 }

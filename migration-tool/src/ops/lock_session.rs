@@ -240,7 +240,6 @@ impl LockSession {
             timeout: request.timeout,
             cancel: Some(self.interrupts.token.clone()),
             watch: Some(std::sync::Arc::new(watch)),
-            pacing: None,
         };
         // While it waits: a line whenever whom it waits for changes, as the
         // waiter's own reads show it (no read is made for it), at most one

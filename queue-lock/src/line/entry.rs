@@ -10,8 +10,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lockshift_decide::binding::Pacing;
 use lockshift_decide::cells::{RESERVED_VALUE, reserved_behind};
-use lockshift_lock::{Algorithm, Lease, LockContext, Pacing};
+use lockshift_lock::{Algorithm, Lease, LockContext};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
 use lockshift_decide::queue::Position;

@@ -2,23 +2,22 @@
 //! and what its result tells the acquisition's watcher.
 
 use lockshift_decide::waiter::{Action, Observation};
-use lockshift_lock::{LockId, PacingWatch, Waiting};
+use lockshift_lock::{Binding, LockId, Waiting};
 use lockshift_store::{StoreError, schema};
 
-use super::{
-    Arrived, Entered, Line, Standing, Ticket, holder_in_my_way, pacing_now, read_main, standing,
-};
+use super::{Arrived, Entered, Line, Standing, Ticket, holder_in_my_way, read_main, standing};
 use lockshift_decide::queue::Position;
 
 impl Line {
     /// The I/O of one action on the current place in line, paced by
-    /// `pacing` as it reads now.
+    /// `binding` as it reads now; legacy holders a read of `main` shows go
+    /// to the binding's sightings.
     pub(super) async fn perform(
         &self,
         lock: &LockId,
         ticket: &Ticket,
         action: Action,
-        pacing: Option<&PacingWatch>,
+        binding: &Binding,
     ) -> Result<Observation, StoreError> {
         let store = self.store();
         // Every read of a row holding one of my waiting cells that shows it
@@ -51,7 +50,7 @@ impl Line {
             // `main` cell, read `main` after it.
             Action::Enter { shadow_checked } => self
                 .entry
-                .enter(store, &ticket.lease, shadow_checked, pacing_now(pacing))
+                .enter(store, &ticket.lease, shadow_checked, binding.pacing())
                 .await
                 .map(Observation::Entered),
             // The next waiter watching `main`: one read — of a reservation,
@@ -67,7 +66,7 @@ impl Line {
                 {
                     ticket.lease.refresh_seen(mark);
                 }
-                self.ctx.observe_main(lock, &cells);
+                binding.saw_main(lock, &cells, self.ctx.clock().as_ref());
                 Ok(Observation::Main {
                     cells,
                     can_claim: self.entry.can_claim(&ticket.lease),

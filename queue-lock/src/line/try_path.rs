@@ -1,48 +1,34 @@
 //! The try path (listing 8): take the lock only if it is free now, without
 //! waiting in line.
 
-use lockshift_lock::{AcquireError, LockGuard, LockId, OwnerId, PacingWatch, TryAcquireError};
+use lockshift_lock::{AcquireError, Binding, LockGuard, LockId, OwnerId, TryAcquireError};
 use lockshift_store::{RowQuery, StoreError, schema};
 use tracing::{Instrument, info_span};
 
-use super::{Entered, Line, Standing, Ticket, abandon, pacing_now, standing};
+use super::{Entered, Line, Standing, Ticket, abandon, standing};
 
 impl Line {
-    /// Listing 8: take the lock only if it is free now, paced by
-    /// [`Pacing::default`](lockshift_lock::Pacing::default). See
-    /// [`lockshift_lock::Locker::try_acquire`].
+    /// Listing 8: take the lock only if it is free now, paced by `binding`
+    /// (read at each step). See [`lockshift_lock::Locker::try_acquire`].
     ///
     /// # Errors
     /// As `Locker::try_acquire`.
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
-        let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
-        self.try_inner(lock, None).instrument(span).await
-    }
-
-    /// As [`try_acquire`](Self::try_acquire), paced by `pacing` (read at
-    /// each step).
-    ///
-    /// # Errors
-    /// As `Locker::try_acquire`.
-    ///
-    /// # Cancel safety
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire_paced(
+    pub async fn try_acquire(
         &self,
         lock: &LockId,
-        pacing: &PacingWatch,
+        binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
         let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
-        self.try_inner(lock, Some(pacing)).instrument(span).await
+        self.try_inner(lock, binding).instrument(span).await
     }
 
     async fn try_inner(
         &self,
         lock: &LockId,
-        pacing: Option<&PacingWatch>,
+        binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
         let slot = self.ctx.take_slot(lock);
         let owner = slot.owner().clone();
@@ -72,7 +58,7 @@ impl Line {
             .ticket(slot)
             .await
             .map_err(|e| store_error(&owner, e))?;
-        let outcome = self.try_with(&ticket, pacing).await;
+        let outcome = self.try_with(&ticket, binding).await;
         match outcome {
             Ok(Some(marked_reservation)) => match ticket.lease.check_valid() {
                 Ok(()) => {
@@ -115,11 +101,11 @@ impl Line {
     async fn try_with(
         &self,
         ticket: &Ticket,
-        pacing: Option<&PacingWatch>,
+        binding: &Binding,
     ) -> Result<Option<bool>, StoreError> {
         let lock = ticket.lease.lock().clone();
         let (me, mark) = (ticket.owner.as_str(), ticket.lease.mark());
-        let arrived = self.arrive(&lock, ticket, true, pacing).await?;
+        let arrived = self.arrive(&lock, ticket, true, binding).await?;
         if arrived.position.is_first()
             && arrived
                 .main
@@ -148,7 +134,7 @@ impl Line {
                     self.store(),
                     &ticket.lease,
                     shadow_checked,
-                    pacing_now(pacing),
+                    binding.pacing(),
                 )
                 .await?
             {

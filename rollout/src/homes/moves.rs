@@ -13,7 +13,9 @@ use lockshift_decide::home::{
 };
 use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_decide::rollout::ROLLOUT_LOCK;
-use lockshift_lock::{AcquireOptions, LeaseSettings, LockContext, LockGuard, LockId, NodeId};
+use lockshift_lock::{
+    AcquireOptions, Binding, LeaseSettings, LockContext, LockGuard, LockId, NodeId,
+};
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_store::{
     Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
@@ -478,6 +480,10 @@ async fn rollout_lock(
     .build(Algorithm::Combined);
     let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| internal(&e))?;
     Ok(locker
-        .acquire_with(&lock, AcquireOptions::with_timeout(Duration::from_secs(60)))
+        .acquire_with(
+            &lock,
+            AcquireOptions::with_timeout(Duration::from_secs(60)),
+            &Binding::unbound(),
+        )
         .await?)
 }
