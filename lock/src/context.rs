@@ -244,7 +244,10 @@ impl Waiting {
         self.check()?;
         let wake = Instant::now() + d;
         let until = self.deadline.map_or(wake, |dl| dl.min(wake));
+        // Biased: a cancel or an invalidation due together with the
+        // deadline is reported as itself, the same in every run.
         tokio::select! {
+            biased;
             _ = self.cancel.cancelled() => Err(Interrupted::Cancelled),
             () = self.binding.invalidated() => Err(Interrupted::Invalidated),
             () = crate::pause::sleep_until(until) => if until < wake { Err(Interrupted::Timeout) } else { Ok(()) },

@@ -561,14 +561,8 @@ async fn a_cell_written_beside_the_holding_expires_with_it() {
     let ttl = |table, column| {
         let f = &f;
         async move {
-            f.store
-                .inner()
-                .read(table, "L", &RowQuery::all())
+            f.ttl_of(table, column)
                 .await
-                .unwrap()
-                .into_iter()
-                .find(|c| c.column == column)
-                .and_then(|c| c.ttl)
                 .expect("the cell is there, with a TTL")
         }
     };
