@@ -2,12 +2,11 @@
 //! the legacy shadow arbitration, then a re-read of `main`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
 use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
-use lockshift_decide::waiter::{Arrived, Entered};
+use lockshift_decide::waiter::{Arrived, Entered, Policy};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
     Locker, TryAcquireError,
@@ -142,17 +141,6 @@ impl MainEntry for CombinedEntry {
         Algorithm::Combined
     }
 
-    fn prepares(&self, pacing: Pacing) -> bool {
-        !pacing.beside_legacy()
-    }
-
-    fn busy_pause(&self, ctx: &LockContext, pacing: Pacing) -> Option<Duration> {
-        match pacing {
-            Pacing::BesideLegacy { owner_wait_max } => Some(ctx.random_below(owner_wait_max)),
-            Pacing::FullSpeed => None,
-        }
-    }
-
     /// The fast path (see the type's docs for the round trips).
     async fn arrive(
         &self,
@@ -265,12 +253,6 @@ impl MainEntry for CombinedEntry {
         self.conclude(lease, main, true).await
     }
 
-    /// Q6: from `dual` on, the combined waiter second in line reserves
-    /// behind the first too.
-    fn reserves_behind(&self) -> bool {
-        true
-    }
-
     /// Q6: my `main` cell and my `shadow` announcement, both reserved behind
     /// `ahead`, written together. The waiter ahead disregards both; a
     /// legacy contender sees them as anyone's.
@@ -366,7 +348,13 @@ impl CombinedLocker {
         pacing: Pacing,
     ) -> Self {
         CombinedLocker {
-            line: Line::new(ctx, time, settings, Arc::new(CombinedEntry)),
+            line: Line::new(
+                ctx,
+                time,
+                settings,
+                Arc::new(CombinedEntry),
+                Policy::COMBINED,
+            ),
             pacing,
         }
     }

@@ -166,6 +166,11 @@ impl LockContext {
         self.with_rng(|rng| rng.random_range(Duration::ZERO..max))
     }
 
+    /// A uniformly random fraction in `[0, 1)`.
+    pub fn random_fraction(&self) -> f64 {
+        self.with_rng(|rng| rng.random::<f64>())
+    }
+
     fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(PoisonError::into_inner))
     }

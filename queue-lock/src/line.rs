@@ -17,12 +17,13 @@
 //!   takes tokio's and converts them at this boundary (`into_std`), which
 //!   under tokio's paused test clock gives its base instant plus the time
 //!   advanced — monotonic, as the waiter needs;
-//! - [`try_path`]: [`Line::try_acquire`], the lock only if it is free now.
+//! - [`run`]: one acquisition's run — a waiting one or a try, the same
+//!   waiter with another goal — performing what the waiter names.
 
 mod contended;
 mod entry;
 mod perform;
-mod try_path;
+mod run;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,11 +31,11 @@ use std::time::Duration;
 
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    OwnerId, Slot, Stop, Waiting,
+    OwnerId, Slot, TryAcquireError, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, info_span};
 
 pub use entry::{Arrival, MainEntry, StoreFuture, read_main, reserve_and_read};
 use lockshift_decide::waiter::handoff::{Standing, holder_in_my_way, standing};
@@ -46,8 +47,9 @@ use crate::time::TimeSource;
 use contended::Contended;
 use lockshift_decide::queue::{Position, Sightings, mark, queue_value};
 use lockshift_decide::waiter::poll_policy::{Average, Bounds};
-use lockshift_decide::waiter::{Action, Context, Observation, Waiter};
+use lockshift_decide::waiter::{Context, Goal, Leaving, Observation, Policy, Waiter};
 use perform::report;
+use run::Run;
 
 /// One place in line: an owner (a slot, L7), its lease, its queue cell —
 /// named by the owner id, the arrival in the value — and its mark (Q6).
@@ -77,6 +79,7 @@ pub struct Line {
     time: Arc<dyn TimeSource>,
     settings: QueueSettings,
     entry: Arc<dyn MainEntry>,
+    policy: Policy,
     contended: Arc<Contended>,
     /// The store's round trip and the line's pace as this line's waiters
     /// measured them: a new waiter starts from them (see the waiter's
@@ -97,18 +100,20 @@ impl fmt::Debug for Line {
 
 impl Line {
     /// A line over `ctx` naming queue cells with `time` and entering `main`
-    /// with `entry`.
+    /// with `entry`, which behaves as `policy` says.
     pub fn new(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,
         settings: QueueSettings,
         entry: Arc<dyn MainEntry>,
+        policy: Policy,
     ) -> Self {
         Line {
             ctx,
             time,
             settings,
             entry,
+            policy,
             contended: Arc::default(),
             measured: Arc::default(),
         }
@@ -229,9 +234,8 @@ impl Line {
             now: Instant::now().into_std(),
             wall: self.ctx.clock().now(),
             took,
-            prepares: self.entry.prepares(binding.pacing()),
-            reserves_behind: self.entry.reserves_behind(),
-            busy_pause: self.entry.busy_pause(&self.ctx, binding.pacing()),
+            pacing: binding.pacing(),
+            draw: self.ctx.random_fraction(),
             pause_after_error: self.pause_after_error(),
         }
     }
@@ -276,176 +280,63 @@ impl Line {
         binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
         let waiting = Waiting::new(&options, binding);
-        let first = self.ctx.take_slot(lock);
-        let mut last_owner = first.owner().clone();
-        let mut seen = Seen::default();
+        let mut run = Run::new(self, lock, &waiting, binding, self.ctx.take_slot(lock));
+        let waiter = self.waiter(Goal::Wait, &run.owner);
+        let fast = self.entry_may_take_fast_path(lock);
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
-        let result = self
-            .wait_and_enter(lock, &waiting, binding, first, (&mut last_owner, &mut seen))
-            .instrument(span)
-            .await;
-        match result {
+        match run.run(waiter, fast).instrument(span).await {
             Ok(guard) => Ok(guard),
-            Err((stop, ticket)) => {
-                // Leave the line before reporting, so a timed-out waiter does
-                // not hold up the others.
-                if let Some(ticket) = ticket {
-                    abandon(ticket.lease).await;
-                }
-                Err(seen.explain(stop.into_error(&waiting, lock, &last_owner)))
+            Err(_) => {
+                let error = run.error();
+                Err(std::mem::take(&mut run.seen).explain(error))
             }
         }
     }
 
-    /// The driver: performs each action the waiter names and feeds back
-    /// what it saw.
-    async fn wait_and_enter(
+    /// Listing 8: take the lock only if it is free now, paced by `binding`
+    /// (read at each step). See [`lockshift_lock::Locker::try_acquire`].
+    ///
+    /// # Errors
+    /// As `Locker::try_acquire`.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(
         &self,
         lock: &LockId,
-        waiting: &Waiting,
         binding: &Binding,
-        first: Slot,
-        (last_owner, seen): (&mut OwnerId, &mut Seen),
-    ) -> Result<LockGuard, (Stop, Option<Ticket>)> {
-        let mut ticket: Option<Ticket> = None;
-        // The slot taken by `acquire` names the first place in line; every
-        // later place takes a slot of its own while the old place's lease
-        // still holds its slot (L7), so a lingering cleanup of an old place
-        // can never delete a new cell.
-        let mut fresh_slot = Some(first);
-        let mut waiter = Waiter::new(
+    ) -> Result<LockGuard, TryAcquireError> {
+        // A try is bounded by its attempts: no deadline, no cancel, and an
+        // invalidation is the node's to notice when it hands the lock out.
+        let waiting = Waiting::new(&AcquireOptions::default(), &Binding::unbound());
+        let mut run = Run::new(self, lock, &waiting, binding, self.ctx.take_slot(lock));
+        let goal = Goal::Try {
+            attempts: self.settings.try_attempts,
+        };
+        let waiter = self.waiter(goal, &run.owner);
+        let span = info_span!("try_acquire", lock = %lock, algorithm = %self.algorithm());
+        match run.run(waiter, true).instrument(span).await {
+            Ok(guard) => Ok(guard),
+            Err(Leaving::Busy { holder }) => Err(TryAcquireError::Held {
+                lock: lock.clone(),
+                holder: holder.as_deref().map(OwnerId::from_stored),
+            }),
+            Err(_) => Err(run.error().into()),
+        }
+    }
+
+    /// A new waiter for `goal`, owner `owner`, starting from what this
+    /// line's waiters measured.
+    fn waiter(&self, goal: Goal, owner: &OwnerId) -> Waiter {
+        let (round_trip, pace) = self.measured();
+        Waiter::new(
             self.bounds(),
             self.holder_stale_after(),
-            last_owner.as_str(),
+            owner.as_str(),
             Instant::now().into_std(),
         )
-        .knowing(self.measured().0, self.measured().1);
-        let fast = self.entry_may_take_fast_path(lock);
-        let mut action = Action::Arrive {
-            after: Duration::ZERO,
-            fast,
-        };
-        let mut steps: u64 = 0;
-        loop {
-            if let Err(why) = waiting.check() {
-                return Err((why.into(), ticket));
-            }
-            // Q3: a waiter whose lease is lost (a cell gone, renewals
-            // overdue) gives its place up and arrives again.
-            if ticket
-                .as_ref()
-                .is_some_and(|t| t.lease.lost_token().is_cancelled())
-            {
-                warn!("waiter's lease lost; re-enqueueing");
-                action = Action::Reenqueue;
-            }
-            steps += 1;
-            let (observed, took) = match action {
-                Action::Reenqueue => {
-                    if let Some(old) = ticket.take() {
-                        debug!(owner = %old.owner, "place in line lost; arriving again");
-                        tokio::spawn(abandon(old.lease));
-                    }
-                    waiter.rearrive(Instant::now().into_std());
-                    action = Action::Arrive {
-                        after: Duration::ZERO,
-                        fast: false,
-                    };
-                    continue;
-                }
-                Action::Acquired { marked_reservation } => {
-                    let Some(held) = ticket.take() else {
-                        action = Action::Reenqueue;
-                        continue;
-                    };
-                    // The lease can run out while an acquisition is slow
-                    // (etcd's lesson): hand out only a proven one.
-                    match held.lease.check_valid() {
-                        Ok(()) => {
-                            self.settle(&held, marked_reservation);
-                            self.contended.record(lock, waiter.contended());
-                            info!(steps, waited = ?waiting.elapsed(), "acquired");
-                            return Ok(held.lease.into_guard(self.algorithm()));
-                        }
-                        Err(reason) => {
-                            warn!(%reason, "took main but the lease is no longer proven; re-enqueueing");
-                            tokio::spawn(abandon(held.lease));
-                            waiter.rearrive(Instant::now().into_std());
-                            action = Action::Arrive {
-                                after: Duration::ZERO,
-                                fast: false,
-                            };
-                            continue;
-                        }
-                    }
-                }
-                Action::Arrive { after, fast } => {
-                    if let Some(old) = ticket.take() {
-                        tokio::spawn(abandon(old.lease));
-                    }
-                    // No timer for a zero pause: tokio's would last until
-                    // its next millisecond tick, a whole round trip on a fast
-                    // cluster, on every uncontended acquisition.
-                    if !after.is_zero()
-                        && let Err(why) = waiting.pause(after).await
-                    {
-                        return Err((why.into(), None));
-                    }
-                    let slot = fresh_slot
-                        .take()
-                        .unwrap_or_else(|| self.ctx.take_slot(lock));
-                    tracing::Span::current().record("owner", tracing::field::display(slot.owner()));
-                    *last_owner = slot.owner().clone();
-                    let started = Instant::now();
-                    let arrived = match self.ticket(slot).await {
-                        Ok(new) => {
-                            waiter.set_place(new.owner.as_str(), new.lease.mark());
-                            let arrived = self.arrive(lock, &new, fast, binding).await;
-                            ticket = Some(new);
-                            arrived.map(Observation::Arrived)
-                        }
-                        Err(e) => Err(e),
-                    };
-                    (arrived, started.elapsed())
-                }
-                other => {
-                    let Some(current) = ticket.as_ref() else {
-                        action = Action::Reenqueue;
-                        continue;
-                    };
-                    let after = match other {
-                        Action::Poll { after }
-                        | Action::PollBehind { after }
-                        | Action::PollMain { after }
-                        | Action::AskQueue { after } => after,
-                        _ => Duration::ZERO,
-                    };
-                    if !after.is_zero()
-                        && let Err(why) = waiting.pause(after).await
-                    {
-                        return Err((why.into(), ticket));
-                    }
-                    let started = Instant::now();
-                    let observed = self.perform(lock, current, other, binding).await;
-                    (observed, started.elapsed())
-                }
-            };
-            let observation = match observed {
-                Ok(o) => o,
-                Err(e) if e.is_retryable() => {
-                    debug!(error = %e, state = ?waiter.state(), "store error while waiting, retrying");
-                    seen.last_error = Some(e);
-                    Observation::Failed
-                }
-                Err(e) => return Err((Stop::Store(e), ticket)),
-            };
-            seen.lock_read |= reads_the_lock(&observation);
-            if let Some(current) = &ticket {
-                seen.in_the_way |= report(waiting, &observation, current);
-            }
-            action = waiter.on(observation, &self.context_now(took, binding));
-            self.remember(&waiter);
-        }
+        .with(self.policy, goal)
+        .knowing(round_trip, pace)
     }
 
     fn measured(&self) -> (Average, Average) {
@@ -503,7 +394,12 @@ fn reads_the_lock(observation: &Observation) -> bool {
         | Observation::Entered(_)
         | Observation::Main { .. }
         | Observation::PlaceBehind { .. } => true,
-        Observation::Withdrawn | Observation::ReservedBehind | Observation::Failed => false,
+        Observation::Withdrawn
+        | Observation::ReservedBehind
+        | Observation::Failed
+        | Observation::Fatal
+        | Observation::LeaseLost
+        | Observation::Interrupted => false,
     }
 }
 

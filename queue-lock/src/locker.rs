@@ -14,7 +14,7 @@ use lockshift_store::{Store, StoreError, schema};
 use crate::line::{Arrival, Line, MainEntry, read_main, reserve_and_read};
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
-use lockshift_decide::waiter::{Arrived, Entered};
+use lockshift_decide::waiter::{Arrived, Entered, Policy};
 
 /// The queue lock's entry: write my `main` cell, read `main` after it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -62,12 +62,6 @@ impl MainEntry for QueueEntry {
             main: Some(main?),
             wrote: true,
         })
-    }
-
-    /// Q6: the second in line reserves behind the first — the queue lock's
-    /// claim is Q1 alone.
-    fn reserves_behind(&self) -> bool {
-        true
     }
 
     /// Listing 7 lines 3–4: my `main` cell — marked a reservation, since
@@ -121,7 +115,7 @@ impl QueueLocker {
     /// `lockshift_rollout::Lockers`, which keeps the time service alive.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         QueueLocker {
-            line: Line::new(ctx, time, settings, Arc::new(QueueEntry)),
+            line: Line::new(ctx, time, settings, Arc::new(QueueEntry), Policy::QUEUE),
         }
     }
 }

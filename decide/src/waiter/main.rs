@@ -23,33 +23,29 @@ impl Waiter {
                         self.cleanup_pending = true;
                         self.withdraw(Then::Poll(Duration::ZERO))
                     }
-                    Standing::Wait { .. } | Standing::OnlyReservations if !cx.prepares => {
+                    Standing::Wait { .. } | Standing::OnlyReservations
+                        if !cx.prepares(self.policy) =>
+                    {
                         self.contended = true;
                         let pause = self.blocked_pause(Some(&main), cx);
                         self.withdraw(Then::WaitForMain(pause))
                     }
                     Standing::Wait { .. } => {
                         self.contended = true;
-                        self.state = State::Prepared { cell };
                         self.see(&main, cx.now);
                         let after = self.next_main_poll(Some(&main), cx);
-                        Action::PollMain { after }
+                        self.prepare(cell, after)
                     }
                     Standing::OnlyReservations => {
                         self.contended = true;
-                        self.state = State::Deciding { cell };
-                        Action::AskQueue {
-                            after: Duration::ZERO,
-                        }
+                        self.decide_who_stays(cell)
                     }
                 }
             }
             Entered::Blocked { shadow_checked } => {
                 self.contended = true;
-                self.state = State::Blocked { shadow_checked };
-                Action::PollMain {
-                    after: self.blocked_pause(None, cx),
-                }
+                let after = self.blocked_pause(None, cx);
+                self.block(shadow_checked, after)
             }
         }
     }
@@ -68,13 +64,12 @@ impl Waiter {
             return self.withdraw(Then::Enter);
         }
         if !others_in(&self.me, &self.mark, cells) {
-            return self.enter(shadow_checked);
+            return self.enter(shadow_checked, Duration::ZERO);
         }
         self.see(cells, cx.now);
         let after = self.blocked_pause(Some(cells), cx);
         if only_reservations_in_my_way(&self.me, &self.mark, cells) {
-            self.state = State::Checking { shadow_checked };
-            return Action::AskQueue { after };
+            return self.check_first(shadow_checked, after);
         }
         Action::PollMain { after }
     }
@@ -98,16 +93,29 @@ impl Waiter {
                     after: self.next_main_poll(Some(cells), cx),
                 }
             }
-            Standing::OnlyReservations => {
-                self.state = State::Deciding { cell };
-                Action::AskQueue {
-                    after: Duration::ZERO,
-                }
-            }
+            Standing::OnlyReservations => self.decide_who_stays(cell),
             Standing::Missing => {
                 self.cleanup_pending = true;
                 self.withdraw(Then::Poll(Duration::ZERO))
             }
+        }
+    }
+}
+
+impl Waiter {
+    /// My `main` cells are withdrawn: what the withdrawal was for follows.
+    pub(super) fn withdrawn(&mut self) -> Action {
+        self.cleanup_pending = false;
+        let State::Withdrawing { then, .. } = self.state else {
+            // Not expected; the queue will say where we stand.
+            return self.withdrawn_unsure(Duration::ZERO);
+        };
+        match then {
+            Then::Poll(after) => self.withdrawn_unsure(after),
+            Then::Enter => self.enter(false, Duration::ZERO),
+            Then::WaitForMain(after) => self.block(false, after),
+            Then::Retry => self.retry(false),
+            Then::GiveUp => self.give_up(),
         }
     }
 }

@@ -6,6 +6,15 @@
 //! action names and feeds the result back — the shape of quinn-proto's
 //! connection state machine.
 //!
+//! The same machine runs every acquisition, whatever its [`Goal`]: a
+//! waiting one (listing 7) and a try (listing 8, [`Goal::Try`]) differ in
+//! a few transitions (`attempt.rs`), and a lost lease, a store error, an
+//! interruption and giving up are observations and transitions like any
+//! other. Every state change is one of the named transitions in
+//! `transitions.rs`; nothing else assigns a state. What differs between
+//! the queue lock's and the combined lock's entries into `main` is a value,
+//! their [`Policy`].
+//!
 //! Beside the state machine: [`poll_policy`], how often a waiter looks
 //! (the intervals, pure arithmetic; `poll_memory.rs` holds what the waiter
 //! remembers to feed them), and [`handoff`], where a read of `main` shows
@@ -15,6 +24,7 @@
 //! # States
 //!
 //! ```text
+//!   (try) Peeking ──(main empty)──▶ Arriving      any state ──▶ Left (Leave: busy, lost, failed, interrupted)
 //!          Arriving ──(first, alone)─────────────────────────────▶ Holding
 //!              │
 //!   Queued ◀───┼──(not first; withdraw what the fast path wrote)
@@ -51,24 +61,31 @@
 
 use std::time::{Duration, Instant};
 
+use crate::binding::Pacing;
 use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
 use poll_policy::{Average, Bounds};
 
+mod attempt;
 mod entry;
+mod goal;
 pub mod handoff;
 mod main;
 mod poll_memory;
 pub mod poll_policy;
 mod queue;
+mod transitions;
 
 /// What the driver's entry into `main` reports: an arrival and one attempt
 /// at `main`.
 pub use entry::{Arrived, Entered};
+pub use goal::{Goal, Leaving, Policy};
 
 /// Where a waiter stands, with what it knows only there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum State {
+    /// A try, before it arrives: reading `main` (listing 8 line 1).
+    Peeking,
     /// Writing the queue cell (and, on the fast path, its `main` cell).
     Arriving,
     /// Queued with `ahead` live queue cells ahead of mine; my cells
@@ -127,6 +144,8 @@ pub enum State {
     },
     /// The lock is mine.
     Holding,
+    /// The acquisition ended without the lock.
+    Left,
 }
 
 /// My cells reserved behind another waiter (Q6): its queue cell has not yet
@@ -156,6 +175,10 @@ pub enum Then {
     Enter,
     /// Watch `main` until it empties, first after this long.
     WaitForMain(Duration),
+    /// A try: enter again after a head poll, if attempts are left.
+    Retry,
+    /// A try: give up, the lock is busy.
+    GiveUp,
 }
 
 /// What the driver does next.
@@ -187,12 +210,17 @@ pub enum Action {
         /// How long to sleep first.
         after: Duration,
     },
-    /// Write my `main` cell and read `main`: [`Observation::Entered`].
-    /// `shadow_checked`: what the entry readied on an earlier attempt still
-    /// stands (the combined lock's checked `shadow` cell), as it said.
+    /// A try, before arriving: read `main` ([`Observation::Main`]).
+    Peek,
+    /// Sleep `after`, then write my `main` cell and read `main`:
+    /// [`Observation::Entered`]. `shadow_checked`: what the entry readied
+    /// on an earlier attempt still stands (the combined lock's checked
+    /// `shadow` cell), as it said.
     Enter {
         /// Whether the entry's checked `shadow` cell stands.
         shadow_checked: bool,
+        /// How long to sleep first (a try's next attempt).
+        after: Duration,
     },
     /// Sleep `after`, then read `main`: [`Observation::Main`].
     PollMain {
@@ -207,14 +235,35 @@ pub enum Action {
     },
     /// Remove my `main` cells: [`Observation::Withdrawn`].
     Withdraw,
-    /// My place is gone (queue cell lost): give it up and arrive again.
-    Reenqueue,
-    /// The lock is mine. `marked_reservation`: my `main` cell is still
-    /// marked a reservation and must be re-marked a holding.
+    /// The lock is mine, if the lease is still proven (else
+    /// [`Observation::LeaseLost`]). `marked_reservation`: my `main` cell is
+    /// still marked a reservation and must be re-marked a holding.
     Acquired {
         /// Whether to re-mark the cell.
         marked_reservation: bool,
     },
+    /// Give the place up (its lease deletes its cells) and end without the
+    /// lock.
+    Leave(Leaving),
+}
+
+impl Action {
+    /// How long the driver sleeps before the action's I/O.
+    pub fn pause(&self) -> Duration {
+        match self {
+            Action::Arrive { after, .. }
+            | Action::Poll { after }
+            | Action::PollBehind { after }
+            | Action::Enter { after, .. }
+            | Action::PollMain { after }
+            | Action::AskQueue { after } => *after,
+            Action::Peek
+            | Action::ReserveBehind { .. }
+            | Action::Withdraw
+            | Action::Acquired { .. }
+            | Action::Leave(_) => Duration::ZERO,
+        }
+    }
 }
 
 /// What the driver saw doing the last action.
@@ -248,6 +297,14 @@ pub enum Observation {
     },
     /// The action failed with a store error worth retrying.
     Failed,
+    /// The action failed with a store error not worth retrying.
+    Fatal,
+    /// The lease is lost (a cell gone, renewals overdue: Q3), seen before
+    /// an action or when the lock was to be handed out.
+    LeaseLost,
+    /// The deadline passed, the caller cancelled, or the binding was
+    /// invalidated.
+    Interrupted,
 }
 
 /// Everything else the driver knows when it reports an observation.
@@ -259,16 +316,19 @@ pub struct Context {
     pub wall: Timestamp,
     /// How long the action took.
     pub took: Duration,
-    /// Whether the entry prepares hand-offs now (the entry's `prepares`).
-    pub prepares: bool,
-    /// Whether the second in line reserves behind the first
-    /// (the entry's `reserves_behind`).
-    pub reserves_behind: bool,
-    /// The entry's own pause while `main` is taken, drawn for this
-    /// observation (the entry's `busy_pause`).
-    pub busy_pause: Option<Duration>,
+    /// How the acquisition paces itself now (its binding's pacing).
+    pub pacing: Pacing,
+    /// A uniform draw in `[0, 1)` for this observation (the entry's pause
+    /// while `main` is taken: [`Policy::busy_pause`]).
+    pub draw: f64,
     /// The pause after a store error, drawn for this observation.
     pub pause_after_error: Duration,
+}
+
+impl Context {
+    fn prepares(&self, policy: Policy) -> bool {
+        policy.prepares(self.pacing)
+    }
 }
 
 /// One waiter's memory between observations. What belongs to one state
@@ -276,6 +336,12 @@ pub struct Context {
 #[derive(Clone, Debug)]
 pub struct Waiter {
     bounds: Bounds,
+    policy: Policy,
+    goal: Goal,
+    /// A try's entries into `main` left.
+    tries_left: u32,
+    /// The other owner the last read of `main` showed (a try names it).
+    holder_seen: Option<String>,
     /// When a holding cell looks dead (three lease renewal periods).
     holder_stale_after: Duration,
     /// My `main` column (the owner id).
@@ -318,6 +384,10 @@ impl Waiter {
     pub fn new(bounds: Bounds, holder_stale_after: Duration, me: &str, now: Instant) -> Self {
         Waiter {
             bounds,
+            policy: Policy::QUEUE,
+            goal: Goal::Wait,
+            tries_left: 0,
+            holder_seen: None,
             holder_stale_after,
             me: me.to_string(),
             mark: me.to_string(),
@@ -333,6 +403,16 @@ impl Waiter {
             },
             contended: false,
         }
+    }
+
+    /// Enters `main` as `policy` says, after `goal`.
+    pub fn with(mut self, policy: Policy, goal: Goal) -> Self {
+        self.policy = policy;
+        self.goal = goal;
+        if let Goal::Try { attempts } = goal {
+            self.tries_left = attempts;
+        }
+        self
     }
 
     /// Starts from the round trip and the pace earlier waiters of the line
@@ -353,23 +433,6 @@ impl Waiter {
         self.polling.pace
     }
 
-    /// The same waiter arriving again (its place was lost or given up):
-    /// what it measured of the store and the line stays, and it counts as
-    /// having met contention.
-    pub fn rearrive(&mut self, now: Instant) {
-        let fresh = Waiter::new(self.bounds, self.holder_stale_after, &self.me, now);
-        *self = Waiter {
-            polling: Polling {
-                round_trip: self.polling.round_trip,
-                pace: self.polling.pace,
-                ..fresh.polling
-            },
-            contended: true,
-            mark: self.mark.clone(),
-            ..fresh
-        };
-    }
-
     /// The owner id (my `main` column) and the mark (what a reservation
     /// behind me names) of the place being taken.
     pub fn set_place(&mut self, me: &str, mark: &str) {
@@ -388,10 +451,28 @@ impl Waiter {
         self.contended
     }
 
+    /// The first action: a waiting acquisition arrives — on the fast path
+    /// if `fast` (the line found the lock uncontended lately) — and a try
+    /// first looks at `main`.
+    pub fn start(&mut self, fast: bool) -> Action {
+        match self.goal {
+            Goal::Wait => self.arrive(Duration::ZERO, fast),
+            Goal::Try { .. } => self.peek(),
+        }
+    }
+
     /// The decision: what to do after `observation`.
     pub fn on(&mut self, observation: Observation, cx: &Context) -> Action {
+        if let Goal::Try { .. } = self.goal {
+            return self.on_try(observation);
+        }
         match observation {
             Observation::Failed => self.failed(cx),
+            Observation::Fatal => self.leave(Leaving::Failed),
+            Observation::Interrupted => self.leave(Leaving::Interrupted),
+            // Q3: a waiter whose lease is lost gives its place up and
+            // arrives again.
+            Observation::LeaseLost => self.reenqueue(cx.now),
             Observation::Arrived(arrived) => {
                 // Two store rounds: the writes, then the reads.
                 self.polling.round_trip.note(cx.took / 2);
@@ -410,13 +491,8 @@ impl Waiter {
             Observation::Withdrawn => self.withdrawn(),
             Observation::ReservedBehind => {
                 self.polling.round_trip.note(cx.took);
-                let reservation = self.reservation().cloned();
-                self.state = State::Queued {
-                    ahead: 1,
-                    reservation,
-                };
                 let after = self.sleep_before_poll(1, cx);
-                self.poll(after)
+                self.queued(1, after)
             }
             Observation::PlaceBehind { position, ready } => {
                 self.polling.round_trip.note(cx.took);
@@ -430,42 +506,15 @@ impl Waiter {
                     Position::First
                         if self.reservation().is_some() && ready && !self.cleanup_pending =>
                     {
-                        self.state = State::Prepared {
-                            cell: MainCell {
+                        self.prepare(
+                            MainCell {
                                 marked_reservation: true,
                             },
-                        };
-                        Action::PollMain {
-                            after: Duration::ZERO,
-                        }
+                            Duration::ZERO,
+                        )
                     }
                     other => self.position(other, cx),
                 }
-            }
-        }
-    }
-
-    fn withdrawn(&mut self) -> Action {
-        self.cleanup_pending = false;
-        // Withdrawn: no reservation, no cell, no preparation is left.
-        let State::Withdrawing { then, .. } = self.state else {
-            // Not expected; the queue will say where we stand.
-            self.state = State::Unsure { reservation: None };
-            return Action::Poll {
-                after: Duration::ZERO,
-            };
-        };
-        match then {
-            Then::Poll(after) => {
-                self.state = State::Unsure { reservation: None };
-                Action::Poll { after }
-            }
-            Then::Enter => self.enter(false),
-            Then::WaitForMain(after) => {
-                self.state = State::Blocked {
-                    shadow_checked: false,
-                };
-                Action::PollMain { after }
             }
         }
     }
@@ -475,22 +524,19 @@ impl Waiter {
         match self.state {
             // The arrival may have left cells: the driver gives the place
             // up (its lease removes them) and arrives again, slowly.
-            State::Arriving => Action::Arrive { after, fast: false },
+            State::Arriving => self.arrive(after, false),
             // A read failed; nothing was written.
-            State::Queued { .. } | State::Unsure { .. } => self.poll(after),
+            State::Queued { .. } | State::Unsure { .. } | State::Peeking => self.poll(after),
             State::Prepared { .. } | State::Blocked { .. } => Action::PollMain { after },
             State::Deciding { .. } | State::Checking { .. } => Action::AskQueue { after },
             // A write may or may not have landed.
-            State::First | State::Reserving { .. } | State::Withdrawing { .. } | State::Holding => {
-                self.cleanup_pending = true;
-                let reservation = self.reservation().cloned();
-                self.state = State::Unsure { reservation };
-                Action::Poll { after }
-            }
+            State::First
+            | State::Reserving { .. }
+            | State::Withdrawing { .. }
+            | State::Holding
+            | State::Left => self.unsure(after),
         }
     }
-
-    // ===== helpers =====
 
     /// The reservation my cells hold (or may hold) behind the waiter
     /// ahead, in the states that carry one.
@@ -502,30 +548,6 @@ impl Waiter {
             | State::Unsure { reservation } => reservation.as_ref(),
             _ => None,
         }
-    }
-
-    /// Writes my `main` cell, building on the checked `shadow` cell if
-    /// `shadow_checked`.
-    fn enter(&mut self, shadow_checked: bool) -> Action {
-        self.state = State::First;
-        Action::Enter { shadow_checked }
-    }
-
-    fn acquired(&mut self, marked_reservation: bool) -> Action {
-        self.state = State::Holding;
-        Action::Acquired { marked_reservation }
-    }
-
-    fn withdraw(&mut self, then: Then) -> Action {
-        let reservation = self.reservation().cloned();
-        self.state = State::Withdrawing { then, reservation };
-        Action::Withdraw
-    }
-
-    fn reenqueue(&mut self) -> Action {
-        // The place, and any reservation with it, is given up.
-        self.state = State::Arriving;
-        Action::Reenqueue
     }
 }
 

@@ -92,7 +92,8 @@ impl Waiter {
     /// The pause while blocked: the entry's own pacing if it has one, else
     /// the next waiter's polling.
     pub(super) fn blocked_pause(&self, cells: Option<&[Cell]>, cx: &Context) -> Duration {
-        cx.busy_pause
+        self.policy
+            .busy_pause(cx.pacing, cx.draw)
             .unwrap_or_else(|| self.next_main_poll(cells, cx))
     }
 

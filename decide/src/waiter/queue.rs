@@ -37,12 +37,12 @@ impl Waiter {
             self.contended = true;
         }
         match position {
-            Position::Missing => self.reenqueue(),
+            Position::Missing => self.reenqueue(cx.now),
             // Q1 on the fast path: my `main` write, then a read showing it
             // alone — and first in line, so nobody waiting is overtaken.
             p if p.is_first() && alone => self.acquired(false),
             p if p.is_first() && wrote => self.withdraw(Then::Enter),
-            Position::First | Position::FirstPastDead => self.enter(false),
+            Position::First | Position::FirstPastDead => self.enter(false, Duration::ZERO),
             Position::Queued {
                 ahead,
                 head,
@@ -60,9 +60,7 @@ impl Waiter {
                     // Q2: a waiter not first keeps no `main` cell.
                     self.withdraw(Then::Poll(after))
                 } else {
-                    let reservation = self.reservation().cloned();
-                    self.state = State::Queued { ahead, reservation };
-                    Action::Poll { after }
+                    self.queued(ahead, after)
                 }
             }
         }
@@ -74,12 +72,11 @@ impl Waiter {
         match self.state {
             State::Deciding { cell } => {
                 return match position {
-                    Position::Missing => self.reenqueue(),
+                    Position::Missing => self.reenqueue(cx.now),
                     // The first in line keeps its reservation.
                     Position::First | Position::FirstPastDead => {
-                        self.state = State::Prepared { cell };
                         let after = self.next_main_poll(None, cx);
-                        Action::PollMain { after }
+                        self.prepare(cell, after)
                     }
                     // Not first: withdraw the reservation.
                     Position::Queued { ahead, .. } => {
@@ -91,14 +88,11 @@ impl Waiter {
             }
             State::Checking { shadow_checked } => {
                 return match position {
-                    Position::Missing => self.reenqueue(),
+                    Position::Missing => self.reenqueue(cx.now),
                     // Still first, blocked: the reservations go by their own
                     // rules (Q5, Q6); watch `main` on.
                     Position::First | Position::FirstPastDead => {
-                        self.state = State::Blocked { shadow_checked };
-                        Action::PollMain {
-                            after: Duration::ZERO,
-                        }
+                        self.block(shadow_checked, Duration::ZERO)
                     }
                     // Not first: withdraw what was prepared (the combined
                     // lock's `shadow` cell, in the first's way).
@@ -112,12 +106,12 @@ impl Waiter {
             _ => {}
         }
         match position {
-            Position::Missing => self.reenqueue(),
+            Position::Missing => self.reenqueue(cx.now),
             p if p.is_first() && self.cleanup_pending => self.withdraw(Then::Enter),
             // First with no reservation behind anyone; or past dead-looking
             // cells, or with the entry not ready (Q6 does not hold): enter
             // plainly, over my reservation if any — Q1 alone decides.
-            Position::First | Position::FirstPastDead => self.enter(false),
+            Position::First | Position::FirstPastDead => self.enter(false, Duration::ZERO),
             Position::Queued {
                 ahead,
                 head,
@@ -134,8 +128,8 @@ impl Waiter {
                 // Still second, after the one I named, and still preparing
                 // (a node beside legacy contenders prepares nothing).
                 let still_second = ahead == 1
-                    && cx.prepares
-                    && cx.reserves_behind
+                    && cx.prepares(self.policy)
+                    && self.policy.reserves_behind
                     && !head.is_empty()
                     && reservation.as_ref().map(|r| r.behind.as_str()) == Some(head.as_str());
                 if still_second && self.reserved_behind_too_long(cx.now) {
@@ -153,8 +147,7 @@ impl Waiter {
                         return self.withdraw(Then::Poll(after));
                     }
                 }
-                self.state = State::Queued { ahead, reservation };
-                self.poll(after)
+                self.queued(ahead, after)
             }
         }
     }
@@ -170,8 +163,8 @@ impl Waiter {
         cx: &Context,
     ) -> Option<Action> {
         if ahead != 1
-            || !cx.reserves_behind
-            || !cx.prepares
+            || !self.policy.reserves_behind
+            || !cx.prepares(self.policy)
             || self.cleanup_pending
             || !matches!(head_algorithm, Some(Algorithm::Queue | Algorithm::Combined))
         {
@@ -188,13 +181,10 @@ impl Waiter {
             Some(r) if r.behind == ahead => r.since,
             _ => cx.now,
         };
-        self.state = State::Reserving {
-            reservation: Reservation {
-                behind: ahead.clone(),
-                since,
-            },
-        };
-        Some(Action::ReserveBehind { ahead })
+        Some(self.reserve(Reservation {
+            behind: ahead,
+            since,
+        }))
     }
 
     /// Whether the reservation behind the current waiter ahead has lasted

@@ -53,17 +53,38 @@ fn in_line_with_head(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
 
 /// A read took 2 ms (the measured round trip becomes 2 ms; an arrival, two
 /// rounds, measures 1 ms), it is second
-/// 100 by the wall clock, the entry prepares, legacy pacing is off.
+/// 100 by the wall clock, full speed (the entry prepares), a draw of one
+/// half.
 fn cx(now: Instant) -> Context {
     Context {
         now,
         wall: Timestamp::from_micros(100_000_000),
         took: MS * 2,
-        prepares: true,
-        reserves_behind: false,
-        busy_pause: None,
+        pacing: Pacing::FullSpeed,
+        draw: 0.5,
         pause_after_error: MS * 30,
     }
+}
+
+/// The tables' entry: it yields to legacy contenders when paced beside
+/// them (the combined lock's), and reserves behind no one unless a case
+/// says so.
+const POLICY: Policy = Policy {
+    reserves_behind: false,
+    yields_to_legacy: true,
+};
+
+/// A waiter for the tables, entering as `policy` says.
+fn waiter(policy: Policy, start: Instant) -> Waiter {
+    Waiter::new(bounds(), Duration::from_secs(30), ME, start).with(policy, Goal::Wait)
+}
+
+/// Beside legacy contenders who pause up to 1.4 s: with the draw of one
+/// half, the entry pauses 700 ms.
+fn beside_legacy_pace(c: &mut Context) {
+    c.pacing = Pacing::BesideLegacy {
+        owner_wait_max: MS * 1400,
+    };
 }
 
 struct Case {
@@ -71,12 +92,12 @@ struct Case {
     cleanup_pending: bool,
     observation: Observation,
     /// Changes to the context.
-    tweak: fn(&mut Context),
+    tweak: fn(&mut Policy, &mut Context),
     action: Action,
     after: State,
 }
 
-fn no_tweak(_: &mut Context) {}
+fn no_tweak(_: &mut Policy, _: &mut Context) {}
 
 fn case(state: State, observation: Observation, action: Action, after: State) -> Case {
     Case {
@@ -221,15 +242,15 @@ fn decisions() {
              Withdraw, withdrawing(Then::Enter)),
         // The slow path: nothing written beside the queue cell.
         case(State::Arriving, arrived(in_line(2), None, false), poll(2), queued(2)),
-        case(State::Arriving, arrived(Position::First, None, false), Enter { shadow_checked: false }, State::First),
-        case(State::Arriving, arrived(Position::Missing, None, false), Reenqueue, State::Arriving),
+        case(State::Arriving, arrived(Position::First, None, false), Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
+        case(State::Arriving, arrived(Position::Missing, None, false), Arrive { after: Duration::ZERO, fast: false }, State::Arriving),
         // ===== queued =====
         // One round trip per place: 2 places × 2 ms, minus the 2 ms the read took.
         case(queued(3), Observation::Position(in_line(2)), poll(2), queued(2)),
         // Next after the head (it is taking the lock): once per round trip, back to back.
         case(queued(2), Observation::Position(in_line(1)), Poll { after: zero }, queued(1)),
-        case(queued(1), Observation::Position(Position::First), Enter { shadow_checked: false }, State::First),
-        case(queued(1), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(queued(1), Observation::Position(Position::First), Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
+        case(queued(1), Observation::Position(Position::Missing), Arrive { after: Duration::ZERO, fast: false }, State::Arriving),
         // ===== entering =====
         case(State::First, read(vec![mine()], true), Acquired { marked_reservation: true }, State::Holding),
         // Someone holds: my cell stays as a reservation; watch `main` every
@@ -252,9 +273,9 @@ fn decisions() {
         // ===== deciding (Q5) =====
         case(deciding(false), Observation::Position(Position::First), PollMain { after: zero }, prepared(false)),
         case(deciding(false), Observation::Position(in_line(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
-        case(deciding(false), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(deciding(false), Observation::Position(Position::Missing), Arrive { after: Duration::ZERO, fast: false }, State::Arriving),
         // ===== blocked =====
-        case(blocked(), main_obs(vec![], true), Enter { shadow_checked: false }, State::First),
+        case(blocked(), main_obs(vec![], true), Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
         case(blocked(), main_obs(vec![holder()], true), PollMain { after: zero }, blocked()),
         case(blocked(), main_obs(vec![mine(), holder()], true), Withdraw, withdrawing(Then::Enter)),
         // Only reservations in the way: am I still first? (Q5)
@@ -263,14 +284,14 @@ fn decisions() {
              AskQueue { after: zero }, checking()),
         // ... but a cell reserved behind me is not in my way: enter.
         case(blocked(), main_obs(vec![cell("w/02", &reserved_behind(Algorithm::Combined, ME), 99)], true),
-             Enter { shadow_checked: false }, State::First),
+             Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
         case(checking(), Observation::Position(Position::First), PollMain { after: zero }, blocked()),
         // Not first any more: what I prepared is in the way of the first.
         case(checking(), Observation::Position(in_line(1)), Withdraw, withdrawing(Then::Poll(MS * 2))),
-        case(checking(), Observation::Position(Position::Missing), Reenqueue, State::Arriving),
+        case(checking(), Observation::Position(Position::Missing), Arrive { after: Duration::ZERO, fast: false }, State::Arriving),
         case(checking(), Observation::Failed, AskQueue { after: MS * 30 }, checking()),
         // ===== withdrawing =====
-        case(withdrawing(Then::Enter), Observation::Withdrawn, Enter { shadow_checked: false }, State::First),
+        case(withdrawing(Then::Enter), Observation::Withdrawn, Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
         case(withdrawing(Then::Poll(MS * 7)), Observation::Withdrawn, poll(7), unsure()),
         case(withdrawing(Then::WaitForMain(MS * 9)), Observation::Withdrawn, poll_main(9), blocked()),
         // ===== store errors =====
@@ -283,11 +304,11 @@ fn decisions() {
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
-        let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+        let (mut policy, mut context) = (POLICY, cx(start));
+        (c.tweak)(&mut policy, &mut context);
+        let mut w = waiter(policy, start);
         w.state = c.state;
         w.cleanup_pending = c.cleanup_pending;
-        let mut context = cx(start);
-        (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
         assert_eq!((action, w.state), (c.action, c.after), "case #{i}");
     }
@@ -296,10 +317,7 @@ fn decisions() {
 #[test]
 fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
     let start = Instant::now();
-    let legacy_pace = |c: &mut Context| {
-        c.prepares = false;
-        c.busy_pause = Some(MS * 700);
-    };
+    let legacy_pace = |_: &mut Policy, c: &mut Context| beside_legacy_pace(c);
     #[rustfmt::skip]
     let cases = vec![
         Case { tweak: legacy_pace, ..case(State::First, read(vec![holder(), mine()], false),
@@ -315,11 +333,11 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
                Action::Withdraw, withdrawing(Then::Poll(MS * 2))) },
     ];
     for (i, c) in cases.into_iter().enumerate() {
-        let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+        let (mut policy, mut context) = (POLICY, cx(start));
+        (c.tweak)(&mut policy, &mut context);
+        let mut w = waiter(policy, start);
         w.state = c.state;
         w.cleanup_pending = c.cleanup_pending;
-        let mut context = cx(start);
-        (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
         assert_eq!((action, w.state), (c.action, c.after), "case #{i}");
     }
@@ -331,7 +349,7 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
 #[test]
 fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
     let start = Instant::now();
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    let mut w = waiter(POLICY, start);
     w.state = prepared(false);
     let mut at = |secs: f64, cells: Vec<Cell>| {
         let now = start + Duration::from_secs_f64(secs);
@@ -364,7 +382,7 @@ fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
 #[test]
 fn waiters_further_back_poll_by_the_pace_of_the_line() {
     let start = Instant::now();
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    let mut w = waiter(POLICY, start);
     w.state = queued(4);
     let at = |w: &mut Waiter, ms: u32, ahead: u32| {
         w.on(Observation::Position(in_line(ahead)), &cx(start + MS * ms))
@@ -382,8 +400,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     let start = Instant::now();
     let mut known = Average::default();
     known.note(MS * 3);
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start)
-        .knowing(known, Average::default());
+    let mut w = waiter(POLICY, start).knowing(known, Average::default());
     w.state = State::First;
     // Someone holds: the next waiter polls `main` once per round trip —
     // the line's 3 ms, less the 2 ms the entry took — not after head_poll
@@ -396,7 +413,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     // 3 × 40 ms, less the 2 ms read — from the first look on.
     let mut pace = Average::default();
     pace.note(MS * 40);
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(known, pace);
+    let mut w = waiter(POLICY, start).knowing(known, pace);
     w.state = queued(4);
     let action = w.on(Observation::Position(in_line(4)), &cx(start));
     assert_eq!(action, poll(58));
@@ -415,22 +432,19 @@ fn the_second_in_line_reserves_behind_the_first() {
     let reserve = |owner: &str| ReserveBehind {
         ahead: owner.into(),
     };
-    let reserves = |c: &mut Context| c.reserves_behind = true;
+    let reserves = |p: &mut Policy, _: &mut Context| p.reserves_behind = true;
     let place = |position: Position, ready: bool| Observation::PlaceBehind { position, ready };
-    let beside_legacy = |c: &mut Context| {
-        c.reserves_behind = true;
-        c.prepares = false;
+    let beside_legacy = |p: &mut Policy, c: &mut Context| {
+        p.reserves_behind = true;
+        beside_legacy_pace(c);
     };
-    let reserves_no_prepare = |c: &mut Context| {
-        c.reserves_behind = true;
-        c.prepares = false;
-    };
+    let reserves_no_prepare = beside_legacy;
     struct Q6 {
         state: State,
         behind: Option<String>,
         cleanup_pending: bool,
         observation: Observation,
-        tweak: fn(&mut Context),
+        tweak: fn(&mut Policy, &mut Context),
         action: Action,
         after: State,
         behind_after: Option<String>,
@@ -479,13 +493,13 @@ fn the_second_in_line_reserves_behind_the_first() {
         // The entry is not ready (the combined lock's `shadow` is not mine
         // alone yet): enter plainly.
         q(queued(1), h01(), place(Position::First, false),
-          Enter { shadow_checked: false }, State::First, None),
+          Enter { shadow_checked: false, after: Duration::ZERO }, State::First, None),
         // Only dead-looking cells ahead: it may be paused, not gone — enter plainly.
         q(queued(1), h01(), place(Position::FirstPastDead, true),
-          Enter { shadow_checked: false }, State::First, None),
+          Enter { shadow_checked: false, after: Duration::ZERO }, State::First, None),
         // A place read without the entry's check never prepares a claim.
         q(queued(1), h01(), Observation::Position(Position::First),
-          Enter { shadow_checked: false }, State::First, None),
+          Enter { shadow_checked: false, after: Duration::ZERO }, State::First, None),
         // Someone else is directly ahead now: reserve behind that one instead.
         q(queued(1), h01(), place(in_line_with_head(1, other_head, Algorithm::Queue), true),
           reserve("h/02@00000000000000000002"), reserving(), Some("h/02@00000000000000000002".into())),
@@ -493,7 +507,7 @@ fn the_second_in_line_reserves_behind_the_first() {
         q(queued(1), h01(), place(in_line(2), true),
           Withdraw, withdrawing(Then::Poll(MS * 2)), h01()),
         q(queued(1), h01(), place(Position::Missing, true),
-          Reenqueue, State::Arriving, None),
+          Arrive { after: Duration::ZERO, fast: false }, State::Arriving, None),
         // The node now prepares nothing (beside legacy contenders): withdraw.
         Q6 { tweak: beside_legacy, ..q(queued(1), h01(), place(in_line(1), true),
           Withdraw, withdrawing(Then::Poll(zero)), h01()) },
@@ -515,11 +529,11 @@ fn the_second_in_line_reserves_behind_the_first() {
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
-        let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+        let (mut policy, mut context) = (POLICY, cx(start));
+        (c.tweak)(&mut policy, &mut context);
+        let mut w = waiter(policy, start);
         w.state = reserved_behind_in(c.state, c.behind, start);
         w.cleanup_pending = c.cleanup_pending;
-        let mut context = cx(start);
-        (c.tweak)(&mut context);
         let action = w.on(c.observation, &context);
         let after = reserved_behind_in(c.after, c.behind_after.clone(), start);
         assert_eq!(
@@ -541,9 +555,8 @@ fn the_second_in_line_reserves_behind_the_first() {
 #[test]
 fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
     let start = Instant::now();
-    let mut context = cx(start);
-    context.reserves_behind = true;
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    let context = cx(start);
+    let mut w = waiter(Policy::QUEUE, start);
     w.state = queued(2);
     let mine_behind = || {
         cell(
@@ -596,8 +609,7 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
     let start = Instant::now();
     let mut slow = Average::default();
     slow.note(MS * 80);
-    let mut w =
-        Waiter::new(bounds(), Duration::from_secs(30), ME, start).knowing(Average::default(), slow);
+    let mut w = waiter(POLICY, start).knowing(Average::default(), slow);
     w.state = queued(4);
     w.on(Observation::Position(in_line(4)), &cx(start));
     // Four places in 40 ms: 10 ms per place, weighed into the average.
@@ -614,13 +626,12 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
 #[test]
 fn a_reservation_behind_is_given_up_after_its_bound() {
     let start = Instant::now();
-    let mut context = cx(start);
-    context.reserves_behind = true;
+    let context = cx(start);
     let place = |position| Observation::PlaceBehind {
         position,
         ready: true,
     };
-    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start);
+    let mut w = waiter(Policy::QUEUE, start);
     w.state = queued(2);
     assert!(matches!(
         w.on(Observation::Position(in_line(1)), &context),
@@ -659,4 +670,131 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         ),
         Action::ReserveBehind { .. }
     ));
+}
+
+/// A lost lease, a store error not worth retrying and an interruption are
+/// observations like any other: a waiting acquisition arrives again on the
+/// first and leaves on the others, from whatever state it is in.
+#[test]
+fn a_waiter_ends_or_arrives_again_through_its_transitions() {
+    use Action::*;
+    let zero = Duration::ZERO;
+    let start = Instant::now();
+    for state in [queued(2), prepared(true), blocked(), State::First, unsure()] {
+        let mut w = waiter(POLICY, start);
+        w.state = state.clone();
+        let action = w.on(Observation::LeaseLost, &cx(start));
+        assert_eq!(
+            (action, w.state.clone(), w.contended()),
+            (
+                Arrive {
+                    after: zero,
+                    fast: false
+                },
+                State::Arriving,
+                true
+            ),
+            "{state:?}"
+        );
+        for (observation, why) in [
+            (Observation::Fatal, Leaving::Failed),
+            (Observation::Interrupted, Leaving::Interrupted),
+        ] {
+            let mut w = waiter(POLICY, start);
+            w.state = state.clone();
+            let action = w.on(observation, &cx(start));
+            assert_eq!((action, w.state), (Leave(why), State::Left), "{state:?}");
+        }
+    }
+}
+
+/// A try (listing 8) as a table: state and attempts left before,
+/// observation, the action and the state after.
+#[test]
+fn a_try_takes_the_lock_only_if_it_is_free_now() {
+    use Action::*;
+    let zero = Duration::ZERO;
+    let head = MS * 10;
+    let busy = |holder: Option<&str>| {
+        Leave(Leaving::Busy {
+            holder: holder.map(str::to_string),
+        })
+    };
+    let enter = |shadow_checked, after| Enter {
+        shadow_checked,
+        after,
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(State, u32, Observation, Action, State)> = vec![
+        // Listing 8 line 1: someone in `main` — busy, the queue untouched.
+        (State::Peeking, 3, main_obs(vec![], false), Arrive { after: zero, fast: true }, State::Arriving),
+        (State::Peeking, 3, main_obs(vec![holder()], false), busy(Some("h/01")), State::Left),
+        // The fast path: first, and my cell alone after my write (Q1).
+        (State::Arriving, 3, arrived(Position::First, Some(vec![mine()]), true), Acquired { marked_reservation: false }, State::Holding),
+        // First, `main` busy: what the fast path wrote goes, then a retry.
+        (State::Arriving, 3, arrived(Position::First, Some(vec![holder(), mine()]), true), Withdraw, withdrawing(Then::Retry)),
+        (State::Arriving, 3, arrived(Position::First, None, false), enter(false, zero), State::First),
+        (State::Arriving, 0, arrived(Position::First, None, false), busy(None), State::Left),
+        // Someone ahead: give up, after withdrawing what was written.
+        (State::Arriving, 3, arrived(in_line(1), Some(vec![mine()]), true), Withdraw, withdrawing(Then::GiveUp)),
+        (State::Arriving, 3, arrived(in_line(1), None, false), busy(None), State::Left),
+        (State::Arriving, 3, arrived(Position::Missing, None, false), busy(None), State::Left),
+        // An entry: alone takes it; else withdraw and retry a head poll later.
+        (State::First, 2, read(vec![mine()], true), Acquired { marked_reservation: true }, State::Holding),
+        (State::First, 2, read(vec![holder(), mine()], true), Withdraw, withdrawing(Then::Retry)),
+        (withdrawing(Then::Retry), 2, Observation::Withdrawn, enter(false, head), State::First),
+        (withdrawing(Then::Retry), 0, Observation::Withdrawn, busy(None), State::Left),
+        (withdrawing(Then::GiveUp), 2, Observation::Withdrawn, busy(None), State::Left),
+        (State::First, 2, Observation::Entered(Entered::Blocked { shadow_checked: true }), enter(true, head), State::First),
+        (State::First, 0, Observation::Entered(Entered::Blocked { shadow_checked: true }), busy(None), State::Left),
+        // Any store error, a lost lease or an interruption ends a try.
+        (State::First, 2, Observation::Failed, Leave(Leaving::Failed), State::Left),
+        (State::Arriving, 2, Observation::Fatal, Leave(Leaving::Failed), State::Left),
+        (State::First, 2, Observation::LeaseLost, Leave(Leaving::LeaseLost), State::Left),
+        (State::First, 2, Observation::Interrupted, Leave(Leaving::Interrupted), State::Left),
+        // A try never waits in line.
+        (State::First, 2, Observation::Position(in_line(1)), busy(None), State::Left),
+    ];
+    let start = Instant::now();
+    for (i, (state, tries_left, observation, action, after)) in cases.into_iter().enumerate() {
+        let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start)
+            .with(POLICY, Goal::Try { attempts: 3 });
+        w.state = state;
+        w.tries_left = tries_left;
+        let got = w.on(observation, &cx(start));
+        assert_eq!((got, w.state), (action, after), "case #{i}");
+    }
+}
+
+/// A try from its start to its end: it enters `main` exactly as many times
+/// as it has attempts, and names the holder the last read of `main` showed.
+#[test]
+fn a_try_enters_at_most_its_attempts_and_names_the_holder() {
+    let start = Instant::now();
+    let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start)
+        .with(POLICY, Goal::Try { attempts: 2 });
+    let mut action = w.start(true);
+    assert_eq!(action, Action::Peek);
+    let mut entries = 0;
+    let script = [
+        main_obs(vec![], false),
+        arrived(Position::First, Some(vec![holder(), mine()]), true),
+        Observation::Withdrawn,
+        read(vec![holder(), mine()], true),
+        Observation::Withdrawn,
+        Observation::Entered(Entered::Blocked {
+            shadow_checked: false,
+        }),
+    ];
+    for observation in script {
+        action = w.on(observation, &cx(start));
+        entries += u32::from(matches!(action, Action::Enter { .. }));
+    }
+    assert_eq!(entries, 2);
+    assert_eq!(
+        action,
+        Action::Leave(Leaving::Busy {
+            holder: Some("h/01".into())
+        })
+    );
 }

@@ -7,12 +7,11 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
 use lockshift_decide::cells::{RESERVED_VALUE, reserved_behind};
-use lockshift_lock::{Algorithm, Lease, LockContext};
+use lockshift_lock::{Algorithm, Lease};
 use lockshift_store::{Cell, Store, StoreError, schema};
 
 use lockshift_decide::queue::Position;
@@ -59,9 +58,10 @@ impl fmt::Debug for Arrival<'_> {
 /// How the first waiter in line writes and verifies `main`.
 ///
 /// Every write goes through the lease (TTL, renewal, cleanup). Each method
-/// does only I/O and says what it read; the waiter decides. Methods that
-/// depend on how the acquisition paces itself take its [`Pacing`] as it
-/// stands at that step (only the combined lock reads it).
+/// does only I/O and says what it read; the waiter decides, by what it
+/// read and by the entry's `Policy` (a value the line hands the waiter).
+/// Methods whose I/O depends on how the acquisition paces itself take its
+/// [`Pacing`] as it stands at that step (only the combined lock reads it).
 #[async_trait]
 pub trait MainEntry: Send + Sync + fmt::Debug {
     /// The algorithm this entry belongs to.
@@ -112,19 +112,6 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
         lease.check_valid().is_ok()
     }
 
-    /// Whether the entry keeps its `main` cell as a reservation while
-    /// someone else holds, paced by `pacing`; `false` withdraws and waits
-    /// for `main` to empty.
-    fn prepares(&self, _pacing: Pacing) -> bool {
-        true
-    }
-
-    /// Whether the waiter second in line reserves behind the first (Q6,
-    /// the waiter's `handoff`) while the entry prepares. Default `false`.
-    fn reserves_behind(&self) -> bool {
-        false
-    }
-
     /// Second in line: writes my cells reserved behind `ahead` (a mark:
     /// owner id and arrival) — by default my `main` cell, marked with
     /// [`reserved_behind`].
@@ -155,15 +142,6 @@ pub trait MainEntry: Send + Sync + fmt::Debug {
     /// A store error.
     async fn ready_behind(&self, _store: &dyn Store, _lease: &Lease) -> Result<bool, StoreError> {
         Ok(true)
-    }
-
-    /// How long the first waiter pauses while `main` is taken and it does
-    /// not prepare, when the entry paces itself by `pacing` (the combined
-    /// lock beside legacy contenders, who poll at their own pace and would
-    /// otherwise never win a hand-off); `None`, the default: the line's
-    /// polling.
-    fn busy_pause(&self, _ctx: &LockContext, _pacing: Pacing) -> Option<Duration> {
-        None
     }
 
     /// After the lock was taken: drops in the background what a holder no

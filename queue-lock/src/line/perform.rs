@@ -2,17 +2,47 @@
 //! and what its result tells the acquisition's watcher.
 
 use lockshift_decide::waiter::{Action, Observation};
-use lockshift_lock::{Binding, LockId, Waiting};
-use lockshift_store::{StoreError, schema};
+use lockshift_lock::{Binding, LockId, ReadMark, Waiting};
+use lockshift_store::{RowQuery, StoreError, schema};
 
+use super::run::{Run, StepError};
 use super::{Arrived, Entered, Line, Standing, Ticket, holder_in_my_way, read_main, standing};
 use lockshift_decide::queue::Position;
 
+impl Run<'_> {
+    /// The I/O of one action (an arrival aside) on the current place in
+    /// line, paced by the binding as it reads now.
+    pub(super) async fn perform(&mut self, action: Action) -> Result<Observation, StepError> {
+        if action == Action::Peek {
+            return Ok(self.peek().await?);
+        }
+        let Some(ticket) = self.ticket.as_ref() else {
+            // No place in line to act on: it is gone.
+            return Ok(self.lost(None));
+        };
+        let (line, lock, binding) = (self.line, self.lock, self.binding);
+        Ok(line.perform(lock, ticket, action, binding).await?)
+    }
+
+    /// A try's look at `main` before it arrives (listing 8 line 1).
+    async fn peek(&self) -> Result<Observation, StoreError> {
+        let cells = self
+            .line
+            .store()
+            .read(schema::MAIN, self.lock.as_str(), &RowQuery::all())
+            .await?;
+        Ok(Observation::Main {
+            cells,
+            can_claim: false,
+        })
+    }
+}
+
 impl Line {
-    /// The I/O of one action on the current place in line, paced by
-    /// `binding` as it reads now; legacy holders a read of `main` shows go
-    /// to the binding's sightings.
-    pub(super) async fn perform(
+    /// The I/O of one action on `ticket`'s place in line, paced by
+    /// `binding`; legacy holders a read of `main` shows go to the binding's
+    /// sightings.
+    async fn perform(
         &self,
         lock: &LockId,
         ticket: &Ticket,
@@ -20,58 +50,19 @@ impl Line {
         binding: &Binding,
     ) -> Result<Observation, StoreError> {
         let store = self.store();
-        // Every read of a row holding one of my waiting cells that shows it
-        // there refreshes it (lease L6 and L2: the read is the proof a
-        // rewrite needs), so a waiter's own polling keeps its cells alive
-        // without a read of their own.
-        let queue_mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
-        let main_mark = ticket.lease.read_mark(schema::MAIN, ticket.owner.as_str());
-        let refresh_queue = |position: &Position| {
-            if *position != Position::Missing
-                && let Some(mark) = queue_mark.clone()
-            {
-                ticket.lease.refresh_seen(mark);
-            }
-        };
         match action {
             // Listing 7 line 2: where am I? One read of the queue row.
-            Action::Poll { .. } => self
-                .where_am_i(lock, ticket, self.window())
-                .await
-                .inspect(refresh_queue)
-                .map(Observation::Position),
+            Action::Poll { .. } => self.poll(lock, ticket, self.window()).await,
             // Q5: am I first? One read, one cell past the head is enough.
-            Action::AskQueue { .. } => self
-                .where_am_i(lock, ticket, 1)
-                .await
-                .inspect(refresh_queue)
-                .map(Observation::Position),
+            Action::AskQueue { .. } => self.poll(lock, ticket, 1).await,
             // Listing 7 lines 3–4 (and the entry's own steps): write my
             // `main` cell, read `main` after it.
-            Action::Enter { shadow_checked } => self
+            Action::Enter { shadow_checked, .. } => self
                 .entry
                 .enter(store, &ticket.lease, shadow_checked, binding.pacing())
                 .await
                 .map(Observation::Entered),
-            // The next waiter watching `main`: one read — of a reservation,
-            // the claim itself (Q1: it follows my write).
-            Action::PollMain { .. } => {
-                let cells = read_main(store, &ticket.lease).await?;
-                // Still waiting: refresh. (Alone, the claim follows, and
-                // holding rewrites the cell anyway.)
-                if let Some(mark) = main_mark
-                    && cells.iter().any(|c| c.column == ticket.owner.as_str())
-                    && standing(ticket.owner.as_str(), ticket.lease.mark(), &cells)
-                        != Standing::Alone
-                {
-                    ticket.lease.refresh_seen(mark);
-                }
-                binding.saw_main(lock, &cells, self.ctx.clock().as_ref());
-                Ok(Observation::Main {
-                    cells,
-                    can_claim: self.entry.can_claim(&ticket.lease),
-                })
-            }
+            Action::PollMain { .. } => self.poll_main(lock, ticket, binding).await,
             // Q6: second in line, my `main` cell reserved behind the first —
             // so the hand-off after it is one queue read and one `main` read.
             Action::ReserveBehind { ahead } => self
@@ -79,20 +70,7 @@ impl Line {
                 .reserve_behind(store, &ticket.lease, &ahead)
                 .await
                 .map(|()| Observation::ReservedBehind),
-            // Q6: the place, and what the entry's claim needs besides, read
-            // together — both before any read of `main` that may claim.
-            Action::PollBehind { .. } => {
-                let (position, ready) = tokio::join!(
-                    self.where_am_i(lock, ticket, self.window()),
-                    self.entry.ready_behind(store, &ticket.lease)
-                );
-                let position = position?;
-                refresh_queue(&position);
-                Ok(Observation::PlaceBehind {
-                    position,
-                    ready: ready?,
-                })
-            }
+            Action::PollBehind { .. } => self.poll_behind(lock, ticket).await,
             // Q2: no `main` cell may linger while not first. One delete per
             // table holding one.
             Action::Withdraw => self
@@ -100,11 +78,77 @@ impl Line {
                 .tidy(&ticket.lease)
                 .await
                 .map(|()| Observation::Withdrawn),
-            Action::Arrive { .. } | Action::Reenqueue | Action::Acquired { .. } => {
-                // Handled by the loop; never performed here.
+            // The run's own steps; never performed on a place.
+            Action::Arrive { .. } | Action::Peek | Action::Acquired { .. } | Action::Leave(_) => {
                 Ok(Observation::Failed)
             }
         }
+    }
+
+    /// Every read of a row holding one of my waiting cells that shows it
+    /// there refreshes it (lease L6 and L2: the read, begun after `mark`
+    /// was taken, is the proof a rewrite needs), so a waiter's own polling
+    /// keeps its cells alive without a read of their own.
+    fn refresh_queue(ticket: &Ticket, mark: Option<ReadMark>, position: &Position) {
+        if *position != Position::Missing
+            && let Some(mark) = mark
+        {
+            ticket.lease.refresh_seen(mark);
+        }
+    }
+
+    /// Where `ticket` stands, reading at most `window` live cells ahead.
+    async fn poll(
+        &self,
+        lock: &LockId,
+        ticket: &Ticket,
+        window: u32,
+    ) -> Result<Observation, StoreError> {
+        let mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
+        let position = self.where_am_i(lock, ticket, window).await?;
+        Self::refresh_queue(ticket, mark, &position);
+        Ok(Observation::Position(position))
+    }
+
+    /// The next waiter watching `main`: one read — of a reservation, the
+    /// claim itself (Q1: it follows my write).
+    async fn poll_main(
+        &self,
+        lock: &LockId,
+        ticket: &Ticket,
+        binding: &Binding,
+    ) -> Result<Observation, StoreError> {
+        let main_mark = ticket.lease.read_mark(schema::MAIN, ticket.owner.as_str());
+        let cells = read_main(self.store(), &ticket.lease).await?;
+        // Still waiting: refresh. (Alone, the claim follows, and holding
+        // rewrites the cell anyway.)
+        if let Some(mark) = main_mark
+            && cells.iter().any(|c| c.column == ticket.owner.as_str())
+            && standing(ticket.owner.as_str(), ticket.lease.mark(), &cells) != Standing::Alone
+        {
+            ticket.lease.refresh_seen(mark);
+        }
+        binding.saw_main(lock, &cells, self.ctx.clock().as_ref());
+        Ok(Observation::Main {
+            cells,
+            can_claim: self.entry.can_claim(&ticket.lease),
+        })
+    }
+
+    /// Q6: the place, and what the entry's claim needs besides, read
+    /// together — both before any read of `main` that may claim.
+    async fn poll_behind(&self, lock: &LockId, ticket: &Ticket) -> Result<Observation, StoreError> {
+        let mark = ticket.lease.read_mark(schema::QUEUE, &ticket.column);
+        let (position, ready) = tokio::join!(
+            self.where_am_i(lock, ticket, self.window()),
+            self.entry.ready_behind(self.store(), &ticket.lease)
+        );
+        let position = position?;
+        Self::refresh_queue(ticket, mark, &position);
+        Ok(Observation::PlaceBehind {
+            position,
+            ready: ready?,
+        })
     }
 }
 

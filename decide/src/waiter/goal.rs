@@ -1,0 +1,85 @@
+//! What an acquisition is after ([`Goal`]), how its algorithm's entry
+//! into `main` behaves ([`Policy`]), and why it may end without the lock
+//! ([`Leaving`]): values the waiter is handed or hands back.
+
+use std::time::Duration;
+
+use crate::binding::Pacing;
+
+/// What an acquisition is after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    /// Wait in line until the lock is mine (listing 7).
+    Wait,
+    /// Take the lock only if it is free now (listing 8): nobody in `main`
+    /// at the start, nobody ahead in line, and at most `attempts` entries
+    /// into `main`, a head poll apart.
+    Try {
+        /// Entries into `main` while first in line.
+        attempts: u32,
+    },
+}
+
+/// How an algorithm's entry into `main` behaves, as the waiter needs to
+/// know it: a value, not a question put to the entry at every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// The second in line reserves behind the first (Q6) while the entry
+    /// prepares.
+    pub reserves_behind: bool,
+    /// Beside legacy contenders ([`Pacing::BesideLegacy`]) the entry
+    /// prepares no hand-off and, while `main` is taken, pauses a random
+    /// time below their `owner_wait_max` (the combined lock: legacy
+    /// contenders poll at their own pace and would otherwise never win a
+    /// hand-off).
+    pub yields_to_legacy: bool,
+}
+
+impl Policy {
+    /// The queue lock's entry.
+    pub const QUEUE: Policy = Policy {
+        reserves_behind: true,
+        yields_to_legacy: false,
+    };
+    /// The combined lock's entry.
+    pub const COMBINED: Policy = Policy {
+        reserves_behind: true,
+        yields_to_legacy: true,
+    };
+
+    /// Whether the entry keeps its `main` cell as a reservation while
+    /// someone else holds, paced by `pacing`; if not, it withdraws and
+    /// waits for `main` to empty.
+    pub fn prepares(self, pacing: Pacing) -> bool {
+        !(self.yields_to_legacy && pacing.beside_legacy())
+    }
+
+    /// The entry's own pause while `main` is taken, paced by `pacing`, for
+    /// a uniform `draw` in `[0, 1)`; `None`: the line's polling.
+    pub fn busy_pause(self, pacing: Pacing, draw: f64) -> Option<Duration> {
+        match pacing {
+            Pacing::BesideLegacy { owner_wait_max } if self.yields_to_legacy => {
+                Some(owner_wait_max.mul_f64(draw.clamp(0.0, 1.0)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why an acquisition ends without the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leaving {
+    /// A try found the lock busy; `holder`: the other owner a read of
+    /// `main` showed last, if one did.
+    Busy {
+        /// The owner id of the holder seen.
+        holder: Option<String>,
+    },
+    /// A store error not worth retrying (for a try: any store error).
+    Failed,
+    /// A try's lease was lost before the lock could be handed out.
+    LeaseLost,
+    /// The deadline passed, the caller cancelled, or the binding was
+    /// invalidated.
+    Interrupted,
+}
