@@ -69,42 +69,10 @@ impl Waiter {
     pub(super) fn position(&mut self, position: Position, cx: &Context) -> Action {
         // Q5: asking the queue who stays — with a reservation (`Deciding`)
         // or blocked with only reservations in the way (`Checking`).
-        match self.state {
-            State::Deciding { cell } => {
-                return match position {
-                    Position::Missing => self.reenqueue(cx.now),
-                    // The first in line keeps its reservation.
-                    Position::First | Position::FirstPastDead => {
-                        let after = self.next_main_poll(None, cx);
-                        self.prepare(cell, after)
-                    }
-                    // Not first: withdraw the reservation.
-                    Position::Queued { ahead, .. } => {
-                        self.moved_to(ahead, cx.now);
-                        let after = self.interval(ahead, cx.now);
-                        self.withdraw(Then::Poll(after))
-                    }
-                };
-            }
-            State::Checking { shadow_checked } => {
-                return match position {
-                    Position::Missing => self.reenqueue(cx.now),
-                    // Still first, blocked: the reservations go by their own
-                    // rules (Q5, Q6); watch `main` on.
-                    Position::First | Position::FirstPastDead => {
-                        self.block(shadow_checked, Duration::ZERO)
-                    }
-                    // Not first: withdraw what was prepared (the combined
-                    // lock's `shadow` cell, in the first's way).
-                    Position::Queued { ahead, .. } => {
-                        self.moved_to(ahead, cx.now);
-                        let after = self.interval(ahead, cx.now);
-                        self.withdraw(Then::Poll(after))
-                    }
-                };
-            }
-            _ => {}
-        }
+        let position = match self.settle_reservations(position, cx) {
+            Ok(action) => return action,
+            Err(position) => position,
+        };
         match position {
             Position::Missing => self.reenqueue(cx.now),
             p if p.is_first() && self.cleanup_pending => self.withdraw(Then::Enter),
@@ -149,6 +117,47 @@ impl Waiter {
                 }
                 self.queued(ahead, after)
             }
+        }
+    }
+
+    /// Q5's answer, while `Deciding` or `Checking`: the action, or (in any
+    /// other state) the position back to be handled plainly.
+    fn settle_reservations(
+        &mut self,
+        position: Position,
+        cx: &Context,
+    ) -> Result<Action, Position> {
+        match self.state {
+            State::Deciding { cell } => Ok(match position {
+                Position::Missing => self.reenqueue(cx.now),
+                // The first in line keeps its reservation.
+                Position::First | Position::FirstPastDead => {
+                    let after = self.next_main_poll(None, cx);
+                    self.prepare(cell, after)
+                }
+                // Not first: withdraw the reservation.
+                Position::Queued { ahead, .. } => {
+                    self.moved_to(ahead, cx.now);
+                    let after = self.interval(ahead, cx.now);
+                    self.withdraw(Then::Poll(after))
+                }
+            }),
+            State::Checking { shadow_checked } => Ok(match position {
+                Position::Missing => self.reenqueue(cx.now),
+                // Still first, blocked: the reservations go by their own
+                // rules (Q5, Q6); watch `main` on.
+                Position::First | Position::FirstPastDead => {
+                    self.block(shadow_checked, Duration::ZERO)
+                }
+                // Not first: withdraw what was prepared (the combined
+                // lock's `shadow` cell, in the first's way).
+                Position::Queued { ahead, .. } => {
+                    self.moved_to(ahead, cx.now);
+                    let after = self.interval(ahead, cx.now);
+                    self.withdraw(Then::Poll(after))
+                }
+            }),
+            _ => Err(position),
         }
     }
 
