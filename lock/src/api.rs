@@ -27,6 +27,10 @@ pub struct WaitingFor {
     /// Waiters ahead in the queue (counted up to the read's window) and the
     /// owner of the first of them; `None` at the front of the line.
     pub ahead: Option<(u32, String)>,
+    /// The TTL the holder's `main` cell had left at that read of `main`,
+    /// in whole seconds as the store counts them: how long the lock stays
+    /// taken should its holder stop renewing now.
+    pub holder_ttl: Option<Duration>,
 }
 
 /// The channel a waiting acquisition reports [`WaitingFor`] on.

@@ -11,6 +11,21 @@ use crate::id::OwnerId;
 /// they keep failing past `lock.lost_after_fraction × lock.lease_ttl`.
 pub const RENEWAL_FAILURES: &str = "lockshift_lease_renewal_failures_total";
 
+/// Histogram, label `node` (the waiter's): the TTL a holder's `main` cell
+/// had left when a waiter's read of `main` showed it in the way — how long
+/// the lock would stay taken should its holder stop renewing.
+pub const HOLDER_TTL_SECONDS: &str = "lockshift_waiter_holder_ttl_seconds";
+
+/// Records the `ttl` a waiter of `owner` saw left on the holder's cell,
+/// under [`HOLDER_TTL_SECONDS`].
+pub fn holder_ttl_seen(owner: &OwnerId, ttl: std::time::Duration) {
+    metrics::histogram!(
+        HOLDER_TTL_SECONDS,
+        "node" => owner.node().unwrap_or("unknown").to_string()
+    )
+    .record(ttl.as_secs_f64());
+}
+
 /// Counts one failed renewal of a cell of `owner`'s lease, under
 /// [`RENEWAL_FAILURES`]; `algorithm` is the lease's
 /// ([`Algorithm::as_str`](crate::Algorithm::as_str)).

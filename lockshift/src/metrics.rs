@@ -11,6 +11,7 @@
 //! | [`ACQUIRE_TIMEOUTS`] | counter | `node`, `algorithm` | acquisitions that gave up at their timeout |
 //! | [`LEASE_LOSSES`] | counter | `node`, `algorithm` | held locks whose lease was lost (the guard's `lost()` fired) |
 //! | [`RENEWAL_FAILURES`] | counter | `node`, `algorithm` | lease renewals that failed and were retried |
+//! | [`HOLDER_TTL_SECONDS`] | histogram | `node` | the TTL the holder's cell had left when a waiter's read of `main` showed it in the way |
 //! | [`STORE_OPERATIONS`] | counter | `node`, `table`, `kind` | store operations sent (`kind`: read, write, delete, scan) |
 //! | [`STORE_ERRORS`] | counter | `node`, `table`, `kind` | those that failed |
 //! | [`STORE_WARNINGS`] | counter | `node`, `table` | warnings the database added to read answers (Cassandra's tombstone warning: a read passed more than 1 000 tombstones) |
@@ -68,6 +69,9 @@ pub const ACQUIRE_TIMEOUTS: &str = "lockshift_acquire_timeouts_total";
 pub const LEASE_LOSSES: &str = "lockshift_lease_losses_total";
 /// Counter: failed lease renewals (retried; see `lockshift_lock::metrics`).
 pub const RENEWAL_FAILURES: &str = lockshift_lock::metrics::RENEWAL_FAILURES;
+/// Histogram, seconds: the TTL a holder's cell had left when a waiter saw
+/// it in the way (see `lockshift_lock::metrics`).
+pub const HOLDER_TTL_SECONDS: &str = lockshift_lock::metrics::HOLDER_TTL_SECONDS;
 /// Counter: store operations sent, by table and kind.
 pub const STORE_OPERATIONS: &str = "lockshift_store_operations_total";
 /// Counter: store operations that failed, by table and kind.
@@ -85,13 +89,14 @@ pub const STAGE_VERSION: &str = "lockshift_stage_version";
 pub const STAGE_CONFIRMED: &str = "lockshift_stage_confirmed";
 
 /// Every metric lockshift records, for exporters and tests.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     ACQUIRE_WAIT_SECONDS,
     HOLD_SECONDS,
     ACQUISITIONS,
     ACQUIRE_TIMEOUTS,
     LEASE_LOSSES,
     RENEWAL_FAILURES,
+    HOLDER_TTL_SECONDS,
     STORE_OPERATIONS,
     STORE_ERRORS,
     STORE_WARNINGS,
@@ -119,6 +124,11 @@ pub fn describe() {
     describe_counter!(ACQUIRE_TIMEOUTS, "Acquisitions that reached their timeout");
     describe_counter!(LEASE_LOSSES, "Held locks whose lease was lost");
     describe_counter!(RENEWAL_FAILURES, "Lease renewals that failed (retried)");
+    describe_histogram!(
+        HOLDER_TTL_SECONDS,
+        Unit::Seconds,
+        "The TTL a holder's cell had left when a waiter saw it in the way"
+    );
     describe_counter!(STORE_OPERATIONS, "Store operations sent");
     describe_counter!(STORE_ERRORS, "Store operations that failed");
     describe_counter!(

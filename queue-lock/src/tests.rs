@@ -1107,3 +1107,40 @@ async fn waiting_cells_are_refreshed_on_the_back_of_the_waiters_own_reads() {
         g.release().await.unwrap();
     }
 }
+
+/// A waiter tells its watcher whom it waits for and how long the holder's
+/// cell has left, both from its own reads of `main` — no read is made for
+/// them.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_reports_how_long_the_holders_cell_has_left() {
+    let f = Fixture::new();
+    let holder = f.locker("h").acquire(&lock()).await.unwrap();
+    let (watch, seen) = tokio::sync::watch::channel(lockshift_lock::WaitingFor::default());
+    let waiter = {
+        let locker = f.locker("w");
+        let options = AcquireOptions {
+            watch: Some(Arc::new(watch)),
+            ..AcquireOptions::default()
+        };
+        tokio::spawn(async move {
+            locker
+                .acquire_with(&lock(), options, &Binding::unbound())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = seen.borrow().clone();
+    assert_eq!(now.holder.as_deref(), Some(holder.owner().as_str()));
+    let ttl = now
+        .holder_ttl
+        .expect("a read of main showed the holder's TTL");
+    let full = LeaseSettings::default().lease_ttl;
+    // Renewed every `renew_every` (10 s): 5 s after the hold began, the
+    // cell has 55–60 s left.
+    assert!(
+        ttl <= full && ttl + Duration::from_secs(6) >= full,
+        "{ttl:?} of {full:?}"
+    );
+    holder.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+}

@@ -452,7 +452,11 @@ impl WaitLines {
 
     /// The waiter now waits for `state`: the line to print now, if any.
     pub fn seen(&mut self, state: WaitingFor, now: Instant) -> Option<String> {
-        if self.printed.as_ref() == Some(&state) || describe_wait(&self.lock, &state).is_none() {
+        // Whom it waits for, not how long the holder's cell has left
+        // (that changes at every read of `main`).
+        let same =
+            |printed: &WaitingFor| printed.holder == state.holder && printed.ahead == state.ahead;
+        if self.printed.as_ref().is_some_and(same) || describe_wait(&self.lock, &state).is_none() {
             self.pending = None;
             return None;
         }
@@ -501,10 +505,10 @@ fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
 /// "held by O; 2 waiting ahead in line, first W" — `None` when `state`
 /// names nobody.
 fn in_the_way(state: &WaitingFor) -> Option<String> {
-    let holder = state
-        .holder
-        .as_deref()
-        .map(|h| format!("held by {}", cut_short(h)));
+    let holder = state.holder.as_deref().map(|h| match state.holder_ttl {
+        Some(ttl) => format!("held by {} ({} s left)", cut_short(h), ttl.as_secs()),
+        None => format!("held by {}", cut_short(h)),
+    });
     let ahead = state
         .ahead
         .as_ref()

@@ -9,11 +9,11 @@ fn waiting_lines_follow_changes_at_most_one_per_gap() {
     let at = |s: u64| start + Duration::from_secs(s);
     let held = |h: &str| WaitingFor {
         holder: Some(h.into()),
-        ahead: None,
+        ..WaitingFor::default()
     };
     let in_line = |n: u32, first: &str| WaitingFor {
-        holder: None,
         ahead: Some((n, first.into())),
+        ..WaitingFor::default()
     };
     let mut lines = WaitLines::new(&LockId::new("job").unwrap(), start);
     // (seen at second, state) → printed now?

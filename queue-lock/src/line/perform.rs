@@ -172,6 +172,13 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
         holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
             .map(|h| h.as_str().to_string())
     });
+    // How long the holder's cell has left, as this read showed it.
+    let holder_ttl = main
+        .zip(holder.as_deref())
+        .and_then(|(main, h)| main.iter().find(|c| c.column == h).and_then(|c| c.ttl));
+    if let Some(ttl) = holder_ttl {
+        lockshift_lock::metrics::holder_ttl_seen(&ticket.owner, ttl);
+    }
     let in_the_way = holder.is_some()
         || matches!(place, Some(Position::Queued { .. }))
         || matches!(observation, Observation::Entered(Entered::Blocked { .. }));
@@ -187,6 +194,7 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
         }
         if main.is_some() {
             w.holder = holder.clone();
+            w.holder_ttl = holder_ttl;
         }
         *w != before
     });
