@@ -1,8 +1,9 @@
-//! The one metric the lease records itself: renewal failures. Everything
+//! The metrics the lock crates record themselves: renewal failures, which
+//! only the lease's renewal task sees (it retries them), and the holder's
+//! remaining TTL, which only a waiter's own reads of `main` see. Everything
 //! else (waits, holds, losses, store operations, mode and stage) is
 //! recorded by the node runtime in the `lockshift` crate, which lists every
-//! name; this one lives here because only the lease's renewal task sees a
-//! failed renewal that it then retries.
+//! name.
 
 use crate::id::OwnerId;
 
