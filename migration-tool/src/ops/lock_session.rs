@@ -452,10 +452,8 @@ impl WaitLines {
 
     /// The waiter now waits for `state`: the line to print now, if any.
     pub fn seen(&mut self, state: WaitingFor, now: Instant) -> Option<String> {
-        // Whom it waits for, not how long the holder's cell has left
-        // (that changes at every read of `main`).
-        let same =
-            |printed: &WaitingFor| printed.holder == state.holder && printed.ahead == state.ahead;
+        // Whom it waits for; the holder's TTL left changes at every read.
+        let same = |p: &WaitingFor| (&p.holder, &p.ahead) == (&state.holder, &state.ahead);
         if self.printed.as_ref().is_some_and(same) || describe_wait(&self.lock, &state).is_none() {
             self.pending = None;
             return None;
