@@ -487,7 +487,7 @@ impl WaitLines {
 fn not_free_line(lock: &LockId, waited: Duration, state: &WaitingFor) -> String {
     let lock = cut_short(lock.as_str());
     let waited = fmt_duration_rounded(waited);
-    match in_the_way(state) {
+    match in_the_way(state, false) {
         Some(who) => format!("lock {lock} was not free within {waited}: {who} (exit 3)"),
         None => format!("lock {lock} was not free within {waited} (exit 3)"),
     }
@@ -496,16 +496,17 @@ fn not_free_line(lock: &LockId, waited: Duration, state: &WaitingFor) -> String 
 /// "waiting for L: held by O; 2 waiting ahead, first W" — `None` when the
 /// waiter knows of nobody in its way.
 fn describe_wait(lock: &str, state: &WaitingFor) -> Option<String> {
-    let said = in_the_way(state)?;
+    let said = in_the_way(state, true)?;
     Some(format!("waiting for {}: {said}", cut_short(lock)))
 }
 
-/// "held by O; 2 waiting ahead in line, first W" — `None` when `state`
-/// names nobody.
-fn in_the_way(state: &WaitingFor) -> Option<String> {
+/// "held by O (42 s left); 2 waiting ahead in line, first W" — the TTL
+/// the holder's cell had left if `with_ttl`; `None` when `state` names
+/// nobody.
+fn in_the_way(state: &WaitingFor, with_ttl: bool) -> Option<String> {
     let holder = state.holder.as_deref().map(|h| match state.holder_ttl {
-        Some(ttl) => format!("held by {} ({} s left)", cut_short(h), ttl.as_secs()),
-        None => format!("held by {}", cut_short(h)),
+        Some(ttl) if with_ttl => format!("held by {} ({} s left)", cut_short(h), ttl.as_secs()),
+        _ => format!("held by {}", cut_short(h)),
     });
     let ahead = state
         .ahead

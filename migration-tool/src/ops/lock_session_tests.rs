@@ -223,3 +223,23 @@ mod outcomes {
         holder.shutdown().await;
     }
 }
+
+/// The holder's TTL left is printed beside it, and a new TTL alone (every
+/// read of `main` shows one) prints no new line.
+#[test]
+fn the_holders_ttl_left_is_shown_but_prints_no_line_of_its_own() {
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let held = |ttl: u64| WaitingFor {
+        holder: Some("b/2".into()),
+        holder_ttl: Some(Duration::from_secs(ttl)),
+        ..WaitingFor::default()
+    };
+    let mut lines = WaitLines::new(&LockId::new("job").unwrap(), start);
+    assert_eq!(
+        lines.seen(held(42), at(6)).as_deref(),
+        Some("waiting for job: held by b/2 (42 s left)")
+    );
+    assert_eq!(lines.seen(held(37), at(11)), None);
+    assert_eq!(lines.due(), None);
+}
