@@ -680,7 +680,14 @@ fn a_waiter_ends_or_arrives_again_through_its_transitions() {
     use Action::*;
     let zero = Duration::ZERO;
     let start = Instant::now();
-    for state in [queued(2), prepared(true), blocked(), State::First, unsure()] {
+    for state in [
+        queued(2),
+        prepared(true),
+        blocked(),
+        State::First,
+        unsure(),
+        State::Holding,
+    ] {
         let mut w = waiter(POLICY, start);
         w.state = state.clone();
         let action = w.on(Observation::LeaseLost, &cx(start));

@@ -92,6 +92,11 @@ impl<'a> Run<'a> {
                     }
                     return Err(why);
                 }
+                // A lock taken as the wait was cut short is given back:
+                // the caller asked to stop.
+                Action::Acquired { .. } if let Err(why) = self.waiting.check() => {
+                    (self.interrupted(why), Duration::ZERO)
+                }
                 Action::Acquired { marked_reservation } => {
                     match self.hand_out(marked_reservation, waiter.contended()) {
                         Ok(guard) => return Ok(guard),
