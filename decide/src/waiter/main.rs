@@ -1,5 +1,6 @@
 //! What a waiter does on a read of `main`: after writing its own cell
-//! there, while it waits beside others, and while blocked.
+//! there, while it waits beside others, and while blocked; and once its
+//! `main` cells are withdrawn.
 
 use std::time::Duration;
 
@@ -100,9 +101,7 @@ impl Waiter {
             }
         }
     }
-}
 
-impl Waiter {
     /// My `main` cells are withdrawn: what the withdrawal was for follows.
     pub(super) fn withdrawn(&mut self) -> Action {
         self.cleanup_pending = false;
