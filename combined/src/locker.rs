@@ -330,10 +330,9 @@ impl CombinedLocker {
     /// A combined locker over `ctx`, naming queue cells with `time`. An
     /// acquisition whose [`Binding`] sets no pacing (an unbound one) paces
     /// itself for legacy contenders with the legacy lock's default settings
-    /// ([`Pacing::default`]): it cannot know there are none. Built by `lockshift_rollout::Lockers`, which
-    /// keeps the time service alive; for code that builds one alone, `time`
-    /// is a [`TimeService`](lockshift_queue_lock::TimeService)'s source,
-    /// which must stay alive for as long as the locker is used.
+    /// ([`Pacing::default`]): it cannot know there are none. `time` is a
+    /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, held
+    /// (with the service's updater) for as long as the locker lives.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         Self::with_pacing(ctx, time, settings, Pacing::default())
     }

@@ -134,7 +134,7 @@ pub use tokio_util::sync::CancellationToken;
 /// [`settings::LockSettings::configured_homes`] gives.
 pub mod homes {
     pub use lockshift_decide::home::{HomeRecord, Rule, RuleState, Subject};
-    pub use lockshift_rollout::homes::Configured;
+    pub use lockshift_store::homes::Configured;
 }
 
 /// The storage layer lockshift runs on (`lockshift-store`), for a service

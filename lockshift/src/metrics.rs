@@ -70,8 +70,8 @@ pub const LEASE_LOSSES: &str = "lockshift_lease_losses_total";
 /// Counter: failed lease renewals (retried; see `lockshift_lock::metrics`).
 pub const RENEWAL_FAILURES: &str = lockshift_lock::metrics::RENEWAL_FAILURES;
 /// Histogram, seconds: the TTL a holder's cell had left when a waiter saw
-/// it in the way (see `lockshift_lock::metrics`).
-pub const HOLDER_TTL_SECONDS: &str = lockshift_lock::metrics::HOLDER_TTL_SECONDS;
+/// it in the way (see `lockshift_queue_lock::metrics`).
+pub const HOLDER_TTL_SECONDS: &str = lockshift_queue_lock::metrics::HOLDER_TTL_SECONDS;
 /// Counter: store operations sent, by table and kind.
 pub const STORE_OPERATIONS: &str = "lockshift_store_operations_total";
 /// Counter: store operations that failed, by table and kind.

@@ -54,10 +54,12 @@
 //!   [`lockshift_decide::waiter`];
 //! - [`queue`]: queue-cell naming and a waiter's place in the row;
 //! - [`time`]: the time service ([`TimeService`], [`TimeSource`]), which
-//!   names queue cells with a time that does not go back.
+//!   names queue cells with a time that does not go back;
+//! - [`metrics`]: the one metric the line records itself.
 
 mod line;
 mod locker;
+pub mod metrics;
 pub mod queue;
 mod settings;
 pub mod time;
@@ -67,9 +69,9 @@ pub mod time;
 pub use line::{Arrival, Line, MainEntry, StoreFuture, read_main};
 pub use locker::QueueLocker;
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
-/// The time service: built by the locker factory
-/// (`lockshift_rollout::Lockers`), which keeps it alive for as long as a
-/// locker needs it.
+/// The time service: started by the locker factory
+/// (`lockshift_rollout::Lockers`); each locker holds a source of it, which
+/// keeps it running for as long as the locker lives.
 pub use time::{TimeService, TimeSource};
 
 #[cfg(test)]

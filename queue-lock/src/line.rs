@@ -286,8 +286,8 @@ impl Line {
         let span = info_span!("acquire", lock = %lock, owner = tracing::field::Empty, algorithm = %self.algorithm());
         match run.run(waiter, fast).instrument(span).await {
             Ok(guard) => Ok(guard),
-            Err(_) => {
-                let error = run.error();
+            Err(why) => {
+                let error = run.error(&why);
                 Err(std::mem::take(&mut run.seen).explain(error))
             }
         }
@@ -321,7 +321,7 @@ impl Line {
                 lock: lock.clone(),
                 holder: holder.as_deref().map(OwnerId::from_stored),
             }),
-            Err(_) => Err(run.error().into()),
+            Err(why) => Err(run.error(&why).into()),
         }
     }
 

@@ -108,11 +108,11 @@ pub struct QueueLocker {
 }
 
 impl QueueLocker {
-    /// A queue locker over `ctx`, naming queue cells with `time` (a
-    /// [`TimeService`](crate::TimeService)'s source, which must stay alive
-    /// for as long as the locker is used). Services get one from a node;
-    /// other code (tests, the benchmark) builds lockers with
-    /// `lockshift_rollout::Lockers`, which keeps the time service alive.
+    /// A queue locker over `ctx`, naming queue cells with `time`, a
+    /// [`TimeService`](crate::TimeService)'s source: the locker holds it,
+    /// and with it the service's updater, for as long as it lives.
+    /// Services get lockers from a node; other code (tests, the benchmark)
+    /// builds them with `lockshift_rollout::Lockers`.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
         QueueLocker {
             line: Line::new(ctx, time, settings, Arc::new(QueueEntry), Policy::QUEUE),

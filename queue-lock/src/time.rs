@@ -106,26 +106,37 @@ pub async fn read_global_time(
 }
 
 /// A running time service: the source plus, for global and hybrid, the
-/// background updater (stopped on drop).
+/// background updater that feeds it.
+///
+/// The updater runs as long as the service or any source it handed out
+/// lives: a locker holding a source keeps its queue order fed after the
+/// service itself is gone, and the last holder to go stops it.
+#[derive(Debug)]
 pub struct TimeService {
     source: Arc<dyn TimeSource>,
-    updater: Option<JoinHandle<()>>,
 }
 
-impl fmt::Debug for TimeService {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TimeService")
-            .field("source", &self.source)
-            .field("updating", &self.updater.is_some())
-            .finish()
+/// The background updater, aborted when the last source holding it goes.
+#[derive(Debug)]
+struct Updater(JoinHandle<()>);
+
+impl Drop for Updater {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
-impl Drop for TimeService {
-    fn drop(&mut self) {
-        if let Some(task) = self.updater.take() {
-            task.abort();
-        }
+/// A source together with the updater that feeds it.
+#[derive(Debug)]
+struct Fed<S> {
+    source: S,
+    _updater: Updater,
+}
+
+#[async_trait]
+impl<S: TimeSource> TimeSource for Fed<S> {
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        self.source.now().await
     }
 }
 
@@ -135,52 +146,65 @@ impl TimeService {
     /// # Panics
     /// Outside a tokio runtime, for sources with an updater.
     pub fn start(settings: &TimeSettings, store: SharedStore, clock: SharedClock) -> Self {
-        match settings.source {
-            TimeSourceKind::Local => TimeService {
-                source: Arc::new(LocalTime::new(clock)),
-                updater: None,
-            },
-            kind => {
-                let cached = Arc::new(AtomicI64::new(i64::MIN));
-                let source: Arc<dyn TimeSource> = match kind {
-                    TimeSourceKind::Global => Arc::new(GlobalTime {
-                        store: store.clone(),
-                        clock: clock.clone(),
-                        last: AtomicI64::new(i64::MIN),
-                    }),
-                    _ => Arc::new(HybridTime {
-                        clock: clock.clone(),
-                        cached: cached.clone(),
-                        last: AtomicI64::new(i64::MIN),
-                    }),
-                };
-                let every = settings.update_every;
-                let updater = tokio::spawn(async move {
-                    let mut ticker = tokio::time::interval(every);
-                    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    loop {
-                        ticker.tick().await;
-                        match try_update_global_time(store.as_ref(), clock.as_ref()).await {
-                            Ok(t) => {
-                                raise(&cached, t.as_micros());
-                                debug!(global_time = %t, "GlobalTime updated");
-                            }
-                            Err(e) => warn!(error = %e, "GlobalTime update failed"),
-                        }
-                    }
-                });
-                TimeService {
-                    source,
-                    updater: Some(updater),
-                }
-            }
-        }
+        let cached = Arc::new(AtomicI64::new(i64::MIN));
+        let updater = || {
+            Updater(spawn_updater(
+                settings.update_every,
+                store.clone(),
+                clock.clone(),
+                cached.clone(),
+            ))
+        };
+        let source: Arc<dyn TimeSource> = match settings.source {
+            TimeSourceKind::Local => Arc::new(LocalTime::new(clock.clone())),
+            TimeSourceKind::Global => Arc::new(Fed {
+                source: GlobalTime {
+                    store: store.clone(),
+                    clock: clock.clone(),
+                    last: AtomicI64::new(i64::MIN),
+                },
+                _updater: updater(),
+            }),
+            TimeSourceKind::Hybrid => Arc::new(Fed {
+                source: HybridTime {
+                    clock: clock.clone(),
+                    cached: cached.clone(),
+                    last: AtomicI64::new(i64::MIN),
+                },
+                _updater: updater(),
+            }),
+        };
+        TimeService { source }
     }
 
-    /// The source, to hand to lockers.
+    /// The source, to hand to lockers; it keeps the updater running for as
+    /// long as it lives.
     pub fn source(&self) -> Arc<dyn TimeSource> {
         self.source.clone()
     }
+}
+
+/// Listing 9 every `every`, raising `cached` to each value it learns.
+fn spawn_updater(
+    every: std::time::Duration,
+    store: SharedStore,
+    clock: SharedClock,
+    cached: Arc<AtomicI64>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match try_update_global_time(store.as_ref(), clock.as_ref()).await {
+                Ok(t) => {
+                    raise(&cached, t.as_micros());
+                    debug!(global_time = %t, "GlobalTime updated");
+                }
+                Err(e) => warn!(error = %e, "GlobalTime update failed"),
+            }
+        }
+    })
 }
 
 /// The node's clock, strictly increasing.

@@ -3,23 +3,19 @@
 //!
 //! A locker owns what it needs. The queue and combined lockers name queue
 //! cells with a time service whose background updater keeps the fleet's
-//! `GlobalTime` moving; when that service was a separate value, dropping it
-//! while keeping the locker silently stopped the updater and degraded queue
-//! order to owner-id order (docs/design.md §2, "Time"). Here every locker
-//! built holds the factory's time service, so it runs exactly as long as
-//! some locker can use it — and all lockers of one factory share one
-//! service (one updater per node, not one per algorithm).
+//! `GlobalTime` moving (docs/design.md §2, "Time"). Every locker built holds
+//! a source of the factory's time service, and a source keeps its updater
+//! running, so the updater runs exactly as long as some locker can use it —
+//! and all lockers of one factory share one service (one updater per node,
+//! not one per algorithm). The lockers built are the algorithms' own: no
+//! code of this crate runs while they acquire.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Binding, LockContext, LockGuard, LockId, Locker,
-    TryAcquireError,
-};
+use lockshift_lock::{Algorithm, LockContext, Locker};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 
 use lockshift_combined::CombinedLocker;
@@ -61,7 +57,7 @@ pub struct Lockers {
     pacing: Option<Pacing>,
     /// Started with the first queue or combined locker: a legacy-only
     /// factory runs no updater.
-    time: OnceLock<Arc<TimeService>>,
+    time: OnceLock<TimeService>,
 }
 
 impl fmt::Debug for Lockers {
@@ -113,81 +109,30 @@ impl Lockers {
                 self.ctx.clone(),
                 self.settings.legacy.clone(),
             )),
-            Algorithm::Queue => {
-                let time = self.time();
-                Arc::new(Owning {
-                    locker: QueueLocker::new(
-                        self.ctx.clone(),
-                        time.source(),
-                        self.settings.queue.clone(),
-                    ),
-                    _time: time,
-                })
-            }
-            Algorithm::Combined => {
-                let time = self.time();
-                let pacing = self.pacing.unwrap_or(Pacing::BesideLegacy {
+            Algorithm::Queue => Arc::new(QueueLocker::new(
+                self.ctx.clone(),
+                self.time().source(),
+                self.settings.queue.clone(),
+            )),
+            Algorithm::Combined => Arc::new(CombinedLocker::with_pacing(
+                self.ctx.clone(),
+                self.time().source(),
+                self.settings.queue.clone(),
+                self.pacing.unwrap_or(Pacing::BesideLegacy {
                     owner_wait_max: self.settings.legacy.owner_wait_max,
-                });
-                Arc::new(Owning {
-                    locker: CombinedLocker::with_pacing(
-                        self.ctx.clone(),
-                        time.source(),
-                        self.settings.queue.clone(),
-                        pacing,
-                    ),
-                    _time: time,
-                })
-            }
+                }),
+            )),
         }
     }
 
-    fn time(&self) -> Arc<TimeService> {
-        self.time
-            .get_or_init(|| {
-                Arc::new(TimeService::start(
-                    &self.settings.time,
-                    self.ctx.store().clone(),
-                    self.ctx.clock().clone(),
-                ))
-            })
-            .clone()
-    }
-}
-
-/// A locker plus the time service it names queue cells with.
-struct Owning<L> {
-    locker: L,
-    _time: Arc<TimeService>,
-}
-
-impl<L: fmt::Debug> fmt::Debug for Owning<L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.locker.fmt(f)
-    }
-}
-
-#[async_trait]
-impl<L: Locker> Locker for Owning<L> {
-    fn algorithm(&self) -> Algorithm {
-        self.locker.algorithm()
-    }
-
-    async fn acquire_with(
-        &self,
-        lock: &LockId,
-        options: AcquireOptions,
-        binding: &Binding,
-    ) -> Result<LockGuard, AcquireError> {
-        self.locker.acquire_with(lock, options, binding).await
-    }
-
-    async fn try_acquire(
-        &self,
-        lock: &LockId,
-        binding: &Binding,
-    ) -> Result<LockGuard, TryAcquireError> {
-        self.locker.try_acquire(lock, binding).await
+    fn time(&self) -> &TimeService {
+        self.time.get_or_init(|| {
+            TimeService::start(
+                &self.settings.time,
+                self.ctx.store().clone(),
+                self.ctx.clock().clone(),
+            )
+        })
     }
 }
 

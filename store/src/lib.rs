@@ -57,6 +57,9 @@
 //! - [`fenced`]: fenced writes — [`fenced::FencedWriter`], a write the
 //!   database refuses under a smaller fencing token than the cell's
 //!   ([`Store::write_fenced_via`], docs/design.md §5).
+//! - [`homes`]: where each lock's requests go across datacenters — a
+//!   process's [`homes::HomesView`] and the [`homes::HomesRouter`] every
+//!   node's store goes through (docs/design.md §4a).
 //! - [`clock`]: injectable clocks.
 //! - [`tombstones`]: what tombstones cost a read on Cassandra (measured),
 //!   the thresholds, Cassandra's warning text.
@@ -69,6 +72,7 @@ mod cql;
 mod error;
 mod faults;
 pub mod fenced;
+pub mod homes;
 mod memory;
 mod route;
 pub mod settings;

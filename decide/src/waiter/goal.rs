@@ -83,3 +83,38 @@ pub enum Leaving {
     /// invalidated.
     Interrupted,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each policy, under each pacing: whether the entry prepares a
+    /// hand-off, and its own pause while `main` is taken.
+    #[test]
+    fn an_entry_yields_to_legacy_contenders_only_beside_them() {
+        let beside = Pacing::BesideLegacy {
+            owner_wait_max: Duration::from_secs(4),
+        };
+        #[rustfmt::skip]
+        let table: &[(Policy, Pacing, f64, bool, Option<Duration>)] = &[
+            // policy,          pacing,             draw, prepares, busy pause
+            (Policy::QUEUE,    Pacing::FullSpeed,  0.5,  true,     None),
+            (Policy::QUEUE,    beside,             0.5,  true,     None),
+            (Policy::COMBINED, Pacing::FullSpeed,  0.5,  true,     None),
+            (Policy::COMBINED, beside,             0.0,  false,    Some(Duration::ZERO)),
+            (Policy::COMBINED, beside,             0.5,  false,    Some(Duration::from_secs(2))),
+            // A draw outside [0, 1) is clamped, never a pause beyond
+            // the legacy contenders' own.
+            (Policy::COMBINED, beside,             7.0,  false,    Some(Duration::from_secs(4))),
+            (Policy::COMBINED, beside,             -1.0, false,    Some(Duration::ZERO)),
+        ];
+        for (i, &(policy, pacing, draw, prepares, pause)) in table.iter().enumerate() {
+            assert_eq!(policy.prepares(pacing), prepares, "row {i}: prepares");
+            assert_eq!(
+                policy.busy_pause(pacing, draw),
+                pause,
+                "row {i}: busy pause"
+            );
+        }
+    }
+}

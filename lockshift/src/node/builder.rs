@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use lockshift_decide::registry::{LeasePromise, registry_column};
 use lockshift_lock::{Algorithm, LockContext};
-use lockshift_rollout::homes::{Configured, HomesRouter, HomesView};
 use lockshift_rollout::registry::LeaseRules;
 use lockshift_rollout::{LockerSettings, Lockers};
+use lockshift_store::homes::{Configured, HomesRouter, HomesView};
 use lockshift_store::settings::InvalidSetting;
 use lockshift_store::{SharedClock, SharedStore, SystemClock, Topology, Ttl};
 use tokio::sync::Notify;

@@ -5,23 +5,23 @@ use lockshift_decide::waiter::{Action, Observation};
 use lockshift_lock::{Binding, LockId, ReadMark, Waiting};
 use lockshift_store::{RowQuery, StoreError, schema};
 
-use super::run::{Run, StepError};
+use super::run::Run;
 use super::{Arrived, Entered, Line, Standing, Ticket, holder_in_my_way, read_main, standing};
 use lockshift_decide::queue::Position;
 
 impl Run<'_> {
     /// The I/O of one action (an arrival aside) on the current place in
     /// line, paced by the binding as it reads now.
-    pub(super) async fn perform(&mut self, action: Action) -> Result<Observation, StepError> {
+    pub(super) async fn perform(&mut self, action: Action) -> Result<Observation, StoreError> {
         if action == Action::Peek {
-            return Ok(self.peek().await?);
+            return self.peek().await;
         }
         let Some(ticket) = self.ticket.as_ref() else {
             // No place in line to act on: it is gone.
             return Ok(self.lost(None));
         };
         let (line, lock, binding) = (self.line, self.lock, self.binding);
-        Ok(line.perform(lock, ticket, action, binding).await?)
+        line.perform(lock, ticket, action, binding).await
     }
 
     /// A try's look at `main` before it arrives (listing 8 line 1).
@@ -177,7 +177,7 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
         .zip(holder.as_deref())
         .and_then(|(main, h)| main.iter().find(|c| c.column == h).and_then(|c| c.ttl));
     if let Some(ttl) = holder_ttl {
-        lockshift_lock::metrics::holder_ttl_seen(&ticket.owner, ttl);
+        crate::metrics::holder_ttl_seen(&ticket.owner, ttl);
     }
     let in_the_way = holder.is_some()
         || matches!(place, Some(Position::Queued { .. }))

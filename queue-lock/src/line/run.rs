@@ -16,20 +16,6 @@ use tracing::{debug, info, warn};
 
 use super::{Line, Seen, Ticket, abandon, reads_the_lock, report};
 
-/// Why an action produced no observation of the store.
-pub(super) enum StepError {
-    /// The wait before it was cut short.
-    Interrupted(Interrupted),
-    /// The store failed.
-    Store(StoreError),
-}
-
-impl From<StoreError> for StepError {
-    fn from(e: StoreError) -> Self {
-        StepError::Store(e)
-    }
-}
-
 /// The driver of one acquisition and what it recorded on the way, for the
 /// caller's error.
 pub(super) struct Run<'a> {
@@ -103,7 +89,11 @@ impl<'a> Run<'a> {
                         Err(lost) => (lost, Duration::ZERO),
                     }
                 }
-                other => self.observe(other).await,
+                other => {
+                    // What may end the run is this step's to record.
+                    self.cause = None;
+                    self.observe(other).await
+                }
             };
             // A new place in line is the waiter's own from now on.
             if let (Observation::Arrived(_), Some(ticket)) = (&observation, &self.ticket) {
@@ -135,7 +125,7 @@ impl<'a> Run<'a> {
             let reason = self.ticket.as_ref().and_then(|t| t.lease.lost_reason());
             return (self.lost(reason), Duration::ZERO);
         }
-        if let Err(StepError::Interrupted(why)) = self.pause(action.pause()).await {
+        if let Err(why) = self.pause(action.pause()).await {
             return (self.interrupted(why), Duration::ZERO);
         }
         let started = Instant::now();
@@ -146,8 +136,7 @@ impl<'a> Run<'a> {
         let took = started.elapsed();
         let observation = match result {
             Ok(observation) => observation,
-            Err(StepError::Interrupted(why)) => return (self.interrupted(why), took),
-            Err(StepError::Store(e)) => return (self.failed(e), took),
+            Err(e) => return (self.failed(e), took),
         };
         self.seen.lock_read |= reads_the_lock(&observation);
         if let Some(current) = &self.ticket {
@@ -188,14 +177,11 @@ impl<'a> Run<'a> {
     /// Sleeps `after` (interruptibly) unless it is zero: tokio's timer
     /// would last until its next millisecond tick, a whole round trip on a
     /// fast cluster, on every uncontended acquisition.
-    async fn pause(&self, after: Duration) -> Result<(), StepError> {
+    async fn pause(&self, after: Duration) -> Result<(), Interrupted> {
         if after.is_zero() {
             return Ok(());
         }
-        self.waiting
-            .pause(after)
-            .await
-            .map_err(StepError::Interrupted)
+        self.waiting.pause(after).await
     }
 
     /// Gives the current place in line (if any) up, in the background.
@@ -207,7 +193,7 @@ impl<'a> Run<'a> {
     }
 
     /// A new place in line.
-    async fn arrive(&mut self, fast: bool) -> Result<Observation, StepError> {
+    async fn arrive(&mut self, fast: bool) -> Result<Observation, StoreError> {
         let line = self.line;
         let slot = self
             .fresh_slot
@@ -243,26 +229,32 @@ impl<'a> Run<'a> {
         Ok(held.lease.into_guard(self.line.algorithm()))
     }
 
-    /// The caller's error for a run that left without the lock: what the
-    /// observation it left on recorded. (A run leaves only after such an
-    /// observation, or busy, which a try reports itself; a run with none
-    /// recorded reports its place gone.)
-    pub(super) fn error(&mut self) -> AcquireError {
+    /// The caller's error for a run that left without the lock (`why`,
+    /// other than busy, which a try reports itself): the cause the observation it left on recorded. The
+    /// waiter leaves only in answer to such an observation (its tables);
+    /// a cause missing all the same is a bug of this crate, reported as
+    /// what `why` names with what the run knows.
+    pub(super) fn error(&mut self, why: &Leaving) -> AcquireError {
         let (lock, owner) = (self.lock.clone(), self.owner.clone());
-        match self.cause.take() {
-            Some(Cause::Stop(stop)) => stop.into_error(self.waiting, &lock, &owner),
-            Some(Cause::Lost(reason)) => AcquireError::LeaseLost {
+        let cause = self.cause.take().unwrap_or_else(|| {
+            debug_assert!(false, "the waiter left ({why:?}) with no cause recorded");
+            match (why, self.waiting.check(), self.seen.last_error.clone()) {
+                (Leaving::Interrupted, Err(interrupted), _) => {
+                    Cause::Stop(Stop::Interrupted(interrupted))
+                }
+                (Leaving::Failed, _, Some(error)) => Cause::Stop(Stop::Store(error)),
+                _ => Cause::Lost(LeaseLostReason::CellGone {
+                    table: schema::QUEUE,
+                    column: owner.as_str().to_string(),
+                }),
+            }
+        });
+        match cause {
+            Cause::Stop(stop) => stop.into_error(self.waiting, &lock, &owner),
+            Cause::Lost(reason) => AcquireError::LeaseLost {
                 lock,
                 owner,
                 reason,
-            },
-            None => AcquireError::LeaseLost {
-                lock,
-                owner: owner.clone(),
-                reason: LeaseLostReason::CellGone {
-                    table: schema::QUEUE,
-                    column: owner.as_str().to_string(),
-                },
             },
         }
     }

@@ -23,11 +23,11 @@ use lockshift_store::{
 };
 use tracing::{info, warn};
 
-use super::io::records;
 use crate::error::RolloutError;
 use crate::registry::record_activity_via;
 use crate::settings::RolloutSettings;
 use crate::{LockerSettings, Lockers};
+use lockshift_store::homes::records;
 
 /// How long after a move is written its new home starts serving (H3):
 /// until every view of the old home has expired — a view confirmed by a
@@ -266,7 +266,7 @@ async fn judge_and_write(
         .await
         .map_err(RolloutError::Store)?;
     let took = sent.elapsed();
-    if took > super::io::ACK_SLACK {
+    if took > super::upkeep::ACK_SLACK {
         // Acknowledged late: a view confirmed by a read sent just before
         // it landed lasts until `took` after the record's time. Stamped
         // again, later, before any other datacenter shows it.

@@ -1,0 +1,334 @@
+//! Homes across datacenters: a process's view of where each lock's cells
+//! live, and the router that sends every request of a lock to its home
+//! (docs/design.md §4a, H1–H4). What a process believes and where a row's
+//! requests go are decided in `lockshift_decide::home`; this module does
+//! the I/O a request needs. Seeding the homes row, keeping the view fresh
+//! and moving a home are the rollout's (`lockshift_rollout::homes`); the
+//! router lives here so that a lock's requests pass through the store
+//! crate only.
+//!
+//! - [`HomesView`]: a process's view of the homes ([`Homes`]) behind a
+//!   lock, with its clock and datacenter — shared by the router and the
+//!   task that refreshes it.
+//! - [`HomesRouter`]: a [`Store`] that sends every request on the default
+//!   route to its row's home at `LOCAL_QUORUM` (H1), or refuses it without
+//!   sending it when the home is not confirmed (H2,
+//!   [`StoreErrorKind::HomeUnreachable`]) or a moved home does not serve
+//!   yet (H3, [`StoreErrorKind::Unavailable`]: retried by the lock code
+//!   until its deadline). Every algorithm runs on it unchanged.
+//! - [`refresh`] (in `read.rs`): one read of the homes row from every
+//!   datacenter, then the view; [`records`], what such a read holds.
+
+mod read;
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::{
+    CellWrite, Datacenter, KeyPage, OpKind, PageCursor, ReadOutcome, Route, RowQuery, SharedClock,
+    SharedStore, Store, StoreError, StoreErrorKind, Table, Timestamp, Topology, WriteOptions,
+};
+use async_trait::async_trait;
+use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
+
+pub use read::{Configured, RefreshReport, records, refresh};
+
+/// A process's view of the homes, shared by its router and the task that
+/// refreshes it.
+#[derive(Debug)]
+pub struct HomesView {
+    homes: Mutex<Homes>,
+    clock: SharedClock,
+    /// The process's own datacenter, when named.
+    local: Option<Datacenter>,
+    /// The rules the settings name (seeded when no record holds them; a
+    /// process that names homes refuses every lock until it knows them).
+    configured: Configured,
+    /// When a request last tried to confirm each datacenter's homes on
+    /// the spot (at most once a second each: [`HomesRouter`]).
+    attempts: Mutex<std::collections::BTreeMap<Datacenter, std::time::Instant>>,
+}
+
+impl HomesView {
+    /// A view that knows no home yet, for a process in `local` whose
+    /// settings name `configured`, confirmed for `valid_for` after each
+    /// read from a home.
+    pub fn new(
+        clock: SharedClock,
+        local: Option<Datacenter>,
+        configured: Configured,
+        valid_for: std::time::Duration,
+    ) -> Self {
+        HomesView {
+            homes: Mutex::new(Homes::new(valid_for, read::now())),
+            clock,
+            local,
+            configured,
+            attempts: Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// The view itself, to observe reads into or to decide with.
+    pub fn homes(&self) -> MutexGuard<'_, Homes> {
+        self.homes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The process's own datacenter, when named.
+    pub fn local(&self) -> Option<&Datacenter> {
+        self.local.as_ref()
+    }
+
+    /// The clock records are stamped by.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// The rules the settings name.
+    pub fn configured(&self) -> &Configured {
+        &self.configured
+    }
+
+    /// Every rule's state now, for the heartbeat and reports.
+    pub fn states(&self) -> Vec<RuleState> {
+        self.homes().states(read::now())
+    }
+
+    /// The datacenters to read again on the spot for a request of
+    /// `table`/`row` refused as out of reach: its rule's home (recorded,
+    /// or as the settings name it), or — no rule covering it — the
+    /// datacenters not read lately (H5); each unless a request tried it
+    /// less than a second ago. So a transient failure of the background
+    /// re-read does not refuse the home side's locks, while the far side
+    /// of a split, which cannot reach the home anyway, is still refused
+    /// within one attempt.
+    pub fn to_confirm(&self, table: Table, row: &str) -> Vec<Datacenter> {
+        let subject = subject(table, row);
+        let wanted: Vec<Datacenter> = {
+            let homes = self.homes();
+            match homes.rule_of(subject) {
+                Some(rule) => homes
+                    .record(&rule)
+                    .map(|r| r.datacenter.clone())
+                    .into_iter()
+                    .collect(),
+                None => match self.configured.rule_of(subject) {
+                    Some((_, dc)) => vec![dc],
+                    None => homes
+                        .unsurveyed(read::now())
+                        .into_iter()
+                        .map(|(dc, _)| dc)
+                        .collect(),
+                },
+            }
+        };
+        let now = read::now();
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        wanted
+            .into_iter()
+            .filter(|dc| {
+                let recent = attempts.get(dc).is_some_and(|t| {
+                    now.saturating_duration_since(*t) < std::time::Duration::from_secs(1)
+                });
+                if !recent {
+                    attempts.insert(dc.clone(), now);
+                }
+                !recent
+            })
+            .collect()
+    }
+
+    /// Where the requests of `table`/`row` on the default route go now.
+    ///
+    /// # Errors
+    /// The refusal, as the store error the request fails with.
+    pub fn route(&self, op: OpKind, table: Table, row: &str) -> Result<Route, StoreError> {
+        let subject = subject(table, row);
+        let homes = self.homes();
+        // A process whose settings name homes never falls back to the
+        // store's default route for a lock: until its homes are known it
+        // refuses, naming the home its settings expect.
+        if !homes.any()
+            && let Some((rule, home)) = self.configured.rule_of(subject)
+        {
+            let refusal = Refusal::Unconfirmed {
+                rule,
+                last_error: homes.failure_of(&home),
+                home,
+                since: None,
+            };
+            return Err(refused(op, table, subject, &refusal, self.local.as_ref()));
+        }
+        match homes.route(subject, read::now(), self.clock.now()) {
+            Ok(Some(home)) => Ok(Route::Datacenter(home)),
+            Ok(None) => Ok(Route::Default),
+            Err(refusal) => Err(refused(op, table, subject, &refusal, self.local.as_ref())),
+        }
+    }
+}
+
+/// The store error a refused request fails with: retryable while a move
+/// completes, not while the home is out of reach.
+fn refused(
+    op: OpKind,
+    table: Table,
+    subject: Subject<'_>,
+    refusal: &Refusal,
+    local: Option<&Datacenter>,
+) -> StoreError {
+    let kind = if refusal.is_transient() {
+        StoreErrorKind::Unavailable
+    } else {
+        StoreErrorKind::HomeUnreachable
+    };
+    StoreError::new(kind, op, Some(table), refusal.describe(subject, local))
+}
+
+/// A [`Store`] sending each request on the default route to its row's home
+/// (H1) — or refusing it (H2, H3) — and every pinned request as pinned.
+pub struct HomesRouter {
+    inner: SharedStore,
+    view: std::sync::Arc<HomesView>,
+}
+
+impl fmt::Debug for HomesRouter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HomesRouter")
+            .field("inner", &self.inner.describe())
+            .field("local", &self.view.local)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HomesRouter {
+    /// Routes `inner`'s requests by `view`.
+    pub fn new(inner: SharedStore, view: std::sync::Arc<HomesView>) -> Self {
+        view.homes().set_datacenters(inner.topology().datacenters);
+        HomesRouter { inner, view }
+    }
+
+    /// The store underneath, for requests that name their own route.
+    pub fn inner(&self) -> &SharedStore {
+        &self.inner
+    }
+
+    /// The view it routes by.
+    pub fn view(&self) -> &std::sync::Arc<HomesView> {
+        &self.view
+    }
+
+    /// Where a request on `route` goes (H1–H3). A request refused because
+    /// its home is unconfirmed reads that home's record first, once a
+    /// second at most per home ([`HomesView::to_confirm`]), and is
+    /// routed by what that shows.
+    async fn route(
+        &self,
+        route: &Route,
+        op: OpKind,
+        table: Table,
+        row: &str,
+    ) -> Result<Route, StoreError> {
+        if let Route::Datacenter(_) = route {
+            return Ok(route.clone());
+        }
+        match self.view.route(op, table, row) {
+            Err(e) if e.kind() == StoreErrorKind::HomeUnreachable => {
+                let datacenters = self.view.to_confirm(table, row);
+                if datacenters.is_empty() {
+                    return Err(e);
+                }
+                read::confirm(&self.inner, &self.view, datacenters).await;
+                self.view.route(op, table, row)
+            }
+            routed => routed,
+        }
+    }
+
+    /// Scans span every lock: with homes, they read the process's own
+    /// datacenter (which every home replicates to), else the default route.
+    fn scan_route(&self, route: &Route) -> Route {
+        match (route, self.view.homes().any(), &self.view.local) {
+            (Route::Default, true, Some(local)) => Route::Datacenter(local.clone()),
+            _ => route.clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for HomesRouter {
+    async fn write_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cells: &[CellWrite],
+        options: WriteOptions,
+    ) -> Result<(), StoreError> {
+        let route = self.route(route, OpKind::Write, table, row).await?;
+        self.inner
+            .write_via(&route, table, row, cells, options)
+            .await
+    }
+
+    async fn delete_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        columns: &[String],
+        timestamp: Timestamp,
+    ) -> Result<(), StoreError> {
+        let route = self.route(route, OpKind::Delete, table, row).await?;
+        self.inner
+            .delete_via(&route, table, row, columns, timestamp)
+            .await
+    }
+
+    async fn read_observed_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        query: &RowQuery,
+    ) -> Result<ReadOutcome, StoreError> {
+        let route = self.route(route, OpKind::Read, table, row).await?;
+        self.inner
+            .read_observed_via(&route, table, row, query)
+            .await
+    }
+
+    async fn write_fenced_via(
+        &self,
+        route: &Route,
+        table: Table,
+        row: &str,
+        cell: &CellWrite,
+        token: u64,
+    ) -> Result<crate::FencedOutcome, StoreError> {
+        let route = self.route(route, OpKind::FencedWrite, table, row).await?;
+        self.inner
+            .write_fenced_via(&route, table, row, cell, token)
+            .await
+    }
+
+    async fn scan_keys_via(
+        &self,
+        route: &Route,
+        table: Table,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<KeyPage, StoreError> {
+        let route = self.scan_route(route);
+        self.inner
+            .scan_keys_via(&route, table, cursor, page_size)
+            .await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
+    }
+}
