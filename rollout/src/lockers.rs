@@ -82,7 +82,7 @@ impl Lockers {
     }
 
     /// Combined lockers built from now on pace by `pacing` the acquisitions
-    /// whose [`Binding`] sets no pacing (a node binds each of its
+    /// whose [`Binding`](lockshift_lock::Binding) sets no pacing (a node binds each of its
     /// acquisitions to one). Without it they pace for legacy contenders
     /// with `settings.legacy`: a locker cannot know there are none. For
     /// tests and benchmarks that play a node's part.

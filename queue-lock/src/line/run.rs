@@ -230,10 +230,11 @@ impl<'a> Run<'a> {
     }
 
     /// The caller's error for a run that left without the lock (`why`,
-    /// other than busy, which a try reports itself): the cause the observation it left on recorded. The
-    /// waiter leaves only in answer to such an observation (its tables);
-    /// a cause missing all the same is a bug of this crate, reported as
-    /// what `why` names with what the run knows.
+    /// other than busy, which a try reports itself): the cause the
+    /// observation it left on recorded. The waiter leaves only in answer
+    /// to such an observation (its tables); a cause missing all the same
+    /// is a bug of this crate, reported as what `why` names with what the
+    /// run knows.
     pub(super) fn error(&mut self, why: &Leaving) -> AcquireError {
         let (lock, owner) = (self.lock.clone(), self.owner.clone());
         let cause = self.cause.take().unwrap_or_else(|| {
