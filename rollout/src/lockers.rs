@@ -81,11 +81,12 @@ impl Lockers {
         }
     }
 
-    /// Combined lockers built from now on pace by `pacing` the acquisitions
-    /// whose [`Binding`](lockshift_lock::Binding) sets no pacing (a node binds each of its
-    /// acquisitions to one). Without it they pace for legacy contenders
-    /// with `settings.legacy`: a locker cannot know there are none. For
-    /// tests and benchmarks that play a node's part.
+    /// Combined lockers built from now on pace by `pacing` the
+    /// acquisitions whose [`Binding`](lockshift_lock::Binding) sets no
+    /// pacing (a node binds each of its acquisitions to one). Without it
+    /// they pace for legacy contenders with `settings.legacy`: a locker
+    /// cannot know there are none. For tests and benchmarks that play a
+    /// node's part.
     pub fn with_pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = Some(pacing);
         self

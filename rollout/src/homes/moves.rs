@@ -17,6 +17,7 @@ use lockshift_lock::{
     AcquireOptions, Binding, LeaseSettings, LockContext, LockGuard, LockId, NodeId,
 };
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
+use lockshift_store::homes::records;
 use lockshift_store::{
     Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
     WriteOptions, schema,
@@ -27,7 +28,6 @@ use crate::error::RolloutError;
 use crate::registry::record_activity_via;
 use crate::settings::RolloutSettings;
 use crate::{LockerSettings, Lockers};
-use lockshift_store::homes::records;
 
 /// How long after a move is written its new home starts serving (H3):
 /// until every view of the old home has expired — a view confirmed by a

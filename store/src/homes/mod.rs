@@ -25,12 +25,13 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use async_trait::async_trait;
+use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
+
 use crate::{
     CellWrite, Datacenter, KeyPage, OpKind, PageCursor, ReadOutcome, Route, RowQuery, SharedClock,
     SharedStore, Store, StoreError, StoreErrorKind, Table, Timestamp, Topology, WriteOptions,
 };
-use async_trait::async_trait;
-use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
 
 pub use read::{Configured, RefreshReport, records, refresh};
 

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{Cell, Datacenter, Route, RowQuery, SharedStore, StoreError, schema};
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, Subject, Unreadable, rule_for};
 use tokio::task::JoinSet;
 use tracing::warn;
 
 use super::HomesView;
+use crate::{Cell, Datacenter, Route, RowQuery, SharedStore, StoreError, schema};
 
 /// Now, on tokio's clock (paused in simulations), as the home decisions
 /// take it.
