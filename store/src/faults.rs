@@ -179,6 +179,38 @@ struct Draw {
     skew_micros: i64,
 }
 
+/// Whether, and where, an operation in the plan's scope fails: a partition
+/// refuses it; else the next forced failure; else the plan's odds.
+fn fail_of(
+    plan: &FaultPlan,
+    rng: &mut StdRng,
+    forced: &mut Vec<FailPoint>,
+    partitioned: bool,
+) -> Option<(FailPoint, StoreErrorKind)> {
+    let not_applied_kind = |rng: &mut StdRng| {
+        if rng.random_bool(0.5) {
+            StoreErrorKind::Unavailable
+        } else {
+            StoreErrorKind::NotApplied
+        }
+    };
+    if partitioned {
+        Some((FailPoint::Before, StoreErrorKind::Unavailable))
+    } else if !forced.is_empty() {
+        let point = forced.remove(0);
+        match point {
+            FailPoint::Before => Some((point, not_applied_kind(rng))),
+            FailPoint::After => Some((point, StoreErrorKind::MaybeApplied)),
+        }
+    } else if plan.fail_before > 0.0 && rng.random_bool(plan.fail_before.min(1.0)) {
+        Some((FailPoint::Before, not_applied_kind(rng)))
+    } else if plan.fail_after > 0.0 && rng.random_bool(plan.fail_after.min(1.0)) {
+        Some((FailPoint::After, StoreErrorKind::MaybeApplied))
+    } else {
+        None
+    }
+}
+
 /// A [`Store`] wrapper that injects faults and counts operations.
 ///
 /// # Examples
@@ -335,27 +367,8 @@ impl<S: Store> FaultyStore<S> {
         };
         let after = total - before;
         let in_scope = plan.scope.covers(table, op);
-        let not_applied_kind = |rng: &mut StdRng| {
-            if rng.random_bool(0.5) {
-                StoreErrorKind::Unavailable
-            } else {
-                StoreErrorKind::NotApplied
-            }
-        };
-        let fail = if !in_scope {
-            None
-        } else if *partitioned {
-            Some((FailPoint::Before, StoreErrorKind::Unavailable))
-        } else if !forced.is_empty() {
-            let point = forced.remove(0);
-            match point {
-                FailPoint::Before => Some((point, not_applied_kind(rng))),
-                FailPoint::After => Some((point, StoreErrorKind::MaybeApplied)),
-            }
-        } else if plan.fail_before > 0.0 && rng.random_bool(plan.fail_before.min(1.0)) {
-            Some((FailPoint::Before, not_applied_kind(rng)))
-        } else if plan.fail_after > 0.0 && rng.random_bool(plan.fail_after.min(1.0)) {
-            Some((FailPoint::After, StoreErrorKind::MaybeApplied))
+        let fail = if in_scope {
+            fail_of(plan, rng, forced, *partitioned)
         } else {
             None
         };

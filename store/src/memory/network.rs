@@ -274,31 +274,35 @@ impl Network {
                 };
                 match client.consistency {
                     Consistency::LocalQuorum => Ok(Plan::Local { coordinator: k }),
-                    Consistency::Quorum => {
-                        let replicas = self.replicas_from(k);
-                        let total: u32 = self.datacenters.iter().map(|(_, rf)| rf).sum();
-                        let alive: u32 = replicas.iter().map(|&d| self.datacenters[d].1).sum();
-                        let needed = total / 2 + 1;
-                        if alive < needed {
-                            return Err(StoreError::new(
-                                StoreErrorKind::Unavailable,
-                                op,
-                                Some(table),
-                                format!(
-                                    "QUORUM needs {needed} of {total} replicas; {alive} are \
-                                     reachable from the coordinator in {}",
-                                    self.name(k)
-                                ),
-                            ));
-                        }
-                        Ok(Plan::Quorum {
-                            coordinator: k,
-                            replicas,
-                        })
-                    }
+                    Consistency::Quorum => self.quorum_from(k, op, table),
                 }
             }
         }
+    }
+
+    /// A `QUORUM` request coordinated in datacenter `k`: the replicas it
+    /// reaches, or unavailable when they are too few.
+    fn quorum_from(&self, k: usize, op: OpKind, table: Table) -> Result<Plan, StoreError> {
+        let replicas = self.replicas_from(k);
+        let total: u32 = self.datacenters.iter().map(|(_, rf)| rf).sum();
+        let alive: u32 = replicas.iter().map(|&d| self.datacenters[d].1).sum();
+        let needed = total / 2 + 1;
+        if alive < needed {
+            return Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                op,
+                Some(table),
+                format!(
+                    "QUORUM needs {needed} of {total} replicas; {alive} are reachable from the \
+                     coordinator in {}",
+                    self.name(k)
+                ),
+            ));
+        }
+        Ok(Plan::Quorum {
+            coordinator: k,
+            replicas,
+        })
     }
 
     fn list(&self) -> String {
