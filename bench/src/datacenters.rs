@@ -29,7 +29,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_decide::binding::Pacing;
 use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockId, Locker, NodeId};
 use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 use lockshift_rollout::homes::{
@@ -44,6 +43,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::error::BenchError;
+use crate::worker::acquire_at_full_speed;
 
 /// What [`run_datacenters`] measures.
 #[derive(Clone, Debug, Serialize)]
@@ -283,7 +283,6 @@ impl Sites {
                 ..LockerSettings::default()
             },
         )
-        .with_pacing(Pacing::FullSpeed)
         .build(algorithm);
         counts.reset_counts();
         Ok(Client {
@@ -318,9 +317,7 @@ async fn uncontended(
         // client's view of the homes fall between, off the acquire path.
         client.counts.reset_counts();
         let started = Instant::now();
-        let won = client
-            .locker
-            .acquire(lock)
+        let won = acquire_at_full_speed(client.locker.as_ref(), lock)
             .await
             .map_err(|e| BenchError::Lock(e.to_string()))?;
         took += started.elapsed();
@@ -345,16 +342,14 @@ async fn handoffs(
     let mut out = Vec::new();
     let hold = waiter.rtt.saturating_mul(20).max(Duration::from_millis(20));
     for _ in 0..k {
-        let held = holder
-            .locker
-            .acquire(lock)
+        let held = acquire_at_full_speed(holder.locker.as_ref(), lock)
             .await
             .map_err(|e| BenchError::Lock(e.to_string()))?;
         let waiting = {
             let locker = waiter.locker.clone();
             let lock = lock.clone();
             tokio::spawn(async move {
-                let won = locker.acquire(&lock).await;
+                let won = acquire_at_full_speed(locker.as_ref(), &lock).await;
                 (Instant::now(), won)
             })
         };

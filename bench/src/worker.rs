@@ -16,7 +16,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lockshift_combined::CombinedLocker;
 use lockshift_decide::binding::Pacing;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
-use lockshift_lock::{Algorithm, LeaseSettings, LockContext, LockGuard, LockId, Locker, NodeId};
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, Binding, LeaseSettings, LockContext, LockGuard,
+    LockId, Locker, NodeId,
+};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
 use lockshift_store::{
     CqlSettings, CqlStore, FaultyStore, OpKind, RowQuery, SharedClock, SharedStore, Store,
@@ -111,11 +114,25 @@ pub(crate) enum Held {
     Lwt(LwtGuard),
 }
 
+/// Takes `lock` as a node at stage `dual` would: the combined lock is then
+/// the fleet's lock and no legacy node runs, so nobody contends through
+/// legacy and pacing for legacy contenders (stage `legacy`) would only slow
+/// it. The binding carries the pacing, as a node's does; the other
+/// algorithms have none.
+pub(crate) async fn acquire_at_full_speed(
+    locker: &dyn Locker,
+    lock: &LockId,
+) -> Result<LockGuard, AcquireError> {
+    let binding = Binding::unbound().with_default_pacing(Pacing::FullSpeed);
+    locker
+        .acquire_with(lock, AcquireOptions::default(), &binding)
+        .await
+}
+
 impl Contender {
     pub(crate) async fn acquire(&self, lock: &LockId) -> Result<Held, String> {
         match self {
-            Contender::Lock(l) => l
-                .acquire(lock)
+            Contender::Lock(l) => acquire_at_full_speed(l.as_ref(), lock)
                 .await
                 .map(Held::Lock)
                 .map_err(|e| e.to_string()),
@@ -213,17 +230,9 @@ pub(crate) async fn setup(spec: &WorkerSpec) -> Result<Setup, BenchError> {
                 Algorithm::Queue => {
                     Box::new(QueueLocker::new(ctx, time.source(), spec.queue.clone()))
                 }
+                // Paced as from stage `dual` on: `acquire_at_full_speed`.
                 Algorithm::Combined => {
-                    // Measured as it runs from stage `dual` on, where it is
-                    // the fleet's lock and no legacy node runs: nobody here
-                    // contends through legacy, so pacing for legacy
-                    // contenders (stage `legacy`) would only slow it.
-                    Box::new(CombinedLocker::with_pacing(
-                        ctx,
-                        time.source(),
-                        spec.queue.clone(),
-                        Pacing::FullSpeed,
-                    ))
+                    Box::new(CombinedLocker::new(ctx, time.source(), spec.queue.clone()))
                 }
             };
             (Contender::Lock(locker), Some(time))

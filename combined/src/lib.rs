@@ -32,9 +32,9 @@
 //! # Modules
 //! [`CombinedLocker`]. How it paces itself beside legacy contenders is each
 //! acquisition's [`Pacing`](lockshift_decide::binding::Pacing), read from
-//! its [`Binding`](lockshift_lock::Binding) (a node binds every acquisition
-//! to the pacing its confirmed stage calls for), or the locker's own where
-//! the binding sets none.
+//! its [`Binding`](lockshift_lock::Binding): a node binds every acquisition
+//! to the pacing its confirmed stage calls for, and an unbound one paces
+//! as beside legacy contenders.
 
 mod locker;
 

@@ -58,10 +58,10 @@ use lockshift_store::{RowQuery, Store, StoreError, schema};
 /// # Pacing
 ///
 /// How it paces itself is the acquisition's [`Pacing`], read from its
-/// [`Binding`] at each step (see [`Pacing`] for why), or its locker's own
-/// where the binding sets none: beside legacy contenders it prepares nothing
-/// and its first waiter pauses like a legacy contender while `main` is
-/// taken; at full speed it prepares hand-offs.
+/// [`Binding`] at each step (see [`Pacing`] for why; unbound, as beside
+/// legacy contenders): beside legacy contenders it prepares nothing and its
+/// first waiter pauses like a legacy contender while `main` is taken; at
+/// full speed it prepares hand-offs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CombinedEntry;
 
@@ -322,30 +322,16 @@ impl MainEntry for CombinedEntry {
 #[derive(Debug, Clone)]
 pub struct CombinedLocker {
     line: Line,
-    /// The pacing of an acquisition whose binding sets none.
-    pacing: Pacing,
 }
 
 impl CombinedLocker {
-    /// A combined locker over `ctx`, naming queue cells with `time`. An
-    /// acquisition whose [`Binding`] sets no pacing (an unbound one) paces
-    /// itself for legacy contenders with the legacy lock's default settings
+    /// A combined locker over `ctx`, naming queue cells with `time`. Each
+    /// acquisition paces itself as its [`Binding`] says; an unbound one
+    /// paces for legacy contenders with the legacy lock's default settings
     /// ([`Pacing::default`]): it cannot know there are none. `time` is a
     /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, held
     /// (with the service's updater) for as long as the locker lives.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
-        Self::with_pacing(ctx, time, settings, Pacing::default())
-    }
-
-    /// As [`new`](Self::new), with `pacing` for acquisitions whose binding
-    /// sets none (a node binds each acquisition to its own; the benchmark
-    /// and the simulations set it per locker).
-    pub fn with_pacing(
-        ctx: Arc<LockContext>,
-        time: Arc<dyn TimeSource>,
-        settings: QueueSettings,
-        pacing: Pacing,
-    ) -> Self {
         CombinedLocker {
             line: Line::new(
                 ctx,
@@ -354,7 +340,6 @@ impl CombinedLocker {
                 Arc::new(CombinedEntry),
                 Policy::COMBINED,
             ),
-            pacing,
         }
     }
 }
@@ -371,8 +356,7 @@ impl Locker for CombinedLocker {
         options: AcquireOptions,
         binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
-        let binding = binding.with_default_pacing(self.pacing);
-        self.line.acquire(lock, options, &binding).await
+        self.line.acquire(lock, options, binding).await
     }
 
     async fn try_acquire(
@@ -380,8 +364,7 @@ impl Locker for CombinedLocker {
         lock: &LockId,
         binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
-        let binding = binding.with_default_pacing(self.pacing);
-        self.line.try_acquire(lock, &binding).await
+        self.line.try_acquire(lock, binding).await
     }
 }
 
@@ -423,14 +406,16 @@ mod tests {
             Some(1),
         )
         .unwrap();
-        let locker = CombinedLocker::with_pacing(
-            Arc::new(ctx),
-            time.source(),
-            QueueSettings::default(),
-            pacing,
-        );
+        let locker = CombinedLocker::new(Arc::new(ctx), time.source(), QueueSettings::default());
         let started = tokio::time::Instant::now();
-        let guard = locker.acquire(&LockId::new("L").unwrap()).await.unwrap();
+        let guard = locker
+            .acquire_with(
+                &LockId::new("L").unwrap(),
+                AcquireOptions::default(),
+                &Binding::unbound().with_default_pacing(pacing),
+            )
+            .await
+            .unwrap();
         let took = started.elapsed();
         let counts = store.op_counts();
         // Whole round trips: each takes 10–12 ms (the timer rounds each of

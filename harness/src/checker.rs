@@ -51,6 +51,20 @@ pub struct Oracle {
     inside: Mutex<HashMap<String, Vec<String>>>,
     violations: Mutex<Vec<Violation>>,
     entries: Mutex<Vec<(String, String)>>,
+    lapses: Mutex<Vec<Lapse>>,
+}
+
+/// A holder that left its critical section early because its lease told it
+/// the lock was lost: not a violation (it was told before anyone else could
+/// enter, L3), but a run that expected none should say so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lapse {
+    /// The lock.
+    pub lock: String,
+    /// Who was told.
+    pub who: String,
+    /// Why, in the lease's words.
+    pub reason: String,
 }
 
 impl Oracle {
@@ -81,6 +95,29 @@ impl Oracle {
         if let Some(holders) = inside.get_mut(lock) {
             holders.retain(|h| h != who);
         }
+    }
+
+    /// `who` leaves the critical section of `lock` early: its lease said the
+    /// lock was lost, for `reason`. Anyone entering after this is no
+    /// violation; the lapse is kept for [`lapses`](Self::lapses).
+    pub fn exit_lost(&self, lock: &str, who: &str, reason: &str) {
+        self.exit(lock, who);
+        self.lapses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Lapse {
+                lock: lock.to_string(),
+                who: who.to_string(),
+                reason: reason.to_string(),
+            });
+    }
+
+    /// Every holder that left early because its lease was lost, in order.
+    pub fn lapses(&self) -> Vec<Lapse> {
+        self.lapses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Every violation so far.

@@ -36,3 +36,20 @@ fn a_violation_displays_as_the_tests_print_it() {
     };
     assert_eq!(violation.to_string(), "b entered lock l while a held it");
 }
+
+#[test]
+fn a_holder_told_of_its_loss_leaves_and_the_lapse_is_kept() {
+    let oracle = Oracle::default();
+    oracle.enter("account-1", "a (combined)");
+    oracle.exit_lost("account-1", "a (combined)", "renewal failed");
+    oracle.enter("account-1", "b (legacy)");
+    assert!(oracle.violations().is_empty());
+    assert_eq!(
+        oracle.lapses(),
+        [Lapse {
+            lock: "account-1".into(),
+            who: "a (combined)".into(),
+            reason: "renewal failed".into(),
+        }]
+    );
+}

@@ -93,9 +93,8 @@ pub trait Locker: Send + Sync + fmt::Debug {
 
     /// Waits until the lock is held, the timeout passes, the caller's
     /// token fires or `binding` is invalidated. A combined acquisition
-    /// paces itself by `binding` at each step (its locker's own default
-    /// where the binding sets none); legacy holders it sees go to the
-    /// binding's sightings.
+    /// paces itself by `binding` at each step; legacy holders it sees go
+    /// to the binding's sightings.
     ///
     /// # Errors
     /// [`AcquireError::Timeout`], [`AcquireError::Cancelled`],

@@ -21,8 +21,11 @@
 //!   quiet period").
 //!
 //! Code that runs a locker alone (tests, the benchmark, the rollout's own
-//! lock) passes [`Binding::unbound`]: paced as its locker was built to,
-//! never invalidated, recording nothing.
+//! lock) passes [`Binding::unbound`]: paced by [`Pacing::default`] (as beside
+//! legacy contenders: nothing tells it there are none), never invalidated,
+//! recording nothing — or, to play a node's part at a stage it knows,
+//! [`Binding::with_default_pacing`]. The binding is the only way pacing
+//! reaches an acquisition.
 
 use std::sync::Arc;
 
@@ -37,7 +40,6 @@ use crate::id::LockId;
 /// Where an acquisition reads its pacing.
 #[derive(Clone, Debug, Default)]
 enum Paced {
-    /// As its locker was built to ([`Binding::with_default_pacing`]), or
     /// [`Pacing::default`].
     #[default]
     Unset,
@@ -99,8 +101,9 @@ impl Binding {
         }
     }
 
-    /// This binding, pacing by `pacing` if its runner set none — a locker's
-    /// own default, which a combined locker takes from its settings.
+    /// This binding, pacing by `pacing` if its runner set none: for code
+    /// that plays a runner's part (a test fleet or the benchmark running
+    /// the combined lock as from stage `dual` on).
     pub fn with_default_pacing(&self, pacing: Pacing) -> Binding {
         let mut binding = self.clone();
         if matches!(binding.pacing, Paced::Unset) {
@@ -162,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn a_locker_default_paces_only_what_its_runner_left_unset() {
+    fn a_default_pacing_paces_only_what_its_runner_left_unset() {
         let slow = Pacing::BesideLegacy {
             owner_wait_max: Duration::from_secs(3),
         };

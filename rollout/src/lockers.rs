@@ -13,12 +13,10 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use lockshift_decide::binding::Pacing;
+use lockshift_combined::CombinedLocker;
 use lockshift_legacy::{LegacyLocker, LegacySettings};
 use lockshift_lock::{Algorithm, LockContext, Locker};
 use lockshift_queue_lock::{QueueLocker, QueueSettings, TimeService, TimeSettings};
-
-use lockshift_combined::CombinedLocker;
 
 /// What lockers are built from besides their [`LockContext`]: each
 /// algorithm's settings and the time service's.
@@ -54,7 +52,6 @@ pub struct LockerSettings {
 pub struct Lockers {
     ctx: Arc<LockContext>,
     settings: LockerSettings,
-    pacing: Option<Pacing>,
     /// Started with the first queue or combined locker: a legacy-only
     /// factory runs no updater.
     time: OnceLock<TimeService>,
@@ -76,20 +73,8 @@ impl Lockers {
         Lockers {
             ctx,
             settings,
-            pacing: None,
             time: OnceLock::new(),
         }
-    }
-
-    /// Combined lockers built from now on pace by `pacing` the
-    /// acquisitions whose [`Binding`](lockshift_lock::Binding) sets no
-    /// pacing (a node binds each of its acquisitions to one). Without it
-    /// they pace for legacy contenders with `settings.legacy`: a locker
-    /// cannot know there are none. For tests and benchmarks that play a
-    /// node's part.
-    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = Some(pacing);
-        self
     }
 
     /// The context lockers are built on.
@@ -115,13 +100,10 @@ impl Lockers {
                 self.time().source(),
                 self.settings.queue.clone(),
             )),
-            Algorithm::Combined => Arc::new(CombinedLocker::with_pacing(
+            Algorithm::Combined => Arc::new(CombinedLocker::new(
                 self.ctx.clone(),
                 self.time().source(),
                 self.settings.queue.clone(),
-                self.pacing.unwrap_or(Pacing::BesideLegacy {
-                    owner_wait_max: self.settings.legacy.owner_wait_max,
-                }),
             )),
         }
     }
@@ -141,6 +123,7 @@ impl Lockers {
 mod tests {
     use std::time::Duration;
 
+    use lockshift_decide::binding::Pacing;
     use lockshift_lock::{LeaseSettings, NodeId};
     use lockshift_queue_lock::TimeSourceKind;
     use lockshift_store::{
@@ -149,8 +132,9 @@ mod tests {
 
     use super::*;
 
-    /// A combined acquisition told nothing paces itself for legacy
-    /// contenders with the legacy lock's own default settings.
+    /// A combined acquisition told nothing (an unbound one: the rollout's
+    /// own lock) paces itself for legacy contenders with the legacy lock's
+    /// own default settings.
     #[test]
     fn the_default_pacing_is_the_legacy_lock_default() {
         assert_eq!(

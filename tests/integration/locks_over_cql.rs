@@ -23,6 +23,14 @@ use tokio::time::Instant;
 
 /// A lock id unique to this run: on a shared cluster a re-run (or a
 /// concurrent one) never meets the cells a previous run left to their TTL.
+///
+/// The prefix is the whole binary's, and every test builds its nodes with
+/// the same seed, so the same owner ids: two tests that ran at once on one
+/// `name` would write, and delete, each other's cells. (Two did: a test
+/// that makes legacy and queue overlap on purpose, beside one that checks
+/// legacy and combined never do, on the same `race-0` — a violation that
+/// was the tests', not the lock's.) So each test names its locks its own
+/// way.
 fn test_lock(name: &str) -> LockId {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let prefix = PREFIX.get_or_init(lockshift_tests::targets::run_prefix);
@@ -88,7 +96,7 @@ async fn node(ep: &Endpoint, i: usize, plan: FaultPlan, lease: LeaseSettings) ->
     node_env(i, 42, Arc::new(store), Arc::new(SystemClock), plan, lease)
 }
 
-async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> SimLocker], with_faults: bool) {
+async fn exclusion_over_cql(tag: &str, makes: &[fn(&NodeEnv) -> SimLocker], with_faults: bool) {
     let ep = if with_faults {
         local_endpoint().await
     } else {
@@ -120,7 +128,10 @@ async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> SimLocker], with_faults: bo
         let env = node(&ep, i, FaultPlan::default(), LeaseSettings::default()).await;
         lockers.push(makes[i % makes.len()](&env));
     }
-    let locks = [test_lock("account-1"), test_lock("account-2")];
+    let locks = [
+        test_lock(&format!("{tag}-account-1")),
+        test_lock(&format!("{tag}-account-2")),
+    ];
     let report = contend(
         lockers.iter().map(|l| l.locker.clone()).collect(),
         &locks,
@@ -137,23 +148,23 @@ async fn exclusion_over_cql(makes: &[fn(&NodeEnv) -> SimLocker], with_faults: bo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_excludes_over_cql() {
-    exclusion_over_cql(&[fleet::legacy], true).await;
+    exclusion_over_cql("legacy", &[fleet::legacy], true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_excludes_over_cql() {
-    exclusion_over_cql(&[fleet::queue], true).await;
+    exclusion_over_cql("queue", &[fleet::queue], true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn combined_excludes_over_cql() {
-    exclusion_over_cql(&[fleet::combined], true).await;
+    exclusion_over_cql("combined", &[fleet::combined], true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_pairs_exclude_over_cql() {
-    exclusion_over_cql(&[fleet::legacy, fleet::combined], false).await;
-    exclusion_over_cql(&[fleet::combined, fleet::queue], false).await;
+    exclusion_over_cql("legacy-combined", &[fleet::legacy, fleet::combined], false).await;
+    exclusion_over_cql("combined-queue", &[fleet::combined, fleet::queue], false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,6 +375,7 @@ async fn try_acquire_and_independent_ids_over_cql() {
 /// any overlap.
 async fn legacy_race(
     ep: &Endpoint,
+    tag: &str,
     round: usize,
     other: fn(&NodeEnv) -> SimLocker,
     oracle: &Oracle,
@@ -380,7 +392,7 @@ async fn legacy_race(
     };
     let legacy = fleet::legacy(&node(ep, 0, slow_main_writes, LeaseSettings::default()).await);
     let rival = other(&node(ep, 1, FaultPlan::default(), LeaseSettings::default()).await);
-    let lock = test_lock(&format!("race-{round}"));
+    let lock = test_lock(&format!("{tag}-race-{round}"));
     let counters = Mutex::new(std::collections::HashMap::new());
     let hold = |locker: Arc<dyn lockshift_lock::Locker>| {
         let (lock, oracle, counters) = (lock.clone(), &*oracle, &counters);
@@ -412,7 +424,7 @@ async fn legacy_beside_queue_violates_exclusion_over_cql() {
     let ep = endpoint().await;
     let oracle = Oracle::default();
     for round in 0..10 {
-        legacy_race(&ep, round, fleet::queue, &oracle).await;
+        legacy_race(&ep, "beside-queue", round, fleet::queue, &oracle).await;
         if !oracle.violations().is_empty() {
             break;
         }
@@ -430,12 +442,18 @@ async fn legacy_beside_queue_violates_exclusion_over_cql() {
 /// shadow arbitration, so the stale read cannot fool it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_beside_combined_holds_in_the_same_races_over_cql() {
+    lockshift_tests::sim::trace_from_env();
     let ep = endpoint().await;
     let oracle = Oracle::default();
     for round in 0..5 {
-        legacy_race(&ep, round, fleet::combined, &oracle).await;
+        legacy_race(&ep, "beside-combined", round, fleet::combined, &oracle).await;
     }
-    assert!(oracle.violations().is_empty(), "{:?}", oracle.violations());
+    assert!(
+        oracle.violations().is_empty(),
+        "{:?} (holders told their lease was lost: {:?})",
+        oracle.violations(),
+        oracle.lapses()
+    );
     assert_eq!(oracle.entries().len(), 10, "every race ran both holders");
     ep.shutdown().await;
 }

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
-use lockshift_lock::{Algorithm, Locker};
+use lockshift_lock::{
+    AcquireError, AcquireOptions, Algorithm, Binding, LockGuard, LockId, Locker, TryAcquireError,
+};
 use lockshift_queue_lock::{QueueSettings, TimeSettings};
 use lockshift_rollout::{LockerSettings, Lockers};
 
@@ -58,8 +61,40 @@ pub fn combined(env: &NodeEnv) -> SimLocker {
 /// rollout never lets happen, but exclusion must not depend on.
 pub fn combined_at_full_speed(env: &NodeEnv) -> SimLocker {
     SimLocker {
-        locker: Lockers::new(env.ctx.clone(), LockerSettings::default())
-            .with_pacing(Pacing::FullSpeed)
-            .build(Algorithm::Combined),
+        locker: Arc::new(AtFullSpeed(
+            build(env, Algorithm::Combined, LockerSettings::default()).locker,
+        )),
+    }
+}
+
+/// A locker whose acquisitions pace at full speed where their binding sets
+/// no pacing: the part a node at stage `dual` plays, through the binding as
+/// a node's own.
+#[derive(Debug)]
+struct AtFullSpeed(Arc<dyn Locker>);
+
+#[async_trait]
+impl Locker for AtFullSpeed {
+    fn algorithm(&self) -> Algorithm {
+        self.0.algorithm()
+    }
+
+    async fn acquire_with(
+        &self,
+        lock: &LockId,
+        options: AcquireOptions,
+        binding: &Binding,
+    ) -> Result<LockGuard, AcquireError> {
+        let binding = binding.with_default_pacing(Pacing::FullSpeed);
+        self.0.acquire_with(lock, options, &binding).await
+    }
+
+    async fn try_acquire(
+        &self,
+        lock: &LockId,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let binding = binding.with_default_pacing(Pacing::FullSpeed);
+        self.0.try_acquire(lock, &binding).await
     }
 }

@@ -95,19 +95,24 @@ pub fn for_each_seed_and(
     }
 }
 
-/// Runs `future` on a fresh single-threaded runtime with time paused.
-///
-/// # Panics
-/// If the runtime cannot be built (out of file descriptors), which no test
-/// can recover from.
-pub fn paused<F: std::future::Future>(future: F) -> F::Output {
-    // `LOCKSHIFT_TRACE=debug` prints the locks' tracing when replaying a seed.
+/// `LOCKSHIFT_TRACE=debug` (any `tracing` filter) prints the locks' tracing
+/// to the test's output: for replaying a seed, or a race against a real node.
+pub fn trace_from_env() {
     if let Ok(filter) = std::env::var("LOCKSHIFT_TRACE") {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_test_writer()
             .try_init();
     }
+}
+
+/// Runs `future` on a fresh single-threaded runtime with time paused.
+///
+/// # Panics
+/// If the runtime cannot be built (out of file descriptors), which no test
+/// can recover from.
+pub fn paused<F: std::future::Future>(future: F) -> F::Output {
+    trace_from_env();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -119,7 +124,7 @@ pub fn paused<F: std::future::Future>(future: F) -> F::Output {
 /// The exclusion checker every simulation watches its critical sections
 /// with, and what it reports. They live in `lockshift_harness::checker`,
 /// shared with `migrate demo`; re-exported here at the path the tests use.
-pub use lockshift_harness::checker::{Oracle, Violation};
+pub use lockshift_harness::checker::{Lapse, Oracle, Violation};
 
 /// One node's view of the world: its store wrapper, its (possibly skewed)
 /// clock, its context.
@@ -266,6 +271,9 @@ impl ContentionReport {
 
 /// One critical section of the two-ATMs check: read the counter, hold for a
 /// while, write it back plus one — unless the lease was lost meanwhile.
+/// A holder whose lease tells it the lock is lost leaves at once, as the
+/// lease's contract asks ([`Oracle::exit_lost`]): the oracle then tells a
+/// lapse it was warned of from two holders inside together.
 /// Returns whether the write happened.
 pub async fn critical_section(
     oracle: &Oracle,
@@ -281,16 +289,20 @@ pub async fn critical_section(
         .unwrap_or_else(PoisonError::into_inner)
         .entry(lock.clone())
         .or_default();
-    tokio::time::sleep(hold).await;
-    let wrote = !guard.is_lost();
-    if wrote {
-        counters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(lock.clone(), read + 1);
+    let lost = tokio::select! {
+        reason = guard.until_lost() => Some(reason),
+        () = tokio::time::sleep(hold) => None,
+    };
+    if let Some(reason) = lost.or_else(|| guard.check_valid().err()) {
+        oracle.exit_lost(&lock, &who, &reason.to_string());
+        return false;
     }
+    counters
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(lock.clone(), read + 1);
     oracle.exit(&lock, &who);
-    wrote
+    true
 }
 
 /// A contention run: each locker takes random locks from `locks`,

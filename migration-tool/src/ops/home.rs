@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, MoveAsk, Rule, fmt_micros};
 use lockshift_rollout::homes::{MoveRequest, move_home};
+use lockshift_store::homes::records;
 use lockshift_store::{Datacenter, Route, RowQuery, schema};
 use serde::Serialize;
 
@@ -61,6 +62,22 @@ pub struct HomesReport {
     /// Every rule recorded; empty when the fleet has no homes (every lock
     /// at `store.cql.consistency`).
     pub rules: Vec<RuleReport>,
+    /// Cells of the homes row that do not decode (written by a newer build,
+    /// or by hand): the fleet refuses the locks each could home.
+    pub unreadable: Vec<UnreadableCell>,
+}
+
+/// A cell of the homes row that does not decode, as one datacenter shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnreadableCell {
+    /// The datacenter that shows it.
+    pub datacenter: String,
+    /// Its column, cut short.
+    pub column: String,
+    /// The rule the column names, if it names one this build knows.
+    pub rule: Option<String>,
+    /// Why it does not decode, cut short.
+    pub error: String,
 }
 
 /// Reads the `homes` row from every datacenter.
@@ -73,6 +90,7 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
     let mut datacenters = Vec::new();
     let mut newest: BTreeMap<Rule, HomeRecord> = BTreeMap::new();
     let mut shown: BTreeMap<Rule, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut unreadable = Vec::new();
     for dc in &topology.datacenters {
         let read = env
             .store
@@ -85,13 +103,14 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
             .await;
         match read {
             Ok(cells) => {
-                for cell in cells {
-                    let (Some(rule), Ok(record)) = (
-                        Rule::from_key(&cell.column),
-                        serde_json::from_slice::<HomeRecord>(&cell.value),
-                    ) else {
-                        continue;
-                    };
+                let (found, undecoded) = records(dc, cells);
+                unreadable.extend(undecoded.into_iter().map(|u| UnreadableCell {
+                    datacenter: u.datacenter.to_string(),
+                    column: u.column,
+                    rule: u.rule.map(|r| r.key()),
+                    error: u.error,
+                }));
+                for (rule, record) in found {
                     shown
                         .entry(rule.clone())
                         .or_default()
@@ -141,6 +160,7 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
         local_datacenter: topology.local.map(|d| d.to_string()),
         datacenters,
         rules,
+        unreadable,
     })
 }
 

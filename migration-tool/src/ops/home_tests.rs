@@ -71,6 +71,48 @@ async fn home_shows_every_rule_as_each_datacenter_shows_it() {
     );
 }
 
+/// A cell of the homes row this build cannot decode is shown, with the
+/// datacenter that holds it — never skipped as if it were not there (the
+/// fleet refuses the locks it could home).
+#[tokio::test(start_paused = true)]
+async fn home_shows_a_cell_it_cannot_decode() {
+    use crate::render::Human;
+    use lockshift_store::{CellWrite, Timestamp, WriteOptions};
+    let (cluster, clock) = cluster();
+    let env = env_in(&cluster, clock.clone(), "dc1").await;
+    env.raw
+        .write_via(
+            &Route::Datacenter(dc("dc1")),
+            schema::ROLLOUT,
+            HOMES_ROW,
+            &[CellWrite::new("prefix:eu/", b"{not a record".to_vec())],
+            WriteOptions::at(Timestamp::from_micros(clock.now().as_micros() + 1)),
+        )
+        .await
+        .unwrap();
+    let report = show(&env).await.unwrap();
+    assert_eq!(report.rules.len(), 1, "the default rule still shows");
+    // Written in dc1 and replicated: each datacenter shows it.
+    let shown: Vec<_> = report
+        .unreadable
+        .iter()
+        .map(|c| (c.datacenter.as_str(), c.column.as_str(), c.rule.as_deref()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("dc1", "prefix:eu/", Some("prefix:eu/")),
+            ("dc2", "prefix:eu/", Some("prefix:eu/"))
+        ]
+    );
+    assert!(report.unreadable.iter().all(|c| !c.error.is_empty()));
+    let text = report.human();
+    assert!(
+        text.contains("dc1 shows a cell that does not decode: prefix:eu/"),
+        "{text}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn home_move_is_refused_with_its_reasons_and_made_otherwise() {
     let (cluster, clock) = cluster();
@@ -130,6 +172,7 @@ fn status_counts_who_reaches_which_home_by_datacenter() {
             serving: true,
             shown: Default::default(),
         }],
+        unreadable: Vec::new(),
     };
     let node = |dc: Option<&str>, confirmed: Option<bool>| {
         let mut info = lockshift_decide::registry::NodeInfo {

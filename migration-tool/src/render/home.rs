@@ -23,7 +23,14 @@ impl Human for HomesReport {
                 }
             }
         }
-        if self.rules.is_empty() {
+        for u in &self.unreadable {
+            let _ = writeln!(
+                s,
+                "  {} shows a cell that does not decode: {} ({}); the locks it could home are refused",
+                u.datacenter, u.column, u.error
+            );
+        }
+        if self.rules.is_empty() && self.unreadable.is_empty() {
             s.push_str(
                 "no homes recorded: every lock is read and written at store.cql.consistency \
                  (set lock.home_datacenter to give the fleet a home)\n",
