@@ -55,8 +55,10 @@ pub struct Oracle {
 }
 
 /// A holder that left its critical section early because its lease told it
-/// the lock was lost: not a violation (it was told before anyone else could
-/// enter, L3), but a run that expected none should say so.
+/// the lock was lost. Whoever enters after it left is no violation (the
+/// lease tells a holder before its cells can expire, L3); whoever entered
+/// before is one, recorded as usual. A run that expected no lapse should
+/// say so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lapse {
     /// The lock.

@@ -40,7 +40,7 @@ use crate::id::LockId;
 /// Where an acquisition reads its pacing.
 #[derive(Clone, Debug, Default)]
 enum Paced {
-    /// [`Pacing::default`].
+    /// Nobody set one: [`Pacing::default`].
     #[default]
     Unset,
     /// One pacing for the whole acquisition.
