@@ -299,6 +299,7 @@ impl Node {
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
+                    biased;
                     () = tx.closed() => return,
                     () = stop.cancelled() => return,
                     _ = ticker.tick() => {}

@@ -5,11 +5,16 @@
 //! [`TokioClock`], which follows tokio's (pausable) clock, so a test running
 //! with `start_paused = true` sees a 60-second lease expire in milliseconds
 //! with TTLs, sleeps and timestamps all agreeing; or [`ManualClock`], moved
-//! only by hand. [`SkewedClock`] models a node whose clock is off.
+//! only by hand. [`SkewedClock`] models a node whose clock is off,
+//! [`JitteryClock`] one whose every reading is off by another amount.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cell::{Timestamp, duration_micros};
@@ -145,6 +150,45 @@ impl<C: Clock> Clock for SkewedClock<C> {
     }
 }
 
+/// Another clock whose every reading is off by its own amount, uniform in
+/// `±max` and drawn from a seed: a clock that NTP steps back and forth
+/// between any two readings, the worst a node's clock does. Stamps read
+/// from it still never go back within one lock context (L1,
+/// docs/design.md §5); queue names, staleness and lease arithmetic see
+/// every jump.
+#[derive(Debug)]
+pub struct JitteryClock<C> {
+    inner: C,
+    max_micros: i64,
+    rng: Mutex<StdRng>,
+}
+
+impl<C: Clock> JitteryClock<C> {
+    /// `inner`, each reading moved by up to `max` either way, drawn from
+    /// `seed`.
+    pub fn new(inner: C, max: Duration, seed: u64) -> Self {
+        JitteryClock {
+            inner,
+            max_micros: duration_micros(max),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        }
+    }
+}
+
+impl<C: Clock> Clock for JitteryClock<C> {
+    fn now(&self) -> Timestamp {
+        let jump = if self.max_micros > 0 {
+            self.rng
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .random_range(-self.max_micros..=self.max_micros)
+        } else {
+            0
+        };
+        self.inner.now().offset_micros(jump)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +209,18 @@ mod tests {
         assert_eq!(skewed.now().as_micros(), -5);
         clock.set(Timestamp::from_micros(3));
         assert_eq!(clock.now().as_micros(), 3);
+    }
+
+    #[test]
+    fn a_jittery_clock_stays_within_its_bound_and_replays() {
+        let readings = |seed| {
+            let base = ManualClock::new(Timestamp::from_micros(1_000));
+            let clock = JitteryClock::new(base, Duration::from_micros(100), seed);
+            (0..50).map(|_| clock.now().as_micros()).collect::<Vec<_>>()
+        };
+        let a = readings(3);
+        assert!(a.iter().all(|t| (900..=1_100).contains(t)), "{a:?}");
+        assert!(a.windows(2).any(|w| w[1] < w[0]), "it jumps back too");
+        assert_eq!(a, readings(3));
     }
 }

@@ -73,6 +73,7 @@ mod error;
 mod faults;
 pub mod fenced;
 pub mod homes;
+mod journal;
 mod memory;
 mod route;
 pub mod settings;
@@ -88,11 +89,14 @@ pub use cell::{
     Cell, CellWrite, InvalidArgument, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table,
     Timestamp, Ttl, WriteOptions, check_key,
 };
-pub use clock::{Clock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock};
+pub use clock::{
+    Clock, JitteryClock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock,
+};
 pub use cql::{CqlStore, SchemaStep};
 pub use error::{StoreError, StoreErrorKind};
 pub use faults::{FailPoint, FaultPlan, FaultScope, FaultyStore, OpCounts};
 pub use fenced::{FencedOutcome, FencedWriteError, FencedWriter};
+pub use journal::Journal;
 pub use lockshift_decide::{reconcile, schema};
 pub use memory::{DEFAULT_DATACENTER, DEFAULT_KEYSPACE, HintDelivery, MemoryStore};
 pub use route::{Datacenter, InvalidDatacenter, Route, Topology};

@@ -9,15 +9,15 @@ use lockshift_lock::{LeaseSettings, LockId};
 use lockshift_store::FaultPlan;
 use lockshift_tests::fleet::{self, SimLocker};
 use lockshift_tests::sim::{
-    Cluster, ContentionReport, NodeEnv, Oracle, contend, for_each_seed, for_each_seed_and, paused,
-    skews,
+    Clocks, Cluster, ContentionReport, NodeEnv, Oracle, contend, for_each_seed, for_each_seed_and,
+    paused,
 };
 
-/// The fault mixes every algorithm is run under.
-pub fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
+/// The fault mixes every algorithm is run under, with the fleet's clocks.
+pub fn plans() -> [(&'static str, FaultPlan, Clocks); 3] {
     let latency = FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4));
     [
-        ("latency", latency.clone(), Duration::ZERO),
+        ("latency", latency.clone(), Clocks::default()),
         (
             "failures",
             FaultPlan {
@@ -25,21 +25,25 @@ pub fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
                 fail_after: 0.05,
                 ..latency.clone()
             },
-            Duration::ZERO,
+            Clocks::default(),
         ),
         (
             // Node clocks off by up to ±5 s against a 60 s TTL (stamps, queue
-            // names and staleness all follow the skewed clock), plus ±1 ms of
-            // per-operation jitter that reorders nearby writes of different
-            // nodes.
+            // names and staleness all follow the skewed clock), each reading
+            // off by up to ±1 ms more, which reorders nearby writes of
+            // different nodes; and writes that land late.
             "skew",
             FaultPlan {
-                max_skew: Duration::from_millis(1),
                 fail_before: 0.02,
                 fail_after: 0.02,
+                late: 0.01,
+                late_by: Duration::from_secs(2),
                 ..latency
             },
-            Duration::from_secs(5),
+            Clocks {
+                offsets: Duration::from_secs(5),
+                jitter: Duration::from_millis(1),
+            },
         ),
     ]
 }
@@ -47,14 +51,8 @@ pub fn plans() -> [(&'static str, FaultPlan, Duration); 3] {
 /// A node factory: which algorithm node `i` runs.
 pub type Make = fn(&NodeEnv) -> SimLocker;
 
-fn run(
-    seed: u64,
-    nodes: usize,
-    plan: &FaultPlan,
-    clock_skew: Duration,
-    make: Make,
-) -> ContentionReport {
-    run_mixed(seed, nodes, plan, clock_skew, &[make])
+fn run(seed: u64, nodes: usize, plan: &FaultPlan, clocks: Clocks, make: Make) -> ContentionReport {
+    run_mixed(seed, nodes, plan, clocks, &[make])
 }
 
 /// A contention run where node `i` runs `makes[i % makes.len()]`.
@@ -62,45 +60,71 @@ pub fn run_mixed(
     seed: u64,
     nodes: usize,
     plan: &FaultPlan,
-    clock_skew: Duration,
+    clocks: Clocks,
     makes: &[Make],
 ) -> ContentionReport {
     paused(async {
-        let cluster = Cluster::new();
-        let offsets = skews(seed, nodes, clock_skew);
-        let lockers: Vec<SimLocker> = (0..nodes)
-            .map(|i| {
-                makes[i % makes.len()](&cluster.node(
-                    i,
-                    seed,
-                    plan.clone(),
-                    offsets[i],
-                    LeaseSettings::default(),
-                ))
-            })
-            .collect();
-        let locks = [
-            LockId::new("account-1").unwrap(),
-            LockId::new("account-2").unwrap(),
-        ];
-        let report = contend(
-            lockers.iter().map(|l| l.locker.clone()).collect(),
-            &locks,
-            12,
-            Duration::from_millis(15),
-            seed,
-            Arc::new(Oracle::default()),
-        )
-        .await;
-        drop(lockers);
-        report
+        let cluster = Cluster::for_seed(seed);
+        contention(&cluster, seed, nodes, plan, clocks, makes).await
     })
 }
 
+/// The contention run of [`run_mixed`] on `cluster` (inside its runtime):
+/// twelve acquisitions per node of two locks, holds of up to 15 ms.
+pub async fn contention(
+    cluster: &Cluster,
+    seed: u64,
+    nodes: usize,
+    plan: &FaultPlan,
+    clocks: Clocks,
+    makes: &[Make],
+) -> ContentionReport {
+    let node_clocks = clocks.of_nodes(seed, nodes);
+    let lockers: Vec<SimLocker> = (0..nodes)
+        .map(|i| {
+            makes[i % makes.len()](&cluster.node(
+                i,
+                seed,
+                plan.clone(),
+                node_clocks[i],
+                LeaseSettings::default(),
+            ))
+        })
+        .collect();
+    let locks = [
+        LockId::new("account-1").unwrap(),
+        LockId::new("account-2").unwrap(),
+    ];
+    let report = contend(
+        lockers.iter().map(|l| l.locker.clone()).collect(),
+        &locks,
+        12,
+        Duration::from_millis(15),
+        seed,
+        Arc::new(Oracle::default()),
+    )
+    .await;
+    drop(lockers);
+    report
+}
+
+/// The faults of [`exclusion_survives_large_per_operation_skew`]: 2–6 ms
+/// round trips, and clocks whose every reading is off by up to ±5 s (a
+/// twelfth of the lease TTL) on top of node offsets of up to ±5 s.
+pub fn large_skew() -> (FaultPlan, Clocks) {
+    (
+        FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4)),
+        Clocks {
+            offsets: Duration::from_secs(5),
+            jitter: Duration::from_secs(5),
+        },
+    )
+}
+
 fn exclusion(test: &str, make: fn(&NodeEnv) -> SimLocker) {
-    for (name, plan, clock_skew) in plans() {
+    for (name, plan, clocks) in plans() {
         for_each_seed(&format!("{test}/{name}"), 0, 12, |seed| {
-            let report = run(seed, 6, &plan, clock_skew, make);
+            let report = run(seed, 6, &plan, clocks, make);
             report.assert_exclusive(&format!("{test}/{name} seed {seed}"));
         });
     }
@@ -116,21 +140,26 @@ fn queue_holds_exclusion_under_contention() {
     exclusion("queue_holds_exclusion_under_contention", fleet::queue);
 }
 
-/// Independent per-operation skew of up to ±5 s (a twelfth of the TTL): a
-/// node's delete can then land with a timestamp below its own earlier write
-/// and be lost, leaving the cell until its TTL. That costs liveness (waits of
-/// one TTL), never exclusion — which is what this checks, on fewer seeds
-/// because every lost delete is a simulated minute of polling.
+/// Clocks that jump by up to ±5 s (a twelfth of the TTL) at every
+/// reading, on top of node offsets of up to ±5 s: stamps then go through
+/// L1 (a process's stamps never go back), while queue names, staleness and
+/// lease arithmetic see every jump. That costs liveness (a waiter skipped
+/// as dead, a queue out of arrival order), never exclusion — which is what
+/// this checks, on fewer seeds because every lost cell is a simulated
+/// minute of polling.
 ///
 /// Seeds 308 and 581 once deadlocked the queue lock: two waiters reserved
 /// `main` at once and waited for each other for ever (issue 10 item 5; the
 /// queue decides between reservations now, Q5).
+///
+/// Until issue 46 this skew moved each write's timestamp after its writer
+/// chose it, which no real process does (L1): legacy seed 1349 then buried
+/// a holder's `main` write under its own earlier delete and let a second
+/// holder in. [`restamping_breaks_exclusion`] keeps that as a negative
+/// control.
 #[test]
 fn exclusion_survives_large_per_operation_skew() {
-    let plan = FaultPlan {
-        max_skew: Duration::from_secs(5),
-        ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4))
-    };
+    let (plan, clocks) = large_skew();
     for (name, make) in [
         ("legacy", fleet::legacy as fn(&NodeEnv) -> SimLocker),
         ("queue", fleet::queue),
@@ -139,12 +168,36 @@ fn exclusion_survives_large_per_operation_skew() {
             &format!("exclusion_survives_large_per_operation_skew/{name}"),
             100,
             3,
-            &[308, 581],
+            &[308, 344, 581, 1349],
             |seed| {
-                let report = run(seed, 4, &plan, Duration::from_secs(5), make);
+                let report = run(seed, 4, &plan, clocks, make);
                 report
                     .assert_exclusive(&format!("{name} with ±5 s per-operation skew, seed {seed}"));
             },
         );
     }
+}
+
+/// Negative control for L1: timestamps moved by up to ±5 s *after* their
+/// writer chose them (`FaultPlan::restamp`, what no real process does) let
+/// a legacy holder's `main` write land below its own earlier delete,
+/// invisible, while it believes it holds: seed 1349 lets a second holder
+/// in. The oracle must see it.
+#[test]
+fn restamping_breaks_exclusion() {
+    let plan = FaultPlan {
+        restamp: Duration::from_secs(5),
+        ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4))
+    };
+    let report = run(
+        1349,
+        4,
+        &plan,
+        Clocks::offsets(Duration::from_secs(5)),
+        fleet::legacy,
+    );
+    assert!(
+        !report.violations.is_empty(),
+        "restamped writes let two legacy holders in at seed 1349: {report:?}"
+    );
 }

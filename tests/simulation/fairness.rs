@@ -27,7 +27,7 @@ type Waits = BTreeMap<Algorithm, (u64, Duration)>;
 
 fn fleet_waits(seed: u64, makes: &[fn(&NodeEnv) -> SimLocker], run_for: Duration) -> Waits {
     paused(async {
-        let cluster = Cluster::new();
+        let cluster = Cluster::for_seed(seed);
         let plan = FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(4));
         let lockers: Vec<SimLocker> = makes
             .iter()

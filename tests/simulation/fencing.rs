@@ -50,7 +50,7 @@ fn run(
     makes: &[fn(&NodeEnv) -> SimLocker],
 ) -> (Vec<String>, usize) {
     paused(async {
-        let cluster = Cluster::new();
+        let cluster = Cluster::for_seed(seed);
         let offsets = skews(seed, nodes, clock_skew);
         let lockers: Vec<SimLocker> = (0..nodes)
             .map(|i| {

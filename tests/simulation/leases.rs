@@ -28,7 +28,7 @@ fn node(cluster: &Cluster, i: usize) -> NodeEnv {
 
 fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
-        let cluster = Cluster::new();
+        let cluster = Cluster::for_seed(0);
         let (a, b) = (node(&cluster, 0), node(&cluster, 1));
         let (la, lb) = (make(&a), make(&b));
         let guard = la.locker.acquire(&lock()).await.unwrap();
@@ -65,7 +65,7 @@ fn crashed_holder_frees_the_lock_after_the_ttl(make: fn(&NodeEnv) -> SimLocker) 
 
 fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
-        let cluster = Cluster::new();
+        let cluster = Cluster::for_seed(0);
         let (a, b) = (node(&cluster, 0), node(&cluster, 1));
         let (la, lb) = (make(&a), make(&b));
         let guard = la.locker.acquire(&lock()).await.unwrap();
@@ -103,7 +103,7 @@ fn renewing_holder_keeps_the_lock_far_past_the_ttl(make: fn(&NodeEnv) -> SimLock
 
 fn lost_signal_fires_before_the_ttl(make: fn(&NodeEnv) -> SimLocker) {
     paused(async {
-        let cluster = Cluster::new();
+        let cluster = Cluster::for_seed(0);
         let a = node(&cluster, 0);
         let la = make(&a);
         let guard = la.locker.acquire(&lock()).await.unwrap();

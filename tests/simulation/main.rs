@@ -8,6 +8,7 @@
 
 mod attacks;
 mod datacenters;
+mod determinism;
 mod election;
 pub mod exclusion;
 mod fairness;

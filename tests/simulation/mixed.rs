@@ -3,17 +3,15 @@
 //! failures and skew — and the forbidden pair, legacy + queue, does not,
 //! which proves the checker can see a violation.
 
-use std::time::Duration;
-
 use lockshift_tests::fleet;
-use lockshift_tests::sim::for_each_seed;
+use lockshift_tests::sim::{Clocks, for_each_seed};
 
 use crate::exclusion::{Make, plans, run_mixed};
 
 fn allowed_pair(test: &str, pair: [Make; 2]) {
-    for (name, plan, clock_skew) in plans() {
+    for (name, plan, clocks) in plans() {
         for_each_seed(&format!("{test}/{name}"), 0, 10, |seed| {
-            let report = run_mixed(seed, 6, &plan, clock_skew, &pair);
+            let report = run_mixed(seed, 6, &plan, clocks, &pair);
             report.assert_exclusive(&format!("{test}/{name} seed {seed}"));
         });
     }
@@ -75,7 +73,7 @@ fn legacy_beside_queue_violates_exclusion() {
             seed,
             6,
             &plan,
-            Duration::ZERO,
+            Clocks::default(),
             &[fleet::legacy, fleet::queue],
         );
         if !report.violations.is_empty() {

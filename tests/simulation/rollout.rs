@@ -19,7 +19,8 @@ fn rolling_deployment_forward_and_back_keeps_exclusion_and_availability() {
         paused(async {
             let timings = Timings::simulated();
             let report =
-                rolling_deployment(Backend::Embedded(Cluster::new()), timings, 4, seed).await;
+                rolling_deployment(Backend::Embedded(Cluster::for_seed(seed)), timings, 4, seed)
+                    .await;
             report.assert_clean(&timings, &format!("seed {seed}"));
             println!(
                 "seed {seed}: {} acquisitions {:?}, worst unavailability {:?}",
@@ -42,9 +43,12 @@ fn rolling_deployment_with_rollback_edits_and_a_cut_off_node_keeps_exclusion() {
     for_each_seed(test, 0, 4, |seed| {
         paused(async {
             let timings = Timings::simulated();
-            let report =
-                rolling_deployment_with_rollback(Backend::Embedded(Cluster::new()), timings, seed)
-                    .await;
+            let report = rolling_deployment_with_rollback(
+                Backend::Embedded(Cluster::for_seed(seed)),
+                timings,
+                seed,
+            )
+            .await;
             let what = format!("seed {seed}");
             assert!(
                 report.violations.is_empty(),

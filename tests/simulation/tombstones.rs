@@ -69,7 +69,7 @@ fn assert_bounded(store: &MemoryStore, what: &str) {
 /// Three processes take one lock `total` times between them with
 /// `algorithm`, a millisecond or two of store latency each way.
 async fn soak(algorithm: &str, seed: u64, total: u32) {
-    let cluster = Cluster::new();
+    let cluster = Cluster::for_seed(seed);
     let envs: Vec<NodeEnv> = (0..3)
         .map(|i| {
             cluster.node(

@@ -95,7 +95,7 @@ impl World {
     /// If no temporary directory can be made.
     pub fn new(seed: u64) -> Self {
         World {
-            cluster: Cluster::new(),
+            cluster: Cluster::for_seed(seed),
             timings: Timings {
                 legacy_owner_wait: Duration::from_millis(20),
                 ..Timings::simulated()

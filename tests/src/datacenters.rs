@@ -196,7 +196,7 @@ impl Sites {
         locks: Vec<&'static str>,
         seed: u64,
     ) -> Self {
-        let clock = Arc::new(TokioClock::new());
+        let clock = Arc::new(TokioClock::starting_at(crate::sim::sim_epoch(seed)));
         let cluster = MemoryStore::with_clock(clock.clone())
             .with_datacenters(datacenters.iter().map(|d| (dc(d), 3)).collect(), seed);
         Sites {

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use lockshift::{Algorithm, Leader, LeaderWatch, Mode, Node, OBSERVE_EVERY, Stage};
 use lockshift_rollout::Rollout;
-use lockshift_store::{FaultPlan, SharedClock, SharedStore, SkewedClock, Timestamp};
+use lockshift_store::{FaultPlan, SharedClock, SharedStore, SkewedClock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
@@ -210,13 +210,8 @@ impl World {
     /// # Panics
     /// If no temporary directory can be made.
     pub fn new(seed: u64, candidates: usize, setup: Setup) -> Self {
-        // The clock starts at a time of the seed's (2026 plus a fraction of
-        // a second), not the system's: cells expire at whole seconds, the
-        // same in every replay.
-        let cluster = Cluster::starting_at(Timestamp::from_micros(
-            1_767_225_600_000_000
-                + i64::try_from(seed.wrapping_mul(0x9e37_79b9) % 1_000_000).unwrap_or(0),
-        ));
+        // The clock starts at a time of the seed's, not the system's.
+        let cluster = Cluster::for_seed(seed);
         // A legacy contender looks at a held lock every 50 ms at most, so
         // it finds it free between combined leaders now and then.
         let timings = Timings {

@@ -173,7 +173,10 @@ where
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Biased (a stop due together with a tick wins), so a seeded
+        // simulation replays: tokio picks among ready branches at random.
         tokio::select! {
+            biased;
             _ = stop.cancelled() => return,
             _ = ticker.tick() => tick().await,
         }
@@ -194,6 +197,7 @@ pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
             .map(Instant::from_std)
             .filter(|t| *t > Instant::now());
         tokio::select! {
+            biased;
             _ = stop.cancelled() => return,
             _ = shared.view_changed.notified() => {}
             _ = async {

@@ -1,23 +1,26 @@
-//! A wrapper for any backend that injects latency, failures and timestamp skew
-//! from a seed, and counts operations per table and kind.
+//! A wrapper for any backend that injects latency, failures and late
+//! landings from a seed, and counts operations per table and kind.
 //!
 //! Concurrency bugs in lock code show up only in particular interleavings.
 //! [`FaultyStore`] widens the space of interleavings a test explores: each
 //! operation takes a random round-trip time and is applied at a random point
 //! inside it (so two concurrent operations may land in either order), may fail
 //! before being applied (nothing changed) or after (it took effect but the
-//! caller hears a timeout), and may carry a timestamp that is off by up to a
-//! skew bound. Every random choice comes from one seeded generator, so a
+//! caller hears a timeout), may *land late* (the caller hears a timeout,
+//! and the store applies it seconds or minutes later with the timestamp it
+//! was sent with, as a Cassandra replica's mutation queue or a hint
+//! replayed later does); for negative controls only, it can also move a
+//! write's timestamp after its writer chose it. Every random choice comes from one seeded generator, so a
 //! failing run replays from its seed (given the same scheduling, which a
 //! paused single-threaded tokio runtime provides).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -28,7 +31,12 @@ use crate::cell::{
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
+use crate::journal::{Answer, Journal};
 use crate::route::{Route, Topology};
+
+mod counts;
+
+pub use counts::OpCounts;
 
 /// Which operations faults apply to; latency and counting apply to all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,10 +67,17 @@ pub struct FaultPlan {
     /// Probability that an operation in scope is applied and then reported as
     /// a timeout (`MaybeApplied`).
     pub fail_after: f64,
-    /// Each write's and delete's timestamp is moved by a uniform amount in
-    /// `[-max_skew, +max_skew]`, as if stamped by a clock that is off.
-    pub max_skew: Duration,
-    /// Which operations the failures and skew apply to.
+    /// Each write's and delete's timestamp is moved, after its writer chose
+    /// it, by a uniform amount in `[-restamp, +restamp]`. **No real process
+    /// does this**: a process stamps from its own clock, through a counter
+    /// that never goes back (L1, docs/design.md §5), so its delete always
+    /// outranks its own earlier write. A clock that is off, or jumps, is
+    /// modelled by the node's clock (`SkewedClock`, `JitteryClock`), whose
+    /// readings pass through L1. This one breaks L1 — a process's later
+    /// write buried under its own earlier delete — and is for negative
+    /// controls that show L1 is needed (issue 46).
+    pub restamp: Duration,
+    /// Which operations the failures, late landings and restamps apply to.
     pub scope: FaultScope,
     /// Extra round-trip time for the operations of one scope only (a slow
     /// table, a slow kind of request): what a targeted race needs.
@@ -71,6 +86,16 @@ pub struct FaultPlan {
     /// than the wrapped store's local one ([`Topology::crosses`]): the
     /// link between two sites.
     pub remote_latency: Duration,
+    /// Probability that a write, delete or fenced write in scope lands
+    /// late: the caller hears a timeout (`MaybeApplied`) after the usual
+    /// round trip, and the store applies it up to [`late_by`](Self::late_by)
+    /// later, with the timestamp it was sent with. No client can rule it
+    /// out on Cassandra (L5, docs/design.md §5), so every argument must
+    /// hold with it.
+    pub late: f64,
+    /// How much later than its round trip a late landing lands at most
+    /// (uniform in `[0, late_by]`).
+    pub late_by: Duration,
 }
 
 impl FaultPlan {
@@ -93,79 +118,13 @@ pub enum FailPoint {
     After,
 }
 
-/// Operations seen by a [`FaultyStore`], per table and kind, failed ones included.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpCounts(BTreeMap<(Table, OpKind), u64>);
-
-impl OpCounts {
-    /// Operations of `op` on `table`.
-    pub fn get(&self, table: Table, op: OpKind) -> u64 {
-        self.0.get(&(table, op)).copied().unwrap_or(0)
-    }
-
-    /// Operations of `op` on any table.
-    pub fn of_kind(&self, op: OpKind) -> u64 {
-        self.0
-            .iter()
-            .filter(|((_, o), _)| *o == op)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    /// All operations.
-    pub fn total(&self) -> u64 {
-        self.0.values().sum()
-    }
-
-    /// Reads and scans.
-    pub fn reads(&self) -> u64 {
-        self.of_kind(OpKind::Read) + self.of_kind(OpKind::Scan)
-    }
-
-    /// Writes and deletes.
-    pub fn writes(&self) -> u64 {
-        self.of_kind(OpKind::Write) + self.of_kind(OpKind::Delete)
-    }
-
-    /// The counts added since `earlier` (a previous snapshot of the same store).
-    pub fn since(&self, earlier: &OpCounts) -> OpCounts {
-        OpCounts(
-            self.0
-                .iter()
-                .map(|(k, n)| (*k, n.saturating_sub(earlier.0.get(k).copied().unwrap_or(0))))
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-        )
-    }
-
-    /// Every non-zero count.
-    pub fn iter(&self) -> impl Iterator<Item = (Table, OpKind, u64)> + '_ {
-        self.0.iter().map(|((t, o), n)| (*t, *o, *n))
-    }
-}
-
-impl fmt::Display for OpCounts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (table, op, n) in self.iter() {
-            if !first {
-                f.write_str(", ")?;
-            }
-            first = false;
-            write!(f, "{table}.{op}={n}")?;
-        }
-        if first {
-            f.write_str("none")?;
-        }
-        Ok(())
-    }
-}
-
 #[derive(Debug)]
 struct State {
     plan: FaultPlan,
     rng: StdRng,
     forced: Vec<FailPoint>,
+    /// Delays of forced late landings, for the next mutations in scope.
+    forced_late: Vec<Duration>,
     partitioned: bool,
     counts: OpCounts,
     by_datacenter: BTreeMap<(String, Table), u64>,
@@ -176,6 +135,9 @@ struct Draw {
     before: Duration,
     after: Duration,
     fail: Option<(FailPoint, StoreErrorKind)>,
+    /// Lands this much later than its round trip (and the caller hears a
+    /// timeout); only for a mutation, and only without `fail`.
+    late: Option<Duration>,
     skew_micros: i64,
 }
 
@@ -228,26 +190,36 @@ fn fail_of(
 /// ```
 #[derive(Debug)]
 pub struct FaultyStore<S> {
-    inner: S,
+    inner: Arc<S>,
     seed: u64,
     state: Mutex<State>,
+    journal: Option<Arc<Journal>>,
 }
 
-impl<S: Store> FaultyStore<S> {
+impl<S: Store + 'static> FaultyStore<S> {
     /// Wraps `inner`; random choices come from `seed`. No faults until a plan is set.
     pub fn new(inner: S, seed: u64) -> Self {
         FaultyStore {
-            inner,
+            inner: Arc::new(inner),
             seed,
             state: Mutex::new(State {
                 plan: FaultPlan::default(),
                 rng: StdRng::seed_from_u64(seed),
                 forced: Vec::new(),
+                forced_late: Vec::new(),
                 partitioned: false,
                 counts: OpCounts::default(),
                 by_datacenter: BTreeMap::new(),
             }),
+            journal: None,
         }
+    }
+
+    /// This wrapper, writing a line into `journal` for every operation as
+    /// it takes effect (or fails): what a determinism check compares.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// This wrapper with `plan`.
@@ -280,6 +252,15 @@ impl<S: Store> FaultyStore<S> {
     /// the plan's probabilities.
     pub fn fail_next(&self, n: usize, point: FailPoint) {
         self.state().forced.extend(std::iter::repeat_n(point, n));
+    }
+
+    /// Makes the next mutation in scope (a write, a delete or a fenced
+    /// write) land `after` later than its round trip, with the caller told
+    /// it timed out (`MaybeApplied`); `n` of them, each `after` late.
+    pub fn land_late_next(&self, n: usize, after: Duration) {
+        self.state()
+            .forced_late
+            .extend(std::iter::repeat_n(after, n));
     }
 
     /// While `true`, every operation in scope fails as `Unavailable` before
@@ -339,6 +320,7 @@ impl<S: Store> FaultyStore<S> {
             plan,
             rng,
             forced,
+            forced_late,
             partitioned,
             ..
         } = &mut *st;
@@ -372,9 +354,24 @@ impl<S: Store> FaultyStore<S> {
         } else {
             None
         };
-        let max_skew = duration_micros(plan.max_skew);
-        let skew_micros = if in_scope && op.is_mutation() && max_skew > 0 {
-            rng.random_range(-max_skew..=max_skew)
+        let late = if in_scope && op.is_mutation() && fail.is_none() {
+            if !forced_late.is_empty() {
+                Some(forced_late.remove(0))
+            } else if plan.late > 0.0 && rng.random_bool(plan.late.min(1.0)) {
+                Some(if plan.late_by.is_zero() {
+                    Duration::ZERO
+                } else {
+                    rng.random_range(Duration::ZERO..=plan.late_by)
+                })
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let restamp = duration_micros(plan.restamp);
+        let skew_micros = if in_scope && op.is_mutation() && restamp > 0 {
+            rng.random_range(-restamp..=restamp)
         } else {
             0
         };
@@ -382,20 +379,60 @@ impl<S: Store> FaultyStore<S> {
             before,
             after,
             fail,
+            late,
             skew_micros,
         }
     }
 
-    async fn run<T>(
+    /// Runs one operation under the draws of the plan: `request` says
+    /// what was asked (for the journal, given the drawn timestamp skew),
+    /// `apply` does it with that skew; `later`, for a mutation, does it
+    /// with that skew from a task of its own (a late landing).
+    async fn run<T: Answer + Send + 'static>(
         &self,
         route: &Route,
         table: Table,
         op: OpKind,
+        request: impl FnOnce(&Journal, i64) -> String,
         apply: impl AsyncFnOnce(i64) -> Result<T, StoreError>,
+        later: Option<Later<T>>,
     ) -> Result<T, StoreError> {
         let draw = self.draw(route, table, op);
+        let asked = self.journal.as_deref().map(|j| {
+            let via = route
+                .datacenter()
+                .map_or_else(String::new, |dc| format!(" via {dc}"));
+            format!("{op} {table}{via} {}", request(j, draw.skew_micros))
+        });
+        let record = |outcome: String| {
+            if let (Some(journal), Some(asked)) = (&self.journal, &asked) {
+                journal.record(self.seed, asked, &outcome);
+            }
+        };
+        if let (Some(delay), Some(later)) = (draw.late, later) {
+            sleep(draw.before).await;
+            record(format!("lands {delay:?} late, told MaybeApplied"));
+            let landing = later(draw.skew_micros);
+            let (journal, seed) = (self.journal.clone(), self.seed);
+            tokio::spawn(async move {
+                sleep(draw.after.saturating_add(delay)).await;
+                let result = landing.await;
+                if let (Some(journal), Some(asked)) = (journal, asked) {
+                    let outcome = result.journal(&journal);
+                    journal.record(seed, &format!("{asked} (late)"), &outcome);
+                }
+            });
+            sleep(draw.after).await;
+            return Err(StoreError::new(
+                StoreErrorKind::MaybeApplied,
+                op,
+                Some(table),
+                "injected timeout: the operation lands later",
+            ));
+        }
         sleep(draw.before).await;
         if let Some((FailPoint::Before, kind)) = draw.fail {
+            record(format!("refused before apply ({kind:?})"));
             sleep(draw.after).await;
             return Err(StoreError::new(
                 kind,
@@ -405,6 +442,13 @@ impl<S: Store> FaultyStore<S> {
             ));
         }
         let result = apply(draw.skew_micros).await;
+        if let Some(journal) = &self.journal {
+            let told = match draw.fail {
+                Some((FailPoint::After, kind)) => format!(", told {kind:?}"),
+                _ => String::new(),
+            };
+            record(format!("{}{told}", result.journal(journal)));
+        }
         sleep(draw.after).await;
         match (draw.fail, result) {
             (Some((FailPoint::After, kind)), Ok(_)) => Err(StoreError::new(
@@ -418,6 +462,10 @@ impl<S: Store> FaultyStore<S> {
     }
 }
 
+/// A mutation sent again from a task of its own, with the drawn skew: a
+/// late landing.
+type Later<T> = Box<dyn FnOnce(i64) -> BoxFuture<'static, Result<T, StoreError>> + Send>;
+
 async fn sleep(d: Duration) {
     if !d.is_zero() {
         tokio::time::sleep(d).await;
@@ -425,7 +473,7 @@ async fn sleep(d: Duration) {
 }
 
 #[async_trait]
-impl<S: Store> Store for FaultyStore<S> {
+impl<S: Store + 'static> Store for FaultyStore<S> {
     async fn write_via(
         &self,
         route: &Route,
@@ -434,15 +482,42 @@ impl<S: Store> Store for FaultyStore<S> {
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        self.run(route, table, OpKind::Write, async |skew| {
-            let options = WriteOptions {
-                timestamp: options.timestamp.offset_micros(skew),
-                ..options
-            };
-            self.inner
-                .write_via(route, table, row, cells, options)
-                .await
-        })
+        let request = |j: &Journal, skew: i64| {
+            let columns: Vec<&str> = cells.iter().map(|c| c.column.as_str()).collect();
+            let at = j.relative(options.timestamp.offset_micros(skew));
+            format!("{row} {columns:?} at {at} ttl {:?}", options.ttl)
+        };
+        let skewed = move |skew| WriteOptions {
+            timestamp: options.timestamp.offset_micros(skew),
+            ..options
+        };
+        let later: Later<()> = {
+            let (inner, route, row, cells) = (
+                self.inner.clone(),
+                route.clone(),
+                row.to_string(),
+                cells.to_vec(),
+            );
+            Box::new(move |skew| {
+                Box::pin(async move {
+                    inner
+                        .write_via(&route, table, &row, &cells, skewed(skew))
+                        .await
+                })
+            })
+        };
+        self.run(
+            route,
+            table,
+            OpKind::Write,
+            request,
+            async |skew| {
+                self.inner
+                    .write_via(route, table, row, cells, skewed(skew))
+                    .await
+            },
+            Some(later),
+        )
         .await
     }
 
@@ -454,11 +529,37 @@ impl<S: Store> Store for FaultyStore<S> {
         columns: &[String],
         timestamp: Timestamp,
     ) -> Result<(), StoreError> {
-        self.run(route, table, OpKind::Delete, async |skew| {
-            self.inner
-                .delete_via(route, table, row, columns, timestamp.offset_micros(skew))
-                .await
-        })
+        let request = |j: &Journal, skew: i64| {
+            let at = j.relative(timestamp.offset_micros(skew));
+            format!("{row} {columns:?} at {at}")
+        };
+        let later: Later<()> = {
+            let (inner, route, row, columns) = (
+                self.inner.clone(),
+                route.clone(),
+                row.to_string(),
+                columns.to_vec(),
+            );
+            Box::new(move |skew| {
+                Box::pin(async move {
+                    inner
+                        .delete_via(&route, table, &row, &columns, timestamp.offset_micros(skew))
+                        .await
+                })
+            })
+        };
+        self.run(
+            route,
+            table,
+            OpKind::Delete,
+            request,
+            async |skew| {
+                self.inner
+                    .delete_via(route, table, row, columns, timestamp.offset_micros(skew))
+                    .await
+            },
+            Some(later),
+        )
         .await
     }
 
@@ -469,9 +570,15 @@ impl<S: Store> Store for FaultyStore<S> {
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        self.run(route, table, OpKind::Read, async |_| {
-            self.inner.read_observed_via(route, table, row, query).await
-        })
+        let request = |_: &Journal, _| format!("{row} {query:?}");
+        self.run(
+            route,
+            table,
+            OpKind::Read,
+            request,
+            async |_| self.inner.read_observed_via(route, table, row, query).await,
+            None,
+        )
         .await
     }
 
@@ -482,11 +589,19 @@ impl<S: Store> Store for FaultyStore<S> {
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        self.run(route, table, OpKind::Scan, async |_| {
-            self.inner
-                .scan_keys_via(route, table, cursor, page_size)
-                .await
-        })
+        let request = |_: &Journal, _| format!("after {cursor:?} {page_size}");
+        self.run(
+            route,
+            table,
+            OpKind::Scan,
+            request,
+            async |_| {
+                self.inner
+                    .scan_keys_via(route, table, cursor, page_size)
+                    .await
+            },
+            None,
+        )
         .await
     }
 
@@ -502,11 +617,34 @@ impl<S: Store> Store for FaultyStore<S> {
         cell: &CellWrite,
         token: u64,
     ) -> Result<FencedOutcome, StoreError> {
-        self.run(route, table, OpKind::FencedWrite, async |_| {
-            self.inner
-                .write_fenced_via(route, table, row, cell, token)
-                .await
-        })
+        let request = |_: &Journal, _| format!("{row} {} token {token}", cell.column);
+        let later: Later<FencedOutcome> = {
+            let (inner, route, row, cell) = (
+                self.inner.clone(),
+                route.clone(),
+                row.to_string(),
+                cell.clone(),
+            );
+            Box::new(move |_| {
+                Box::pin(async move {
+                    inner
+                        .write_fenced_via(&route, table, &row, &cell, token)
+                        .await
+                })
+            })
+        };
+        self.run(
+            route,
+            table,
+            OpKind::FencedWrite,
+            request,
+            async |_| {
+                self.inner
+                    .write_fenced_via(route, table, row, cell, token)
+                    .await
+            },
+            Some(later),
+        )
         .await
     }
 
@@ -524,5 +662,4 @@ impl<S: Store> Store for FaultyStore<S> {
 }
 
 #[cfg(test)]
-#[path = "faults_tests.rs"]
 mod tests;

@@ -88,10 +88,10 @@ async fn latency_is_within_bounds_and_scope_limits_failures() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn skew_moves_timestamps_within_bound_and_replays_from_seed() {
+async fn restamp_moves_timestamps_within_bound_and_replays_from_seed() {
     async fn stamps(seed: u64) -> Vec<i64> {
         let store = FaultyStore::new(MemoryStore::new(), seed).with_plan(FaultPlan {
-            max_skew: Duration::from_micros(500),
+            restamp: Duration::from_micros(500),
             ..FaultPlan::default()
         });
         let mut out = Vec::new();
@@ -116,7 +116,7 @@ async fn skew_moves_timestamps_within_bound_and_replays_from_seed() {
     }
     let a = stamps(11).await;
     assert!(a.iter().all(|t| (9_500..=10_500).contains(t)), "{a:?}");
-    assert!(a.iter().any(|t| *t != 10_000), "skew was applied");
+    assert!(a.iter().any(|t| *t != 10_000), "restamped");
     assert_eq!(a, stamps(11).await, "same seed, same run");
     assert_ne!(a, stamps(12).await, "another seed, another run");
 }
@@ -211,4 +211,70 @@ async fn fenced_writes_are_their_own_kind_and_a_timeout_may_have_applied() {
         "{counts}"
     );
     assert_eq!(counts.writes(), 0, "not counted as plain writes");
+}
+
+/// A late landing: the caller hears a timeout, the store shows nothing
+/// until the delay has passed, then the write with the timestamp it was
+/// sent with — as a replica's queue or a replayed hint applies it.
+#[tokio::test(start_paused = true)]
+async fn a_late_landing_is_applied_later_with_its_own_timestamp() {
+    let store = FaultyStore::new(MemoryStore::new(), 11);
+    store.land_late_next(1, Duration::from_secs(70));
+    let err = store
+        .write(
+            schema::SCRATCH,
+            "r",
+            &cell(),
+            WriteOptions::at(Timestamp::from_micros(5)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::MaybeApplied);
+    let read = || async {
+        store
+            .inner()
+            .read(schema::SCRATCH, "r", &RowQuery::all())
+            .await
+            .unwrap()
+    };
+    tokio::time::sleep(Duration::from_secs(69)).await;
+    assert!(read().await.is_empty(), "not before its delay");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cells = read().await;
+    assert_eq!(cells.len(), 1, "landed");
+    assert_eq!(cells[0].writetime, Timestamp::from_micros(5));
+    // The next write is on time again.
+    store
+        .write(
+            schema::SCRATCH,
+            "r",
+            &cell(),
+            WriteOptions::at(Timestamp::from_micros(6)),
+        )
+        .await
+        .unwrap();
+}
+
+/// The plan's odds land some mutations late and no read.
+#[tokio::test(start_paused = true)]
+async fn the_plan_lands_mutations_late_never_reads() {
+    let store = FaultyStore::new(MemoryStore::new(), 5).with_plan(FaultPlan {
+        late: 1.0,
+        late_by: Duration::from_secs(3),
+        ..FaultPlan::default()
+    });
+    store
+        .read(schema::SCRATCH, "r", &RowQuery::all())
+        .await
+        .unwrap();
+    let err = store
+        .delete(
+            schema::SCRATCH,
+            "r",
+            &["c".to_string()],
+            Timestamp::from_micros(9),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::MaybeApplied);
 }

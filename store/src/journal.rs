@@ -1,0 +1,145 @@
+//! A journal of store operations: what each request asked and what it was
+//! answered, in the order the store applied them, stamped with tokio's
+//! clock.
+//!
+//! A seeded simulation must replay exactly: the same seed, the same
+//! schedule, operation for operation, whatever the machine's load and
+//! whatever else runs in the process. Two runs' journals are the proof
+//! (`tests/simulation/determinism.rs`): equal line for line, or the first
+//! line where they part says where the schedule forked. A
+//! [`FaultyStore`](crate::FaultyStore) given a journal writes one line per
+//! operation, at the moment the operation takes effect (or fails), with
+//! every timestamp relative to the journal's base, so that two runs whose
+//! clocks start at the same base print the same lines.
+
+use std::fmt::{self, Write as _};
+use std::sync::{Mutex, PoisonError};
+
+use crate::api::ReadOutcome;
+use crate::cell::{Cell, KeyPage, Timestamp};
+use crate::error::StoreError;
+use crate::fenced::FencedOutcome;
+
+/// The operations of one simulated run, in the order they took effect.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockshift_store::{FaultyStore, Journal, MemoryStore, RowQuery, Store, Timestamp, schema};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// let journal = Arc::new(Journal::new(Timestamp::from_micros(0)));
+/// let store = FaultyStore::new(MemoryStore::new(), 7).with_journal(journal.clone());
+/// store.read(schema::MAIN, "lock-1", &RowQuery::all()).await.unwrap();
+/// assert_eq!(journal.lines().len(), 1);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct Journal {
+    base: Timestamp,
+    started: tokio::time::Instant,
+    lines: Mutex<Vec<String>>,
+}
+
+impl Journal {
+    /// An empty journal whose lines give timestamps relative to `base`
+    /// (the run's clock at its start) and times since now on tokio's
+    /// clock. Call inside the runtime.
+    pub fn new(base: Timestamp) -> Self {
+        Journal {
+            base,
+            started: tokio::time::Instant::now(),
+            lines: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `t` relative to the base, in microseconds.
+    pub(crate) fn relative(&self, t: Timestamp) -> i64 {
+        t.as_micros().saturating_sub(self.base.as_micros())
+    }
+
+    /// Records that the store with `seed` did `request` and answered
+    /// `outcome`.
+    pub(crate) fn record(&self, seed: u64, request: &str, outcome: &str) {
+        let at = self.started.elapsed().as_micros();
+        let line = format!("{at:>12} {seed:016x} {request} -> {outcome}");
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+    }
+
+    /// The cells of an answer as `column@writetime+ttl`, timestamps
+    /// relative to the base.
+    pub(crate) fn cells(&self, cells: &[Cell]) -> String {
+        let mut out = String::from("[");
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            let _ = write!(out, "{}@{}", c.column, self.relative(c.writetime));
+            if let Some(ttl) = c.ttl {
+                let _ = write!(out, "+{}s", ttl.as_secs());
+            }
+        }
+        out.push(']');
+        out
+    }
+}
+
+/// What a store operation answered, in one journal word or line.
+pub(crate) trait Answer {
+    /// The answer as the journal prints it.
+    fn journal(&self, journal: &Journal) -> String;
+}
+
+impl Answer for () {
+    fn journal(&self, _: &Journal) -> String {
+        "ok".into()
+    }
+}
+
+impl Answer for ReadOutcome {
+    fn journal(&self, journal: &Journal) -> String {
+        journal.cells(&self.cells)
+    }
+}
+
+impl Answer for KeyPage {
+    fn journal(&self, _: &Journal) -> String {
+        format!("{:?} more={}", self.keys, self.next.is_some())
+    }
+}
+
+impl Answer for FencedOutcome {
+    fn journal(&self, _: &Journal) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl<T: Answer> Answer for Result<T, StoreError> {
+    fn journal(&self, journal: &Journal) -> String {
+        match self {
+            Ok(t) => t.journal(journal),
+            Err(e) => format!("error {:?}", e.kind()),
+        }
+    }
+}
+
+impl fmt::Display for Journal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in self.lines() {
+            writeln!(f, "{line}")?;
+        }
+        Ok(())
+    }
+}
