@@ -16,5 +16,6 @@ mod fencing;
 mod incarnations;
 mod leases;
 mod mixed;
+mod moves;
 mod rollout;
 mod tombstones;

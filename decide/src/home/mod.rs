@@ -205,12 +205,37 @@ pub struct HomeRecord {
     pub at: i64,
     /// Who wrote it: a node id (a seed) or the operator's name.
     pub by: String,
+    /// Written, but not yet known to have landed where the wait counts
+    /// from (H6): it serves nowhere (`serves_from` is `i64::MAX`, so a
+    /// build that predates the field never serves it either) until the
+    /// writer, having seen that write acknowledged, writes the same
+    /// version again serving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 impl HomeRecord {
-    /// Whether the home serves at `now` (the reader's clock).
+    /// Whether the home serves at `now` (the reader's clock): never while
+    /// the record is pending (H6).
     pub fn serves_at(&self, now: Timestamp) -> bool {
-        now.as_micros() >= self.serves_from
+        !self.pending && now.as_micros() >= self.serves_from
+    }
+
+    /// How records of one rule are ordered (H6): by version, and within a
+    /// version the serving record above the pending one it completes. Two
+    /// records of one rank that differ are two moves that raced.
+    pub fn rank(&self) -> (u64, bool) {
+        (self.version, !self.pending)
+    }
+
+    /// This record as first written, before its landing is known: pending,
+    /// serving nowhere (H6).
+    pub fn as_pending(&self) -> HomeRecord {
+        HomeRecord {
+            pending: true,
+            serves_from: i64::MAX,
+            ..self.clone()
+        }
     }
 }
 
@@ -227,12 +252,14 @@ struct RuleView {
 }
 
 impl RuleView {
-    /// Two datacenters show different records of the newest version: two
+    /// Two datacenters show different records of the newest rank: two
     /// operators' moves raced and the store has not reconciled them yet.
+    /// (A pending record and the serving one that completes it are of two
+    /// ranks: a datacenter that shows the first has not caught up yet.)
     fn conflicted(&self) -> bool {
         self.seen
             .values()
-            .any(|r| r.version == self.record.version && *r != self.record)
+            .any(|r| r.rank() == self.record.rank() && *r != self.record)
     }
 }
 
@@ -305,10 +332,11 @@ impl Homes {
     }
 
     /// A read of the homes row from datacenter `from`, sent at `sent`,
-    /// returned `records`. A newer version of a rule replaces the view
-    /// (unconfirmed until its own home shows it); the same version read
-    /// from its own home confirms it; an older one (a replica that has not
-    /// caught up) changes nothing.
+    /// returned `records`. A record of a higher rank ([`HomeRecord::rank`]:
+    /// a newer version, or the serving record that completes a pending
+    /// one) replaces the view (unconfirmed until its own home shows it);
+    /// the same record read from its own home confirms it; an older one (a
+    /// replica that has not caught up) changes nothing.
     pub fn observe(&mut self, from: &Datacenter, sent: Instant, records: Vec<(Rule, HomeRecord)>) {
         self.failures.remove(from);
         let last = self.surveyed.entry(from.clone()).or_insert(sent);
@@ -327,12 +355,12 @@ impl Homes {
                 seen: BTreeMap::new(),
             });
             view.seen.insert(from.clone(), record.clone());
-            // A newer version replaces the view. So does the same version
-            // with other contents — two operators' moves that raced, before
-            // the store has reconciled them: unconfirmed until a home shows
-            // one of them, and refused while datacenters disagree.
-            if record.version > view.record.version
-                || (record.version == view.record.version && record != view.record)
+            // A higher rank replaces the view. So does the same rank with
+            // other contents — two operators' moves that raced, before the
+            // store has reconciled them: unconfirmed until a home shows one
+            // of them, and refused while datacenters disagree.
+            if record.rank() > view.record.rank()
+                || (record.rank() == view.record.rank() && record != view.record)
             {
                 view.record = record.clone();
                 view.confirmed = None;
@@ -461,6 +489,14 @@ impl Homes {
                 since: view.confirmed.map(|t| now.saturating_duration_since(t)),
                 last_error: self.failures.get(home).cloned(),
                 home: home.clone(),
+                rule,
+            });
+        }
+        if view.record.pending {
+            return Err(Refusal::Pending {
+                home: home.clone(),
+                from: view.record.moved_from.clone(),
+                version: view.record.version,
                 rule,
             });
         }

@@ -33,14 +33,15 @@ pub struct MoveScene {
 }
 
 impl MoveScene {
-    /// The newest record of `rule` any datacenter showed.
+    /// The newest record of `rule` any datacenter showed (by
+    /// [`HomeRecord::rank`]).
     pub fn newest(&self, rule: &Rule) -> Option<&HomeRecord> {
         self.read
             .values()
             .flatten()
             .filter(|(r, _)| r == rule)
             .map(|(_, rec)| rec)
-            .max_by_key(|rec| rec.version)
+            .max_by_key(|rec| rec.rank())
     }
 
     /// Every rule any datacenter showed.
@@ -68,6 +69,22 @@ pub struct MovePlan {
     pub from: HomeRecord,
     /// The version the move writes.
     pub version: u64,
+    /// The move completes `from`, a pending record of the same rule and
+    /// version (H6): it writes `from` again, waits for that write's
+    /// acknowledgement, then writes it serving.
+    pub completes: bool,
+}
+
+impl MovePlan {
+    /// The home the move takes the rule from, whose consent a planned
+    /// move needs: for a move that completes a pending one, the home that
+    /// one moves from.
+    pub fn old_home(&self) -> &Datacenter {
+        match (&self.from.moved_from, self.completes) {
+            (Some(old), true) => old,
+            _ => &self.from.datacenter,
+        }
+    }
 }
 
 /// Why a move may not be made now; each names what to do instead.
@@ -106,15 +123,35 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
         );
         return (None, refusals);
     };
-    let version = if from_rule == ask.rule {
+    // A pending record of this rule (H6) is completed by asking for the
+    // same move again; nothing else moves the rule until it is.
+    let completes = from.pending && from_rule == ask.rule;
+    if completes && (from.datacenter != ask.to || from.moved_from.is_none()) {
+        refusals.push(match &from.moved_from {
+            Some(old) => format!(
+                "a move of {from_rule} from {old} to {} (version {}) is pending: its first \
+                 write was never acknowledged, so it serves nowhere yet; complete it first \
+                 (the same move again, to {}), then move it elsewhere",
+                from.datacenter, from.version, from.datacenter
+            ),
+            None => format!(
+                "the home of {from_rule} in {} (version {}) was seeded and not confirmed: the \
+                 fleet's processes complete it when they start; move it once it serves",
+                from.datacenter, from.version
+            ),
+        });
+    }
+    let version = if completes {
+        from.version
+    } else if from_rule == ask.rule {
         from.version + 1
     } else {
         1
     };
-    if from.datacenter == ask.to && from_rule == ask.rule {
+    if from.datacenter == ask.to && from_rule == ask.rule && !completes {
         refusals.push(format!("{} is homed in {} already", ask.rule, ask.to));
     }
-    if !from.serves_at(scene.now) {
+    if !completes && !from.serves_at(scene.now) {
         refusals.push(format!(
             "the last move of {from_rule} (to {}, version {}) has not finished: its home \
              serves from {}; move again after that",
@@ -123,29 +160,38 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
             fmt_micros(from.serves_from)
         ));
     }
-    let home_read = scene.read.get(&from.datacenter);
-    let home_current = home_read.is_some_and(|records| {
-        records
-            .iter()
-            .any(|(r, rec)| *r == from_rule && rec.version == from.version)
-    });
+    let plan = MovePlan {
+        from_rule: from_rule.clone(),
+        from: from.clone(),
+        version,
+        completes,
+    };
+    let old_home = plan.old_home().clone();
+    let home_read = scene.read.get(&old_home);
+    // A move that completes a pending one writes that one again first.
+    let home_current = completes
+        || home_read.is_some_and(|records| {
+            records
+                .iter()
+                .any(|(r, rec)| *r == from_rule && rec.version == from.version)
+        });
     match (ask.force, home_read) {
         (false, None) => refusals.push(format!(
             "the current home {} cannot be reached: a planned move lands only through it. \
              If {} is gone — not merely cut off from here — `--force` moves the home \
              without it; a home that is only cut off keeps serving its own side until it \
              can read the move, so both sides would hold locks",
-            from.datacenter, from.datacenter
+            old_home, old_home
         )),
         (false, Some(_)) if !home_current => refusals.push(format!(
             "the current home {} does not show version {} of {from_rule} yet (another \
              datacenter does): try again once it has caught up",
-            from.datacenter, from.version
+            old_home, from.version
         )),
         (true, Some(_)) => refusals.push(format!(
             "--force is for a home that cannot consent, and {} answers: move it without \
              --force",
-            from.datacenter
+            old_home
         )),
         _ => {}
     }
@@ -155,14 +201,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
             ask.to
         ));
     }
-    (
-        Some(MovePlan {
-            from_rule,
-            from,
-            version,
-        }),
-        refusals,
-    )
+    (Some(plan), refusals)
 }
 
 /// A time in µs since the epoch as an operator reads it (RFC 3339, UTC).

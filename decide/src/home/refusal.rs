@@ -34,6 +34,20 @@ pub enum Refusal {
         /// How long until it serves.
         in_: Duration,
     },
+    /// The rule's newest record is pending (H6): a move or a seed whose
+    /// first write was never acknowledged, or whose writer stopped before
+    /// it wrote the record serving. It serves nowhere until an operator
+    /// completes it.
+    Pending {
+        /// The rule.
+        rule: Rule,
+        /// The home the pending record names.
+        home: Datacenter,
+        /// The home it moves from, if it is a move.
+        from: Option<Datacenter>,
+        /// Its version.
+        version: u64,
+    },
     /// No rule covers the row, but in a cluster of several datacenters
     /// that is only known while every datacenter's homes row was read
     /// lately (H5): a rule recorded in one not read could home the row
@@ -133,6 +147,32 @@ impl Refusal {
                      in {}",
                     fmt_duration_rounded(*in_)
                 )
+            }
+            Refusal::Pending {
+                rule,
+                home,
+                from,
+                version,
+            } => {
+                let it = if is == "is" { "it" } else { "them" };
+                let prefix = match rule {
+                    Rule::Default => String::new(),
+                    Rule::Prefix(p) => format!(" --prefix {p:?}"),
+                };
+                match from {
+                    Some(from) => format!(
+                        "{what} ({rule}) {is} moving from {from} to datacenter {home}, but the \
+                         move (version {version}) was never confirmed — its first write was not \
+                         acknowledged, or its writer stopped — so no datacenter serves {it}: \
+                         complete it with `migrate home move{prefix} --to {home}`"
+                    ),
+                    None => format!(
+                        "{what} ({rule}) {is} being homed in datacenter {home}, but the record \
+                         (version {version}) was never confirmed — a write of it was not \
+                         acknowledged, or its writer stopped — so no datacenter serves {it} \
+                         until a process of the fleet starts and completes it"
+                    ),
+                }
             }
             Refusal::Unsurveyed {
                 datacenters,

@@ -13,6 +13,7 @@ fn record(version: u64, home: &str, serves_from: i64) -> HomeRecord {
         forced: false,
         at: 0,
         by: "test".into(),
+        pending: false,
     }
 }
 
@@ -176,6 +177,111 @@ fn a_move_is_followed_confirmed_by_the_new_home_and_served_from_its_time() {
     assert_eq!(
         homes.route(Subject::Lock("a"), t0, wall(100)),
         Ok(Some(dc("dc2")))
+    );
+}
+
+/// H6: a pending record serves nowhere, even where its home confirms
+/// it; the serving record of its version completes it — above it in rank,
+/// never a conflict with a datacenter that still shows the pending one —
+/// and serves from its own time.
+#[test]
+fn a_pending_move_serves_nowhere_until_its_serving_record_completes_it() {
+    let t0 = Instant::now();
+    let mut homes = Homes::new(VALID, t0);
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
+    let mut serving = record(2, "dc2", 100 * 1_000_000);
+    serving.moved_from = Some(dc("dc1"));
+    let pending = serving.as_pending();
+    assert!(pending.pending && pending.serves_from == i64::MAX);
+    assert!(pending.rank() < serving.rank() && record(1, "dc1", 0).rank() < pending.rank());
+    for d in ["dc1", "dc2"] {
+        homes.observe(&dc(d), t0, vec![(Rule::Default, pending.clone())]);
+    }
+    let refused = homes
+        .route(Subject::Lock("a"), t0, wall(1_000_000))
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Refusal::Pending { home, version: 2, .. } if *home == dc("dc2")),
+        "{refused:?}"
+    );
+    assert!(!refused.is_transient(), "an operator completes it");
+    let words = refused.describe(Subject::Lock("a"), None);
+    assert!(
+        words.contains("never confirmed") && words.contains("migrate home move --to dc2"),
+        "{words}"
+    );
+    // The serving record lands at the old home first; the new home still
+    // shows the pending one: behind, not a race.
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, serving.clone())]);
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, pending.clone())]);
+    assert_eq!(homes.record(&Rule::Default), Some(&serving));
+    assert!(matches!(
+        homes.route(Subject::Lock("a"), t0, wall(200)),
+        Err(Refusal::Unconfirmed {
+            last_error: None,
+            ..
+        })
+    ));
+    homes.observe(&dc("dc2"), t0, vec![(Rule::Default, serving)]);
+    assert!(matches!(
+        homes.route(Subject::Lock("a"), t0, wall(40)),
+        Err(Refusal::Moving { .. })
+    ));
+    assert_eq!(
+        homes.route(Subject::Lock("a"), t0, wall(100)),
+        Ok(Some(dc("dc2")))
+    );
+    // A pending record read after its serving one changes nothing.
+    homes.observe(&dc("dc1"), t0, vec![(Rule::Default, pending)]);
+    assert_eq!(
+        homes.route(Subject::Lock("a"), t0, wall(100)),
+        Ok(Some(dc("dc2")))
+    );
+}
+
+/// H6: a pending move is completed by the same move asked again, through
+/// the home it moves from; any other move of the rule waits for that.
+#[test]
+fn a_pending_move_is_completed_by_the_same_move_and_blocks_any_other() {
+    let mut moving = record(2, "dc2", 0);
+    moving.moved_from = Some(dc("dc1"));
+    let pending = || vec![(Rule::Default, moving.as_pending())];
+    let all = |now| {
+        scene(
+            &[("dc1", pending()), ("dc2", pending()), ("dc3", pending())],
+            now,
+        )
+    };
+    let (plan, refusals) = move_refusals(&ask(Rule::Default, "dc2", false), &all(100));
+    assert!(refusals.is_empty(), "{refusals:?}");
+    let plan = plan.unwrap();
+    assert!(plan.completes);
+    assert_eq!((plan.version, plan.old_home()), (2, &dc("dc1")));
+    let (_, refusals) = move_refusals(&ask(Rule::Default, "dc3", false), &all(100));
+    assert!(
+        refusals.iter().any(|r| r.contains("is pending")),
+        "{refusals:?}"
+    );
+    // The old home must answer: its write is the one the wait counts from.
+    let (_, refusals) = move_refusals(
+        &ask(Rule::Default, "dc2", false),
+        &scene(&[("dc2", pending()), ("dc3", pending())], 100),
+    );
+    assert!(
+        refusals.iter().any(|r| r.contains("dc1 cannot be reached")),
+        "{refusals:?}"
+    );
+    // A pending seed is the fleet's to complete.
+    let seed = || vec![(Rule::Default, record(1, "dc1", 0).as_pending())];
+    let (_, refusals) = move_refusals(
+        &ask(Rule::Default, "dc1", false),
+        &scene(&[("dc1", seed()), ("dc2", seed()), ("dc3", seed())], 100),
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r.contains("seeded and not confirmed")),
+        "{refusals:?}"
     );
 }
 

@@ -117,7 +117,7 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
                         .insert(dc.to_string(), record.version);
                     let keep = newest
                         .get(&rule)
-                        .is_none_or(|old| record.version > old.version);
+                        .is_none_or(|old| record.rank() > old.rank());
                     if keep {
                         newest.insert(rule, record);
                     }
@@ -194,6 +194,9 @@ pub struct HomeMoveReport {
     pub written: Vec<(String, Option<String>)>,
     /// The datacenters that did not answer, with why.
     pub unreachable: Vec<(String, String)>,
+    /// A move begun and not finished: what was written, what not, and
+    /// what to run next (exit 1).
+    pub incomplete: Option<String>,
 }
 
 /// What `migrate home move` asks.
@@ -233,16 +236,18 @@ pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport,
         },
     )
     .await?;
-    let outcome = if report.refusals.is_empty() {
-        Outcome::Ok
-    } else {
+    let outcome = if !report.refusals.is_empty() {
         Outcome::NotSafe
+    } else if report.incomplete.is_some() {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
     };
     Ok((
         HomeMoveReport {
             version: JSON_VERSION,
             rule: rule.key(),
-            from: report.plan.as_ref().map(|p| p.from.datacenter.to_string()),
+            from: report.plan.as_ref().map(|p| p.old_home().to_string()),
             to: args.to.to_string(),
             forced: args.force,
             dry_run: report.dry_run,
@@ -261,6 +266,7 @@ pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport,
                 .into_iter()
                 .map(|(dc, e)| (dc.to_string(), e))
                 .collect(),
+            incomplete: report.incomplete,
         },
         outcome,
     ))

@@ -153,6 +153,7 @@ fn status_counts_who_reaches_which_home_by_datacenter() {
         forced: false,
         at: 0,
         by: "x".into(),
+        pending: false,
     };
     let homes = HomesReport {
         version: 1,

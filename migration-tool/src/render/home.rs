@@ -50,7 +50,9 @@ impl Human for HomesReport {
                     .as_ref()
                     .map_or_else(String::new, |f| format!(", moved from {f}")),
                 if r.record.forced { ", forced" } else { "" },
-                if r.serving {
+                if r.record.pending {
+                    "PENDING: never confirmed, serves nowhere (run the same move again)".to_string()
+                } else if r.serving {
                     "serving".to_string()
                 } else {
                     format!("serves from {}", r.serves_from)
@@ -89,6 +91,12 @@ impl Human for HomeMoveReport {
             for b in &self.because {
                 let _ = writeln!(s, "  - {b}");
             }
+        } else if let Some(incomplete) = &self.incomplete {
+            let _ = writeln!(
+                s,
+                "INCOMPLETE: {what} of {rule} from {from} to {}: {incomplete}",
+                self.to
+            );
         } else if self.dry_run {
             let _ = writeln!(
                 s,
@@ -139,7 +147,9 @@ pub(super) fn datacenters(view: &DatacentersView) -> String {
             r.rule,
             r.record.datacenter,
             r.record.version,
-            if r.serving {
+            if r.record.pending {
+                ", PENDING: serves nowhere until the move is run again".to_string()
+            } else if r.serving {
                 String::new()
             } else {
                 format!(", serves from {}", r.serves_from)

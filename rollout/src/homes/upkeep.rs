@@ -25,8 +25,8 @@ pub struct Seeded {
 /// Records each rule `view`'s settings name that no read of `report`
 /// found a record of — only where `report` read that home (so the home is
 /// known to hold none) — or only a seed of that home the home does not
-/// show (one cut short before its last write, which would otherwise
-/// leave the rule unconfirmed for good). A seed is version 1, stamped
+/// show, or one still pending (one cut short before its last write, which
+/// would otherwise leave the rule unconfirmed for good, H6). A seed is version 1, stamped
 /// below every move ([`seed_stamp`]: a move wins over it, a later seed
 /// over an earlier one).
 ///
@@ -40,10 +40,11 @@ pub struct Seeded {
 /// datacenter first and to the home last, and always serves after `wait`:
 /// a process routes a row no rule covers only on reads of *every*
 /// datacenter that did not show one, so its route ends within
-/// `stage_valid_for` of the first of those writes' acknowledgements — and
-/// the record is stamped again if one came later than `ACK_SLACK` (1 s) after
-/// the record's time. A registry read cannot stand in for the wait there:
-/// a process may register in a datacenter the home has not heard from.
+/// `stage_valid_for` of those writes' acknowledgements — which is why the
+/// record is first written pending there and serves only `wait` after the
+/// last acknowledgement (H6). A registry read cannot stand in for the
+/// wait there: a process may register in a datacenter the home has not
+/// heard from.
 ///
 /// # Errors
 /// A failed registry read or write; rules seeded before it stay seeded.
@@ -63,7 +64,9 @@ pub async fn seed(
                 // No record, or only a seed of this home that has not
                 // reached it (a seed cut short before its last write).
                 let unrecorded = homes.record(rule).is_none_or(|r| {
-                    r.version == 1 && r.datacenter == *dc && homes.shown_by(rule, dc).is_none()
+                    r.version == 1
+                        && r.datacenter == *dc
+                        && (r.pending || homes.shown_by(rule, dc).is_none())
                 });
                 unrecorded && report.read.contains(dc)
             })
@@ -121,21 +124,14 @@ pub async fn seed(
     Ok(seeded)
 }
 
-/// How late after a seed record's time the first write of it may be
-/// acknowledged before the record is stamped again: the `+ 1 s` of
-/// [`super::move_wait`] covers it.
-pub const ACK_SLACK: Duration = Duration::from_secs(1);
-
-/// How many times a seed is stamped before it gives up (each stamp a
-/// microsecond above the last, all far below any move's).
-const STAMPS: u8 = 4;
-
-/// Writes `rule`'s seed to each datacenter of `order` in turn, serving
-/// `wait_for` after its time (at once for `None`). When a write before the
-/// last is acknowledged later than [`ACK_SLACK`] after the record's time,
-/// the record is stamped again — later, and with twice the delay seen
-/// added to its wait — so a slow store pushes the home's first service
-/// back, never forward.
+/// Writes `rule`'s seed to each datacenter of `order` in turn (the home
+/// last), serving at once for `wait_for = None`. Otherwise (H6) it is
+/// first written *pending* — serving nowhere — to every datacenter of
+/// `order` but the home (to the home alone when it is the only one), and
+/// once each of those writes is acknowledged it is written serving,
+/// `wait_for` after the last acknowledgement, to each datacenter of
+/// `order`: a write that was not acknowledged may land at any later time,
+/// so the wait counts only from writes known to have landed.
 async fn write_seed(
     store: &SharedStore,
     view: &HomesView,
@@ -145,63 +141,58 @@ async fn write_seed(
     wait_for: Option<Duration>,
     me: &str,
 ) -> Result<HomeRecord, StoreError> {
-    let invalid = |e: &dyn std::fmt::Display| {
-        StoreError::new(
-            StoreErrorKind::Invalid,
-            OpKind::Write,
-            Some(schema::ROLLOUT),
-            e.to_string(),
-        )
+    let write = async |dc: &Datacenter, record: &HomeRecord, stamp| {
+        let value = serde_json::to_vec(record).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Invalid,
+                OpKind::Write,
+                Some(schema::ROLLOUT),
+                e.to_string(),
+            )
+        })?;
+        store
+            .write_via(
+                &Route::Datacenter(dc.clone()),
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &[CellWrite::new(rule.key(), value)],
+                WriteOptions::at(stamp),
+            )
+            .await
     };
-    let mut stamp = 0;
-    let mut extra = Duration::ZERO;
-    loop {
-        let now = view.clock().now();
-        let taken = tokio::time::Instant::now();
-        let record = HomeRecord {
-            version: 1,
-            datacenter: home.clone(),
-            serves_from: wait_for.map_or(0, |w| {
-                now.saturating_add(w).saturating_add(extra).as_micros()
-            }),
-            moved_from: None,
-            forced: false,
-            at: now.as_micros(),
-            by: me.to_string(),
+    let now = view.clock().now();
+    let mut record = HomeRecord {
+        version: 1,
+        datacenter: home.clone(),
+        serves_from: 0,
+        moved_from: None,
+        forced: false,
+        at: now.as_micros(),
+        by: me.to_string(),
+        pending: false,
+    };
+    let mut stamp = seed_stamp(now, 0);
+    if let Some(wait) = wait_for {
+        let bound = if order.len() > 1 {
+            &order[..order.len() - 1]
+        } else {
+            order
         };
-        let value = serde_json::to_vec(&record).map_err(|e| invalid(&e))?;
-        let mut late = None;
-        for (i, dc) in order.iter().enumerate() {
-            store
-                .write_via(
-                    &Route::Datacenter(dc.clone()),
-                    schema::ROLLOUT,
-                    HOMES_ROW,
-                    &[CellWrite::new(rule.key(), value.clone())],
-                    WriteOptions::at(seed_stamp(now, stamp)),
-                )
-                .await?;
-            let took = taken.elapsed();
-            if i + 1 < order.len() && took > extra + ACK_SLACK {
-                late = Some(took);
-            }
+        let pending = record.as_pending();
+        for dc in bound {
+            write(dc, &pending, stamp).await?;
         }
-        let (Some(took), Some(_)) = (late, wait_for) else {
-            return Ok(record);
-        };
-        extra = took.saturating_mul(2);
-        stamp += 1;
-        if stamp >= STAMPS {
-            return Err(invalid(&format_args!(
-                "the home of {rule} was recorded {STAMPS} times, each write acknowledged later \
-                 than the one before ({} the last time): the record may serve before every \
-                 route that did not see it has ended; run `migrate home move` to move the \
-                 rule again before relying on it",
-                lockshift_decide::duration::fmt_duration(took)
-            )));
-        }
-        warn!(%rule, %home, "a write of the home record was acknowledged late; stamping it again");
+        // H6: every route that did not see the rule ends within
+        // `stage_valid_for` of these acknowledgements (H5).
+        let acked = view.clock().now();
+        record.serves_from = acked.saturating_add(wait).as_micros();
+        record.at = acked.as_micros();
+        stamp = seed_stamp(acked, 1);
     }
+    for dc in order {
+        write(dc, &record, stamp).await?;
+    }
+    Ok(record)
 }
 
 /// Refreshes `view` from `store` every `every` until the returned handle

@@ -5,7 +5,8 @@ use std::fmt;
 
 use crate::cell::{OpKind, Table};
 
-/// Operations seen by a [`FaultyStore`], per table and kind, failed ones included.
+/// Operations seen by a [`FaultyStore`](super::FaultyStore), per table and kind, failed ones
+/// included.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpCounts(pub(super) BTreeMap<(Table, OpKind), u64>);
 
