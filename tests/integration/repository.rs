@@ -237,7 +237,16 @@ fn labels<'a>(files: impl IntoIterator<Item = (String, &'a str)>) -> Labels {
 /// together, docs/design.md §5), a property of the lease the election
 /// simulation showed missing: a cell written between renewals outlived
 /// the holding by up to `renew_every`, and no earlier rule bounds it.
-const LABEL_CEILING: usize = 37;
+/// Issue 45: 38 with E1 (who an election's reader names, docs/design.md
+/// §5b), the first rule of a reader of the lock's cells rather than of a
+/// holder: a late landing (L5) let a lost leader's record be named after
+/// its successor, and no earlier rule said what a reader may conclude.
+/// Issue 45 also: 39 with H6 (a home record serves only from a landing
+/// its writer saw, docs/design.md §4a): H3 counted the move wait from a
+/// time read before the write was sent, and a write that timed out and
+/// landed late let the new home serve at once; no earlier rule speaks of
+/// when a write landed.
+const LABEL_CEILING: usize = 39;
 
 /// One label per rule, defined once, and every citation resolves — in
 /// every `.rs` and `.md` file but this one, whose samples are not labels.

@@ -21,15 +21,19 @@ use tokio::time::Instant;
 /// combined and an auto one join) and three observers through every stage
 /// forward and back, the modes switched by config edits while campaigns
 /// wait; one
-/// leader in ten cut off from the store, one in ten paused past its lease,
-/// one in ten holding past its TTL, some proclaiming new values. Proves:
+/// leader in ten cut off from the store (half of them after sending their
+/// record's renewal to land up to 25 s late, and letting go while still
+/// cut off), one in ten paused past its lease, one in ten holding past its
+/// TTL, some proclaiming new values; one write in two hundred lands late.
+/// Proves:
 /// never two leaders acting at once, whichever algorithm took the lock and
 /// across every stage change; each leader's token greater than every
 /// earlier one's; a leader cut off or paused is told before anyone else
 /// leads; and at every checkpoint (after every stage, at random, at the
 /// end, and once every candidate stopped) `node.leader` and every observer
 /// name exactly the leader the terms say leads — node, value, time, token
-/// — or nobody.
+/// — or nobody; and no observer ever names a leader older than one it
+/// named before (E1, issue 45).
 #[test]
 fn one_leader_at_a_time_through_the_rollout_and_observers_converge() {
     let test = "one_leader_at_a_time_through_the_rollout_and_observers_converge";
@@ -138,6 +142,7 @@ fn leader(node: &str, token: u64) -> Leader {
 }
 
 /// The referee on fabricated histories: terms one after the other pass; a
+/// record lingers past its term until a later leader begins (E1); a
 /// term beginning while another leader acts, a paused leader acting again
 /// while another leads, and a token not greater than the one before are
 /// each caught.
@@ -156,11 +161,31 @@ fn the_referee_catches_fabricated_overlaps_and_tokens() {
         clean.end(b, Ended::LostInPause, true);
         assert!(clean.overlaps().is_empty() && clean.problems().is_empty());
         assert_eq!(clean.current().unwrap(), Some(leader("c", 3)));
-        assert!(!clean.settled_for(Duration::ZERO), "b's record may linger");
+        assert!(
+            clean.settled_for(Duration::ZERO),
+            "b's record lingers below c's token, which E1 hides it behind"
+        );
+        clean.end(c, Ended::Lost, true);
+        assert_eq!(clean.current().unwrap(), None);
+        assert!(
+            !clean.settled_for(Duration::ZERO),
+            "c's record may linger: nobody took a token after it"
+        );
         tokio::time::sleep(linger).await;
         assert!(clean.settled_for(Duration::ZERO));
-        clean.end(c, Ended::Resigned, false);
-        assert_eq!(clean.current().unwrap(), None);
+        let d = clean.begin(&leader("d", 4), Algorithm::Queue, Stage::Queue);
+        clean.end(d, Ended::Resigned, false);
+        clean.let_go(d, true);
+        assert!(
+            !clean.settled_for(Duration::ZERO),
+            "d's release failed: its record lingers"
+        );
+        clean.begin(&leader("e", 5), Algorithm::Queue, Stage::Queue);
+        assert!(
+            clean.settled_for(Duration::ZERO),
+            "e's token hides every record before it (E1)"
+        );
+        assert!(clean.overlaps().is_empty() && clean.problems().is_empty());
 
         let overlap = Referee::new("e", linger);
         let a = overlap.begin(&leader("a", 1), Algorithm::Legacy, Stage::Legacy);
@@ -262,6 +287,208 @@ fn a_proclaimed_record_does_not_outlive_the_lease() {
         drop(leading);
         for n in [a, b, o] {
             n.shutdown().await;
+        }
+    });
+}
+
+/// Issue 45, item 3, rebuilt (E1, docs/design.md §5b): leader a is cut off
+/// from the store — every request fails before it is applied — except
+/// that its record's first renewal is sent, times out and lands 70 s
+/// later (L5), 2 s after its successor b resigned; a's release never
+/// lands. a's lease ended before b took the lock, and a was told long
+/// before. b took the lock's fencing token after a, so from then on the
+/// fencing cell is above a's token and a's record names nobody: while b
+/// leads, `node.leader` and an observer name b (the observer within its
+/// period), and after b resigned, nobody — never a, though its record
+/// lives a TTL after it landed. Before E1 the reader took the greatest
+/// token alone and named a for a whole TTL after b resigned.
+#[test]
+fn a_lost_leaders_late_record_is_not_named_after_its_successor() {
+    use std::sync::Arc;
+
+    use lockshift::{AcquireOptions, Node, OBSERVE_EVERY, Settings};
+    use lockshift_decide::election::{LeaderRecord, leader_column};
+    use lockshift_store::{
+        FaultPlan, FaultScope, FaultyStore, MemoryStore, OpKind, RowQuery, SharedClock,
+        SharedStore, Store, Timestamp, TokioClock, schema,
+    };
+
+    /// How much later than its round trip a's record renewal lands.
+    const LATE: Duration = Duration::from_secs(70);
+    /// How long before the landing b resigns.
+    const BEFORE_LANDING: Duration = Duration::from_secs(2);
+    let election = "scheduler";
+
+    paused(async {
+        let clock: SharedClock = Arc::new(TokioClock::starting_at(Timestamp::from_micros(
+            1_767_225_600_250_000,
+        )));
+        let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+        let start = |id: &str, store: SharedStore| {
+            let mut settings = Settings::default();
+            settings.node.id = Some(id.to_string());
+            // No `GlobalTime` updates: the only writes to `global_time` are
+            // the elections' (fencing tokens and leader records).
+            settings.time.source = lockshift::settings::TimeSourceKind::Local;
+            Node::builder()
+                .settings(settings)
+                .store(store)
+                .clock(clock.clone())
+                .seed(11)
+                .start()
+        };
+        // a's store: `cut` fails a's requests; below it, `late` lands the
+        // write of the fencing row that `cut` lets through late.
+        let late = Arc::new(FaultyStore::new(store.clone(), 3).with_plan(FaultPlan {
+            scope: FaultScope {
+                tables: Some(vec![schema::GLOBAL_TIME]),
+                ops: Some(vec![OpKind::Write]),
+            },
+            ..FaultPlan::default()
+        }));
+        let cut = Arc::new(FaultyStore::new(late.clone(), 5));
+        let a = start("a", cut.clone()).await.unwrap();
+        let b = start("b", store.clone()).await.unwrap();
+        let o = start("o", store.clone()).await.unwrap();
+        let watch = o.observe(election).unwrap();
+        let leading = a
+            .campaign(election, "a", AcquireOptions::default())
+            .await
+            .unwrap();
+        let a_leader = leading.leader().clone();
+        let b_campaign = tokio::spawn({
+            let b = b.clone();
+            async move { b.campaign(election, "b", AcquireOptions::default()).await }
+        });
+        // 5 s in, before a's first renewal (`lock.renew_every`: 10 s): a is
+        // cut off from every table but the fencing row's, and the next
+        // write there — the renewal of its record, sent after a read that
+        // finds it — lands late.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let others: Vec<_> = schema::ALL
+            .into_iter()
+            .filter(|t| *t != schema::GLOBAL_TIME)
+            .collect();
+        cut.set_plan(FaultPlan {
+            fail_before: 1.0,
+            scope: FaultScope {
+                tables: Some(others),
+                ops: None,
+            },
+            ..FaultPlan::default()
+        });
+        late.land_late_next(1, LATE);
+        let written = || late.op_counts().get(schema::GLOBAL_TIME, OpKind::Write);
+        let before = written();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while written() == before {
+            assert!(
+                Instant::now() < deadline,
+                "a sent no write to the fencing row within 20 s of being cut off: its record was never renewed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let lands = Instant::now() + LATE;
+        // From now on every request of a fails: its release never lands.
+        cut.set_plan(FaultPlan {
+            fail_before: 1.0,
+            ..FaultPlan::default()
+        });
+
+        let second = b_campaign.await.unwrap().unwrap();
+        let took_over = Instant::now();
+        assert!(
+            leading.is_lost(),
+            "b took the lock {:?} after a was cut off, and a was not told it lost it",
+            took_over.duration_since(lands - LATE)
+        );
+        assert!(
+            second.token() > a_leader.token,
+            "b's token {} is not above a's {}",
+            second.token(),
+            a_leader.token
+        );
+        let b_leader = second.leader().clone();
+        let resign_at = lands - BEFORE_LANDING;
+        assert!(
+            resign_at > took_over + OBSERVE_EVERY * 4,
+            "the schedule: b took the lock {:?} before a's record lands, too late to lead before it",
+            lands.saturating_duration_since(took_over)
+        );
+        // Named at each look: by `node.leader`, by the observer (which may
+        // show what it read before, for one period after a change).
+        let mut named: Vec<(Duration, &str, String)> = Vec::new();
+        let since = |at: Instant| at.saturating_duration_since(took_over);
+        let shown = |l: &Option<lockshift::Leader>| {
+            l.as_ref().map_or("nobody".to_string(), ToString::to_string)
+        };
+        while Instant::now() < resign_at {
+            let now = Instant::now();
+            let read = o.leader(election).await.unwrap();
+            if read.as_ref() != Some(&b_leader) {
+                named.push((since(now), "node.leader while b led", shown(&read)));
+            }
+            let seen = watch.current();
+            if now >= took_over + OBSERVE_EVERY * 2 && seen.as_ref() != Some(&b_leader) {
+                named.push((since(now), "the observer while b led", shown(&seen)));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        second.resign().await.unwrap();
+        let resigned = Instant::now();
+        // a's record lands, then lives out what its lease had left (under
+        // a TTL): look until well past that.
+        let until = lands + Settings::default().lock.lease_ttl + Duration::from_secs(5);
+        let mut landed = false;
+        while Instant::now() < until {
+            let now = Instant::now();
+            let read = o.leader(election).await.unwrap();
+            if read.is_some() {
+                named.push((since(now), "node.leader after b resigned", shown(&read)));
+            }
+            let seen = watch.current();
+            let stale_b = seen.as_ref() == Some(&b_leader) && now < resigned + OBSERVE_EVERY * 2;
+            if seen.is_some() && !stale_b {
+                named.push((since(now), "the observer after b resigned", shown(&seen)));
+            }
+            landed |= record_of(&*store, election, &a_leader.node)
+                .await
+                .is_some_and(|r| r.token == a_leader.token);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            landed,
+            "the schedule: a's record renewal never landed (it was to land {LATE:?} late, {BEFORE_LANDING:?} after b resigned)"
+        );
+        assert!(
+            named.is_empty(),
+            "a (token {}) lost its lease before b (token {}) took the lock at 0 s; b resigned at {:?}, a's record landed at {:?}; named otherwise than the terms say at {} looks, from {:?} to {:?} (at, by whom, what): {:?}",
+            a_leader.token,
+            b_leader.token,
+            since(resigned),
+            since(lands),
+            named.len(),
+            named.first().map(|n| n.0),
+            named.last().map(|n| n.0),
+            &named[..named.len().min(4)]
+        );
+        drop(leading);
+        for n in [a, b, o] {
+            n.shutdown().await;
+        }
+
+        /// The leader record of node `node` in `election`'s fencing row,
+        /// read from the store itself.
+        async fn record_of(store: &dyn Store, election: &str, node: &str) -> Option<LeaderRecord> {
+            let cells = store
+                .read(schema::GLOBAL_TIME, election, &RowQuery::all())
+                .await
+                .ok()?;
+            cells
+                .iter()
+                .filter(|c| c.column.starts_with(&leader_column("")))
+                .filter_map(|c| serde_json::from_slice::<LeaderRecord>(&c.value).ok())
+                .find(|r| r.node == node)
         }
     });
 }

@@ -11,9 +11,13 @@
 //! earlier one's. At *checkpoints* the fleet holds still (no new campaign,
 //! no resignation, no fault; campaigns in flight wait behind a leader)
 //! until nothing has changed for longer than an observer's period and no
-//! record can outlive its leadership any more;
+//! record can outlive its leadership any more — a record of a leader whose
+//! successor has begun never counts, its token being below the fencing
+//! cell (E1), while the last leader's may live a TTL past a late landing;
 //! then [`Node::leader`] and every observer must name the leader the terms
-//! say leads — node, value, time and token — or nobody.
+//! say leads — node, value, time and token — or nobody. Between
+//! checkpoints, an observer must never name a leader older than one it
+//! named before (E1).
 
 mod candidate;
 mod referee;
@@ -56,8 +60,15 @@ const CAMPAIGN_TIMEOUT: Duration = Duration::from_secs(120);
 const SLACK: Duration = Duration::from_millis(250);
 
 /// How long the fleet may take to hold still at a checkpoint at most (a
-/// leader paused past its lease, then its record's TTL).
+/// leader paused past its lease, then its record's TTL, after a late
+/// landing).
 const SETTLE_WITHIN: Duration = Duration::from_secs(120);
+
+/// How much later than its round trip a write that lands late lands at
+/// most: longer than a lease TTL (10 s here) and a term after it, so a
+/// renewal sent before its leader was cut off can land after the next
+/// leader took the lock, and after it resigned (issue 45).
+const LATE_BY: Duration = Duration::from_secs(25);
 
 /// How the leaders of a run behave.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +104,8 @@ struct Shared {
     /// When the run began: the zero of its timeline.
     began: Instant,
     ttl: Duration,
+    /// How often a leader's cells are renewed.
+    renew_every: Duration,
     faults: bool,
     rogue: bool,
     referee: Referee,
@@ -189,12 +202,15 @@ impl std::fmt::Debug for World {
     }
 }
 
-/// Latency for every operation, and one in a hundred failing before or
-/// after it applies, as in the rolling simulations.
+/// Latency for every operation, one in a hundred failing before or after
+/// it applies, as in the rolling simulations, and one write or delete in
+/// two hundred landing late, up to [`LATE_BY`] after its round trip (L5).
 fn plan() -> FaultPlan {
     FaultPlan {
         fail_before: 0.01,
         fail_after: 0.01,
+        late: 0.005,
+        late_by: LATE_BY,
         ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
     }
 }
@@ -230,11 +246,16 @@ impl World {
             seed,
             began: Instant::now(),
             ttl: timings.lease_ttl,
+            renew_every: timings.renew_every,
             faults: setup.faults,
             rogue: setup.rogue,
             // A record outlives its leadership by the rounding of its
-            // whole-second TTL at most; the skews are far below a second.
-            referee: Referee::new(ELECTION, timings.lease_ttl + Duration::from_secs(2)),
+            // whole-second TTL at most — the skews are far below a second —
+            // or, landing late, by its TTL after it landed (L5).
+            referee: Referee::new(
+                ELECTION,
+                timings.lease_ttl + Duration::from_secs(2) + LATE_BY,
+            ),
             stage: Mutex::new(Stage::Legacy),
             holding: watch::Sender::new(false),
             places: (0..candidates)
@@ -335,10 +356,14 @@ impl World {
                 let Some(now) = now else { continue };
                 match &newest {
                     Some(newer) if now.token < newer.token => {
+                        // E1: once a token is named the fencing cell is at
+                        // least it, so no smaller one is named again.
                         let at = shared.began.elapsed().as_secs_f64();
-                        stats
-                            .resurrections
-                            .push(format!("{who} showed {now} after {newer}, at {at:.3}s"));
+                        let seen = format!("{who} showed {now} after {newer}, at {at:.3}s");
+                        shared.referee.problem(format!(
+                            "{seen}: a former leader named again after a newer one"
+                        ));
+                        stats.resurrections.push(seen);
                     }
                     Some(newer) if now.token == newer.token => {}
                     _ => newest = Some(now),

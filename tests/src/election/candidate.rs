@@ -6,12 +6,13 @@
 use std::time::Duration;
 
 use lockshift::{AcquireError, AcquireOptions, CampaignError, Leadership, Node};
+use lockshift_store::{FaultPlan, FaultScope, OpKind, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::referee::Ended;
-use super::{CAMPAIGN_TIMEOUT, ELECTION, Place, Shared};
+use super::{CAMPAIGN_TIMEOUT, ELECTION, LATE_BY, Place, Shared, plan};
 use crate::sim::NodeEnv;
 
 /// How a leadership ends, drawn when it begins.
@@ -20,7 +21,11 @@ enum Fate {
     /// The leader resigns after its hold.
     Resign,
     /// After its hold, the leader's store is cut off; it keeps acting
-    /// until the lost signal fires.
+    /// until the lost signal fires. One cut-off in two first sends its
+    /// record's renewal to land late (up to `LATE_BY` after it is sent:
+    /// past the lease, and often past the next leader's term) and lets go
+    /// while still cut off, so its release never lands to shadow the late
+    /// record (issue 45).
     CutOff,
     /// After its hold, the leader's process pauses (its store cut off: no
     /// renewal lands) past its lease, then resumes and looks.
@@ -75,7 +80,10 @@ pub(super) async fn run(shared: std::sync::Arc<Shared>, i: usize, node: Node, en
                 shared.stats().unrecorded.push(why);
                 shared.referee.touched(true);
             }
-            Err(e) => shared.failure(format!("{id}: the campaign failed: {e}")),
+            Err(e) => shared.failure(format!(
+                "{id}: the campaign failed at {:.3}s: {e}",
+                shared.began.elapsed().as_secs_f64()
+            )),
         }
     }
 }
@@ -132,7 +140,7 @@ async fn lead(
             shared.referee.end(term, Ended::Lost, true);
             let resigned = leading.resign().await;
             shared.referee.note(term, format!("resigned: {resigned:?}"));
-            shared.referee.touched(true);
+            shared.referee.let_go(term, true);
             return;
         }
         if shared.stop.is_cancelled() {
@@ -176,11 +184,18 @@ async fn lead(
             shared.referee.end(term, how, false);
             let resigned = leading.resign().await;
             shared.referee.note(term, format!("resigned: {resigned:?}"));
-            shared.referee.touched(resigned.is_err());
+            shared.referee.let_go(term, resigned.is_err());
         }
         Fate::CutOff => {
             shared.stats().cut_offs += 1;
-            shared.referee.note(term, "cut off".to_string());
+            let late = rng.random_bool(0.5);
+            if late {
+                shared.stats().late_records += 1;
+                let landing = record_renewal_lands_late(shared, env).await;
+                shared.referee.note(term, format!("cut off, {landing}"));
+            } else {
+                shared.referee.note(term, "cut off".to_string());
+            }
             env.store.set_partitioned(true);
             // It keeps acting until the lost signal tells it to stop.
             let told = tokio::time::timeout(shared.ttl, leading.until_lost()).await;
@@ -195,11 +210,21 @@ async fn lead(
             }
             shared.referee.end(term, Ended::Lost, true);
             tokio::time::sleep(Duration::from_millis(rng.random_range(0..2_000))).await;
-            env.store.set_partitioned(false);
-            shared.referee.note(term, "healed".to_string());
-            let resigned = leading.resign().await;
-            shared.referee.note(term, format!("resigned: {resigned:?}"));
-            shared.referee.touched(true);
+            if late {
+                // Let go while cut off: the release never lands.
+                let resigned = leading.resign().await;
+                shared
+                    .referee
+                    .note(term, format!("resigned while cut off: {resigned:?}"));
+                env.store.set_partitioned(false);
+                shared.referee.note(term, "healed".to_string());
+            } else {
+                env.store.set_partitioned(false);
+                shared.referee.note(term, "healed".to_string());
+                let resigned = leading.resign().await;
+                shared.referee.note(term, format!("resigned: {resigned:?}"));
+            }
+            shared.referee.let_go(term, true);
         }
         Fate::Pause => {
             shared.stats().pauses += 1;
@@ -225,7 +250,43 @@ async fn lead(
             shared.referee.end(term, Ended::LostInPause, true);
             let resigned = leading.resign().await;
             shared.referee.note(term, format!("resigned: {resigned:?}"));
-            shared.referee.touched(true);
+            shared.referee.let_go(term, true);
         }
+    }
+}
+
+/// Lands the leader's writes to `global_time` late for one renewal period
+/// — its record's renewal among them (L8 renews every holding cell
+/// together, within a period of the last proof) — and says how many were
+/// sent.
+async fn record_renewal_lands_late(shared: &Shared, env: &NodeEnv) -> String {
+    let written = || {
+        env.store
+            .op_counts()
+            .get(schema::GLOBAL_TIME, OpKind::Write)
+    };
+    let before = written();
+    env.store.set_plan(record_lands_late());
+    tokio::time::sleep(shared.renew_every + Duration::from_millis(250)).await;
+    env.store.set_plan(plan());
+    format!(
+        "{} writes to global_time (its record's renewal among them) sent to land late",
+        written() - before
+    )
+}
+
+/// [`plan`](super::plan), with every write to `global_time` (the fencing
+/// row's, and the time service's) landing late and nothing else failing:
+/// what a cut-off leader's store does for one renewal period before the cut
+/// (its record's renewal among the writes it lands late).
+fn record_lands_late() -> FaultPlan {
+    FaultPlan {
+        late: 1.0,
+        late_by: LATE_BY,
+        scope: FaultScope {
+            tables: Some(vec![schema::GLOBAL_TIME]),
+            ops: Some(vec![OpKind::Write]),
+        },
+        ..FaultPlan::latency(Duration::from_millis(2), Duration::from_millis(3))
     }
 }

@@ -65,8 +65,21 @@ struct Log {
     /// event the record can follow.
     last_change: Option<Instant>,
     /// Until when a record may outlive the leadership that wrote it (a
-    /// lost lease, a failed release: the record's TTL runs out instead).
+    /// lost lease, a failed release: the record's TTL runs out instead;
+    /// a late landing: its TTL from then). Only until the next term
+    /// begins: its leader took a token above every such record's, and a
+    /// reader names no record below the fencing cell (E1).
     lingers_until: Option<Instant>,
+}
+
+impl Log {
+    /// Whether a leader with a greater token than term `term`'s has
+    /// begun: it took its token after every write of `term`'s record was
+    /// sent, so no reader names that record again (E1).
+    fn succeeded(&self, term: usize) -> bool {
+        let token = self.terms[term].leader.token;
+        self.terms.iter().any(|t| t.leader.token > token)
+    }
 }
 
 /// The referee of one election.
@@ -113,6 +126,8 @@ impl Referee {
             log.problems.push(problem);
         }
         self.oracle.enter(&self.election, &who);
+        // E1: every record written before is below this leader's token.
+        log.lingers_until = None;
         log.terms.push(Term {
             leader: leader.clone(),
             algorithm,
@@ -170,10 +185,13 @@ impl Referee {
     }
 
     /// Term `term` ends: its leader stops acting as one. With `lingers`,
-    /// its record may outlive it (until its TTL runs out).
+    /// its record may outlive it (until its TTL runs out) — unless a later
+    /// leader has begun (a leader paused past its lease ends after its
+    /// successor began), whose token hides it (E1).
     pub fn end(&self, term: usize, how: Ended, lingers: bool) {
         let now = Instant::now();
         let mut log = self.log();
+        let succeeded = log.succeeded(term);
         let t = &mut log.terms[term];
         if t.acting {
             t.acting = false;
@@ -183,14 +201,28 @@ impl Referee {
             t.ended = Some((now, how));
         }
         log.last_change = Some(now);
-        if lingers {
+        if lingers && !succeeded {
+            self.lingers(&mut log, now);
+        }
+    }
+
+    /// Term `term`'s leader let go of the lock after its term ended: who
+    /// leads may have changed now (its release's delete landed). With
+    /// `lingers` (the release failed), its record may be left to its TTL
+    /// — unless a later leader has begun, whose token hides it (E1).
+    pub fn let_go(&self, term: usize, lingers: bool) {
+        let now = Instant::now();
+        let mut log = self.log();
+        let succeeded = log.succeeded(term);
+        log.last_change = Some(now);
+        if lingers && !succeeded {
             self.lingers(&mut log, now);
         }
     }
 
     /// Who leads may have changed now without a term beginning or ending
-    /// (a release's delete landed; a campaign that could not record its
-    /// leadership let go). With `lingers`, a record may be left to its TTL.
+    /// (a campaign that could not record its leadership let go). With
+    /// `lingers`, a record may be left to its TTL.
     pub fn touched(&self, lingers: bool) {
         let now = Instant::now();
         let mut log = self.log();

@@ -40,8 +40,12 @@ pub struct Stats {
     pub observed_changes: usize,
     /// An observer showing a leader older than one it showed before: a
     /// former leader's record outliving its lease until a newer leader
-    /// resigned (see `a_proclaimed_record_does_not_outlive_the_lease`).
+    /// resigned (issue 45, `a_lost_leaders_late_record_is_not_named_after_its_successor`).
+    /// E1 rules it out, so each is also a problem.
     pub resurrections: Vec<String>,
+    /// Leaders cut off just after their record's renewal was sent to land
+    /// late, letting go while still cut off (their release never lands).
+    pub late_records: usize,
     /// Campaigns that took the lock but could not record the leadership
     /// (the lock let go again), with why.
     pub unrecorded: Vec<String>,
@@ -55,6 +59,7 @@ impl Stats {
         }
         self.transitions.extend(&other.transitions);
         self.cut_offs += other.cut_offs;
+        self.late_records += other.late_records;
         self.pauses += other.pauses;
         self.long_holds += other.long_holds;
         self.proclaims += other.proclaims;
@@ -88,13 +93,14 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} terms {:?}, {} stage changes, {} cut-offs, {} pauses, {} long holds, {} proclaims, \
+            "{} terms {:?}, {} stage changes, {} cut-offs ({} with a late record), {} pauses, {} long holds, {} proclaims, \
              {} checkpoints ({} with a leader, {} observers compared), {} changes observed, \
              {} resurrections, {} campaigns cancelled, {} unrecorded, {:.0?} simulated",
             self.terms(),
             self.by_stage,
             self.transitions.len(),
             self.cut_offs,
+            self.late_records,
             self.pauses,
             self.long_holds,
             self.proclaims,
@@ -161,8 +167,9 @@ impl Report {
         );
         assert!(
             self.failures.is_empty(),
-            "{what}: failures: {:?}",
-            self.failures
+            "{what}: failures: {:?}\nterms: {}",
+            self.failures,
+            self.timeline()
         );
     }
 
