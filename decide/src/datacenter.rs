@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::id::LockId;
+
 /// The longest datacenter name accepted. Cassandra takes any string from
 /// its snitch; real names are short (`dc1`, `us-east-1`), and every log line
 /// and error that concerns a lock's home repeats it.
@@ -110,14 +112,31 @@ pub enum Route {
     /// never sent to another datacenter, even when none of its nodes
     /// answers.
     Datacenter(Datacenter),
+    /// Coordinated where this lock's home is *when the request is sent*,
+    /// whatever row it names: a fenced write of a service's own table
+    /// belongs to the lock whose token it carries (docs/design.md §5, F1).
+    /// Through a homes router, the lock's home at `LOCAL_QUORUM`
+    /// (`LOCAL_SERIAL` for a fenced write) while the process's view
+    /// confirms that home and it serves (H2, H3), else refused without
+    /// being sent; the store's default route where no home rule applies.
+    /// A store without homes takes it as [`Route::Default`].
+    HomeOf(LockId),
 }
 
 impl Route {
     /// The datacenter this route pins, if it pins one.
     pub fn datacenter(&self) -> Option<&Datacenter> {
         match self {
-            Route::Default => None,
+            Route::Default | Route::HomeOf(_) => None,
             Route::Datacenter(dc) => Some(dc),
+        }
+    }
+
+    /// The lock whose home decides this route, if one does.
+    pub fn lock(&self) -> Option<&LockId> {
+        match self {
+            Route::HomeOf(lock) => Some(lock),
+            Route::Default | Route::Datacenter(_) => None,
         }
     }
 }
@@ -127,6 +146,11 @@ impl fmt::Display for Route {
         match self {
             Route::Default => f.write_str("the store's default route"),
             Route::Datacenter(dc) => write!(f, "LOCAL_QUORUM in {dc}"),
+            Route::HomeOf(lock) => write!(
+                f,
+                "the home of lock {:?}",
+                crate::id::cut_short(lock.as_str())
+            ),
         }
     }
 }
@@ -190,5 +214,11 @@ mod tests {
         assert!(!here.crosses(&Route::Datacenter(dc("dc1"))));
         assert!(here.crosses(&Route::Datacenter(dc("dc2"))));
         assert!(!Topology::default().crosses(&Route::Datacenter(dc("dc2"))));
+        // Where a lock's home is is known only to a homes router.
+        let x = Route::HomeOf(LockId::new("X").unwrap());
+        assert!(!here.crosses(&x));
+        assert_eq!(x.datacenter(), None);
+        assert_eq!(x.lock().map(LockId::as_str), Some("X"));
+        assert_eq!(x.to_string(), "the home of lock \"X\"");
     }
 }

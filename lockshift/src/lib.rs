@@ -43,7 +43,9 @@
 //!   [`LockGuard::is_lost`] right before each action and pass
 //!   [`LockGuard::fencing_token`] to the resource: a process pause can fall
 //!   between the check and the action, and the token is what stops a paused
-//!   holder's late write (docs/design.md §5). Release with
+//!   holder's late write (docs/design.md §5). When the resource is a table
+//!   of the store, [`Node::fenced_writer`] writes its cells under the
+//!   token, routed to the lock's home ([`fenced`]). Release with
 //!   [`LockGuard::release`]; a dropped guard releases in the background.
 //! - **`node.mode`** is `auto` (follow the rollout: legacy-compatible until
 //!   the operator moves the fleet on, then the fair queue lock), or one of

@@ -3,7 +3,8 @@
 //! run-with-lock` per side; requests counted by the datacenter that
 //! coordinated them; one FIFO line for clients of both sides; a planned
 //! move under load, and a forced one after the home's node is stopped and
-//! later started again.
+//! later started again; a holder paused across a planned move, whose
+//! fenced write is refused when it resumes (issue 45, F1).
 //!
 //! The pair is named by `LOCKSHIFT_TEST_DC_NODES`:
 //! `dc1=127.0.0.51:9042@/path/to/node1,dc2=127.0.0.52:9042@/path/to/node2`
@@ -72,6 +73,11 @@ fn pair() -> Option<Vec<Site>> {
             return None;
         }
     };
+    Some(parse_sites(&raw))
+}
+
+/// The sites `LOCKSHIFT_TEST_DC_NODES` names.
+fn parse_sites(raw: &str) -> Vec<Site> {
     let sites: Vec<Site> = raw
         .split(',')
         .map(|entry| {
@@ -89,7 +95,7 @@ fn pair() -> Option<Vec<Site>> {
         2,
         "LOCKSHIFT_TEST_DC_NODES names two nodes: {raw}"
     );
-    Some(sites)
+    sites
 }
 
 fn contacts(sites: &[Site]) -> String {
@@ -782,5 +788,331 @@ async fn a_forced_move_after_the_home_node_is_lost_never_makes_two_holders() {
     assert!(
         held.last().is_some_and(|(n, _)| *n > 0),
         "the late process takes the lock at the new home: {held:#?}"
+    );
+}
+
+/// What the paused holder's process is told: the pair, as
+/// `LOCKSHIFT_TEST_DC_NODES` names it, and the keyspace.
+const HOLDER_SPEC: &str = "LOCKSHIFT_FENCED_HOLDER_SPEC";
+/// What marks the holder's events on its stdout.
+const HOLDER_EVENT: &str = "fenced-holder-event ";
+/// The lock, and the rows of the scratch table its holders write: the
+/// lock's cell, through each node's fenced writer, and a control cell the
+/// paused holder writes pinned to the old home as `FencedWriter::via` let
+/// a service do (issue 45).
+const FENCED_LOCK: &str = "X";
+const FENCED_ROW: &str = "acct-x";
+const CONTROL_ROW: &str = "control";
+
+/// The paused holder: a process of the first datacenter's client uid
+/// (kept from the second's node by the split), running this binary's
+/// [`fenced_holder`].
+struct Holder {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    events: tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+}
+
+impl Holder {
+    fn start(raw_sites: &str, keyspace: &str) -> Holder {
+        use std::os::unix::fs::PermissionsExt;
+        use tokio::io::AsyncBufReadExt;
+        // This binary where the holder's uid can run it.
+        let dir = std::env::temp_dir().join("lockshift-dc-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let binary = dir.join("datacenters-test");
+        std::fs::copy(std::env::current_exe().unwrap(), &binary).unwrap();
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cmd = tokio::process::Command::new(&binary);
+        cmd.args(["--exact", "fenced_holder", "--ignored", "--nocapture"])
+            .args(["--test-threads", "1"]);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("LOCKSHIFT") {
+                cmd.env_remove(k);
+            }
+        }
+        let spec = serde_json::json!({"sites": raw_sites, "keyspace": keyspace});
+        let mut child = cmd
+            .env(HOLDER_SPEC, spec.to_string())
+            .env("HOME", "/tmp")
+            .env("RUST_LOG", "off")
+            .uid(UIDS[0])
+            .gid(UIDS[0])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the holder process starts");
+        let stdin = child.stdin.take().expect("piped");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("holder: {line}");
+                if let Some((_, event)) = line.split_once(HOLDER_EVENT) {
+                    let event = serde_json::from_str(event).expect("an event is JSON");
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Holder {
+            child,
+            stdin,
+            events,
+        }
+    }
+
+    /// The holder's next event, which must be `name`.
+    async fn next(&mut self, name: &str) -> serde_json::Value {
+        let event = tokio::time::timeout(Duration::from_secs(90), self.events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("the holder says {name} within 90 s"))
+            .unwrap_or_else(|| panic!("the holder ended before {name}"));
+        assert_eq!(event["event"], name, "{event}");
+        event
+    }
+
+    async fn say(&mut self, order: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{order}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+}
+
+fn holder_says(event: serde_json::Value) {
+    println!("{HOLDER_EVENT}{event}");
+}
+
+/// The paused holder (issue 45, item 2): a node of the first datacenter
+/// takes the lock, writes its cell and the control cell (`ready`, with its
+/// token), and waits for `go` — paused, as far as the lock is concerned —
+/// then writes both again: the lock's cell through its node's fenced
+/// writer (`late`), the control cell pinned to the first datacenter
+/// (`control`), each saying whether it was applied and why not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a holder process, started by a_holder_paused_across_a_planned_move_is_refused_its_fenced_write"]
+async fn fenced_holder() {
+    use lockshift_store::fenced::{CellWrite, FencedWriteError, schema};
+    use lockshift_store::{FencedOutcome, Route, Store};
+    use tokio::io::AsyncBufReadExt;
+    let Ok(spec) = std::env::var(HOLDER_SPEC) else {
+        return;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    let sites = parse_sites(spec["sites"].as_str().unwrap());
+    let keyspace = spec["keyspace"].as_str().unwrap();
+    let home = sites[0].dc.clone();
+    let node = node(&sites, keyspace, 0, &home).await;
+    let guard = node
+        .acquire_with(
+            FENCED_LOCK,
+            AcquireOptions::with_timeout(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    let writer = node.fenced_writer(&guard).await.unwrap();
+    let token = writer.token();
+    // The service's own store, of its own datacenter.
+    let own = CqlStore::connect(&CqlSettings {
+        contact_points: sites.iter().map(|s| s.contact.clone()).collect(),
+        keyspace: keyspace.to_string(),
+        local_datacenter: Some(home.clone()),
+        ..CqlSettings::default()
+    })
+    .await
+    .unwrap();
+    let pinned = Route::Datacenter(home.clone());
+    writer
+        .write(schema::SCRATCH, FENCED_ROW, &CellWrite::new("v", "a1"))
+        .await
+        .unwrap();
+    own.write_fenced_via(
+        &pinned,
+        schema::SCRATCH,
+        CONTROL_ROW,
+        &CellWrite::new("v", "a1"),
+        token,
+    )
+    .await
+    .unwrap();
+    assert!(!guard.is_lost(), "the holder checks, then pauses");
+    holder_says(serde_json::json!({"event": "ready", "token": token}));
+
+    let mut orders = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let order = orders.next_line().await.unwrap();
+    assert_eq!(order.as_deref(), Some("go"));
+    let late = writer
+        .write(schema::SCRATCH, FENCED_ROW, &CellWrite::new("v", "a2"))
+        .await;
+    holder_says(serde_json::json!({
+        "event": "late",
+        "applied": late.is_ok(),
+        "refused_by_token": matches!(late, Err(FencedWriteError::Refused { .. })),
+        "may_have_applied": matches!(&late, Err(FencedWriteError::Store(e)) if e.may_have_applied()),
+        "error": late.err().map(|e| e.to_string()),
+    }));
+    let control = own
+        .write_fenced_via(
+            &pinned,
+            schema::SCRATCH,
+            CONTROL_ROW,
+            &CellWrite::new("v", "a2"),
+            token,
+        )
+        .await;
+    holder_says(serde_json::json!({
+        "event": "control",
+        "applied": matches!(control, Ok(FencedOutcome::Applied { .. })),
+        "answer": format!("{control:?}"),
+    }));
+    holder_says(serde_json::json!({"event": "done"}));
+    // The node is not shut down: its lock is lost and its home out of
+    // reach; the process ends when told.
+    let _ = orders.next_line().await;
+    drop(guard);
+}
+
+/// Issue 45 (2) on the real pair: holder A (a process of dc1's client uid)
+/// of X, homed in dc1, writes its cell through its node's fenced writer,
+/// checks it still holds X and pauses; the operator moves the home to dc2
+/// and the sides are split (storage traffic between the nodes, and A's
+/// traffic to dc2's node, dropped); once dc2 serves, B (a node of dc2)
+/// takes X and writes the cell — and a control cell — under its larger
+/// token. A resumes: its writer's write is refused without being sent
+/// (its view of X's home, dc2, cannot be confirmed), and once the split
+/// ends the cell holds B's value. The control cell, which A writes pinned
+/// to dc1 as `FencedWriter::via` let it, holds A's value: the break F1
+/// closes, shown on Cassandra by the same schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_across_a_planned_move_is_refused_its_fenced_write() {
+    use lockshift_store::fenced::{CellWrite, schema};
+    use lockshift_store::{RowQuery, Store};
+    let Some(sites) = pair() else { return };
+    let raw = std::env::var("LOCKSHIFT_TEST_DC_NODES").unwrap();
+    let _serial = SERIAL.lock().await;
+    let settings = homed_keyspace(&sites, "dc_fenced").await;
+    let (from, to) = (sites[0].dc.clone(), sites[1].dc.clone());
+    let b = node(&sites, &settings.keyspace, 1, &from).await;
+    let mut holder = Holder::start(&raw, &settings.keyspace);
+    let ready = holder.next("ready").await;
+    let t = ready["token"].as_u64().unwrap();
+
+    let (store, clock, _fresh) = operator(&settings, &from).await;
+    let (rollout, lease) = rollout_settings();
+    let report = move_home(
+        &store,
+        &clock,
+        &rollout,
+        &lease,
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: to.clone(),
+                force: false,
+            },
+            dry_run: false,
+            by: "test".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(report.applied, "{:?}", report.refusals);
+    assert!(
+        report.written.iter().all(|(_, e)| e.is_none())
+            && report.written.iter().any(|(d, _)| *d == to),
+        "the move reached both datacenters: {:?}",
+        report.written
+    );
+    let split = Split::on(&sites);
+    tokio::time::sleep(report.wait + Duration::from_secs(2)).await;
+
+    let held_b = b
+        .acquire_with(
+            FENCED_LOCK,
+            AcquireOptions::with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .expect("B takes X at the new home");
+    let writer_b = b.fenced_writer(&held_b).await.unwrap();
+    let tb = writer_b.token();
+    assert!(tb > t, "tokens grow: {t} then {tb}");
+    for row in [FENCED_ROW, CONTROL_ROW] {
+        writer_b
+            .write(schema::SCRATCH, row, &CellWrite::new("v", "b"))
+            .await
+            .unwrap();
+    }
+    // A resumes, a moment later.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    holder.say("go").await;
+    let late = holder.next("late").await;
+    let control = holder.next("control").await;
+    holder.next("done").await;
+    holder.say("exit").await;
+    drop(split);
+
+    // Read at QUORUM (both replicas) once the nodes see each other again:
+    // the newest write wins, wherever it was applied.
+    let reader = CqlStore::connect(&settings).await.unwrap();
+    let mut values = BTreeMap::new();
+    for attempt in 0.. {
+        let mut read = Vec::new();
+        for row in [FENCED_ROW, CONTROL_ROW] {
+            read.push(
+                reader
+                    .read(schema::SCRATCH, row, &RowQuery::all())
+                    .await
+                    .map(|cells| {
+                        cells
+                            .into_iter()
+                            .find(|c| c.column == "v")
+                            .map(|c| String::from_utf8_lossy(&c.value).into_owned())
+                    }),
+            );
+        }
+        match read.as_slice() {
+            [Ok(cell), Ok(control)] => {
+                values.insert(FENCED_ROW, cell.clone());
+                values.insert(CONTROL_ROW, control.clone());
+                break;
+            }
+            other if attempt < 60 => {
+                eprintln!("reading at QUORUM: {other:?}; again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            other => panic!("no QUORUM read within a minute: {other:?}"),
+        }
+    }
+    let _ = held_b.release().await;
+    b.shutdown().await;
+    let _ = holder.child.wait().await;
+    eprintln!("late: {late}\ncontrol: {control}\nvalues: {values:?}");
+
+    assert_eq!(late["applied"], false, "A's late write was applied: {late}");
+    let error = late["error"].as_str().unwrap_or_default();
+    assert!(
+        late["refused_by_token"] == true
+            || (late["may_have_applied"] == false
+                && error.contains(&format!("homed in datacenter {to}"))),
+        "refused, unsent and naming the new home, or by B's token: {late}"
+    );
+    assert_eq!(
+        values[FENCED_ROW].as_deref(),
+        Some("b"),
+        "the cell keeps the successor's value: {values:?}"
+    );
+    // The control: pinned to the old home, the same late write lands
+    // there and, newer, wins once the split ends.
+    assert_eq!(control["applied"], true, "{control}");
+    assert_eq!(
+        values[CONTROL_ROW].as_deref(),
+        Some("a2"),
+        "the pinned write overwrote the successor: {values:?}"
     );
 }

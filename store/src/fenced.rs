@@ -11,9 +11,12 @@
 //! the token recorded there is not larger. The late write finds the larger
 //! token and is refused by the database itself.
 //!
-//! - [`FencedWriter`]: the helper a service uses — a store and a token;
-//!   [`FencedWriter::write`] writes one cell or says who refused it
-//!   ([`FencedWriteError::Refused`]).
+//! - [`FencedWriter`]: the helper a service uses — a store, a lock and
+//!   its holder's token; [`FencedWriter::write`] writes one cell or says
+//!   who refused it ([`FencedWriteError::Refused`]). Its writes go where
+//!   the lock's home is when each is sent ([`Route::HomeOf`]), never to a
+//!   datacenter the caller names (docs/design.md §5, F1); a node hands
+//!   one out for a guard it holds (`lockshift::Node::fenced_writer`).
 //! - [`Store::write_fenced_via`]: the conditional write every backend
 //!   implements, answering a [`FencedOutcome`].
 //! - [`decide`] and [`next_round`]: the pure rules both are made of.
@@ -41,10 +44,12 @@
 
 use std::fmt;
 
-/// What a fenced write names — the store to connect, the tables, the cell
-/// — here too, so a service that depends on `lockshift` alone reaches them
-/// as `lockshift::fenced::…` (the same items as at the crate root).
+/// What a fenced write names — the store to connect, the tables, the cell,
+/// the lock — here too, so a service that depends on `lockshift` alone
+/// reaches them as `lockshift::fenced::…` (the same items as at the crate
+/// root).
 pub use crate::{CellWrite, CqlSettings, CqlStore, SharedStore, Table, schema};
+pub use lockshift_decide::id::LockId;
 
 #[cfg(doc)]
 use crate::api::Store;
@@ -163,18 +168,31 @@ pub(crate) fn check_token(token: u64, table: Table) -> Result<i64, StoreError> {
 /// lock protects, with the token of the guard held while writing; read as
 /// usual ([`Store::read`]).
 ///
+/// A writer belongs to its lock ([`for_lock`](Self::for_lock)): each write
+/// is routed as [`Route::HomeOf`] that lock, resolved when it is sent. On a
+/// fleet with homes (docs/design.md §4a) that is the lock's home, at
+/// `LOCAL_SERIAL`, only while the process's view confirms that home and
+/// it serves — otherwise the write is refused without being sent, as the
+/// lock's own requests are (F1, docs/design.md §5) — so write through the
+/// node's homes-routed store: `lockshift::Node::fenced_writer` hands out
+/// such a writer for a guard. On a store without homes the route is the
+/// store's default. There is no way to pin a writer to a datacenter: a
+/// home named when the writer was made may have moved by the time a
+/// paused holder writes.
+///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
-/// use lockshift_store::fenced::{FencedWriteError, FencedWriter};
+/// use lockshift_store::fenced::{FencedWriteError, FencedWriter, LockId};
 /// use lockshift_store::{CellWrite, MemoryStore, schema};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = Arc::new(MemoryStore::new());
+/// let lock = LockId::new("accounts").unwrap();
 /// let balance = |v: i64| CellWrite::new("balance", v.to_string());
-/// let paused = FencedWriter::new(store.clone(), 41); // the holder that paused
-/// let next = FencedWriter::new(store.clone(), 42); // the one after it
+/// let paused = FencedWriter::for_lock(store.clone(), &lock, 41); // the holder that paused
+/// let next = FencedWriter::for_lock(store.clone(), &lock, 42); // the one after it
 /// next.write(schema::SCRATCH, "acct-3", &balance(90)).await?;
 /// let late = paused.write(schema::SCRATCH, "acct-3", &balance(110)).await;
 /// assert!(matches!(late, Err(FencedWriteError::Refused { recorded: 42, token: 41, .. })));
@@ -189,7 +207,26 @@ pub struct FencedWriter {
 }
 
 impl FencedWriter {
-    /// Writes through `store` under `token` (`LockGuard::fencing_token`).
+    /// Writes through `store` under `token` (`LockGuard::fencing_token`)
+    /// of `lock`, each write routed to where `lock`'s home is when it is
+    /// sent ([`Route::HomeOf`]; the store's default route on a store
+    /// without homes).
+    pub fn for_lock(store: SharedStore, lock: &LockId, token: u64) -> Self {
+        FencedWriter {
+            store,
+            token,
+            route: Route::HomeOf(lock.clone()),
+        }
+    }
+
+    /// Writes through `store` under `token`, on the store's default route,
+    /// tied to no lock: one Paxos round at `SERIAL` over every
+    /// datacenter's replicas with the default `quorum` consistency (it
+    /// stops while datacenters are cut apart), at `LOCAL_SERIAL` in the
+    /// client's own datacenter with `local_quorum` — which across
+    /// datacenters does not meet the successor's writes at another one.
+    /// For a store of one datacenter, or of a fleet without homes; where
+    /// locks have homes, use [`for_lock`](Self::for_lock) (F1).
     pub fn new(store: SharedStore, token: u64) -> Self {
         FencedWriter {
             store,
@@ -198,17 +235,15 @@ impl FencedWriter {
         }
     }
 
-    /// This writer with its writes coordinated as `route` says (a lock
-    /// homed in one datacenter: its Paxos round runs at `LOCAL_SERIAL`
-    /// there).
-    pub fn via(mut self, route: Route) -> Self {
-        self.route = route;
-        self
-    }
-
     /// The token the writes carry.
     pub fn token(&self) -> u64 {
         self.token
+    }
+
+    /// The lock whose home the writes go to (`None` for a writer made with
+    /// [`new`](Self::new)).
+    pub fn lock(&self) -> Option<&LockId> {
+        self.route.lock()
     }
 
     /// Writes `cell` into `row` of `table` unless the cell records a larger
@@ -220,7 +255,12 @@ impl FencedWriter {
     /// cell (nothing changed); [`FencedWriteError::Store`] when the store
     /// failed — of kind [`StoreErrorKind::MaybeApplied`] after a timeout,
     /// when the write may still land (only if no larger token has landed
-    /// first: it stays fenced).
+    /// first: it stays fenced) — or did not send it: of kind
+    /// [`StoreErrorKind::HomeUnreachable`] when this process cannot
+    /// confirm the lock's home now (its view expired, or the home moved
+    /// and the new one is out of reach: the message names the home), of
+    /// kind [`StoreErrorKind::Unavailable`] while a moved home does not
+    /// serve yet (F1; nothing was sent in either case).
     ///
     /// # Cancel safety
     ///

@@ -22,9 +22,15 @@ use lockshift_decide::home::{MoveAsk, Rule};
 use lockshift_rollout::homes::{MoveRequest, move_home};
 use std::sync::Arc;
 
-use lockshift_lock::{LeaseSettings, LockId};
-use lockshift_store::{Consistency, HintDelivery, SharedClock};
-use lockshift_tests::datacenters::{Outcome, Routing, Sites, SitesFleet, dc, plan};
+use lockshift_harness::fleet::Workload;
+use lockshift_lock::{AcquireOptions, LeaseSettings, LockId};
+use lockshift_store::fenced::{CellWrite, FencedOutcome, FencedWriteError};
+use lockshift_store::{
+    Consistency, FaultPlan, HintDelivery, Route, RowQuery, SharedClock, Store, schema,
+};
+use lockshift_tests::datacenters::{
+    FencedRoute, FencedWork, Outcome, Routing, Sites, SitesFleet, copy_in, dc, plan,
+};
 use lockshift_tests::fleet::queue;
 use lockshift_tests::sim::{Oracle, contend, for_each_seed, node_env, paused};
 
@@ -471,5 +477,434 @@ fn a_forced_move_after_the_home_is_lost_never_makes_two_homes() {
                 }
             });
         },
+    );
+}
+
+/// The value of `row`'s cell `column` in the SCRATCH table as datacenter
+/// `at` holds it now (no repair: the datacenter's own copy).
+fn held_in(sites: &Sites, at: &str, row: &str, column: &str) -> Option<String> {
+    copy_in(&sites.cluster, &dc(at), row, column)
+}
+
+/// How the paused holder of [`paused_writer_across_a_move`] writes when it
+/// resumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resume {
+    /// With the writer its node hands out (`Node::fenced_writer`): routed
+    /// to the lock's home as the node sees it when the write is sent (F1).
+    LocksWriter,
+    /// Negative control: pinned to the home it held the lock at, dc1, as
+    /// `FencedWriter::via(Route::Datacenter(home))` did before issue 45 —
+    /// here a store-level fenced write on the raw client, the only way
+    /// left to pin one.
+    PinnedToOldHome,
+}
+
+/// What happened in [`paused_writer_across_a_move`].
+#[derive(Debug)]
+struct Ending {
+    /// The paused holder's token, and its successor's.
+    tokens: (u64, u64),
+    /// What the resumed write answered (`Ok` for applied).
+    late: Result<(), String>,
+    /// Whether that answer was a refusal of the route: not sent.
+    not_sent: bool,
+    /// dc1's copy of the cell right after the late write.
+    dc1_after_late: Option<String>,
+    /// Each datacenter's copy once the link is back.
+    healed: Vec<(&'static str, Option<String>)>,
+}
+
+/// Issue 45 (2), the schedule rebuilt on the embedded two-datacenter
+/// cluster: holder A of X (token t) in dc1, X homed in dc1, writes the
+/// cell `acct-x/v` ("a1"), checks it still holds X and pauses (it just
+/// waits); the operator moves the home to dc2 and the datacenters are cut
+/// apart as soon as the move has reached both; B takes X at dc2 once dc2
+/// serves and writes the cell under its larger token ("b"); a second
+/// later A resumes and writes ("a2") as `how` says; then the link is
+/// restored.
+async fn paused_writer_across_a_move(seed: u64, how: Resume) -> Ending {
+    let mut sites = Sites::new(
+        &["dc1", "dc2"],
+        &["dc1", "dc2"],
+        homed_in_dc1(),
+        vec!["X"],
+        seed,
+    );
+    // Latency only: every step of the schedule happens as written.
+    sites.faults = FaultPlan {
+        remote_latency: Duration::from_millis(20),
+        ..FaultPlan::latency(Duration::from_millis(1), Duration::from_millis(2))
+    };
+    sites.record_homes().await;
+    let start = async |i| {
+        let Ok((builder, _)) = sites.build(i, Mode::Auto, 0).await;
+        builder.start().await.expect("the node starts")
+    };
+    let (a, b) = (start(0).await, start(1).await);
+    let x = LockId::new("X").unwrap();
+    let cell = |v: &str| CellWrite::new("v", v.to_string());
+    let row = "acct-x";
+
+    let held_a = a.acquire(&x).await.expect("A takes X at its home dc1");
+    let writer_a = a.fenced_writer(&held_a).await.expect("A's writer");
+    let t = writer_a.token();
+    writer_a
+        .write(schema::SCRATCH, row, &cell("a1"))
+        .await
+        .expect("A writes while it holds X");
+    assert!(!held_a.is_lost(), "seed {seed}: A checks, then pauses");
+
+    let (operator, _fresh) = sites.operator(&dc("dc1")).await;
+    let clock: SharedClock = sites.clock.clone();
+    let settings = sites.settings(99, Mode::Auto);
+    let report = move_home(
+        &operator,
+        &clock,
+        &settings.rollout,
+        &settings.lock.lease(),
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: dc("dc2"),
+                force: false,
+            },
+            dry_run: false,
+            by: "operator".into(),
+        },
+    )
+    .await
+    .expect("the move runs");
+    assert!(report.applied, "seed {seed}: {:?}", report.refusals);
+    assert!(
+        report.written.iter().all(|(_, e)| e.is_none())
+            && report.written.iter().any(|(d, _)| *d == dc("dc2")),
+        "seed {seed}: the move reached both datacenters: {:?}",
+        report.written
+    );
+    sites.cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    tokio::time::sleep(report.wait + Duration::from_secs(2)).await;
+
+    let held_b = b
+        .acquire_with(&x, AcquireOptions::with_timeout(Duration::from_secs(30)))
+        .await
+        .expect("B takes X at the new home dc2");
+    let writer_b = b.fenced_writer(&held_b).await.expect("B's writer");
+    let tb = writer_b.token();
+    writer_b
+        .write(schema::SCRATCH, row, &cell("b"))
+        .await
+        .expect("B writes at dc2");
+
+    // A resumes a moment later, unaware.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let late = match how {
+        Resume::LocksWriter => writer_a
+            .write(schema::SCRATCH, row, &cell("a2"))
+            .await
+            .map_err(|e| {
+                (
+                    e.to_string(),
+                    matches!(&e, FencedWriteError::Store(s) if !s.may_have_applied()),
+                )
+            }),
+        Resume::PinnedToOldHome => {
+            let raw = sites.cluster.client_in(&dc("dc1")).unwrap();
+            match raw
+                .write_fenced_via(
+                    &Route::Datacenter(dc("dc1")),
+                    schema::SCRATCH,
+                    row,
+                    &cell("a2"),
+                    t,
+                )
+                .await
+            {
+                Ok(FencedOutcome::Applied { .. }) => Ok(()),
+                Ok(other) => Err((format!("{other:?}"), false)),
+                Err(e) => Err((e.to_string(), !e.may_have_applied())),
+            }
+        }
+    };
+    let dc1_after_late = held_in(&sites, "dc1", row, "v");
+    sites.cluster.restore_link(&dc("dc1"), &dc("dc2"));
+    let mut healed = Vec::new();
+    for at in ["dc1", "dc2"] {
+        // A request coordinated there replays its hints first.
+        let _ = sites
+            .cluster
+            .client_in(&dc(at))
+            .unwrap()
+            .read_via(
+                &Route::Datacenter(dc(at)),
+                schema::SCRATCH,
+                row,
+                &RowQuery::all(),
+            )
+            .await;
+        healed.push((at, held_in(&sites, at, row, "v")));
+    }
+    let _ = held_b.release().await;
+    drop(held_a);
+    a.shutdown().await;
+    b.shutdown().await;
+    Ending {
+        tokens: (t, tb),
+        not_sent: late.as_ref().is_err_and(|(_, not_sent)| *not_sent),
+        late: late.map_err(|(e, _)| e),
+        dc1_after_late,
+        healed,
+    }
+}
+
+/// Issue 45 (2), the fix (F1): the paused holder's writer is its lock's,
+/// routed where the lock's home is when it writes. Its view of X's home
+/// (moved to dc2, out of reach) is unconfirmed, so the write is refused
+/// without being sent, naming the home; dc1 never applies it, and once the
+/// link is back both datacenters hold B's value. Fails before the fix
+/// (the writer pinned to dc1 wrote "a2" there, and after the link came
+/// back both datacenters held it).
+#[test]
+fn a_paused_fenced_writer_across_a_move_never_overwrites_its_successor() {
+    for_each_seed(
+        "a_paused_fenced_writer_across_a_move_never_overwrites_its_successor",
+        0,
+        3,
+        |seed| {
+            let end = paused(paused_writer_across_a_move(seed, Resume::LocksWriter));
+            let (t, tb) = end.tokens;
+            assert!(tb > t, "seed {seed}: tokens grow: {end:?}");
+            assert_eq!(
+                end.dc1_after_late.as_deref(),
+                Some("a1"),
+                "seed {seed}: A's late write was applied at dc1: {end:?}"
+            );
+            let e = end.late.as_ref().expect_err("A's late write is refused");
+            assert!(
+                end.not_sent && e.contains("homed in datacenter dc2") && e.contains("was not sent"),
+                "seed {seed}: refused unsent, naming the lock's home: {end:?}"
+            );
+            for (at, value) in &end.healed {
+                assert_eq!(
+                    value.as_deref(),
+                    Some("b"),
+                    "seed {seed}: {at} holds the successor's value: {end:?}"
+                );
+            }
+        },
+    );
+}
+
+/// Negative control of the one above: the same schedule with the late
+/// write pinned to the old home, as `FencedWriter::via` let a service pin
+/// it. dc1 has not received B's write, so the compare-and-set there finds
+/// A's own token and applies; once the link is back its later ballot wins
+/// everywhere — the cell holds A's value under the smaller token. The
+/// schedule must show the break, or the test above could not.
+#[test]
+fn a_fenced_write_pinned_to_the_old_home_overwrites_its_successor() {
+    for_each_seed(
+        "a_fenced_write_pinned_to_the_old_home_overwrites_its_successor",
+        0,
+        2,
+        |seed| {
+            let end = paused(paused_writer_across_a_move(seed, Resume::PinnedToOldHome));
+            assert_eq!(end.late, Ok(()), "seed {seed}: applied at dc1: {end:?}");
+            for (at, value) in &end.healed {
+                assert_eq!(
+                    value.as_deref(),
+                    Some("a2"),
+                    "seed {seed}: {at} holds the paused holder's value: {end:?}"
+                );
+            }
+        },
+    );
+}
+
+/// More locks than workers that pause: a paused holder keeps its lock
+/// (its node renews it) until the move takes it away.
+const FENCED_LOCKS: [&str; 6] = [
+    "account-1",
+    "account-2",
+    "account-3",
+    "account-4",
+    "account-5",
+    "account-6",
+];
+
+/// Fenced writers through two planned moves (dc1 → dc2, then back), each
+/// followed, at a moment drawn from the seed, by a cut between the
+/// datacenters lasting about a move wait: every worker's critical section
+/// ends with a fenced write of its lock's cell, sometimes after a pause
+/// as long as the move wait (a process paused between its check and its
+/// write). Then the fence check (`Sites::check_fences`) and the exclusion
+/// check; what the writes did, for the callers' own checks.
+async fn fenced_writes_across_moves(mut sites: Sites, route: FencedRoute) -> FenceReport {
+    use rand::{Rng, SeedableRng};
+    let seed = sites.seed;
+    // The move wait of the simulated timings: 2 × 5 s + 10 s + 1 s + 1 s.
+    let wait = Duration::from_secs(22);
+    let pausing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    sites.fenced = Some(FencedWork {
+        route,
+        pause_chance: 0.6,
+        pause: (
+            wait + Duration::from_secs(1),
+            wait + Duration::from_secs(15),
+        ),
+        pausing: pausing.clone(),
+    });
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xfe9c);
+    let outcome = sites.outcome.clone();
+    let cluster = sites.cluster.clone();
+    sites.record_homes().await;
+    let operators = [
+        sites.operator(&dc("dc1")).await,
+        sites.operator(&dc("dc2")).await,
+    ];
+    let clock: SharedClock = sites.clock.clone();
+    let settings = sites.settings(99, Mode::Auto);
+    let check = {
+        let mut fleet = SitesFleet::new(sites, PLACEMENT.len());
+        let Ok(()) = fleet.start_all(Mode::Auto).await;
+        run_for(&outcome, "before", Duration::from_secs(8)).await;
+        for (i, to) in [(0, "dc2"), (1, "dc1")] {
+            // Holders that check just before the move pause across it.
+            pausing.store(true, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            outcome.phase(&format!("moving to {to}"));
+            let report = move_home(
+                &operators[i].0,
+                &clock,
+                &settings.rollout,
+                &settings.lock.lease(),
+                MoveRequest {
+                    ask: MoveAsk {
+                        rule: Rule::Default,
+                        to: dc(to),
+                        force: false,
+                    },
+                    dry_run: false,
+                    by: "operator".into(),
+                },
+            )
+            .await
+            .expect("the move runs");
+            assert!(report.applied, "seed {seed}: {:?}", report.refusals);
+            pausing.store(false, std::sync::atomic::Ordering::Relaxed);
+            let moved = tokio::time::Instant::now();
+            tokio::time::sleep(rng.random_range(Duration::ZERO..Duration::from_secs(3))).await;
+            cluster.cut_link(&dc("dc1"), &dc("dc2"));
+            outcome.phase(&format!("cut after the move to {to}"));
+            let cut_for = rng.random_range(report.wait / 2..report.wait + Duration::from_secs(25));
+            tokio::time::sleep(cut_for).await;
+            cluster.restore_link(&dc("dc1"), &dc("dc2"));
+            outcome.phase(&format!("served at {to}"));
+            tokio::time::sleep_until(moved + report.wait + Duration::from_secs(5)).await;
+            run_for(
+                &outcome,
+                &format!("after the move to {to}"),
+                Duration::from_secs(10),
+            )
+            .await;
+        }
+        outcome.phase("stopping");
+        fleet.stop_all().await;
+        fleet.workload().check_fences().await
+    };
+    let ledger = outcome.fences.lock().unwrap();
+    FenceReport {
+        problems: check,
+        acknowledged: ledger.acknowledged.values().map(Vec::len).sum(),
+        refused: ledger.refused,
+        not_sent: ledger.not_sent,
+        failed: ledger.failed,
+        outcome: outcome.clone(),
+    }
+}
+
+/// What [`fenced_writes_across_moves`] found.
+struct FenceReport {
+    problems: Vec<String>,
+    acknowledged: usize,
+    refused: u64,
+    not_sent: u64,
+    failed: u64,
+    outcome: Arc<Outcome>,
+}
+
+impl std::fmt::Debug for FenceReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} acknowledged, {} refused by a larger token, {} not sent, {} failed; problems: {:#?}",
+            self.acknowledged, self.refused, self.not_sent, self.failed, self.problems
+        )
+    }
+}
+
+/// F1 under random schedules: writers resolving their lock's home through
+/// two planned moves and a cut after each. In every datacenter the token
+/// in each cell never goes down, and once whole every cell holds the
+/// value of the last holder that wrote it — and never two holders.
+#[test]
+fn fenced_writes_across_planned_moves_keep_the_fence() {
+    for_each_seed(
+        "fenced_writes_across_planned_moves_keep_the_fence",
+        0,
+        3,
+        |seed| {
+            paused(async {
+                let sites = Sites::new(
+                    &["dc1", "dc2"],
+                    &PLACEMENT,
+                    homed_in_dc1(),
+                    FENCED_LOCKS.to_vec(),
+                    seed,
+                );
+                let report = fenced_writes_across_moves(sites, FencedRoute::LocksHome).await;
+                eprintln!("seed {seed}: {report:?}");
+                assert!(report.problems.is_empty(), "seed {seed}: {report:?}");
+                assert_exclusive(&report.outcome, "fenced writes across moves");
+                assert!(
+                    report.acknowledged > 20 && report.not_sent > 0,
+                    "seed {seed}: writes landed, and some were refused unsent: {report:?}"
+                );
+            });
+        },
+    );
+}
+
+/// Negative control of the one above: the same schedules with each write
+/// pinned to the home the writer's node showed when it checked its guard.
+/// Some seed must show a cell whose token went down, or a cell left with
+/// a former holder's value — else the check could not see F1's absence.
+#[test]
+fn fenced_writes_pinned_at_the_check_lose_the_fence_across_moves() {
+    let broken = std::sync::atomic::AtomicU64::new(0);
+    for_each_seed(
+        "fenced_writes_pinned_at_the_check_lose_the_fence_across_moves",
+        0,
+        4,
+        |seed| {
+            paused(async {
+                let sites = Sites::new(
+                    &["dc1", "dc2"],
+                    &PLACEMENT,
+                    homed_in_dc1(),
+                    FENCED_LOCKS.to_vec(),
+                    seed,
+                );
+                let report = fenced_writes_across_moves(sites, FencedRoute::PinnedAtCheck).await;
+                if !report.problems.is_empty() {
+                    broken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                eprintln!("seed {seed}: {report:?}");
+            });
+        },
+    );
+    assert!(
+        broken.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no seed lost the fence with writes pinned at the check"
     );
 }

@@ -29,6 +29,11 @@ use tokio_util::sync::CancellationToken;
 use crate::rolling::Timings;
 use crate::sim::{Oracle, Violation, critical_section};
 
+mod fences;
+
+use fences::FencedWorker;
+pub use fences::{FENCED_COLUMN, FenceLedger, FencedRoute, FencedWork, copy_in};
+
 /// A datacenter by name (a test's constant).
 ///
 /// # Panics
@@ -90,6 +95,8 @@ pub struct Outcome {
     phase: Mutex<String>,
     /// Per (phase, datacenter).
     tallies: Mutex<BTreeMap<(String, String), Tally>>,
+    /// The fenced writes of the workers, and what the datacenters held.
+    pub fences: Mutex<FenceLedger>,
 }
 
 impl Outcome {
@@ -164,6 +171,12 @@ pub struct Sites {
     pub outcome: Arc<Outcome>,
     /// Node clocks off by up to this much.
     pub skew: Duration,
+    /// The faults every client's wrapper injects ([`plan`] unless a
+    /// scenario sets its own before making clients).
+    pub faults: FaultPlan,
+    /// Whether (and how) each critical section ends with a fenced write of
+    /// its lock's cell.
+    pub fenced: Option<FencedWork>,
 }
 
 impl std::fmt::Debug for Sites {
@@ -209,6 +222,8 @@ impl Sites {
             seed,
             outcome: Arc::default(),
             skew: Duration::from_millis(300),
+            faults: plan(),
+            fenced: None,
         }
     }
 
@@ -224,7 +239,7 @@ impl Sites {
             _ => handle,
         };
         let seed = self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((i as u64) << 16) ^ generation;
-        Arc::new(FaultyStore::new(handle, seed).with_plan(plan()))
+        Arc::new(FaultyStore::new(handle, seed).with_plan(self.faults.clone()))
     }
 
     /// An operator's store in `dc`: a client routed by the homes it reads
@@ -277,6 +292,11 @@ impl Sites {
             }
         }
         panic!("the homes could not be recorded");
+    }
+
+    /// The cluster's datacenters.
+    pub fn datacenters(&self) -> Vec<Datacenter> {
+        lockshift_store::Store::topology(self.cluster.as_ref()).datacenters
     }
 
     /// Node `i`'s settings.
@@ -344,6 +364,18 @@ impl Workload for Sites {
         let outcome = self.outcome.clone();
         let locks = self.locks.clone();
         let think = self.timings.think;
+        let fenced = self.fenced.clone().map(|work| FencedWorker {
+            work,
+            node: node.clone(),
+            raw: self
+                .cluster
+                .client_in(place)
+                .expect("the datacenter is the cluster's"),
+            cluster: self.cluster.clone(),
+            datacenters: self.datacenters(),
+            outcome: self.outcome.clone(),
+            stop: stop.clone(),
+        });
         let place = place.to_string();
         let mut rng = StdRng::seed_from_u64(self.seed ^ (generation * 131 + w as u64));
         async move {
@@ -364,6 +396,9 @@ impl Workload for Sites {
                         {
                             *lock(&outcome.completed) += 1;
                             outcome.record(&place, Ok(()));
+                        }
+                        if let Some(fenced) = &fenced {
+                            fenced.write(&guard, &mut rng).await;
                         }
                         let _ = guard.release().await;
                     }

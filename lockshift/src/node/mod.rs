@@ -35,9 +35,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
+    AcquireError, AcquireOptions, FenceError, LockGuard, LockId, NodeId, Revoker, TryAcquireError,
 };
 use lockshift_store::StoreError;
+use lockshift_store::fenced::FencedWriter;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -212,6 +213,51 @@ impl Node {
     ) -> Result<LockGuard, TryAcquireError> {
         let lock = lock.try_into().map_err(Into::into)?;
         self.try_acquire_id(&lock).await
+    }
+
+    /// A writer of fenced cells for `guard`'s lock, under the guard's
+    /// fencing token, through this node's store (docs/design.md §5,
+    /// "Fenced writes"): each [`write`](FencedWriter::write) is one
+    /// compare-and-set the database refuses once a later holder of the
+    /// lock has written the cell.
+    ///
+    /// The writer is routed as the lock is: with homes (docs/design.md
+    /// §4a), each write goes to the lock's home *as this node sees it
+    /// when the write is sent* — only while the node's view confirms that
+    /// home and it serves — and is refused without being sent otherwise
+    /// (F1), so a holder paused across a move of the home cannot
+    /// overwrite its successor's writes at the new home. The node's store
+    /// itself is not handed out: the writer is the one way to write
+    /// through it.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockshift::Node;
+    /// use lockshift::fenced::{CellWrite, schema};
+    /// use lockshift::store::MemoryStore;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
+    /// let guard = node.acquire("accounts").await?;
+    /// let writer = node.fenced_writer(&guard).await?;
+    /// writer.write(schema::SCRATCH, "acct-3", &CellWrite::new("balance", "90")).await?;
+    /// guard.release().await?;
+    /// node.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`FenceError`] when the guard's fencing token cannot be taken (its
+    /// lease is lost, or the store failed).
+    pub async fn fenced_writer(&self, guard: &LockGuard) -> Result<FencedWriter, FenceError> {
+        let token = guard.fencing_token().await?;
+        Ok(FencedWriter::for_lock(
+            self.store().clone(),
+            guard.lock_id(),
+            token,
+        ))
     }
 
     /// The node's store, routed by its homes.

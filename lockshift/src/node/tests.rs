@@ -490,3 +490,41 @@ fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
     );
     assert_eq!(binding.pacing(), beside, "expired");
 }
+
+/// A node hands out a fenced writer for a guard it holds: the guard's lock
+/// and token, through the node's own (homes-routed) store. A later
+/// holder's write wins; the earlier holder's late write is refused.
+#[tokio::test(start_paused = true)]
+async fn a_fenced_writer_carries_the_guards_lock_and_token() {
+    use lockshift_store::CellWrite;
+    use lockshift_store::fenced::FencedWriteError;
+    let w = world();
+    let (_dir, _path, node) = start(&w, "queue").await;
+    let first = node.acquire("accounts").await.unwrap();
+    let paused = node.fenced_writer(&first).await.unwrap();
+    assert_eq!(paused.lock(), Some(first.lock_id()));
+    assert_eq!(paused.token(), first.fencing_token().await.unwrap());
+    first.release().await.unwrap();
+    let second = node.acquire("accounts").await.unwrap();
+    let next = node.fenced_writer(&second).await.unwrap();
+    assert!(next.token() > paused.token());
+    let cell = |v: &str| CellWrite::new("balance", v.to_string());
+    next.write(schema::SCRATCH, "acct-3", &cell("90"))
+        .await
+        .unwrap();
+    let late = paused.write(schema::SCRATCH, "acct-3", &cell("110")).await;
+    assert!(
+        matches!(late, Err(FencedWriteError::Refused { .. })),
+        "{late:?}"
+    );
+    let held = w
+        .store
+        .read(schema::SCRATCH, "acct-3", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(held[0].value, b"90");
+    // A guard whose lock the node gave back gets no writer.
+    node.shutdown().await;
+    assert!(second.is_lost());
+    assert!(node.fenced_writer(&second).await.is_err());
+}

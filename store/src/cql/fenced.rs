@@ -16,9 +16,12 @@
 //! [`MAX_ROUNDS`]).
 //!
 //! Serial consistency is `SERIAL`, or `LOCAL_SERIAL` when the commit is
-//! at `LOCAL_QUORUM` (a route pinned to a datacenter): the Paxos round
-//! then counts the same replicas as the quorum
-//! (`Statements::configure_conditional`). No `USING TIMESTAMP`: Cassandra
+//! at `LOCAL_QUORUM` (a route pinned to a datacenter — what a homes router
+//! makes of a fenced write's lock while its home is confirmed, F1 in
+//! docs/design.md §5): the Paxos round then counts the same replicas as
+//! the quorum (`Statements::configure_conditional`). A route named by a
+//! lock reaching this store unresolved (no homes router above it) is the
+//! default route. No `USING TIMESTAMP`: Cassandra
 //! refuses it on a conditional update and stamps the write with the
 //! ballot.
 //!

@@ -11,7 +11,9 @@
 //!   lock, with its clock and datacenter — shared by the router and the
 //!   task that refreshes it.
 //! - [`HomesRouter`]: a [`Store`] that sends every request on the default
-//!   route to its row's home at `LOCAL_QUORUM` (H1), or refuses it without
+//!   route to its row's home at `LOCAL_QUORUM` (H1) — and every request
+//!   named by a lock ([`Route::HomeOf`], a fenced write's) to that lock's
+//!   home (F1) — or refuses it without
 //!   sending it when the home is not confirmed (H2,
 //!   [`StoreErrorKind::HomeUnreachable`]) or a moved home does not serve
 //!   yet (H3, [`StoreErrorKind::Unavailable`]: retried by the lock code
@@ -31,6 +33,7 @@ use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
 use crate::{
     CellWrite, Datacenter, KeyPage, OpKind, PageCursor, ReadOutcome, Route, RowQuery, SharedClock,
     SharedStore, Store, StoreError, StoreErrorKind, Table, Timestamp, Topology, WriteOptions,
+    schema,
 };
 
 pub use read::{Configured, RefreshReport, records, refresh};
@@ -104,7 +107,11 @@ impl HomesView {
     /// of a split, which cannot reach the home anyway, is still refused
     /// within one attempt.
     pub fn to_confirm(&self, table: Table, row: &str) -> Vec<Datacenter> {
-        let subject = subject(table, row);
+        self.to_confirm_for(subject(table, row))
+    }
+
+    /// [`to_confirm`](Self::to_confirm) for the rows of `subject`.
+    pub fn to_confirm_for(&self, subject: Subject<'_>) -> Vec<Datacenter> {
         let wanted: Vec<Datacenter> = {
             let homes = self.homes();
             match homes.rule_of(subject) {
@@ -144,7 +151,20 @@ impl HomesView {
     /// # Errors
     /// The refusal, as the store error the request fails with.
     pub fn route(&self, op: OpKind, table: Table, row: &str) -> Result<Route, StoreError> {
-        let subject = subject(table, row);
+        self.route_for(op, table, subject(table, row))
+    }
+
+    /// Where the requests of `subject`'s rows go now; `op` and `table`
+    /// name the request in a refusal.
+    ///
+    /// # Errors
+    /// The refusal, as the store error the request fails with.
+    pub fn route_for(
+        &self,
+        op: OpKind,
+        table: Table,
+        subject: Subject<'_>,
+    ) -> Result<Route, StoreError> {
         let homes = self.homes();
         // A process whose settings name homes never falls back to the
         // store's default route for a lock: until its homes are known it
@@ -185,8 +205,28 @@ fn refused(
     StoreError::new(kind, op, Some(table), refusal.describe(subject, local))
 }
 
+/// What a fenced write pinned to a datacenter gets from a homes router: a
+/// datacenter named by the caller may have stopped being the lock's home
+/// while the write waited, and a compare-and-set there would not meet the
+/// successor's writes at the new home (docs/design.md §5, F1).
+fn pinned_fenced_write(table: Table, row: &str, dc: &Datacenter) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Invalid,
+        OpKind::FencedWrite,
+        Some(table),
+        format!(
+            "fenced write to {table}/{:?} pinned to datacenter {dc}: on a fleet with homes a \
+             fenced write names its lock (Route::HomeOf; FencedWriter::for_lock, \
+             Node::fenced_writer), so that it is sent only to where the lock's home is when \
+             it is sent (docs/design.md §5, F1)",
+            lockshift_decide::id::cut_short(row)
+        ),
+    )
+}
+
 /// A [`Store`] sending each request on the default route to its row's home
-/// (H1) — or refusing it (H2, H3) — and every pinned request as pinned.
+/// (H1), each named by a lock ([`Route::HomeOf`]) to that lock's home (F1)
+/// — or refusing it (H2, H3) — and every other pinned request as pinned.
 pub struct HomesRouter {
     inner: SharedStore,
     view: std::sync::Arc<HomesView>,
@@ -218,10 +258,14 @@ impl HomesRouter {
         &self.view
     }
 
-    /// Where a request on `route` goes (H1–H3). A request refused because
-    /// its home is unconfirmed reads that home's record first, once a
-    /// second at most per home ([`HomesView::to_confirm`]), and is
-    /// routed by what that shows.
+    /// Where a request on `route` goes (H1–H3): a request on the default
+    /// route by its row's home, one named by a lock ([`Route::HomeOf`]) by
+    /// that lock's home, decided now, as it is sent (F1). A request
+    /// refused because its home is unconfirmed reads that home's record
+    /// first, once a second at most per home
+    /// ([`HomesView::to_confirm_for`]), and is routed by what that shows.
+    /// A pinned request goes as pinned — except a fenced write, which is
+    /// refused: its compare-and-set must run where its lock's home is now.
     async fn route(
         &self,
         route: &Route,
@@ -229,17 +273,24 @@ impl HomesRouter {
         table: Table,
         row: &str,
     ) -> Result<Route, StoreError> {
-        if let Route::Datacenter(_) = route {
-            return Ok(route.clone());
-        }
-        match self.view.route(op, table, row) {
+        let subject = match route {
+            Route::Datacenter(dc) if op == OpKind::FencedWrite => {
+                return Err(pinned_fenced_write(table, row, dc));
+            }
+            Route::Datacenter(_) => return Ok(route.clone()),
+            // Routed as the lock's own rows are (a lock named like a fleet
+            // row is the fleet's, `subject`).
+            Route::HomeOf(lock) => subject(schema::MAIN, lock.as_str()),
+            Route::Default => subject(table, row),
+        };
+        match self.view.route_for(op, table, subject) {
             Err(e) if e.kind() == StoreErrorKind::HomeUnreachable => {
-                let datacenters = self.view.to_confirm(table, row);
+                let datacenters = self.view.to_confirm_for(subject);
                 if datacenters.is_empty() {
                     return Err(e);
                 }
                 read::confirm(&self.inner, &self.view, datacenters).await;
-                self.view.route(op, table, row)
+                self.view.route_for(op, table, subject)
             }
             routed => routed,
         }
@@ -319,7 +370,10 @@ impl Store for HomesRouter {
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        let route = self.scan_route(route);
+        let route = match route {
+            Route::HomeOf(_) => self.route(route, OpKind::Scan, table, "").await?,
+            _ => self.scan_route(route),
+        };
         self.inner
             .scan_keys_via(&route, table, cursor, page_size)
             .await
@@ -333,3 +387,6 @@ impl Store for HomesRouter {
         self.inner.topology()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,8 +10,10 @@
 //! client) the coordinator's datacenter alone decides, and other
 //! datacenters get the write when their link is up, hinted otherwise — so
 //! two datacenters cut apart may each accept a token, exactly as
-//! `LOCAL_SERIAL` allows on a cluster (docs/design.md §4a: a lock's writes
-//! belong in its home).
+//! `LOCAL_SERIAL` allows on a cluster. That is why a fenced write goes
+//! only to where its lock's home is when it is sent (F1, docs/design.md
+//! §5: a homes router resolves [`Route::HomeOf`]; this store, without
+//! homes, takes it as the default route).
 
 use super::MemoryStore;
 use super::network::Plan;

@@ -176,3 +176,23 @@ async fn a_quorum_write_repairs_a_replica_that_missed_the_fence() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_route_named_by_a_lock_is_the_default_one_on_a_store_without_homes() {
+    use lockshift_decide::id::LockId;
+    let cluster = MemoryStore::new().with_datacenters(vec![(dc("dc1"), 3), (dc("dc2"), 3)], 7);
+    let a = cluster.client_in(&dc("dc1")).unwrap();
+    let x = Route::HomeOf(LockId::new("X").unwrap());
+    a.write_fenced_via(&x, SCRATCH, "acct-3", &balance(1), 5)
+        .await
+        .unwrap();
+    cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    // SERIAL, as the default route: no side of a split has a quorum — and
+    // never LOCAL_SERIAL in one datacenter, which a homes router alone may
+    // choose (it knows where the lock's home is).
+    let e = a
+        .write_fenced_via(&x, SCRATCH, "acct-3", &balance(2), 6)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+}

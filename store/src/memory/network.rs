@@ -246,7 +246,9 @@ impl Network {
                 }
                 Ok(Plan::Local { coordinator: k })
             }
-            Route::Default => {
+            // A store has no homes: a route named by a lock's home is the
+            // default one here (a homes router resolves it before).
+            Route::Default | Route::HomeOf(_) => {
                 let candidates: Vec<usize> = (0..self.len())
                     .filter(|&d| self.client_reaches(client, d))
                     .collect();
