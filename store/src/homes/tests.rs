@@ -30,6 +30,7 @@ fn record(version: u64, home: &str, serves_from: i64) -> HomeRecord {
         forced: false,
         at: 0,
         by: "test".into(),
+        pending: false,
     }
 }
 
