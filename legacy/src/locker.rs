@@ -124,10 +124,13 @@ impl LegacyLocker {
                     // TryLock reads `main` before it writes anything: a
                     // failed write or delete of it followed a read.
                     seen.lock_read |= tried && e.op().is_mutation();
+                    // A moving home names when it serves: nothing sooner
+                    // can succeed (docs/design.md §4a, H3).
+                    let serves_in = e.retry_after().unwrap_or_default();
                     seen.last_error = Some(e);
                     let max = self.settings.contention_wait_max(contention);
                     contention = contention.saturating_add(1);
-                    self.ctx.random_below(max)
+                    serves_in.saturating_add(self.ctx.random_below(max))
                 }
                 Err(e) => return Err(Stop::Store(e)),
             };

@@ -232,12 +232,16 @@ impl LockSettings {
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for (i, home) in self.homes.iter().enumerate() {
-            if home.prefix.is_empty() {
+            // The one check every way of writing a prefix rule goes through.
+            if let Err(e) = lockshift_decide::home::Rule::prefix(home.prefix.as_str()) {
+                let and = if home.prefix.is_empty() {
+                    "; the default home is lock.home_datacenter"
+                } else {
+                    ""
+                };
                 out.push(InvalidSetting::new(
                     "lock.homes",
-                    format!(
-                        "lock.homes[{i}].prefix is empty; the default home is lock.home_datacenter"
-                    ),
+                    format!("lock.homes[{i}].prefix: {e}{and}"),
                 ));
             } else if !seen.insert(home.prefix.as_str()) {
                 out.push(InvalidSetting::new(

@@ -298,7 +298,9 @@ fn home_settings_are_checked_with_what_they_need() {
     let refused = [
         (format!("{ok}[time]\nsource = \"global\"\n"), "time.source", "eu/"),
         (ok.replace("local_datacenter = \"dc1\"\n", ""), "store.cql.local_datacenter", "needs"),
-        (ok.replace("\"eu/\"", "\"\""), "lock.homes", "prefix is empty"),
+        (ok.replace("\"eu/\"", "\"\""), "lock.homes", "it is empty"),
+        // The same check as `migrate home move --prefix` (issue 42 item 1).
+        (ok.replace("\"eu/\"", "\" eu/\""), "lock.homes", "starts with whitespace"),
     ];
     for (text, key, words) in refused {
         let e = load(&text).unwrap_err().to_string();

@@ -260,6 +260,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     render::print(&report, json)?;
                     Ok(outcome)
                 }
+                Some(cli::HomeAction::Forget(args)) => {
+                    let report = ops::home_forget::forget(&env, &args.column, args.apply).await;
+                    render::print(&report, json)?;
+                    Ok(report.outcome())
+                }
             }
         }
         Command::Status => {
@@ -278,7 +283,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let env = ops::Env::open(connect).await?;
             let report = ops::inspect::inspect(&env, &lock).await?;
             render::print(&report, json)?;
-            Ok(Outcome::Ok)
+            Ok(report.outcome())
         }
         Command::Clean {
             apply,
@@ -379,8 +384,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             datacenters,
             replication_factor,
             apply,
+            home,
         } => {
-            let settings = connect::settings(connect, false)?;
+            let mut settings = connect::settings(connect, false)?;
             let mut report =
                 ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
             if apply {
@@ -390,14 +396,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     replication_factor,
                 )?;
                 ops::schema::apply(&cql, &mut report).await?;
+                settings.store.cql = cql;
             }
             let failed = report.applied.as_ref().is_some_and(|steps| {
                 steps
                     .iter()
                     .any(|s| s.outcome == ops::schema::StepOutcome::Refused)
             });
+            if let Some(home) = home.filter(|_| !failed) {
+                let store = connect::open(&settings).await?;
+                let by = ops::advance::default_operator();
+                report.home = Some(
+                    ops::schema_home::record_home(
+                        &store,
+                        &lockshift_store::SystemClock,
+                        &home,
+                        &by,
+                    )
+                    .await,
+                );
+            }
             render::print(&report, json)?;
-            Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+            Ok(match report.home.as_ref().map(|h| h.outcome) {
+                _ if failed => Outcome::Failed,
+                Some("refused") => Outcome::NotSafe,
+                Some("incomplete") => Outcome::Failed,
+                _ => Outcome::Ok,
+            })
         }
         Command::Serve {
             listen,

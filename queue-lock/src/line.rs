@@ -397,6 +397,7 @@ fn reads_the_lock(observation: &Observation) -> bool {
         Observation::Withdrawn
         | Observation::ReservedBehind
         | Observation::Failed
+        | Observation::Moving { .. }
         | Observation::Fatal
         | Observation::LeaseLost
         | Observation::Interrupted => false,

@@ -25,10 +25,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use lockshift_store::{
-    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, Timestamp, WriteOptions, schema,
+    CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Timestamp,
+    WriteOptions, schema,
 };
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::settings::{TimeSettings, TimeSourceKind};
 
@@ -194,14 +195,32 @@ fn spawn_updater(
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The kind of the failures since the last update, if any: a run of
+        // one kind is said once (an update runs twice a second), and a
+        // moving home's refusal — which ends when the new home serves —
+        // is no warning.
+        let mut failing: Option<StoreErrorKind> = None;
         loop {
             ticker.tick().await;
             match try_update_global_time(store.as_ref(), clock.as_ref()).await {
                 Ok(t) => {
                     raise(&cached, t.as_micros());
                     debug!(global_time = %t, "GlobalTime updated");
+                    if failing.take().is_some() {
+                        info!("GlobalTime updated again");
+                    }
                 }
-                Err(e) => warn!(error = %e, "GlobalTime update failed"),
+                Err(e) if failing == Some(e.kind()) => {
+                    debug!(error = %e, "GlobalTime update failed again");
+                }
+                Err(e) => {
+                    if e.kind() == StoreErrorKind::HomeMoving {
+                        info!(error = %e, "GlobalTime update refused while the fleet's rows move; trying again quietly");
+                    } else {
+                        warn!(error = %e, "GlobalTime update failed; trying again, quietly while it fails so");
+                    }
+                    failing = Some(e.kind());
+                }
             }
         }
     })

@@ -88,7 +88,9 @@ const READ_RETRY_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// `read`, tried again after every failure that may pass
 /// ([`StoreError::is_retryable`]) as long as the next try can start before
-/// `deadline`, pausing 100 ms, then twice as long each time up to 2 s.
+/// `deadline`, pausing 100 ms, then twice as long each time up to 2 s — but
+/// not after a refusal that was never sent ([`StoreError::was_sent`]: a
+/// moving home, which names when it serves).
 ///
 /// # Errors
 /// The first error retrying cannot fix, or the last one when the deadline
@@ -100,7 +102,10 @@ pub async fn retry_reads<T>(
     let mut pause = READ_RETRY_PAUSE;
     loop {
         match read().await {
-            Err(e) if e.is_retryable() && Instant::now() + pause < deadline => {
+            // A refusal without sending (a moving home) is no failure that
+            // passes between tries: its end is named in it, often minutes
+            // away, and the caller says so at once.
+            Err(e) if e.is_retryable() && e.was_sent() && Instant::now() + pause < deadline => {
                 warn!(error = %e, "a rollout read failed; trying again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(READ_RETRY_PAUSE_MAX);

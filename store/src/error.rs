@@ -1,6 +1,7 @@
 //! Store errors, classified by what they mean for the caller's lock state.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::cell::{InvalidArgument, OpKind, Table};
 
@@ -52,6 +53,12 @@ pub enum StoreErrorKind {
     /// here does not help while the link is down — the home's own side
     /// keeps serving it; the message names the home and what failed.
     HomeUnreachable,
+    /// The request belongs to a lock (or to the fleet's rows) whose home is
+    /// moving to another datacenter, which does not serve yet
+    /// (docs/design.md §4a, H3): nothing was sent. Retrying succeeds once
+    /// the new home serves, at the time the refusal names
+    /// ([`StoreError::retry_after`]) — not sooner.
+    HomeMoving,
 }
 
 impl StoreErrorKind {
@@ -69,6 +76,8 @@ impl StoreErrorKind {
             StoreErrorKind::Authentication => "failed: refused by the cluster",
             StoreErrorKind::TooManyTombstones => "failed: too many tombstones",
             StoreErrorKind::HomeUnreachable => "was not sent",
+            // The message says where the home moves and when it serves.
+            StoreErrorKind::HomeMoving => "was not sent",
         }
     }
 }
@@ -82,6 +91,9 @@ pub struct StoreError {
     op: OpKind,
     table: Option<Table>,
     message: String,
+    /// For a refusal whose end is known: how long until trying again can
+    /// succeed.
+    retry_after: Option<Duration>,
 }
 
 struct TableSuffix(Option<Table>);
@@ -108,7 +120,33 @@ impl StoreError {
             op,
             table,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// This error, saying that trying again can succeed in `after` and not
+    /// sooner (a home that serves then: [`StoreErrorKind::HomeMoving`]).
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// How long until trying again can succeed, when the refusal knows it
+    /// (a moving home: when the new one serves); `None` when it does not.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// Whether the request may have left this process: `false` only for a
+    /// request a homes router refused without sending it
+    /// ([`StoreErrorKind::HomeUnreachable`], [`StoreErrorKind::HomeMoving`]),
+    /// which is known to have left nothing in the store — no cell to
+    /// clean up after it, nothing that may land later.
+    pub fn was_sent(&self) -> bool {
+        !matches!(
+            self.kind,
+            StoreErrorKind::HomeUnreachable | StoreErrorKind::HomeMoving
+        )
     }
 
     /// What the error means for the data.
@@ -178,6 +216,7 @@ impl StoreError {
                 | StoreErrorKind::MaybeApplied
                 | StoreErrorKind::Unavailable
                 | StoreErrorKind::Connection
+                | StoreErrorKind::HomeMoving
         )
     }
 }
@@ -217,6 +256,46 @@ mod tests {
         let invalid = StoreError::new(StoreErrorKind::Invalid, OpKind::Read, None, "bad");
         assert!(!invalid.is_retryable());
         assert_eq!(invalid.to_string(), "read was rejected as invalid: bad");
+    }
+
+    /// Issue 42 item 5: a refusal of a moving home says that nothing was
+    /// sent and when to try again, not that replicas were missing.
+    #[test]
+    fn a_refusal_says_nothing_was_sent_and_when_to_try_again() {
+        let cases = [
+            // (kind, retryable, sent, describes)
+            (StoreErrorKind::HomeMoving, true, false, "was not sent"),
+            (
+                StoreErrorKind::HomeUnreachable,
+                false,
+                false,
+                "was not sent",
+            ),
+            (
+                StoreErrorKind::Unavailable,
+                true,
+                true,
+                "not enough replicas",
+            ),
+            (StoreErrorKind::NotApplied, true, true, "was not applied"),
+            (
+                StoreErrorKind::MaybeApplied,
+                true,
+                true,
+                "may have been applied",
+            ),
+        ];
+        for (i, (kind, retryable, sent, says)) in cases.into_iter().enumerate() {
+            let e = StoreError::new(kind, OpKind::Write, Some(schema::MAIN), "why");
+            assert_eq!(e.is_retryable(), retryable, "case #{i}");
+            assert_eq!(e.was_sent(), sent, "case #{i}");
+            assert!(e.to_string().contains(says), "case #{i}: {e}");
+            assert_eq!(e.retry_after(), None, "case #{i}");
+        }
+        let moving = StoreError::new(StoreErrorKind::HomeMoving, OpKind::Read, None, "x")
+            .with_retry_after(Duration::from_secs(57));
+        assert_eq!(moving.retry_after(), Some(Duration::from_secs(57)));
+        assert_eq!(moving.to_string(), "read was not sent: x");
     }
 
     #[test]

@@ -25,7 +25,6 @@
 //! row and routes the requests.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -37,9 +36,11 @@ use crate::schema;
 
 mod moves;
 mod refusal;
+mod rule;
 
 pub use moves::{MoveAsk, MovePlan, MoveScene, fmt_micros, move_refusals};
 pub use refusal::{Refusal, Unreadable};
+pub use rule::{InvalidPrefix, Rule, covering_rule, rule_for};
 
 /// The row of the `rollout` table holding the homes, one cell per rule.
 pub const HOMES_ROW: &str = "homes";
@@ -96,91 +97,6 @@ pub fn subject(table: Table, row: &str) -> Subject<'_> {
         schema::ROLLOUT | schema::NODES => Subject::Fleet,
         _ => Subject::Unhomed,
     }
-}
-
-/// A home rule: which locks it covers.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Rule {
-    /// Every lock no prefix rule covers, and the fleet's rows.
-    Default,
-    /// Locks whose names start with this (non-empty) prefix.
-    Prefix(String),
-}
-
-const DEFAULT_KEY: &str = "default";
-const PREFIX_KEY: &str = "prefix:";
-
-impl Rule {
-    /// The column of this rule's record in [`HOMES_ROW`]: `default`, or
-    /// `prefix:` and the prefix.
-    pub fn key(&self) -> String {
-        match self {
-            Rule::Default => DEFAULT_KEY.to_string(),
-            Rule::Prefix(p) => format!("{PREFIX_KEY}{p}"),
-        }
-    }
-
-    /// The rule a column names; `None` for a column that names none.
-    pub fn from_key(key: &str) -> Option<Rule> {
-        if key == DEFAULT_KEY {
-            return Some(Rule::Default);
-        }
-        key.strip_prefix(PREFIX_KEY)
-            .filter(|p| !p.is_empty())
-            .map(|p| Rule::Prefix(p.to_string()))
-    }
-
-    /// Whether the rule covers the lock `name` (not whether it is the rule
-    /// that decides it: see [`rule_for`]).
-    pub fn covers(&self, name: &str) -> bool {
-        match self {
-            Rule::Default => true,
-            Rule::Prefix(p) => name.starts_with(p.as_str()),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Rule::Default => 0,
-            Rule::Prefix(p) => p.len(),
-        }
-    }
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rule::Default => f.write_str("the default rule"),
-            Rule::Prefix(p) => write!(f, "prefix {:?}", crate::id::cut_short(p)),
-        }
-    }
-}
-
-/// The rule of `rules` that decides the lock `name`: the longest prefix
-/// rule that covers it, else the default rule (whether or not `rules`
-/// holds it).
-pub fn rule_for<'r>(rules: impl IntoIterator<Item = &'r Rule>, name: &str) -> Rule {
-    rules
-        .into_iter()
-        .filter(|r| r.covers(name))
-        .max_by_key(|r| r.len())
-        .cloned()
-        .unwrap_or(Rule::Default)
-}
-
-/// The rule a new prefix rule takes its locks from: the longest existing
-/// rule that covers every lock the prefix covers (H3: a new rule is a move
-/// away from it, written through its home).
-pub fn covering_rule<'r>(rules: impl IntoIterator<Item = &'r Rule>, prefix: &str) -> Rule {
-    rules
-        .into_iter()
-        .filter(|r| match r {
-            Rule::Default => true,
-            Rule::Prefix(p) => prefix.starts_with(p.as_str()) && p.len() < prefix.len(),
-        })
-        .max_by_key(|r| r.len())
-        .cloned()
-        .unwrap_or(Rule::Default)
 }
 
 /// One rule's recorded home: a cell of [`HOMES_ROW`], JSON.
@@ -432,7 +348,8 @@ impl Homes {
     /// route (no home applies), `Ok(Some(home))`, or why none may be sent.
     ///
     /// # Errors
-    /// [`Refusal`]: the home is not confirmed (H2), or does not serve yet
+    /// [`Refusal`]: the home is not confirmed (H2) — out of reach, or
+    /// answering without the newest record yet — or does not serve yet
     /// (H3); no rule is known to cover the row while a datacenter's homes
     /// were not read lately (H5); a record that could decide it does not
     /// decode.
@@ -481,6 +398,21 @@ impl Homes {
                     view.record.version
                 )),
                 home: home.clone(),
+                rule,
+            });
+        }
+        // The home answered lately, with an older record of the rule (or
+        // none): the move has not reached it yet — not a lost link.
+        let home_read = self
+            .surveyed
+            .get(home)
+            .is_some_and(|t| now.saturating_duration_since(*t) < self.valid_for);
+        let shown = view.seen.get(home);
+        if !fresh && home_read && shown.is_none_or(|r| r.rank() < view.record.rank()) {
+            return Err(Refusal::Behind {
+                home: home.clone(),
+                version: view.record.version,
+                shows: shown.map(|r| (r.version, r.pending)),
                 rule,
             });
         }

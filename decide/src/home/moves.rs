@@ -73,6 +73,12 @@ pub struct MovePlan {
     /// version (H6): it writes `from` again, waits for that write's
     /// acknowledgement, then writes it serving.
     pub completes: bool,
+    /// The move is made already — `from` names the new home and is not
+    /// pending — but these datacenters answered without it (a write of
+    /// the move that failed, a hint lost): the move copies `from` to them
+    /// as it is, at its own stamp, which is what replication would have
+    /// done. Empty for every other move.
+    pub spreads_to: Vec<Datacenter>,
 }
 
 impl MovePlan {
@@ -87,9 +93,32 @@ impl MovePlan {
     }
 }
 
+/// The datacenters that answered `scene` showing a record of `rule` below
+/// `newest` in rank, or none.
+fn lacking(scene: &MoveScene, rule: &Rule, newest: &HomeRecord) -> Vec<Datacenter> {
+    scene
+        .read
+        .iter()
+        .filter(|(_, records)| {
+            !records
+                .iter()
+                .any(|(r, rec)| r == rule && rec.rank() >= newest.rank())
+        })
+        .map(|(dc, _)| dc.clone())
+        .collect()
+}
+
 /// Why a move may not be made now; each names what to do instead.
 pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec<String>) {
     let mut refusals = Vec::new();
+    // The one check of a prefix (`Rule::prefix`): a record no build can
+    // decode would stop the whole fleet.
+    if let Rule::Prefix(p) = &ask.rule
+        && let Err(e) = Rule::prefix(p.as_str())
+    {
+        refusals.push(e.to_string());
+        return (None, refusals);
+    }
     if !scene.datacenters.contains(&ask.to) {
         refusals.push(format!(
             "{} is not a datacenter of this cluster (it has {})",
@@ -141,6 +170,25 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
             ),
         });
     }
+    // The move is made (its record names the new home and serves, or
+    // waits to): asked again, it copies the record to every datacenter
+    // that answered without it — no new decision, so no consent needed.
+    let made = from_rule == ask.rule && from.datacenter == ask.to && !from.pending;
+    let spreads_to = if made {
+        lacking(scene, &ask.rule, &from)
+    } else {
+        Vec::new()
+    };
+    if !spreads_to.is_empty() {
+        let plan = MovePlan {
+            from_rule,
+            version: from.version,
+            from,
+            completes: false,
+            spreads_to,
+        };
+        return (Some(plan), refusals);
+    }
     let version = if completes {
         from.version
     } else if from_rule == ask.rule {
@@ -148,7 +196,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
     } else {
         1
     };
-    if from.datacenter == ask.to && from_rule == ask.rule && !completes {
+    if made {
         refusals.push(format!("{} is homed in {} already", ask.rule, ask.to));
     }
     if !completes && !from.serves_at(scene.now) {
@@ -165,6 +213,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
         from: from.clone(),
         version,
         completes,
+        spreads_to: Vec::new(),
     };
     let old_home = plan.old_home().clone();
     let home_read = scene.read.get(&old_home);

@@ -48,6 +48,21 @@ pub enum Refusal {
         /// Its version.
         version: u64,
     },
+    /// The rule's newest record names a home that answers but does not
+    /// show that record yet (H2): the write of a move reached the old home
+    /// and not yet the new one — replication brings it, or, when it never
+    /// comes (a hint lost), the same move asked again copies it there.
+    Behind {
+        /// The rule.
+        rule: Rule,
+        /// The home the newest record names.
+        home: Datacenter,
+        /// The newest record's version.
+        version: u64,
+        /// What the home shows of the rule instead: a version (`true`
+        /// when it is that version's pending record), or nothing.
+        shows: Option<(u64, bool)>,
+    },
     /// No rule covers the row, but in a cluster of several datacenters
     /// that is only known while every datacenter's homes row was read
     /// lately (H5): a rule recorded in one not read could home the row
@@ -98,10 +113,15 @@ impl Unreadable {
 }
 
 impl Refusal {
-    /// Whether waiting and trying again here can succeed soon: a move
-    /// finishes by itself; an unreachable home does not.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Refusal::Moving { .. })
+    /// When trying again here succeeds by itself: in the time a moving
+    /// home takes to serve (H3). `None` for every other refusal — an
+    /// unreachable home, a pending or unreadable record — whose end no
+    /// process knows.
+    pub fn serves_in(&self) -> Option<Duration> {
+        match self {
+            Refusal::Moving { in_, .. } => Some(*in_),
+            _ => None,
+        }
     }
 
     /// The refusal in words, for the row of `subject`, from a process in
@@ -173,6 +193,30 @@ impl Refusal {
                          until a process of the fleet starts and completes it"
                     ),
                 }
+            }
+            Refusal::Behind {
+                rule,
+                home,
+                version,
+                shows,
+            } => {
+                let it = if is == "is" { "it" } else { "they" };
+                let shows = match shows {
+                    Some((v, true)) => format!("version {v}, pending"),
+                    Some((v, false)) => format!("version {v}"),
+                    None => "no record of it".to_string(),
+                };
+                let prefix = match rule {
+                    Rule::Default => String::new(),
+                    Rule::Prefix(p) => format!(" --prefix {p:?}"),
+                };
+                format!(
+                    "{what} ({rule}) {is} homed in datacenter {home} by version {version} of \
+                     its record, which {home} does not show yet (it shows {shows}): {it} \
+                     {is} served once {home} has it. Replication brings it; if it never \
+                     comes (a hint lost), `migrate home move{prefix} --to {home}` copies it \
+                     there"
+                )
             }
             Refusal::Unsurveyed {
                 datacenters,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::id::MAX_LOCK_ID_LEN;
 
 fn dc(name: &str) -> Datacenter {
     Datacenter::new(name).unwrap()
@@ -109,7 +110,7 @@ fn a_home_is_confirmed_by_its_own_datacenter_for_a_while() {
             last_error: Some("no node of dc1 reachable".into()),
         }
     );
-    assert!(!refused.is_transient());
+    assert_eq!(refused.serves_in(), None);
     let words = refused.describe(Subject::Lock("a"), Some(&dc("dc2")));
     assert!(words.contains("homed in datacenter dc1"), "{words}");
     assert!(words.contains("(in dc2)"), "{words}");
@@ -154,9 +155,27 @@ fn a_move_is_followed_confirmed_by_the_new_home_and_served_from_its_time() {
         homes.route(Subject::Lock("a"), t0, wall(0)),
         Err(Refusal::Unconfirmed { since: None, .. })
     ));
-    // A replica that has not caught up shows the old version: no change.
+    // A replica that has not caught up shows the old version: no change,
+    // and the refusal says the new home answers without the move yet.
     homes.observe(&dc("dc2"), t0, vec![(Rule::Default, record(1, "dc1", 0))]);
     assert_eq!(homes.record(&Rule::Default).map(|r| r.version), Some(2));
+    let behind = homes.route(Subject::Lock("a"), t0, wall(0)).unwrap_err();
+    assert_eq!(
+        behind,
+        Refusal::Behind {
+            rule: Rule::Default,
+            home: dc("dc2"),
+            version: 2,
+            shows: Some((1, false)),
+        }
+    );
+    assert_eq!(behind.serves_in(), None, "only a copy ends it");
+    let words = behind.describe(Subject::Lock("a"), None);
+    assert!(
+        words.contains("which dc2 does not show yet (it shows version 1)")
+            && words.contains("`migrate home move --to dc2` copies it there"),
+        "{words}"
+    );
     homes.observe(&dc("dc2"), t0, vec![(Rule::Default, moved)]);
     let refused = homes.route(Subject::Lock("a"), t0, wall(40)).unwrap_err();
     assert_eq!(
@@ -168,7 +187,7 @@ fn a_move_is_followed_confirmed_by_the_new_home_and_served_from_its_time() {
             in_: Duration::from_secs(60),
         }
     );
-    assert!(refused.is_transient());
+    assert_eq!(refused.serves_in(), Some(Duration::from_secs(60)));
     let words = refused.describe(Subject::Lock("a"), None);
     assert!(
         words.contains("moving from dc1 to datacenter dc2") && words.contains("1m"),
@@ -204,7 +223,7 @@ fn a_pending_move_serves_nowhere_until_its_serving_record_completes_it() {
         matches!(&refused, Refusal::Pending { home, version: 2, .. } if *home == dc("dc2")),
         "{refused:?}"
     );
-    assert!(!refused.is_transient(), "an operator completes it");
+    assert_eq!(refused.serves_in(), None, "an operator completes it");
     let words = refused.describe(Subject::Lock("a"), None);
     assert!(
         words.contains("never confirmed") && words.contains("migrate home move --to dc2"),
@@ -215,13 +234,15 @@ fn a_pending_move_serves_nowhere_until_its_serving_record_completes_it() {
     homes.observe(&dc("dc1"), t0, vec![(Rule::Default, serving.clone())]);
     homes.observe(&dc("dc2"), t0, vec![(Rule::Default, pending.clone())]);
     assert_eq!(homes.record(&Rule::Default), Some(&serving));
-    assert!(matches!(
+    assert_eq!(
         homes.route(Subject::Lock("a"), t0, wall(200)),
-        Err(Refusal::Unconfirmed {
-            last_error: None,
-            ..
+        Err(Refusal::Behind {
+            rule: Rule::Default,
+            home: dc("dc2"),
+            version: 2,
+            shows: Some((2, true)),
         })
-    ));
+    );
     homes.observe(&dc("dc2"), t0, vec![(Rule::Default, serving)]);
     assert!(matches!(
         homes.route(Subject::Lock("a"), t0, wall(40)),
@@ -337,6 +358,11 @@ fn ask(rule: Rule, to: &str, force: bool) -> MoveAsk {
 fn moves_are_refused_for_each_missing_consent_and_allowed_otherwise() {
     let v1 = || vec![(Rule::Default, record(1, "dc1", 0))];
     let moving = || vec![(Rule::Default, record(2, "dc2", 200 * 1_000_000))];
+    let moved = || {
+        let mut r = record(2, "dc2", 200 * 1_000_000);
+        r.moved_from = Some(dc("dc1"));
+        vec![(Rule::Default, r)]
+    };
     type Case<'a> = (&'a str, MoveScene, MoveAsk, &'a [&'a str], Option<u64>);
     let cases: Vec<Case<'_>> = vec![
         (
@@ -413,6 +439,27 @@ fn moves_are_refused_for_each_missing_consent_and_allowed_otherwise() {
             Some(1),
         ),
         (
+            "an empty prefix: its record would decode in no build",
+            scene(&[("dc1", v1()), ("dc2", v1())], 100),
+            ask(Rule::Prefix(String::new()), "dc2", false),
+            &["invalid home prefix \"\": it is empty"],
+            None,
+        ),
+        (
+            "made, but the new home answers without it: copied there",
+            scene(&[("dc1", moved()), ("dc2", v1()), ("dc3", moved())], 100),
+            ask(Rule::Default, "dc2", false),
+            &[],
+            Some(2),
+        ),
+        (
+            "made, and every datacenter that answers shows it",
+            scene(&[("dc1", moved()), ("dc2", moved())], 300),
+            ask(Rule::Default, "dc2", false),
+            &["homed in dc2 already"],
+            Some(3),
+        ),
+        (
             "nothing recorded yet",
             scene(&[("dc1", vec![]), ("dc2", vec![])], 100),
             ask(Rule::Default, "dc2", false),
@@ -433,8 +480,55 @@ fn moves_are_refused_for_each_missing_consent_and_allowed_otherwise() {
                 "case #{i} ({name}): {got:?} lacks {want:?}"
             );
         }
+        let spreads = plan.as_ref().map(|p| p.spreads_to.clone());
         assert_eq!(plan.map(|p| p.version), *version, "case #{i} ({name})");
+        // Only a made move that a datacenter lacks is copied.
+        let copied = name.contains("copied there");
+        assert_eq!(
+            spreads.is_some_and(|to| to == [dc("dc2")]),
+            copied,
+            "case #{i} ({name})"
+        );
     }
+}
+
+/// Issue 42 item 1: one check for every way of writing a prefix rule,
+/// refusing what no build decodes and what homes no lock; what earlier
+/// builds wrote still decodes.
+#[test]
+fn a_prefix_rule_is_written_only_when_every_build_decodes_it() {
+    let long = "x".repeat(MAX_LOCK_ID_LEN + 1);
+    // (prefix, refused because …, or accepted)
+    let cases: &[(&str, Option<&str>)] = &[
+        ("eu/", None),
+        ("eu ", None),
+        ("é/", None),
+        ("", Some("it is empty")),
+        (" eu/", Some("starts with whitespace")),
+        ("eu/\n", Some("control character")),
+        (&long, Some("longer than a lock id")),
+    ];
+    for (i, (prefix, refused)) in cases.iter().enumerate() {
+        let rule = Rule::prefix(*prefix);
+        match refused {
+            None => {
+                let rule = rule.unwrap_or_else(|e| panic!("case #{i}: {e}"));
+                assert_eq!(Rule::from_key(&rule.key()), Some(rule), "case #{i}");
+            }
+            Some(why) => {
+                let e = rule.unwrap_err().to_string();
+                assert!(e.contains(why), "case #{i}: {e}");
+                assert!(e.len() < 300, "case #{i}: the prefix is cut short: {e}");
+            }
+        }
+    }
+    // Decoding stays as loose as every build's: a record an earlier build
+    // wrote for a prefix `Rule::prefix` refuses still homes its locks.
+    assert_eq!(
+        Rule::from_key("prefix: eu/"),
+        Some(Rule::Prefix(" eu/".into()))
+    );
+    assert_eq!(Rule::from_key("prefix:"), None);
 }
 
 #[test]
@@ -460,7 +554,7 @@ fn two_records_of_one_version_are_never_confirmed_while_datacenters_disagree() {
             "datacenters show different records of version 2 (two moves raced; \
              the store reconciles them)"
         );
-        assert!(!refusal.is_transient());
+        assert_eq!(refusal.serves_in(), None);
     }
     // Reconciled: both show the winner.
     homes.observe(&dc("dc3"), t0, vec![(Rule::Default, to_dc3.clone())]);
@@ -564,7 +658,7 @@ fn no_rule_covers_a_row_only_while_every_datacenter_was_read_lately() {
         datacenters: vec![(dc("dc2"), None)],
         last_error: Some("no node of dc2 reachable".into()),
     };
-    assert!(!refusal.is_transient());
+    assert_eq!(refusal.serves_in(), None);
     let words = refusal.describe(Subject::Lock("a"), Some(&dc("dc1")));
     for part in [
         "lock \"a\" is homed by no rule this process (in dc1) knows",

@@ -16,7 +16,10 @@ impl Waiter {
     /// A try's decision after `observation`.
     pub(super) fn on_try(&mut self, observation: Observation) -> Action {
         match observation {
-            Observation::Failed | Observation::Fatal => self.leave(Leaving::Failed),
+            // A try waits for nothing, a moving home included.
+            Observation::Failed | Observation::Fatal | Observation::Moving { .. } => {
+                self.leave(Leaving::Failed)
+            }
             Observation::Interrupted => self.leave(Leaving::Interrupted),
             Observation::LeaseLost => self.leave(Leaving::LeaseLost),
             // Listing 8 line 1: someone in `main` — busy, without touching

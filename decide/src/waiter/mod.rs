@@ -297,6 +297,14 @@ pub enum Observation {
     },
     /// The action failed with a store error worth retrying.
     Failed,
+    /// The action was refused without being sent: the lock's home moves
+    /// to another datacenter, which serves in `serves_in` (docs/design.md
+    /// §4a, H3). Nothing was read or written, and trying again sooner is
+    /// refused the same way.
+    Moving {
+        /// How long until the new home serves.
+        serves_in: Duration,
+    },
     /// The action failed with a store error not worth retrying.
     Fatal,
     /// The lease is lost (a cell gone, renewals overdue: Q3), seen before
@@ -467,7 +475,13 @@ impl Waiter {
             return self.on_try(observation);
         }
         match observation {
-            Observation::Failed => self.failed(cx),
+            Observation::Failed => self.failed(cx.pause_after_error),
+            // Wait for the new home — plus the drawn pause, so the waiters
+            // a move held back do not all come back in one instant — in
+            // place: what a failure would do next, that much later.
+            Observation::Moving { serves_in } => {
+                self.failed(serves_in.saturating_add(cx.pause_after_error))
+            }
             Observation::Fatal => self.leave(Leaving::Failed),
             Observation::Interrupted => self.leave(Leaving::Interrupted),
             // Q3: a waiter whose lease is lost gives its place up and
@@ -519,8 +533,8 @@ impl Waiter {
         }
     }
 
-    fn failed(&mut self, cx: &Context) -> Action {
-        let after = cx.pause_after_error;
+    /// After a store error: what failed is tried again after `after`.
+    fn failed(&mut self, after: Duration) -> Action {
         match self.state {
             // The arrival may have left cells: the driver gives the place
             // up (its lease removes them) and arrives again, slowly.

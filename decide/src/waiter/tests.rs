@@ -129,6 +129,12 @@ fn main_obs(cells: Vec<Cell>, can_claim: bool) -> Observation {
     Observation::Main { cells, can_claim }
 }
 
+fn moving(s: u64) -> Observation {
+    Observation::Moving {
+        serves_in: Duration::from_secs(s),
+    }
+}
+
 fn poll(ms: u32) -> Action {
     Action::Poll { after: MS * ms }
 }
@@ -301,6 +307,16 @@ fn decisions() {
         case(deciding(false), Observation::Failed, AskQueue { after: MS * 30 }, deciding(false)),
         // A write may have landed: unsure, with a cleanup pending.
         case(State::First, Observation::Failed, poll(30), unsure()),
+        // ===== refused: the home moves (issue 42 item 3) =====
+        // Nothing was sent: the same step, once the new home serves (57 s)
+        // and a drawn pause later — not every pause after an error.
+        case(State::Arriving, moving(57), Arrive { after: MS * 57_030, fast: false }, State::Arriving),
+        case(queued(2), moving(57), poll(57_030), queued(2)),
+        case(prepared(true), moving(57), poll_main(57_030), prepared(true)),
+        case(checking(), moving(57), AskQueue { after: MS * 57_030 }, checking()),
+        case(State::First, moving(57), poll(57_030), unsure()),
+        // A new home that serves now: the drawn pause only.
+        case(State::Arriving, moving(0), Arrive { after: MS * 30, fast: false }, State::Arriving),
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
@@ -757,6 +773,7 @@ fn a_try_takes_the_lock_only_if_it_is_free_now() {
         // Any store error, a lost lease or an interruption ends a try.
         (State::First, 2, Observation::Failed, Leave(Leaving::Failed), State::Left),
         (State::Arriving, 2, Observation::Fatal, Leave(Leaving::Failed), State::Left),
+        (State::Arriving, 2, moving(57), Leave(Leaving::Failed), State::Left),
         (State::First, 2, Observation::LeaseLost, Leave(Leaving::LeaseLost), State::Left),
         (State::First, 2, Observation::Interrupted, Leave(Leaving::Interrupted), State::Left),
         // A try never waits in line.

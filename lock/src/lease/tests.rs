@@ -647,3 +647,122 @@ async fn a_write_during_a_renewal_is_what_the_renewal_rewrites() {
     assert_eq!(main[0].value, b"second");
     lease.release().await.unwrap();
 }
+
+/// A lease on a two-datacenter cluster behind a homes router whose view
+/// homes every lock in dc1, serving — and the view, to move the home.
+fn homed(
+    clock: &SharedClock,
+) -> (
+    Arc<lockshift_store::homes::HomesView>,
+    Arc<FaultyStore<MemoryStore>>,
+    Lease,
+) {
+    use lockshift_decide::home::{HomeRecord, Rule};
+    use lockshift_store::Datacenter;
+    use lockshift_store::homes::{Configured, HomesRouter, HomesView};
+    let dc = |s: &str| Datacenter::new(s).unwrap();
+    let cluster = MemoryStore::with_clock(clock.clone())
+        .with_datacenters(vec![(dc("dc1"), 1), (dc("dc2"), 1)], 1);
+    let counted = Arc::new(FaultyStore::new(cluster.client_in(&dc("dc1")).unwrap(), 1));
+    let view = Arc::new(HomesView::new(
+        clock.clone(),
+        Some(dc("dc1")),
+        Configured::default(),
+        Duration::from_secs(30),
+    ));
+    let router = Arc::new(HomesRouter::new(counted.clone(), view.clone()));
+    let home = HomeRecord {
+        version: 1,
+        datacenter: dc("dc1"),
+        serves_from: 0,
+        moved_from: None,
+        forced: false,
+        at: 0,
+        by: "test".into(),
+        pending: false,
+    };
+    let now = tokio::time::Instant::now().into_std();
+    for d in ["dc1", "dc2"] {
+        view.homes()
+            .observe(&dc(d), now, vec![(Rule::Default, home.clone())]);
+    }
+    let s = settings();
+    let ttl = s.ttl().unwrap();
+    let lease = Lease::start(
+        router,
+        clock.clone(),
+        s,
+        ttl,
+        LockId::new("L").unwrap(),
+        OwnerId::new(&NodeId::new("n").unwrap(), 1),
+        "test",
+    );
+    (view, counted, lease)
+}
+
+/// Issue 42 item 3: a write a homes router refused as "moving" was never
+/// sent, so it left nothing: the lease forgets the cell it registered, and
+/// its release sends nothing and fails nothing (before, each refused
+/// arrival left a cell registered whose delete was refused in turn:
+/// "cleanup of a dropped lease failed", thousands of times in one move
+/// wait). A cell written before the refusal stays registered: it is there.
+#[tokio::test(start_paused = true)]
+async fn a_write_refused_unsent_leaves_nothing_to_clean_up() {
+    use lockshift_decide::home::{HomeRecord, Rule};
+    use lockshift_store::{Datacenter, StoreErrorKind};
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    let (view, counted, lease) = homed(&clock);
+    lease.write(schema::SHADOW, "before", b"v").await.unwrap();
+    // The home moves to dc2, which serves in 60 s.
+    let dc = |s: &str| Datacenter::new(s).unwrap();
+    let moved = HomeRecord {
+        version: 2,
+        datacenter: dc("dc2"),
+        serves_from: clock.now().as_micros() + 60_000_000,
+        moved_from: Some(dc("dc1")),
+        forced: false,
+        at: 0,
+        by: "test".into(),
+        pending: false,
+    };
+    let now = tokio::time::Instant::now().into_std();
+    for d in ["dc1", "dc2"] {
+        view.homes()
+            .observe(&dc(d), now, vec![(Rule::Default, moved.clone())]);
+    }
+    let sent = counted.op_counts().total();
+    for (table, column) in [(schema::MAIN, "me"), (schema::SHADOW, "before")] {
+        let refused = lease.write(table, column, b"v").await.unwrap_err();
+        assert_eq!(refused.kind(), StoreErrorKind::HomeMoving, "{refused}");
+        assert!(!refused.was_sent(), "{refused}");
+        assert_eq!(refused.retry_after(), Some(Duration::from_secs(60)));
+    }
+    assert_eq!(counted.op_counts().total(), sent, "nothing was sent");
+    assert!(lease.columns_in(schema::MAIN).is_empty(), "forgotten");
+    assert_eq!(
+        lease.columns_in(schema::SHADOW),
+        ["before"],
+        "written before"
+    );
+    // Once the new home serves, the release deletes what is there.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    for d in ["dc1", "dc2"] {
+        view.homes().observe(
+            &dc(d),
+            tokio::time::Instant::now().into_std(),
+            vec![(Rule::Default, moved.clone())],
+        );
+    }
+    lease.release().await.unwrap();
+    let deletes = counted
+        .op_counts()
+        .get(schema::SHADOW, lockshift_store::OpKind::Delete);
+    assert_eq!(deletes, 1);
+    assert_eq!(
+        counted
+            .op_counts()
+            .get(schema::MAIN, lockshift_store::OpKind::Delete),
+        0,
+        "no delete of a cell never written"
+    );
+}

@@ -19,8 +19,10 @@ impl Lease {
     /// the holding it was written under.
     ///
     /// # Errors
-    /// The store error. The cell stays registered either way, so a write that
-    /// may have been applied is still removed on release.
+    /// The store error. The cell stays registered, so a write that may have
+    /// been applied is still removed on release — unless the write was
+    /// refused before it was sent ([`StoreError::was_sent`]) and nothing of
+    /// the cell was written before: then nothing is there to remove.
     ///
     /// # Cancel safety
     /// If dropped, the write may or may not land; the cell stays registered
@@ -57,7 +59,7 @@ impl Lease {
         term: Option<Term>,
     ) -> Result<(), StoreError> {
         let key = (table, column.to_string());
-        let (stamp, term, horizon) = {
+        let (stamp, term, horizon, fresh) = {
             let mut st = self.shared.state();
             let term = term.unwrap_or(if st.waiting {
                 Term::Waiting
@@ -68,9 +70,12 @@ impl Lease {
                 Term::Holding => self.shared.holding_horizon(&st, &key),
                 Term::Waiting => None,
             };
+            // No write or delete of this cell before: if this one is never
+            // sent, the cell cannot be in the store.
+            let fresh = !st.cells.contains_key(&key);
             let entry = st
                 .cells
-                .entry(key)
+                .entry(key.clone())
                 .or_insert_with(|| LeaseCell::new(value, term));
             entry.value = value.to_vec();
             entry.term = term;
@@ -78,7 +83,8 @@ impl Lease {
             if entry.state == CellState::Deleting {
                 entry.state = CellState::Live { proven: None };
             }
-            (self.shared.stamp(&mut st), term, horizon)
+            let fresh = fresh.then_some(entry.generation);
+            (self.shared.stamp(&mut st), term, horizon, fresh)
         };
         let sent = Instant::now();
         let full = self.shared.ttl_of(term);
@@ -104,8 +110,8 @@ impl Lease {
                 WriteOptions::at(stamp).with_ttl(ttl),
             )
             .await;
-        if result.is_ok() {
-            self.shared.mark_proven(
+        match &result {
+            Ok(()) => self.shared.mark_proven(
                 table,
                 column,
                 Proof {
@@ -113,7 +119,23 @@ impl Lease {
                     lives_from,
                     term,
                 },
-            );
+            ),
+            // Refused before it was sent (a homes router's refusal): it
+            // left nothing, so a cell this write registered is forgotten —
+            // no delete of it at release, no warning when that delete is
+            // refused too. Unless another write or delete of the cell came
+            // since (its generation moved): that one decides.
+            Err(e) if !e.was_sent() => {
+                let mut st = self.shared.state();
+                if let Some(generation) = fresh
+                    && st.cells.get(&key).is_some_and(|c| {
+                        c.generation == generation && c.state == CellState::Live { proven: None }
+                    })
+                {
+                    st.cells.remove(&key);
+                }
+            }
+            Err(_) => {}
         }
         result
     }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use lockshift_rollout::registry::LeaseRules;
 use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::homes::{Configured, HomesRouter, HomesView};
 use lockshift_store::settings::InvalidSetting;
-use lockshift_store::{SharedClock, SharedStore, SystemClock, Topology, Ttl};
+use lockshift_store::{
+    SharedClock, SharedStore, StoreError, StoreErrorKind, SystemClock, Topology, Ttl,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -290,23 +293,37 @@ impl Node {
         let stop = CancellationToken::new();
         let tasks = vec![
             tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
-                let shared = shared.clone();
+                let (shared, moving) = (shared.clone(), Quiet::default());
                 move || {
-                    let shared = shared.clone();
+                    let (shared, moving) = (shared.clone(), moving.clone());
                     async move {
-                        if let Err(e) = shared.refresh().await {
-                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires");
+                        let result = shared.refresh().await;
+                        match (moving.after(&result), result) {
+                            (Said::First, Err(e)) => {
+                                info!(node = %shared.id, error = %e, "stage re-read refused while the fleet's rows move; keeping the last stage until it expires, and reading again quietly until the new home serves")
+                            }
+                            (Said::Warn, Err(e)) => {
+                                warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires")
+                            }
+                            _ => {}
                         }
                     }
                 }
             })),
             tokio::spawn(every(shared.rollout.heartbeat_every, stop.clone(), {
-                let shared = shared.clone();
+                let (shared, moving) = (shared.clone(), Quiet::default());
                 move || {
-                    let shared = shared.clone();
+                    let (shared, moving) = (shared.clone(), moving.clone());
                     async move {
-                        if let Err(e) = shared.heartbeat().await {
-                            warn!(node = %shared.id, error = %e, "heartbeat failed");
+                        let result = shared.heartbeat().await;
+                        match (moving.after(&result), result) {
+                            (Said::First, Err(e)) => {
+                                info!(node = %shared.id, error = %e, "heartbeat refused while the fleet's rows move; sending it again quietly until the new home serves")
+                            }
+                            (Said::Warn, Err(e)) => {
+                                warn!(node = %shared.id, error = %e, "heartbeat failed")
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -320,6 +337,47 @@ impl Node {
                 tasks: Mutex::new(tasks),
             }),
         })
+    }
+}
+
+/// What a periodic task says of a refusal whose end is known — a moving
+/// home's ([`StoreErrorKind::HomeMoving`]), which ends when the new home
+/// serves: the first of a run of them, at `info`, and nothing of the
+/// others (a move waits about two minutes; the task runs every few
+/// seconds). Any other failure is a warning, each time, as before.
+#[derive(Clone, Debug, Default)]
+struct Quiet(Arc<AtomicBool>);
+
+/// What [`Quiet`] says of one run of a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    /// The first refusal of a run: say it.
+    First,
+    /// A failure to warn of.
+    Warn,
+    /// Success, or a refusal after the first.
+    Nothing,
+}
+
+impl Quiet {
+    fn after<T>(&self, result: &Result<T, StoreError>) -> Said {
+        match result {
+            Err(e) if e.kind() == StoreErrorKind::HomeMoving => {
+                if self.0.swap(true, Ordering::Relaxed) {
+                    Said::Nothing
+                } else {
+                    Said::First
+                }
+            }
+            Err(_) => {
+                self.0.store(false, Ordering::Relaxed);
+                Said::Warn
+            }
+            Ok(_) => {
+                self.0.store(false, Ordering::Relaxed);
+                Said::Nothing
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use lockshift_lock::LockId;
 use super::{Checked, FencingTokenArg};
 use super::{
     parse_bench_algorithm, parse_datacenter_name, parse_duration, parse_lock_id, parse_mode,
-    parse_stage,
+    parse_prefix, parse_stage,
 };
 
 /// `bench`.
@@ -117,8 +117,10 @@ pub struct BenchArgs {
 pub struct HomeMoveArgs {
     /// The prefix rule to move (created if new: it takes the locks whose
     /// names start with it from the rule that homes them now); without it,
-    /// the default rule — every other lock and the fleet's own rows.
-    #[arg(long, value_name = "PREFIX")]
+    /// the default rule — every other lock and the fleet's own rows. Not
+    /// empty, and one a lock id can start with (a record no build decodes
+    /// would stop every lock of the fleet).
+    #[arg(long, value_name = "PREFIX", value_parser = Checked(parse_prefix))]
     pub prefix: Option<String>,
     /// The new home datacenter.
     #[arg(long, value_name = "DC", value_parser = Checked(parse_datacenter_name))]
@@ -134,6 +136,18 @@ pub struct HomeMoveArgs {
     /// Who asks, recorded in the move (default: $USER@host).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+}
+
+/// `home forget`: which cell.
+#[derive(Debug, Clone, Args)]
+pub struct HomeForgetArgs {
+    /// The column of the homes row to remove, exactly as `migrate home`
+    /// lists it (e.g. `prefix:` for a record of an empty prefix).
+    #[arg(value_name = "COLUMN")]
+    pub column: String,
+    /// Delete it (default: dry run — say what would go).
+    #[arg(long)]
+    pub apply: bool,
 }
 
 /// Which lock, and how to take it: `run-with-lock` and `lock` alike.

@@ -7,8 +7,11 @@ use std::time::Duration;
 use clap::Subcommand;
 use lockshift_lock::LockId;
 
-use super::{AcquireArgs, BenchArgs, Checked, DemoArgs, HomeMoveArgs, RunArgs, TransitionArgs};
-use super::{parse_datacenter, parse_duration, parse_lock_id};
+use super::{
+    AcquireArgs, BenchArgs, Checked, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs,
+    TransitionArgs,
+};
+use super::{parse_datacenter, parse_datacenter_name, parse_duration, parse_lock_id};
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -260,7 +263,7 @@ pub enum Command {
     /// version and since when it serves, and which datacenters show it — a
     /// move not yet replicated everywhere shows as an older version there.
     #[command(
-        after_help = "Examples:\n  migrate home\n  migrate home move --to dc2 --dry-run\n  migrate home move --prefix eu/ --to dc2\n  migrate home move --to dc2 --force   # the current home is gone (read docs/operating.md first)\n\nExit codes (home move):\n  0    moved (or --dry-run: it may be moved)\n  1    error (the store)\n  2    usage\n  3    refused: the current home or the new one does not answer, the last move has not finished, --force while the current home answers"
+        after_help = "Examples:\n  migrate home\n  migrate home move --to dc2 --dry-run\n  migrate home move --prefix eu/ --to dc2\n  migrate home move --to dc2 --force   # the current home is gone (read docs/operating.md first)\n  migrate home forget prefix: --apply   # a cell no build decodes\n\nExit codes (home move, home forget):\n  0    moved (or --dry-run: it may be moved); forgotten (or its dry run)\n  1    error (the store), or a move or a forget not written everywhere (the report says where)\n  2    usage (an empty or impossible --prefix)\n  3    refused: the current home or the new one does not answer, the last move has not finished, --force while the current home answers; forget: the cell decodes"
     )]
     Home {
         /// `move`, or nothing to show the homes.
@@ -277,7 +280,7 @@ pub enum Command {
     /// store.cql.replication from the settings, whose default
     /// (SimpleStrategy, one replica) suits a single test node only.
     #[command(
-        after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --keyspace locks --replication-factor 3"
+        after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 --home dc1 --apply   # a fleet's first set-up across datacenters\n  migrate schema --keyspace locks --replication-factor 3"
     )]
     Schema {
         /// NetworkTopologyStrategy: this many replicas in this datacenter,
@@ -293,6 +296,15 @@ pub enum Command {
         /// refuses to read (docs/operating.md).
         #[arg(long)]
         apply: bool,
+        /// With --apply, before any process of the fleet starts: record DC
+        /// as the home of every lock (and of the fleet's rows) in every
+        /// datacenter, serving at once — where the fleet's first start
+        /// would record it from lock.home_datacenter and wait the move
+        /// wait (about 2 min) before serving. Refused (exit 3) once a
+        /// process is registered, or a home is recorded, in any datacenter,
+        /// or while one does not answer.
+        #[arg(long, value_name = "DC", requires = "apply", value_parser = Checked(parse_datacenter_name))]
+        home: Option<lockshift_store::Datacenter>,
     },
 
     /// Run the local CQL endpoint (an in-memory store served over the CQL
@@ -370,6 +382,17 @@ pub enum HomeAction {
     /// home serves after every view and lease under the old one has run
     /// out (2 × rollout.stage_valid_for + the longest lease TTL +
     /// rollout.clock_skew_margin + 1 s); until then the rule's locks are
-    /// refused as "moving", which acquisitions retry until their timeout.
+    /// refused as "moving", which acquisitions wait out (until their
+    /// timeout). Asked again, a move that could not write everywhere is
+    /// completed: its record is copied, as it is, where it lacks.
     Move(HomeMoveArgs),
+    /// Remove a cell of the homes row that this build cannot decode (a
+    /// record of an empty prefix, written by hand, or corrupt), which
+    /// refuses the locks it could home — every lock, for a column that
+    /// names no rule — in every process. A dry run by default: it lists
+    /// the datacenters that show the cell; with --apply it deletes it in
+    /// each of them, USING TIMESTAMP the writetime it read there (a newer
+    /// write of the column survives). Refused (exit 3) for a cell that
+    /// decodes: move its rule instead.
+    Forget(HomeForgetArgs),
 }

@@ -21,7 +21,9 @@ mod command;
 
 /// The arguments of the larger subcommands and the groups two share, in
 /// `args`.
-pub use args::{AcquireArgs, BenchArgs, DemoArgs, HomeMoveArgs, RunArgs, TransitionArgs};
+pub use args::{
+    AcquireArgs, BenchArgs, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs, TransitionArgs,
+};
 /// The subcommands, in `command`.
 pub use command::{Command, HomeAction};
 
@@ -145,12 +147,14 @@ pub struct ConnectOpts {
     pub tls_skip_hostname_verification: bool,
 }
 
-/// `--consistency`.
+/// `--consistency`, spelt as `store.cql.consistency` is (`local_quorum`);
+/// `local-quorum` is taken too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ConsistencyArg {
     /// QUORUM: read-your-writes across datacenters.
     Quorum,
     /// LOCAL_QUORUM: only when every client of a lock is in one datacenter.
+    #[value(name = "local_quorum", alias = "local-quorum")]
     LocalQuorum,
 }
 
@@ -260,6 +264,14 @@ fn parse_stage(s: &str) -> Result<Stage, String> {
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
+}
+
+/// A home prefix, by the one check every way of writing a homes record
+/// goes through (`Rule::prefix`).
+fn parse_prefix(s: &str) -> Result<String, String> {
+    lockshift_decide::home::Rule::prefix(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_lock_id(s: &str) -> Result<LockId, String> {

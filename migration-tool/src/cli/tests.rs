@@ -102,3 +102,25 @@ fn lock_takes_the_acquisition_flags_and_no_command() {
     let err = Cli::try_parse_from(["migrate", "lock", &long]).unwrap_err();
     assert!(err.to_string().len() < 600, "{err}");
 }
+
+/// Issue 42 item 5: `--consistency` is spelt as the settings and every
+/// message spell it (`local_quorum`), and the kebab spelling it had is
+/// still taken.
+#[test]
+fn consistency_is_spelt_as_the_settings_spell_it() {
+    for spelling in ["local_quorum", "local-quorum"] {
+        let cli = Cli::try_parse_from(["migrate", "status", "--consistency", spelling]).unwrap();
+        assert_eq!(
+            cli.connect.consistency,
+            Some(ConsistencyArg::LocalQuorum),
+            "{spelling}"
+        );
+    }
+    let e = Cli::try_parse_from(["migrate", "status", "--consistency", "one"]).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("[possible values: quorum, local_quorum]"),
+        "{text}"
+    );
+    assert!(!text.contains("local-quorum"), "{text}");
+}

@@ -22,7 +22,7 @@ use lockshift_store::{Datacenter, Route, RowQuery, schema};
 use serde::Serialize;
 
 use super::{Env, ms};
-use crate::{JSON_VERSION, Outcome};
+use crate::{JSON_VERSION, Outcome, UsageError};
 
 /// What one datacenter answered.
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +48,60 @@ pub struct RuleReport {
     pub serving: bool,
     /// The version each datacenter that answered shows (absent: none).
     pub shown: BTreeMap<String, u64>,
+    /// `serving`; `moving` — moved, and the new home serves in
+    /// `serves_in_ms` (H3); or `pending` — written, never confirmed, so
+    /// serving nowhere until the move is asked again (H6).
+    pub state: RuleStateName,
+    /// While moving: how long until the new home serves.
+    pub serves_in_ms: Option<u64>,
+    /// The home it moves (or moved) from.
+    pub from: Option<String>,
+}
+
+/// Where a rule's home stands ([`RuleReport::state`]).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleStateName {
+    /// Its home serves.
+    Serving,
+    /// Its new home serves in a known time (H3).
+    Moving,
+    /// Its record serves nowhere until the move is asked again (H6).
+    Pending,
+}
+
+impl RuleReport {
+    /// The report of `rule`'s newest `record` at `now`, with what each
+    /// datacenter showed of it.
+    pub fn of(
+        rule: &Rule,
+        record: HomeRecord,
+        shown: BTreeMap<String, u64>,
+        now: lockshift_store::Timestamp,
+    ) -> RuleReport {
+        let serving = record.serves_at(now);
+        let (state, serves_in_ms) = if record.pending {
+            (RuleStateName::Pending, None)
+        } else if serving {
+            (RuleStateName::Serving, None)
+        } else {
+            let left = record.serves_from.saturating_sub(now.as_micros());
+            (
+                RuleStateName::Moving,
+                Some(u64::try_from(left / 1_000).unwrap_or(0)),
+            )
+        };
+        RuleReport {
+            rule: rule.key(),
+            serves_from: fmt_micros(record.serves_from),
+            serving,
+            shown,
+            state,
+            serves_in_ms,
+            from: record.moved_from.as_ref().map(ToString::to_string),
+            record,
+        }
+    }
 }
 
 /// The report of `migrate home` (JSON schema, `"version": 1`).
@@ -91,16 +145,20 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
     let mut newest: BTreeMap<Rule, HomeRecord> = BTreeMap::new();
     let mut shown: BTreeMap<Rule, BTreeMap<String, u64>> = BTreeMap::new();
     let mut unreadable = Vec::new();
-    for dc in &topology.datacenters {
-        let read = env
-            .store
+    // Every datacenter at once: one that does not answer costs a request
+    // timeout, not one per datacenter after it.
+    let reads = futures::future::join_all(topology.datacenters.iter().map(|dc| async move {
+        env.store
             .read_via(
                 &Route::Datacenter(dc.clone()),
                 schema::ROLLOUT,
                 HOMES_ROW,
                 &RowQuery::all(),
             )
-            .await;
+            .await
+    }))
+    .await;
+    for (dc, read) in topology.datacenters.iter().zip(reads) {
         match read {
             Ok(cells) => {
                 let (found, undecoded) = records(dc, cells);
@@ -147,12 +205,9 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
     }
     let rules = newest
         .into_iter()
-        .map(|(rule, record)| RuleReport {
-            rule: rule.key(),
-            serves_from: fmt_micros(record.serves_from),
-            serving: record.serves_at(now),
-            shown: shown.remove(&rule).unwrap_or_default(),
-            record,
+        .map(|(rule, record)| {
+            let shown = shown.remove(&rule).unwrap_or_default();
+            RuleReport::of(&rule, record, shown, now)
         })
         .collect();
     Ok(HomesReport {
@@ -197,6 +252,25 @@ pub struct HomeMoveReport {
     /// A move begun and not finished: what was written, what not, and
     /// what to run next (exit 1).
     pub incomplete: Option<String>,
+    /// What each datacenter holds of the move's record: `serving`,
+    /// `pending` (serving nowhere), `without` (an older record, or none)
+    /// or `unknown` (it did not answer, or a write there may still land),
+    /// with the error of a write or read that failed there.
+    pub datacenters: Vec<MoveSite>,
+    /// The move was made already and was asked again: its record was
+    /// copied, as it is, to these datacenters, which answered without it.
+    pub copied_to: Vec<String>,
+}
+
+/// What one datacenter holds of a move's record ([`HomeMoveReport`]).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MoveSite {
+    /// The datacenter.
+    pub datacenter: String,
+    /// `serving`, `pending`, `without` or `unknown`.
+    pub holds: &'static str,
+    /// Why a write there (or its read) failed.
+    pub error: Option<String>,
 }
 
 /// What `migrate home move` asks.
@@ -217,9 +291,14 @@ pub struct MoveArgs {
 /// Judges and makes a move.
 ///
 /// # Errors
-/// The rollout lock or the first write failed.
+/// A prefix no homes record may be written for (a [`UsageError`], exit 2,
+/// nothing read or written); the rollout lock could not be taken.
 pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport, Outcome)> {
-    let rule = args.prefix.map_or(Rule::Default, Rule::Prefix);
+    let rule = match args.prefix {
+        None => Rule::Default,
+        // The one check (the command line made it already).
+        Some(p) => Rule::prefix(p).map_err(|e| UsageError(e.to_string()))?,
+    };
     let report = move_home(
         &env.store,
         &env.clock,
@@ -267,6 +346,20 @@ pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport,
                 .map(|(dc, e)| (dc.to_string(), e))
                 .collect(),
             incomplete: report.incomplete,
+            datacenters: report
+                .datacenters
+                .iter()
+                .map(|d| MoveSite {
+                    datacenter: d.datacenter.to_string(),
+                    holds: d.holds.as_str(),
+                    error: d.error.clone(),
+                })
+                .collect(),
+            copied_to: report
+                .plan
+                .iter()
+                .flat_map(|p| p.spreads_to.iter().map(ToString::to_string))
+                .collect(),
         },
         outcome,
     ))
@@ -275,10 +368,29 @@ pub async fn move_(env: &Env, args: MoveArgs) -> anyhow::Result<(HomeMoveReport,
 /// How many of a datacenter's processes confirm a home now.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Reach {
-    /// Processes whose view of the rule's home is confirmed.
+    /// Processes whose view of the rule's home is confirmed, by a
+    /// heartbeat recent enough to tell (younger than the process's
+    /// `stage_valid_for`).
     pub confirmed: usize,
     /// Processes that report homes at all.
     pub of: usize,
+    /// Of those, processes whose last heartbeat is too old to tell: a
+    /// view it said confirmed may have lapsed since (not counted as
+    /// confirmed).
+    pub silent: usize,
+}
+
+/// A registered process as `status` heard it: its last heartbeat, and
+/// whether that heartbeat is recent enough for what it says of its homes
+/// to hold now.
+#[derive(Debug, Clone)]
+pub struct Heard {
+    /// What it said.
+    pub info: lockshift_decide::registry::NodeInfo,
+    /// Its registry column (`node` or `node/incarnation`).
+    pub column: String,
+    /// Its heartbeat is younger than its `stage_valid_for`.
+    pub fresh: bool,
 }
 
 /// One datacenter as `status` shows it.
@@ -307,12 +419,9 @@ pub struct DatacentersView {
 }
 
 /// The processes of `nodes` by datacenter, with whether each reaches each
-/// home (from what its heartbeat said), beside `homes`.
-pub fn by_datacenter(
-    nodes: &[lockshift_decide::registry::NodeInfo],
-    columns: &[String],
-    homes: HomesReport,
-) -> DatacentersView {
+/// home (from what its heartbeat said, while recent enough to hold),
+/// beside `homes`.
+pub fn by_datacenter(nodes: &[Heard], homes: HomesReport) -> DatacentersView {
     let mut sites: BTreeMap<String, SiteView> = BTreeMap::new();
     for answer in &homes.datacenters {
         sites.insert(
@@ -326,7 +435,12 @@ pub fn by_datacenter(
             },
         );
     }
-    for (info, column) in nodes.iter().zip(columns) {
+    for Heard {
+        info,
+        column,
+        fresh,
+    } in nodes
+    {
         let dc = info
             .datacenter
             .clone()
@@ -345,8 +459,9 @@ pub fn by_datacenter(
                 for rule in &homes.rules {
                     let reach = site.reaches.entry(rule.rule.clone()).or_default();
                     reach.of += 1;
-                    reach.confirmed +=
-                        usize::from(states.iter().any(|s| s.rule == rule.rule && s.confirmed));
+                    reach.silent += usize::from(!fresh);
+                    let said = states.iter().any(|s| s.rule == rule.rule && s.confirmed);
+                    reach.confirmed += usize::from(said && *fresh);
                 }
             }
         }

@@ -166,13 +166,12 @@ fn status_counts_who_reaches_which_home_by_datacenter() {
                 error: None,
             })
             .collect(),
-        rules: vec![RuleReport {
-            rule: "default".into(),
-            record: record.clone(),
-            serves_from: String::new(),
-            serving: true,
-            shown: Default::default(),
-        }],
+        rules: vec![RuleReport::of(
+            &lockshift_decide::home::Rule::Default,
+            record.clone(),
+            Default::default(),
+            lockshift_store::Timestamp::from_micros(1),
+        )],
         unreadable: Vec::new(),
     };
     let node = |dc: Option<&str>, confirmed: Option<bool>| {
@@ -194,29 +193,308 @@ fn status_counts_who_reaches_which_home_by_datacenter() {
         info.node = format!("n-{}", dc.unwrap_or("x"));
         info
     };
-    let infos = [
-        node(Some("dc1"), Some(true)),
-        node(Some("dc2"), Some(false)),
-        node(Some("dc2"), Some(true)),
-        node(None, None),
+    // (datacenter, confirmed at its last heartbeat, that heartbeat recent)
+    let heard = [
+        (Some("dc1"), Some(true), true),
+        (Some("dc2"), Some(false), true),
+        (Some("dc2"), Some(true), true),
+        // Issue 42 item 5: a far-side process silent for longer than its
+        // view lasts said "confirmed" at its last heartbeat; that says
+        // nothing now.
+        (Some("dc2"), Some(true), false),
+        (None, None, true),
     ];
-    let columns: Vec<String> = (0..infos.len()).map(|i| format!("n{i}")).collect();
-    let view = by_datacenter(&infos, &columns, homes);
+    let nodes: Vec<Heard> = heard
+        .iter()
+        .enumerate()
+        .map(|(i, (dc, confirmed, fresh))| Heard {
+            info: node(*dc, *confirmed),
+            column: format!("n{i}"),
+            fresh: *fresh,
+        })
+        .collect();
+    let view = by_datacenter(&nodes, homes);
     let site = |name: &str| view.sites.iter().find(|s| s.datacenter == name).unwrap();
     assert_eq!(
         site("dc1").reaches["default"],
         Reach {
             confirmed: 1,
-            of: 1
+            of: 1,
+            silent: 0,
         }
     );
     assert_eq!(
         site("dc2").reaches["default"],
         Reach {
             confirmed: 1,
-            of: 2
+            of: 3,
+            silent: 1,
         }
+    );
+    let text = crate::render::home::datacenters(&view);
+    assert!(
+        text.contains("partly reach default (1/3, 1 not heard from lately)"),
+        "{text}"
     );
     assert_eq!(site("not named").unaware, 1);
     assert_eq!(site("not named").answered, None);
+}
+
+/// Issue 42 item 1: `home move --prefix ""` (an empty shell variable) is a
+/// usage error, its dry run too, and nothing is written: a record of the
+/// empty prefix decodes in no build and would stop the whole fleet.
+#[tokio::test(start_paused = true)]
+async fn an_empty_prefix_is_a_usage_error_and_writes_nothing() {
+    use clap::Parser;
+    for dry_run in [false, true] {
+        let mut argv = vec!["migrate", "home", "move", "--prefix", "", "--to", "dc2"];
+        if dry_run {
+            argv.push("--dry-run");
+        }
+        let e = crate::cli::Cli::try_parse_from(argv).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("it is empty"), "{e}");
+    }
+    // The operation checks it too (the one check, `Rule::prefix`).
+    let (cluster, clock) = cluster();
+    let env = env_in(&cluster, clock, "dc1").await;
+    let e = move_(
+        &env,
+        MoveArgs {
+            prefix: Some(String::new()),
+            to: dc("dc2"),
+            force: false,
+            dry_run: false,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(crate::is_usage_error(&e), "{e:#}");
+    let shown = show(&env).await.unwrap();
+    let rules: Vec<&str> = shown.rules.iter().map(|r| r.rule.as_str()).collect();
+    assert_eq!(rules, ["default"]);
+    assert!(shown.unreadable.is_empty());
+}
+
+/// A cell no build can decode — the `prefix:` an empty prefix wrote —
+/// written in dc1 and replicated.
+async fn plant_undecodable(env: &Env, clock: &SharedClock) {
+    use lockshift_store::{CellWrite, Timestamp, WriteOptions};
+    let record = serde_json::json!({"version": 1, "datacenter": "dc2", "serves_from": 0,
+        "at": 0, "by": "typo"});
+    env.raw
+        .write_via(
+            &Route::Datacenter(dc("dc1")),
+            schema::ROLLOUT,
+            HOMES_ROW,
+            &[CellWrite::new("prefix:", record.to_string().into_bytes())],
+            WriteOptions::at(Timestamp::from_micros(clock.now().as_micros() + 1)),
+        )
+        .await
+        .unwrap();
+}
+
+/// A lock write through `env`'s routed store, after a refresh of its view.
+async fn take_lock_cell(env: &Env) -> Result<(), lockshift_store::StoreError> {
+    use lockshift_store::{CellWrite, WriteOptions};
+    env.store
+        .write(
+            schema::MAIN,
+            "account-1",
+            &[CellWrite::new("probe", b"v".to_vec())],
+            WriteOptions::at(env.clock.now()),
+        )
+        .await
+}
+
+/// Issue 42 item 1: a planted cell no build can decode stops every lock
+/// (and every move); `migrate home forget` — dry run first, then
+/// `--apply` — removes it in every datacenter, and the fleet serves
+/// again. A cell that decodes is never removed.
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_cell_is_forgotten_and_the_fleet_serves_again() {
+    use super::super::home_forget::forget;
+    let (cluster, clock) = cluster();
+    let env = env_in(&cluster, clock.clone(), "dc1").await;
+    let far = env_in(&cluster, clock.clone(), "dc2").await;
+    plant_undecodable(&env, &clock).await;
+    tokio::time::sleep(Duration::from_secs(11)).await; // a re-read
+    for e in [&env, &far] {
+        let refused = take_lock_cell(e).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("the homes record \"prefix:\""),
+            "{refused}"
+        );
+    }
+    let (moved, outcome) = move_(
+        &env,
+        MoveArgs {
+            prefix: None,
+            to: dc("dc2"),
+            force: false,
+            dry_run: true,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome, Outcome::NotSafe, "{moved:?}");
+
+    // Refused for a cell that decodes.
+    let refused = forget(&env, "default", true).await;
+    assert_eq!(refused.outcome(), Outcome::NotSafe, "{refused:?}");
+    assert!(show(&env).await.unwrap().rules.len() == 1);
+
+    let dry = forget(&env, "prefix:", false).await;
+    assert_eq!(dry.outcome(), Outcome::Ok);
+    let shows: Vec<_> = dry
+        .datacenters
+        .iter()
+        .map(|d| (d.datacenter.as_str(), d.writetime_us.is_some(), d.removed))
+        .collect();
+    assert_eq!(shows, [("dc1", true, false), ("dc2", true, false)]);
+    assert_eq!(show(&env).await.unwrap().unreadable.len(), 2, "dry run");
+
+    let applied = forget(&env, "prefix:", true).await;
+    assert_eq!(applied.outcome(), Outcome::Ok, "{applied:?}");
+    assert!(applied.datacenters.iter().all(|d| d.removed), "{applied:?}");
+    assert!(show(&env).await.unwrap().unreadable.is_empty());
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    for e in [&env, &far] {
+        take_lock_cell(e).await.unwrap();
+    }
+    // Nothing left: a second run removes nothing and says so.
+    let again = forget(&env, "prefix:", true).await;
+    assert_eq!(again.outcome(), Outcome::Ok);
+    assert!(again.notes[0].contains("nothing to remove"), "{again:?}");
+}
+
+/// A move of the default rule from dc1 to dc2 through `env`.
+async fn move_default_to_dc2(env: &Env) -> HomeMoveReport {
+    let (report, outcome) = move_(
+        env,
+        MoveArgs {
+            prefix: None,
+            to: dc("dc2"),
+            force: false,
+            dry_run: false,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome, Outcome::Ok, "{report:?}");
+    report
+}
+
+/// Issue 42 item 2: during the move wait of the default rule `status`
+/// answers at once — from either datacenter — naming the move and the
+/// time left, instead of retrying the refused stage read until the 60 s
+/// operation deadline; and a split from the far side is answered as fast,
+/// naming the fleet home.
+#[tokio::test(start_paused = true)]
+async fn status_answers_at_once_during_a_move_wait_and_a_split() {
+    use crate::render::Human;
+    let (cluster, clock) = cluster();
+    let env = env_in(&cluster, clock.clone(), "dc1").await;
+    let far = env_in(&cluster, clock.clone(), "dc2").await;
+    let moved = move_default_to_dc2(&env).await;
+    tokio::time::sleep(Duration::from_secs(11)).await; // every view reads it
+    for e in [&env, &far] {
+        let started = tokio::time::Instant::now();
+        let report = super::super::status::status(e, |_| {}).await.unwrap();
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        assert!(!report.unsafe_state);
+        assert!(report.stage.is_none() && !report.fleet_rows.read);
+        let why = report.fleet_rows.why.clone().unwrap_or_default();
+        assert!(why.contains("moving from dc1 to datacenter dc2"), "{why}");
+        let left = report.fleet_rows.serves_in_ms.unwrap();
+        let wait = moved.wait_ms;
+        assert!(
+            left <= wait - 11_000 && left > wait - 13_000,
+            "{left} of {wait}"
+        );
+        let homes = &report.datacenters.as_ref().unwrap().homes;
+        let rule = &homes.rules[0];
+        assert_eq!(rule.state, RuleStateName::Moving);
+        assert_eq!(rule.from.as_deref(), Some("dc1"));
+        assert!(rule.serves_in_ms.is_some_and(|ms| ms <= left + 1_000));
+        let text = report.human();
+        assert!(
+            text.contains("stage      not read: the fleet's rows")
+                && text.contains("MOVING from dc1: dc2 serves in"),
+            "{text}"
+        );
+    }
+    // Served again after the wait.
+    tokio::time::sleep(Duration::from_millis(moved.wait_ms)).await;
+    let report = super::super::status::status(&far, |_| {}).await.unwrap();
+    assert!(
+        report.fleet_rows.read && report.stage.is_some(),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.datacenters.as_ref().unwrap().homes.rules[0].state,
+        RuleStateName::Serving
+    );
+
+    // A split: dc1 (now a datacenter without homes) side asks, the fleet
+    // home dc2 is out of its reach.
+    cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    tokio::time::sleep(Duration::from_secs(31)).await; // views lapse
+    let started = tokio::time::Instant::now();
+    let report = super::super::status::status(&env, |_| {}).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let why = report.fleet_rows.why.clone().unwrap_or_default();
+    assert!(
+        !report.fleet_rows.read && why.contains("homed in datacenter dc2"),
+        "{why}"
+    );
+    assert_eq!(report.fleet_rows.serves_in_ms, None);
+}
+
+/// Issue 42 item 5: `migrate inspect` from the far side of a split shows
+/// what it can: a lock homed on its own side is shown without the
+/// registry (a fleet row, homed across the split), and a lock homed
+/// across the split is named as missing — never a failure without a
+/// report.
+#[tokio::test(start_paused = true)]
+async fn inspect_from_the_far_side_names_what_is_missing() {
+    use super::super::inspect::inspect;
+    use lockshift_lock::LockId;
+    let (cluster, clock) = cluster();
+    let env = env_in(&cluster, clock.clone(), "dc1").await;
+    let (_, outcome) = move_(
+        &env,
+        MoveArgs {
+            prefix: Some("eu/".into()),
+            to: dc("dc2"),
+            force: false,
+            dry_run: false,
+            by: "op".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome, Outcome::Ok);
+    let far = env_in(&cluster, clock.clone(), "dc2").await;
+    tokio::time::sleep(Duration::from_secs(200)).await; // eu/ serves at dc2
+    cluster.cut_link(&dc("dc1"), &dc("dc2"));
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let eu = inspect(&far, &LockId::new("eu/1").unwrap()).await.unwrap();
+    assert_eq!(eu.outcome(), Outcome::Ok, "{eu:?}");
+    assert!(eu.free, "its cells were read: none");
+    let parts: Vec<_> = eu.missing.iter().map(|m| m.part).collect();
+    assert_eq!(parts, ["registry"]);
+    let us = inspect(&far, &LockId::new("us/1").unwrap()).await.unwrap();
+    assert_eq!(us.outcome(), Outcome::Failed);
+    assert!(!us.free);
+    let parts: Vec<_> = us.missing.iter().map(|m| m.part).collect();
+    assert_eq!(parts, ["registry", "cells"]);
+    assert!(
+        us.missing[1].why.contains("homed in datacenter dc1"),
+        "{us:?}"
+    );
 }

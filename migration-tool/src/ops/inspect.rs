@@ -3,7 +3,6 @@
 
 use std::num::NonZeroU32;
 
-use anyhow::Context;
 use lockshift_decide::census::{CensusCell, waiters};
 use lockshift_lock::{Algorithm, LockId};
 use lockshift_rollout::census::{CensusOptions, inspect_lock};
@@ -43,6 +42,34 @@ pub struct InspectReport {
     pub waiting: usize,
     /// Every cell, `main` then `shadow` then `queue`, each in column order.
     pub cells: Vec<CellRow>,
+    /// What could not be read, and why — refused without being sent: its
+    /// home out of reach from here, or moving (docs/design.md §4a). The
+    /// lock's `cells` live at the home of its rule; the `registry` (who
+    /// is live, what each owner promised) is one of the fleet's rows, at
+    /// the fleet home. Without the registry, `registered` and `lease_over`
+    /// are unknown (shown `false`); without the cells nothing is known of
+    /// who holds or waits (`free` is `false`), and `migrate` exits 1.
+    pub missing: Vec<MissingPart>,
+}
+
+/// A part of `inspect`'s answer that could not be read.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MissingPart {
+    /// `cells` or `registry`.
+    pub part: &'static str,
+    /// The refusal.
+    pub why: String,
+}
+
+impl InspectReport {
+    /// Exit 1 when the lock's cells could not be read, else 0.
+    pub fn outcome(&self) -> crate::Outcome {
+        if self.missing.iter().any(|m| m.part == "cells") {
+            crate::Outcome::Failed
+        } else {
+            crate::Outcome::Ok
+        }
+    }
 }
 
 /// One cell.
@@ -107,17 +134,28 @@ impl From<&CensusCell> for CellRow {
 }
 
 /// Reads every cell of `lock`. A lock with none is free: an answer
-/// (`free: true`), not an error.
+/// (`free: true`), not an error. A part refused without being sent (its
+/// home out of reach, or moving) is named in [`InspectReport::missing`],
+/// and the rest is shown.
 ///
 /// # Errors
-/// Store errors.
+/// Store errors other than such refusals.
 pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> {
     let store = env.store.as_ref();
-    let (nodes, _) = live_nodes(store)
-        .await
-        .context("reading the node registry")?;
+    let mut missing = Vec::new();
+    let nodes = match live_nodes(store).await {
+        Ok((nodes, _)) => nodes,
+        Err(e) if !e.was_sent() => {
+            missing.push(MissingPart {
+                part: "registry",
+                why: e.to_string(),
+            });
+            Vec::new()
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("reading the node registry")),
+    };
     let stale_after = env.stale_after();
-    let cells = inspect_lock(
+    let read = inspect_lock(
         store,
         env.clock.as_ref(),
         &nodes,
@@ -128,14 +166,24 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
             page_size: NonZeroU32::MIN,
         },
     )
-    .await
-    .map_err(|e| {
-        if e.kind() == StoreErrorKind::TooManyTombstones {
-            super::refused_read(lock, &e)
-        } else {
-            anyhow::Error::new(e).context(format!("reading the cells of lock {lock}"))
+    .await;
+    let cells = match read {
+        Ok(cells) => cells,
+        Err(e) if !e.was_sent() => {
+            missing.push(MissingPart {
+                part: "cells",
+                why: e.to_string(),
+            });
+            Vec::new()
         }
-    })?;
+        Err(e) if e.kind() == StoreErrorKind::TooManyTombstones => {
+            return Err(super::refused_read(lock, &e));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("reading the cells of lock {lock}")));
+        }
+    };
+    let cells_read = !missing.iter().any(|m| m.part == "cells");
     // Holdings as `status` counts them (the census's rule): `main` cells
     // that are not a waiter's reservation — less those whose lease is over.
     let holders: Vec<String> = cells
@@ -152,11 +200,12 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         now_us: env.clock.now().as_micros(),
         stale_after_ms: ms(stale_after.waiting),
         holding_stale_after_ms: ms(stale_after.holding),
-        free: cells.is_empty(),
+        free: cells_read && cells.is_empty(),
         holder: holders.first().cloned(),
         holders,
         waiting,
         cells: cells.iter().map(CellRow::from).collect(),
+        missing,
     })
 }
 

@@ -25,6 +25,7 @@ pub mod child;
 pub mod clean;
 pub mod demo;
 pub mod home;
+pub mod home_forget;
 pub mod inspect;
 pub mod leader;
 #[cfg(test)]
@@ -34,8 +35,10 @@ pub mod lock_session;
 pub mod rollback;
 pub mod run_with_lock;
 pub mod schema;
+pub mod schema_home;
 pub mod serve;
 pub mod status;
+mod status_views;
 
 /// The database refused to read `lock`'s rows (more tombstones than its
 /// failure threshold): an error naming the refusal and what to do, for

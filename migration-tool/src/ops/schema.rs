@@ -36,6 +36,9 @@ pub struct SchemaReport {
     /// With `--apply`: what became of each statement run against the
     /// cluster; `null` when only printed.
     pub applied: Option<Vec<AppliedStep>>,
+    /// With `--home`: the first home, recorded before any process starts
+    /// (`null` without it).
+    pub home: Option<super::schema_home::HomeRecorded>,
 }
 
 /// One statement `migrate schema --apply` ran.
@@ -138,6 +141,7 @@ pub fn schema(
         warnings,
         options: options_why(),
         applied: None,
+        home: None,
     })
 }
 

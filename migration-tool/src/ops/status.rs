@@ -4,17 +4,18 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
-use lockshift_decide::algorithm::Stage;
 use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
-use lockshift_decide::registry::NodeInfo;
 use lockshift_decide::remedy::UNREADABLE_ACTION;
-use lockshift_decide::rollout::{Evidence, Guard, HistoryEntry};
+use lockshift_decide::rollout::{Evidence, HistoryEntry};
 use lockshift_lock::Algorithm;
 use lockshift_rollout::rollout::evaluate;
 use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
 
+pub use super::status_views::{
+    ClockTolerance, ConnectionView, FleetRows, LegacyActivity, LockSummary, ModeCounts,
+    NextVerdict, NodeRow, OldestWait, StageView, StaleSummary,
+};
 use super::{At, Env, Progress, ms};
 use crate::JSON_VERSION;
 
@@ -30,8 +31,9 @@ pub struct StatusReport {
     pub connection: Option<ConnectionView>,
     /// When the report was made (µs since the epoch).
     pub now_us: i64,
-    /// The current stage.
-    pub stage: StageView,
+    /// The current stage; `null` when the fleet's rows could not be read
+    /// (`fleet_rows` says why; every part read from them is then empty).
+    pub stage: Option<StageView>,
     /// Every transition and refusal, oldest first.
     pub history: Vec<HistoryEntry>,
     /// Live nodes (registry), by node id.
@@ -73,234 +75,26 @@ pub struct StatusReport {
     /// `None` on a cluster without homes whose processes name no
     /// datacenter.
     pub datacenters: Option<super::home::DatacentersView>,
-}
-
-/// How far apart the clocks of two Cassandra nodes may be before a cell can
-/// expire, as a reading coordinator sees it, before its owner is told
-/// (lock invariant L3): each cell's TTL − 1 s − the time after which its
-/// owner counts it lost. Settings validation refuses less than 250 ms.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct ClockTolerance {
-    /// The smaller of the two: what the fleet's node clocks must keep to.
-    pub node_skew_tolerance_ms: u64,
-    /// Holders' cells (`lock.lease_ttl`).
-    pub holders_ms: u64,
-    /// Waiters' cells (`lock.queue.waiting_ttl`).
-    pub waiters_ms: u64,
-}
-
-impl ClockTolerance {
-    /// The tolerance of `settings`' leases.
-    pub fn of(settings: &lockshift::Settings) -> ClockTolerance {
-        let lease = settings.lock.lease();
-        let holders = ms(lease.node_skew_tolerance());
-        let waiters = ms(settings.lock.queue.waiting_node_skew_tolerance(&lease));
-        ClockTolerance {
-            node_skew_tolerance_ms: holders.min(waiters),
-            holders_ms: holders,
-            waiters_ms: waiters,
-        }
-    }
-}
-
-/// How `migrate` is connected: encryption and authentication, never the
-/// password.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ConnectionView {
-    /// TLS to the nodes (`store.cql.tls.ca_file` given).
-    pub encrypted: bool,
-    /// The nodes' certificates are checked against their addresses
-    /// (`false` with TLS: `store.cql.tls.verify_hostname = false`, unsafe).
-    pub hostname_verified: bool,
-    /// A client certificate is presented.
-    pub client_certificate: bool,
-    /// Password authentication is used.
-    pub authenticated: bool,
-    /// The user name, when authenticated.
-    pub user: Option<String>,
-}
-
-impl ConnectionView {
-    /// The view of `cql`'s settings.
-    pub fn of(cql: &lockshift_store::CqlSettings) -> ConnectionView {
-        let security = cql.security();
-        ConnectionView {
-            encrypted: security.encrypted,
-            hostname_verified: security.hostname_verified,
-            client_certificate: security.client_certificate,
-            authenticated: security.authenticated,
-            user: cql.username.clone(),
-        }
-    }
-}
-
-/// The stage record.
-#[derive(Debug, Clone, Serialize)]
-pub struct StageView {
-    /// `legacy`, `dual`, `queue` or `complete`.
-    pub stage: Stage,
-    /// Increases with every transition; 0 before the first.
-    pub version: u64,
-    /// When it was set (µs; 0 before the first transition).
-    pub changed_at_us: i64,
-    /// Who set it.
-    pub by: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// One live node process: what it says of itself at every heartbeat
-/// ([`NodeInfo`]) and what `status` derives from its registry row.
-///
-/// The row's JSON is [`NodeInfo`]'s keys and the four derived ones side by
-/// side (`info` is flattened), with two differences from the registry
-/// record: `acting_version` is [`NodeInfo::acting`], what the guards
-/// compare ([`build`] sets it), and the registry's own bookkeeping —
-/// `started_at`, `last_used` and `lease` — is left out, as it was when the
-/// row copied its fields (no key is added to `"version": 1`).
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeRow {
-    /// What the node said at its last heartbeat; `acting_version` is
-    /// [`NodeInfo::acting`] (its seen version when it reports none).
-    #[serde(flatten, serialize_with = "shown")]
-    pub info: NodeInfo,
-    /// Live processes under this node id, this one included: more than one
-    /// means two processes share a `node.id` (each is counted).
-    pub processes_under_id: usize,
-    /// Time since its last heartbeat.
-    pub heartbeat_age_ms: u64,
-    /// Time before it drops out of the registry.
-    pub ttl_left_ms: Option<u64>,
-    /// No heartbeat for longer than `rollout.heartbeat_ttl`: the guards
-    /// still count it, as last reported, until its row expires.
-    pub silent: bool,
-}
-
-/// The [`NodeInfo`] keys a [`NodeRow`] leaves out of its JSON: when the
-/// node started, when it last used each algorithm and its lease promise,
-/// which `status` never showed.
-const HIDDEN: [&str; 3] = ["started_at", "last_used", "lease"];
-
-/// Serializes `info` as a [`NodeRow`]'s flattened keys: [`NodeInfo`]'s
-/// own serialization, without [`HIDDEN`].
-///
-/// Through a JSON object rather than a view struct, so that the row does
-/// not list `NodeInfo`'s fields a second time. The reports are only ever
-/// written as JSON, and a JSON number keeps its exact `u64`/`i64` value.
-fn shown<S: serde::Serializer>(info: &NodeInfo, serializer: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::Error as _;
-    match serde_json::to_value(info).map_err(S::Error::custom)? {
-        serde_json::Value::Object(mut keys) => {
-            for key in HIDDEN {
-                keys.remove(key);
-            }
-            keys.serialize(serializer)
-        }
-        // Not reached: `NodeInfo` is a struct with named fields, which
-        // serde_json always writes as an object.
-        other => Err(S::Error::custom(format!(
-            "a node's registry record is not a JSON object: {other}"
-        ))),
-    }
-}
-
-/// Nodes per mode.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ModeCounts {
-    /// By configured mode.
-    pub configured: BTreeMap<String, usize>,
-    /// By effective algorithm.
-    pub effective: BTreeMap<String, usize>,
-}
-
-/// Held and waited-for locks.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LockSummary {
-    /// Live cells in `main` (a lock normally has one holder).
-    pub held: usize,
-    /// Of those, cells whose lease is over by their owner's own promise
-    /// (a late write, docs/design.md §5 L5): nobody holds through them,
-    /// they keep others waiting until they expire; `migrate inspect` marks
-    /// them and `migrate clean` deletes them.
-    pub lease_over: usize,
-    /// Holders by algorithm (`foreign`: written by a binary that predates
-    /// lockshift).
-    pub held_by: BTreeMap<String, usize>,
-    /// Waiters: live queue cells after the head.
-    pub waiting: usize,
-    /// Locks with at least one waiter.
-    pub locks_with_waiters: usize,
-    /// The waiter that has waited longest.
-    pub oldest_wait: Option<OldestWait>,
-}
-
-/// The longest-waiting waiter.
-#[derive(Debug, Clone, Serialize)]
-pub struct OldestWait {
-    /// The lock.
-    pub lock: String,
-    /// The waiter.
-    pub owner: String,
-    /// Since it joined the queue (from its queue cell's time prefix).
-    pub waiting_ms: u64,
-}
-
-/// Stale cells.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct StaleSummary {
-    /// The threshold for waiters' cells (queue cells, reservations): not
-    /// rewritten for longer than this (`lock.queue.stale_after`).
-    pub threshold_ms: u64,
-    /// The threshold for holdings: not renewed for longer than this (three
-    /// `lock.renew_every` periods).
-    pub holding_threshold_ms: u64,
-    /// Stale cells in all.
-    pub cells: usize,
-    /// Distinct locks with a stale cell.
-    pub locks: usize,
-    /// Per table (`main`, `shadow`, `queue`).
-    pub by_table: BTreeMap<String, usize>,
-}
-
-/// Evidence of legacy use.
-#[derive(Debug, Clone, Serialize)]
-pub struct LegacyActivity {
-    /// The last sign of it: recorded by a node, or cells present now.
-    pub last_seen: Option<At>,
-    /// What nodes recorded (their own legacy acquisitions).
-    pub recorded: Option<At>,
-    /// Cells in main/shadow now that are legacy activity (legacy mode, or
-    /// not written by lockshift).
-    pub cells_now: usize,
-    /// How long it must be quiet before `dual` (and `queue`, `complete`).
-    pub quiet_period_ms: u64,
-}
-
-/// "Safe to advance to X: yes / no, because …".
-#[derive(Debug, Clone, Serialize)]
-pub struct NextVerdict {
-    /// The current stage.
-    pub from: Stage,
-    /// The next stage.
-    pub to: Stage,
-    /// Whether every guard holds.
-    pub safe: bool,
-    /// Every guard: name, passed, detail, what to do.
-    pub guards: Vec<Guard>,
-    /// The failing guards' details.
-    pub because: Vec<String>,
-    /// What to do about the failing guards, each once.
-    pub actions: Vec<String>,
-    /// What the guards cannot know, said with a "yes" as with a "no"
-    /// (e.g. no node is registered).
-    pub caveats: Vec<String>,
+    /// Whether the fleet's rows could be read, and why not: while the
+    /// fleet home moves, or from the far side of a split, they are refused
+    /// at once and the report says so beside the homes.
+    pub fleet_rows: FleetRows,
 }
 
 /// Gathers the report; `progress` hears about the census pages.
 ///
+/// The homes first, as each datacenter shows them: they say where the
+/// fleet's rows live, whether they move and when the new home serves —
+/// what the report has to show when those rows cannot be read. A read of
+/// the fleet's rows refused without being sent (the fleet home moving,
+/// out of reach or unconfirmed) fails at once, and the report says so
+/// instead of failing: it never waits out a refusal whose end it knows.
+///
 /// # Errors
 /// A store error, with what was being read.
 pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Result<StatusReport> {
+    // A tool that reaches no datacenter's homes says so in the report.
+    let homes = super::home::show(env).await;
     let rollout = env.rollout();
     // The very gatherer `advance` judges on (`Rollout::evidence`), so the
     // verdict printed here is the one a transition would reach.
@@ -313,25 +107,33 @@ pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Re
                 total: None,
             })
         })
-        .await?;
-    let history = rollout
-        .history()
-        .await
-        .context("reading the rollout history")?;
-    // Where the homes are, as each datacenter shows them; a tool that
-    // reaches none of them says so in the report, not as a failure.
-    let homes = super::home::show(env).await;
-    let mut report = build(env, evidence, history);
+        .await;
+    let mut report = match evidence {
+        Ok(evidence) => match rollout.history().await {
+            Ok(history) => build(env, evidence, history),
+            Err(e) if !e.was_sent() => unread(env, &e),
+            Err(e) => return Err(anyhow::Error::new(e).context("reading the rollout history")),
+        },
+        Err(e) if !e.error.was_sent() => unread(env, &e.error),
+        Err(e) => return Err(e.into()),
+    };
     match homes {
         Ok(homes) => {
             let named = report.nodes.iter().any(|n| n.info.datacenter.is_some());
             if !homes.rules.is_empty() || named {
-                let (infos, columns): (Vec<_>, Vec<_>) = report
+                let valid_for = ms(env.settings.rollout.stage_valid_for);
+                let nodes: Vec<super::home::Heard> = report
                     .nodes
                     .iter()
-                    .map(|n| (n.info.clone(), n.info.column()))
-                    .unzip();
-                report.datacenters = Some(super::home::by_datacenter(&infos, &columns, homes));
+                    .map(|n| super::home::Heard {
+                        column: n.info.column(),
+                        // A heartbeat's `confirmed` says nothing once the
+                        // view it reported could have lapsed.
+                        fresh: n.heartbeat_age_ms < n.info.stage_valid_for_ms.unwrap_or(valid_for),
+                        info: n.info.clone(),
+                    })
+                    .collect();
+                report.datacenters = Some(super::home::by_datacenter(&nodes, homes));
             }
         }
         Err(e) => report.warnings.push(format!(
@@ -339,6 +141,52 @@ pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Re
         )),
     }
     Ok(report)
+}
+
+/// The report when the fleet's rows were refused with `error` (never
+/// sent): nothing read from them, the refusal said, the homes beside it.
+fn unread(env: &Env, error: &lockshift_store::StoreError) -> StatusReport {
+    let stale = env.stale_after();
+    StatusReport {
+        version: JSON_VERSION,
+        store: env.store.describe(),
+        connection: (env.settings.store.backend == Some(lockshift_store::StoreBackend::Cql))
+            .then(|| ConnectionView::of(&env.settings.store.cql)),
+        now_us: env.clock.now().as_micros(),
+        stage: None,
+        history: Vec::new(),
+        nodes: Vec::new(),
+        unreadable_nodes: Vec::new(),
+        unreadable_locks: Vec::new(),
+        unreadable_action: None,
+        tombstone_heavy_locks: Vec::new(),
+        modes: ModeCounts::default(),
+        locks: LockSummary::default(),
+        stale: StaleSummary {
+            threshold_ms: ms(stale.waiting),
+            holding_threshold_ms: ms(stale.holding),
+            ..StaleSummary::default()
+        },
+        legacy_activity: LegacyActivity {
+            last_seen: None,
+            recorded: None,
+            cells_now: 0,
+            quiet_period_ms: ms(env.settings.rollout.quiet_period),
+        },
+        next: None,
+        warnings: vec![format!(
+            "the fleet's rows (stage, history, registry, activity) cannot be read now, so the \
+             stage, the processes, the locks and the verdict are not shown: {error}"
+        )],
+        unsafe_state: false,
+        clocks: ClockTolerance::of(&env.settings),
+        datacenters: None,
+        fleet_rows: FleetRows {
+            read: false,
+            why: Some(error.message().to_string()),
+            serves_in_ms: error.retry_after().map(ms),
+        },
+    }
 }
 
 /// The report from gathered evidence (pure).
@@ -456,13 +304,13 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         connection: (env.settings.store.backend == Some(lockshift_store::StoreBackend::Cql))
             .then(|| ConnectionView::of(&env.settings.store.cql)),
         now_us: now.as_micros(),
-        stage: StageView {
+        stage: Some(StageView {
             stage: current.stage,
             version: current.version,
             changed_at_us: current.changed_at,
             by: current.by.clone(),
             reason: current.reason.clone(),
-        },
+        }),
         history,
         nodes,
         unreadable_nodes: evidence.unreadable_nodes.clone(),
@@ -479,6 +327,11 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         unsafe_state,
         clocks: ClockTolerance::of(&env.settings),
         datacenters: None,
+        fleet_rows: FleetRows {
+            read: true,
+            why: None,
+            serves_in_ms: None,
+        },
     }
 }
 
@@ -545,7 +398,7 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
             ));
         }
     }
-    if evidence.current.stage == Stage::Complete
+    if evidence.current.stage == lockshift_decide::algorithm::Stage::Complete
         && evidence.census.in_table(schema::SHADOW).count() > 0
     {
         out.push("stage is complete but shadow cells exist (legacy or combined activity)".into());

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use lockshift::Settings;
 use lockshift_decide::algorithm::{Mode, Stage};
+use lockshift_decide::registry::NodeInfo;
 use lockshift_rollout::registry::heartbeat;
 use lockshift_store::{
     CellWrite, Clock, ManualClock, MemoryStore, SharedStore, Ttl, WriteOptions, schema,
@@ -383,7 +384,8 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
 async fn empty_store_is_legacy_and_safe_to_advance() {
     let (env, _) = env();
     let r = status(&env, |_| {}).await.unwrap();
-    assert_eq!(r.stage.stage, Stage::Legacy);
+    assert_eq!(r.stage.as_ref().map(|s| s.stage), Some(Stage::Legacy));
+    assert!(r.fleet_rows.read);
     assert!(r.nodes.is_empty());
     assert_eq!(r.locks.held, 0);
     let next = r.next.unwrap();

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::Human;
-use crate::ops::home::{DatacentersView, HomeMoveReport, HomesReport};
+use crate::ops::home::{DatacentersView, HomeMoveReport, HomesReport, RuleReport, RuleStateName};
+use crate::ops::home_forget::ForgetReport;
 
 impl Human for HomesReport {
     fn human(&self) -> String {
@@ -50,13 +51,7 @@ impl Human for HomesReport {
                     .as_ref()
                     .map_or_else(String::new, |f| format!(", moved from {f}")),
                 if r.record.forced { ", forced" } else { "" },
-                if r.record.pending {
-                    "PENDING: never confirmed, serves nowhere (run the same move again)".to_string()
-                } else if r.serving {
-                    "serving".to_string()
-                } else {
-                    format!("serves from {}", r.serves_from)
-                },
+                state_words(r),
                 if shown.is_empty() {
                     "none".to_string()
                 } else {
@@ -65,6 +60,26 @@ impl Human for HomesReport {
             );
         }
         s
+    }
+}
+
+/// Where a rule's home stands, in words: serving; MOVING, and when the
+/// new home serves; PENDING.
+fn state_words(r: &RuleReport) -> String {
+    match r.state {
+        RuleStateName::Serving => "serving".to_string(),
+        RuleStateName::Pending => {
+            "PENDING: never confirmed, serves nowhere (run the same move again)".to_string()
+        }
+        RuleStateName::Moving => format!(
+            "MOVING{}: {} serves in {} (from {})",
+            r.from
+                .as_deref()
+                .map_or_else(String::new, |f| format!(" from {f}")),
+            r.record.datacenter,
+            super::age(r.serves_in_ms.unwrap_or(0)),
+            r.serves_from
+        ),
     }
 }
 
@@ -96,6 +111,26 @@ impl Human for HomeMoveReport {
                 s,
                 "INCOMPLETE: {what} of {rule} from {from} to {}: {incomplete}",
                 self.to
+            );
+            for d in &self.datacenters {
+                let _ = writeln!(
+                    s,
+                    "  {}: {}{}",
+                    d.datacenter,
+                    holds_words(d.holds),
+                    d.error
+                        .as_deref()
+                        .map_or_else(String::new, |e| format!(" ({e})"))
+                );
+            }
+        } else if !self.copied_to.is_empty() {
+            let _ = writeln!(
+                s,
+                "the move of {rule} to {} (version {}) was made already; its record is now \
+                 copied to {}",
+                self.to,
+                self.record.as_ref().map_or(0, |r| r.version),
+                self.copied_to.join(", ")
             );
         } else if self.dry_run {
             let _ = writeln!(
@@ -136,9 +171,63 @@ impl Human for HomeMoveReport {
     }
 }
 
+/// What a datacenter holds of a move's record, in words.
+fn holds_words(holds: &str) -> &'static str {
+    match holds {
+        "serving" => "has the record, serving",
+        "pending" => "has the record pending (serving nowhere)",
+        "without" => "does NOT have the record",
+        _ => "not known (did not answer, or a write there may still land)",
+    }
+}
+
+impl Human for ForgetReport {
+    fn human(&self) -> String {
+        let mut s = String::new();
+        let verb = if self.apply {
+            "forget"
+        } else {
+            "dry run: forget"
+        };
+        let _ = writeln!(s, "{verb} homes cell {:?}", self.column);
+        for d in &self.datacenters {
+            let state = match (d.answered, d.writetime_us, d.decodes, d.removed) {
+                (false, ..) => "does not answer".to_string(),
+                (true, None, ..) => "does not show it".to_string(),
+                (true, Some(_), true, _) => "shows it, and it DECODES".to_string(),
+                (true, Some(_), false, true) => "showed it: removed".to_string(),
+                (true, Some(w), false, false) if self.apply => {
+                    format!("shows it (writetime {w}): NOT removed")
+                }
+                (true, Some(w), false, false) => {
+                    format!("shows it (writetime {w}): would be removed")
+                }
+            };
+            let _ = writeln!(
+                s,
+                "  {}: {state}{}",
+                d.datacenter,
+                d.error
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!(" ({e})"))
+            );
+        }
+        if let Some(why) = &self.refused {
+            let _ = writeln!(s, "refused: {why}");
+        }
+        for note in &self.notes {
+            let _ = writeln!(s, "note: {note}");
+        }
+        if !self.apply && self.refused.is_none() {
+            s.push_str("nothing deleted (dry run): add --apply\n");
+        }
+        s
+    }
+}
+
 /// The datacenters section of `migrate status`: each home, then each
 /// datacenter's processes and whether they reach each home.
-pub(super) fn datacenters(view: &DatacentersView) -> String {
+pub(crate) fn datacenters(view: &DatacentersView) -> String {
     let mut s = String::new();
     for r in &view.homes.rules {
         let _ = writeln!(
@@ -147,12 +236,10 @@ pub(super) fn datacenters(view: &DatacentersView) -> String {
             r.rule,
             r.record.datacenter,
             r.record.version,
-            if r.record.pending {
-                ", PENDING: serves nowhere until the move is run again".to_string()
-            } else if r.serving {
+            if r.state == RuleStateName::Serving {
                 String::new()
             } else {
-                format!(", serves from {}", r.serves_from)
+                format!(", {}", state_words(r))
             }
         );
     }
@@ -173,7 +260,12 @@ pub(super) fn datacenters(view: &DatacentersView) -> String {
                 } else {
                     "partly reach"
                 };
-                format!("{word} {rule} ({}/{})", r.confirmed, r.of)
+                let silent = if r.silent > 0 {
+                    format!(", {} not heard from lately", r.silent)
+                } else {
+                    String::new()
+                };
+                format!("{word} {rule} ({}/{}{silent})", r.confirmed, r.of)
             })
             .collect();
         let _ = writeln!(

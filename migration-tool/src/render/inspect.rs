@@ -8,6 +8,23 @@ use crate::ops::inspect::InspectReport;
 impl Human for InspectReport {
     fn human(&self) -> String {
         let mut s = String::new();
+        for m in &self.missing {
+            let what = match m.part {
+                "cells" => {
+                    "the lock's cells (at the home of its rule) could not be read, so \
+                            nothing is known of who holds or waits for it"
+                }
+                _ => {
+                    "the registry (a fleet row, at the fleet home) could not be read, so \
+                      whether each owner's process is registered, and whose lease is over, \
+                      is not known"
+                }
+            };
+            let _ = writeln!(s, "MISSING    {what}: {}", m.why);
+        }
+        if self.missing.iter().any(|m| m.part == "cells") {
+            return s;
+        }
         if self.free {
             let _ = writeln!(
                 s,
@@ -113,6 +130,27 @@ impl Human for crate::ops::schema::SchemaReport {
                 && let Some(error) = &step.error
             {
                 let _ = writeln!(s, "--   {error}");
+            }
+        }
+        if let Some(home) = &self.home {
+            let _ = writeln!(
+                s,
+                "-- home of every lock: {} ({}{})",
+                home.home,
+                home.outcome,
+                home.why
+                    .as_deref()
+                    .map_or_else(String::new, |w| format!(": {w}"))
+            );
+            for (dc, error) in &home.datacenters {
+                match error {
+                    None => {
+                        let _ = writeln!(s, "--   {dc}: holds it");
+                    }
+                    Some(e) => {
+                        let _ = writeln!(s, "--   {dc}: NOT written ({e})");
+                    }
+                }
             }
         }
         s

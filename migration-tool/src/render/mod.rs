@@ -30,7 +30,7 @@ use crate::ops::serve::Listening;
 
 mod clean;
 mod demo;
-mod home;
+pub(crate) mod home;
 mod inspect;
 mod lock;
 mod status;

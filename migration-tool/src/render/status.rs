@@ -30,23 +30,10 @@ fn describe_connection(c: &crate::ops::status::ConnectionView) -> String {
     format!("{tls}, {auth}")
 }
 
-impl Human for StatusReport {
-    fn human(&self) -> String {
-        let mut s = String::new();
-        let st = &self.stage;
-        let _ = writeln!(
-            s,
-            "stage      {} (version {}, set {} by {}{})",
-            st.stage,
-            st.version,
-            when(st.changed_at_us),
-            st.by,
-            if st.reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", st.reason)
-            }
-        );
+impl StatusReport {
+    /// The lines every report starts with after the stage: the store, the
+    /// connection, the clocks, the datacenters and the warnings.
+    fn context(&self, s: &mut String) {
         let _ = writeln!(s, "store      {}", self.store);
         if let Some(c) = &self.connection {
             let _ = writeln!(s, "connection {}", describe_connection(c));
@@ -66,6 +53,52 @@ impl Human for StatusReport {
         for w in &self.warnings {
             let _ = writeln!(s, "WARNING    {w}");
         }
+    }
+
+    /// The report when the fleet's rows could not be read: why, and the
+    /// homes that say where they are and when they serve.
+    fn unread(&self) -> String {
+        let mut s = String::new();
+        let rows = &self.fleet_rows;
+        let _ = writeln!(
+            s,
+            "stage      not read: {}",
+            rows.why
+                .as_deref()
+                .unwrap_or("the fleet's rows could not be read")
+        );
+        if let Some(ms) = rows.serves_in_ms {
+            let _ = writeln!(
+                s,
+                "           the fleet's rows are served again in {} (the move's wait)",
+                age(ms)
+            );
+        }
+        self.context(&mut s);
+        s
+    }
+}
+
+impl Human for StatusReport {
+    fn human(&self) -> String {
+        let Some(st) = &self.stage else {
+            return self.unread();
+        };
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "stage      {} (version {}, set {} by {}{})",
+            st.stage,
+            st.version,
+            when(st.changed_at_us),
+            st.by,
+            if st.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", st.reason)
+            }
+        );
+        self.context(&mut s);
         let transitions: Vec<_> = self.history.iter().collect();
         if !transitions.is_empty() {
             let _ = writeln!(

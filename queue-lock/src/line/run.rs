@@ -10,7 +10,7 @@ use lockshift_lock::{
     AcquireError, Binding, Interrupted, LeaseLostReason, LockGuard, LockId, OwnerId, Slot, Stop,
     Waiting,
 };
-use lockshift_store::{StoreError, schema};
+use lockshift_store::{StoreError, StoreErrorKind, schema};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -37,6 +37,8 @@ pub(super) struct Run<'a> {
     /// interruption, a store error (retried or not), a lost lease.
     cause: Option<Cause>,
     steps: u64,
+    /// Whether the run said it waits for a moving home (once a run).
+    told_moving: bool,
 }
 
 impl<'a> Run<'a> {
@@ -58,6 +60,7 @@ impl<'a> Run<'a> {
             seen: Seen::default(),
             cause: None,
             steps: 0,
+            told_moving: false,
         }
     }
 
@@ -151,6 +154,20 @@ impl<'a> Run<'a> {
     }
 
     fn failed(&mut self, e: StoreError) -> Observation {
+        // Refused as moving: nothing was sent, and the refusal says when
+        // the new home serves — the waiter waits that long, in place,
+        // saying so once.
+        if e.kind() == StoreErrorKind::HomeMoving {
+            let serves_in = e.retry_after().unwrap_or_default();
+            if !self.told_moving {
+                self.told_moving = true;
+                info!(lock = %self.lock, waits = ?serves_in, reason = %e,
+                    "the lock's home is moving; waiting until the new home serves");
+            }
+            self.seen.last_error = Some(e.clone());
+            self.cause = Some(Cause::Stop(Stop::Store(e)));
+            return Observation::Moving { serves_in };
+        }
         let retryable = e.is_retryable();
         if retryable {
             debug!(error = %e, "store error while waiting");

@@ -63,13 +63,15 @@ impl FleetStaleness for Staleness {
 /// census records it as unreadable and goes on — rather than the store
 /// (which fails the census). The tombstone refusal is the row's own, and so
 /// is a lock whose home datacenter is out of this client's reach (its
-/// home's side still reads it; docs/design.md §4a):
+/// home's side still reads it; docs/design.md §4a), or moving:
 /// the other kinds are transient, or say something is wrong with the
 /// connection, the credentials or the schema for every row alike (an
 /// `Invalid` answer cannot be told apart from a schema mismatch).
 pub fn concerns_only_the_row(kind: StoreErrorKind) -> bool {
     match kind {
-        StoreErrorKind::TooManyTombstones | StoreErrorKind::HomeUnreachable => true,
+        StoreErrorKind::TooManyTombstones
+        | StoreErrorKind::HomeUnreachable
+        | StoreErrorKind::HomeMoving => true,
         StoreErrorKind::NotApplied
         | StoreErrorKind::MaybeApplied
         | StoreErrorKind::Unavailable

@@ -25,7 +25,7 @@ mod moves;
 mod upkeep;
 
 pub use lockshift_store::homes::{Configured, HomesRouter, HomesView, RefreshReport, refresh};
-pub use moves::{MoveReport, MoveRequest, move_home, move_wait};
+pub use moves::{DatacenterRecord, Holds, MoveReport, MoveRequest, move_home, move_wait};
 pub use upkeep::{Refresher, Seeded, keep_fresh, seed};
 
 #[cfg(test)]

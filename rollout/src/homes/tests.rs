@@ -208,9 +208,21 @@ async fn a_seed_beside_running_processes_serves_after_the_wait() {
     assert!(seeded[0].record.serves_from > 0);
     refresh(&router, &view).await;
     let e = write_main(&router, "a", "x").await.unwrap_err();
-    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert_eq!(e.kind(), StoreErrorKind::HomeMoving, "{e}");
     assert!(e.is_retryable(), "a move finishes by itself");
-    assert!(e.to_string().contains("which takes over in 2m"), "{e}");
+    assert!(!e.was_sent(), "{e}");
+    assert!(
+        e.retry_after()
+            .is_some_and(|d| d <= wait && d > wait - Duration::from_secs(2)),
+        "{:?}",
+        e.retry_after()
+    );
+    assert!(
+        e.to_string()
+            .starts_with("write on table main was not sent: lock \"a\"")
+            && e.to_string().contains("which takes over in 2m"),
+        "{e}"
+    );
     tokio::time::sleep(wait).await;
     refresh(&router, &view).await;
     write_main(&router, "a", "x").await.unwrap();
@@ -662,8 +674,22 @@ async fn a_move_whose_first_write_lands_late_serves_nowhere_until_asked_again() 
     assert!(!moved.applied);
     let incomplete = moved.incomplete.clone().unwrap_or_default();
     assert!(
-        incomplete.contains("was not acknowledged")
-            && incomplete.contains("migrate home move` --to dc2"),
+        incomplete.contains("it may still land")
+            && incomplete.contains("run the same move again (`migrate home move --to dc2`)"),
+        "{incomplete}"
+    );
+    // Per datacenter: dc1's write was not acknowledged, dc2 was not written.
+    let holds: Vec<_> = moved
+        .datacenters
+        .iter()
+        .map(|d| (d.datacenter.to_string(), d.holds, d.error.is_some()))
+        .collect();
+    assert_eq!(
+        holds,
+        [
+            ("dc1".to_string(), Holds::Unknown, true),
+            ("dc2".to_string(), Holds::Without, false)
+        ],
         "{incomplete}"
     );
     // The write lands; every view reads it; nobody serves the rule.

@@ -77,6 +77,14 @@ pub async fn seed(
     let several = datacenters.len() > 1;
     let mut seeded = Vec::new();
     for (rule, home) in missing {
+        // The one check of a prefix (settings validation makes it too): a
+        // record no build decodes would refuse every lock of the fleet.
+        if let Rule::Prefix(p) = &rule
+            && let Err(e) = Rule::prefix(p.as_str())
+        {
+            warn!(error = %e, %home, "not recording the home the settings name for this prefix");
+            continue;
+        }
         let route = Route::Datacenter(home.clone());
         let rows: Vec<Cell> = store
             .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())

@@ -16,8 +16,8 @@
 //!   home (F1) — or refuses it without
 //!   sending it when the home is not confirmed (H2,
 //!   [`StoreErrorKind::HomeUnreachable`]) or a moved home does not serve
-//!   yet (H3, [`StoreErrorKind::Unavailable`]: retried by the lock code
-//!   until its deadline). Every algorithm runs on it unchanged.
+//!   yet (H3, [`StoreErrorKind::HomeMoving`], naming when it serves: a
+//!   waiter waits that long). Every algorithm runs on it unchanged.
 //! - [`refresh`] (in `read.rs`): one read of the homes row from every
 //!   datacenter, then the view; [`records`], what such a read holds.
 
@@ -188,8 +188,10 @@ impl HomesView {
     }
 }
 
-/// The store error a refused request fails with: retryable while a move
-/// completes, not while the home is out of reach.
+/// The store error a refused request fails with — nothing was sent
+/// either way ([`StoreError::was_sent`]): a moving home's, retryable when
+/// the new home serves ([`StoreError::retry_after`]); any other, not
+/// retryable from here.
 fn refused(
     op: OpKind,
     table: Table,
@@ -197,12 +199,11 @@ fn refused(
     refusal: &Refusal,
     local: Option<&Datacenter>,
 ) -> StoreError {
-    let kind = if refusal.is_transient() {
-        StoreErrorKind::Unavailable
-    } else {
-        StoreErrorKind::HomeUnreachable
-    };
-    StoreError::new(kind, op, Some(table), refusal.describe(subject, local))
+    let error = |kind| StoreError::new(kind, op, Some(table), refusal.describe(subject, local));
+    match refusal.serves_in() {
+        Some(after) => error(StoreErrorKind::HomeMoving).with_retry_after(after),
+        None => error(StoreErrorKind::HomeUnreachable),
+    }
 }
 
 /// What a fenced write pinned to a datacenter gets from a homes router: a

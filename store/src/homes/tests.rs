@@ -195,7 +195,9 @@ async fn a_fenced_write_waits_for_a_moved_home_to_serve() {
     let FencedWriteError::Store(store) = &e else {
         panic!("refused by the route: {e}")
     };
-    assert_eq!(store.kind(), StoreErrorKind::Unavailable, "retryable: {e}");
+    assert_eq!(store.kind(), StoreErrorKind::HomeMoving, "{e}");
+    assert!(store.is_retryable() && !store.was_sent(), "{e}");
+    assert_eq!(store.retry_after(), Some(Duration::from_secs(60)), "{e}");
     assert!(
         e.to_string().contains("moving from dc1 to datacenter dc2"),
         "{e}"

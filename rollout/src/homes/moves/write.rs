@@ -1,0 +1,357 @@
+//! The writes of a judged move (H3, H4, H6): the nested rules to the new
+//! home, the record pending where the move must land first, then serving
+//! there and everywhere else — or, for a move made already, its record
+//! copied where it lacks — and what each datacenter holds afterwards.
+
+use std::time::Duration;
+
+use lockshift_decide::algorithm::Algorithm;
+use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, fmt_micros};
+use lockshift_store::{
+    CellWrite, Clock, Datacenter, Route, SharedStore, StoreError, StoreErrorKind, Timestamp,
+    WriteOptions, schema,
+};
+use tracing::info;
+
+use super::gather::{Judged, READ_ATTEMPTS, moved};
+use super::{DatacenterRecord, Holds, MoveReport, MoveRequest};
+use crate::registry::record_activity_via;
+use crate::settings::RolloutSettings;
+
+/// Writes a judged move (H6): the nested rules to the new home, the record
+/// pending where the move must land first, then — its acknowledgement
+/// being the moment the wait counts from — serving, there and everywhere
+/// else that answered. A move made already ([`MovePlan::spreads_to`]) is
+/// copied instead. Whatever could not be written is said in
+/// [`MoveReport::incomplete`], with what each datacenter holds.
+///
+/// [`MovePlan::spreads_to`]: lockshift_decide::home::MovePlan::spreads_to
+pub(super) async fn write(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    settings: &RolloutSettings,
+    request: &MoveRequest,
+    judged: Judged,
+) -> MoveReport {
+    let Judged {
+        mut report,
+        gathered,
+    } = judged;
+    let (Some(plan), Some(record)) = (report.plan.clone(), report.record.clone()) else {
+        return report;
+    };
+    if !report.refusals.is_empty() {
+        return report;
+    }
+    let key = request.ask.rule.key();
+    if !plan.spreads_to.is_empty() {
+        // Made already: the newest cell as it is, at its own stamp — what
+        // replication would have brought (a copy never overrides a newer
+        // record, S2).
+        if let Some(cell) = &gathered.newest {
+            for dc in &plan.spreads_to {
+                let copied = write_patiently(
+                    store,
+                    &Route::Datacenter(dc.clone()),
+                    &key,
+                    &cell.value,
+                    WriteOptions::at(cell.writetime),
+                )
+                .await;
+                note(&mut report, dc, &copied, Holds::Serving);
+            }
+            report.applied = true;
+        }
+        finish(store, settings, request, &record, &mut report).await;
+        return report;
+    }
+    // First where the move must land: the current home (planned, H3), or
+    // the new one (forced, H4). Then everywhere else that answered.
+    let first = if request.ask.force {
+        request.ask.to.clone()
+    } else {
+        plan.old_home().clone()
+    };
+    let rest: Vec<Datacenter> = gathered
+        .scene
+        .read
+        .keys()
+        .filter(|dc| **dc != first)
+        .cloned()
+        .collect();
+    // The new home shows every rule the moved one covers before it shows
+    // the move: a process that confirms the move there learns of them in
+    // the same read (H5). Each cell is copied as it was, at its own
+    // stamp, so a copy never overrides a newer record.
+    let to = Route::Datacenter(request.ask.to.clone());
+    for (_, cell) in gathered.nested.values() {
+        let copied = write_patiently(
+            store,
+            &to,
+            &cell.column,
+            &cell.value,
+            WriteOptions::at(cell.writetime),
+        )
+        .await;
+        if let Err(e) = copied {
+            report.incomplete = Some(format!(
+                "nothing of the move was written: copying the record {:?} to {} failed ({e}); \
+                 try again once {} answers",
+                cell.column, request.ask.to, request.ask.to
+            ));
+            return report;
+        }
+    }
+    // Above every stamp the rule's cell had, whatever this clock says.
+    let stamp = clock.now().max(gathered.stamp.offset_micros(1));
+    let pending = write_record(store, &first, &key, &record.as_pending(), stamp).await;
+    if let Err(e) = &pending {
+        // Not acknowledged: it may still land (and then serves nowhere).
+        set(
+            &mut report,
+            &first,
+            Some(Holds::Unknown),
+            Some(format!("{e}; it may still land")),
+        );
+        report.incomplete = Some(incomplete(request, &report, &[]));
+        return report;
+    }
+    set(&mut report, &first, Some(Holds::Pending), None);
+    // H6: the wait counts from this acknowledgement, a moment the pending
+    // record is known to be in `first` at LOCAL_QUORUM.
+    let acked = clock.now();
+    let record = moved(request, &plan, acked, report.wait);
+    report.record = Some(record.clone());
+    let stamp = acked.max(stamp.offset_micros(1));
+    let serving = write_record(store, &first, &key, &record, stamp).await;
+    if let Err(e) = &serving {
+        set(&mut report, &first, None, Some(e.to_string()));
+        report.incomplete = Some(incomplete(request, &report, &[]));
+        return report;
+    }
+    report.applied = true;
+    set(&mut report, &first, Some(Holds::Serving), None);
+    report.written.push((first.clone(), None));
+    for dc in rest {
+        let result = write_record(store, &dc, &key, &record, stamp).await;
+        note(&mut report, &dc, &result, Holds::Serving);
+    }
+    info!(rule = %request.ask.rule, from = %plan.old_home(), to = %request.ask.to,
+        version = record.version, forced = request.ask.force, "home moved");
+    finish(store, settings, request, &record, &mut report).await;
+    report
+}
+
+/// After the record is written (or copied): the fleet's activity at the
+/// new home for a move of the default rule, and what is incomplete.
+async fn finish(
+    store: &SharedStore,
+    settings: &RolloutSettings,
+    request: &MoveRequest,
+    record: &HomeRecord,
+    report: &mut MoveReport,
+) {
+    let mut also = Vec::new();
+    if request.ask.rule == Rule::Default
+        && let Err(e) = record_fleet_activity(store, settings, &request.ask.to, record).await
+    {
+        also.push(format!(
+            "recording the fleet's activity at {} failed ({e}): until it is recorded, hold \
+             every rollout transition for rollout.quiet_period after {} serves",
+            request.ask.to, request.ask.to
+        ));
+    }
+    let lacking = report.datacenters.iter().any(|d| d.holds != Holds::Serving);
+    if lacking || !also.is_empty() {
+        report.incomplete = Some(incomplete(request, report, &also));
+    }
+}
+
+/// `report` after a write of the record (or a copy of it) to `dc` that
+/// ended in `result`, which would leave `dc` holding `holds`.
+fn note(report: &mut MoveReport, dc: &Datacenter, result: &Result<(), StoreError>, holds: Holds) {
+    match result {
+        Ok(()) => set(report, dc, Some(holds), None),
+        Err(e) => set(report, dc, None, Some(e.to_string())),
+    }
+    report
+        .written
+        .push((dc.clone(), result.as_ref().err().map(ToString::to_string)));
+}
+
+/// Records what `dc` holds now (`None`: as read before) and why a write
+/// there failed.
+fn set(report: &mut MoveReport, dc: &Datacenter, holds: Option<Holds>, error: Option<String>) {
+    if let Some(entry) = report.datacenters.iter_mut().find(|d| d.datacenter == *dc) {
+        if let Some(holds) = holds {
+            entry.holds = holds;
+        }
+        entry.error = error;
+    } else {
+        report.datacenters.push(DatacenterRecord {
+            datacenter: dc.clone(),
+            holds: holds.unwrap_or(Holds::Unknown),
+            error,
+        });
+    }
+}
+
+/// What a move that could not write everything says: which datacenters
+/// have its record (serving or pending), which do not, and what to run
+/// next.
+fn incomplete(request: &MoveRequest, report: &MoveReport, also: &[String]) -> String {
+    let command = format!(
+        "migrate home move{} --to {}",
+        match &request.ask.rule {
+            Rule::Default => String::new(),
+            Rule::Prefix(p) => format!(" --prefix {p:?}"),
+        },
+        request.ask.to
+    );
+    let list = |holds: Holds| -> Vec<String> {
+        report
+            .datacenters
+            .iter()
+            .filter(|d| d.holds == holds)
+            .map(|d| match &d.error {
+                Some(e) => format!("{} ({e})", d.datacenter),
+                None => d.datacenter.to_string(),
+            })
+            .collect()
+    };
+    let mut said = Vec::new();
+    for (holds, what) in [
+        (Holds::Serving, "serving at"),
+        (Holds::Pending, "pending (serving nowhere) at"),
+        (Holds::Without, "not at"),
+        (Holds::Unknown, "unknown at"),
+    ] {
+        let at = list(holds);
+        if !at.is_empty() {
+            said.push(format!("{what} {}", at.join(", ")));
+        }
+    }
+    let version = report.record.as_ref().map_or(0, |r| r.version);
+    let next = if report.applied {
+        let serves = report.record.as_ref().map_or_else(String::new, |r| {
+            format!(" from {}", fmt_micros(r.serves_from))
+        });
+        format!(
+            "the move is made: {to} serves{serves} once it holds the record, and no \
+             datacenter serves {rule} until it does. Replication brings the record to every \
+             datacenter that answers again; if one still lacks it after that (`migrate home` \
+             shows it without version {version}: a hint lost), run `{command}` again: it \
+             copies the record, as it is, to every datacenter without it",
+            to = request.ask.to,
+            rule = request.ask.rule,
+        )
+    } else {
+        format!(
+            "run the same move again (`{command}`) to complete it once {} answers: until \
+             then no datacenter serves {}",
+            report
+                .datacenters
+                .iter()
+                .find(|d| d.error.is_some())
+                .map_or_else(|| request.ask.to.to_string(), |d| d.datacenter.to_string()),
+            request.ask.rule
+        )
+    };
+    let mut text = format!(
+        "the record (version {version}) is {}; {next}",
+        said.join("; ")
+    );
+    for more in also {
+        text.push_str("; ");
+        text.push_str(more);
+    }
+    text
+}
+
+/// A move of the default rule moves the fleet's rows: records legacy and
+/// queue activity at the new home until it serves plus a stage view's
+/// life, so no quiet period counts across the move. Each write is stamped
+/// with the time it records, so writing it again (a move asked again)
+/// never lowers what is recorded.
+async fn record_fleet_activity(
+    store: &SharedStore,
+    settings: &RolloutSettings,
+    to: &Datacenter,
+    record: &HomeRecord,
+) -> Result<(), StoreError> {
+    let until = Timestamp::from_micros(record.serves_from).saturating_add(settings.stage_valid_for);
+    let route = Route::Datacenter(to.clone());
+    for algorithm in [Algorithm::Legacy, Algorithm::Queue] {
+        let mut attempt = 1;
+        loop {
+            match record_activity_via(store.as_ref(), &route, algorithm, until).await {
+                Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+                Ok(()) => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `record` to `column` of the homes row in `dc` at `stamp`
+/// ([`write_patiently`]).
+async fn write_record(
+    store: &SharedStore,
+    dc: &Datacenter,
+    column: &str,
+    record: &HomeRecord,
+    stamp: Timestamp,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_vec(record).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            lockshift_store::OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    })?;
+    write_patiently(
+        store,
+        &Route::Datacenter(dc.clone()),
+        column,
+        &value,
+        WriteOptions::at(stamp),
+    )
+    .await
+}
+
+/// Writes `value` to `column` of the homes row on `route`, again after a
+/// transient failure: the same cell at the same stamp every time, so
+/// sending it again (even after a failure that may have landed) is
+/// idempotent.
+async fn write_patiently(
+    store: &SharedStore,
+    route: &Route,
+    column: &str,
+    value: &[u8],
+    options: WriteOptions,
+) -> Result<(), StoreError> {
+    let mut attempt = 1;
+    loop {
+        let result = store
+            .write_via(
+                route,
+                schema::ROLLOUT,
+                HOMES_ROW,
+                &[CellWrite::new(column, value.to_vec())],
+                options,
+            )
+            .await;
+        match result {
+            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            result => return result,
+        }
+    }
+}
