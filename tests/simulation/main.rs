@@ -8,6 +8,8 @@
 
 mod attacks;
 mod datacenters;
+mod datacenters_partial;
+mod datacenters_waits;
 mod determinism;
 mod election;
 pub mod exclusion;
