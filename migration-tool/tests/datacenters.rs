@@ -1116,3 +1116,271 @@ async fn a_holder_paused_across_a_planned_move_is_refused_its_fenced_write() {
         "the pinned write overwrote the successor: {values:?}"
     );
 }
+
+/// What one `migrate` command did.
+#[derive(Debug)]
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// `migrate ARGS` on `keyspace` with `env`, as side `side`'s uid (`None`:
+/// this process's own, unsplit).
+async fn migrate(
+    binary: &PathBuf,
+    sites: &[Site],
+    keyspace: &str,
+    side: Option<usize>,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Ran {
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("LOCKSHIFT") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("HOME", "/tmp")
+        .env("LOCKSHIFT__STORE__CQL__CONTACT_POINTS", contacts(sites))
+        .env("LOCKSHIFT__STORE__CQL__KEYSPACE", keyspace)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true)
+        .stdin(std::process::Stdio::null());
+    if let Some(i) = side {
+        cmd.uid(UIDS[i]).gid(UIDS[i]);
+    }
+    let started = std::time::Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("migrate ends within two minutes")
+        .expect("migrate runs");
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
+    }
+}
+
+/// Issue 42 item 1 on the real pair: `home move --prefix ""` exits 2 and
+/// writes nothing (its dry run too); a planted cell no build decodes stops
+/// every process's locks, `migrate home forget` removes it — no cqlsh —
+/// and a process takes its lock again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_homes_cell_is_forgotten_without_cqlsh() {
+    use lockshift_decide::home::HOMES_ROW;
+    use lockshift_store::{CellWrite, Route, WriteOptions, schema};
+    let Some(sites) = pair() else { return };
+    let _serial = SERIAL.lock().await;
+    let settings = homed_keyspace(&sites, "dc_forget").await;
+    let ks = settings.keyspace.clone();
+    let binary = binary_for_others();
+    let env = side_env(&sites, 0);
+    let to = sites[1].dc.to_string();
+    for dry in [false, true] {
+        let mut args = vec!["home", "move", "--prefix", "", "--to", &to];
+        if dry {
+            args.push("--dry-run");
+        }
+        let ran = migrate(&binary, &sites, &ks, Some(0), &args, &env).await;
+        assert_eq!(ran.code, 2, "{ran:#?}");
+        assert!(ran.stderr.contains("it is empty"), "{ran:#?}");
+    }
+    let shown = migrate(&binary, &sites, &ks, Some(0), &["home", "--json"], &env).await;
+    assert_eq!(shown.code, 0, "{shown:#?}");
+    assert!(
+        shown.stdout.contains("\"unreadable\":[]") && !shown.stdout.contains("prefix:"),
+        "nothing written: {shown:#?}"
+    );
+
+    // Planted by hand, as the empty prefix once wrote it.
+    let cql = CqlSettings {
+        local_datacenter: Some(sites[0].dc.clone()),
+        ..settings.clone()
+    };
+    let store = CqlStore::connect(&cql).await.unwrap();
+    let record = format!(
+        "{{\"version\":1,\"datacenter\":\"{to}\",\"serves_from\":0,\"at\":0,\"by\":\"typo\"}}"
+    );
+    let now = lockshift_store::Clock::now(&SystemClock);
+    lockshift_store::Store::write_via(
+        &store,
+        &Route::Datacenter(sites[0].dc.clone()),
+        schema::ROLLOUT,
+        HOMES_ROW,
+        &[CellWrite::new("prefix:", record.into_bytes())],
+        WriteOptions::at(now),
+    )
+    .await
+    .unwrap();
+    let refused = run_with_lock(&binary, &sites, &ks, 0, "X", &env).await;
+    assert_ne!(refused.code, 0, "{refused:#?}");
+    assert!(refused.stderr.contains("\"prefix:\""), "{refused:#?}");
+
+    let dry = migrate(
+        &binary,
+        &sites,
+        &ks,
+        Some(0),
+        &["home", "forget", "prefix:"],
+        &env,
+    )
+    .await;
+    assert_eq!(dry.code, 0, "{dry:#?}");
+    assert!(dry.stdout.contains("would be removed"), "{dry:#?}");
+    let applied = migrate(
+        &binary,
+        &sites,
+        &ks,
+        Some(0),
+        &["home", "forget", "prefix:", "--apply"],
+        &env,
+    )
+    .await;
+    assert_eq!(applied.code, 0, "{applied:#?}");
+    eprintln!("{}", applied.stdout);
+    for i in 0..2 {
+        let held = run_with_lock(&binary, &sites, &ks, i, "X", &side_env(&sites, i)).await;
+        assert_eq!(held.code, 0, "side {i}: {held:#?}");
+    }
+}
+
+/// Issue 42 item 2 on the real pair: during the move wait of the default
+/// rule `migrate status` finishes in under 5 s, exit 0, naming the move
+/// and the time left — from either datacenter, and from the new home's
+/// side of a split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_answers_within_seconds_during_a_move_wait_and_a_split() {
+    let Some(sites) = pair() else { return };
+    let _serial = SERIAL.lock().await;
+    let settings = homed_keyspace(&sites, "dc_status").await;
+    let ks = settings.keyspace.clone();
+    let binary = binary_for_others();
+    let (from, to) = (sites[0].dc.clone(), sites[1].dc.clone());
+    let (store, clock, _fresh) = operator(&settings, &from).await;
+    let (mut rollout, lease) = rollout_settings();
+    // A wait long enough to look at it from both sides and through a split.
+    rollout.stage_valid_for = Duration::from_secs(20);
+    let report = move_home(
+        &store,
+        &clock,
+        &rollout,
+        &lease,
+        MoveRequest {
+            ask: MoveAsk {
+                rule: Rule::Default,
+                to: to.clone(),
+                force: false,
+            },
+            dry_run: false,
+            by: "test".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(report.applied && report.incomplete.is_none(), "{report:#?}");
+    eprintln!("move wait {:?}", report.wait);
+    let look = |side: usize| {
+        let (binary, sites, ks) = (binary.clone(), sites.clone(), ks.clone());
+        async move {
+            let env = side_env(&sites, side);
+            migrate(&binary, &sites, &ks, Some(side), &["status"], &env).await
+        }
+    };
+    for side in [0, 1] {
+        let ran = look(side).await;
+        eprintln!(
+            "status from {} during the wait: {:?}",
+            sites[side].dc, ran.took
+        );
+        assert_eq!(ran.code, 0, "{ran:#?}");
+        assert!(ran.took < Duration::from_secs(5), "{ran:#?}");
+        assert!(
+            ran.stdout
+                .contains(&format!("MOVING from {from}: {to} serves in"))
+                && ran.stdout.contains("stage      not read:"),
+            "{ran:#?}"
+        );
+    }
+    let split = Split::on(&sites);
+    let ran = look(1).await;
+    eprintln!("status from {to} in a split: {:?}", ran.took);
+    let old_side = look(0).await;
+    eprintln!("status from {from} in a split: {:?}", old_side.took);
+    drop(split);
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    assert!(ran.took < Duration::from_secs(5), "{ran:#?}");
+    assert!(
+        ran.stdout
+            .contains(&format!("MOVING from {from}: {to} serves in")),
+        "{ran:#?}"
+    );
+    assert_eq!(old_side.code, 0, "{old_side:#?}");
+}
+
+/// Issue 42 item 4 on the real pair: a fresh keyspace set up with
+/// `migrate schema --home` — the runbook's first step — lets the first
+/// `run-with-lock` of either side take a free lock in under 5 s. The
+/// control: a fleet whose first start records the home waits the move
+/// wait (2 min 6 s by default), beyond the run's 20 s timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_lock_after_schema_home_is_taken_at_once() {
+    let Some(sites) = pair() else { return };
+    let _serial = SERIAL.lock().await;
+    let binary = binary_for_others();
+    let fresh = |name: &str| {
+        let (sites, name) = (sites.clone(), name.to_string());
+        async move {
+            let settings = keyspace(&sites, &name).await;
+            CqlStore::connect(&settings)
+                .await
+                .unwrap()
+                .drop_keyspace()
+                .await
+                .unwrap();
+        }
+    };
+    // The control: no home recorded before the first start.
+    let control = "dc_first_seeded";
+    keyspace(&sites, control).await;
+    let waited = run_with_lock(&binary, &sites, control, 0, "X", &side_env(&sites, 0)).await;
+    eprintln!("seeded first start: exit {}", waited.code);
+    assert_ne!(waited.code, 0, "{waited:#?}");
+    assert!(waited.stderr.contains("takes over in"), "{waited:#?}");
+
+    let ks = "dc_first_homed";
+    fresh(ks).await;
+    let mut args = vec!["schema".to_string()];
+    for site in &sites {
+        args.push("--datacenter".into());
+        args.push(format!("{}:1", site.dc));
+    }
+    args.extend(["--home".into(), sites[0].dc.to_string(), "--apply".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let set_up = migrate(&binary, &sites, ks, None, &args, &[]).await;
+    assert_eq!(set_up.code, 0, "{set_up:#?}");
+    assert!(set_up.stdout.contains("home of every lock"), "{set_up:#?}");
+    for i in [0, 1] {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let held = run_with_lock(&binary, &sites, ks, i, "X", &side_env(&sites, i)).await;
+        assert_eq!(held.code, 0, "{held:#?}");
+        // From the process's start to its command's, the lock held.
+        let (ran, _) = held.interval.expect("the command ran");
+        let took = Duration::from_nanos(u64::try_from(ran.saturating_sub(started)).unwrap());
+        eprintln!(
+            "first run-with-lock from {}: lock taken after {took:?}",
+            sites[i].dc
+        );
+        assert!(took < Duration::from_secs(5), "{took:?} {held:#?}");
+    }
+    // Run again, it changes nothing (and says so).
+    let again = migrate(&binary, &sites, ks, None, &args, &[]).await;
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert!(again.stdout.contains("recorded already"), "{again:#?}");
+}

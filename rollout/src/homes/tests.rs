@@ -319,6 +319,22 @@ async fn moves_go_through_the_current_home_or_are_forced_without_it() {
             .as_ref()
             .is_some_and(|r| r.forced && r.version == 3)
     );
+    // What each datacenter holds: the lost one is named, not written — a
+    // forced move is made exactly when it does not answer, so it is not
+    // incomplete for it (issue 42 item 6).
+    let holds: Vec<_> = forced
+        .datacenters
+        .iter()
+        .map(|d| (d.datacenter.to_string(), d.holds, d.error.is_some()))
+        .collect();
+    assert_eq!(
+        holds,
+        [
+            ("dc1".to_string(), Holds::Serving, false),
+            ("dc2".to_string(), Holds::Unknown, true)
+        ]
+    );
+    assert_eq!(forced.incomplete, None);
     // The fleet's activity is recorded at the new home until it serves.
     let activity = router
         .read_via(

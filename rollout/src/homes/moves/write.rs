@@ -161,8 +161,11 @@ async fn finish(
             request.ask.to, request.ask.to
         ));
     }
-    let lacking = report.datacenters.iter().any(|d| d.holds != Holds::Serving);
-    if lacking || !also.is_empty() {
+    // A write the move sent that failed; a datacenter that did not answer
+    // at all is named (it holds what it held), but a forced move is made
+    // exactly when one does not.
+    let failed = report.written.iter().any(|(_, e)| e.is_some());
+    if failed || !also.is_empty() {
         report.incomplete = Some(incomplete(request, report, &also));
     }
 }
@@ -236,15 +239,29 @@ fn incomplete(request: &MoveRequest, report: &MoveReport, also: &[String]) -> St
         let serves = report.record.as_ref().map_or_else(String::new, |r| {
             format!(" from {}", fmt_micros(r.serves_from))
         });
-        format!(
-            "the move is made: {to} serves{serves} once it holds the record, and no \
-             datacenter serves {rule} until it does. Replication brings the record to every \
-             datacenter that answers again; if one still lacks it after that (`migrate home` \
-             shows it without version {version}: a hint lost), run `{command}` again: it \
-             copies the record, as it is, to every datacenter without it",
-            to = request.ask.to,
-            rule = request.ask.rule,
-        )
+        let home_holds = report
+            .datacenters
+            .iter()
+            .any(|d| d.datacenter == request.ask.to && d.holds == Holds::Serving);
+        let copy = format!(
+            "Replication brings the record to every datacenter that answers again; if one \
+             still lacks it after that (`migrate home` shows it without version {version}: a \
+             hint lost), run `{command}` again: it copies the record, as it is, to every \
+             datacenter without it"
+        );
+        if home_holds {
+            format!(
+                "the move is made: {} serves{serves}. {copy}",
+                request.ask.to
+            )
+        } else {
+            format!(
+                "the move is made: {to} serves{serves} once it holds the record, and no \
+                 datacenter serves {rule} until it does. {copy}",
+                to = request.ask.to,
+                rule = request.ask.rule,
+            )
+        }
     } else {
         format!(
             "run the same move again (`{command}`) to complete it once {} answers: until \
