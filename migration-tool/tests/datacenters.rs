@@ -1192,7 +1192,7 @@ async fn an_undecodable_homes_cell_is_forgotten_without_cqlsh() {
     let shown = migrate(&binary, &sites, &ks, Some(0), &["home", "--json"], &env).await;
     assert_eq!(shown.code, 0, "{shown:#?}");
     assert!(
-        shown.stdout.contains("\"unreadable\":[]") && !shown.stdout.contains("prefix:"),
+        shown.stdout.contains("\"unreadable\": []") && !shown.stdout.contains("prefix:"),
         "nothing written: {shown:#?}"
     );
 

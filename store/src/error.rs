@@ -1,6 +1,7 @@
 //! Store errors, classified by what they mean for the caller's lock state.
 
 use std::fmt;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use crate::cell::{InvalidArgument, OpKind, Table};
@@ -92,8 +93,9 @@ pub struct StoreError {
     table: Option<Table>,
     message: String,
     /// For a refusal whose end is known: how long until trying again can
-    /// succeed.
-    retry_after: Option<Duration>,
+    /// succeed, in ms (at least 1; at most about 49 days). Four bytes, so
+    /// the error stays as small as it was: every lock error carries one.
+    retry_after_ms: Option<NonZeroU32>,
 }
 
 struct TableSuffix(Option<Table>);
@@ -120,21 +122,25 @@ impl StoreError {
             op,
             table,
             message: message.into(),
-            retry_after: None,
+            retry_after_ms: None,
         }
     }
 
     /// This error, saying that trying again can succeed in `after` and not
     /// sooner (a home that serves then: [`StoreErrorKind::HomeMoving`]).
+    /// (To the millisecond, rounded up: at least 1 ms, at most about 49
+    /// days.)
     pub fn with_retry_after(mut self, after: Duration) -> Self {
-        self.retry_after = Some(after);
+        let ms = after.as_nanos().div_ceil(1_000_000);
+        self.retry_after_ms = NonZeroU32::new(u32::try_from(ms).unwrap_or(u32::MAX).max(1));
         self
     }
 
     /// How long until trying again can succeed, when the refusal knows it
     /// (a moving home: when the new one serves); `None` when it does not.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        self.retry_after_ms
+            .map(|ms| Duration::from_millis(u64::from(ms.get())))
     }
 
     /// Whether the request may have left this process: `false` only for a
@@ -295,6 +301,19 @@ mod tests {
         let moving = StoreError::new(StoreErrorKind::HomeMoving, OpKind::Read, None, "x")
             .with_retry_after(Duration::from_secs(57));
         assert_eq!(moving.retry_after(), Some(Duration::from_secs(57)));
+        // To the millisecond, rounded up; never zero.
+        let soon = |after| {
+            StoreError::new(StoreErrorKind::HomeMoving, OpKind::Read, None, "x")
+                .with_retry_after(after)
+                .retry_after()
+        };
+        assert_eq!(soon(Duration::ZERO), Some(Duration::from_millis(1)));
+        assert_eq!(
+            soon(Duration::from_micros(1_500)),
+            Some(Duration::from_millis(2))
+        );
+        // No bigger than it was: every lock error carries one.
+        assert!(std::mem::size_of::<StoreError>() <= 48);
         assert_eq!(moving.to_string(), "read was not sent: x");
     }
 
