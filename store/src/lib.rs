@@ -75,6 +75,7 @@ pub mod fenced;
 pub mod homes;
 mod journal;
 mod memory;
+mod request;
 mod route;
 pub mod settings;
 pub mod tombstones;
@@ -83,6 +84,7 @@ pub mod tombstones;
 pub mod conformance;
 
 pub use api::{ReadOutcome, SharedStore, Store};
+pub use request::{Op, OwnedRequest, Request, Response};
 // The cell model, from `lockshift_decide` (see "Modules" above); the same
 // names and paths as when it was defined here.
 pub use cell::{

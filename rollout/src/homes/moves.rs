@@ -172,6 +172,8 @@ struct Gathered {
     /// new home before the move lands (H5).
     nested: BTreeMap<Rule, (u64, Cell)>,
     unreachable: Vec<(Datacenter, String)>,
+    /// When each datacenter's read of the homes row returned.
+    read_at: BTreeMap<Datacenter, Timestamp>,
 }
 
 /// Reads the homes row and the registry from every datacenter.
@@ -188,6 +190,7 @@ async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule) -> Gathere
     for dc in &datacenters {
         let route = Route::Datacenter(dc.clone());
         let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
+        g.read_at.insert(dc.clone(), clock.now());
         let registry = read_patiently(store, &route, schema::NODES, REGISTRY_ROW).await;
         let (cells, nodes) = match (homes, registry) {
             (Ok(cells), Ok(nodes)) => (cells, nodes),
@@ -352,16 +355,37 @@ async fn write(
     let key = request.ask.rule.key();
     // Above every stamp the rule's cell had, whatever this clock says.
     let stamp = clock.now().max(gathered.stamp.offset_micros(1));
-    if let Err(e) = write_record(store, &first, &key, &record.as_pending(), stamp).await {
-        report.incomplete = Some(incomplete(
-            &format!("the move's first write, pending, at {first} was not acknowledged ({e})"),
-            "it may still land there, and serves nowhere if it does",
-        ));
-        return Ok(report);
-    }
+    // A move that completes a pending one whose record `first` already
+    // showed has its acknowledgement: that read, at LOCAL_QUORUM there.
+    // Writing the pending record again would stamp it above a serving one
+    // of an earlier attempt that may still land, and bury it.
+    let shown_at = (plan.completes)
+        .then(|| {
+            let shows = gathered.scene.read.get(&first)?.iter().any(|(rule, r)| {
+                *rule == request.ask.rule && r.version == plan.version && r.pending
+            });
+            shows
+                .then(|| gathered.read_at.get(&first).copied())
+                .flatten()
+        })
+        .flatten();
+    let acked = match shown_at {
+        Some(read) => read,
+        None => {
+            if let Err(e) = write_record(store, &first, &key, &record.as_pending(), stamp).await {
+                report.incomplete = Some(incomplete(
+                    &format!(
+                        "the move's first write, pending, at {first} was not acknowledged ({e})"
+                    ),
+                    "it may still land there, and serves nowhere if it does",
+                ));
+                return Ok(report);
+            }
+            clock.now()
+        }
+    };
     // H6: the wait counts from this acknowledgement, a moment the pending
     // record is known to be in `first` at LOCAL_QUORUM.
-    let acked = clock.now();
     let record = moved(request, &plan, acked, report.wait);
     report.record = Some(record.clone());
     let stamp = acked.max(stamp.offset_micros(1));

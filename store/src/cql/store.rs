@@ -27,6 +27,7 @@ use crate::cell::{
     CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
+use crate::request::{Op, Request, Response};
 use crate::route::{Datacenter, Route, Topology};
 use crate::settings::CqlSettings;
 use crate::tombstones;
@@ -374,9 +375,10 @@ fn read_failed(route: &Route, err: ExecutionError, table: Table, row: &str) -> S
 
 // ===== impl Store for CqlStore =====
 
-#[async_trait]
-impl Store for CqlStore {
-    async fn write_via(
+impl CqlStore {
+    // The store's operations, one per `Op`; `call` dispatches to them.
+
+    async fn apply_write(
         &self,
         route: &Route,
         table: Table,
@@ -422,7 +424,7 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn delete_via(
+    async fn apply_delete(
         &self,
         route: &Route,
         table: Table,
@@ -460,7 +462,7 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn read_observed_via(
+    async fn apply_read(
         &self,
         route: &Route,
         table: Table,
@@ -514,7 +516,7 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn scan_keys_via(
+    async fn apply_scan_keys(
         &self,
         route: &Route,
         table: Table,
@@ -563,7 +565,7 @@ impl Store for CqlStore {
         .await
     }
 
-    async fn write_fenced_via(
+    async fn apply_write_fenced(
         &self,
         route: &Route,
         table: Table,
@@ -572,6 +574,44 @@ impl Store for CqlStore {
         token: u64,
     ) -> Result<crate::fenced::FencedOutcome, StoreError> {
         self.fenced_write(route, table, row, cell, token).await
+    }
+}
+
+#[async_trait]
+impl Store for CqlStore {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let Request { route, table, op } = request;
+        let route = &route;
+        Ok(match op {
+            Op::Write {
+                row,
+                cells,
+                options,
+            } => {
+                self.apply_write(route, table, row, cells, options).await?;
+                Response::Done
+            }
+            Op::Delete {
+                row,
+                columns,
+                timestamp,
+            } => {
+                self.apply_delete(route, table, row, columns, timestamp)
+                    .await?;
+                Response::Done
+            }
+            Op::Read { row, query } => {
+                Response::Read(self.apply_read(route, table, row, query).await?)
+            }
+            Op::ScanKeys { cursor, page_size } => Response::Keys(
+                self.apply_scan_keys(route, table, cursor, page_size)
+                    .await?,
+            ),
+            Op::WriteFenced { row, cell, token } => Response::Fenced(
+                self.apply_write_fenced(route, table, row, cell, token)
+                    .await?,
+            ),
+        })
     }
 
     fn describe(&self) -> String {

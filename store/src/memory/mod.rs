@@ -52,6 +52,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
 use crate::reconcile::{CellVersion, ttl_deadline};
+use crate::request::{Op, Request, Response};
 use crate::route::{Datacenter, Route, Topology};
 use crate::schema;
 use crate::settings::Consistency;
@@ -303,9 +304,10 @@ impl MemoryStore {
     }
 }
 
-#[async_trait]
-impl Store for MemoryStore {
-    async fn write_via(
+impl MemoryStore {
+    // The store's operations, one per `Op`; `call` dispatches to them.
+
+    async fn apply_write(
         &self,
         route: &Route,
         table: Table,
@@ -343,7 +345,7 @@ impl Store for MemoryStore {
         self.mutate(route, OpKind::Write, table, row, versions)
     }
 
-    async fn delete_via(
+    async fn apply_delete(
         &self,
         route: &Route,
         table: Table,
@@ -377,7 +379,7 @@ impl Store for MemoryStore {
         self.mutate(route, OpKind::Delete, table, row, versions)
     }
 
-    async fn read_observed_via(
+    async fn apply_read(
         &self,
         route: &Route,
         table: Table,
@@ -429,7 +431,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn scan_keys_via(
+    async fn apply_scan_keys(
         &self,
         route: &Route,
         table: Table,
@@ -497,7 +499,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn write_fenced_via(
+    async fn apply_write_fenced(
         &self,
         route: &Route,
         table: Table,
@@ -506,6 +508,44 @@ impl Store for MemoryStore {
         token: u64,
     ) -> Result<FencedOutcome, StoreError> {
         self.fenced_write(route, table, row, cell, token)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let Request { route, table, op } = request;
+        let route = &route;
+        Ok(match op {
+            Op::Write {
+                row,
+                cells,
+                options,
+            } => {
+                self.apply_write(route, table, row, cells, options).await?;
+                Response::Done
+            }
+            Op::Delete {
+                row,
+                columns,
+                timestamp,
+            } => {
+                self.apply_delete(route, table, row, columns, timestamp)
+                    .await?;
+                Response::Done
+            }
+            Op::Read { row, query } => {
+                Response::Read(self.apply_read(route, table, row, query).await?)
+            }
+            Op::ScanKeys { cursor, page_size } => Response::Keys(
+                self.apply_scan_keys(route, table, cursor, page_size)
+                    .await?,
+            ),
+            Op::WriteFenced { row, cell, token } => Response::Fenced(
+                self.apply_write_fenced(route, table, row, cell, token)
+                    .await?,
+            ),
+        })
     }
 
     fn describe(&self) -> String {
