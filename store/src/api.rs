@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::cell::{Cell, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, WriteOptions};
+use crate::cell::{
+    Cell, CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, TokenRange,
+    WriteOptions,
+};
 use crate::error::StoreError;
 use crate::fenced::FencedOutcome;
 use crate::request::{Op, Request, Response};
@@ -200,6 +203,34 @@ pub trait Store: Send + Sync + Debug {
         }
     }
 
+    /// One page of the live cells of `table`'s rows whose tokens fall in
+    /// `range`, starting after `cursor` (or at the range's start),
+    /// coordinated as `route` says: rows in token order, each row's cells
+    /// in column order with their write times and TTLs, at most
+    /// `page_size` cells, and what the page cost (the tombstones passed,
+    /// S6). A page that passes more tombstones than the server's failure
+    /// threshold fails as a read does
+    /// ([`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones));
+    /// a narrower range may pass. A row may be cut between two pages.
+    async fn scan_cells_via(
+        &self,
+        route: &Route,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        let op = Op::ScanCells {
+            range,
+            cursor,
+            page_size,
+        };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Cells(page) => Ok(page),
+            other => Err(other.unexpected(OpKind::Scan, table)),
+        }
+    }
+
     /// Writes `cell` into `row` of `table` only if the cell records no
     /// fencing token larger than `token`, and records `token` beside it:
     /// one linearizable compare-and-set on that cell, coordinated as
@@ -304,6 +335,18 @@ pub trait Store: Send + Sync + Debug {
         token: u64,
     ) -> Result<FencedOutcome, StoreError> {
         self.write_fenced_via(&Route::Default, table, row, cell, token)
+            .await
+    }
+
+    /// [`scan_cells_via`](Store::scan_cells_via) on the default route.
+    async fn scan_cells(
+        &self,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        self.scan_cells_via(&Route::Default, table, range, cursor, page_size)
             .await
     }
 

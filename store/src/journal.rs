@@ -101,6 +101,11 @@ impl Journal {
             } => write!(line, " {row} {columns:?} at {}", self.relative(timestamp)),
             Op::Read { row, query } => write!(line, " {row} {query:?}"),
             Op::ScanKeys { cursor, page_size } => write!(line, " after {cursor:?} {page_size}"),
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => write!(line, " {range} after {cursor:?} {page_size}"),
             Op::WriteFenced { row, cell, token } => {
                 write!(line, " {row} {} token {token}", cell.column)
             }
@@ -138,6 +143,14 @@ impl Answer for Response {
             Response::Done => "ok".into(),
             Response::Read(outcome) => journal.cells(&outcome.cells),
             Response::Keys(page) => format!("{:?} more={}", page.keys, page.next.is_some()),
+            Response::Cells(page) => {
+                let rows: Vec<String> = page
+                    .rows
+                    .iter()
+                    .map(|r| format!("{}{}", r.key, journal.cells(&r.cells)))
+                    .collect();
+                format!("{rows:?} more={}", page.next.is_some())
+            }
             Response::Fenced(outcome) => format!("{outcome:?}"),
         }
     }

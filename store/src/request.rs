@@ -56,7 +56,8 @@ use std::num::NonZeroU32;
 
 use crate::api::ReadOutcome;
 use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
+    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
+    WriteOptions,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
@@ -113,6 +114,16 @@ pub enum Op<'a> {
         /// At most this many keys.
         page_size: NonZeroU32,
     },
+    /// One page of the live cells of the rows whose tokens fall in
+    /// `range`, with their write times and TTLs, in token order.
+    ScanCells {
+        /// The token range.
+        range: TokenRange,
+        /// Where the last page ended; `None` for the first.
+        cursor: Option<&'a PageCursor>,
+        /// At most this many cells.
+        page_size: NonZeroU32,
+    },
     /// Writes `cell` into `row` only if it records no larger fencing
     /// token than `token`, and records `token` beside it.
     WriteFenced {
@@ -136,6 +147,8 @@ pub enum Response {
     Read(ReadOutcome),
     /// A page of row keys.
     Keys(KeyPage),
+    /// A page of cells.
+    Cells(CellPage),
     /// What a fenced write did.
     Fenced(FencedOutcome),
 }
@@ -158,7 +171,7 @@ impl<'a> Request<'a> {
             | Op::Delete { row, .. }
             | Op::Read { row, .. }
             | Op::WriteFenced { row, .. } => Some(row),
-            Op::ScanKeys { .. } => None,
+            Op::ScanKeys { .. } | Op::ScanCells { .. } => None,
         }
     }
 
@@ -196,6 +209,15 @@ impl<'a> Request<'a> {
                 cursor: cursor.cloned(),
                 page_size,
             },
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => OwnedOp::ScanCells {
+                range,
+                cursor: cursor.cloned(),
+                page_size,
+            },
             Op::WriteFenced { row, cell, token } => OwnedOp::WriteFenced {
                 row: row.to_string(),
                 cell: cell.clone(),
@@ -217,7 +239,7 @@ impl Op<'_> {
             Op::Write { .. } => OpKind::Write,
             Op::Delete { .. } => OpKind::Delete,
             Op::Read { .. } => OpKind::Read,
-            Op::ScanKeys { .. } => OpKind::Scan,
+            Op::ScanKeys { .. } | Op::ScanCells { .. } => OpKind::Scan,
             Op::WriteFenced { .. } => OpKind::FencedWrite,
         }
     }
@@ -248,6 +270,11 @@ enum OwnedOp {
         query: RowQuery,
     },
     ScanKeys {
+        cursor: Option<PageCursor>,
+        page_size: NonZeroU32,
+    },
+    ScanCells {
+        range: TokenRange,
         cursor: Option<PageCursor>,
         page_size: NonZeroU32,
     },
@@ -285,6 +312,15 @@ impl OwnedRequest {
                 cursor: cursor.as_ref(),
                 page_size: *page_size,
             },
+            OwnedOp::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => Op::ScanCells {
+                range: *range,
+                cursor: cursor.as_ref(),
+                page_size: *page_size,
+            },
             OwnedOp::WriteFenced { row, cell, token } => Op::WriteFenced {
                 row,
                 cell,
@@ -306,6 +342,7 @@ impl Response {
             Response::Done => "done",
             Response::Read(_) => "a read",
             Response::Keys(_) => "a page of keys",
+            Response::Cells(_) => "a page of cells",
             Response::Fenced(_) => "a fenced write's outcome",
         }
     }

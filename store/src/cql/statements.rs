@@ -153,6 +153,17 @@ pub(crate) fn scan(keyspace: &str, table: Table) -> String {
     format!("SELECT DISTINCT row_key FROM {keyspace}.{table}")
 }
 
+/// Binds: token start (exclusive) bigint, token end (inclusive) bigint;
+/// executed one page at a time. Rows: token bigint, row_key text,
+/// column_name text, value blob, writetime bigint, ttl int (null when
+/// none) — in token order, each partition's in column order.
+pub(crate) fn scan_cells(keyspace: &str, table: Table) -> String {
+    format!(
+        "SELECT token(row_key), row_key, column_name, value, writetime(value), ttl(value) \
+         FROM {keyspace}.{table} WHERE token(row_key) > ? AND token(row_key) <= ?"
+    )
+}
+
 /// The DDL, in order: the keyspace, then every table of [`schema::ALL`].
 pub(crate) fn schema_cql(settings: &CqlSettings) -> Vec<String> {
     std::iter::once(create_keyspace(settings))
@@ -181,6 +192,7 @@ pub(crate) struct TableStatements {
     pub(crate) select_first: PreparedStatement,
     pub(crate) select_from: PreparedStatement,
     pub(crate) scan: PreparedStatement,
+    pub(crate) scan_cells: PreparedStatement,
 }
 
 /// Every table's statements, plus an empty, configured batch to copy and
@@ -201,7 +213,7 @@ impl std::fmt::Debug for Statements {
 }
 
 impl Statements {
-    /// Prepares all five statements of every table (35 PREPAREs, issued
+    /// Prepares all six statements of every table (42 PREPAREs, issued
     /// concurrently), once per connect.
     pub(crate) async fn prepare(
         session: &Session,
@@ -212,12 +224,13 @@ impl Statements {
         let per_table = schema::ALL.iter().map(|&table| {
             let config = &config;
             async move {
-                let (insert, delete, select_first, select_from, scan) = futures::try_join!(
+                let (insert, delete, select_first, select_from, scan, scan_cells) = futures::try_join!(
                     config.prepare(session, table, OpKind::Write, insert(ks, table)),
                     config.prepare(session, table, OpKind::Delete, delete(ks, table)),
                     config.prepare(session, table, OpKind::Read, select_first(ks, table)),
                     config.prepare(session, table, OpKind::Read, select_from(ks, table)),
                     config.prepare(session, table, OpKind::Scan, scan(ks, table)),
+                    config.prepare(session, table, OpKind::Scan, scan_cells(ks, table)),
                 )?;
                 Ok::<_, StoreError>((
                     table,
@@ -227,6 +240,7 @@ impl Statements {
                         select_first,
                         select_from,
                         scan,
+                        scan_cells,
                     },
                 ))
             }
@@ -277,6 +291,7 @@ impl Statements {
                         select_first: pin(&t.select_first, OpKind::Read),
                         select_from: pin(&t.select_from, OpKind::Read),
                         scan: pin(&t.scan, OpKind::Scan),
+                        scan_cells: pin(&t.scan_cells, OpKind::Scan),
                     },
                 )
             })
@@ -524,6 +539,11 @@ mod tests {
         assert_eq!(
             scan(ks, schema::QUEUE),
             "SELECT DISTINCT row_key FROM lockshift.queue"
+        );
+        assert_eq!(
+            scan_cells(ks, t),
+            "SELECT token(row_key), row_key, column_name, value, writetime(value), ttl(value) \
+             FROM lockshift.main WHERE token(row_key) > ? AND token(row_key) <= ?"
         );
         assert_eq!(
             LIST_TABLES,

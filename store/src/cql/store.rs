@@ -19,12 +19,14 @@ use super::keyspace::{
     node_datacenters,
 };
 use super::rows::{
-    CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
+    CellRow, ScannedCell, cell_from_row, decode_rows, delete_values, insert_values, limit_bind,
+    ttl_bind,
 };
 use super::statements::{self, Statements};
 use crate::api::{ReadOutcome, Store};
 use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
+    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowCells, RowQuery, Table, Timestamp,
+    TokenRange, WriteOptions, check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::request::{Op, Request, Response};
@@ -565,6 +567,77 @@ impl CqlStore {
         .await
     }
 
+    async fn apply_scan_cells(
+        &self,
+        route: &Route,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        let op = OpKind::Scan;
+        let routed = self.statements_for(route, op, table)?;
+        let statements = routed.get(table, op)?;
+        // The page size lives on the statement (as the key scan's).
+        let mut scan = statements.scan_cells.clone();
+        scan.set_page_size(i32::try_from(page_size.get()).unwrap_or(i32::MAX));
+        let paging = match cursor {
+            Some(c) => PagingState::new_from_raw_bytes(c.as_bytes()),
+            None => PagingState::start(),
+        };
+        let span = tracing::debug_span!("cql", %op, %table, %range, page_size = page_size.get());
+        async {
+            let (result, paging) = self
+                .session
+                .execute_single_page(&scan, (range.start, range.end), paging)
+                .await
+                .map_err(|e| failed_on(route, e, op, table))?;
+            let warnings: Vec<String> = result.warnings().map(str::to_string).collect();
+            let tombstones = warnings
+                .iter()
+                .find_map(|w| tombstones::parse_warning(w))
+                .map(|w| w.tombstones);
+            let mut rows: Vec<RowCells> = Vec::new();
+            for (token, key, column, value, writetime, ttl) in
+                decode_rows::<ScannedCell>(result, op, Some(table))?
+            {
+                let cell = cell_from_row((column, value, writetime, ttl)).map_err(|why| {
+                    StoreError::new(StoreErrorKind::Invalid, op, Some(table), why)
+                })?;
+                match rows.last_mut() {
+                    Some(row) if row.key == key => row.cells.push(cell),
+                    _ => rows.push(RowCells {
+                        key,
+                        token,
+                        cells: vec![cell],
+                    }),
+                }
+            }
+            let next = match paging {
+                PagingStateResponse::NoMorePages => None,
+                PagingStateResponse::HasMorePages { state } => match state.as_bytes_slice() {
+                    Some(bytes) => Some(PageCursor::from_bytes(bytes.to_vec())),
+                    None => {
+                        return Err(StoreError::new(
+                            StoreErrorKind::Invalid,
+                            op,
+                            Some(table),
+                            "the server reported more pages but sent no paging state",
+                        ));
+                    }
+                },
+            };
+            Ok(CellPage {
+                rows,
+                next,
+                tombstones,
+                warnings,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
     async fn apply_write_fenced(
         &self,
         route: &Route,
@@ -605,6 +678,14 @@ impl Store for CqlStore {
             }
             Op::ScanKeys { cursor, page_size } => Response::Keys(
                 self.apply_scan_keys(route, table, cursor, page_size)
+                    .await?,
+            ),
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => Response::Cells(
+                self.apply_scan_cells(route, table, range, cursor, page_size)
                     .await?,
             ),
             Op::WriteFenced { row, cell, token } => Response::Fenced(

@@ -46,7 +46,8 @@ use async_trait::async_trait;
 
 use crate::api::{ReadOutcome, Store};
 use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
+    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
+    WriteOptions, check_request,
 };
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{StoreError, StoreErrorKind};
@@ -499,6 +500,85 @@ impl MemoryStore {
         })
     }
 
+    async fn apply_scan_cells(
+        &self,
+        route: &Route,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        let after = cursor
+            .map(|c| cell_cursor(c.as_bytes()))
+            .transpose()
+            .map_err(|why| {
+                StoreError::new(StoreErrorKind::Invalid, OpKind::Scan, Some(table), why)
+            })?;
+        let now = self.clock.now();
+        let grace = self.gc_grace(table);
+        let limits = self.thresholds;
+        let page_size = page_size.get() as usize;
+        let mut st = self.lock();
+        let plan = self.plan(&mut st, route, OpKind::Scan, table, now)?;
+        let k = plan.coordinator();
+        // A quorum scan repairs what its replicas disagree on first — only
+        // the rows this page can reach (a page holds at most `page_size`
+        // cells, so at most that many rows), never the whole table.
+        if let Plan::Quorum { replicas, .. } = &plan
+            && replicas.len() > 1
+        {
+            let mut keys: Vec<String> = replicas
+                .iter()
+                .flat_map(|&d| st.replicas[d].keys_in(table, range, after.as_ref(), page_size))
+                .collect();
+            keys.sort_by_key(|k| (tombstones::token(k), k.clone()));
+            keys.dedup();
+            keys.truncate(page_size);
+            for &d in replicas {
+                st.replicas[d].sweep_due(now, &|t| self.gc_grace(t));
+            }
+            for key in keys {
+                Self::repair(&mut st, replicas, table, &key, now, grace);
+            }
+        }
+        let replica = &mut st.replicas[k];
+        replica.sweep_due(now, &|t| self.gc_grace(t));
+        let page = replica.scan_cells(table, range, after, page_size, now, grace, limits.fail);
+        Self::record(&mut st, table, OpKind::Scan, page.tombstones);
+        drop(st);
+        if page.failed {
+            return Err(StoreError::too_many_tombstones(
+                OpKind::Scan,
+                table,
+                "",
+                page.tombstones,
+                limits.fail,
+            ));
+        }
+        let warnings = if page.tombstones > limits.warn {
+            vec![tombstones::warning_text(
+                page.rows.iter().map(|r| r.cells.len() as u64).sum(),
+                page.tombstones,
+                &format!(
+                    "SELECT row_key, column_name, value FROM {}.{table} WHERE token(row_key) > {} \
+                     AND token(row_key) <= {} LIMIT {page_size}",
+                    self.keyspace, range.start, range.end
+                ),
+                range.start,
+            )]
+        } else {
+            Vec::new()
+        };
+        Ok(CellPage {
+            rows: page.rows,
+            next: page
+                .more
+                .map(|(key, column)| cell_cursor_bytes(&key, &column)),
+            tombstones: Some(page.tombstones),
+            warnings,
+        })
+    }
+
     async fn apply_write_fenced(
         &self,
         route: &Route,
@@ -541,6 +621,14 @@ impl Store for MemoryStore {
                 self.apply_scan_keys(route, table, cursor, page_size)
                     .await?,
             ),
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => Response::Cells(
+                self.apply_scan_cells(route, table, range, cursor, page_size)
+                    .await?,
+            ),
             Op::WriteFenced { row, cell, token } => Response::Fenced(
                 self.apply_write_fenced(route, table, row, cell, token)
                     .await?,
@@ -563,6 +651,31 @@ impl Store for MemoryStore {
             datacenters: st.network.names(),
         }
     }
+}
+
+/// A cell scan's cursor: the last row's key (its length first, 4 bytes
+/// big-endian) and the last column returned.
+fn cell_cursor_bytes(key: &str, column: &str) -> PageCursor {
+    let len = u32::try_from(key.len()).unwrap_or(u32::MAX);
+    let mut bytes = len.to_be_bytes().to_vec();
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(column.as_bytes());
+    PageCursor::from_bytes(bytes)
+}
+
+/// The row key and column of a cell scan's cursor.
+fn cell_cursor(bytes: &[u8]) -> Result<(String, String), String> {
+    let bad = || "page cursor was not made by the embedded store's scan of cells".to_string();
+    let (len, rest) = bytes.split_first_chunk::<4>().ok_or_else(bad)?;
+    let len = u32::from_be_bytes(*len) as usize;
+    if rest.len() < len {
+        return Err(bad());
+    }
+    let (key, column) = rest.split_at(len);
+    Ok((
+        String::from_utf8(key.to_vec()).map_err(|_| bad())?,
+        String::from_utf8(column.to_vec()).map_err(|_| bad())?,
+    ))
 }
 
 #[cfg(test)]
