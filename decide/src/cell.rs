@@ -100,6 +100,14 @@ impl Ttl {
         }
     }
 
+    /// A TTL of `secs` seconds, brought within 1 s and [`Ttl::MAX_SECS`].
+    pub fn from_secs_clamped(secs: u64) -> Self {
+        let secs = secs.clamp(1, u64::from(Self::MAX_SECS));
+        // Within 1..=MAX_SECS, so the conversion cannot fail and the sum
+        // is `secs`.
+        Ttl(NonZeroU32::MIN.saturating_add(u32::try_from(secs - 1).unwrap_or(0)))
+    }
+
     /// The TTL covering `d`, rounded up to whole seconds (a lease must never be
     /// shorter than asked).
     ///

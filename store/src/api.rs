@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::cell::{
-    Cell, CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, TokenRange,
+    Cell, CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
     WriteOptions,
 };
 use crate::error::StoreError;
@@ -262,6 +262,19 @@ pub trait Store: Send + Sync + Debug {
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Fenced(outcome) => Ok(outcome),
             other => Err(other.unexpected(OpKind::FencedWrite, table)),
+        }
+    }
+
+    /// The clock of a coordinator `route` reaches, in whole milliseconds
+    /// (`toUnixTimestamp(now())` from `system.local`): one round trip, what
+    /// a client measures its clock's offset from the database by (sent
+    /// and answered between two readings of its own clock, the reading
+    /// lies within them).
+    async fn server_time_via(&self, route: &Route) -> Result<Timestamp, StoreError> {
+        let request = Request::new(route.clone(), crate::schema::ROLLOUT, Op::ServerTime);
+        match self.call(request).await? {
+            Response::Time(at) => Ok(at),
+            other => Err(other.unexpected(OpKind::Read, crate::schema::ROLLOUT)),
         }
     }
 

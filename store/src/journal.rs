@@ -109,6 +109,7 @@ impl Journal {
             Op::WriteFenced { row, cell, token } => {
                 write!(line, " {row} {} token {token}", cell.column)
             }
+            Op::ServerTime => Ok(()),
         };
         line
     }
@@ -152,6 +153,7 @@ impl Answer for Response {
                 format!("{rows:?} more={}", page.next.is_some())
             }
             Response::Fenced(outcome) => format!("{outcome:?}"),
+            Response::Time(at) => format!("at {}", journal.relative(*at)),
         }
     }
 }

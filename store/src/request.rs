@@ -124,6 +124,10 @@ pub enum Op<'a> {
         /// At most this many cells.
         page_size: NonZeroU32,
     },
+    /// The coordinator's clock: what a client measures its clock's
+    /// offset from the database by (`toUnixTimestamp(now())`, whole
+    /// milliseconds).
+    ServerTime,
     /// Writes `cell` into `row` only if it records no larger fencing
     /// token than `token`, and records `token` beside it.
     WriteFenced {
@@ -149,6 +153,8 @@ pub enum Response {
     Keys(KeyPage),
     /// A page of cells.
     Cells(CellPage),
+    /// The coordinator's clock.
+    Time(Timestamp),
     /// What a fenced write did.
     Fenced(FencedOutcome),
 }
@@ -171,7 +177,7 @@ impl<'a> Request<'a> {
             | Op::Delete { row, .. }
             | Op::Read { row, .. }
             | Op::WriteFenced { row, .. } => Some(row),
-            Op::ScanKeys { .. } | Op::ScanCells { .. } => None,
+            Op::ScanKeys { .. } | Op::ScanCells { .. } | Op::ServerTime => None,
         }
     }
 
@@ -223,6 +229,7 @@ impl<'a> Request<'a> {
                 cell: cell.clone(),
                 token,
             },
+            Op::ServerTime => OwnedOp::ServerTime,
         };
         OwnedRequest {
             route: self.route.clone(),
@@ -240,6 +247,7 @@ impl Op<'_> {
             Op::Delete { .. } => OpKind::Delete,
             Op::Read { .. } => OpKind::Read,
             Op::ScanKeys { .. } | Op::ScanCells { .. } => OpKind::Scan,
+            Op::ServerTime => OpKind::Read,
             Op::WriteFenced { .. } => OpKind::FencedWrite,
         }
     }
@@ -283,6 +291,7 @@ enum OwnedOp {
         cell: CellWrite,
         token: u64,
     },
+    ServerTime,
 }
 
 impl OwnedRequest {
@@ -326,6 +335,7 @@ impl OwnedRequest {
                 cell,
                 token: *token,
             },
+            OwnedOp::ServerTime => Op::ServerTime,
         };
         Request {
             route: self.route.clone(),
@@ -343,6 +353,7 @@ impl Response {
             Response::Read(_) => "a read",
             Response::Keys(_) => "a page of keys",
             Response::Cells(_) => "a page of cells",
+            Response::Time(_) => "a time",
             Response::Fenced(_) => "a fenced write's outcome",
         }
     }

@@ -287,7 +287,14 @@ impl Sites {
             let report = refresh(&router, &view).await;
             let _ = seed(&router, &view, &report, "setup", Duration::ZERO).await;
             refresh(&router, &view).await;
-            if view.states().iter().filter(|s| s.confirmed).count() == 1 + prefixes.len() {
+            // Confirmed and serving: a pending record (H6) is confirmed by
+            // its home too, and serves nowhere.
+            let serving = view
+                .states()
+                .iter()
+                .filter(|s| s.confirmed && !s.record.pending)
+                .count();
+            if serving == 1 + prefixes.len() {
                 return;
             }
         }

@@ -113,9 +113,13 @@ impl From<&CensusCell> for CellRow {
 /// Store errors.
 pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> {
     let store = env.store.as_ref();
-    let (nodes, _) = live_nodes(store)
-        .await
-        .context("reading the node registry")?;
+    let (nodes, _) = live_nodes(
+        store,
+        env.clock.now(),
+        env.settings.rollout.clock_skew_margin,
+    )
+    .await
+    .context("reading the node registry")?;
     let stale_after = env.stale_after();
     let cells = inspect_lock(
         store,

@@ -4,30 +4,26 @@
 //! judge and writes the move.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_decide::algorithm::Algorithm;
 use lockshift_decide::home::{
     HOMES_ROW, HomeRecord, MoveAsk, MovePlan, MoveScene, Rule, move_refusals,
 };
-use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
-use lockshift_decide::rollout::ROLLOUT_LOCK;
-use lockshift_lock::{
-    AcquireOptions, Binding, LeaseSettings, LockContext, LockGuard, LockId, NodeId,
-};
-use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
+
+use lockshift_lock::LeaseSettings;
 use lockshift_store::homes::records;
 use lockshift_store::{
-    Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedClock, SharedStore, Timestamp,
-    WriteOptions, schema,
+    Cell, Clock, Datacenter, Route, SharedClock, SharedStore, Timestamp, WriteOptions, schema,
 };
 use tracing::{info, warn};
 
+use super::patient::{
+    READ_ATTEMPTS, read_patiently, registry_patiently, rollout_lock, write_patiently, write_record,
+};
 use crate::error::RolloutError;
 use crate::registry::record_activity_via;
 use crate::settings::RolloutSettings;
-use crate::{LockerSettings, Lockers};
 
 /// How long after a move is written its new home starts serving (H3):
 /// until every view of the old home has expired — a view confirmed by a
@@ -176,8 +172,14 @@ struct Gathered {
     read_at: BTreeMap<Datacenter, Timestamp>,
 }
 
-/// Reads the homes row and the registry from every datacenter.
-async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule) -> Gathered {
+/// Reads the homes row and the registry from every datacenter (the
+/// registry by a reader whose clock may be `margin` ahead of a writer's).
+async fn gather(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    moved: &Rule,
+    margin: Duration,
+) -> Gathered {
     let datacenters = store.topology().datacenters;
     let mut g = Gathered {
         scene: MoveScene {
@@ -191,7 +193,7 @@ async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule) -> Gathere
         let route = Route::Datacenter(dc.clone());
         let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
         g.read_at.insert(dc.clone(), clock.now());
-        let registry = read_patiently(store, &route, schema::NODES, REGISTRY_ROW).await;
+        let registry = registry_patiently(store, &route, clock.now(), margin).await;
         let (cells, nodes) = match (homes, registry) {
             (Ok(cells), Ok(nodes)) => (cells, nodes),
             (Err(e), _) | (_, Err(e)) => {
@@ -217,11 +219,7 @@ async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule) -> Gathere
             }
         }
         g.scene.read.insert(dc.clone(), read);
-        for (column, info) in nodes.iter().filter_map(|c| {
-            serde_json::from_slice::<NodeInfo>(&c.value)
-                .ok()
-                .map(|info| (&c.column, info))
-        }) {
+        for (column, info) in nodes.iter().map(|n| (&n.column, &n.info)) {
             let said = (
                 info.lease.map(|p| p.ttl()),
                 info.stage_valid_for_ms.map(Duration::from_millis),
@@ -250,7 +248,7 @@ async fn judge(
     lease: &LeaseSettings,
     request: &MoveRequest,
 ) -> Judged {
-    let mut gathered = gather(store, clock, &request.ask.rule).await;
+    let mut gathered = gather(store, clock, &request.ask.rule, settings.clock_skew_margin).await;
     let (plan, mut refusals) = move_refusals(&request.ask, &gathered.scene);
     gathered.beyond.sort();
     gathered.beyond.dedup();
@@ -496,123 +494,4 @@ fn nests_in(rule: &Rule, moved: &Rule) -> bool {
         (Rule::Prefix(_), Rule::Default) => true,
         (Rule::Prefix(p), Rule::Prefix(m)) => p.len() > m.len() && p.starts_with(m.as_str()),
     }
-}
-
-/// Writes `record` to `column` of the homes row in `dc` at `stamp`
-/// ([`write_patiently`]).
-async fn write_record(
-    store: &SharedStore,
-    dc: &Datacenter,
-    column: &str,
-    record: &HomeRecord,
-    stamp: Timestamp,
-) -> Result<(), lockshift_store::StoreError> {
-    let value = serde_json::to_vec(record).map_err(|e| {
-        lockshift_store::StoreError::new(
-            lockshift_store::StoreErrorKind::Invalid,
-            lockshift_store::OpKind::Write,
-            Some(schema::ROLLOUT),
-            e.to_string(),
-        )
-    })?;
-    write_patiently(
-        store,
-        &Route::Datacenter(dc.clone()),
-        column,
-        &value,
-        WriteOptions::at(stamp),
-    )
-    .await
-}
-
-/// Writes `value` to `column` of the homes row on `route`, again after a
-/// transient failure: the same cell at the same stamp every time, so
-/// sending it again (even after a failure that may have landed) is
-/// idempotent.
-async fn write_patiently(
-    store: &SharedStore,
-    route: &Route,
-    column: &str,
-    value: &[u8],
-    options: WriteOptions,
-) -> Result<(), lockshift_store::StoreError> {
-    let mut attempt = 1;
-    loop {
-        let result = store
-            .write_via(
-                route,
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &[CellWrite::new(column, value.to_vec())],
-                options,
-            )
-            .await;
-        match result {
-            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
-    }
-}
-
-/// How many times a move reads a row before it takes a datacenter for
-/// out of reach — a transient failure (a timeout, a node restarting) must
-/// not make a planned move look impossible, nor a forced one allowed —
-/// and sends each write of the record before it gives up on it.
-const READ_ATTEMPTS: usize = 3;
-
-/// Reads `row` of `table` on `route`, again after a transient failure, at
-/// most [`READ_ATTEMPTS`] times.
-async fn read_patiently(
-    store: &SharedStore,
-    route: &Route,
-    table: lockshift_store::Table,
-    row: &str,
-) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
-    let mut attempt = 1;
-    loop {
-        match store.read_via(route, table, row, &RowQuery::all()).await {
-            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
-    }
-}
-
-/// The rollout lock, taken with a combined locker on the local clock (as
-/// the rollout's transitions take it).
-async fn rollout_lock(
-    store: &SharedStore,
-    clock: &SharedClock,
-    lease: &LeaseSettings,
-    by: &str,
-) -> Result<LockGuard, RolloutError> {
-    let internal = |e: &dyn std::fmt::Display| RolloutError::Internal(e.to_string());
-    let node = NodeId::new(crate::rollout::sanitize_node(by)).map_err(|e| internal(&e))?;
-    let ctx = LockContext::new(store.clone(), clock.clone(), node, lease.clone(), None)
-        .map_err(|e| internal(&e))?;
-    let locker = Lockers::new(
-        Arc::new(ctx),
-        LockerSettings {
-            queue: QueueSettings::default(),
-            time: TimeSettings {
-                source: TimeSourceKind::Local,
-                ..TimeSettings::default()
-            },
-            ..LockerSettings::default()
-        },
-    )
-    .build(Algorithm::Combined);
-    let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| internal(&e))?;
-    Ok(locker
-        .acquire_with(
-            &lock,
-            AcquireOptions::with_timeout(Duration::from_secs(60)),
-            &Binding::unbound(),
-        )
-        .await?)
 }

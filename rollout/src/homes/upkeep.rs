@@ -5,13 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, seed_stamp};
-use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_store::homes::{HomesView, RefreshReport, refresh};
 use lockshift_store::{
-    Cell, CellWrite, Datacenter, OpKind, Route, RowQuery, SharedStore, StoreError, StoreErrorKind,
-    Timestamp, WriteOptions, schema,
+    CellWrite, Datacenter, OpKind, Route, SharedStore, StoreError, StoreErrorKind, Timestamp,
+    WriteOptions, schema,
 };
 use tracing::{info, warn};
+
+/// How far a registered process's clock may be behind this one's when
+/// the seed counts the processes that may be running (the default
+/// `rollout.clock_skew_margin`): a process counted one margin longer only
+/// makes the seed wait the move wait.
+const SEED_REGISTRY_MARGIN: Duration = Duration::from_secs(5);
 
 /// A rule [`seed`] recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,20 +95,20 @@ pub async fn seed(
     let mut seeded = Vec::new();
     for (rule, home, complete) in missing {
         let route = Route::Datacenter(home.clone());
-        let rows: Vec<Cell> = store
-            .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
-            .await?
-            .into_iter()
-            .filter(|c| c.column != me)
-            .collect();
+        let now = view.clock().now();
+        let (nodes, undecoded) =
+            crate::registry::live_nodes_via(store.as_ref(), &route, now, SEED_REGISTRY_MARGIN)
+                .await?;
+        let rows: Vec<_> = nodes.into_iter().filter(|n| n.column != me).collect();
         // A process of a build that predates homes never reads the record:
-        // it would go on reaching these locks the store's default way.
+        // it would go on reaching these locks the store's default way (an
+        // entry that does not decode may be one).
         let unaware: Vec<String> = rows
             .iter()
-            .filter(|c| {
-                serde_json::from_slice::<NodeInfo>(&c.value).map_or(true, |i| i.homes.is_none())
-            })
-            .map(|c| lockshift_decide::id::cut_short(&c.column).into_owned())
+            .filter(|n| n.info.homes.is_none())
+            .map(|n| n.column.clone())
+            .chain(undecoded)
+            .map(|c| lockshift_decide::id::cut_short(&c).into_owned())
             .collect();
         if !unaware.is_empty() {
             warn!(%rule, %home, processes = %unaware.join(", "),

@@ -253,3 +253,20 @@ pub async fn scan_cells_pages_through_token_ranges(t: &dyn Target) {
         }
     }
 }
+
+/// The coordinator's clock, in whole milliseconds: close to the client's
+/// (the suite's clock and the store's are one, or both the machines').
+pub async fn server_time_reads_the_coordinators_clock(t: &dyn Target) {
+    let before = t.now();
+    let at = t
+        .store()
+        .server_time_via(&crate::Route::Default)
+        .await
+        .expect("the coordinator's time");
+    assert_eq!(at.as_micros() % 1000, 0, "whole milliseconds: {at:?}");
+    let apart = (at.as_micros() - before.as_micros()).abs();
+    assert!(
+        apart < 10_000_000,
+        "the coordinator's clock {at:?} is {apart} µs from the client's {before:?}"
+    );
+}

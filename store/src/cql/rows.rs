@@ -74,6 +74,9 @@ impl ResultRow for ScannedCell {
     }
 }
 
+/// The coordinator's clock (`toUnixTimestamp(now())`).
+impl ResultRow for (i64,) {}
+
 /// A row key (the key scan) or a name (a schema lookup).
 impl ResultRow for (String,) {}
 

@@ -300,13 +300,13 @@ impl Replica {
         };
         'rows: for (key, data) in rows.range((lower, Bound::Unbounded)) {
             if page.keys.len() >= page_size {
-                // Only whether another page follows; a page's count ends
-                // with its last key, as a cluster's does.
-                if data.cells.values().any(|c| c.live(now).is_some()) {
-                    page.more = true;
-                    break;
-                }
-                continue;
+                // A full page says another may follow whenever a row does,
+                // as a cluster's paging state does: the next page passes
+                // that row's tombstones, even if it then finds nothing
+                // live (a row of tombstones after the last live one must
+                // still cost, and refuse, its scan).
+                page.more = true;
+                break;
             }
             for col in data.cells.values() {
                 if col.live(now).is_some() {
@@ -413,25 +413,27 @@ impl Replica {
             };
             let mut cells = Vec::new();
             for (column, col) in columns {
+                if taken >= page_size {
+                    // A full page says another may follow whenever a
+                    // column does, as a cluster's paging state does: the
+                    // next page passes its tombstones, even if it then
+                    // finds nothing live.
+                    if !cells.is_empty() {
+                        page.rows.push(RowCells {
+                            key: key.key.clone(),
+                            token: key.token,
+                            cells,
+                        });
+                    }
+                    page.more = page
+                        .rows
+                        .last()
+                        .and_then(|r| r.cells.last().map(|c| (r.key.clone(), c.column.clone())));
+                    return page;
+                }
                 if let Some(version) = col.live(now)
                     && let Some((value, expires_at)) = version.live_value(now)
                 {
-                    if taken >= page_size {
-                        // Another live cell follows: the page ends at the
-                        // last one returned, as a cluster's paging state
-                        // says.
-                        if !cells.is_empty() {
-                            page.rows.push(RowCells {
-                                key: key.key.clone(),
-                                token: key.token,
-                                cells,
-                            });
-                        }
-                        page.more = page.rows.last().and_then(|r| {
-                            r.cells.last().map(|c| (r.key.clone(), c.column.clone()))
-                        });
-                        return page;
-                    }
                     taken += 1;
                     cells.push(Cell {
                         column: column.clone(),
