@@ -26,7 +26,6 @@
 //! done, the fenced/plain write ratio of [`crate::fenced`] is measured too
 //! (`fenced_writes` of each kind).
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -35,9 +34,8 @@ use async_trait::async_trait;
 use lockshift::{AcquireOptions, Node, OBSERVE_EVERY, Settings};
 use lockshift_cql_emulator::{Emulator, Fault, FaultRule};
 use lockshift_store::{
-    CellWrite, CqlSettings, CqlStore, FencedOutcome, KeyPage, MemoryStore, PageCursor, ReadOutcome,
-    Route, RowQuery, SharedStore, Store, StoreError, SystemClock, Table, Timestamp, Topology,
-    WriteOptions, schema,
+    CqlSettings, CqlStore, MemoryStore, OpKind, Request, Response, SharedStore, Store, StoreError,
+    SystemClock, Table, Topology, schema,
 };
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -393,68 +391,14 @@ impl RowReads {
 
 #[async_trait]
 impl Store for RowReads {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        if table == self.table && row == self.row {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        if request.kind() == OpKind::Read
+            && request.table == self.table
+            && request.row() == Some(self.row.as_str())
+        {
             self.reads.fetch_add(1, Ordering::Relaxed);
         }
-        self.inner.read_observed_via(route, table, row, query).await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        self.inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<FencedOutcome, StoreError> {
-        self.inner
-            .write_fenced_via(route, table, row, cell, token)
-            .await
+        self.inner.call(request).await
     }
 
     fn describe(&self) -> String {

@@ -10,13 +10,12 @@
 //! the reads above. The soak adds the local endpoint's own count of every
 //! read ([`EndpointReads`]) when it runs one.
 
-use std::num::NonZeroU32;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use lockshift_store::{
-    CellWrite, KeyPage, PageCursor, ReadOutcome, RowQuery, SharedStore, Store, StoreError,
-    StoreErrorKind, Table, Timestamp, WriteOptions, tombstones,
+    OpKind, ReadOutcome, Request, Response, SharedStore, Store, StoreError, StoreErrorKind, Table,
+    tombstones,
 };
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +103,7 @@ impl ReadCosts {
     fn record(
         &mut self,
         table: Table,
-        result: &Result<ReadOutcome, StoreError>,
+        result: Result<&ReadOutcome, &StoreError>,
         took: std::time::Duration,
     ) {
         let entry = self.table_mut(table.name());
@@ -187,59 +186,23 @@ impl ObservingStore {
 
 #[async_trait]
 impl Store for ObservingStore {
-    async fn write_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let (table, kind) = (request.table, request.kind());
         let started = std::time::Instant::now();
-        let result = self.inner.read_observed_via(route, table, row, query).await;
-        let took = started.elapsed();
-        self.costs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .record(table, &result, took);
+        let result = self.inner.call(request).await;
+        if kind == OpKind::Read {
+            let took = started.elapsed();
+            let read = match &result {
+                Ok(Response::Read(outcome)) => Ok(outcome),
+                Ok(_) => return result,
+                Err(e) => Err(e),
+            };
+            self.costs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .record(table, read, took);
+        }
         result
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        self.inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
     }
 
     fn describe(&self) -> String {
@@ -258,7 +221,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use lockshift_store::{MemoryStore, TombstoneThresholds, schema};
+    use lockshift_store::{MemoryStore, RowQuery, Timestamp, TombstoneThresholds, schema};
 
     use super::*;
 

@@ -100,6 +100,14 @@ impl Ttl {
         }
     }
 
+    /// A TTL of `secs` seconds, brought within 1 s and [`Ttl::MAX_SECS`].
+    pub fn from_secs_clamped(secs: u64) -> Self {
+        let secs = secs.clamp(1, u64::from(Self::MAX_SECS));
+        // Within 1..=MAX_SECS, so the conversion cannot fail and the sum
+        // is `secs`.
+        Ttl(NonZeroU32::MIN.saturating_add(u32::try_from(secs - 1).unwrap_or(0)))
+    }
+
     /// The TTL covering `d`, rounded up to whole seconds (a lease must never be
     /// shorter than asked).
     ///
@@ -319,6 +327,100 @@ pub struct KeyPage {
     pub next: Option<PageCursor>,
 }
 
+// ===== Token ranges and cell scans =====
+
+/// A range of partition tokens, `(start, end]`, as Cassandra's
+/// `Murmur3Partitioner` orders partitions: a scan of cells walks its rows
+/// in token order. [`TokenRange::FULL`] is the whole ring; a census splits
+/// it ([`TokenRange::split`]) to read the parts at once, as bulk readers
+/// of Cassandra tables do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TokenRange {
+    /// Tokens above this one (exclusive).
+    pub start: i64,
+    /// Up to this one (inclusive).
+    pub end: i64,
+}
+
+impl TokenRange {
+    /// The whole ring: every token, `(i64::MIN, i64::MAX]` (`i64::MIN` is no
+    /// token of Murmur3's).
+    pub const FULL: TokenRange = TokenRange {
+        start: i64::MIN,
+        end: i64::MAX,
+    };
+
+    /// Whether `token` falls in the range.
+    pub fn contains(&self, token: i64) -> bool {
+        token > self.start && token <= self.end
+    }
+
+    /// The range cut into `parts` consecutive ranges of about equal width
+    /// (at least one; a range narrower than `parts` tokens is cut into as
+    /// many as it has).
+    pub fn split(&self, parts: u32) -> Vec<TokenRange> {
+        let width = i128::from(self.end) - i128::from(self.start);
+        if width <= 0 {
+            return Vec::new();
+        }
+        let parts = i128::from(parts.max(1)).min(width);
+        let mut out = Vec::new();
+        let mut start = self.start;
+        for i in 1..=parts {
+            let end = if i == parts {
+                self.end
+            } else {
+                // Within (start, self.end]: the conversion cannot fail.
+                i64::try_from(i128::from(self.start) + width * i / parts).unwrap_or(self.end)
+            };
+            out.push(TokenRange { start, end });
+            start = end;
+        }
+        out
+    }
+}
+
+impl fmt::Display for TokenRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {}]", self.start, self.end)
+    }
+}
+
+/// The live cells of one row as a scan of cells found them, in column
+/// order. A row may span two pages: the second page's first row then has
+/// the same key as the first page's last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowCells {
+    /// The row key.
+    pub key: String,
+    /// Its partition token.
+    pub token: i64,
+    /// Its live cells (this page's part of them).
+    pub cells: Vec<Cell>,
+}
+
+/// One page of a scan of cells: rows in token order, each with its live
+/// cells, and what the page cost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CellPage {
+    /// The rows, in token order.
+    pub rows: Vec<RowCells>,
+    /// Where to continue; `None` when the range is done.
+    pub next: Option<PageCursor>,
+    /// How many tombstones the page passed, when the backend knows (as a
+    /// read's, `ReadOutcome::tombstones`).
+    pub tombstones: Option<u64>,
+    /// The warnings the server added to its answer, verbatim.
+    pub warnings: Vec<String>,
+}
+
+impl CellPage {
+    /// How many cells the page holds.
+    pub fn cells(&self) -> usize {
+        self.rows.iter().map(|r| r.cells.len()).sum()
+    }
+}
+
 /// The kinds of store operation, for errors, fault injection and counting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -400,6 +502,35 @@ impl InvalidArgument {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn token_ranges_split_into_consecutive_parts_covering_the_range() {
+        use super::TokenRange;
+        // (range, parts, how many)
+        let cases = [
+            (TokenRange::FULL, 1, 1),
+            (TokenRange::FULL, 4, 4),
+            (TokenRange::FULL, 1000, 1000),
+            (TokenRange { start: 0, end: 3 }, 8, 3),
+            (TokenRange { start: 5, end: 5 }, 2, 0),
+        ];
+        for (i, (range, parts, want)) in cases.into_iter().enumerate() {
+            let split = range.split(parts);
+            assert_eq!(split.len(), want, "case #{i}");
+            if want == 0 {
+                continue;
+            }
+            assert_eq!(split[0].start, range.start, "case #{i}");
+            assert_eq!(split[split.len() - 1].end, range.end, "case #{i}");
+            assert!(
+                split
+                    .windows(2)
+                    .all(|w| w[0].end == w[1].start && w[0].start < w[0].end),
+                "case #{i}: {split:?}"
+            );
+        }
+        assert!(TokenRange::FULL.contains(i64::MAX) && !TokenRange::FULL.contains(i64::MIN));
+    }
+
     use super::*;
 
     #[test]

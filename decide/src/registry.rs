@@ -2,19 +2,41 @@
 //! about itself, and the rows and columns it is kept in. Reading and
 //! writing them is the rollout's I/O.
 //!
-//! Every lockshift process keeps one cell in the `nodes` table — row
-//! [`REGISTRY_ROW`], column = `node/incarnation` ([`registry_column`]),
-//! value = [`NodeInfo`] as JSON — written with a TTL and rewritten every
-//! heartbeat. Listing the live fleet is one read; a process that dies
-//! vanishes when its TTL runs out.
+//! Every lockshift process keeps one cell per *minute* in the `nodes`
+//! table — row [`registry_row`] of the minute it writes in
+//! (`nodes@<minute>`), column = `node/incarnation` ([`registry_column`]),
+//! value = [`NodeInfo`] as JSON — rewritten every heartbeat. Listing the
+//! live fleet reads the rows of the last [`REGISTRY_MINUTES`] minutes
+//! ([`registry_rows`], at once): a process stays registered for its
+//! registry TTL after its last heartbeat (R5), which settings keep within
+//! [`MAX_REGISTRY_TTL`], so its newest cell is in one of them. A process is
+//! live while its newest cell is younger than the registry TTL it declares
+//! ([`LiveNode::expires_at`]) and does not say it left.
+//!
+//! # Why rows by the minute: a registry that churn cannot fill
+//!
+//! Every cell of Cassandra leaves a tombstone when it is deleted or its TTL
+//! ends, and a read passes every tombstone in its slice (S6). A registry
+//! in one row, whose processes delete their cells when they stop (or whose
+//! cells expire), makes every read pass one tombstone per process that
+//! ended in the last `gc_grace_seconds`: at two process starts a second,
+//! Cassandra warns on every read of it. Here no read passes a registry
+//! cell's tombstone: a cell written in minute *m* is given a TTL that
+//! outlives the last minute any reader reads row *m* in by a few seconds
+//! ([`registry_cell_ttl`]), and a process that stops writes a cell that
+//! says it left (a live cell, not a delete). So a read of the registry
+//! passes no tombstone of it whatever the churn — only readers whose clocks
+//! run ahead of a writer's coordinator by more than those seconds could
+//! meet one — and holds a cell per minute for each process that ran in the
+//! last [`REGISTRY_MINUTES`] minutes.
 //!
 //! The column names the *process*, not only the node id: two processes
 //! that share a node id (a replacement started before its predecessor
 //! stopped, a StatefulSet pod, one `node.id` in two copies of a config
-//! file) each keep a row of their own, and a row one of them writes never
+//! file) each keep cells of their own, and a cell one of them writes never
 //! hides the other's (docs/design.md §4, R5). Rows written by lockshift
-//! builds that predate incarnations are named by the node id alone; they
-//! are read, and counted, all the same.
+//! builds that predate the minute rows live in [`LEGACY_REGISTRY_ROW`]:
+//! read, and counted, all the same.
 //!
 //! The `rollout` table's row [`ACTIVITY_ROW`] holds, per algorithm, the last
 //! time anyone was seen using it — or may use it: a cell whose write
@@ -61,8 +83,63 @@ pub fn guaranteed_life(lease_ttl: Duration) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
-/// The row of the `nodes` table holding the registry.
-pub const REGISTRY_ROW: &str = "nodes";
+/// The row of the `nodes` table that held the whole registry before the
+/// minute rows ([`registry_row`]): read beside them, so a process of an
+/// earlier build is still counted.
+pub const LEGACY_REGISTRY_ROW: &str = "nodes";
+
+/// How long one registry row collects heartbeats: a minute.
+pub const REGISTRY_BUCKET: Duration = Duration::from_secs(60);
+
+/// The longest a process may stay registered after its last heartbeat
+/// (its registry TTL: `stage_valid_for + lease_ttl + clock_skew_margin`,
+/// and at least `rollout.heartbeat_ttl`, R5); settings refuse more.
+pub const MAX_REGISTRY_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// How many minute rows a reader reads: enough that the newest cell of a
+/// process still registered — written up to [`MAX_REGISTRY_TTL`] ago — is
+/// in one of them.
+pub const REGISTRY_MINUTES: i64 =
+    (MAX_REGISTRY_TTL.as_secs() / REGISTRY_BUCKET.as_secs()) as i64 + 1;
+
+/// How long a registry cell outlives the last minute its row is read in:
+/// room for the coordinators' clocks, which fix its expiry, to run behind
+/// a reader's.
+pub const REGISTRY_CELL_SLACK: Duration = Duration::from_secs(5);
+
+/// The minute `at` falls in.
+fn minute_of(at: Timestamp) -> i64 {
+    at.as_micros()
+        .div_euclid(REGISTRY_BUCKET.as_micros() as i64)
+}
+
+/// The row of the `nodes` table a heartbeat written at `at` goes to:
+/// `nodes@<minutes since the epoch>`.
+pub fn registry_row(at: Timestamp) -> String {
+    format!("{LEGACY_REGISTRY_ROW}@{}", minute_of(at))
+}
+
+/// The rows a reader at `now` reads to list the live fleet: the last
+/// [`REGISTRY_MINUTES`] minutes', newest first, then
+/// [`LEGACY_REGISTRY_ROW`].
+pub fn registry_rows(now: Timestamp) -> Vec<String> {
+    let minute = minute_of(now);
+    (0..REGISTRY_MINUTES)
+        .map(|back| format!("{LEGACY_REGISTRY_ROW}@{}", minute - back))
+        .chain([LEGACY_REGISTRY_ROW.to_string()])
+        .collect()
+}
+
+/// The TTL of a registry cell written at `at`: until the end of the last
+/// minute a reader reads `at`'s row in ([`REGISTRY_MINUTES`] − 1 minutes
+/// after `at`'s), plus [`REGISTRY_CELL_SLACK`], in whole seconds. So the
+/// cell's tombstone appears only once its row is read no more.
+pub fn registry_cell_ttl(at: Timestamp) -> Ttl {
+    let bucket = REGISTRY_BUCKET.as_micros() as i64;
+    let end = (minute_of(at) + REGISTRY_MINUTES).saturating_mul(bucket);
+    let left = Duration::from_micros(u64::try_from(end - at.as_micros()).unwrap_or(0));
+    Ttl::from_secs_clamped((left + REGISTRY_CELL_SLACK).as_secs())
+}
 /// The row of the `rollout` table holding last-activity times.
 pub const ACTIVITY_ROW: &str = "activity";
 
@@ -120,6 +197,14 @@ pub struct NodeInfo {
     /// waits out twice (H3; `None`: a build that did not say).
     #[serde(default)]
     pub stage_valid_for_ms: Option<u64>,
+    /// Its registry TTL in milliseconds: how long after this heartbeat it
+    /// counts as registered without another (R5; `None`: a build whose
+    /// cell lived exactly that long, its own TTL).
+    #[serde(default)]
+    pub registry_ttl_ms: Option<u64>,
+    /// The process stopped: this is its last cell, and it is not live.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub left: bool,
 }
 
 impl NodeInfo {
@@ -204,4 +289,199 @@ pub struct LiveNode {
     pub heartbeat_at: Timestamp,
     /// Time left before it drops out of the registry.
     pub ttl_left: Option<Duration>,
+}
+
+impl LiveNode {
+    /// When its registration ends without another heartbeat, by its own
+    /// clock: its last heartbeat plus the registry TTL it declared
+    /// (`None` for a build that did not declare one: its cell's own TTL
+    /// ends it).
+    pub fn expires_at(&self) -> Option<Timestamp> {
+        self.info
+            .registry_ttl_ms
+            .map(|ms| self.heartbeat_at.saturating_add(Duration::from_millis(ms)))
+    }
+}
+
+/// One registry cell as read, with when it was written and its TTL left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistryCell {
+    /// The column (`node/incarnation`).
+    pub column: String,
+    /// What it says; `None` when it does not decode (a newer or broken
+    /// build wrote it).
+    pub info: Option<NodeInfo>,
+    /// Its write timestamp: the heartbeat's time.
+    pub writetime: Timestamp,
+    /// Its TTL left.
+    pub ttl: Option<Duration>,
+}
+
+/// The live fleet from the cells of the registry rows read at `now`: per
+/// process, its newest cell; a process whose newest cell says it left, or
+/// whose declared registry TTL ended before `now − margin` (`margin`: how
+/// far the writer's clock may be behind the reader's), is not live. Cells
+/// that do not decode come back in the second list by column.
+pub fn live_fleet(
+    cells: impl IntoIterator<Item = RegistryCell>,
+    now: Timestamp,
+    margin: Duration,
+) -> (Vec<LiveNode>, Vec<String>) {
+    let mut newest: BTreeMap<String, RegistryCell> = BTreeMap::new();
+    for cell in cells {
+        // The newest; at one stamp, the one that says the process left
+        // (it is written last).
+        let rank = |c: &RegistryCell| (c.writetime, c.info.as_ref().is_some_and(|i| i.left));
+        let keep = newest
+            .get(&cell.column)
+            .is_none_or(|kept| rank(&cell) > rank(kept));
+        if keep {
+            newest.insert(cell.column.clone(), cell);
+        }
+    }
+    let mut nodes = Vec::new();
+    let mut unreadable = Vec::new();
+    for (column, cell) in newest {
+        let Some(info) = cell.info else {
+            unreadable.push(column);
+            continue;
+        };
+        if info.left {
+            continue;
+        }
+        let node = LiveNode {
+            column,
+            info,
+            heartbeat_at: cell.writetime,
+            ttl_left: cell.ttl,
+        };
+        match node.expires_at() {
+            Some(end) if end.saturating_add(margin) < now => {}
+            Some(end) => {
+                let left = end.as_micros().saturating_sub(now.as_micros()).max(0);
+                nodes.push(LiveNode {
+                    ttl_left: Some(Duration::from_micros(left as u64)),
+                    ..node
+                });
+            }
+            None => nodes.push(node),
+        }
+    }
+    (nodes, unreadable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: i64 = 60_000_000;
+
+    fn info(node: &str) -> NodeInfo {
+        NodeInfo {
+            node: node.into(),
+            version: "test".into(),
+            configured_mode: Mode::Auto,
+            effective: Algorithm::Queue,
+            degraded: false,
+            seen_stage: None,
+            seen_version: None,
+            started_at: 0,
+            incarnation: Some("1".into()),
+            last_used: BTreeMap::new(),
+            lease: None,
+            acting_version: None,
+            bound: BTreeMap::new(),
+            view_expired: false,
+            datacenter: None,
+            homes: None,
+            stage_valid_for_ms: None,
+            registry_ttl_ms: Some(30_000),
+            left: false,
+        }
+    }
+
+    fn cell(node: &str, at_s: i64, change: impl FnOnce(&mut NodeInfo)) -> RegistryCell {
+        let mut i = info(node);
+        change(&mut i);
+        RegistryCell {
+            column: i.column(),
+            info: Some(i),
+            writetime: Timestamp::from_micros(at_s * 1_000_000),
+            ttl: None,
+        }
+    }
+
+    #[test]
+    fn rows_are_minutes_and_a_reader_reads_every_minute_a_registration_can_span() {
+        let at = Timestamp::from_micros(100 * MINUTE + 5);
+        assert_eq!(registry_row(at), "nodes@100");
+        let rows = registry_rows(at);
+        assert_eq!(rows.first().map(String::as_str), Some("nodes@100"));
+        assert_eq!(rows.len() as i64, REGISTRY_MINUTES + 1);
+        assert_eq!(rows.last().map(String::as_str), Some(LEGACY_REGISTRY_ROW));
+        // A heartbeat MAX_REGISTRY_TTL ago is in a row read now.
+        let oldest = at.saturating_sub(MAX_REGISTRY_TTL);
+        assert!(rows.contains(&registry_row(oldest)), "{rows:?}");
+    }
+
+    /// A cell outlives the last minute its row is read in, by the slack,
+    /// and no more than a minute beyond: its tombstone is never in a row
+    /// being read (by clocks within the slack).
+    #[test]
+    fn a_cell_expires_after_the_last_reader_of_its_row() {
+        for (i, offset) in [0, 1, 30 * 1_000_000, MINUTE - 1].into_iter().enumerate() {
+            let at = Timestamp::from_micros(200 * MINUTE + offset);
+            let expires = at.as_micros() + i64::from(registry_cell_ttl(at).as_secs()) * 1_000_000;
+            let last_read_end = (200 + REGISTRY_MINUTES) * MINUTE;
+            assert!(
+                expires >= last_read_end + 4 * 1_000_000,
+                "case #{i}: expires {expires}, read until {last_read_end}"
+            );
+            assert!(expires <= last_read_end + 6 * 1_000_000, "case #{i}");
+            // A reader after that reads rows that do not hold it.
+            let later = Timestamp::from_micros(last_read_end + 1);
+            assert!(
+                !registry_rows(later).contains(&registry_row(at)),
+                "case #{i}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_live_fleet_is_each_processs_newest_cell_unless_it_left_or_expired() {
+        let now = Timestamp::from_micros(1_000 * 1_000_000);
+        let margin = Duration::from_secs(5);
+        let cells = vec![
+            // a: an old cell and a newer one (another minute's row).
+            cell("a", 900, |_| {}),
+            cell("a", 990, |i| i.effective = Algorithm::Combined),
+            // b: heartbeats, then leaves.
+            cell("b", 980, |_| {}),
+            cell("b", 995, |i| i.left = true),
+            // c: silent for 40 s with a 30 s registry TTL: beyond the
+            // margin, gone.
+            cell("c", 960, |_| {}),
+            // d: silent for 33 s: within the margin, still there.
+            cell("d", 967, |_| {}),
+            // e: a build that declared no registry TTL: its cell's own.
+            cell("e", 900, |i| i.registry_ttl_ms = None),
+            RegistryCell {
+                column: "f/1".into(),
+                info: None,
+                writetime: now,
+                ttl: None,
+            },
+        ];
+        let (live, unreadable) = live_fleet(cells, now, margin);
+        let names: Vec<&str> = live.iter().map(|n| n.info.node.as_str()).collect();
+        assert_eq!(names, ["a", "d", "e"]);
+        assert_eq!(
+            live[0].info.effective,
+            Algorithm::Combined,
+            "the newest cell"
+        );
+        assert_eq!(live[0].ttl_left, Some(Duration::from_secs(20)));
+        assert_eq!(live[1].ttl_left, Some(Duration::ZERO));
+        assert_eq!(unreadable, ["f/1"]);
+    }
 }

@@ -34,6 +34,8 @@ fn node(
             datacenter: None,
             homes: None,
             stage_valid_for_ms: None,
+            registry_ttl_ms: None,
+            left: false,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),

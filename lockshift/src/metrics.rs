@@ -40,13 +40,11 @@
 //! --metrics` and `migrate demo --metrics` use).
 
 use std::fmt;
-use std::num::NonZeroU32;
 
 use async_trait::async_trait;
 use lockshift_lock::Algorithm;
 use lockshift_store::{
-    CellWrite, KeyPage, OpKind, PageCursor, ReadOutcome, RowQuery, SharedStore, Store, StoreError,
-    Table, Timestamp, WriteOptions,
+    OpKind, ReadOutcome, Request, Response, SharedStore, Store, StoreError, Table,
 };
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
@@ -338,7 +336,7 @@ impl MeteredStore {
 
     /// Records what a read of `row` cost, and logs what the operator must
     /// hear about (rate-limited per lock).
-    fn observe(&self, table: Table, row: &str, result: &Result<ReadOutcome, StoreError>) {
+    fn observe(&self, table: Table, row: &str, result: Result<&ReadOutcome, &StoreError>) {
         let (warn_count, tombstones_hist) = match self.read_costs.iter().find(|(t, ..)| *t == table)
         {
             Some((_, w, h)) => (w.clone(), h.clone()),
@@ -462,79 +460,15 @@ fn errors(node: &str, table: Table, kind: OpKind) -> Counter {
 
 #[async_trait]
 impl Store for MeteredStore {
-    async fn write_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        let result = self
-            .inner
-            .write_via(route, table, row, cells, options)
-            .await;
-        self.count(table, OpKind::Write, &result);
-        result
-    }
-
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        let result = self
-            .inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await;
-        self.count(table, OpKind::Delete, &result);
-        result
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        let result = self.inner.read_observed_via(route, table, row, query).await;
-        self.count(table, OpKind::Read, &result);
-        self.observe(table, row, &result);
-        result
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        let result = self
-            .inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await;
-        self.count(table, OpKind::Scan, &result);
-        result
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<lockshift_store::FencedOutcome, StoreError> {
-        let result = self
-            .inner
-            .write_fenced_via(route, table, row, cell, token)
-            .await;
-        self.count(table, OpKind::FencedWrite, &result);
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let (table, kind, row) = (request.table, request.kind(), request.row());
+        let result = self.inner.call(request).await;
+        self.count(table, kind, &result);
+        match (&result, row) {
+            (Ok(Response::Read(outcome)), Some(row)) => self.observe(table, row, Ok(outcome)),
+            (Err(e), Some(row)) if kind == OpKind::Read => self.observe(table, row, Err(e)),
+            _ => {}
+        }
         result
     }
 

@@ -2,7 +2,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_store::{
-    ManualClock, MemoryStore, RowQuery, StoreErrorKind, TombstoneThresholds, schema,
+    CellWrite, ManualClock, MemoryStore, RowQuery, StoreErrorKind, Timestamp, TombstoneThresholds,
+    schema,
 };
 
 use super::*;

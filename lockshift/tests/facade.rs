@@ -8,7 +8,7 @@ use std::time::Duration;
 use lockshift::prelude::*;
 use lockshift::{LeaseLostReason, StartError};
 use lockshift_rollout::registry::live_nodes;
-use lockshift_store::{MemoryStore, RowQuery, Store, schema};
+use lockshift_store::{Clock, MemoryStore, RowQuery, Store, schema};
 
 mod common;
 
@@ -62,7 +62,14 @@ async fn shutdown_releases_held_locks_tells_their_holders_and_leaves_the_registr
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(main_cells(&w, "held").await, 1);
-    assert_eq!(live_nodes(w.store.as_ref()).await.unwrap().0.len(), 1);
+    assert_eq!(
+        live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .0
+            .len(),
+        1
+    );
 
     node.shutdown().await;
 
@@ -80,7 +87,11 @@ async fn shutdown_releases_held_locks_tells_their_holders_and_leaves_the_registr
     );
     assert_eq!(main_cells(&w, "held").await, 0, "the lock is free at once");
     assert!(
-        live_nodes(w.store.as_ref()).await.unwrap().0.is_empty(),
+        live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .0
+            .is_empty(),
         "deregistered"
     );
     held.release()
@@ -111,7 +122,14 @@ async fn a_locker_outlives_the_handle_and_shutdown_reaches_it() {
     tokio::time::sleep(Duration::from_secs(30)).await;
     let g = locker.acquire("L").await.unwrap();
     g.release().await.unwrap();
-    assert_eq!(live_nodes(w.store.as_ref()).await.unwrap().0.len(), 1);
+    assert_eq!(
+        live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .0
+            .len(),
+        1
+    );
     twin.shutdown().await;
     assert!(matches!(
         locker.acquire("L").await,

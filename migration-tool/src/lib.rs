@@ -412,6 +412,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                         &lockshift_store::SystemClock,
                         &home,
                         &by,
+                        settings.rollout.clock_skew_margin,
                     )
                     .await,
                 );

@@ -38,9 +38,8 @@ use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
 use lockshift_rollout::registry::{LeaseRules, heartbeat};
 use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::{
-    Cell, CellWrite, FaultPlan, FaultyStore, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome,
-    RowQuery, SharedClock, SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table,
-    Timestamp, TokioClock, Ttl, WriteOptions, schema,
+    Cell, FaultPlan, FaultyStore, MemoryStore, OpKind, Request, Response, RowQuery, SharedClock,
+    SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table, TokioClock, Ttl, schema,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -492,16 +491,9 @@ impl LateStore {
 
 #[async_trait]
 impl Store for LateStore {
-    async fn write_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        self.cut(OpKind::Write, table)?;
-        let late = (table == schema::MAIN)
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        self.cut(request.kind(), request.table)?;
+        let late = (request.table == schema::MAIN && request.kind() == OpKind::Write)
             .then(|| {
                 self.late
                     .lock()
@@ -511,58 +503,24 @@ impl Store for LateStore {
             .flatten();
         if let Some(late) = late {
             self.cut_off.store(true, Ordering::SeqCst);
-            let (cluster, row, cells, landed) = (
+            let (cluster, landing, landed) = (
                 self.cluster.clone(),
-                row.to_string(),
-                cells.to_vec(),
+                request.to_owned(),
                 self.landed.clone(),
             );
             tokio::spawn(async move {
                 sleep(late).await;
-                cluster.write(table, &row, &cells, options).await.unwrap();
+                cluster.call(landing.as_request()).await.unwrap();
                 landed.notify_one();
             });
             return Err(StoreError::new(
                 StoreErrorKind::MaybeApplied,
                 OpKind::Write,
-                Some(table),
+                Some(request.table),
                 "timed out (it lands later)",
             ));
         }
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        ts: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.cut(OpKind::Delete, table)?;
-        self.inner.delete_via(route, table, row, columns, ts).await
-    }
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        row: &str,
-        q: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        self.cut(OpKind::Read, table)?;
-        self.inner.read_observed_via(route, table, row, q).await
-    }
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        n: std::num::NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        self.cut(OpKind::Scan, table)?;
-        self.inner.scan_keys_via(route, table, cursor, n).await
+        self.inner.call(request).await
     }
     fn describe(&self) -> String {
         "late".into()

@@ -335,9 +335,13 @@ async fn advance_refused_then_allowed_and_rollback() {
         .expect_code(3)
         .stdout_has("refused: cannot move from legacy to dual yet");
 
-    deregister(store.as_ref(), &lockshift_store::SystemClock, "old-7")
-        .await
-        .unwrap();
+    deregister(
+        store.as_ref(),
+        &lockshift_store::SystemClock,
+        &node_info("old-7", Algorithm::Legacy),
+    )
+    .await
+    .unwrap();
     e.migrate(&["advance", "--dry-run"])
         .await
         .expect_code(0)
@@ -841,7 +845,7 @@ async fn status_shows_nodes_that_cannot_confirm_the_stage_or_went_silent() {
     store
         .write(
             schema::NODES,
-            lockshift_decide::registry::REGISTRY_ROW,
+            lockshift_decide::registry::LEGACY_REGISTRY_ROW,
             &[CellWrite::new("cut-1", serde_json::to_vec(&cut).unwrap())],
             WriteOptions::at(now().saturating_sub(Duration::from_secs(60)))
                 .with_ttl(Ttl::from_secs(300).unwrap()),

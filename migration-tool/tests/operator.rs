@@ -585,7 +585,7 @@ async fn status_and_advance_judge_the_next_step_alike() {
     };
     for (state, safe) in [("a legacy node live", false), ("no legacy node", true)] {
         if safe {
-            lockshift_rollout::registry::deregister(store.as_ref(), &SystemClock, "old-3")
+            lockshift_rollout::registry::deregister(store.as_ref(), &SystemClock, &legacy)
                 .await
                 .unwrap();
         } else {

@@ -581,64 +581,27 @@ impl GatedStore {
 
 #[async_trait::async_trait]
 impl Store for GatedStore {
-    async fn write_via(
+    async fn call(
         &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), lockshift_store::StoreError> {
-        let gated = table == schema::MAIN
-            && cells
-                .iter()
-                .any(|c| c.value == RESERVED_VALUE && c.column.starts_with(&self.node));
-        if table == schema::MAIN {
+        request: lockshift_store::Request<'_>,
+    ) -> Result<lockshift_store::Response, lockshift_store::StoreError> {
+        if let (schema::MAIN, lockshift_store::Op::Write { cells, .. }) =
+            (request.table, request.op)
+        {
             self.main_writes
                 .lock()
                 .unwrap()
                 .extend(cells.iter().map(|c| (c.column.clone(), c.value.clone())));
+            let gated = cells
+                .iter()
+                .any(|c| c.value == RESERVED_VALUE && c.column.starts_with(&self.node));
+            if gated {
+                self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut open = self.open.subscribe();
+                let _ = open.wait_for(|o| *o).await;
+            }
         }
-        if gated {
-            self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut open = self.open.subscribe();
-            let _ = open.wait_for(|o| *o).await;
-        }
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), lockshift_store::StoreError> {
-        self.inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
-        self.inner.read_observed_via(route, table, row, query).await
-    }
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        cursor: Option<&lockshift_store::PageCursor>,
-        page_size: std::num::NonZeroU32,
-    ) -> Result<lockshift_store::KeyPage, lockshift_store::StoreError> {
-        self.inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
+        self.inner.call(request).await
     }
     fn describe(&self) -> String {
         "gated".into()
@@ -910,53 +873,20 @@ impl NodeTap {
 
 #[async_trait::async_trait]
 impl Store for NodeTap {
-    async fn write_via(
+    async fn call(
         &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), lockshift_store::StoreError> {
-        self.gate(table, OpKind::Write, false).await;
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), lockshift_store::StoreError> {
-        self.gate(table, OpKind::Delete, false).await;
-        self.inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<lockshift_store::ReadOutcome, lockshift_store::StoreError> {
-        let point = query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1);
-        self.gate(table, OpKind::Read, point).await;
-        self.inner.read_observed_via(route, table, row, query).await
-    }
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        table: lockshift_store::Table,
-        cursor: Option<&lockshift_store::PageCursor>,
-        page_size: std::num::NonZeroU32,
-    ) -> Result<lockshift_store::KeyPage, lockshift_store::StoreError> {
-        self.inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
+        request: lockshift_store::Request<'_>,
+    ) -> Result<lockshift_store::Response, lockshift_store::StoreError> {
+        let point = match request.op {
+            lockshift_store::Op::Read { query, .. } => {
+                query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1)
+            }
+            _ => false,
+        };
+        if request.kind() != OpKind::Scan {
+            self.gate(request.table, request.kind(), point).await;
+        }
+        self.inner.call(request).await
     }
     fn describe(&self) -> String {
         "tap".into()

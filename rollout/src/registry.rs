@@ -7,6 +7,7 @@
 //! deregistering, listing the live fleet, and the activity record.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use lockshift_lock::{Algorithm, Incarnation, LeaseSettings};
 use lockshift_store::{
@@ -15,7 +16,8 @@ use lockshift_store::{
 };
 
 use lockshift_decide::registry::{
-    ACTIVITY_ROW, LeasePromise, LiveNode, NodeInfo, REGISTRY_ROW, registry_column,
+    ACTIVITY_ROW, LeasePromise, LiveNode, NodeInfo, RegistryCell, live_fleet, registry_cell_ttl,
+    registry_column, registry_row, registry_rows,
 };
 
 /// The promise a node's lease settings make. (This was an inherent
@@ -35,13 +37,15 @@ impl LeaseRules for LeasePromise {
     }
 }
 
-/// Writes `info` as its process's registry cell ([`NodeInfo::column`])
-/// with `ttl`: one heartbeat.
+/// Writes `info` as its process's registry cell ([`NodeInfo::column`]) in
+/// the row of this minute ([`registry_row`]), registered for `ttl` (its
+/// registry TTL, R5, declared in the cell: [`NodeInfo::registry_ttl_ms`])
+/// — one heartbeat. The cell itself lives until its row is read no more
+/// ([`registry_cell_ttl`]).
 ///
 /// The node runtime (`lockshift::Node`) calls it every
-/// `rollout.heartbeat_every`, with `rollout.heartbeat_ttl`; tests that
-/// stand in for a node (the rollout's, the operator tool's) call it to
-/// register one.
+/// `rollout.heartbeat_every`; tests that stand in for a node (the
+/// rollout's, the operator tool's) call it to register one.
 ///
 /// # Errors
 /// The store error.
@@ -51,19 +55,17 @@ pub async fn heartbeat(
     info: &NodeInfo,
     ttl: Ttl,
 ) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(info).map_err(|e| invalid(lockshift_store::OpKind::Write, e))?;
-    store
-        .write(
-            schema::NODES,
-            REGISTRY_ROW,
-            &[CellWrite::new(info.column(), value)],
-            WriteOptions::at(clock.now()).with_ttl(ttl),
-        )
-        .await
+    let info = NodeInfo {
+        registry_ttl_ms: Some(u64::try_from(ttl.as_duration().as_millis()).unwrap_or(u64::MAX)),
+        ..info.clone()
+    };
+    write_cell(store, clock.now(), &info).await
 }
 
-/// Removes one process's row (its [`NodeInfo::column`]) from the registry
-/// (clean shutdown); other processes of the same node id keep theirs.
+/// Marks `info`'s process as gone from the registry (a clean shutdown):
+/// a cell that says it left, in this minute's row — never a delete,
+/// whose tombstone every later read of the row would pass. Other
+/// processes of the same node id keep theirs.
 ///
 /// The node runtime calls it when it stops; tests call it to make a node
 /// they registered with [`heartbeat`] leave.
@@ -73,14 +75,27 @@ pub async fn heartbeat(
 pub async fn deregister(
     store: &dyn Store,
     clock: &dyn Clock,
-    column: &str,
+    info: &NodeInfo,
 ) -> Result<(), StoreError> {
+    let info = NodeInfo {
+        left: true,
+        ..info.clone()
+    };
+    // A microsecond on: above a heartbeat sent at the same reading of
+    // the clock (a tie would go to the greater value, not to the later
+    // write).
+    write_cell(store, clock.now().offset_micros(1), &info).await
+}
+
+/// Writes `info` as its cell of the registry row of `now`'s minute.
+async fn write_cell(store: &dyn Store, now: Timestamp, info: &NodeInfo) -> Result<(), StoreError> {
+    let value = serde_json::to_vec(info).map_err(|e| invalid(lockshift_store::OpKind::Write, e))?;
     store
-        .delete(
+        .write(
             schema::NODES,
-            REGISTRY_ROW,
-            &[column.to_string()],
-            clock.now(),
+            &registry_row(now),
+            &[CellWrite::new(info.column(), value)],
+            WriteOptions::at(now).with_ttl(registry_cell_ttl(now)),
         )
         .await
 }
@@ -88,64 +103,94 @@ pub async fn deregister(
 /// The live processes of `node` whose rows carry an incarnation, `mine`
 /// excluded: another process running under the same node id.
 ///
-/// One read from `node/` on: incarnation columns of one node id sort
-/// together, right after it.
+/// A live process heartbeats every minute at least, so its newest cell is
+/// in this minute's row or the last one's: two reads (at once) of a slice
+/// from `node/` on, at most [`INCARNATIONS_READ`] cells each — never
+/// the whole fleet's cells.
 ///
 /// # Errors
 /// The store error.
 pub async fn other_incarnations(
     store: &dyn Store,
+    clock: &dyn Clock,
     node: &str,
     mine: Incarnation,
+    margin: Duration,
 ) -> Result<Vec<LiveNode>, StoreError> {
     let prefix = format!("{node}/");
-    // The row from this node id on, whole: a CQL row whose value is gone
-    // still takes a place within a LIMIT, and could hide a process.
-    let cells = store
-        .read(
-            schema::NODES,
-            REGISTRY_ROW,
-            &RowQuery::all().starting_at(prefix.clone()),
-        )
-        .await?;
+    let now = clock.now();
+    let rows = registry_rows(now);
+    let query = RowQuery::first(INCARNATIONS_READ).starting_at(prefix.clone());
+    let reads = rows
+        .iter()
+        .take(2)
+        .map(|row| store.read(schema::NODES, row, &query));
+    let mut cells = Vec::new();
+    for read in futures::future::join_all(reads).await {
+        cells.extend(
+            read?
+                .into_iter()
+                .take_while(|c| c.column.starts_with(&prefix))
+                .map(decode),
+        );
+    }
     let mine = registry_column(node, mine);
-    Ok(cells
-        .into_iter()
-        .take_while(|c| c.column.starts_with(&prefix))
-        .filter(|c| c.column != mine)
-        .filter_map(decode)
-        .collect())
+    let (live, _) = live_fleet(cells, now, margin);
+    Ok(live.into_iter().filter(|n| n.column != mine).collect())
 }
 
-fn decode(cell: Cell) -> Option<LiveNode> {
-    let info = serde_json::from_slice::<NodeInfo>(&cell.value).ok()?;
-    Some(LiveNode {
+/// How many cells of one node id a look for its other processes reads per
+/// row: far more processes than one node id should ever have at once.
+pub const INCARNATIONS_READ: u32 = 64;
+
+fn decode(cell: Cell) -> RegistryCell {
+    RegistryCell {
+        info: serde_json::from_slice::<NodeInfo>(&cell.value).ok(),
         column: cell.column,
-        info,
-        heartbeat_at: cell.writetime,
-        ttl_left: cell.ttl,
-    })
+        writetime: cell.writetime,
+        ttl: cell.ttl,
+    }
 }
 
-/// Every live process, in column (node id, then incarnation) order. Entries that do not decode (written
-/// by a newer or broken binary) come back in the second list by column.
+/// Every live process at `now` (by this reader's clock, which may be
+/// `margin` ahead of a writer's), in column (node id, then incarnation)
+/// order. Entries that do not decode (written by a newer or broken binary)
+/// come back in the second list by column.
+///
+/// One read of each registry row a registration can be in
+/// ([`registry_rows`]), all at once.
 ///
 /// # Errors
 /// The store error.
-pub async fn live_nodes(store: &dyn Store) -> Result<(Vec<LiveNode>, Vec<String>), StoreError> {
-    let cells = store
-        .read(schema::NODES, REGISTRY_ROW, &RowQuery::all())
-        .await?;
-    let mut nodes = Vec::new();
-    let mut unreadable = Vec::new();
-    for cell in cells {
-        let column = cell.column.clone();
-        match decode(cell) {
-            Some(node) => nodes.push(node),
-            None => unreadable.push(column),
-        }
+pub async fn live_nodes(
+    store: &dyn Store,
+    now: Timestamp,
+    margin: Duration,
+) -> Result<(Vec<LiveNode>, Vec<String>), StoreError> {
+    live_nodes_via(store, &Route::Default, now, margin).await
+}
+
+/// [`live_nodes`] on `route` (a home move reads the registry of every
+/// datacenter).
+///
+/// # Errors
+/// The store error.
+pub async fn live_nodes_via(
+    store: &dyn Store,
+    route: &Route,
+    now: Timestamp,
+    margin: Duration,
+) -> Result<(Vec<LiveNode>, Vec<String>), StoreError> {
+    let rows = registry_rows(now);
+    let all = RowQuery::all();
+    let reads = rows
+        .iter()
+        .map(|row| store.read_via(route, schema::NODES, row, &all));
+    let mut cells = Vec::new();
+    for read in futures::future::join_all(reads).await {
+        cells.extend(read?.into_iter().map(decode));
     }
-    Ok((nodes, unreadable))
+    Ok(live_fleet(cells, now, margin))
 }
 
 /// Records that `algorithm` was, or may be, in use until `at` (a sighting,
@@ -245,6 +290,8 @@ mod tests {
             datacenter: None,
             homes: None,
             stage_valid_for_ms: None,
+            registry_ttl_ms: None,
+            left: false,
         }
     }
 
@@ -260,7 +307,9 @@ mod tests {
         heartbeat(&store, clock.as_ref(), &info("b"), ttl)
             .await
             .unwrap();
-        let (nodes, bad) = live_nodes(&store).await.unwrap();
+        let (nodes, bad) = live_nodes(&store, clock.now(), Duration::ZERO)
+            .await
+            .unwrap();
         assert!(bad.is_empty());
         assert_eq!(
             nodes
@@ -271,12 +320,20 @@ mod tests {
         );
         assert_eq!(nodes[1].heartbeat_at, clock.now());
         clock.advance(Duration::from_secs(15));
-        let (nodes, _) = live_nodes(&store).await.unwrap();
-        assert_eq!(nodes.len(), 1, "a's TTL ran out");
-        deregister(&store, clock.as_ref(), &info("b").column())
+        let (nodes, _) = live_nodes(&store, clock.now(), Duration::ZERO)
             .await
             .unwrap();
-        assert!(live_nodes(&store).await.unwrap().0.is_empty());
+        assert_eq!(nodes.len(), 1, "a's TTL ran out");
+        deregister(&store, clock.as_ref(), &info("b"))
+            .await
+            .unwrap();
+        assert!(
+            live_nodes(&store, clock.now(), Duration::ZERO)
+                .await
+                .unwrap()
+                .0
+                .is_empty()
+        );
     }
 
     /// Issue 22: two processes under one node id each keep a row; one's
@@ -299,27 +356,31 @@ mod tests {
         for i in [&old, &new, &other, &old, &new] {
             heartbeat(&store, clock.as_ref(), i, ttl).await.unwrap();
         }
-        let (nodes, _) = live_nodes(&store).await.unwrap();
+        let (nodes, _) = live_nodes(&store, clock.now(), Duration::ZERO)
+            .await
+            .unwrap();
         let web1: Vec<_> = nodes.iter().filter(|n| n.info.node == "web-1").collect();
         assert_eq!(web1.len(), 2, "{nodes:?}");
         assert!(web1.iter().any(|n| n.info.effective == Algorithm::Legacy));
         assert_eq!(web1[0].column, format!("web-1/{}", one.min(two)));
-        let seen = other_incarnations(&store, "web-1", two).await.unwrap();
+        let seen = other_incarnations(&store, clock.as_ref(), "web-1", two, Duration::ZERO)
+            .await
+            .unwrap();
         assert_eq!(
             seen.iter().map(|n| n.column.as_str()).collect::<Vec<_>>(),
             [registry_column("web-1", one)]
         );
-        deregister(&store, clock.as_ref(), &new.column())
+        deregister(&store, clock.as_ref(), &new).await.unwrap();
+        let (nodes, _) = live_nodes(&store, clock.now(), Duration::ZERO)
             .await
             .unwrap();
-        let (nodes, _) = live_nodes(&store).await.unwrap();
         assert_eq!(
             nodes.iter().filter(|n| n.info.node == "web-1").count(),
             1,
             "the old process's row stays"
         );
         assert!(
-            other_incarnations(&store, "web-1", one)
+            other_incarnations(&store, clock.as_ref(), "web-1", one, Duration::ZERO)
                 .await
                 .unwrap()
                 .is_empty()
@@ -346,18 +407,71 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreadable_entry_is_reported_not_fatal() {
-        let store = MemoryStore::new();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000)));
+        let store = MemoryStore::with_clock(clock.clone());
         store
             .write(
                 schema::NODES,
-                REGISTRY_ROW,
+                &registry_row(clock.now()),
                 &[CellWrite::new("weird", b"not json".to_vec())],
-                WriteOptions::at(Timestamp::from_micros(1)),
+                WriteOptions::at(clock.now()),
             )
             .await
             .unwrap();
-        let (nodes, bad) = live_nodes(&store).await.unwrap();
+        let (nodes, bad) = live_nodes(&store, clock.now(), Duration::ZERO)
+            .await
+            .unwrap();
         assert!(nodes.is_empty());
         assert_eq!(bad, ["weird"]);
+    }
+
+    /// Issue 40: processes that start, heartbeat and stop, ten a second
+    /// for ten minutes (6 000 of them), while 50 live processes
+    /// heartbeat every 5 s: every read of the registry passes no
+    /// tombstone of it — Cassandra warns above 1 000 — and lists exactly
+    /// the live processes. (One row with deletes passed one tombstone per
+    /// process that stopped in the last `gc_grace_seconds`.)
+    #[tokio::test]
+    async fn churn_leaves_no_tombstone_in_any_registry_read() {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_micros(
+            1_700_000_000_000_000,
+        )));
+        let store = MemoryStore::with_clock(clock.clone());
+        let ttl = Ttl::from_secs(96).unwrap();
+        let named = |node: &str, i: u64| {
+            let mut n = info(node);
+            n.incarnation = Some(Incarnation::from_seed(i).to_string());
+            n
+        };
+        let live: Vec<NodeInfo> = (0..50).map(|i| named(&format!("svc-{i}"), i)).collect();
+        let mut most = 0;
+        for tick in 0..6_000u64 {
+            // A short-lived process: registers, stops 100 ms later.
+            let cli = named("cron", 1_000 + tick);
+            heartbeat(&store, clock.as_ref(), &cli, ttl).await.unwrap();
+            clock.advance(Duration::from_millis(100));
+            deregister(&store, clock.as_ref(), &cli).await.unwrap();
+            if tick % 50 == 0 {
+                for n in &live {
+                    heartbeat(&store, clock.as_ref(), n, ttl).await.unwrap();
+                }
+                let now = clock.now();
+                let (nodes, _) = live_nodes(&store, now, Duration::ZERO).await.unwrap();
+                assert_eq!(
+                    nodes.len(),
+                    50,
+                    "tick {tick}: the live processes, no others"
+                );
+                for row in registry_rows(now) {
+                    let read = store
+                        .read_observed(schema::NODES, &row, &RowQuery::all())
+                        .await
+                        .unwrap();
+                    most = most.max(read.tombstones.unwrap_or(0));
+                }
+            }
+            clock.advance(Duration::from_millis(0));
+        }
+        assert_eq!(most, 0, "a registry read passed {most} tombstones");
     }
 }

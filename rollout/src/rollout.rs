@@ -313,9 +313,12 @@ impl Rollout {
         let (current, _) = retry_reads(deadline, async || read_stage(store).await)
             .await
             .map_err(step("reading the rollout stage"))?;
-        let (nodes, unreadable_nodes) = retry_reads(deadline, async || live_nodes(store).await)
-            .await
-            .map_err(step("reading the node registry"))?;
+        let margin = self.settings.clock_skew_margin;
+        let (nodes, unreadable_nodes) = retry_reads(deadline, async || {
+            live_nodes(store, self.clock.now(), margin).await
+        })
+        .await
+        .map_err(step("reading the node registry"))?;
         let activity = retry_reads(deadline, async || last_activity(store).await)
             .await
             .map_err(step("reading the activity record"))?;

@@ -32,6 +32,8 @@ fn info(name: &str, effective: Algorithm) -> NodeInfo {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     }
 }
 

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use lockshift_decide::duration::fmt_duration;
+use lockshift_decide::registry::MAX_REGISTRY_TTL;
 use lockshift_decide::rollout::GuardTimes;
 use lockshift_lock::LeaseSettings;
 use lockshift_store::settings::InvalidSetting;
@@ -134,6 +135,20 @@ impl RolloutSettings {
                     "rollout.heartbeat_ttl ({}) must be more than twice rollout.heartbeat_every ({}), or live nodes vanish from the registry between heartbeats",
                     fmt_duration(self.heartbeat_ttl),
                     fmt_duration(self.heartbeat_every)
+                ),
+            ));
+        }
+        // The registry is read over the minutes a registration can span
+        // (lockshift_decide::registry): one that outlived them would go
+        // unseen by the guards.
+        let registry = self.registry_ttl(lease);
+        if registry > MAX_REGISTRY_TTL {
+            out.push(InvalidSetting::new(
+                "rollout.stage_valid_for",
+                format!(
+                    "rollout.stage_valid_for + lock.lease_ttl + rollout.clock_skew_margin, and rollout.heartbeat_ttl, must be at most {} (how long the registry keeps a silent process's entry), got {}: shorten the lease TTL or the stage's validity",
+                    fmt_duration(MAX_REGISTRY_TTL),
+                    fmt_duration(registry)
                 ),
             ));
         }

@@ -6,9 +6,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::cell::{Cell, CellWrite, KeyPage, PageCursor, RowQuery, Table, WriteOptions};
-use crate::error::{StoreError, StoreErrorKind};
+use crate::cell::{
+    Cell, CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
+    WriteOptions,
+};
+use crate::error::StoreError;
 use crate::fenced::FencedOutcome;
+use crate::request::{Op, Request, Response};
 use crate::route::{Route, Topology};
 
 /// What a read returned, and what it cost the database: the answer of
@@ -63,15 +67,29 @@ impl ReadOutcome {
 /// 7. S7: one row, one write — the cells of one [`write`](Store::write) or
 ///    [`delete`](Store::delete) are applied together.
 ///
+/// # Requests and layers
+///
+/// Every operation is one [`Request`] — its [`Route`], its table, its
+/// [`Op`] — answered by one method, [`call`](Store::call). A backend
+/// implements `call`; so does every layer that wraps a store (the homes
+/// router, the fault injector, a meter), seeing each request as a value
+/// and handing it on. The typed operations below ([`write`](Store::write),
+/// [`read_via`](Store::read_via), [`scan_keys`](Store::scan_keys), …) are
+/// provided: they build the request and take the [`Response`] apart. Do
+/// not override them — a layer that did would see only the calls made
+/// through its own type.
+///
 /// # Routes
 ///
-/// Every operation takes a [`Route`]: [`Route::Default`] is the contract
+/// Every request carries a [`Route`]: [`Route::Default`] is the contract
 /// above, one cluster at the configured consistency;
 /// [`Route::Datacenter`] pins the coordinator to one datacenter at
 /// `LOCAL_QUORUM`, and then S5 (Lemma 1) holds among the requests pinned
-/// to that same datacenter (docs/design.md §4a). The methods without a
-/// route take the default one. A route to a datacenter the cluster does
-/// not have fails with [`StoreErrorKind::Connection`](crate::StoreErrorKind::Connection)
+/// to that same datacenter (docs/design.md §4a); [`Route::HomeOf`] names
+/// a lock whose home decides (a store without homes takes it as the
+/// default). The methods without `_via` take the default route. A route
+/// to a datacenter the cluster does not have fails with
+/// [`StoreErrorKind::Connection`](crate::StoreErrorKind::Connection)
 /// (no node to coordinate it); the embedded store made with
 /// [`MemoryStore::new`](crate::MemoryStore::new) is one datacenter named
 /// `datacenter1`, Cassandra's default.
@@ -89,6 +107,23 @@ impl ReadOutcome {
 /// not have been applied.
 #[async_trait]
 pub trait Store: Send + Sync + Debug {
+    /// Answers one request: the one method a backend or a layer
+    /// implements. Each [`Op`] is specified by the typed method of the
+    /// same name below; a backend answers it with the matching
+    /// [`Response`] variant.
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError>;
+
+    /// A short description of the backend for logs and `migrate status`
+    /// ("embedded", "cql 127.0.0.1:9042/lockshift").
+    fn describe(&self) -> String;
+
+    /// What the store knows of the cluster's datacenters: the client's own
+    /// and every one seen. Layers forward it; a backend without
+    /// datacenters keeps the default (none known).
+    fn topology(&self) -> Topology {
+        Topology::default()
+    }
+
     /// Writes `cells` into `row` of `table`, all with the timestamp and TTL of
     /// `options`, coordinated as `route` says. An empty `cells` is a no-op.
     async fn write_via(
@@ -98,7 +133,17 @@ pub trait Store: Send + Sync + Debug {
         row: &str,
         cells: &[CellWrite],
         options: WriteOptions,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::Write {
+            row,
+            cells,
+            options,
+        };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Done => Ok(()),
+            other => Err(other.unexpected(OpKind::Write, table)),
+        }
+    }
 
     /// Deletes `columns` of `row` of `table` with tombstones at `timestamp`,
     /// coordinated as `route` says: versions at or before it disappear,
@@ -110,19 +155,34 @@ pub trait Store: Send + Sync + Debug {
         row: &str,
         columns: &[String],
         timestamp: crate::Timestamp,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::Delete {
+            row,
+            columns,
+            timestamp,
+        };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Done => Ok(()),
+            other => Err(other.unexpected(OpKind::Delete, table)),
+        }
+    }
 
     /// Reads live cells of `row` of `table` in column order (see S4),
     /// coordinated as `route` says, with what the read cost: the
-    /// tombstones it passed and the server's warnings (S6). Every backend
-    /// and wrapper implements this one; the other reads are it.
+    /// tombstones it passed and the server's warnings (S6).
     async fn read_observed_via(
         &self,
         route: &Route,
         table: Table,
         row: &str,
         query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError>;
+    ) -> Result<ReadOutcome, StoreError> {
+        let op = Op::Read { row, query };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Read(outcome) => Ok(outcome),
+            other => Err(other.unexpected(OpKind::Read, table)),
+        }
+    }
 
     /// One page of the keys of rows in `table` that hold live cells,
     /// starting after `cursor` (or at the beginning), coordinated as
@@ -135,7 +195,41 @@ pub trait Store: Send + Sync + Debug {
         table: Table,
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError>;
+    ) -> Result<KeyPage, StoreError> {
+        let op = Op::ScanKeys { cursor, page_size };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Keys(page) => Ok(page),
+            other => Err(other.unexpected(OpKind::Scan, table)),
+        }
+    }
+
+    /// One page of the live cells of `table`'s rows whose tokens fall in
+    /// `range`, starting after `cursor` (or at the range's start),
+    /// coordinated as `route` says: rows in token order, each row's cells
+    /// in column order with their write times and TTLs, at most
+    /// `page_size` cells, and what the page cost (the tombstones passed,
+    /// S6). A page that passes more tombstones than the server's failure
+    /// threshold fails as a read does
+    /// ([`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones));
+    /// a narrower range may pass. A row may be cut between two pages.
+    async fn scan_cells_via(
+        &self,
+        route: &Route,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        let op = Op::ScanCells {
+            range,
+            cursor,
+            page_size,
+        };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Cells(page) => Ok(page),
+            other => Err(other.unexpected(OpKind::Scan, table)),
+        }
+    }
 
     /// Writes `cell` into `row` of `table` only if the cell records no
     /// fencing token larger than `token`, and records `token` beside it:
@@ -153,12 +247,9 @@ pub trait Store: Send + Sync + Debug {
     /// # Errors
     ///
     /// A refusal is not an error: [`FencedOutcome::Refused`]. A timeout is
-    /// [`StoreErrorKind::MaybeApplied`] (op [`OpKind::FencedWrite`](crate::OpKind::FencedWrite)):
-    /// it may land later, still only under its condition. A token above
-    /// `i64::MAX` is [`StoreErrorKind::Invalid`]. The default — for a
-    /// wrapper that does not forward it — refuses every call with
-    /// [`StoreErrorKind::Invalid`], naming the backend: a wrapper must
-    /// forward it for fenced writes to pass through.
+    /// [`StoreErrorKind::MaybeApplied`](crate::StoreErrorKind::MaybeApplied) (op [`OpKind::FencedWrite`]): it
+    /// may land later, still only under its condition. A token above
+    /// `i64::MAX` is [`StoreErrorKind::Invalid`](crate::StoreErrorKind::Invalid).
     async fn write_fenced_via(
         &self,
         route: &Route,
@@ -167,27 +258,24 @@ pub trait Store: Send + Sync + Debug {
         cell: &CellWrite,
         token: u64,
     ) -> Result<FencedOutcome, StoreError> {
-        let _ = (route, row, cell, token);
-        Err(StoreError::new(
-            StoreErrorKind::Invalid,
-            crate::OpKind::FencedWrite,
-            Some(table),
-            format!(
-                "{} does not forward fenced writes (its Store impl lacks write_fenced_via)",
-                self.describe()
-            ),
-        ))
+        let op = Op::WriteFenced { row, cell, token };
+        match self.call(Request::new(route.clone(), table, op)).await? {
+            Response::Fenced(outcome) => Ok(outcome),
+            other => Err(other.unexpected(OpKind::FencedWrite, table)),
+        }
     }
 
-    /// A short description of the backend for logs and `migrate status`
-    /// ("embedded", "cql 127.0.0.1:9042/lockshift").
-    fn describe(&self) -> String;
-
-    /// What the store knows of the cluster's datacenters: the client's own
-    /// and every one seen. Wrappers forward it; a backend without
-    /// datacenters keeps the default (none known).
-    fn topology(&self) -> Topology {
-        Topology::default()
+    /// The clock of a coordinator `route` reaches, in whole milliseconds
+    /// (`toUnixTimestamp(now())` from `system.local`): one round trip, what
+    /// a client measures its clock's offset from the database by (sent
+    /// and answered between two readings of its own clock, the reading
+    /// lies within them).
+    async fn server_time_via(&self, route: &Route) -> Result<Timestamp, StoreError> {
+        let request = Request::new(route.clone(), crate::schema::ROLLOUT, Op::ServerTime);
+        match self.call(request).await? {
+            Response::Time(at) => Ok(at),
+            other => Err(other.unexpected(OpKind::Read, crate::schema::ROLLOUT)),
+        }
     }
 
     /// [`write_via`](Store::write_via) on the default route.
@@ -263,6 +351,18 @@ pub trait Store: Send + Sync + Debug {
             .await
     }
 
+    /// [`scan_cells_via`](Store::scan_cells_via) on the default route.
+    async fn scan_cells(
+        &self,
+        table: Table,
+        range: TokenRange,
+        cursor: Option<&PageCursor>,
+        page_size: NonZeroU32,
+    ) -> Result<CellPage, StoreError> {
+        self.scan_cells_via(&Route::Default, table, range, cursor, page_size)
+            .await
+    }
+
     /// [`scan_keys_via`](Store::scan_keys_via) on the default route.
     async fn scan_keys(
         &self,
@@ -277,63 +377,8 @@ pub trait Store: Send + Sync + Debug {
 
 #[async_trait]
 impl<S: Store + ?Sized> Store for Arc<S> {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        (**self).write_via(route, table, row, cells, options).await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: crate::Timestamp,
-    ) -> Result<(), StoreError> {
-        (**self)
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        (**self).read_observed_via(route, table, row, query).await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        (**self)
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<FencedOutcome, StoreError> {
-        (**self)
-            .write_fenced_via(route, table, row, cell, token)
-            .await
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        (**self).call(request).await
     }
 
     fn describe(&self) -> String {

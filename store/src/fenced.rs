@@ -17,7 +17,7 @@
 //!   the lock's home is when each is sent ([`Route::HomeOf`]), never to a
 //!   datacenter the caller names (docs/design.md §5, F1); a node hands
 //!   one out for a guard it holds (`lockshift::Node::fenced_writer`).
-//! - [`Store::write_fenced_via`]: the conditional write every backend
+//! - [`Store::write_fenced_via`] (a request, `Op::WriteFenced`): the conditional write every backend
 //!   implements, answering a [`FencedOutcome`].
 //! - [`decide`] and [`next_round`]: the pure rules both are made of.
 //!

@@ -15,10 +15,9 @@
 use std::fmt::{self, Write as _};
 use std::sync::{Mutex, PoisonError};
 
-use crate::api::ReadOutcome;
-use crate::cell::{Cell, KeyPage, Timestamp};
+use crate::cell::{Cell, Timestamp};
 use crate::error::StoreError;
-use crate::fenced::FencedOutcome;
+use crate::request::{Op, Request, Response};
 
 /// The operations of one simulated run, in the order they took effect.
 ///
@@ -78,6 +77,43 @@ impl Journal {
             .push(line);
     }
 
+    /// A request as a journal line begins: kind, table, route when pinned,
+    /// and its arguments, timestamps relative to the base.
+    pub(crate) fn request(&self, request: &Request<'_>) -> String {
+        let mut line = format!("{} {}", request.kind(), request.table);
+        if let Some(dc) = request.route.datacenter() {
+            let _ = write!(line, " via {dc}");
+        }
+        let _ = match request.op {
+            Op::Write {
+                row,
+                cells,
+                options,
+            } => {
+                let columns: Vec<&str> = cells.iter().map(|c| c.column.as_str()).collect();
+                let at = self.relative(options.timestamp);
+                write!(line, " {row} {columns:?} at {at} ttl {:?}", options.ttl)
+            }
+            Op::Delete {
+                row,
+                columns,
+                timestamp,
+            } => write!(line, " {row} {columns:?} at {}", self.relative(timestamp)),
+            Op::Read { row, query } => write!(line, " {row} {query:?}"),
+            Op::ScanKeys { cursor, page_size } => write!(line, " after {cursor:?} {page_size}"),
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => write!(line, " {range} after {cursor:?} {page_size}"),
+            Op::WriteFenced { row, cell, token } => {
+                write!(line, " {row} {} token {token}", cell.column)
+            }
+            Op::ServerTime => Ok(()),
+        };
+        line
+    }
+
     /// The cells of an answer as `column@writetime+ttl`, timestamps
     /// relative to the base.
     pub(crate) fn cells(&self, cells: &[Cell]) -> String {
@@ -102,27 +138,23 @@ pub(crate) trait Answer {
     fn journal(&self, journal: &Journal) -> String;
 }
 
-impl Answer for () {
-    fn journal(&self, _: &Journal) -> String {
-        "ok".into()
-    }
-}
-
-impl Answer for ReadOutcome {
+impl Answer for Response {
     fn journal(&self, journal: &Journal) -> String {
-        journal.cells(&self.cells)
-    }
-}
-
-impl Answer for KeyPage {
-    fn journal(&self, _: &Journal) -> String {
-        format!("{:?} more={}", self.keys, self.next.is_some())
-    }
-}
-
-impl Answer for FencedOutcome {
-    fn journal(&self, _: &Journal) -> String {
-        format!("{self:?}")
+        match self {
+            Response::Done => "ok".into(),
+            Response::Read(outcome) => journal.cells(&outcome.cells),
+            Response::Keys(page) => format!("{:?} more={}", page.keys, page.next.is_some()),
+            Response::Cells(page) => {
+                let rows: Vec<String> = page
+                    .rows
+                    .iter()
+                    .map(|r| format!("{}{}", r.key, journal.cells(&r.cells)))
+                    .collect();
+                format!("{rows:?} more={}", page.next.is_some())
+            }
+            Response::Fenced(outcome) => format!("{outcome:?}"),
+            Response::Time(at) => format!("at {}", journal.relative(*at)),
+        }
     }
 }
 

@@ -75,6 +75,7 @@ pub mod fenced;
 pub mod homes;
 mod journal;
 mod memory;
+mod request;
 mod route;
 pub mod settings;
 pub mod tombstones;
@@ -83,11 +84,12 @@ pub mod tombstones;
 pub mod conformance;
 
 pub use api::{ReadOutcome, SharedStore, Store};
+pub use request::{Op, OwnedRequest, Request, Response};
 // The cell model, from `lockshift_decide` (see "Modules" above); the same
 // names and paths as when it was defined here.
 pub use cell::{
-    Cell, CellWrite, InvalidArgument, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor, RowQuery, Table,
-    Timestamp, Ttl, WriteOptions, check_key,
+    Cell, CellPage, CellWrite, InvalidArgument, KeyPage, MAX_KEY_BYTES, OpKind, PageCursor,
+    RowCells, RowQuery, Table, Timestamp, TokenRange, Ttl, WriteOptions, check_key,
 };
 pub use clock::{
     Clock, JitteryClock, ManualClock, SharedClock, SkewedClock, SystemClock, TokioClock,

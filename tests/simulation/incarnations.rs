@@ -91,7 +91,9 @@ async fn old_meets_queue(mut w: World, old: &Started, seed: u64) {
 
 /// The registry rows of `node`, one per live process.
 async fn rows_of(w: &World, node: &str) -> usize {
-    let (nodes, _) = live_nodes(w.cluster.store.as_ref())
+    use lockshift_store::Clock;
+    let now = w.cluster.clock.now();
+    let (nodes, _) = live_nodes(w.cluster.store.as_ref(), now, Duration::ZERO)
         .await
         .expect("the registry reads");
     nodes.iter().filter(|n| n.info.node == node).count()

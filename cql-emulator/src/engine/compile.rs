@@ -88,6 +88,8 @@ pub(crate) enum OutputKind {
     Column(usize),
     WriteTime(usize),
     Ttl(usize),
+    /// `toUnixTimestamp(now())`: the engine clock in milliseconds.
+    UnixNow,
     Token,
     Count,
 }

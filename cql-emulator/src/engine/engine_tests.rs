@@ -726,3 +726,25 @@ fn fault_table_round_trips_rules() {
     db.ok("TRUNCATE lockshift_emulator.faults");
     assert!(db.engine.faults.rules().is_empty());
 }
+
+/// `toUnixTimestamp(now())`: the coordinator's clock in milliseconds, as a
+/// client measures its offset from the database by.
+#[test]
+fn to_unix_timestamp_of_now_is_the_engine_clock_in_milliseconds() {
+    let mut db = Db::new();
+    let ms = START / 1000;
+    assert_eq!(
+        db.rows("SELECT toUnixTimestamp(now()) FROM system.local WHERE key = 'local'"),
+        [ms.to_string()]
+    );
+    db.clock.advance(Duration::from_millis(1_500));
+    assert_eq!(
+        db.rows("select TOUNIXTIMESTAMP(NOW()) from system.local where key = 'local'"),
+        [(ms + 1_500).to_string()]
+    );
+    assert!(
+        db.err("SELECT toUnixTimestamp(key) FROM system.local")
+            .to_string()
+            .contains("only toUnixTimestamp(now())")
+    );
+}

@@ -290,6 +290,7 @@ fn output(
     match o {
         OutputKind::Token => Some(key.token.to_be_bytes().to_vec()),
         OutputKind::Count => None,
+        OutputKind::UnixNow => Some((now.as_micros().div_euclid(1000)).to_be_bytes().to_vec()),
         OutputKind::Column(i) => {
             let c = &schema.columns[*i];
             match c.kind {

@@ -164,6 +164,8 @@ pub(crate) enum Selector {
     Ttl(String),
     Token(Vec<String>),
     CountAll,
+    /// `toUnixTimestamp(now())`: the coordinator's clock, in milliseconds.
+    UnixNow,
 }
 
 /// `SELECT`.

@@ -362,6 +362,19 @@ impl Parser {
         } else if func(self, "token") {
             self.advance();
             Selector::Token(self.paren_idents()?)
+        } else if func(self, "tounixtimestamp") {
+            self.advance();
+            self.expect_sym("(")?;
+            if !func(self, "now") {
+                return Err(CqlError::invalid(
+                    "only toUnixTimestamp(now()) is supported by the lockshift CQL emulator",
+                ));
+            }
+            self.advance();
+            self.expect_sym("(")?;
+            self.expect_sym(")")?;
+            self.expect_sym(")")?;
+            Selector::UnixNow
         } else if func(self, "count") {
             self.advance();
             self.expect_sym("(")?;
@@ -375,7 +388,7 @@ impl Parser {
         } else if matches!(self.peek(), Tok::Word(_)) && matches!(self.peek_at(1), Tok::Sym("(")) {
             return Err(CqlError::invalid(format!(
                 "function {}() is not supported in selections by the lockshift CQL emulator \
-                 (supported: writetime, ttl, token, count)",
+                 (supported: writetime, ttl, token, count, toUnixTimestamp(now()))",
                 self.peek().describe()
             )));
         } else {

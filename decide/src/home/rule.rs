@@ -71,7 +71,7 @@ impl Rule {
         Ok(Rule::Prefix(prefix))
     }
 
-    /// The column of this rule's record in [`HOMES_ROW`]: `default`, or
+    /// The column of this rule's record in [`HOMES_ROW`](super::HOMES_ROW): `default`, or
     /// `prefix:` and the prefix.
     pub fn key(&self) -> String {
         match self {

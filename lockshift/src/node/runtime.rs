@@ -439,6 +439,10 @@ impl Shared {
             stage_valid_for_ms: Some(
                 u64::try_from(self.rollout.stage_valid_for.as_millis()).unwrap_or(u64::MAX),
             ),
+            registry_ttl_ms: Some(
+                u64::try_from(self.registry_ttl.as_duration().as_millis()).unwrap_or(u64::MAX),
+            ),
+            left: false,
         };
         (info, declared)
     }
@@ -493,8 +497,10 @@ impl Shared {
     async fn look_for_other_processes(&self) {
         let found = match other_incarnations(
             self.store.as_ref(),
+            self.clock.as_ref(),
             self.id.as_str(),
             self.incarnation,
+            self.rollout.clock_skew_margin,
         )
         .await
         {
@@ -554,8 +560,8 @@ impl Shared {
             // than the truth.
             warn!(node = %self.id, error = %e, "final activity report failed; the rollout guards rely on the promises already recorded");
         }
-        let column = registry_column(self.id.as_str(), self.incarnation);
-        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), &column).await {
+        let (info, _) = self.info(Instant::now());
+        if let Err(e) = deregister(self.store.as_ref(), self.clock.as_ref(), &info).await {
             warn!(node = %self.id, error = %e, "could not deregister; the entry expires with its TTL");
         }
     }

@@ -3,7 +3,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_store::{MemoryStore, RowQuery, SharedClock, SharedStore, Store, TokioClock, schema};
+use lockshift_store::{
+    Clock, MemoryStore, RowQuery, SharedClock, SharedStore, Store, TokioClock, schema,
+};
 
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::Algorithm;
@@ -81,7 +83,9 @@ async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
     assert_eq!(guard.algorithm(), Algorithm::Combined);
     assert_eq!(main_value(&w, "L").await, "combined");
     // The registry says so too.
-    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    let (nodes, _) = live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(nodes.len(), 1);
     assert_eq!(nodes[0].info.configured_mode, Mode::Queue);
     assert_eq!(nodes[0].info.effective, Algorithm::Combined);
@@ -89,7 +93,11 @@ async fn a_node_configured_queue_at_stage_legacy_runs_combined() {
     guard.release().await.unwrap();
     node.shutdown().await;
     assert!(
-        live_nodes(w.store.as_ref()).await.unwrap().0.is_empty(),
+        live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .0
+            .is_empty(),
         "deregistered"
     );
 }
@@ -195,7 +203,9 @@ async fn nodes_follow_the_stage_and_report_the_version_they_act_on() {
     }
     assert_eq!(node.status().effective, Algorithm::Queue);
     tokio::time::sleep(settings.rollout.heartbeat_every + Duration::from_secs(1)).await;
-    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    let (nodes, _) = live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(nodes[0].info.seen_stage, Some(Stage::Queue));
     assert_eq!(nodes[0].info.seen_version, Some(2));
 }
@@ -392,7 +402,9 @@ async fn two_processes_under_one_id_see_each_other_and_each_keeps_its_row() {
         .unwrap();
     assert_ne!(old.status().incarnation, new.status().incarnation);
     old.heartbeat().await.unwrap();
-    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    let (nodes, _) = live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(nodes.len(), 2, "{nodes:?}");
     assert!(nodes.iter().all(|n| n.info.node == "web-1"));
     assert_eq!(
@@ -404,7 +416,9 @@ async fn two_processes_under_one_id_see_each_other_and_each_keeps_its_row() {
         [format!("web-1/{}", old.status().incarnation)]
     );
     old.shutdown().await;
-    let (nodes, _) = live_nodes(w.store.as_ref()).await.unwrap();
+    let (nodes, _) = live_nodes(w.store.as_ref(), w.clock.now(), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(nodes.len(), 1);
     assert_eq!(
         nodes[0].info.incarnation,

@@ -279,7 +279,7 @@ async fn scan(
     progress: &mut impl FnMut(Progress),
 ) -> anyhow::Result<(CleanReport, Vec<(CensusCell, Duration)>, usize)> {
     let store = env.store.as_ref();
-    let (nodes, _) = live_nodes(store)
+    let (nodes, _) = live_nodes(store, env.clock.now(), skew_margin)
         .await
         .context("reading the node registry")?;
     let mut scanned = Scanned::default();

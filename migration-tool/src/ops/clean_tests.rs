@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use lockshift_decide::clean::{Criteria, PromiseSource, promise_of};
 use lockshift_store::{
-    CellWrite, KeyPage, ManualClock, MemoryStore, PageCursor, ReadOutcome, SharedStore, Table,
-    Timestamp, WriteOptions,
+    CellWrite, ManualClock, MemoryStore, Op, Request, Response, SharedStore, Table, Timestamp,
+    WriteOptions,
 };
 
 use lockshift::Settings;
@@ -24,54 +24,18 @@ struct RacingStore {
 
 #[async_trait]
 impl Store for RacingStore {
-    async fn write_via(
-        &self,
-        route: &lockshift_store::Route,
-        t: Table,
-        r: &str,
-        c: &[CellWrite],
-        o: WriteOptions,
-    ) -> Result<(), StoreError> {
-        self.inner.write_via(route, t, r, c, o).await
-    }
-    async fn delete_via(
-        &self,
-        route: &lockshift_store::Route,
-        t: Table,
-        r: &str,
-        c: &[String],
-        ts: Timestamp,
-    ) -> Result<(), StoreError> {
-        if r == "acct-race" && !self.raced.swap(true, Ordering::SeqCst) {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        if let Op::Delete { row, columns, .. } = request.op
+            && row == "acct-race"
+            && !self.raced.swap(true, Ordering::SeqCst)
+        {
             let renewal = WriteOptions::at(Timestamp::from_micros(NOW));
+            let cell = CellWrite::new(columns[0].clone(), b"queue".to_vec());
             self.inner
-                .write(
-                    t,
-                    r,
-                    &[CellWrite::new(c[0].clone(), b"queue".to_vec())],
-                    renewal,
-                )
+                .write(request.table, row, &[cell], renewal)
                 .await?;
         }
-        self.inner.delete_via(route, t, r, c, ts).await
-    }
-    async fn read_observed_via(
-        &self,
-        route: &lockshift_store::Route,
-        t: Table,
-        r: &str,
-        q: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        self.inner.read_observed_via(route, t, r, q).await
-    }
-    async fn scan_keys_via(
-        &self,
-        route: &lockshift_store::Route,
-        t: Table,
-        c: Option<&PageCursor>,
-        n: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        self.inner.scan_keys_via(route, t, c, n).await
+        self.inner.call(request).await
     }
     fn describe(&self) -> String {
         "racing".into()
@@ -263,6 +227,8 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     };
     let ttl = lockshift_store::Ttl::from_secs(300).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, ttl)
@@ -372,6 +338,8 @@ async fn an_understated_row_never_gets_a_renewing_holders_cell_deleted() {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     };
     let row_ttl = lockshift_store::Ttl::from_secs(600).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, row_ttl)

@@ -143,7 +143,8 @@ impl From<&CensusCell> for CellRow {
 pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> {
     let store = env.store.as_ref();
     let mut missing = Vec::new();
-    let nodes = match live_nodes(store).await {
+    let margin = env.settings.rollout.clock_skew_margin;
+    let nodes = match live_nodes(store, env.clock.now(), margin).await {
         Ok((nodes, _)) => nodes,
         Err(e) if !e.was_sent() => {
             missing.push(MissingPart {

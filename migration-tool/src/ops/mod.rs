@@ -214,12 +214,9 @@ pub(crate) mod jammed {
 /// Test support: a store whose lock rows fail every request.
 #[cfg(test)]
 pub(crate) mod failing {
-    use std::num::NonZeroU32;
-
     use async_trait::async_trait;
     use lockshift_store::{
-        CellWrite, KeyPage, MemoryStore, OpKind, PageCursor, ReadOutcome, Route, RowQuery, Store,
-        StoreError, StoreErrorKind, Table, Timestamp, WriteOptions, schema,
+        MemoryStore, OpKind, Request, Response, Store, StoreError, StoreErrorKind, Table, schema,
     };
 
     /// An embedded store whose `main`, `shadow` and `queue` rows fail every
@@ -244,58 +241,10 @@ pub(crate) mod failing {
 
     #[async_trait]
     impl Store for FailingLocks {
-        async fn write_via(
-            &self,
-            route: &Route,
-            table: Table,
-            row: &str,
-            cells: &[CellWrite],
-            options: WriteOptions,
-        ) -> Result<(), StoreError> {
-            self.check(OpKind::Write, table)?;
-            self.inner
-                .write_via(route, table, row, cells, options)
-                .await
+        async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+            self.check(request.kind(), request.table)?;
+            self.inner.call(request).await
         }
-
-        async fn delete_via(
-            &self,
-            route: &Route,
-            table: Table,
-            row: &str,
-            columns: &[String],
-            timestamp: Timestamp,
-        ) -> Result<(), StoreError> {
-            self.check(OpKind::Delete, table)?;
-            self.inner
-                .delete_via(route, table, row, columns, timestamp)
-                .await
-        }
-
-        async fn read_observed_via(
-            &self,
-            route: &Route,
-            table: Table,
-            row: &str,
-            query: &RowQuery,
-        ) -> Result<ReadOutcome, StoreError> {
-            self.check(OpKind::Read, table)?;
-            self.inner.read_observed_via(route, table, row, query).await
-        }
-
-        async fn scan_keys_via(
-            &self,
-            route: &Route,
-            table: Table,
-            cursor: Option<&PageCursor>,
-            page_size: NonZeroU32,
-        ) -> Result<KeyPage, StoreError> {
-            self.check(OpKind::Scan, table)?;
-            self.inner
-                .scan_keys_via(route, table, cursor, page_size)
-                .await
-        }
-
         fn describe(&self) -> String {
             "failing locks".into()
         }

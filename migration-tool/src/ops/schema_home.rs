@@ -22,7 +22,6 @@
 //! raced.
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, seed_stamp};
-use lockshift_decide::registry::REGISTRY_ROW;
 use lockshift_store::homes::records;
 use lockshift_store::{
     Cell, CellWrite, Clock, Datacenter, Route, RowQuery, SharedStore, WriteOptions, schema,
@@ -68,12 +67,14 @@ fn first_home(record: &HomeRecord, home: &Datacenter) -> bool {
 /// Records `home` as the home of the default rule in every datacenter of
 /// `store`'s cluster, serving at once — unless some datacenter does not
 /// answer, shows a homes record (another than this one), or shows a
-/// registered process.
+/// registered process (read by a clock that may be `margin` ahead of a
+/// writer's).
 pub async fn record_home(
     store: &SharedStore,
     clock: &dyn Clock,
     home: &Datacenter,
     by: &str,
+    margin: std::time::Duration,
 ) -> HomeRecorded {
     let datacenters = store.topology().datacenters;
     if !datacenters.contains(home) {
@@ -100,9 +101,22 @@ pub async fn record_home(
         let read = async |table, row| store.read_via(&route, table, row, &RowQuery::all()).await;
         let (cells, registered) = match (
             read(schema::ROLLOUT, HOMES_ROW).await,
-            read(schema::NODES, REGISTRY_ROW).await,
+            lockshift_rollout::registry::live_nodes_via(
+                store.as_ref(),
+                &route,
+                clock.now(),
+                margin,
+            )
+            .await,
         ) {
-            (Ok(cells), Ok(registered)) => (cells, registered),
+            (Ok(cells), Ok((nodes, undecoded))) => (
+                cells,
+                nodes
+                    .into_iter()
+                    .map(|n| n.column)
+                    .chain(undecoded)
+                    .collect::<Vec<_>>(),
+            ),
             (Err(e), _) | (_, Err(e)) => {
                 return HomeRecorded::refused(
                     home,
@@ -122,7 +136,7 @@ pub async fn record_home(
                      Start the processes with lock.home_datacenter = {home:?}: they record \
                      it, serving after the move wait (docs/operating.md, \"Several \
                      datacenters\")",
-                    lockshift_decide::id::cut_short(&process.column)
+                    lockshift_decide::id::cut_short(process)
                 ),
             );
         }
@@ -237,6 +251,8 @@ mod tests {
 
     use super::*;
 
+    const MARGIN: Duration = Duration::from_secs(5);
+
     fn dc(name: &str) -> Datacenter {
         Datacenter::new(name).unwrap()
     }
@@ -295,12 +311,12 @@ mod tests {
 
         let (fresh, clock) = cluster();
         let tool: SharedStore = Arc::new(fresh.client_in(&dc("dc2")).unwrap());
-        let recorded = record_home(&tool, clock.as_ref(), &dc("dc1"), "op").await;
+        let recorded = record_home(&tool, clock.as_ref(), &dc("dc1"), "op", MARGIN).await;
         assert_eq!(recorded.outcome, "recorded", "{recorded:?}");
         assert!(recorded.datacenters.iter().all(|(_, e)| e.is_none()));
-        let again = record_home(&tool, clock.as_ref(), &dc("dc1"), "op").await;
+        let again = record_home(&tool, clock.as_ref(), &dc("dc1"), "op", MARGIN).await;
         assert_eq!(again.outcome, "recorded already", "{again:?}");
-        let other = record_home(&tool, clock.as_ref(), &dc("dc2"), "op").await;
+        let other = record_home(&tool, clock.as_ref(), &dc("dc2"), "op", MARGIN).await;
         assert_eq!(other.outcome, "refused", "{other:?}");
         for place in ["dc1", "dc2"] {
             let took = first_lock(&fresh, &clock, place).await;
@@ -319,7 +335,7 @@ mod tests {
             .start()
             .await
             .unwrap();
-        let refused = record_home(&tool, clock.as_ref(), &dc("dc1"), "op").await;
+        let refused = record_home(&tool, clock.as_ref(), &dc("dc1"), "op", MARGIN).await;
         assert_eq!(refused.outcome, "refused", "{refused:?}");
         assert!(
             refused

@@ -41,7 +41,14 @@ async fn an_unreadable_lock_is_named_and_the_fleet_still_reported() {
         )
         .await
         .unwrap();
-    crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::MAIN, "zz-jammed").await;
+    // A jammed row after "fine" in the scan's (token) order: the scan
+    // gets past "fine" before it is refused.
+    let fine = lockshift_store::tombstones::token("fine");
+    let jammed = (0..)
+        .map(|i| format!("jammed-{i}"))
+        .find(|k| lockshift_store::tombstones::token(k) > fine)
+        .unwrap();
+    crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::MAIN, &jammed).await;
     crate::ops::jammed::jam(store.as_ref(), clock.as_ref(), schema::QUEUE, "fine").await;
     let r = status(&env, |_| {}).await.unwrap();
     assert_eq!(r.locks.held, 1, "the readable lock is counted");
@@ -50,7 +57,15 @@ async fn an_unreadable_lock_is_named_and_the_fleet_still_reported() {
         .iter()
         .map(|u| u.lock.as_deref())
         .collect();
-    assert_eq!(named, [None, Some("fine")], "{:?}", r.unreadable_locks);
+    // Both key scans are refused — `main`'s at the jammed row after
+    // "fine", `queue`'s at once — and `queue`'s row of "fine", read on its
+    // own, is named.
+    assert_eq!(
+        named,
+        [None, None, Some("fine")],
+        "{:?}",
+        r.unreadable_locks
+    );
     assert!(
         r.unreadable_action
             .as_deref()
@@ -263,6 +278,8 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     };
     // A node that predates `acting_version`: the row shows its seen
     // version.
@@ -348,11 +365,17 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             assert_eq!(row.get(key), Some(value), "#{i}: key {key}: {row:#?}");
         }
         // Keys are only ever added (invariant 3 of `lib.rs`): issue 29's
-        // datacenter fields, null for a row that says nothing of them.
+        // datacenter fields and issue 40's registry TTL, null for a row
+        // that says nothing of them.
         let added: Vec<&String> = row.keys().filter(|k| !old.contains_key(*k)).collect();
         assert_eq!(
             added,
-            ["datacenter", "homes", "stage_valid_for_ms"],
+            [
+                "datacenter",
+                "homes",
+                "registry_ttl_ms",
+                "stage_valid_for_ms"
+            ],
             "#{i}: keys added"
         );
         assert!(
@@ -414,6 +437,8 @@ async fn a_legacy_node_and_holder_block_dual() {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     };
     heartbeat(
         env.store.as_ref(),

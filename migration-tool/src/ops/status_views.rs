@@ -106,7 +106,7 @@ pub struct StageView {
 /// The row's JSON is [`NodeInfo`]'s keys and the four derived ones side by
 /// side (`info` is flattened), with two differences from the registry
 /// record: `acting_version` is [`NodeInfo::acting`], what the guards
-/// compare ([`build`] sets it), and the registry's own bookkeeping —
+/// compare ([`build`](super::status::build) sets it), and the registry's own bookkeeping —
 /// `started_at`, `last_used` and `lease` — is left out, as it was when the
 /// row copied its fields (no key is added to `"version": 1`).
 #[derive(Debug, Clone, Serialize)]

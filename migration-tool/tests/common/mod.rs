@@ -429,5 +429,7 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         datacenter: None,
         homes: None,
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     }
 }

@@ -185,15 +185,25 @@ async fn a_row_the_database_refuses_is_recorded_and_the_census_goes_on() {
         )
         .await
         .unwrap();
-    // And in `main`, after the holdings, a row of tombstones alone.
+    // And in `main`, after the holdings (in the scan's token order), a
+    // row of tombstones alone.
+    let last = ["fine", "jammed"]
+        .map(lockshift_store::tombstones::token)
+        .into_iter()
+        .max()
+        .unwrap();
+    let trailing = (0..)
+        .map(|i| format!("zz-jammed-{i}"))
+        .find(|k| lockshift_store::tombstones::token(k) > last)
+        .unwrap();
     store
-        .write(schema::MAIN, "zz-jammed", &cells, at(now - 2_000_000))
+        .write(schema::MAIN, &trailing, &cells, at(now - 2_000_000))
         .await
         .unwrap();
     store
         .delete(
             schema::MAIN,
-            "zz-jammed",
+            &trailing,
             &gone,
             Timestamp::from_micros(now - 1_000_000),
         )
@@ -223,9 +233,11 @@ async fn a_row_the_database_refuses_is_recorded_and_the_census_goes_on() {
     )
     .await
     .unwrap();
-    let held: Vec<&str> = census.held().map(|c| c.lock.as_str()).collect();
-    // The page of 500 keys of `main` is refused at zz-jammed; paged by
-    // one key, the scan keeps the rows before it.
+    let mut held: Vec<&str> = census.held().map(|c| c.lock.as_str()).collect();
+    held.sort_unstable();
+    // The page of 500 keys of `main` is refused at the trailing row;
+    // paged by one key, the scan keeps the rows before it, and is refused
+    // there.
     assert_eq!(held, ["fine", "jammed"], "both main rows were read");
     // The queue's key scan meets the row of tombstones first and is
     // refused; the queue row of each lock `main` names is then read,
@@ -237,9 +249,13 @@ async fn a_row_the_database_refuses_is_recorded_and_the_census_goes_on() {
         .collect();
     assert_eq!(
         unreadable,
-        [(schema::QUEUE, None), (schema::QUEUE, Some("jammed"))]
+        [
+            (schema::MAIN, None),
+            (schema::QUEUE, None),
+            (schema::QUEUE, Some("jammed"))
+        ]
     );
-    let row = &census.unreadable[1];
+    let row = &census.unreadable[2];
     assert!(row.reason.contains("too many tombstones"), "{}", row.reason);
     assert!(
         row.describe()
@@ -305,6 +321,8 @@ async fn cells_are_matched_to_their_own_process() {
             datacenter: None,
             homes: None,
             stage_valid_for_ms: None,
+            registry_ttl_ms: None,
+            left: false,
         },
         heartbeat_at: Timestamp::from_micros(now),
         ttl_left: None,
@@ -345,7 +363,8 @@ async fn cells_are_matched_to_their_own_process() {
     )
     .await
     .unwrap();
-    let seen: Vec<(&str, bool, bool, Option<u64>, bool)> = census
+    // By lock: a scan walks rows in token order.
+    let mut seen: Vec<(&str, bool, bool, Option<u64>, bool)> = census
         .cells
         .iter()
         .map(|c| {
@@ -358,6 +377,7 @@ async fn cells_are_matched_to_their_own_process() {
             )
         })
         .collect();
+    seen.sort();
     assert_eq!(
         seen,
         [

@@ -22,6 +22,7 @@
 //!   home, or a forced one (H3, H4), guarded.
 
 mod moves;
+mod patient;
 mod upkeep;
 
 pub use lockshift_store::homes::{Configured, HomesRouter, HomesView, RefreshReport, refresh};

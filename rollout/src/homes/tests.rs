@@ -166,12 +166,14 @@ async fn register_other(router: &SharedStore, knows_homes: bool) {
         datacenter: None,
         homes: knows_homes.then(Vec::new),
         stage_valid_for_ms: None,
+        registry_ttl_ms: None,
+        left: false,
     };
     router
         .write_via(
             &Route::Datacenter(dc("dc1")),
             schema::NODES,
-            lockshift_decide::registry::REGISTRY_ROW,
+            lockshift_decide::registry::LEGACY_REGISTRY_ROW,
             &[CellWrite::new(
                 "other/1",
                 serde_json::to_vec(&info).unwrap(),

@@ -5,13 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, seed_stamp};
-use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_store::homes::{HomesView, RefreshReport, refresh};
 use lockshift_store::{
-    Cell, CellWrite, Datacenter, OpKind, Route, RowQuery, SharedStore, StoreError, StoreErrorKind,
+    CellWrite, Datacenter, OpKind, Route, SharedStore, StoreError, StoreErrorKind, Timestamp,
     WriteOptions, schema,
 };
 use tracing::{info, warn};
+
+/// How far a registered process's clock may be behind this one's when
+/// the seed counts the processes that may be running (the default
+/// `rollout.clock_skew_margin`): a process counted one margin longer only
+/// makes the seed wait the move wait.
+const SEED_REGISTRY_MARGIN: Duration = Duration::from_secs(5);
 
 /// A rule [`seed`] recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,28 +60,40 @@ pub async fn seed(
     me: &str,
     wait: Duration,
 ) -> Result<Vec<Seeded>, StoreError> {
-    let missing: Vec<(Rule, Datacenter)> = {
+    // Each rule to record, with the serving seed to complete when one was
+    // cut short before its last write.
+    let missing: Vec<(Rule, Datacenter, Option<HomeRecord>)> = {
         let homes = view.homes();
         view.configured()
             .rules()
             .iter()
-            .filter(|(rule, dc)| {
+            .filter_map(|(rule, dc)| {
                 // No record, or only a seed of this home that has not
-                // reached it (a seed cut short before its last write).
-                let unrecorded = homes.record(rule).is_none_or(|r| {
-                    r.version == 1
-                        && r.datacenter == *dc
-                        && (r.pending || homes.shown_by(rule, dc).is_none())
-                });
-                unrecorded && report.read.contains(dc)
+                // reached it (a seed cut short before its last write), or
+                // one still pending (H6).
+                let complete = match homes.record(rule) {
+                    None => None,
+                    Some(r) if r.version == 1 && r.datacenter == *dc && r.pending => None,
+                    Some(r)
+                        if r.version == 1
+                            && r.datacenter == *dc
+                            && homes.shown_by(rule, dc).is_none() =>
+                    {
+                        Some(r.clone())
+                    }
+                    Some(_) => return None,
+                };
+                report
+                    .read
+                    .contains(dc)
+                    .then(|| (rule.clone(), dc.clone(), complete))
             })
-            .cloned()
             .collect()
     };
     let datacenters = store.topology().datacenters;
     let several = datacenters.len() > 1;
     let mut seeded = Vec::new();
-    for (rule, home) in missing {
+    for (rule, home, complete) in missing {
         // The one check of a prefix (settings validation makes it too): a
         // record no build decodes would refuse every lock of the fleet.
         if let Rule::Prefix(p) = &rule
@@ -86,20 +103,20 @@ pub async fn seed(
             continue;
         }
         let route = Route::Datacenter(home.clone());
-        let rows: Vec<Cell> = store
-            .read_via(&route, schema::NODES, REGISTRY_ROW, &RowQuery::all())
-            .await?
-            .into_iter()
-            .filter(|c| c.column != me)
-            .collect();
+        let now = view.clock().now();
+        let (nodes, undecoded) =
+            crate::registry::live_nodes_via(store.as_ref(), &route, now, SEED_REGISTRY_MARGIN)
+                .await?;
+        let rows: Vec<_> = nodes.into_iter().filter(|n| n.column != me).collect();
         // A process of a build that predates homes never reads the record:
-        // it would go on reaching these locks the store's default way.
+        // it would go on reaching these locks the store's default way (an
+        // entry that does not decode may be one).
         let unaware: Vec<String> = rows
             .iter()
-            .filter(|c| {
-                serde_json::from_slice::<NodeInfo>(&c.value).map_or(true, |i| i.homes.is_none())
-            })
-            .map(|c| lockshift_decide::id::cut_short(&c.column).into_owned())
+            .filter(|n| n.info.homes.is_none())
+            .map(|n| n.column.clone())
+            .chain(undecoded)
+            .map(|c| lockshift_decide::id::cut_short(&c).into_owned())
             .collect();
         if !unaware.is_empty() {
             warn!(%rule, %home, processes = %unaware.join(", "),
@@ -124,7 +141,19 @@ pub async fn seed(
         } else {
             None
         };
-        let record = write_seed(store, view, &rule, &home, &order, wait_for, me).await?;
+        let record = match complete {
+            // A serving seed that has not reached every datacenter: the
+            // same record again, at a stamp of its own time — never a
+            // pending one, which could bury it (H6).
+            Some(record) => {
+                let stamp = seed_stamp(Timestamp::from_micros(record.at), 1);
+                for dc in &order {
+                    write_record(store, &rule, dc, &record, stamp).await?;
+                }
+                record
+            }
+            None => write_seed(store, view, &rule, &home, &order, wait_for, me).await?,
+        };
         info!(%rule, %home, others, serves_from = %lockshift_decide::home::fmt_micros(record.serves_from),
             "recorded the home the settings name");
         seeded.push(Seeded { rule, record });
@@ -149,25 +178,6 @@ async fn write_seed(
     wait_for: Option<Duration>,
     me: &str,
 ) -> Result<HomeRecord, StoreError> {
-    let write = async |dc: &Datacenter, record: &HomeRecord, stamp| {
-        let value = serde_json::to_vec(record).map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Invalid,
-                OpKind::Write,
-                Some(schema::ROLLOUT),
-                e.to_string(),
-            )
-        })?;
-        store
-            .write_via(
-                &Route::Datacenter(dc.clone()),
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &[CellWrite::new(rule.key(), value)],
-                WriteOptions::at(stamp),
-            )
-            .await
-    };
     let now = view.clock().now();
     let mut record = HomeRecord {
         version: 1,
@@ -188,7 +198,7 @@ async fn write_seed(
         };
         let pending = record.as_pending();
         for dc in bound {
-            write(dc, &pending, stamp).await?;
+            write_record(store, rule, dc, &pending, stamp).await?;
         }
         // H6: every route that did not see the rule ends within
         // `stage_valid_for` of these acknowledgements (H5).
@@ -198,9 +208,36 @@ async fn write_seed(
         stamp = seed_stamp(acked, 1);
     }
     for dc in order {
-        write(dc, &record, stamp).await?;
+        write_record(store, rule, dc, &record, stamp).await?;
     }
     Ok(record)
+}
+
+/// Writes `record` as `rule`'s cell of the homes row in `dc` at `stamp`.
+async fn write_record(
+    store: &SharedStore,
+    rule: &Rule,
+    dc: &Datacenter,
+    record: &HomeRecord,
+    stamp: Timestamp,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_vec(record).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    })?;
+    store
+        .write_via(
+            &Route::Datacenter(dc.clone()),
+            schema::ROLLOUT,
+            HOMES_ROW,
+            &[CellWrite::new(rule.key(), value)],
+            WriteOptions::at(stamp),
+        )
+        .await
 }
 
 /// Refreshes `view` from `store` every `every` until the returned handle

@@ -158,3 +158,115 @@ pub async fn scan_pages_through_keys(t: &dyn Target) {
         "a row with only deleted cells is not listed"
     );
 }
+
+/// Scans of cells: every live cell of every row exactly once across the
+/// parts of a split ring, rows in token order within their part (each in
+/// the part its token falls in), each row's cells in column order with
+/// their write times and TTLs, pages no larger than asked (a row may span
+/// two), deleted cells left out.
+pub async fn scan_cells_pages_through_token_ranges(t: &dyn Target) {
+    use std::collections::BTreeMap;
+
+    use crate::cell::{Cell, TokenRange, Ttl};
+    use crate::tombstones::token;
+
+    let s = t.store();
+    let base = t.now();
+    let ours: Vec<String> = (0..6).map(|i| t.unique(&format!("cells-{i}"))).collect();
+    for (i, key) in ours.iter().enumerate() {
+        let cells: Vec<CellWrite> = (0..=i % 3).map(|c| cell(&format!("c{c}"), "v")).collect();
+        s.write(SCRATCH, key, &cells, at(base, 1))
+            .await
+            .expect("write");
+    }
+    let ttl = Ttl::from_secs(300).expect("300 s is a TTL");
+    s.write(
+        SCRATCH,
+        &ours[0],
+        &[cell("t", "v")],
+        at(base, 2).with_ttl(ttl),
+    )
+    .await
+    .expect("write with a ttl");
+    s.delete(SCRATCH, &ours[2], &["c1".into()], base.offset_micros(3))
+        .await
+        .expect("delete");
+
+    let page_size = NonZeroU32::new(2).expect("2 > 0");
+    let mut seen: BTreeMap<String, Vec<Cell>> = BTreeMap::new();
+    for range in TokenRange::FULL.split(3) {
+        let mut cursor = None;
+        let mut last_token = None;
+        for page_no in 0.. {
+            assert!(page_no < 100_000, "the scan of {range} does not terminate");
+            let page = s
+                .scan_cells(SCRATCH, range, cursor.as_ref(), page_size)
+                .await
+                .expect("scan cells");
+            assert!(page.cells() <= 2, "page {page_no} of {range}: {page:?}");
+            for row in page.rows {
+                assert_eq!(row.token, token(&row.key), "{row:?}");
+                assert!(range.contains(row.token), "{row:?} outside {range}");
+                assert!(
+                    last_token.is_none_or(|t| t <= row.token),
+                    "rows of {range} out of token order"
+                );
+                last_token = Some(row.token);
+                if ours.contains(&row.key) {
+                    seen.entry(row.key).or_default().extend(row.cells);
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    for (i, key) in ours.iter().enumerate() {
+        let cells = seen.get(key).cloned().unwrap_or_default();
+        let columns: Vec<&str> = cells.iter().map(|c| c.column.as_str()).collect();
+        let mut want: Vec<String> = (0..=i % 3).map(|c| format!("c{c}")).collect();
+        if i == 0 {
+            want.push("t".into());
+        }
+        if i == 2 {
+            want.retain(|c| c != "c1");
+        }
+        assert_eq!(
+            columns, want,
+            "row {i}: every live cell once, in column order"
+        );
+        for c in &cells {
+            let (writetime, has_ttl) = if c.column == "t" {
+                (base.offset_micros(2), true)
+            } else {
+                (base.offset_micros(1), false)
+            };
+            assert_eq!(c.writetime, writetime, "row {i} {}: writetime", c.column);
+            assert_eq!(
+                c.ttl.is_some(),
+                has_ttl,
+                "row {i} {}: ttl {:?}",
+                c.column,
+                c.ttl
+            );
+        }
+    }
+}
+
+/// The coordinator's clock, in whole milliseconds: close to the client's
+/// (the suite's clock and the store's are one, or both the machines').
+pub async fn server_time_reads_the_coordinators_clock(t: &dyn Target) {
+    let before = t.now();
+    let at = t
+        .store()
+        .server_time_via(&crate::Route::Default)
+        .await
+        .expect("the coordinator's time");
+    assert_eq!(at.as_micros() % 1000, 0, "whole milliseconds: {at:?}");
+    let apart = (at.as_micros() - before.as_micros()).abs();
+    assert!(
+        apart < 10_000_000,
+        "the coordinator's clock {at:?} is {apart} µs from the client's {before:?}"
+    );
+}

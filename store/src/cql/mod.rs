@@ -92,6 +92,7 @@ mod connect;
 mod errors;
 mod fenced;
 mod keyspace;
+mod ops;
 mod rows;
 mod statements;
 mod store;

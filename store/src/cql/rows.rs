@@ -57,6 +57,26 @@ impl ResultRow for CellRow {
     }
 }
 
+/// A cell as a scan of cells returns it: the partition's token and key,
+/// then the cell row.
+pub(super) type ScannedCell = (
+    i64,
+    String,
+    String,
+    Option<Vec<u8>>,
+    Option<i64>,
+    Option<i32>,
+);
+
+impl ResultRow for ScannedCell {
+    fn holds_a_cell(&self) -> bool {
+        self.3.is_some()
+    }
+}
+
+/// The coordinator's clock (`toUnixTimestamp(now())`).
+impl ResultRow for (i64,) {}
+
 /// A row key (the key scan) or a name (a schema lookup).
 impl ResultRow for (String,) {}
 

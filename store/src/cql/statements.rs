@@ -153,6 +153,21 @@ pub(crate) fn scan(keyspace: &str, table: Table) -> String {
     format!("SELECT DISTINCT row_key FROM {keyspace}.{table}")
 }
 
+/// Binds: token start (exclusive) bigint, token end (inclusive) bigint;
+/// executed one page at a time. Rows: token bigint, row_key text,
+/// column_name text, value blob, writetime bigint, ttl int (null when
+/// none) — in token order, each partition's in column order.
+pub(crate) fn scan_cells(keyspace: &str, table: Table) -> String {
+    format!(
+        "SELECT token(row_key), row_key, column_name, value, writetime(value), ttl(value) \
+         FROM {keyspace}.{table} WHERE token(row_key) > ? AND token(row_key) <= ?"
+    )
+}
+
+/// The coordinator's clock in whole milliseconds; no binds.
+pub(crate) const SERVER_TIME: &str =
+    "SELECT toUnixTimestamp(now()) FROM system.local WHERE key = 'local'";
+
 /// The DDL, in order: the keyspace, then every table of [`schema::ALL`].
 pub(crate) fn schema_cql(settings: &CqlSettings) -> Vec<String> {
     std::iter::once(create_keyspace(settings))
@@ -181,12 +196,15 @@ pub(crate) struct TableStatements {
     pub(crate) select_first: PreparedStatement,
     pub(crate) select_from: PreparedStatement,
     pub(crate) scan: PreparedStatement,
+    pub(crate) scan_cells: PreparedStatement,
 }
 
 /// Every table's statements, plus an empty, configured batch to copy and
 /// the settings to give the statements prepared later (fenced writes).
 pub(crate) struct Statements {
     tables: HashMap<Table, TableStatements>,
+    /// `SELECT toUnixTimestamp(now()) …`: the coordinator's clock.
+    pub(crate) server_time: PreparedStatement,
     batch: Batch,
     config: StatementConfig,
 }
@@ -201,7 +219,7 @@ impl std::fmt::Debug for Statements {
 }
 
 impl Statements {
-    /// Prepares all five statements of every table (35 PREPAREs, issued
+    /// Prepares all six statements of every table (42 PREPAREs, issued
     /// concurrently), once per connect.
     pub(crate) async fn prepare(
         session: &Session,
@@ -212,12 +230,13 @@ impl Statements {
         let per_table = schema::ALL.iter().map(|&table| {
             let config = &config;
             async move {
-                let (insert, delete, select_first, select_from, scan) = futures::try_join!(
+                let (insert, delete, select_first, select_from, scan, scan_cells) = futures::try_join!(
                     config.prepare(session, table, OpKind::Write, insert(ks, table)),
                     config.prepare(session, table, OpKind::Delete, delete(ks, table)),
                     config.prepare(session, table, OpKind::Read, select_first(ks, table)),
                     config.prepare(session, table, OpKind::Read, select_from(ks, table)),
                     config.prepare(session, table, OpKind::Scan, scan(ks, table)),
+                    config.prepare(session, table, OpKind::Scan, scan_cells(ks, table)),
                 )?;
                 Ok::<_, StoreError>((
                     table,
@@ -227,13 +246,23 @@ impl Statements {
                         select_first,
                         select_from,
                         scan,
+                        scan_cells,
                     },
                 ))
             }
         });
         let tables = try_join_all(per_table).await?.into_iter().collect();
+        let server_time = config
+            .prepare(
+                session,
+                schema::ROLLOUT,
+                OpKind::Read,
+                SERVER_TIME.to_string(),
+            )
+            .await?;
         Ok(Statements {
             tables,
+            server_time,
             batch: config.batch(),
             config,
         })
@@ -277,12 +306,16 @@ impl Statements {
                         select_first: pin(&t.select_first, OpKind::Read),
                         select_from: pin(&t.select_from, OpKind::Read),
                         scan: pin(&t.scan, OpKind::Scan),
+                        scan_cells: pin(&t.scan_cells, OpKind::Scan),
                     },
                 )
             })
             .collect();
+        let mut server_time = self.server_time.clone();
+        config.configure(&mut server_time, OpKind::Read);
         Statements {
             tables,
+            server_time,
             batch: config.batch(),
             config,
         }
@@ -495,103 +528,5 @@ pub(crate) fn read_profile(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::settings::Replication;
-
-    /// The statements, byte for byte as the local endpoint's parser
-    /// expects them.
-    #[test]
-    fn statement_text_is_exactly_the_agreed_cql() {
-        let ks = "lockshift";
-        let t = schema::MAIN;
-        assert_eq!(
-            insert(ks, t),
-            "INSERT INTO lockshift.main (row_key, column_name, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?"
-        );
-        assert_eq!(
-            delete(ks, t),
-            "DELETE FROM lockshift.main USING TIMESTAMP ? WHERE row_key = ? AND column_name = ?"
-        );
-        assert_eq!(
-            select_first(ks, t),
-            "SELECT column_name, value, writetime(value), ttl(value) FROM lockshift.main WHERE row_key = ? LIMIT ?"
-        );
-        assert_eq!(
-            select_from(ks, t),
-            "SELECT column_name, value, writetime(value), ttl(value) FROM lockshift.main WHERE row_key = ? AND column_name >= ? LIMIT ?"
-        );
-        assert_eq!(
-            scan(ks, schema::QUEUE),
-            "SELECT DISTINCT row_key FROM lockshift.queue"
-        );
-        assert_eq!(
-            LIST_TABLES,
-            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?"
-        );
-    }
-
-    #[test]
-    fn schema_cql_creates_the_keyspace_then_every_table() {
-        let settings = CqlSettings::default();
-        let ddl = schema_cql(&settings);
-        assert_eq!(ddl.len(), 1 + schema::ALL.len());
-        assert_eq!(
-            ddl[0],
-            "CREATE KEYSPACE IF NOT EXISTS lockshift WITH replication = \
-             {'class': 'SimpleStrategy', 'replication_factor': 1} AND durable_writes = true"
-        );
-        assert_eq!(
-            ddl[1],
-            "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
-             fence bigint, PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY \
-             (column_name ASC) AND gc_grace_seconds = 600"
-        );
-        for (i, table) in schema::ALL.iter().enumerate() {
-            assert!(
-                ddl[i + 1].starts_with(&format!("CREATE TABLE IF NOT EXISTS lockshift.{table} (")),
-                "statement #{} is for {table}: {}",
-                i + 1,
-                ddl[i + 1]
-            );
-            assert!(
-                ddl[i + 1].ends_with(&format!(
-                    " AND gc_grace_seconds = {}",
-                    schema::options(*table).gc_grace_seconds
-                )),
-                "{table} states its gc grace from schema::options: {}",
-                ddl[i + 1]
-            );
-        }
-    }
-
-    #[test]
-    fn schema_cql_follows_keyspace_and_replication_settings() {
-        let settings = CqlSettings {
-            keyspace: "locks_prod".into(),
-            replication: Replication::NetworkTopologyStrategy {
-                datacenters: [("dc1".to_string(), 3)].into_iter().collect(),
-            },
-            ..CqlSettings::default()
-        };
-        let ddl = schema_cql(&settings);
-        assert_eq!(
-            ddl[0],
-            "CREATE KEYSPACE IF NOT EXISTS locks_prod WITH replication = \
-             {'class': 'NetworkTopologyStrategy', 'dc1': 3} AND durable_writes = true"
-        );
-        assert!(ddl[7].starts_with("CREATE TABLE IF NOT EXISTS locks_prod.scratch ("));
-    }
-
-    #[test]
-    fn consistency_maps_one_to_one() {
-        assert_eq!(
-            driver_consistency(Consistency::Quorum),
-            DriverConsistency::Quorum
-        );
-        assert_eq!(
-            driver_consistency(Consistency::LocalQuorum),
-            DriverConsistency::LocalQuorum
-        );
-    }
-}
+#[path = "statements_tests.rs"]
+mod tests;

@@ -1,15 +1,12 @@
-//! The handle: [`CqlStore`] and its [`Store`] impl. Each method checks its
-//! arguments as the embedded store does, then sends one request.
+//! The handle: [`CqlStore`], its session and statements; its operations
+//! and `Store` impl are in `ops.rs`.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use async_trait::async_trait;
 use scylla::client::session::Session;
 use scylla::errors::ExecutionError;
-use scylla::response::{PagingState, PagingStateResponse};
 use tracing::Instrument;
 
 use super::connect::{CONNECT_OP, open_session};
@@ -18,16 +15,12 @@ use super::keyspace::{
     SchemaStep, add_fence_columns, apply_schema, check_datacenters, check_schema, create_schema,
     node_datacenters,
 };
-use super::rows::{
-    CellRow, cell_from_row, decode_rows, delete_values, insert_values, limit_bind, ttl_bind,
-};
 use super::statements::{self, Statements};
-use crate::api::{ReadOutcome, Store};
-use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
-};
+#[cfg(doc)]
+use crate::api::Store;
+use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::route::{Datacenter, Route, Topology};
+use crate::route::{Datacenter, Route};
 use crate::settings::CqlSettings;
 use crate::tombstones;
 
@@ -66,13 +59,13 @@ use crate::tombstones;
 pub struct CqlStore {
     // Shared with the background probe of unresponsive contact points
     // (which holds it weakly and ends with the store).
-    session: std::sync::Arc<Session>,
+    pub(super) session: std::sync::Arc<Session>,
     statements: Arc<Statements>,
     /// The statements pinned to each datacenter a route has named, made on
     /// first use from `statements` (copies, nothing prepared again).
     pinned: Mutex<HashMap<Datacenter, Arc<Statements>>>,
-    settings: CqlSettings,
-    description: String,
+    pub(super) settings: CqlSettings,
+    pub(super) description: String,
     keyspace: String,
     /// The conditional updates of fenced writes, per table, prepared on
     /// first use (`cql/fenced.rs` says why not at connect).
@@ -203,7 +196,8 @@ impl CqlStore {
                 op,
                 Some(table),
                 format!(
-                    "no node of datacenter {dc} is known to the driver (the cluster's nodes are                      in {})",
+                    "no node of datacenter {dc} is known to the driver (the cluster's nodes are \
+                     in {})",
                     known.join(", ")
                 ),
             ));
@@ -354,7 +348,12 @@ pub(super) fn failed_on(
 
 /// [`failed`] for a read of `row`: a read aborted for too many tombstones
 /// names the row (Cassandra's message names only the replica).
-fn read_failed(route: &Route, err: ExecutionError, table: Table, row: &str) -> StoreError {
+pub(super) fn read_failed(
+    route: &Route,
+    err: ExecutionError,
+    table: Table,
+    row: &str,
+) -> StoreError {
     let error = failed_on(route, err, OpKind::Read, table);
     if error.kind() != StoreErrorKind::TooManyTombstones {
         return error;
@@ -370,221 +369,4 @@ fn read_failed(route: &Route, err: ExecutionError, table: Table, row: &str) -> S
             error.message()
         ),
     )
-}
-
-// ===== impl Store for CqlStore =====
-
-#[async_trait]
-impl Store for CqlStore {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        let op = OpKind::Write;
-        check_request(
-            op,
-            table,
-            row,
-            cells.iter().map(|c| c.column.as_str()),
-            None,
-        )?;
-        if cells.is_empty() {
-            return Ok(());
-        }
-        let routed = self.statements_for(route, op, table)?;
-        let statements = routed.get(table, op)?;
-        let ttl = ttl_bind(&options);
-        // Invariant 1 of `cql`: the caller's timestamp, always.
-        let timestamp = options.timestamp.as_micros();
-        let bind = |c| insert_values(row, c, ttl, timestamp);
-        let span = tracing::debug_span!("cql", %op, %table, cells = cells.len());
-        async {
-            match cells {
-                [cell] => self
-                    .session
-                    .execute_unpaged(&statements.insert, bind(cell))
-                    .await
-                    .map(drop),
-                _ => {
-                    // Invariant 2 of `cql`: one batch, one partition.
-                    let batch = routed.batch_of(&statements.insert, cells.len());
-                    let values: Vec<_> = cells.iter().map(bind).collect();
-                    self.session.batch(&batch, values).await.map(drop)
-                }
-            }
-            .map_err(|e| failed_on(route, e, op, table))
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        let op = OpKind::Delete;
-        check_request(op, table, row, columns.iter().map(String::as_str), None)?;
-        if columns.is_empty() {
-            return Ok(());
-        }
-        let routed = self.statements_for(route, op, table)?;
-        let statements = routed.get(table, op)?;
-        // Invariant 1 of `cql`: tombstones at the caller's timestamp, so a later renewal survives.
-        let timestamp = timestamp.as_micros();
-        let bind = |c| delete_values(timestamp, row, c);
-        let span = tracing::debug_span!("cql", %op, %table, cells = columns.len());
-        async {
-            match columns {
-                [column] => self
-                    .session
-                    .execute_unpaged(&statements.delete, bind(column.as_str()))
-                    .await
-                    .map(drop),
-                _ => {
-                    let batch = routed.batch_of(&statements.delete, columns.len());
-                    let values: Vec<_> = columns.iter().map(String::as_str).map(bind).collect();
-                    self.session.batch(&batch, values).await.map(drop)
-                }
-            }
-            .map_err(|e| failed_on(route, e, op, table))
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        let op = OpKind::Read;
-        check_request(op, table, row, [], query.start_column.as_deref())?;
-        let routed = self.statements_for(route, op, table)?;
-        let statements = routed.get(table, op)?;
-        let limit = limit_bind(query.limit);
-        let span = tracing::debug_span!("cql", %op, %table, limit);
-        async {
-            // Unpaged: lock rows hold a handful of cells; a queue row holds
-            // one per waiter. The LIMIT bounds what a caller asks for.
-            let result = match &query.start_column {
-                None => {
-                    self.session
-                        .execute_unpaged(&statements.select_first, (row, limit))
-                        .await
-                }
-                Some(start) => {
-                    self.session
-                        .execute_unpaged(&statements.select_from, (row, start.as_str(), limit))
-                        .await
-                }
-            }
-            .map_err(|e| read_failed(route, e, table, row))?;
-            // The server's warnings, verbatim; the tombstone count only
-            // when Cassandra says it (above its warn threshold).
-            let warnings: Vec<String> = result.warnings().map(str::to_string).collect();
-            let tombstones = warnings
-                .iter()
-                .find_map(|w| tombstones::parse_warning(w))
-                .map(|w| w.tombstones);
-            let cells = decode_rows::<CellRow>(result, op, Some(table))?
-                .into_iter()
-                .map(|r| {
-                    cell_from_row(r).map_err(|why| {
-                        StoreError::new(StoreErrorKind::Invalid, op, Some(table), why)
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(ReadOutcome {
-                cells,
-                tombstones,
-                warnings,
-            })
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        let op = OpKind::Scan;
-        let routed = self.statements_for(route, op, table)?;
-        let statements = routed.get(table, op)?;
-        // The page size lives on the statement; a clone shares the prepared
-        // state and costs a few reference counts.
-        let mut scan = statements.scan.clone();
-        scan.set_page_size(i32::try_from(page_size.get()).unwrap_or(i32::MAX));
-        let paging = match cursor {
-            Some(c) => PagingState::new_from_raw_bytes(c.as_bytes()),
-            None => PagingState::start(),
-        };
-        let span = tracing::debug_span!("cql", %op, %table, page_size = page_size.get());
-        async {
-            let (result, paging) = self
-                .session
-                .execute_single_page(&scan, (), paging)
-                .await
-                .map_err(|e| failed_on(route, e, op, table))?;
-            let keys = decode_rows::<(String,)>(result, op, Some(table))?
-                .into_iter()
-                .map(|(key,)| key)
-                .collect();
-            let next = match paging {
-                PagingStateResponse::NoMorePages => None,
-                PagingStateResponse::HasMorePages { state } => match state.as_bytes_slice() {
-                    Some(bytes) => Some(PageCursor::from_bytes(bytes.to_vec())),
-                    None => {
-                        return Err(StoreError::new(
-                            StoreErrorKind::Invalid,
-                            op,
-                            Some(table),
-                            "the server reported more pages but sent no paging state",
-                        ));
-                    }
-                },
-            };
-            Ok(KeyPage { keys, next })
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<crate::fenced::FencedOutcome, StoreError> {
-        self.fenced_write(route, table, row, cell, token).await
-    }
-
-    fn describe(&self) -> String {
-        self.description.clone()
-    }
-
-    fn topology(&self) -> Topology {
-        Topology {
-            local: self.settings.local_datacenter.clone(),
-            datacenters: node_datacenters(&self.session)
-                .into_iter()
-                .filter_map(|dc| Datacenter::new(dc).ok())
-                .collect(),
-        }
-    }
 }

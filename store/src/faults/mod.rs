@@ -15,23 +15,18 @@
 //! paused single-threaded tokio runtime provides).
 
 use std::collections::BTreeMap;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::api::{ReadOutcome, Store};
-use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions,
-    duration_micros,
-};
+use crate::api::Store;
+use crate::cell::{OpKind, Table, duration_micros};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::fenced::FencedOutcome;
 use crate::journal::{Answer, Journal};
+use crate::request::{Op, Request, Response};
 use crate::route::{Route, Topology};
 
 mod counts;
@@ -306,39 +301,26 @@ impl<S: Store + 'static> FaultyStore<S> {
         }
     }
 
-    /// Runs one operation under the draws of the plan: `request` says
-    /// what was asked (for the journal, given the drawn timestamp skew),
-    /// `apply` does it with that skew; `later`, for a mutation, does it
-    /// with that skew from a task of its own (a late landing).
-    async fn run<T: Answer + Send + 'static>(
-        &self,
-        route: &Route,
-        table: Table,
-        op: OpKind,
-        request: impl FnOnce(&Journal, i64) -> String,
-        apply: impl AsyncFnOnce(i64) -> Result<T, StoreError>,
-        later: Option<Later<T>>,
-    ) -> Result<T, StoreError> {
-        let draw = self.draw(route, table, op);
-        let asked = self.journal.as_deref().map(|j| {
-            let via = route
-                .datacenter()
-                .map_or_else(String::new, |dc| format!(" via {dc}"));
-            format!("{op} {table}{via} {}", request(j, draw.skew_micros))
-        });
+    /// Runs one request under the draws of the plan: its latency, its
+    /// failure or late landing, its restamp.
+    async fn run(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let (table, op) = (request.table, request.kind());
+        let draw = self.draw(&request.route, table, op);
+        let request = restamped(request, draw.skew_micros);
+        let asked = self.journal.as_deref().map(|j| j.request(&request));
         let record = |outcome: String| {
             if let (Some(journal), Some(asked)) = (&self.journal, &asked) {
                 journal.record(self.seed, asked, &outcome);
             }
         };
-        if let (Some(delay), Some(later)) = (draw.late, later) {
-            sleep(draw.before).await;
+        sleep(draw.before).await;
+        if let Some(delay) = draw.late {
             record(format!("lands {delay:?} late, told MaybeApplied"));
-            let landing = later(draw.skew_micros);
-            let (journal, seed) = (self.journal.clone(), self.seed);
+            let landing = request.to_owned();
+            let (inner, journal, seed) = (self.inner.clone(), self.journal.clone(), self.seed);
             tokio::spawn(async move {
                 sleep(draw.after.saturating_add(delay)).await;
-                let result = landing.await;
+                let result = inner.call(landing.as_request()).await;
                 if let (Some(journal), Some(asked)) = (journal, asked) {
                     let outcome = result.journal(&journal);
                     journal.record(seed, &format!("{asked} (late)"), &outcome);
@@ -352,7 +334,6 @@ impl<S: Store + 'static> FaultyStore<S> {
                 "injected timeout: the operation lands later",
             ));
         }
-        sleep(draw.before).await;
         if let Some((FailPoint::Before, kind)) = draw.fail {
             record(format!("refused before apply ({kind:?})"));
             sleep(draw.after).await;
@@ -363,7 +344,7 @@ impl<S: Store + 'static> FaultyStore<S> {
                 "injected failure before apply",
             ));
         }
-        let result = apply(draw.skew_micros).await;
+        let result = self.inner.call(request).await;
         if let Some(journal) = &self.journal {
             let told = match draw.fail {
                 Some((FailPoint::After, kind)) => format!(", told {kind:?}"),
@@ -384,9 +365,20 @@ impl<S: Store + 'static> FaultyStore<S> {
     }
 }
 
-/// A mutation sent again from a task of its own, with the drawn skew: a
-/// late landing.
-type Later<T> = Box<dyn FnOnce(i64) -> BoxFuture<'static, Result<T, StoreError>> + Send>;
+/// `request` with its timestamp moved by `skew_micros` (a write's or a
+/// delete's; `FaultPlan::restamp`, a negative control).
+fn restamped(mut request: Request<'_>, skew_micros: i64) -> Request<'_> {
+    if skew_micros != 0 {
+        match &mut request.op {
+            Op::Write { options, .. } => {
+                options.timestamp = options.timestamp.offset_micros(skew_micros);
+            }
+            Op::Delete { timestamp, .. } => *timestamp = timestamp.offset_micros(skew_micros),
+            _ => {}
+        }
+    }
+    request
+}
 
 async fn sleep(d: Duration) {
     if !d.is_zero() {
@@ -394,180 +386,15 @@ async fn sleep(d: Duration) {
     }
 }
 
+/// Faults, latency and counting apply to every request; a fenced write
+/// is counted as [`OpKind::FencedWrite`] with its own faults: a failure
+/// before apply changes nothing, one after it is a timeout of a write
+/// that landed (or was refused) — "maybe applied", as a Paxos round that
+/// timed out is. No restamp for it: the store stamps it, not the caller.
 #[async_trait]
 impl<S: Store + 'static> Store for FaultyStore<S> {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        let request = |j: &Journal, skew: i64| {
-            let columns: Vec<&str> = cells.iter().map(|c| c.column.as_str()).collect();
-            let at = j.relative(options.timestamp.offset_micros(skew));
-            format!("{row} {columns:?} at {at} ttl {:?}", options.ttl)
-        };
-        let skewed = move |skew| WriteOptions {
-            timestamp: options.timestamp.offset_micros(skew),
-            ..options
-        };
-        let later: Later<()> = {
-            let (inner, route, row, cells) = (
-                self.inner.clone(),
-                route.clone(),
-                row.to_string(),
-                cells.to_vec(),
-            );
-            Box::new(move |skew| {
-                Box::pin(async move {
-                    inner
-                        .write_via(&route, table, &row, &cells, skewed(skew))
-                        .await
-                })
-            })
-        };
-        self.run(
-            route,
-            table,
-            OpKind::Write,
-            request,
-            async |skew| {
-                self.inner
-                    .write_via(route, table, row, cells, skewed(skew))
-                    .await
-            },
-            Some(later),
-        )
-        .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        let request = |j: &Journal, skew: i64| {
-            let at = j.relative(timestamp.offset_micros(skew));
-            format!("{row} {columns:?} at {at}")
-        };
-        let later: Later<()> = {
-            let (inner, route, row, columns) = (
-                self.inner.clone(),
-                route.clone(),
-                row.to_string(),
-                columns.to_vec(),
-            );
-            Box::new(move |skew| {
-                Box::pin(async move {
-                    inner
-                        .delete_via(&route, table, &row, &columns, timestamp.offset_micros(skew))
-                        .await
-                })
-            })
-        };
-        self.run(
-            route,
-            table,
-            OpKind::Delete,
-            request,
-            async |skew| {
-                self.inner
-                    .delete_via(route, table, row, columns, timestamp.offset_micros(skew))
-                    .await
-            },
-            Some(later),
-        )
-        .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        let request = |_: &Journal, _| format!("{row} {query:?}");
-        self.run(
-            route,
-            table,
-            OpKind::Read,
-            request,
-            async |_| self.inner.read_observed_via(route, table, row, query).await,
-            None,
-        )
-        .await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        let request = |_: &Journal, _| format!("after {cursor:?} {page_size}");
-        self.run(
-            route,
-            table,
-            OpKind::Scan,
-            request,
-            async |_| {
-                self.inner
-                    .scan_keys_via(route, table, cursor, page_size)
-                    .await
-            },
-            None,
-        )
-        .await
-    }
-
-    /// Counted as [`OpKind::FencedWrite`], with its own faults: a failure
-    /// before apply changes nothing, one after it is a timeout of a write
-    /// that landed (or was refused) — "maybe applied", as a Paxos round
-    /// that timed out is. No skew: the store stamps it, not the caller.
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<FencedOutcome, StoreError> {
-        let request = |_: &Journal, _| format!("{row} {} token {token}", cell.column);
-        let later: Later<FencedOutcome> = {
-            let (inner, route, row, cell) = (
-                self.inner.clone(),
-                route.clone(),
-                row.to_string(),
-                cell.clone(),
-            );
-            Box::new(move |_| {
-                Box::pin(async move {
-                    inner
-                        .write_fenced_via(&route, table, &row, &cell, token)
-                        .await
-                })
-            })
-        };
-        self.run(
-            route,
-            table,
-            OpKind::FencedWrite,
-            request,
-            async |_| {
-                self.inner
-                    .write_fenced_via(route, table, row, cell, token)
-                    .await
-            },
-            Some(later),
-        )
-        .await
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        self.run(request).await
     }
 
     fn describe(&self) -> String {

@@ -78,7 +78,8 @@ impl FaultPlan {
     }
 }
 
-/// Where a forced failure strikes, for [`FaultyStore::fail_next`].
+/// Where a forced failure strikes, for
+/// [`FaultyStore::fail_next`](super::FaultyStore::fail_next).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailPoint {
     /// Before the operation is applied: nothing changes.

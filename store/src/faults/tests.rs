@@ -1,4 +1,5 @@
 use super::*;
+use crate::{CellWrite, RowQuery, Timestamp, WriteOptions};
 use crate::{MemoryStore, schema};
 
 fn cell() -> [CellWrite; 1] {

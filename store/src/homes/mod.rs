@@ -24,16 +24,15 @@
 mod read;
 
 use std::fmt;
-use std::num::NonZeroU32;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
 
+use crate::request::{Request, Response};
 use crate::{
-    CellWrite, Datacenter, KeyPage, OpKind, PageCursor, ReadOutcome, Route, RowQuery, SharedClock,
-    SharedStore, Store, StoreError, StoreErrorKind, Table, Timestamp, Topology, WriteOptions,
-    schema,
+    Datacenter, OpKind, Route, SharedClock, SharedStore, Store, StoreError, StoreErrorKind, Table,
+    Topology, schema,
 };
 
 pub use read::{Configured, RefreshReport, records, refresh};
@@ -309,75 +308,19 @@ impl HomesRouter {
 
 #[async_trait]
 impl Store for HomesRouter {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        let route = self.route(route, OpKind::Write, table, row).await?;
-        self.inner
-            .write_via(&route, table, row, cells, options)
-            .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        let route = self.route(route, OpKind::Delete, table, row).await?;
-        self.inner
-            .delete_via(&route, table, row, columns, timestamp)
-            .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        let route = self.route(route, OpKind::Read, table, row).await?;
-        self.inner
-            .read_observed_via(&route, table, row, query)
-            .await
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<crate::FencedOutcome, StoreError> {
-        let route = self.route(route, OpKind::FencedWrite, table, row).await?;
-        self.inner
-            .write_fenced_via(&route, table, row, cell, token)
-            .await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        let route = match route {
-            Route::HomeOf(_) => self.route(route, OpKind::Scan, table, "").await?,
-            _ => self.scan_route(route),
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let route = match (request.row(), &request.route) {
+            (Some(row), route) => {
+                self.route(route, request.kind(), request.table, row)
+                    .await?
+            }
+            (None, Route::HomeOf(_)) => {
+                self.route(&request.route, request.kind(), request.table, "")
+                    .await?
+            }
+            (None, route) => self.scan_route(route),
         };
-        self.inner
-            .scan_keys_via(&route, table, cursor, page_size)
-            .await
+        self.inner.call(request.via(route)).await
     }
 
     fn describe(&self) -> String {

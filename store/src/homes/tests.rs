@@ -11,7 +11,7 @@ use lockshift_decide::id::LockId;
 
 use super::*;
 use crate::fenced::{FencedWriteError, FencedWriter};
-use crate::{FaultyStore, MemoryStore, TokioClock};
+use crate::{CellWrite, FaultyStore, MemoryStore, RowQuery, Timestamp, TokioClock, WriteOptions};
 
 fn dc(name: &str) -> Datacenter {
     Datacenter::new(name).unwrap()

@@ -4,6 +4,10 @@
 
 use super::*;
 use crate::schema::SCRATCH;
+use crate::{
+    CellWrite, Route, RowQuery, Store, StoreError, StoreErrorKind, Timestamp, Topology,
+    WriteOptions,
+};
 
 fn dc(name: &str) -> Datacenter {
     Datacenter::new(name).unwrap()

@@ -4,6 +4,10 @@
 
 use super::*;
 use crate::schema::SCRATCH;
+use crate::{
+    CellWrite, FencedOutcome, OpKind, Route, RowQuery, Store, StoreErrorKind, Timestamp,
+    WriteOptions,
+};
 
 fn balance(v: i64) -> CellWrite {
     CellWrite::new("balance", v.to_string().into_bytes())

@@ -34,31 +34,26 @@
 mod cluster;
 mod fenced;
 mod network;
+mod ops;
 mod replica;
 mod row;
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
-
-use crate::api::{ReadOutcome, Store};
-use crate::cell::{
-    CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, WriteOptions, check_request,
-};
+#[cfg(doc)]
+use crate::api::Store;
+use crate::cell::Table;
 use crate::clock::{SharedClock, SystemClock};
-use crate::error::{StoreError, StoreErrorKind};
-use crate::fenced::FencedOutcome;
-use crate::reconcile::{CellVersion, ttl_deadline};
-use crate::route::{Datacenter, Route, Topology};
+use crate::reconcile::CellVersion;
+use crate::route::Datacenter;
 use crate::schema;
 use crate::settings::Consistency;
-use crate::tombstones::{self, TombstoneThresholds};
+use crate::tombstones::TombstoneThresholds;
 
 pub use network::HintDelivery;
-use network::{Client, Network, Plan};
+use network::{Client, Network};
 use replica::Replica;
 
 /// The largest tombstone counts seen, per table.
@@ -90,9 +85,9 @@ pub const DEFAULT_DATACENTER: &str = "datacenter1";
 /// table's gc grace — by default the table's `gc_grace_seconds` from
 /// [`schema::options`], Cassandra's 10 days unless the schema says
 /// otherwise — and every read that passes it counts it ([`crate::tombstones`]
-/// invariants 1–4): above the warn threshold the [`ReadOutcome`] carries
+/// invariants 1–4): above the warn threshold the [`ReadOutcome`](crate::ReadOutcome) carries
 /// Cassandra's warning, above the failure threshold the read fails with
-/// [`StoreErrorKind::TooManyTombstones`]. Settings: [`with_gc_grace`],
+/// [`StoreErrorKind::TooManyTombstones`](crate::StoreErrorKind::TooManyTombstones). Settings: [`with_gc_grace`],
 /// [`with_table_gc_grace`], [`with_tombstone_thresholds`] (defaults 1 000 /
 /// 100 000), [`with_keyspace`] (the keyspace named in warnings). Statistics
 /// for tests: [`max_tombstones_per_read`], [`max_tombstones_per_scan`],
@@ -112,7 +107,7 @@ pub const DEFAULT_DATACENTER: &str = "datacenter1";
 /// several is made with [`with_datacenters`](MemoryStore::with_datacenters);
 /// each process of a simulation then gets a handle of its own placed in
 /// its datacenter ([`client_in`](MemoryStore::client_in)), sharing the
-/// data. Requests on [`Route::Default`] run at the handle's consistency
+/// data. Requests on [`Route::Default`](crate::Route::Default) run at the handle's consistency
 /// ([`with_consistency`](MemoryStore::with_consistency), QUORUM by
 /// default), coordinated in its datacenter — or, for a handle whose driver
 /// was not told its datacenter ([`without_local_datacenter`](MemoryStore::without_local_datacenter)),
@@ -300,228 +295,6 @@ impl MemoryStore {
         // maps are still consistent (every mutation is a single insert), so
         // carry on rather than poison every later operation.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-#[async_trait]
-impl Store for MemoryStore {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
-        check_request(
-            OpKind::Write,
-            table,
-            row,
-            cells.iter().map(|c| c.column.as_str()),
-            None,
-        )?;
-        if cells.is_empty() {
-            return Ok(());
-        }
-        // Invariant 2: the deadline starts from the store's clock, at the whole
-        // second as Cassandra counts it — the coordinator's, for every replica.
-        let now = self.clock.now();
-        let expires_at = options.ttl.map(|ttl| ttl_deadline(now, ttl.as_duration()));
-        let versions = cells
-            .iter()
-            .map(|c| {
-                (
-                    c.column.clone(),
-                    CellVersion::Live {
-                        value: c.value.clone(),
-                        timestamp: options.timestamp,
-                        expires_at,
-                    },
-                )
-            })
-            .collect();
-        self.mutate(route, OpKind::Write, table, row, versions)
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        check_request(
-            OpKind::Delete,
-            table,
-            row,
-            columns.iter().map(String::as_str),
-            None,
-        )?;
-        if columns.is_empty() {
-            return Ok(());
-        }
-        let deleted_at = self.clock.now();
-        let versions = columns
-            .iter()
-            .map(|c| {
-                (
-                    c.clone(),
-                    CellVersion::Tombstone {
-                        timestamp,
-                        deleted_at,
-                    },
-                )
-            })
-            .collect();
-        self.mutate(route, OpKind::Delete, table, row, versions)
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        check_request(OpKind::Read, table, row, [], query.start_column.as_deref())?;
-        let now = self.clock.now();
-        let grace = self.gc_grace(table);
-        let limits = self.thresholds;
-        let mut st = self.lock();
-        let plan = self.plan(&mut st, route, OpKind::Read, table, now)?;
-        let k = plan.coordinator();
-        if let Plan::Quorum { replicas, .. } = &plan {
-            for &d in replicas {
-                st.replicas[d].sweep_due(now, &|t| self.gc_grace(t));
-            }
-            Self::repair(&mut st, replicas, table, row, now, grace);
-        }
-        let replica = &mut st.replicas[k];
-        replica.sweep_due(now, &|t| self.gc_grace(t));
-        let slice = replica.read(table, row, query, now, grace, limits.fail);
-        Self::record(&mut st, table, OpKind::Read, slice.tombstones);
-        drop(st);
-        // Invariant 3 of `tombstones`.
-        if slice.failed {
-            return Err(StoreError::too_many_tombstones(
-                OpKind::Read,
-                table,
-                row,
-                slice.tombstones,
-                limits.fail,
-            ));
-        }
-        let warnings = if slice.tombstones > limits.warn {
-            vec![tombstones::warning_text(
-                slice.cells.len() as u64,
-                slice.tombstones,
-                &tombstones::read_cql(&self.keyspace, table, row, query),
-                tombstones::token(row),
-            )]
-        } else {
-            Vec::new()
-        };
-        Ok(ReadOutcome {
-            cells: slice.cells,
-            tombstones: Some(slice.tombstones),
-            warnings,
-        })
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        let after = match cursor {
-            Some(c) => Some(String::from_utf8(c.as_bytes().to_vec()).map_err(|_| {
-                StoreError::new(
-                    StoreErrorKind::Invalid,
-                    OpKind::Scan,
-                    Some(table),
-                    "page cursor was not made by the embedded store",
-                )
-            })?),
-            None => None,
-        };
-        let now = self.clock.now();
-        let grace = self.gc_grace(table);
-        let limits = self.thresholds;
-        let mut st = self.lock();
-        let plan = self.plan(&mut st, route, OpKind::Scan, table, now)?;
-        let k = plan.coordinator();
-        if let Plan::Quorum { replicas, .. } = &plan
-            && replicas.len() > 1
-        {
-            let mut keys: Vec<String> = replicas
-                .iter()
-                .flat_map(|&d| st.replicas[d].keys(table))
-                .collect();
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                Self::repair(&mut st, replicas, table, &key, now, grace);
-            }
-        }
-        let replica = &mut st.replicas[k];
-        replica.sweep_due(now, &|t| self.gc_grace(t));
-        let page = replica.scan(
-            table,
-            after,
-            page_size.get() as usize,
-            now,
-            grace,
-            limits.fail,
-        );
-        Self::record(&mut st, table, OpKind::Scan, page.tombstones);
-        drop(st);
-        if page.failed {
-            return Err(StoreError::too_many_tombstones(
-                OpKind::Scan,
-                table,
-                "",
-                page.tombstones,
-                limits.fail,
-            ));
-        }
-        let next = match page.keys.last() {
-            Some(last) if page.more => Some(PageCursor::from_bytes(last.as_bytes().to_vec())),
-            _ => None,
-        };
-        Ok(KeyPage {
-            keys: page.keys,
-            next,
-        })
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<FencedOutcome, StoreError> {
-        self.fenced_write(route, table, row, cell, token)
-    }
-
-    fn describe(&self) -> String {
-        "embedded".to_string()
-    }
-
-    fn topology(&self) -> Topology {
-        let st = self.lock();
-        Topology {
-            local: self
-                .client
-                .datacenter
-                .filter(|_| self.client.names_local)
-                .map(|i| st.network.name(i).clone()),
-            datacenters: st.network.names(),
-        }
     }
 }
 

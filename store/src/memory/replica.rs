@@ -13,10 +13,28 @@ use std::ops::Bound;
 use std::time::Duration;
 
 use super::row::{Part, Row};
-use crate::cell::{Cell, RowQuery, Table, Timestamp};
+use crate::cell::{Cell, RowCells, RowQuery, Table, Timestamp, TokenRange};
 use crate::reconcile::{CellVersion, ttl_seconds_left};
 
-type TableData = BTreeMap<String, Row>;
+/// A table's rows in token order, as Cassandra's partitioner places them:
+/// scans of keys and of cells walk them so.
+type TableData = BTreeMap<RowKey, Row>;
+
+/// A row's place in its table: its partition token, then its key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct RowKey {
+    token: i64,
+    key: String,
+}
+
+impl RowKey {
+    pub(super) fn of(key: &str) -> Self {
+        RowKey {
+            token: crate::tombstones::token(key),
+            key: key.to_string(),
+        }
+    }
+}
 
 /// One datacenter's data.
 #[derive(Debug, Default)]
@@ -69,7 +87,8 @@ impl Replica {
             };
             // An entry the row no longer owns (it was emptied by a read and
             // made again since) is stale: its own entry covers it.
-            let Some(row) = rows.get_mut(&key).filter(|r| r.sweep_at == Some(due)) else {
+            let rk = RowKey::of(&key);
+            let Some(row) = rows.get_mut(&rk).filter(|r| r.sweep_at == Some(due)) else {
                 continue;
             };
             row.sweep_at = None;
@@ -78,7 +97,7 @@ impl Replica {
                 !c.is_empty()
             });
             if row.cells.is_empty() {
-                rows.remove(&key);
+                rows.remove(&rk);
                 continue;
             }
             let next = row.cells.values().filter_map(|c| c.purge_time(grace)).min();
@@ -103,7 +122,7 @@ impl Replica {
         let data = tables
             .entry(table)
             .or_default()
-            .entry(row.to_string())
+            .entry(RowKey::of(row))
             .or_default();
         let mut earliest: Option<Timestamp> = None;
         for (column, part, version) in incoming {
@@ -131,7 +150,7 @@ impl Replica {
     pub(super) fn versions(&self, table: Table, row: &str) -> Vec<(String, Part, CellVersion)> {
         self.tables
             .get(&table)
-            .and_then(|t| t.get(row))
+            .and_then(|t| t.get(&RowKey::of(row)))
             .map(|r| {
                 r.cells
                     .iter()
@@ -152,7 +171,7 @@ impl Replica {
     ) -> (Option<u64>, Option<Timestamp>) {
         self.tables
             .get(&table)
-            .and_then(|t| t.get(row))
+            .and_then(|t| t.get(&RowKey::of(row)))
             .and_then(|r| r.cells.get(column))
             .map_or((None, None), |c| (c.fence(now), c.newest_timestamp()))
     }
@@ -161,7 +180,7 @@ impl Replica {
     pub(super) fn keys(&self, table: Table) -> Vec<String> {
         self.tables
             .get(&table)
-            .map(|t| t.keys().cloned().collect())
+            .map(|t| t.keys().map(|k| k.key.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -198,8 +217,9 @@ impl Replica {
         let mut out = Vec::new();
         let mut tombstones = 0u64;
         let mut failed = false;
+        let rk = RowKey::of(row);
         if let Some(rows) = self.tables.get_mut(&table)
-            && let Some(data) = rows.get_mut(row)
+            && let Some(data) = rows.get_mut(&rk)
         {
             let lower = match &query.start_column {
                 Some(start) => Bound::Included(start.clone()),
@@ -243,7 +263,7 @@ impl Replica {
                 }
             }
             if data.cells.is_empty() {
-                rows.remove(row);
+                rows.remove(&rk);
             }
         }
         Slice {
@@ -266,7 +286,7 @@ impl Replica {
         fail_above: u64,
     ) -> ScanPage {
         let lower = match after {
-            Some(key) => Bound::Excluded(key),
+            Some(key) => Bound::Excluded(RowKey::of(&key)),
             None => Bound::Unbounded,
         };
         let mut page = ScanPage {
@@ -280,17 +300,17 @@ impl Replica {
         };
         'rows: for (key, data) in rows.range((lower, Bound::Unbounded)) {
             if page.keys.len() >= page_size {
-                // Only whether another page follows; a page's count ends
-                // with its last key, as a cluster's does.
-                if data.cells.values().any(|c| c.live(now).is_some()) {
-                    page.more = true;
-                    break;
-                }
-                continue;
+                // A full page says another may follow whenever a row does,
+                // as a cluster's paging state does: the next page passes
+                // that row's tombstones, even if it then finds nothing
+                // live (a row of tombstones after the last live one must
+                // still cost, and refuse, its scan).
+                page.more = true;
+                break;
             }
             for col in data.cells.values() {
                 if col.live(now).is_some() {
-                    page.keys.push(key.clone());
+                    page.keys.push(key.key.clone());
                     break;
                 }
                 page.tombstones += col.tombstones(now, grace);
@@ -298,6 +318,144 @@ impl Replica {
                     page.failed = true;
                     break 'rows;
                 }
+            }
+        }
+        page
+    }
+}
+
+/// What one page of a scan of cells found.
+pub(super) struct CellScan {
+    pub(super) rows: Vec<RowCells>,
+    /// Where the next page starts (the last row and column returned), if
+    /// more live cells follow in the range.
+    pub(super) more: Option<(String, String)>,
+    pub(super) tombstones: u64,
+    pub(super) failed: bool,
+}
+
+/// The rows of a token range, from a row (and after a column of it) on:
+/// the bounds of a `BTreeMap` range over [`RowKey`]s.
+fn row_bounds(
+    range: TokenRange,
+    after: Option<&(String, String)>,
+) -> Option<(Bound<RowKey>, Bound<RowKey>)> {
+    let lower = match after {
+        Some((key, _)) => Bound::Included(RowKey::of(key)),
+        None => Bound::Included(RowKey {
+            token: range.start.checked_add(1)?,
+            key: String::new(),
+        }),
+    };
+    let upper = match range.end.checked_add(1) {
+        Some(token) => Bound::Excluded(RowKey {
+            token,
+            key: String::new(),
+        }),
+        None => Bound::Unbounded,
+    };
+    Some((lower, upper))
+}
+
+impl Replica {
+    /// The keys of `table` whose tokens fall in `range` after `after`'s
+    /// row (its row included), at most `limit` of them: the rows a page of
+    /// a cell scan can reach, to repair before a quorum scan reads them.
+    pub(super) fn keys_in(
+        &self,
+        table: Table,
+        range: TokenRange,
+        after: Option<&(String, String)>,
+        limit: usize,
+    ) -> Vec<String> {
+        let (Some(rows), Some(bounds)) = (self.tables.get(&table), row_bounds(range, after)) else {
+            return Vec::new();
+        };
+        rows.range(bounds)
+            .take(limit)
+            .map(|(k, _)| k.key.clone())
+            .collect()
+    }
+
+    /// One page of the live cells of `table`'s rows in `range` (invariant
+    /// 4 of `tombstones`: a scan passes every dead version on its way, and
+    /// fails past `fail_above`), after the row and column of `after`, at
+    /// most `page_size` cells.
+    #[allow(clippy::too_many_arguments)] // each is one of the scan's inputs
+    pub(super) fn scan_cells(
+        &self,
+        table: Table,
+        range: TokenRange,
+        after: Option<(String, String)>,
+        page_size: usize,
+        now: Timestamp,
+        grace: Duration,
+        fail_above: u64,
+    ) -> CellScan {
+        let mut page = CellScan {
+            rows: Vec::new(),
+            more: None,
+            tombstones: 0,
+            failed: false,
+        };
+        let (Some(rows), Some(bounds)) =
+            (self.tables.get(&table), row_bounds(range, after.as_ref()))
+        else {
+            return page;
+        };
+        let mut taken = 0;
+        for (key, data) in rows.range(bounds) {
+            let columns = match &after {
+                Some((row, column)) if *row == key.key => data
+                    .cells
+                    .range::<String, _>((Bound::Excluded(column.clone()), Bound::Unbounded)),
+                _ => data.cells.range::<String, _>(..),
+            };
+            let mut cells = Vec::new();
+            for (column, col) in columns {
+                if taken >= page_size {
+                    // A full page says another may follow whenever a
+                    // column does, as a cluster's paging state does: the
+                    // next page passes its tombstones, even if it then
+                    // finds nothing live.
+                    if !cells.is_empty() {
+                        page.rows.push(RowCells {
+                            key: key.key.clone(),
+                            token: key.token,
+                            cells,
+                        });
+                    }
+                    page.more = page
+                        .rows
+                        .last()
+                        .and_then(|r| r.cells.last().map(|c| (r.key.clone(), c.column.clone())));
+                    return page;
+                }
+                if let Some(version) = col.live(now)
+                    && let Some((value, expires_at)) = version.live_value(now)
+                {
+                    taken += 1;
+                    cells.push(Cell {
+                        column: column.clone(),
+                        value: value.to_vec(),
+                        writetime: version.timestamp(),
+                        ttl: expires_at
+                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
+                    });
+                    continue;
+                }
+                page.tombstones += col.tombstones(now, grace);
+                if page.tombstones > fail_above {
+                    page.failed = true;
+                    return page;
+                }
+            }
+            if !cells.is_empty() {
+                page.rows.push(RowCells {
+                    key: key.key.clone(),
+                    token: key.token,
+                    cells,
+                });
             }
         }
         page

@@ -85,6 +85,11 @@ pub(crate) fn select(
                         )
                     }
                     Selector::CountAll => (OutputKind::Count, "count".to_string(), CqlType::Bigint),
+                    Selector::UnixNow => (
+                        OutputKind::UnixNow,
+                        "system.tounixtimestamp(system.now())".to_string(),
+                        CqlType::Bigint,
+                    ),
                 };
                 if s.distinct {
                     let ok = match kind {

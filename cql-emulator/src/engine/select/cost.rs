@@ -265,7 +265,7 @@ fn fetched(plan: &SelectPlan) -> String {
         .iter()
         .filter_map(|o| match o {
             OutputKind::Column(i) | OutputKind::WriteTime(i) | OutputKind::Ttl(i) => Some(*i),
-            OutputKind::Token | OutputKind::Count => None,
+            OutputKind::Token | OutputKind::Count | OutputKind::UnixNow => None,
         })
         .filter(|&i| schema.columns[i].kind == ColumnKind::Regular)
         .collect();

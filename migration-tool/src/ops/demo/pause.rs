@@ -20,16 +20,12 @@
 //! [`Pausable::writing`] guard from its first write to its second, and a
 //! pause waits for those in flight.
 
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_store::{
-    CellWrite, FencedOutcome, KeyPage, PageCursor, ReadOutcome, Route, RowQuery, SharedStore,
-    Store, StoreError, Table, Timestamp, Topology, WriteOptions,
-};
+use lockshift_store::{Request, Response, SharedStore, Store, StoreError, Topology};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock, watch};
 use tokio::time::Instant;
 
@@ -134,70 +130,9 @@ impl Pausable {
 
 #[async_trait]
 impl Store for Pausable {
-    async fn write_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
-    ) -> Result<(), StoreError> {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
         self.gate().await;
-        self.inner
-            .write_via(route, table, row, cells, options)
-            .await
-    }
-
-    async fn delete_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.gate().await;
-        self.inner
-            .delete_via(route, table, row, columns, timestamp)
-            .await
-    }
-
-    async fn read_observed_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        query: &RowQuery,
-    ) -> Result<ReadOutcome, StoreError> {
-        self.gate().await;
-        self.inner.read_observed_via(route, table, row, query).await
-    }
-
-    async fn scan_keys_via(
-        &self,
-        route: &Route,
-        table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
-    ) -> Result<KeyPage, StoreError> {
-        self.gate().await;
-        self.inner
-            .scan_keys_via(route, table, cursor, page_size)
-            .await
-    }
-
-    async fn write_fenced_via(
-        &self,
-        route: &Route,
-        table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<FencedOutcome, StoreError> {
-        self.gate().await;
-        self.inner
-            .write_fenced_via(route, table, row, cell, token)
-            .await
+        self.inner.call(request).await
     }
 
     fn describe(&self) -> String {
@@ -212,7 +147,7 @@ impl Store for Pausable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockshift_store::{MemoryStore, schema};
+    use lockshift_store::{CellWrite, FencedOutcome, MemoryStore, RowQuery, schema};
 
     #[tokio::test(start_paused = true)]
     async fn a_paused_connection_sends_nothing_until_resumed() {

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, MovePlan, MoveScene, Rule, move_refusals};
-use lockshift_decide::registry::{NodeInfo, REGISTRY_ROW};
 use lockshift_lock::LeaseSettings;
 use lockshift_store::homes::records;
-use lockshift_store::{Cell, Clock, Datacenter, Route, RowQuery, SharedStore, Timestamp, schema};
+use lockshift_store::{Cell, Clock, Datacenter, Route, SharedStore, Timestamp, schema};
 
 use super::{DatacenterRecord, Holds, MoveReport, MoveRequest, move_wait};
+use crate::homes::patient::{read_patiently, registry_patiently};
 use crate::settings::RolloutSettings;
 
 /// What a move read from every datacenter.
@@ -32,10 +32,18 @@ pub(super) struct Gathered {
     /// new home before the move lands (H5).
     pub(super) nested: BTreeMap<Rule, (u64, Cell)>,
     unreachable: Vec<(Datacenter, String)>,
+    /// When each datacenter's read of the homes row returned.
+    pub(super) read_at: BTreeMap<Datacenter, Timestamp>,
 }
 
-/// Reads the homes row and the registry from every datacenter.
-pub(super) async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule) -> Gathered {
+/// Reads the homes row and the registry from every datacenter (the
+/// registry by a reader whose clock may be `margin` ahead of a writer's).
+pub(super) async fn gather(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    moved: &Rule,
+    margin: Duration,
+) -> Gathered {
     let datacenters = store.topology().datacenters;
     let mut g = Gathered {
         scene: MoveScene {
@@ -49,7 +57,8 @@ pub(super) async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule)
     for dc in &datacenters {
         let route = Route::Datacenter(dc.clone());
         let homes = read_patiently(store, &route, schema::ROLLOUT, HOMES_ROW).await;
-        let registry = read_patiently(store, &route, schema::NODES, REGISTRY_ROW).await;
+        g.read_at.insert(dc.clone(), clock.now());
+        let registry = registry_patiently(store, &route, clock.now(), margin).await;
         let (cells, nodes) = match (homes, registry) {
             (Ok(cells), Ok(nodes)) => (cells, nodes),
             (Err(e), _) | (_, Err(e)) => {
@@ -83,11 +92,7 @@ pub(super) async fn gather(store: &SharedStore, clock: &dyn Clock, moved: &Rule)
             }
         }
         g.scene.read.insert(dc.clone(), read);
-        for (column, info) in nodes.iter().filter_map(|c| {
-            serde_json::from_slice::<NodeInfo>(&c.value)
-                .ok()
-                .map(|info| (&c.column, info))
-        }) {
+        for (column, info) in nodes.iter().map(|n| (&n.column, &n.info)) {
             let said = (
                 info.lease.map(|p| p.ttl()),
                 info.stage_valid_for_ms.map(Duration::from_millis),
@@ -116,7 +121,7 @@ pub(super) async fn judge(
     lease: &LeaseSettings,
     request: &MoveRequest,
 ) -> Judged {
-    let mut gathered = gather(store, clock, &request.ask.rule).await;
+    let mut gathered = gather(store, clock, &request.ask.rule, settings.clock_skew_margin).await;
     let (plan, mut refusals) = move_refusals(&request.ask, &gathered.scene);
     gathered.beyond.sort();
     gathered.beyond.dedup();
@@ -254,31 +259,5 @@ fn nests_in(rule: &Rule, moved: &Rule) -> bool {
         (Rule::Default, _) => false,
         (Rule::Prefix(_), Rule::Default) => true,
         (Rule::Prefix(p), Rule::Prefix(m)) => p.len() > m.len() && p.starts_with(m.as_str()),
-    }
-}
-
-/// How many times a move reads a row before it takes a datacenter for
-/// out of reach — a transient failure (a timeout, a node restarting) must
-/// not make a planned move look impossible, nor a forced one allowed —
-/// and sends each write of the record before it gives up on it.
-pub(super) const READ_ATTEMPTS: usize = 3;
-
-/// Reads `row` of `table` on `route`, again after a transient failure, at
-/// most [`READ_ATTEMPTS`] times.
-async fn read_patiently(
-    store: &SharedStore,
-    route: &Route,
-    table: lockshift_store::Table,
-    row: &str,
-) -> Result<Vec<lockshift_store::Cell>, lockshift_store::StoreError> {
-    let mut attempt = 1;
-    loop {
-        match store.read_via(route, table, row, &RowQuery::all()).await {
-            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
     }
 }

@@ -3,22 +3,16 @@
 //! `lockshift_decide::home::move_refusals`; this module reads what they
 //! judge and writes the move.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use lockshift_decide::algorithm::Algorithm;
 use lockshift_decide::home::{HomeRecord, MoveAsk, MovePlan, Rule};
-use lockshift_decide::rollout::ROLLOUT_LOCK;
-use lockshift_lock::{
-    AcquireOptions, Binding, LeaseSettings, LockContext, LockGuard, LockId, NodeId,
-};
-use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
+use lockshift_lock::LeaseSettings;
 use lockshift_store::{Datacenter, SharedClock, SharedStore};
 use tracing::warn;
 
 use crate::error::RolloutError;
+use crate::homes::patient::rollout_lock;
 use crate::settings::RolloutSettings;
-use crate::{LockerSettings, Lockers};
 
 mod gather;
 mod write;
@@ -204,38 +198,4 @@ pub async fn move_home(
         warn!(error = %e, "rollout lock release failed; it expires with its TTL");
     }
     Ok(report)
-}
-
-/// The rollout lock, taken with a combined locker on the local clock (as
-/// the rollout's transitions take it).
-async fn rollout_lock(
-    store: &SharedStore,
-    clock: &SharedClock,
-    lease: &LeaseSettings,
-    by: &str,
-) -> Result<LockGuard, RolloutError> {
-    let internal = |e: &dyn std::fmt::Display| RolloutError::Internal(e.to_string());
-    let node = NodeId::new(crate::rollout::sanitize_node(by)).map_err(|e| internal(&e))?;
-    let ctx = LockContext::new(store.clone(), clock.clone(), node, lease.clone(), None)
-        .map_err(|e| internal(&e))?;
-    let locker = Lockers::new(
-        Arc::new(ctx),
-        LockerSettings {
-            queue: QueueSettings::default(),
-            time: TimeSettings {
-                source: TimeSourceKind::Local,
-                ..TimeSettings::default()
-            },
-            ..LockerSettings::default()
-        },
-    )
-    .build(Algorithm::Combined);
-    let lock = LockId::new(ROLLOUT_LOCK).map_err(|e| internal(&e))?;
-    Ok(locker
-        .acquire_with(
-            &lock,
-            AcquireOptions::with_timeout(Duration::from_secs(60)),
-            &Binding::unbound(),
-        )
-        .await?)
 }

@@ -6,15 +6,13 @@
 use std::time::Duration;
 
 use lockshift_decide::algorithm::Algorithm;
-use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, fmt_micros};
-use lockshift_store::{
-    CellWrite, Clock, Datacenter, Route, SharedStore, StoreError, StoreErrorKind, Timestamp,
-    WriteOptions, schema,
-};
+use lockshift_decide::home::{HomeRecord, Rule, fmt_micros};
+use lockshift_store::{Clock, Datacenter, Route, SharedStore, StoreError, Timestamp, WriteOptions};
 use tracing::info;
 
-use super::gather::{Judged, READ_ATTEMPTS, moved};
+use super::gather::{Judged, moved};
 use super::{DatacenterRecord, Holds, MoveReport, MoveRequest};
+use crate::homes::patient::{READ_ATTEMPTS, write_patiently, write_record};
 use crate::registry::record_activity_via;
 use crate::settings::RolloutSettings;
 
@@ -104,22 +102,42 @@ pub(super) async fn write(
     }
     // Above every stamp the rule's cell had, whatever this clock says.
     let stamp = clock.now().max(gathered.stamp.offset_micros(1));
-    let pending = write_record(store, &first, &key, &record.as_pending(), stamp).await;
-    if let Err(e) = &pending {
-        // Not acknowledged: it may still land (and then serves nowhere).
-        set(
-            &mut report,
-            &first,
-            Some(Holds::Unknown),
-            Some(format!("{e}; it may still land")),
-        );
-        report.incomplete = Some(incomplete(request, &report, &[]));
-        return report;
-    }
+    // A move that completes a pending one whose record `first` already
+    // showed has its acknowledgement: that read, at LOCAL_QUORUM there.
+    // Writing the pending record again would stamp it above a serving one
+    // of an earlier attempt that may still land, and bury it.
+    let shown_at = plan
+        .completes
+        .then(|| {
+            let shows = gathered.scene.read.get(&first)?.iter().any(|(rule, r)| {
+                *rule == request.ask.rule && r.version == plan.version && r.pending
+            });
+            shows
+                .then(|| gathered.read_at.get(&first).copied())
+                .flatten()
+        })
+        .flatten();
+    let acked = match shown_at {
+        Some(read) => read,
+        None => {
+            let pending = write_record(store, &first, &key, &record.as_pending(), stamp).await;
+            if let Err(e) = &pending {
+                // Not acknowledged: it may still land (and then serves nowhere).
+                set(
+                    &mut report,
+                    &first,
+                    Some(Holds::Unknown),
+                    Some(format!("{e}; it may still land")),
+                );
+                report.incomplete = Some(incomplete(request, &report, &[]));
+                return report;
+            }
+            clock.now()
+        }
+    };
     set(&mut report, &first, Some(Holds::Pending), None);
     // H6: the wait counts from this acknowledgement, a moment the pending
     // record is known to be in `first` at LOCAL_QUORUM.
-    let acked = clock.now();
     let record = moved(request, &plan, acked, report.wait);
     report.record = Some(record.clone());
     let stamp = acked.max(stamp.offset_micros(1));
@@ -312,63 +330,4 @@ async fn record_fleet_activity(
         }
     }
     Ok(())
-}
-
-/// Writes `record` to `column` of the homes row in `dc` at `stamp`
-/// ([`write_patiently`]).
-async fn write_record(
-    store: &SharedStore,
-    dc: &Datacenter,
-    column: &str,
-    record: &HomeRecord,
-    stamp: Timestamp,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(record).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Invalid,
-            lockshift_store::OpKind::Write,
-            Some(schema::ROLLOUT),
-            e.to_string(),
-        )
-    })?;
-    write_patiently(
-        store,
-        &Route::Datacenter(dc.clone()),
-        column,
-        &value,
-        WriteOptions::at(stamp),
-    )
-    .await
-}
-
-/// Writes `value` to `column` of the homes row on `route`, again after a
-/// transient failure: the same cell at the same stamp every time, so
-/// sending it again (even after a failure that may have landed) is
-/// idempotent.
-async fn write_patiently(
-    store: &SharedStore,
-    route: &Route,
-    column: &str,
-    value: &[u8],
-    options: WriteOptions,
-) -> Result<(), StoreError> {
-    let mut attempt = 1;
-    loop {
-        let result = store
-            .write_via(
-                route,
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &[CellWrite::new(column, value.to_vec())],
-                options,
-            )
-            .await;
-        match result {
-            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
-    }
 }

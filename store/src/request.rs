@@ -1,0 +1,381 @@
+//! A store operation as a value: the one thing every layer of a store —
+//! a backend, a router, a fault injector, a meter — receives and answers
+//! ([`Store::call`]).
+//!
+//! A layer that wraps a store implements one method, `call`, over a
+//! [`Request`]: it may look at the request (its route, table, kind, row),
+//! rewrite its route (the homes router), delay it, fail it, count it, and
+//! hand it on. The typed operations (`write`, `read`, `scan_keys`, …) are
+//! provided methods of [`Store`] that build a request and take its
+//! [`Response`] apart; no layer implements them. A new operation is a new
+//! [`Op`] variant: every backend answers it, every layer passes it on
+//! unchanged.
+//!
+//! # Examples
+//!
+//! A layer that counts requests per table, whole:
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::sync::Mutex;
+//!
+//! use async_trait::async_trait;
+//! use lockshift_store::{Request, Response, Store, StoreError, Table, Topology};
+//!
+//! #[derive(Debug)]
+//! struct PerTable<S> {
+//!     inner: S,
+//!     counts: Mutex<BTreeMap<Table, u64>>,
+//! }
+//!
+//! #[async_trait]
+//! impl<S: Store> Store for PerTable<S> {
+//!     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+//!         *self.counts.lock().unwrap().entry(request.table).or_default() += 1;
+//!         self.inner.call(request).await
+//!     }
+//!     fn describe(&self) -> String {
+//!         self.inner.describe()
+//!     }
+//!     fn topology(&self) -> Topology {
+//!         self.inner.topology()
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use lockshift_store::{MemoryStore, RowQuery, schema};
+//! let store = PerTable { inner: MemoryStore::new(), counts: Mutex::default() };
+//! store.read(schema::MAIN, "lock-1", &RowQuery::all()).await?;
+//! assert_eq!(store.counts.lock().unwrap()[&schema::MAIN], 1);
+//! # Ok::<(), StoreError>(())
+//! # }).unwrap();
+//! ```
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use crate::api::ReadOutcome;
+use crate::cell::{
+    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
+    WriteOptions,
+};
+use crate::error::{StoreError, StoreErrorKind};
+use crate::fenced::FencedOutcome;
+use crate::route::Route;
+
+#[cfg(doc)]
+use crate::api::Store;
+
+/// One store operation: where it is coordinated, which table, and what.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    /// Where it is coordinated ([`Route`]): a layer may rewrite it.
+    pub route: Route,
+    /// The table.
+    pub table: Table,
+    /// The operation and its arguments.
+    pub op: Op<'a>,
+}
+
+/// What a request does, with its arguments borrowed from the caller.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Op<'a> {
+    /// Writes `cells` into `row`, all with the timestamp and TTL of
+    /// `options`; no cells is a no-op.
+    Write {
+        /// The row key.
+        row: &'a str,
+        /// The cells.
+        cells: &'a [CellWrite],
+        /// Their timestamp and TTL.
+        options: WriteOptions,
+    },
+    /// Deletes `columns` of `row` with tombstones at `timestamp`.
+    Delete {
+        /// The row key.
+        row: &'a str,
+        /// The columns.
+        columns: &'a [String],
+        /// The tombstones' timestamp.
+        timestamp: Timestamp,
+    },
+    /// Reads live cells of `row` in column order, with what the read cost.
+    Read {
+        /// The row key.
+        row: &'a str,
+        /// Which cells.
+        query: &'a RowQuery,
+    },
+    /// One page of the keys of rows holding live cells.
+    ScanKeys {
+        /// Where the last page ended; `None` for the first.
+        cursor: Option<&'a PageCursor>,
+        /// At most this many keys.
+        page_size: NonZeroU32,
+    },
+    /// One page of the live cells of the rows whose tokens fall in
+    /// `range`, with their write times and TTLs, in token order.
+    ScanCells {
+        /// The token range.
+        range: TokenRange,
+        /// Where the last page ended; `None` for the first.
+        cursor: Option<&'a PageCursor>,
+        /// At most this many cells.
+        page_size: NonZeroU32,
+    },
+    /// The coordinator's clock: what a client measures its clock's
+    /// offset from the database by (`toUnixTimestamp(now())`, whole
+    /// milliseconds).
+    ServerTime,
+    /// Writes `cell` into `row` only if it records no larger fencing
+    /// token than `token`, and records `token` beside it.
+    WriteFenced {
+        /// The row key.
+        row: &'a str,
+        /// The cell.
+        cell: &'a CellWrite,
+        /// The writer's fencing token.
+        token: u64,
+    },
+}
+
+/// What a store answered to a [`Request`]: one variant per kind of
+/// answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Response {
+    /// A write or a delete was applied.
+    Done,
+    /// A read's cells and what it cost.
+    Read(ReadOutcome),
+    /// A page of row keys.
+    Keys(KeyPage),
+    /// A page of cells.
+    Cells(CellPage),
+    /// The coordinator's clock.
+    Time(Timestamp),
+    /// What a fenced write did.
+    Fenced(FencedOutcome),
+}
+
+impl<'a> Request<'a> {
+    /// A request of `op` on `table`, coordinated as `route` says.
+    pub fn new(route: Route, table: Table, op: Op<'a>) -> Self {
+        Request { route, table, op }
+    }
+
+    /// The kind of operation (for errors, counting and faults).
+    pub fn kind(&self) -> OpKind {
+        self.op.kind()
+    }
+
+    /// The row it concerns; `None` for a scan.
+    pub fn row(&self) -> Option<&'a str> {
+        match self.op {
+            Op::Write { row, .. }
+            | Op::Delete { row, .. }
+            | Op::Read { row, .. }
+            | Op::WriteFenced { row, .. } => Some(row),
+            Op::ScanKeys { .. } | Op::ScanCells { .. } | Op::ServerTime => None,
+        }
+    }
+
+    /// This request with its route replaced.
+    pub fn via(self, route: Route) -> Self {
+        Request { route, ..self }
+    }
+
+    /// A copy that owns its arguments, to be sent later (a late landing).
+    pub fn to_owned(&self) -> OwnedRequest {
+        let op = match self.op {
+            Op::Write {
+                row,
+                cells,
+                options,
+            } => OwnedOp::Write {
+                row: row.to_string(),
+                cells: cells.to_vec(),
+                options,
+            },
+            Op::Delete {
+                row,
+                columns,
+                timestamp,
+            } => OwnedOp::Delete {
+                row: row.to_string(),
+                columns: columns.to_vec(),
+                timestamp,
+            },
+            Op::Read { row, query } => OwnedOp::Read {
+                row: row.to_string(),
+                query: query.clone(),
+            },
+            Op::ScanKeys { cursor, page_size } => OwnedOp::ScanKeys {
+                cursor: cursor.cloned(),
+                page_size,
+            },
+            Op::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => OwnedOp::ScanCells {
+                range,
+                cursor: cursor.cloned(),
+                page_size,
+            },
+            Op::WriteFenced { row, cell, token } => OwnedOp::WriteFenced {
+                row: row.to_string(),
+                cell: cell.clone(),
+                token,
+            },
+            Op::ServerTime => OwnedOp::ServerTime,
+        };
+        OwnedRequest {
+            route: self.route.clone(),
+            table: self.table,
+            op,
+        }
+    }
+}
+
+impl Op<'_> {
+    /// The kind of operation.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Write { .. } => OpKind::Write,
+            Op::Delete { .. } => OpKind::Delete,
+            Op::Read { .. } => OpKind::Read,
+            Op::ScanKeys { .. } | Op::ScanCells { .. } => OpKind::Scan,
+            Op::ServerTime => OpKind::Read,
+            Op::WriteFenced { .. } => OpKind::FencedWrite,
+        }
+    }
+}
+
+/// A [`Request`] that owns its arguments.
+#[derive(Clone, Debug)]
+pub struct OwnedRequest {
+    route: Route,
+    table: Table,
+    op: OwnedOp,
+}
+
+#[derive(Clone, Debug)]
+enum OwnedOp {
+    Write {
+        row: String,
+        cells: Vec<CellWrite>,
+        options: WriteOptions,
+    },
+    Delete {
+        row: String,
+        columns: Vec<String>,
+        timestamp: Timestamp,
+    },
+    Read {
+        row: String,
+        query: RowQuery,
+    },
+    ScanKeys {
+        cursor: Option<PageCursor>,
+        page_size: NonZeroU32,
+    },
+    ScanCells {
+        range: TokenRange,
+        cursor: Option<PageCursor>,
+        page_size: NonZeroU32,
+    },
+    WriteFenced {
+        row: String,
+        cell: CellWrite,
+        token: u64,
+    },
+    ServerTime,
+}
+
+impl OwnedRequest {
+    /// The request, borrowing from this copy.
+    pub fn as_request(&self) -> Request<'_> {
+        let op = match &self.op {
+            OwnedOp::Write {
+                row,
+                cells,
+                options,
+            } => Op::Write {
+                row,
+                cells,
+                options: *options,
+            },
+            OwnedOp::Delete {
+                row,
+                columns,
+                timestamp,
+            } => Op::Delete {
+                row,
+                columns,
+                timestamp: *timestamp,
+            },
+            OwnedOp::Read { row, query } => Op::Read { row, query },
+            OwnedOp::ScanKeys { cursor, page_size } => Op::ScanKeys {
+                cursor: cursor.as_ref(),
+                page_size: *page_size,
+            },
+            OwnedOp::ScanCells {
+                range,
+                cursor,
+                page_size,
+            } => Op::ScanCells {
+                range: *range,
+                cursor: cursor.as_ref(),
+                page_size: *page_size,
+            },
+            OwnedOp::WriteFenced { row, cell, token } => Op::WriteFenced {
+                row,
+                cell,
+                token: *token,
+            },
+            OwnedOp::ServerTime => Op::ServerTime,
+        };
+        Request {
+            route: self.route.clone(),
+            table: self.table,
+            op,
+        }
+    }
+}
+
+impl Response {
+    /// The answer's name, for an error about an unexpected one.
+    fn name(&self) -> &'static str {
+        match self {
+            Response::Done => "done",
+            Response::Read(_) => "a read",
+            Response::Keys(_) => "a page of keys",
+            Response::Cells(_) => "a page of cells",
+            Response::Time(_) => "a time",
+            Response::Fenced(_) => "a fenced write's outcome",
+        }
+    }
+
+    /// The error for a store that answered this to a request of `kind` on
+    /// `table`: a bug in that store, never retryable.
+    pub(crate) fn unexpected(self, kind: OpKind, table: Table) -> StoreError {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            kind,
+            Some(table),
+            format!("the store answered {} to a {kind}", self.name()),
+        )
+    }
+}
+
+impl fmt::Display for Request<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind(), self.table)?;
+        if let Some(row) = self.row() {
+            write!(f, "/{row}")?;
+        }
+        write!(f, " ({})", self.route)
+    }
+}
