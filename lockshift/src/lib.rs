@@ -135,7 +135,7 @@ pub use tokio_util::sync::CancellationToken;
 /// written at, by rule — what [`NodeStatus::homes`] reports and
 /// [`settings::LockSettings::configured_homes`] gives.
 pub mod homes {
-    pub use lockshift_decide::home::{HomeRecord, Rule, RuleState, Subject};
+    pub use lockshift_decide::home::{HomeRecord, InvalidPrefix, Rule, RuleState, Subject};
     pub use lockshift_store::homes::Configured;
 }
 
