@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::{Algorithm, Mode, Stage};
 use crate::cell::{Timestamp, Ttl};
 use crate::id::Incarnation;
+use crate::offset::{Age, ClockReading, age};
 
 /// How much clock skew between the coordinators that write and read a cell
 /// a lease allows for.
@@ -205,6 +206,13 @@ pub struct NodeInfo {
     /// The process stopped: this is its last cell, and it is not live.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub left: bool,
+    /// Its clock against the database's, as it last measured it (C1,
+    /// docs/design.md §4b): the times this row and its process's cells
+    /// carry are on its clock, and this turns them into the database's
+    /// ([`crate::offset::to_database_time`]). `None`: not measured yet, or
+    /// a build that predates the reading.
+    #[serde(default)]
+    pub clock: Option<ClockReading>,
 }
 
 impl NodeInfo {
@@ -300,6 +308,27 @@ impl LiveNode {
         self.info
             .registry_ttl_ms
             .map(|ms| self.heartbeat_at.saturating_add(Duration::from_millis(ms)))
+    }
+
+    /// How long ago its last heartbeat was, on the database's clock, at
+    /// `now` on a reader's clock whose own reading is `reader` — by the
+    /// process's own reading ([`NodeInfo::clock`]), or within `margin`
+    /// when it reports none ([`crate::offset::age`]). A process is silent
+    /// only when [`Age::surely_over`] the heartbeat TTL, and its
+    /// registration over only when surely over its registry TTL.
+    pub fn heartbeat_age(
+        &self,
+        now: Timestamp,
+        reader: Option<&ClockReading>,
+        margin: Duration,
+    ) -> Age {
+        age(
+            self.heartbeat_at,
+            self.info.clock.as_ref(),
+            now,
+            reader,
+            margin,
+        )
     }
 }
 
@@ -397,6 +426,7 @@ mod tests {
             stage_valid_for_ms: None,
             registry_ttl_ms: Some(30_000),
             left: false,
+            clock: None,
         }
     }
 

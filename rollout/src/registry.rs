@@ -292,6 +292,7 @@ mod tests {
             stage_valid_for_ms: None,
             registry_ttl_ms: None,
             left: false,
+            clock: None,
         }
     }
 

@@ -476,6 +476,7 @@ fn a_waiting_combined_acquisition_reads_the_pacing_the_stage_calls_for() {
     };
     let t0 = std::time::Instant::now();
     let mut view = View::new(Duration::from_secs(30));
+    view.clock(Some(t0 + Duration::from_secs(3600)));
     let mut b = Bindings::new(wait);
     let (id, binding) = b.bind(Algorithm::Combined, &view, None);
     b.follow(Algorithm::Combined, view.confirmed(t0));

@@ -280,6 +280,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     };
     // A node that predates `acting_version`: the row shows its seen
     // version.
@@ -439,6 +440,7 @@ async fn a_legacy_node_and_holder_block_dual() {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     };
     heartbeat(
         env.store.as_ref(),
