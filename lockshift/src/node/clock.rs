@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use lockshift_decide::duration::fmt_duration;
 use lockshift_decide::offset::{
-    ClockReading, MEASURE_EVERY, SAMPLES_AT_START, SAMPLES_PER_ROUND, refine,
+    ClockReading, MEASURE_EVERY, SAMPLES_AT_START, SAMPLES_PER_ROUND, refine, to_database_time,
 };
 use lockshift_store::Route;
 use lockshift_store::Timestamp;
@@ -127,6 +127,18 @@ impl Shared {
         self.reevaluate(&mut st, now);
         drop(st);
         self.view_changed.notify_one();
+    }
+
+    /// `t` on this process's clock as the latest it can be on the
+    /// database's, by the reading kept (`t` itself without one): what the
+    /// activity record is written in, so a process far off the database's
+    /// clock neither hides a use of legacy or queue in the past nor holds
+    /// the quiet period up from the future (R8, C1).
+    pub(super) fn on_database_clock(&self, t: Timestamp) -> Timestamp {
+        match self.state().clock.reading {
+            Some(r) => to_database_time(t, &r).1,
+            None => t,
+        }
     }
 
     /// Measures the clock every [`MEASURE_EVERY`] until `stop`.

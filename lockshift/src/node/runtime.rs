@@ -474,8 +474,7 @@ impl Shared {
         // acquisition it lets the node hand out falls before
         // `promised` — recorded even if the node never reports again.
         let promised = self
-            .clock
-            .now()
+            .on_database_clock(self.clock.now())
             .saturating_add(self.rollout.stage_valid_for);
         let landed = async {
             for algorithm in declared
@@ -556,7 +555,7 @@ impl Shared {
                 .collect()
         };
         for (algorithm, at) in pending {
-            record_activity(self.store.as_ref(), algorithm, at).await?;
+            record_activity(self.store.as_ref(), algorithm, self.on_database_clock(at)).await?;
             self.state().reported.insert(algorithm, at);
         }
         Ok(())
