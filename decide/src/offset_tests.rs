@@ -28,7 +28,8 @@ fn reading(offset_us: i64, error_us: u64, at_us: i64) -> ClockReading {
 #[test]
 fn a_sample_reads_server_minus_midpoint_within_half_the_round_trip_and_a_millisecond() {
     // (sent, received, server) → (offset, error, at)
-    let cases: &[((i64, i64, i64), Option<(i64, u64, i64)>)] = &[
+    type Case = ((i64, i64, i64), Option<(i64, u64, i64)>);
+    let cases: &[Case] = &[
         // In step, 4 ms round trip.
         ((T0, T0 + 4_000, T0 + 2_000), Some((0, 3_000, T0 + 2_000))),
         // This process 120 s behind (faketime -120s): the database reads

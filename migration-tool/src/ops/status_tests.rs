@@ -366,12 +366,13 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             assert_eq!(row.get(key), Some(value), "#{i}: key {key}: {row:#?}");
         }
         // Keys are only ever added (invariant 3 of `lib.rs`): issue 29's
-        // datacenter fields and issue 40's registry TTL, null for a row
-        // that says nothing of them.
+        // datacenter fields, issue 40's registry TTL and issue 41's clock
+        // reading, null for a row that says nothing of them.
         let added: Vec<&String> = row.keys().filter(|k| !old.contains_key(*k)).collect();
         assert_eq!(
             added,
             [
+                "clock",
                 "datacenter",
                 "homes",
                 "registry_ttl_ms",
