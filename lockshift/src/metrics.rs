@@ -93,8 +93,9 @@ pub const STAGE_CONFIRMED: &str = "lockshift_stage_confirmed";
 /// Gauge, seconds: the database's clock minus this process's, as last
 /// measured (positive: this process's clock is behind).
 pub const CLOCK_OFFSET_SECONDS: &str = "lockshift_clock_offset_seconds";
-/// Gauge, seconds: the error bound of that offset now (the measured bound
-/// plus the drift allowance since); +Inf until a measurement is answered.
+/// Gauge, seconds: the error bound of that offset at the last measurement
+/// round (the bound measured plus the drift allowance since the reading
+/// kept); +Inf until a measurement is answered.
 pub const CLOCK_ERROR_SECONDS: &str = "lockshift_clock_error_seconds";
 
 /// Every metric lockshift records, for exporters and tests.

@@ -90,8 +90,8 @@ pub fn tolerance_of(settings: &lockshift::Settings) -> Duration {
 /// Reads every node's clock [`NODE_CLOCK_SAMPLES`] times against `clock`
 /// (the nodes at once, each node's reads one after another) and judges
 /// them against `tolerance` ([`tolerance_of`] the fleet's settings).
-/// `3 × nodes × NODE_CLOCK_SAMPLES` single-row reads of `system.local` at
-/// most; a node that does not answer is reported, not retried.
+/// `NODE_CLOCK_SAMPLES` single-row reads of `system.local` per node; a
+/// node that does not answer is reported, not retried.
 ///
 /// # Cancel safety
 /// Cancel safe: nothing is written.
