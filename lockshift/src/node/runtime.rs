@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::NodeStatus;
-use super::clock::ClockState;
 use crate::binding::{Bindings, View};
 use crate::metrics::NodeMetrics;
 use crate::settings::Settings;
@@ -50,20 +49,16 @@ pub(super) struct State {
     pub(super) stage_error: Option<String>,
     /// Why the last heartbeat failed, until one lands.
     pub(super) heartbeat_error: Option<String>,
-    /// The process's clock against the database's (C1).
-    pub(super) clock: ClockState,
 }
 
 impl State {
-    /// Why the view is not confirmed at `now` (`wall` on this process's
-    /// clock), in words (`None` when it is): what a degraded mode is told,
-    /// instead of a stage that forbids nothing — the stage's reason (R2),
-    /// the clock's (C1), or both.
+    /// Why the view is not confirmed at `now`, in words (`None` when it
+    /// is): what a degraded mode is told, instead of a stage that forbids
+    /// nothing.
     pub(super) fn unconfirmed_because(
         &self,
         now: std::time::Instant,
-        wall: Timestamp,
-        rollout: &RolloutSettings,
+        valid_for: Duration,
     ) -> Option<String> {
         if self.view.confirmed(now).is_some() {
             return None;
@@ -72,29 +67,23 @@ impl State {
             Some(e) => format!("{what}: {e}"),
             None => what.to_string(),
         };
-        let stage = if self.view.record.is_none() {
-            Some(why("no stage read has succeeded yet", &self.stage_error))
+        Some(if self.view.record.is_none() {
+            why("no stage read has succeeded yet", &self.stage_error)
         } else if !self.view.has_heartbeat() {
-            Some(why("no heartbeat has landed yet", &self.heartbeat_error))
-        } else if self.view.expired(now) {
+            why("no heartbeat has landed yet", &self.heartbeat_error)
+        } else {
             let error = self
                 .stage_error
                 .clone()
                 .or_else(|| self.heartbeat_error.clone());
-            Some(why(
+            why(
                 &format!(
                     "the stage has not been confirmed within rollout.stage_valid_for ({})",
-                    lockshift_decide::duration::fmt_duration(rollout.stage_valid_for)
+                    lockshift_decide::duration::fmt_duration(valid_for)
                 ),
                 &error,
-            ))
-        } else {
-            None
-        };
-        let clock = (!self.view.clock_bounded(now))
-            .then(|| self.clock.why_unbounded(rollout.clock_skew_margin, wall));
-        let reasons: Vec<String> = stage.into_iter().chain(clock).collect();
-        Some(reasons.join("; "))
+            )
+        })
     }
 }
 
@@ -242,13 +231,9 @@ impl Shared {
             incarnation: self.incarnation,
             other_processes: st.others.clone(),
             pending: pending(&st.view, st.configured, st.resolution, now.into_std()),
-            unconfirmed_because: st.unconfirmed_because(
-                now.into_std(),
-                self.clock.now(),
-                &self.rollout,
-            ),
+            unconfirmed_because: st
+                .unconfirmed_because(now.into_std(), self.rollout.stage_valid_for),
             homes: self.homes.states(),
-            clock: st.clock.reading,
         }
     }
 
@@ -279,10 +264,10 @@ impl Shared {
             }
             match (
                 resolution.degraded_from,
-                st.unconfirmed_because(now, self.clock.now(), &self.rollout),
+                st.unconfirmed_because(now, self.rollout.stage_valid_for),
             ) {
                 (Some(mode), Some(why)) => warn!(node = %self.id, configured = %mode,
-                    "mode {mode} waits for a confirmed stage and a clock within the margin ({why}); running combined until then"),
+                    "mode {mode} waits for a confirmed stage ({why}); running combined until then"),
                 (Some(mode), None) => warn!(node = %self.id, configured = %mode, %stage,
                     "mode {mode} is not allowed at stage {stage}; running combined"),
                 (None, _) => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
@@ -458,7 +443,6 @@ impl Shared {
                 u64::try_from(self.registry_ttl.as_duration().as_millis()).unwrap_or(u64::MAX),
             ),
             left: false,
-            clock: st.clock.reading,
         };
         (info, declared)
     }
@@ -474,7 +458,8 @@ impl Shared {
         // acquisition it lets the node hand out falls before
         // `promised` — recorded even if the node never reports again.
         let promised = self
-            .on_database_clock(self.clock.now())
+            .clock
+            .now()
             .saturating_add(self.rollout.stage_valid_for);
         let landed = async {
             for algorithm in declared
@@ -555,7 +540,7 @@ impl Shared {
                 .collect()
         };
         for (algorithm, at) in pending {
-            record_activity(self.store.as_ref(), algorithm, self.on_database_clock(at)).await?;
+            record_activity(self.store.as_ref(), algorithm, at).await?;
             self.state().reported.insert(algorithm, at);
         }
         Ok(())

@@ -16,7 +16,6 @@
 //! - `clean`: `migrate clean`;
 //! - `transition`: `migrate advance` and `migrate rollback`;
 //! - `lock`: `migrate lock` and `migrate run-with-lock`;
-//! - `node_clocks`: the Cassandra nodes' clocks, for `migrate status`;
 //! - `demo`: `migrate demo`'s live output ([`demo_observer`]) and verdict.
 //!
 //! `migrate bench` draws with the benchmark crate's own renderer.
@@ -34,7 +33,6 @@ mod demo;
 pub(crate) mod home;
 mod inspect;
 mod lock;
-mod node_clocks;
 mod status;
 mod transition;
 

@@ -431,6 +431,5 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
-        clock: None,
     }
 }

@@ -168,7 +168,6 @@ async fn register_other(router: &SharedStore, knows_homes: bool) {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
-        clock: None,
     };
     router
         .write_via(
