@@ -79,6 +79,10 @@ use lockshift_decide::rollout::{
 /// lock.
 pub const OPERATION_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Cells per page of the census's scans: the page size Cassandra's
+/// drivers fetch by default.
+const CENSUS_PAGE_CELLS: u32 = 5000;
+
 /// The first pause between two tries of a read; it doubles up to
 /// [`READ_RETRY_PAUSE_MAX`].
 const READ_RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -325,7 +329,7 @@ impl Rollout {
         let options = CensusOptions {
             stale_after: self.stale_after,
             clock_skew_margin: self.settings.clock_skew_margin,
-            page_size: NonZeroU32::new(500).unwrap_or(NonZeroU32::MIN),
+            page_size: NonZeroU32::new(CENSUS_PAGE_CELLS).unwrap_or(NonZeroU32::MIN),
         };
         let census = retry_reads(deadline, async || {
             take_census(store, self.clock.as_ref(), &nodes, options, &mut progress).await

@@ -22,7 +22,7 @@
 //! delete it. Nobody holds or waits through such a cell; it only makes
 //! others wait until it expires.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -32,6 +32,9 @@ use classify::{Registry, classify_row};
 use lockshift_decide::registry::LiveNode;
 
 mod classify;
+mod scan;
+
+pub use scan::{IN_FLIGHT, RANGES, SECOND_LOOKS};
 
 use lockshift_decide::census::{
     CellOwner, Census, CensusCell, Staleness, TombstoneHeavyRow, UnreadableRow, lease_over,
@@ -109,7 +112,7 @@ pub struct CensusOptions {
     /// (`rollout.clock_skew_margin`): ages judged against an owner's
     /// promise allow for it ([`lease_over`]).
     pub clock_skew_margin: Duration,
-    /// Row keys per scan page.
+    /// Cells per scan page.
     pub page_size: NonZeroU32,
 }
 
@@ -134,13 +137,19 @@ pub async fn inspect_lock(
     Ok(out)
 }
 
-/// Takes a census of every lock, calling `progress(table, rows_done)` after
-/// each page. A row the database refuses to read
+/// Takes a census of every lock: one paged scan of cells per table, read
+/// a few token ranges at a time ([`scan`]), calling `progress(table,
+/// rows_done)` as ranges end. A row the database refuses to read
 /// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
 /// the census goes on with the others.
 ///
+/// The scan reads each table as the client's own datacenter holds it (a
+/// scan spans every lock: through a homes router, `LOCAL_QUORUM` where the
+/// process runs, which every home replicates to; docs/design.md §6a).
+///
 /// # Errors
-/// The first store error that concerns the store, not one row.
+/// The first store error that concerns the store, not one row, once each
+/// page has been tried again for a few seconds.
 pub async fn take_census(
     store: &dyn Store,
     clock: &dyn Clock,
@@ -156,54 +165,28 @@ pub async fn take_census(
         tombstone_heavy: Vec::new(),
     };
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
-    // Per table, the rows read; the tables whose key scan was refused.
-    let mut read: BTreeMap<Table, BTreeSet<String>> = BTreeMap::new();
-    let mut scan_refused = Vec::new();
+    let mut refused: Vec<(Table, BTreeSet<i64>)> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     for table in tables {
-        let mut cursor = None;
-        let mut rows = 0;
-        let mut page_size = options.page_size;
-        loop {
-            let page = match store.scan_keys(table, cursor.as_ref(), page_size).await {
-                Ok(page) => page,
-                // A scan passes each row's tombstones up to its first live
-                // cell, and a page fails as a whole: page by one key to
-                // keep the rows before the refused one.
-                Err(e) if concerns_only_the_row(e.kind()) && page_size.get() > 1 => {
-                    page_size = NonZeroU32::MIN;
-                    continue;
-                }
-                // A row of tombstones alone refuses the scan, which cannot
-                // say whose row it was nor go past it.
-                Err(e) if concerns_only_the_row(e.kind()) => {
-                    census.unreadable.push(UnreadableRow {
-                        table,
-                        lock: None,
-                        reason: short_reason(&e),
-                    });
-                    scan_refused.push(table);
-                    break;
-                }
-                Err(e) => return Err(e),
-            };
-            for lock in &page.keys {
-                read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
-                read.entry(table).or_default().insert(lock.clone());
-            }
-            rows += page.keys.len();
-            progress(table, rows);
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
+        let scanned = scan::scan_table(store, clock, &registry, &options, table, |rows| {
+            progress(table, rows)
+        })
+        .await?;
+        seen.extend(scanned.cells.iter().map(|c| c.lock.clone()));
+        census.cells.extend(scanned.cells);
+        census.unreadable.extend(scanned.unreadable);
+        if !scanned.refused.is_empty() {
+            refused.push((table, scanned.refused.into_iter().collect()));
         }
+        scan::look_again(&mut census, store, table, &scanned.heavy_pages).await?;
     }
-    // A table whose scan was refused: read its row of every lock seen in
-    // the others, so a row the database refuses is named.
-    let seen: BTreeSet<String> = read.values().flatten().cloned().collect();
-    for table in scan_refused {
-        let done = read.remove(&table).unwrap_or_default();
-        for lock in seen.difference(&done) {
+    // A token whose row a scan refused: read that table's row of every
+    // lock another table names there, so a refused row is named.
+    for (table, tokens) in refused {
+        let locks = seen
+            .iter()
+            .filter(|lock| tokens.contains(&lockshift_store::tombstones::token(lock)));
+        for lock in locks {
             read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
         }
     }

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use lockshift_store::{CellWrite, ManualClock, MemoryStore, Timestamp, WriteOptions};
 
 use super::*;
@@ -445,4 +447,148 @@ fn a_row_that_understates_the_cells_ttl_cannot_call_its_lease_over() {
             "case #{i}"
         );
     }
+}
+
+fn scan_options(page_size: u32) -> CensusOptions {
+    CensusOptions {
+        stale_after: Staleness::uniform(Duration::from_secs(30)),
+        clock_skew_margin: Duration::from_secs(5),
+        page_size: NonZeroU32::new(page_size).unwrap(),
+    }
+}
+
+/// Issue 40 item 1: the census is a scan. Its round trips grow with the
+/// pages, never with the locks: 3 000 held locks cost no read by key,
+/// and (with 5 000-cell pages) one page per token range and table.
+#[tokio::test]
+async fn a_census_costs_pages_not_a_read_per_lock() {
+    use lockshift_store::{FaultyStore, OpKind};
+    let now = 100_000_000;
+    let clock = ManualClock::new(Timestamp::from_micros(now));
+    let store = FaultyStore::new(MemoryStore::new(), 1);
+    let locks: Vec<String> = (0..3_000).map(|i| format!("entity-{i}")).collect();
+    for lock in &locks {
+        store
+            .write(
+                schema::MAIN,
+                lock,
+                &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                WriteOptions::at(Timestamp::from_micros(now - 1_000_000)),
+            )
+            .await
+            .unwrap();
+    }
+    store.reset_counts();
+    let mut last_progress = 0;
+    let census = take_census(&store, &clock, &[], scan_options(5_000), |table, rows| {
+        if table == schema::MAIN {
+            last_progress = rows;
+        }
+    })
+    .await
+    .unwrap();
+    let counts = store.op_counts();
+    let mut held: Vec<String> = census.held().map(|c| c.lock.clone()).collect();
+    held.sort_unstable();
+    let mut expected = locks.clone();
+    expected.sort_unstable();
+    assert_eq!(held, expected, "every lock, once");
+    assert_eq!(last_progress, 3_000);
+    for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+        assert_eq!(counts.get(table, OpKind::Read), 0, "{counts}");
+        assert_eq!(
+            counts.get(table, OpKind::Scan),
+            u64::from(RANGES),
+            "one page per range: {counts}"
+        );
+    }
+    // Pages of 10 cells: 300 pages of main, a few more where ranges end
+    // part way through a page; still no read by key.
+    store.reset_counts();
+    let census = take_census(&store, &clock, &[], scan_options(10), |_, _| {})
+        .await
+        .unwrap();
+    let counts = store.op_counts();
+    assert_eq!(census.held().count(), 3_000);
+    assert_eq!(counts.get(schema::MAIN, OpKind::Read), 0, "{counts}");
+    let scans = counts.get(schema::MAIN, OpKind::Scan);
+    assert!(
+        (300..=300 + 2 * u64::from(RANGES)).contains(&scans),
+        "{counts}"
+    );
+}
+
+/// Issue 40 item 1: a row of tombstones alone in the middle of a table
+/// refuses the pages that reach it; the census narrows the refused range
+/// by halves down to that row's token, keeps every row on either side of
+/// it, and names the token. Narrowing costs about one scan per halving,
+/// not one per lock.
+#[tokio::test]
+async fn a_refused_range_is_narrowed_to_its_row_and_the_rest_is_read() {
+    use lockshift_store::{FaultyStore, OpKind, TombstoneThresholds};
+    let now = 100_000_000;
+    let clock = ManualClock::new(Timestamp::from_micros(now));
+    let store = FaultyStore::new(
+        MemoryStore::new().with_tombstone_thresholds(TombstoneThresholds {
+            warn: 50,
+            fail: 100,
+        }),
+        1,
+    );
+    let at = |us| WriteOptions::at(Timestamp::from_micros(us));
+    let gone: Vec<String> = (0..150).map(|i| format!("gone-{i:03}")).collect();
+    let cells: Vec<CellWrite> = gone
+        .iter()
+        .map(|c| CellWrite::new(c.clone(), b"queue".to_vec()))
+        .collect();
+    store
+        .write(schema::MAIN, "jammed", &cells, at(now - 2_000_000))
+        .await
+        .unwrap();
+    store
+        .delete(
+            schema::MAIN,
+            "jammed",
+            &gone,
+            Timestamp::from_micros(now - 1_000_000),
+        )
+        .await
+        .unwrap();
+    let locks: Vec<String> = (0..2_000).map(|i| format!("entity-{i}")).collect();
+    for lock in &locks {
+        store
+            .write(
+                schema::MAIN,
+                lock,
+                &[CellWrite::new("n1/0000000000000001", b"queue".to_vec())],
+                at(now - 1_000_000),
+            )
+            .await
+            .unwrap();
+    }
+    store.reset_counts();
+    let census = take_census(&store, &clock, &[], scan_options(5_000), |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        census.held().count(),
+        2_000,
+        "every row around the refused one"
+    );
+    let jammed = lockshift_store::tombstones::token("jammed");
+    let unreadable: Vec<(Table, Option<&str>, &str)> = census
+        .unreadable
+        .iter()
+        .map(|r| (r.table, r.lock.as_deref(), r.reason.as_str()))
+        .collect();
+    assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    assert_eq!(unreadable[0].0, schema::MAIN);
+    assert!(
+        unreadable[0].2.starts_with(&format!("token {jammed}: ")),
+        "{unreadable:?}"
+    );
+    let counts = store.op_counts();
+    assert_eq!(counts.get(schema::MAIN, OpKind::Read), 0, "{counts}");
+    let scans = counts.get(schema::MAIN, OpKind::Scan);
+    assert!(scans < u64::from(RANGES) + 3 * 64, "{counts}");
 }

@@ -1,0 +1,238 @@
+//! The census's reads: one paged scan of cells per table, its token ring
+//! cut into ranges read a few at a time, each lock's row classified as
+//! soon as its last cell has come (docs/design.md §6a, "The census as a
+//! scan").
+//!
+//! A scan costs what Cassandra charges for one: a page at a time, each
+//! page passing the tombstones in its slice. Three things take a second
+//! look, and only they:
+//! - a range the database refuses (too many tombstones in one page) is
+//!   cut in two, again and again, keeping every row before the refusal,
+//!   down to one token: a row of tombstones alone, which no scan can name
+//!   ([`Census::unreadable`] says which table and token);
+//! - the row of such a token is read by key for every lock another
+//!   table names there, so a refused row of a known lock is named;
+//! - a page whose answer says it passed more than
+//!   [`MANY_TOMBSTONES`](super::MANY_TOMBSTONES) tombstones: its rows are
+//!   read one by one (at most [`SECOND_LOOKS`] rows a census) to find the
+//!   rows heading for the refusal ([`Census::tombstone_heavy`]).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use lockshift_store::{
+    CellPage, Clock, PageCursor, Route, RowCells, RowQuery, Store, StoreError, Table, TokenRange,
+};
+use tokio::time::Instant;
+
+use super::classify::{Registry, classify_row};
+use super::{CensusOptions, MANY_TOMBSTONES, concerns_only_the_row, short_reason};
+use crate::rollout::retry_reads;
+use lockshift_decide::census::{Census, CensusCell, TombstoneHeavyRow, UnreadableRow};
+
+/// Ranges each table's ring is cut into: enough for each range's scan to
+/// be a small part of the whole (a refusal or a retry costs one range).
+pub const RANGES: u32 = 32;
+
+/// Ranges read at once: a few, so a scan keeps a node's two cores busy
+/// without taking them from the fleet's locks.
+pub const IN_FLIGHT: usize = 4;
+
+/// Rows read one by one a census, at most, for pages that passed many
+/// tombstones: the bound on the second looks of a badly churned table.
+pub const SECOND_LOOKS: usize = 256;
+
+/// How long one page is tried again after failures that may pass.
+const PAGE_RETRY: Duration = Duration::from_secs(10);
+
+/// What one range's scan found, in token order.
+#[derive(Default)]
+pub(super) struct RangeScan {
+    pub(super) cells: Vec<CensusCell>,
+    pub(super) rows: usize,
+    pub(super) unreadable: Vec<UnreadableRow>,
+    /// Tokens whose row the database refused to scan.
+    pub(super) refused: Vec<i64>,
+    /// Keys of rows in pages that passed many tombstones.
+    pub(super) heavy_pages: Vec<String>,
+}
+
+/// Scans every range of `table`, calling `progress(rows)` as ranges end.
+pub(super) async fn scan_table(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    registry: &Registry,
+    options: &CensusOptions,
+    table: Table,
+    mut progress: impl FnMut(usize),
+) -> Result<RangeScan, StoreError> {
+    let ranges = TokenRange::FULL.split(RANGES);
+    let mut done: Vec<Option<RangeScan>> = (0..ranges.len()).map(|_| None).collect();
+    let mut scans = stream::iter(ranges.into_iter().enumerate())
+        .map(|(i, range)| async move {
+            let scan = scan_range(store, clock, registry, options, table, range).await;
+            (i, scan)
+        })
+        .buffer_unordered(IN_FLIGHT);
+    let mut rows = 0;
+    while let Some((i, scan)) = scans.next().await {
+        let scan = scan?;
+        rows += scan.rows;
+        progress(rows);
+        done[i] = Some(scan);
+    }
+    // Put together in token order, as one scan of the ring would be.
+    let mut whole = RangeScan::default();
+    for scan in done.into_iter().flatten() {
+        whole.cells.extend(scan.cells);
+        whole.rows += scan.rows;
+        whole.unreadable.extend(scan.unreadable);
+        whole.refused.extend(scan.refused);
+        whole.heavy_pages.extend(scan.heavy_pages);
+    }
+    Ok(whole)
+}
+
+/// Scans `range` of `table` page by page; a refused page cuts what is left
+/// of the range in two.
+async fn scan_range(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    registry: &Registry,
+    options: &CensusOptions,
+    table: Table,
+    range: TokenRange,
+) -> Result<RangeScan, StoreError> {
+    let mut out = RangeScan::default();
+    // Ranges still to read, the next first.
+    let mut todo = vec![range];
+    while let Some(range) = todo.pop() {
+        let mut cursor: Option<PageCursor> = None;
+        // The last row of the latest page, which the next may continue.
+        let mut open: Option<RowCells> = None;
+        // Every row up to this token is classified.
+        let mut done_up_to = range.start;
+        loop {
+            let page = page(store, table, range, cursor.as_ref(), options.page_size).await;
+            let page = match page {
+                Ok(page) => page,
+                Err(e) if concerns_only_the_row(e.kind()) => {
+                    // What is left after the last whole row, in two halves
+                    // (the lower read first), or one refused token.
+                    let rest = TokenRange {
+                        start: done_up_to,
+                        end: range.end,
+                    };
+                    match rest.split(2).as_slice() {
+                        // (`split(2)` gives at most two.)
+                        [lower, upper, ..] => {
+                            todo.push(*upper);
+                            todo.push(*lower);
+                        }
+                        // Nothing is left (a refusal past the range's last
+                        // row, which passed its tombstones).
+                        [] => {}
+                        [_] => {
+                            out.unreadable.push(UnreadableRow {
+                                table,
+                                lock: None,
+                                reason: format!("token {}: {}", rest.end, short_reason(&e)),
+                            });
+                            out.refused.push(rest.end);
+                        }
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            if page.tombstones.is_some_and(|t| t > MANY_TOMBSTONES) {
+                out.heavy_pages
+                    .extend(page.rows.iter().map(|r| r.key.clone()));
+            }
+            let mut rows = page.rows.into_iter();
+            let first = rows.next();
+            let mut whole: Vec<RowCells> = Vec::new();
+            match (open.take(), first) {
+                (Some(mut row), Some(next)) if row.key == next.key => {
+                    row.cells.extend(next.cells);
+                    open = Some(row);
+                }
+                (previous, first) => {
+                    whole.extend(previous);
+                    open = first;
+                }
+            }
+            for row in rows {
+                whole.extend(open.replace(row));
+            }
+            let finished = page.next.is_none();
+            if finished {
+                whole.extend(open.take());
+            }
+            let now = clock.now();
+            for row in whole {
+                done_up_to = row.token;
+                out.rows += 1;
+                out.cells.extend(classify_row(
+                    table, &row.key, row.cells, registry, now, options,
+                ));
+            }
+            if finished {
+                break;
+            }
+            cursor = page.next;
+        }
+    }
+    Ok(out)
+}
+
+/// One page, tried again for [`PAGE_RETRY`] after failures that may pass:
+/// a timeout costs a page, not the census.
+async fn page(
+    store: &dyn Store,
+    table: Table,
+    range: TokenRange,
+    cursor: Option<&PageCursor>,
+    page_size: NonZeroU32,
+) -> Result<CellPage, StoreError> {
+    retry_reads(Instant::now() + PAGE_RETRY, async || {
+        store
+            .scan_cells_via(&Route::Default, table, range, cursor, page_size)
+            .await
+    })
+    .await
+}
+
+/// The second looks: each row in `keys` (at most [`SECOND_LOOKS`] of them)
+/// read by key; rows that passed more than [`MANY_TOMBSTONES`] go into
+/// `census`. Rows the database refuses to read are named unreadable.
+pub(super) async fn look_again(
+    census: &mut Census,
+    store: &dyn Store,
+    table: Table,
+    keys: &[String],
+) -> Result<(), StoreError> {
+    for lock in keys.iter().take(SECOND_LOOKS) {
+        match store.read_observed(table, lock, &RowQuery::all()).await {
+            Ok(outcome) => {
+                if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
+                    census.tombstone_heavy.push(TombstoneHeavyRow {
+                        table,
+                        lock: lock.clone(),
+                        tombstones,
+                    });
+                }
+            }
+            Err(e) if concerns_only_the_row(e.kind()) => {
+                census.unreadable.push(UnreadableRow {
+                    table,
+                    lock: Some(lock.clone()),
+                    reason: short_reason(&e),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
