@@ -21,7 +21,6 @@ use crate::duration::fmt_duration;
 use crate::id::cut_short;
 use crate::registry::LiveNode;
 use crate::remedy::Remedy;
-use crate::schema;
 
 /// The `rollout` row holding the current stage.
 pub const STAGE_ROW: &str = "stage";
@@ -215,12 +214,8 @@ impl Evidence {
     /// if the census sees its cells (for legacy: any foreign cell too).
     pub fn last_seen(&self, algorithm: Algorithm) -> Option<Timestamp> {
         let seen_now = match algorithm {
-            Algorithm::Legacy => self.census.legacy_activity().next().is_some(),
-            other => self.census.cells.iter().any(|c| {
-                c.table != schema::QUEUE
-                    && c.lock != ROLLOUT_LOCK
-                    && c.owner.algorithm == Some(other)
-            }),
+            Algorithm::Legacy => self.census.tally.legacy_activity > 0,
+            other => self.census.tally.seen.contains(&other),
         };
         let recorded = self.activity.get(&algorithm).copied();
         if seen_now { Some(self.now) } else { recorded }
@@ -463,28 +458,28 @@ impl Guards<'_> {
     }
 
     fn none_held_by(&self, algorithm: Algorithm) -> Guard {
-        let held: Vec<String> = self
-            .evidence
-            .census
-            .held_by(algorithm)
-            // The transition's own lock is not fleet activity.
-            .filter(|c| c.lock != ROLLOUT_LOCK)
+        // The transition's own lock is not fleet activity (the tally
+        // leaves it out).
+        let held = self.evidence.census.tally.fleet_held_by(Some(algorithm));
+        let named: Vec<String> = held
+            .first
+            .iter()
             .map(|c| format!("{} (by {})", cut_short(&c.lock), cut_short(&c.owner.owner)))
             .collect();
-        let remedies = if held.is_empty() {
+        let remedies = if held.count == 0 {
             Vec::new()
         } else {
             vec![Remedy::held_by(algorithm)]
         };
         Guard::judged(
             format!("no lock held by a {algorithm} holder"),
-            if held.is_empty() {
+            if held.count == 0 {
                 format!("no lock held by a {algorithm} holder")
             } else {
                 format!(
                     "{} lock(s) held by {algorithm} holders: {}",
-                    held.len(),
-                    bounded_list(&held, "locks")
+                    held.count,
+                    sampled_list(&named, held.count, "locks")
                 )
             },
             &remedies,
@@ -534,16 +529,17 @@ const NAMED_IN_DETAIL: usize = 10;
 /// `items` joined by ", ", the first [`NAMED_IN_DETAIL`] of them, then
 /// "…and 4 990 more {noun}".
 fn bounded_list(items: &[String], noun: &str) -> String {
-    let mut text = items
-        .iter()
-        .take(NAMED_IN_DETAIL)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > NAMED_IN_DETAIL {
+    sampled_list(items, items.len(), noun)
+}
+
+/// The first of `items` (of `count` in all) named, the rest counted.
+fn sampled_list(items: &[String], count: usize, noun: &str) -> String {
+    let named = items.len().min(NAMED_IN_DETAIL);
+    let mut text = items[..named].join(", ");
+    if count > named {
         text.push_str(&format!(
             " …and {} more {noun}",
-            group_thousands(items.len() - NAMED_IN_DETAIL)
+            group_thousands(count - named)
         ));
     }
     text

@@ -5,6 +5,7 @@ use super::*;
 use crate::algorithm::Mode;
 use crate::census::{CellOwner, Census, CensusCell};
 use crate::registry::NodeInfo;
+use crate::schema;
 
 const NOW: i64 = 1_700_000_000_000_000;
 
@@ -137,11 +138,15 @@ fn legacy_to_dual_is_refused_while_a_legacy_node_lives_or_legacy_was_active_rece
     );
     assert!(evaluate(&e, Stage::Dual, settings()).is_safe());
     // An old binary holding a lock right now (not registered, foreign cell).
-    e.census.cells.push(held(
-        "accounts",
-        "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
-        None,
-    ));
+    e.census.add_row(
+        schema::MAIN,
+        vec![held(
+            "accounts",
+            "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+            None,
+        )],
+        &|_| true,
+    );
     let v = evaluate(&e, Stage::Dual, settings());
     assert_eq!(
         v.failures(),
@@ -212,11 +217,15 @@ fn queue_to_complete_needs_no_combined_node_and_no_combined_holder() {
     let mut e = evidence(Stage::Queue, 2);
     e.nodes
         .push(node("a", Algorithm::Combined, Some((Stage::Queue, 2)), 1));
-    e.census.cells.push(held(
-        "accounts",
-        "a/0000000000000001",
-        Some(Algorithm::Combined),
-    ));
+    e.census.add_row(
+        schema::MAIN,
+        vec![held(
+            "accounts",
+            "a/0000000000000001",
+            Some(Algorithm::Combined),
+        )],
+        &|_| true,
+    );
     let v = evaluate(&e, Stage::Complete, settings());
     assert_eq!(
         v.failures(),

@@ -332,7 +332,15 @@ impl Rollout {
             page_size: NonZeroU32::new(CENSUS_PAGE_CELLS).unwrap_or(NonZeroU32::MIN),
         };
         let census = retry_reads(deadline, async || {
-            take_census(store, self.clock.as_ref(), &nodes, options, &mut progress).await
+            take_census(
+                store,
+                self.clock.as_ref(),
+                &nodes,
+                options,
+                &|_| false,
+                &mut progress,
+            )
+            .await
         })
         .await
         .map_err(step("taking a census of lock cells"))?;

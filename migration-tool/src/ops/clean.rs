@@ -294,6 +294,14 @@ async fn scan(
             clock_skew_margin: skew_margin,
             page_size: options.page_size,
         },
+        // Kept whole: the cells judged below other than fine — the rest
+        // are only counted.
+        &|c| {
+            !matches!(
+                judge(c, &options.criteria, skew_margin, MIN_LEASE_TTL),
+                Judged::Fine
+            )
+        },
         |table, rows| {
             match table.name() {
                 "main" => scanned.main_rows = rows,
@@ -310,7 +318,7 @@ async fn scan(
     )
     .await
     .context("scanning the lock tables")?;
-    scanned.cells = census.cells.len();
+    scanned.cells = census.tally.cells;
     let mut unjudged = 0;
     let mut candidates = Vec::new();
     let mut cells = Vec::new();

@@ -227,49 +227,37 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             .or_default() += 1;
     }
 
-    let census = &evidence.census;
-    let mut locks = LockSummary::default();
-    for c in census.held() {
-        locks.held += 1;
-        locks.lease_over += usize::from(c.lease_over);
-        let by = c
-            .owner
-            .algorithm
-            .map_or("foreign".to_string(), |a| a.to_string());
-        *locks.held_by.entry(by).or_default() += 1;
+    let tally = &evidence.census.tally;
+    let mut locks = LockSummary {
+        held: tally.held,
+        lease_over: tally.held_lease_over,
+        waiting: tally.waiting,
+        locks_with_waiters: tally.locks_with_waiters,
+        ..LockSummary::default()
+    };
+    for (algorithm, count) in &tally.held_by {
+        let by = algorithm.map_or("foreign".to_string(), |a| a.to_string());
+        *locks.held_by.entry(by).or_default() += count;
     }
-    let waiting = census.waiting();
-    locks.waiting = waiting.len();
-    let mut with_waiters: Vec<&str> = waiting.iter().map(|c| c.lock.as_str()).collect();
-    with_waiters.sort_unstable();
-    with_waiters.dedup();
-    locks.locks_with_waiters = with_waiters.len();
-    locks.oldest_wait = waiting
-        .iter()
-        .filter_map(|c| {
-            let queued_at = Timestamp::from_micros(i64::try_from(c.queued_at?).ok()?);
-            Some(OldestWait {
-                lock: c.lock.clone(),
-                owner: c.owner.owner.clone(),
-                waiting_ms: ms(now.duration_since(queued_at)),
-            })
+    locks.oldest_wait = tally.oldest_waiter.as_ref().and_then(|c| {
+        let queued_at = Timestamp::from_micros(i64::try_from(c.queued_at?).ok()?);
+        Some(OldestWait {
+            lock: c.lock.clone(),
+            owner: c.owner.owner.clone(),
+            waiting_ms: ms(now.duration_since(queued_at)),
         })
-        .max_by_key(|w| w.waiting_ms);
+    });
 
     let mut stale = StaleSummary {
         threshold_ms: ms(env.stale_after().waiting),
         holding_threshold_ms: ms(env.stale_after().holding),
+        cells: tally.stale,
+        locks: tally.stale_locks,
         ..StaleSummary::default()
     };
-    let mut stale_locks: Vec<&str> = Vec::new();
-    for c in census.stale() {
-        stale.cells += 1;
-        *stale.by_table.entry(c.table.to_string()).or_default() += 1;
-        stale_locks.push(&c.lock);
+    for (table, count) in &tally.stale_by_table {
+        *stale.by_table.entry(table.to_string()).or_default() += count;
     }
-    stale_locks.sort_unstable();
-    stale_locks.dedup();
-    stale.locks = stale_locks.len();
 
     let legacy_activity = LegacyActivity {
         last_seen: evidence
@@ -279,7 +267,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             .activity
             .get(&Algorithm::Legacy)
             .map(|t| At::new(*t, now)),
-        cells_now: census.legacy_activity().count(),
+        cells_now: tally.legacy_activity,
         quiet_period_ms: ms(env.settings.rollout.quiet_period),
     };
 
@@ -350,13 +338,11 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
     // Every holding that is not lockshift's own counts as legacy: a binary
     // that predates lockshift runs the legacy algorithm, whatever its cell
     // looks like (docs/design.md §4, "The quiet period").
-    let held_legacy = evidence.census.held_by(Algorithm::Legacy).count();
-    let held_foreign = evidence
-        .census
-        .held()
-        .filter(|c| c.owner.algorithm.is_none())
-        .count();
-    let held_queue = evidence.census.held_by(Algorithm::Queue).count();
+    let held_by =
+        |a: Option<Algorithm>| evidence.census.tally.held_by.get(&a).copied().unwrap_or(0);
+    let held_legacy = held_by(Some(Algorithm::Legacy));
+    let held_foreign = held_by(None);
+    let held_queue = held_by(Some(Algorithm::Queue));
     if held_legacy + held_foreign > 0 && held_queue > 0 {
         let legacy = match (held_legacy, held_foreign) {
             (0, f) => format!("{f} by binaries that predate lockshift (legacy)"),
@@ -386,20 +372,26 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
              give every process its own node.id (docs/operating.md §0)"
         ));
     }
-    let mut per_lock: BTreeMap<&str, usize> = BTreeMap::new();
-    for c in evidence.census.held() {
-        *per_lock.entry(c.lock.as_str()).or_default() += 1;
+    for (lock, holders) in &evidence.census.tally.crowded.first {
+        out.push(format!(
+            "lock {lock} has {holders} cells in main (contenders entering, or stale cells: \
+             `migrate inspect {lock}`)"
+        ));
     }
-    for (lock, holders) in per_lock {
-        if holders > 1 {
-            out.push(format!(
-                "lock {lock} has {holders} cells in main (contenders entering, or stale cells: \
-                 `migrate inspect {lock}`)"
-            ));
-        }
+    let crowded = &evidence.census.tally.crowded;
+    if crowded.count > crowded.first.len() {
+        out.push(format!(
+            "…and {} more lock(s) with more than one cell in main",
+            crowded.count - crowded.first.len()
+        ));
     }
     if evidence.current.stage == lockshift_decide::algorithm::Stage::Complete
-        && evidence.census.in_table(schema::SHADOW).count() > 0
+        && evidence
+            .census
+            .tally
+            .by_table
+            .get(&schema::SHADOW)
+            .is_some_and(|&n| n > 0)
     {
         out.push("stage is complete but shadow cells exist (legacy or combined activity)".into());
     }

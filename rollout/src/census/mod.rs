@@ -26,7 +26,11 @@ use std::collections::BTreeSet;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use lockshift_store::{Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, schema};
+use std::sync::{Mutex, PoisonError};
+
+use lockshift_store::{
+    Clock, Route, RowQuery, Store, StoreError, StoreErrorKind, Table, TokenRange, schema,
+};
 
 use classify::{Registry, classify_row};
 use lockshift_decide::registry::LiveNode;
@@ -34,7 +38,7 @@ use lockshift_decide::registry::LiveNode;
 mod classify;
 mod scan;
 
-pub use scan::{IN_FLIGHT, RANGES, SECOND_LOOKS};
+pub use scan::{IN_FLIGHT, Keep, RANGES, SECOND_LOOKS};
 
 use lockshift_decide::census::{
     CellOwner, Census, CensusCell, Staleness, TombstoneHeavyRow, UnreadableRow, lease_over,
@@ -143,6 +147,10 @@ pub async fn inspect_lock(
 /// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
 /// the census goes on with the others.
 ///
+/// Every cell goes into the census's tally ([`Census::tally`]); the cells
+/// `keep` asks for are kept whole as well ([`Census::cells`]), so what a
+/// census holds grows with what its taker keeps, not with the locks.
+///
 /// The scan reads each table as the client's own datacenter holds it (a
 /// scan spans every lock: through a homes router, `LOCAL_QUORUM` where the
 /// process runs, which every home replicates to; docs/design.md §6a).
@@ -155,42 +163,91 @@ pub async fn take_census(
     clock: &dyn Clock,
     nodes: &[LiveNode],
     options: CensusOptions,
+    keep: Keep<'_>,
     mut progress: impl FnMut(Table, usize),
 ) -> Result<Census, StoreError> {
     let registry = Registry::of(nodes);
-    let mut census = Census {
-        cells: Vec::new(),
+    let census = Mutex::new(Census {
         taken_at: clock.now(),
-        unreadable: Vec::new(),
-        tombstone_heavy: Vec::new(),
-    };
+        ..Census::default()
+    });
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
-    let mut refused: Vec<(Table, BTreeSet<i64>)> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut refused: Vec<(Table, i64)> = Vec::new();
+    let mut heavy: Vec<(Table, Vec<String>)> = Vec::new();
     for table in tables {
-        let scanned = scan::scan_table(store, clock, &registry, &options, table, |rows| {
+        let into = (&census, keep);
+        let scanned = scan::scan_table(store, clock, &registry, &options, into, table, |rows| {
             progress(table, rows)
         })
         .await?;
-        seen.extend(scanned.cells.iter().map(|c| c.lock.clone()));
-        census.cells.extend(scanned.cells);
-        census.unreadable.extend(scanned.unreadable);
-        if !scanned.refused.is_empty() {
-            refused.push((table, scanned.refused.into_iter().collect()));
-        }
-        scan::look_again(&mut census, store, table, &scanned.heavy_pages).await?;
+        let mut c = census.lock().unwrap_or_else(PoisonError::into_inner);
+        c.unreadable.extend(scanned.unreadable);
+        drop(c);
+        refused.extend(scanned.refused.into_iter().map(|token| (table, token)));
+        heavy.push((table, scanned.heavy_pages));
+    }
+    let mut census = census.into_inner().unwrap_or_else(PoisonError::into_inner);
+    for (table, keys) in heavy {
+        scan::look_again(&mut census, store, table, &keys).await?;
     }
     // A token whose row a scan refused: read that table's row of every
-    // lock another table names there, so a refused row is named.
-    for (table, tokens) in refused {
-        let locks = seen
-            .iter()
-            .filter(|lock| tokens.contains(&lockshift_store::tombstones::token(lock)));
-        for lock in locks {
-            read_row(&mut census, store, clock, &registry, &options, table, lock).await?;
+    // lock another table names there (a scan of that one token in each),
+    // so a refused row is named.
+    for (table, token) in refused {
+        let at = TokenRange {
+            start: token.saturating_sub(1),
+            end: token,
+        };
+        let mut locks = BTreeSet::new();
+        for other in tables.into_iter().filter(|t| *t != table) {
+            let mut cursor = None;
+            loop {
+                let page = store
+                    .scan_cells_via(
+                        &Route::Default,
+                        other,
+                        at,
+                        cursor.as_ref(),
+                        options.page_size,
+                    )
+                    .await;
+                // The other table's row at the token may be refused too.
+                let Ok(page) = page else { break };
+                locks.extend(page.rows.into_iter().map(|r| r.key));
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+        }
+        for lock in &locks {
+            read_row(
+                &mut census,
+                store,
+                clock,
+                &registry,
+                &options,
+                keep,
+                table,
+                lock,
+            )
+            .await?;
         }
     }
+    // Ranges end in any order: the kept cells by table and lock (a stable
+    // sort, each row's cells in the order classified).
+    census
+        .cells
+        .sort_by(|a, b| (table_order(a.table), &a.lock).cmp(&(table_order(b.table), &b.lock)));
     Ok(census)
+}
+
+/// `main`, `shadow`, `queue`: the order a census reads them in.
+fn table_order(table: Table) -> usize {
+    [schema::MAIN, schema::SHADOW, schema::QUEUE]
+        .iter()
+        .position(|t| *t == table)
+        .unwrap_or(usize::MAX)
 }
 
 /// More tombstones than this in one read of a lock row and the census
@@ -203,12 +260,14 @@ pub const MANY_TOMBSTONES: u64 = lockshift_store::tombstones::DEFAULT_WARN_THRES
 /// Reads `lock`'s row of `table` into `census` — or, when the database
 /// refuses that row alone, records it as unreadable. A read that passed
 /// more than [`MANY_TOMBSTONES`] tombstones is recorded as well.
+#[allow(clippy::too_many_arguments)]
 async fn read_row(
     census: &mut Census,
     store: &dyn Store,
     clock: &dyn Clock,
     registry: &Registry,
     options: &CensusOptions,
+    keep: Keep<'_>,
     table: Table,
     lock: &str,
 ) -> Result<(), StoreError> {
@@ -221,14 +280,8 @@ async fn read_row(
                     tombstones,
                 });
             }
-            census.cells.extend(classify_row(
-                table,
-                lock,
-                outcome.cells,
-                registry,
-                clock.now(),
-                options,
-            ));
+            let cells = classify_row(table, lock, outcome.cells, registry, clock.now(), options);
+            census.add_row(table, cells, keep);
             Ok(())
         }
         Err(e) if concerns_only_the_row(e.kind()) => {

@@ -8,8 +8,9 @@
 //! look, and only they:
 //! - a range the database refuses (too many tombstones in one page) is
 //!   cut in two, again and again, keeping every row before the refusal,
-//!   down to one token: a row of tombstones alone, which no scan can name
-//!   ([`Census::unreadable`] says which table and token);
+//!   down to one token, whose row a page of one cell names when a live
+//!   cell comes before its tombstones; a row of tombstones alone no scan
+//!   can name ([`Census::unreadable`] says which table and token);
 //! - the row of such a token is read by key for every lock another
 //!   table names there, so a refused row of a known lock is named;
 //! - a page whose answer says it passed more than
@@ -18,6 +19,7 @@
 //!   rows heading for the refusal ([`Census::tombstone_heavy`]).
 
 use std::num::NonZeroU32;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
@@ -30,6 +32,9 @@ use super::classify::{Registry, classify_row};
 use super::{CensusOptions, MANY_TOMBSTONES, concerns_only_the_row, short_reason};
 use crate::rollout::retry_reads;
 use lockshift_decide::census::{Census, CensusCell, TombstoneHeavyRow, UnreadableRow};
+
+/// Which cells a census keeps whole (the rest it only counts).
+pub type Keep<'a> = &'a (dyn Fn(&CensusCell) -> bool + Sync);
 
 /// Ranges each table's ring is cut into: enough for each range's scan to
 /// be a small part of the whole (a refusal or a retry costs one range).
@@ -46,10 +51,10 @@ pub const SECOND_LOOKS: usize = 256;
 /// How long one page is tried again after failures that may pass.
 const PAGE_RETRY: Duration = Duration::from_secs(10);
 
-/// What one range's scan found, in token order.
+/// What one range's scan found besides its cells (which go straight into
+/// the census's tally).
 #[derive(Default)]
 pub(super) struct RangeScan {
-    pub(super) cells: Vec<CensusCell>,
     pub(super) rows: usize,
     pub(super) unreadable: Vec<UnreadableRow>,
     /// Tokens whose row the database refused to scan.
@@ -64,6 +69,7 @@ pub(super) async fn scan_table(
     clock: &dyn Clock,
     registry: &Registry,
     options: &CensusOptions,
+    into: (&Mutex<Census>, Keep<'_>),
     table: Table,
     mut progress: impl FnMut(usize),
 ) -> Result<RangeScan, StoreError> {
@@ -71,7 +77,7 @@ pub(super) async fn scan_table(
     let mut done: Vec<Option<RangeScan>> = (0..ranges.len()).map(|_| None).collect();
     let mut scans = stream::iter(ranges.into_iter().enumerate())
         .map(|(i, range)| async move {
-            let scan = scan_range(store, clock, registry, options, table, range).await;
+            let scan = scan_range(store, clock, registry, options, into, table, range).await;
             (i, scan)
         })
         .buffer_unordered(IN_FLIGHT);
@@ -85,7 +91,6 @@ pub(super) async fn scan_table(
     // Put together in token order, as one scan of the ring would be.
     let mut whole = RangeScan::default();
     for scan in done.into_iter().flatten() {
-        whole.cells.extend(scan.cells);
         whole.rows += scan.rows;
         whole.unreadable.extend(scan.unreadable);
         whole.refused.extend(scan.refused);
@@ -94,13 +99,14 @@ pub(super) async fn scan_table(
     Ok(whole)
 }
 
-/// Scans `range` of `table` page by page; a refused page cuts what is left
-/// of the range in two.
-async fn scan_range(
+/// Scans `range` of `table` page by page into the census; a refused page
+/// cuts what is left of the range in two.
+pub(super) async fn scan_range(
     store: &dyn Store,
     clock: &dyn Clock,
     registry: &Registry,
     options: &CensusOptions,
+    (census, keep): (&Mutex<Census>, Keep<'_>),
     table: Table,
     range: TokenRange,
 ) -> Result<RangeScan, StoreError> {
@@ -133,14 +139,22 @@ async fn scan_range(
                         // Nothing is left (a refusal past the range's last
                         // row, which passed its tombstones).
                         [] => {}
-                        [_] => {
-                            out.unreadable.push(UnreadableRow {
+                        [_] => match first_key(store, table, rest).await {
+                            // A live cell ahead of the tombstones names it.
+                            Some(lock) => out.unreadable.push(UnreadableRow {
                                 table,
-                                lock: None,
-                                reason: format!("token {}: {}", rest.end, short_reason(&e)),
-                            });
-                            out.refused.push(rest.end);
-                        }
+                                lock: Some(lock),
+                                reason: short_reason(&e),
+                            }),
+                            None => {
+                                out.unreadable.push(UnreadableRow {
+                                    table,
+                                    lock: None,
+                                    reason: format!("token {}: {}", rest.end, short_reason(&e)),
+                                });
+                                out.refused.push(rest.end);
+                            }
+                        },
                     }
                     break;
                 }
@@ -171,13 +185,14 @@ async fn scan_range(
                 whole.extend(open.take());
             }
             let now = clock.now();
+            let mut census = census.lock().unwrap_or_else(PoisonError::into_inner);
             for row in whole {
                 done_up_to = row.token;
                 out.rows += 1;
-                out.cells.extend(classify_row(
-                    table, &row.key, row.cells, registry, now, options,
-                ));
+                let cells = classify_row(table, &row.key, row.cells, registry, now, options);
+                census.add_row(table, cells, keep);
             }
+            drop(census);
             if finished {
                 break;
             }
@@ -185,6 +200,17 @@ async fn scan_range(
         }
     }
     Ok(out)
+}
+
+/// The key of the row at the one token of `range`, read by a page of one
+/// cell: it stops at the row's first live cell, before the tombstones
+/// that refused the scan. `None` when the row has no live cell ahead of
+/// them (or the page fails all the same).
+async fn first_key(store: &dyn Store, table: Table, range: TokenRange) -> Option<String> {
+    let page = page(store, table, range, None, NonZeroU32::MIN)
+        .await
+        .ok()?;
+    page.rows.into_iter().next().map(|r| r.key)
 }
 
 /// One page, tried again for [`PAGE_RETRY`] after failures that may pass:

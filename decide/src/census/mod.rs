@@ -19,6 +19,10 @@ use crate::id::cut_short;
 use crate::registry::LeasePromise;
 use crate::schema;
 
+mod tally;
+
+pub use tally::{SAMPLE, Sampled, Tally};
+
 /// Who wrote a cell, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CellOwner {
@@ -97,10 +101,15 @@ fn serialize_table<S: serde::Serializer>(t: &Table, s: S) -> Result<S::Ok, S::Er
     s.serialize_str(t.name())
 }
 
-/// Everything the census found.
+/// Everything the census found: totals over every cell ([`Tally`]), and
+/// the cells kept whole — those the census's taker asked for (`migrate
+/// clean` its candidates, a test every cell), by table, lock, column.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Census {
-    /// Every cell of `main`, `shadow` and `queue`, by table, lock, column.
+    /// Totals over every cell of `main`, `shadow` and `queue`.
+    #[serde(skip)]
+    pub tally: Tally,
+    /// The cells kept whole. The methods below range over these alone.
     pub cells: Vec<CensusCell>,
     /// When the census was taken.
     pub taken_at: Timestamp,
@@ -176,38 +185,51 @@ impl UnreadableRow {
 }
 
 impl Census {
-    /// Cells of `table`.
-    pub fn in_table(&self, table: Table) -> impl Iterator<Item = &CensusCell> {
+    /// Adds one lock's row of `table` to the tally, keeping the cells
+    /// `keep` asks for whole (`main`'s rows before `queue`'s: [`Tally`]).
+    pub fn add_row(
+        &mut self,
+        table: Table,
+        cells: Vec<CensusCell>,
+        keep: &dyn Fn(&CensusCell) -> bool,
+    ) {
+        self.tally.add_row(table, &cells);
+        self.cells.extend(cells.into_iter().filter(|c| keep(c)));
+    }
+
+    /// Kept cells of `table`.
+    pub fn kept_in_table(&self, table: Table) -> impl Iterator<Item = &CensusCell> {
         self.cells.iter().filter(move |c| c.table == table)
     }
 
-    /// Holders in `main` (reservations of queue waiters excluded).
-    pub fn held(&self) -> impl Iterator<Item = &CensusCell> {
-        self.in_table(schema::MAIN).filter(|c| !c.owner.reserved)
+    /// Kept holders in `main` (reservations of queue waiters excluded).
+    pub fn kept_held(&self) -> impl Iterator<Item = &CensusCell> {
+        self.kept_in_table(schema::MAIN)
+            .filter(|c| !c.owner.reserved)
     }
 
-    /// Queue cells of waiters, with the oldest first (see [`waiters`]).
-    pub fn waiting(&self) -> Vec<&CensusCell> {
+    /// Kept queue cells of waiters, with the oldest first (see [`waiters`]).
+    pub fn kept_waiting(&self) -> Vec<&CensusCell> {
         let mut w = waiters(&self.cells);
         w.sort_by_key(|c| std::cmp::Reverse(c.age));
         w
     }
 
-    /// Cells in `main` or `shadow` that are evidence of legacy activity now.
-    pub fn legacy_activity(&self) -> impl Iterator<Item = &CensusCell> {
+    /// Kept cells in `main` or `shadow` that are evidence of legacy activity now.
+    pub fn kept_legacy_activity(&self) -> impl Iterator<Item = &CensusCell> {
         self.cells
             .iter()
             .filter(|c| c.table != schema::QUEUE && c.owner.is_legacy_activity())
     }
 
-    /// Cells in `main` held by `algorithm`.
-    pub fn held_by(&self, algorithm: Algorithm) -> impl Iterator<Item = &CensusCell> {
-        self.held()
+    /// Kept cells in `main` held by `algorithm`.
+    pub fn kept_held_by(&self, algorithm: Algorithm) -> impl Iterator<Item = &CensusCell> {
+        self.kept_held()
             .filter(move |c| c.owner.algorithm == Some(algorithm))
     }
 
-    /// Stale cells.
-    pub fn stale(&self) -> impl Iterator<Item = &CensusCell> {
+    /// Kept stale cells.
+    pub fn kept_stale(&self) -> impl Iterator<Item = &CensusCell> {
         self.cells.iter().filter(|c| c.stale)
     }
 }
@@ -325,11 +347,8 @@ pub fn waiters(cells: &[CensusCell]) -> Vec<&CensusCell> {
         .collect()
 }
 
-/// Counts per algorithm of `main` holders (`None`: foreign).
+/// Counts per algorithm of `main` holders (`None`: foreign), over every
+/// cell the census saw.
 pub fn holders_by_algorithm(census: &Census) -> BTreeMap<Option<Algorithm>, usize> {
-    let mut out = BTreeMap::new();
-    for c in census.held() {
-        *out.entry(c.owner.algorithm).or_insert(0) += 1;
-    }
-    out
+    census.tally.held_by.clone()
 }
