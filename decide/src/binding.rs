@@ -12,7 +12,9 @@
 //!
 //! - [`View`] is the node's view of the stage. It is confirmed while both
 //!   its last stage read and its last heartbeat were sent less than
-//!   `stage_valid_for` ago (R2). [`View::resolve`] resolves the configured
+//!   `stage_valid_for` ago (R2), and while the process's clock is known
+//!   within `rollout.clock_skew_margin` of the database's
+//!   ([`View::clock`], C1). [`View::resolve`] resolves the configured
 //!   mode against the confirmed stage, and gives combined
 //!   ([`resolve`]`(mode, None)`) while the view is unconfirmed (R2) or the
 //!   result is an algorithm the last landed heartbeat did not declare (R8).
@@ -54,6 +56,9 @@ pub struct View {
     /// What that heartbeat declared the node may run (R8).
     declared: BTreeSet<Algorithm>,
     valid_for: Duration,
+    /// Until when the process's clock is known within the skew margin of
+    /// the database's (C1); `None`: not known.
+    clock_until: Option<Instant>,
 }
 
 impl View {
@@ -66,7 +71,22 @@ impl View {
             heartbeat_sent: None,
             declared: BTreeSet::new(),
             valid_for,
+            clock_until: None,
         }
+    }
+
+    /// The process's clock is known within `rollout.clock_skew_margin` of
+    /// the database's until `until` (`None`: it is not — never measured,
+    /// or measured beyond it). Until then the view confirms no stage, and
+    /// every mode resolves to combined, as with a stage it cannot confirm
+    /// (C1, docs/design.md §4b).
+    pub fn clock(&mut self, until: Option<Instant>) {
+        self.clock_until = until;
+    }
+
+    /// Whether the process's clock is known within the margin at `now`.
+    pub fn clock_bounded(&self, now: Instant) -> bool {
+        self.clock_until.is_some_and(|until| now < until)
     }
 
     /// A stage read sent at `sent` returned `record`.
@@ -93,8 +113,14 @@ impl View {
         }
     }
 
-    /// Until when the view is confirmed (R2); `None` if it never was.
+    /// Until when the view is confirmed (R2, and C1 for the clock);
+    /// `None` if it cannot be.
     pub fn valid_until(&self) -> Option<Instant> {
+        Some(self.stage_until()?.min(self.clock_until?))
+    }
+
+    /// Until when the stage is confirmed by its reads and heartbeats (R2).
+    fn stage_until(&self) -> Option<Instant> {
         let since = self.read_sent?.min(self.heartbeat_sent?);
         self.record.as_ref()?;
         Some(since + self.valid_for)
@@ -113,11 +139,12 @@ impl View {
         self.heartbeat_sent.is_some()
     }
 
-    /// Whether the view was confirmed once and is not any more. A node that
+    /// Whether the stage was confirmed once and is not any more (R2; the
+    /// clock's part is [`clock_bounded`](Self::clock_bounded)). A node that
     /// has not yet confirmed a view since it started (its first heartbeat
     /// is still on its way) is unconfirmed, not expired.
     pub fn expired(&self, now: Instant) -> bool {
-        self.valid_until().is_some_and(|until| now >= until)
+        self.stage_until().is_some_and(|until| now >= until)
     }
 
     /// What new acquisitions use at `now`: `configured` resolved against the
@@ -220,7 +247,8 @@ struct Binding {
 pub enum Refusal {
     /// The acquisition was invalidated while it waited.
     Invalidated,
-    /// The view is no longer confirmed.
+    /// The view is no longer confirmed (R2), or the process's clock is not
+    /// known within the margin (C1).
     Unconfirmed,
     /// The stage moved past the acquisition's binding.
     Moved,

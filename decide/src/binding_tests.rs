@@ -17,9 +17,17 @@ fn declared_all() -> BTreeSet<Algorithm> {
     [Algorithm::Legacy, Algorithm::Combined, Algorithm::Queue].into()
 }
 
+/// A view whose process's clock is known within the margin for an hour
+/// from `t0` (C1).
+fn clocked(t0: Instant) -> View {
+    let mut v = View::new(VALID);
+    v.clock(Some(t0 + Duration::from_secs(3600)));
+    v
+}
+
 /// A view confirmed at `t0` (stage read and heartbeat both sent then).
 fn view_at(t0: Instant, stage: Stage, version: u64) -> View {
-    let mut v = View::new(VALID);
+    let mut v = clocked(t0);
     v.read(record(stage, version), t0);
     v.heartbeat(t0, declared_all());
     v
@@ -28,7 +36,7 @@ fn view_at(t0: Instant, stage: Stage, version: u64) -> View {
 #[test]
 fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
     let t0 = Instant::now();
-    let mut v = View::new(VALID);
+    let mut v = clocked(t0);
     assert!(v.confirmed(t0).is_none(), "never read");
     assert!(!v.expired(t0), "never confirmed is not 'expired'");
     v.read(record(Stage::Legacy, 0), t0);
@@ -48,6 +56,50 @@ fn a_view_needs_both_a_stage_read_and_a_heartbeat_and_expires() {
     assert!(v.confirmed(t0 + VALID + Duration::from_secs(1)).is_none());
     v.heartbeat(t0 + VALID, declared_all());
     assert!(v.confirmed(t0 + VALID + Duration::from_secs(1)).is_some());
+}
+
+/// C1 (issue 41): a process whose clock is not known within the margin
+/// of the database's — never measured, measured beyond it, or its reading
+/// run out — confirms no stage: every mode resolves to combined, said as
+/// degraded for an explicit one; no legacy or queue guard is handed out;
+/// and it is not "expired" (the stage is confirmed, the clock is not).
+#[test]
+fn a_view_confirms_nothing_while_the_clock_is_not_known_within_the_margin() {
+    let t0 = Instant::now();
+    let mut v = View::new(VALID);
+    v.read(record(Stage::Legacy, 0), t0);
+    v.heartbeat(t0, declared_all());
+    let unbounded = |v: &View, at: Instant| {
+        assert!(v.confirmed(at).is_none());
+        assert!(!v.expired(at), "the stage itself is confirmed");
+        let r = v.resolve(Mode::Legacy, at);
+        assert_eq!(
+            (r.algorithm, r.degraded_from),
+            (Algorithm::Combined, Some(Mode::Legacy))
+        );
+        assert_eq!(v.resolve(Mode::Auto, at).algorithm, Algorithm::Combined);
+    };
+    unbounded(&v, t0);
+    assert_eq!(v.valid_until(), None, "never known: nothing to wake for");
+    // Measured within the margin for 10 s.
+    v.clock(Some(t0 + Duration::from_secs(10)));
+    assert!(v.clock_bounded(t0));
+    assert_eq!(v.resolve(Mode::Legacy, t0).algorithm, Algorithm::Legacy);
+    assert_eq!(v.valid_until(), Some(t0 + Duration::from_secs(10)));
+    let mut b = Bindings::default();
+    let held = b.bind(Algorithm::Legacy, &v);
+    assert_eq!(b.hand_out(held, &v, t0), Ok(()));
+    // The reading runs out before the stage does.
+    let later = t0 + Duration::from_secs(10);
+    unbounded(&v, later);
+    let waiting = b.bind(Algorithm::Legacy, &v);
+    assert_eq!(b.hand_out(waiting, &v, later), Err(Refusal::Unconfirmed));
+    // Measured beyond the margin.
+    v.clock(None);
+    unbounded(&v, t0);
+    // The stage's own expiry still comes first when it is earlier.
+    v.clock(Some(t0 + Duration::from_secs(3600)));
+    assert_eq!(v.valid_until(), Some(t0 + VALID));
 }
 
 #[test]
@@ -236,7 +288,7 @@ fn acting_version_is_unknown_until_a_stage_was_read() {
 #[test]
 fn only_a_declared_algorithm_is_used() {
     let t0 = Instant::now();
-    let mut v = View::new(VALID);
+    let mut v = clocked(t0);
     v.read(record(Stage::Legacy, 0), t0);
     v.heartbeat(t0, [Algorithm::Combined].into());
     assert_eq!(v.resolve(Mode::Legacy, t0).algorithm, Algorithm::Combined);

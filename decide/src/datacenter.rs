@@ -121,13 +121,31 @@ pub enum Route {
     /// being sent; the store's default route where no home rule applies.
     /// A store without homes takes it as [`Route::Default`].
     HomeOf(LockId),
+    /// Coordinated by the one node at this address (a [`Host`]'s), never
+    /// another, even when it does not answer: how a client reads each
+    /// node's own clock (docs/design.md §4b). A node alone is no
+    /// consistency level, so only a reading of its clock (the store's
+    /// `ServerTime` operation) takes this route; a store refuses any other
+    /// request on it.
+    Host(String),
+}
+
+/// One node of the cluster, as its store addresses it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Host {
+    /// How the store reaches it ([`Route::Host`]): `ip:port` for a CQL
+    /// node; for the embedded store, whose one replica per datacenter
+    /// stands for all that datacenter's nodes, the datacenter's name.
+    pub address: String,
+    /// Its datacenter, when the store knows it.
+    pub datacenter: Option<Datacenter>,
 }
 
 impl Route {
     /// The datacenter this route pins, if it pins one.
     pub fn datacenter(&self) -> Option<&Datacenter> {
         match self {
-            Route::Default | Route::HomeOf(_) => None,
+            Route::Default | Route::HomeOf(_) | Route::Host(_) => None,
             Route::Datacenter(dc) => Some(dc),
         }
     }
@@ -136,7 +154,7 @@ impl Route {
     pub fn lock(&self) -> Option<&LockId> {
         match self {
             Route::HomeOf(lock) => Some(lock),
-            Route::Default | Route::Datacenter(_) => None,
+            Route::Default | Route::Datacenter(_) | Route::Host(_) => None,
         }
     }
 }
@@ -151,13 +169,16 @@ impl fmt::Display for Route {
                 "the home of lock {:?}",
                 crate::id::cut_short(lock.as_str())
             ),
+            Route::Host(address) => {
+                write!(f, "the node at {:?} alone", crate::id::cut_short(address))
+            }
         }
     }
 }
 
-/// What a store knows of the cluster's datacenters: the client's own and
-/// every one it has seen. Empty when the store has no notion of them (one
-/// unnamed datacenter).
+/// What a store knows of the cluster's datacenters — the client's own and
+/// every one it has seen — and of its nodes. Empty when the store has no
+/// notion of them (one unnamed datacenter).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Topology {
     /// The datacenter this client runs in, when it was named
@@ -165,6 +186,9 @@ pub struct Topology {
     pub local: Option<Datacenter>,
     /// Every datacenter of the cluster the store knows of, sorted.
     pub datacenters: Vec<Datacenter>,
+    /// Every node of the cluster the store knows of, sorted by address:
+    /// each reachable alone on [`Route::Host`].
+    pub hosts: Vec<Host>,
 }
 
 impl Topology {
@@ -209,6 +233,7 @@ mod tests {
         let here = Topology {
             local: Some(dc("dc1")),
             datacenters: vec![dc("dc1"), dc("dc2")],
+            hosts: Vec::new(),
         };
         assert!(!here.crosses(&Route::Default));
         assert!(!here.crosses(&Route::Datacenter(dc("dc1"))));
@@ -220,5 +245,10 @@ mod tests {
         assert_eq!(x.datacenter(), None);
         assert_eq!(x.lock().map(LockId::as_str), Some("X"));
         assert_eq!(x.to_string(), "the home of lock \"X\"");
+        // A node alone pins no datacenter.
+        let node = Route::Host("127.0.0.70:9042".into());
+        assert!(!here.crosses(&node));
+        assert_eq!((node.datacenter(), node.lock()), (None, None));
+        assert_eq!(node.to_string(), "the node at \"127.0.0.70:9042\" alone");
     }
 }

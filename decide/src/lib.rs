@@ -75,6 +75,11 @@
 //!   ([`home::Rule`]), their records ([`home::HomeRecord`]), what a row
 //!   belongs to ([`home::subject`]), and a process's view of every home
 //!   ([`home::Homes`]): where a row's requests go, or why none may be sent.
+//! - [`offset`]: a clock against the database's — a sample of the
+//!   coordinator's clock ([`offset::OffsetSample`]), the reading kept
+//!   from several ([`offset::filter`], [`offset::ClockReading`]), and a
+//!   writer's time judged on the database's clock by its reading
+//!   ([`offset::to_database_time`], [`offset::age`]).
 //! - [`duration`]: durations as an operator writes them and as people read
 //!   a measurement ([`duration::fmt_duration`],
 //!   [`duration::fmt_duration_rounded`]).
@@ -107,6 +112,7 @@
 //! | H1 | one home per lock, reached at `LOCAL_QUORUM` there from everywhere (§4a) | [`home::subject`], [`home::Homes::route`], the rollout crate's homes router |
 //! | H2 | a home view expires unless its own datacenter confirms it (§4a) | [`home::Homes`] |
 //! | H3 | a moved home serves only after the old one's views and leases ran out (§4a) | [`home::move_refusals`], the rollout crate's `move_home` and `move_wait` |
+//! | C1 | a process acts as legacy or queue only on a measured clock within the margin; ages judged by measured offsets (§4b) | [`offset`], [`binding::View`] (the clock's part of a confirmed view), the node runtime's measurements |
 //! | H4 | a forced move is the operator's explicit act (§4a) | [`home::move_refusals`] |
 //!
 //! The store crate re-exports the first three, which its `Store` trait
@@ -125,6 +131,7 @@ pub mod duration;
 pub mod election;
 pub mod home;
 pub mod id;
+pub mod offset;
 pub mod queue;
 pub mod reconcile;
 pub mod registry;

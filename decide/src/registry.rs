@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::{Algorithm, Mode, Stage};
 use crate::cell::{Timestamp, Ttl};
 use crate::id::Incarnation;
+use crate::offset::{Age, ClockReading, age};
 
 /// How much clock skew between the coordinators that write and read a cell
 /// a lease allows for.
@@ -205,6 +206,13 @@ pub struct NodeInfo {
     /// The process stopped: this is its last cell, and it is not live.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub left: bool,
+    /// Its clock against the database's, as it last measured it (C1,
+    /// docs/design.md §4b): the times this row and its process's cells
+    /// carry are on its clock, and this turns them into the database's
+    /// ([`crate::offset::to_database_time`]). `None`: not measured yet, or
+    /// a build that predates the reading.
+    #[serde(default)]
+    pub clock: Option<ClockReading>,
 }
 
 impl NodeInfo {
@@ -301,6 +309,27 @@ impl LiveNode {
             .registry_ttl_ms
             .map(|ms| self.heartbeat_at.saturating_add(Duration::from_millis(ms)))
     }
+
+    /// How long ago its last heartbeat was, on the database's clock, at
+    /// `now` on a reader's clock whose own reading is `reader` — by the
+    /// process's own reading ([`NodeInfo::clock`]), or within `margin`
+    /// when it reports none ([`crate::offset::age`]). A process is silent
+    /// only when [`Age::surely_over`] the heartbeat TTL, and its
+    /// registration over only when surely over its registry TTL.
+    pub fn heartbeat_age(
+        &self,
+        now: Timestamp,
+        reader: Option<&ClockReading>,
+        margin: Duration,
+    ) -> Age {
+        age(
+            self.heartbeat_at,
+            self.info.clock.as_ref(),
+            now,
+            reader,
+            margin,
+        )
+    }
 }
 
 /// One registry cell as read, with when it was written and its TTL left.
@@ -320,8 +349,10 @@ pub struct RegistryCell {
 /// The live fleet from the cells of the registry rows read at `now`: per
 /// process, its newest cell; a process whose newest cell says it left, or
 /// whose declared registry TTL ended before `now − margin` (`margin`: how
-/// far the writer's clock may be behind the reader's), is not live. Cells
-/// that do not decode come back in the second list by column.
+/// far the writer's clock may be behind the reader's) — and, when it
+/// reports its clock's reading, surely ended by that reading too
+/// ([`LiveNode::heartbeat_age`]) — is not live. Cells that do not decode
+/// come back in the second list by column.
 pub fn live_fleet(
     cells: impl IntoIterator<Item = RegistryCell>,
     now: Timestamp,
@@ -355,17 +386,32 @@ pub fn live_fleet(
             heartbeat_at: cell.writetime,
             ttl_left: cell.ttl,
         };
-        match node.expires_at() {
-            Some(end) if end.saturating_add(margin) < now => {}
-            Some(end) => {
-                let left = end.as_micros().saturating_sub(now.as_micros()).max(0);
-                nodes.push(LiveNode {
-                    ttl_left: Some(Duration::from_micros(left as u64)),
-                    ..node
-                });
-            }
-            None => nodes.push(node),
+        let (Some(end), Some(ttl)) = (node.expires_at(), node.info.registry_ttl_ms) else {
+            nodes.push(node);
+            continue;
+        };
+        let ttl = Duration::from_millis(ttl);
+        let by_margin = end.duration_since(now);
+        // By the writer's own reading (C1), taking the reader's clock for
+        // the database's: a process far off the database's clock is still
+        // registered while its reading says so — never dropped earlier
+        // than by the margin alone.
+        let by_reading = node
+            .info
+            .clock
+            .map(|_| ttl.saturating_sub(node.heartbeat_age(now, None, margin).least));
+        let over_by_margin = end.saturating_add(margin) < now;
+        let over_by_reading = node
+            .info
+            .clock
+            .is_none_or(|_| node.heartbeat_age(now, None, margin).surely_over(ttl));
+        if over_by_margin && over_by_reading {
+            continue;
         }
+        nodes.push(LiveNode {
+            ttl_left: Some(by_margin.max(by_reading.unwrap_or_default())),
+            ..node
+        });
     }
     (nodes, unreadable)
 }
@@ -397,6 +443,7 @@ mod tests {
             stage_valid_for_ms: None,
             registry_ttl_ms: Some(30_000),
             left: false,
+            clock: None,
         }
     }
 
@@ -483,5 +530,45 @@ mod tests {
         assert_eq!(live[0].ttl_left, Some(Duration::from_secs(20)));
         assert_eq!(live[1].ttl_left, Some(Duration::ZERO));
         assert_eq!(unreadable, ["f/1"]);
+    }
+
+    /// C1 (issue 41): a process 120 s behind the database's clock writes
+    /// heartbeats that look two minutes old; by the reading its row
+    /// carries it is live, and gone only once that reading says so too.
+    /// Without one, the margin alone decides, as before.
+    #[test]
+    fn a_process_far_off_the_clock_is_live_by_its_own_reading() {
+        let now = Timestamp::from_micros(1_000 * 1_000_000);
+        let margin = Duration::from_secs(5);
+        let behind = crate::offset::ClockReading {
+            offset_us: 120 * 1_000_000,
+            error_us: 2_000,
+            at_us: 870 * 1_000_000,
+        };
+        // Heartbeats at 880 s and 845 s on its clock: 1000 s and 965 s on
+        // the database's.
+        let fresh = cell("a", 880, |i| i.clock = Some(behind));
+        let (live, _) = live_fleet(vec![fresh.clone()], now, margin);
+        assert_eq!(live.len(), 1);
+        let left = live[0].ttl_left.unwrap();
+        assert!(
+            left > Duration::from_secs(29) && left <= Duration::from_secs(30),
+            "{left:?}"
+        );
+        let old = cell("a", 845, |i| i.clock = Some(behind));
+        assert_eq!(live_fleet(vec![old], now, margin).0.len(), 0);
+        let blind = cell("a", 880, |_| {});
+        assert_eq!(live_fleet(vec![blind], now, margin).0.len(), 0);
+        // Ahead of the database: the margin's rule already keeps it.
+        let ahead = crate::offset::ClockReading {
+            offset_us: -120 * 1_000_000,
+            ..behind
+        };
+        let (live, _) = live_fleet(
+            vec![cell("a", 1_110, |i| i.clock = Some(ahead))],
+            now,
+            margin,
+        );
+        assert_eq!(live.len(), 1);
     }
 }

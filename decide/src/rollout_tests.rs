@@ -37,6 +37,7 @@ fn node(
             stage_valid_for_ms: None,
             registry_ttl_ms: None,
             left: false,
+            clock: None,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),

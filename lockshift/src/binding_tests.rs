@@ -12,6 +12,7 @@ fn an_invalidation_and_a_caller_cancel_are_separate_signals() {
     let t0 = Instant::now();
     // A view confirmed at `t0`: stage `legacy`, a node that may run anything.
     let mut view = View::new(Duration::from_secs(30));
+    view.clock(Some(t0 + Duration::from_secs(3600)));
     view.read(StageRecord::initial(), t0);
     view.heartbeat(
         t0,

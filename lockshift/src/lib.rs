@@ -120,6 +120,9 @@ pub use election::{
 };
 pub use error::StartError;
 pub use lockshift_decide::algorithm::{Mode, Stage};
+/// The process's clock against the database's ([`NodeStatus::clock`],
+/// docs/design.md §4b).
+pub use lockshift_decide::offset::ClockReading;
 pub use lockshift_decide::rollout::StageRecord;
 pub use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, FenceError, Incarnation, InvalidId, LeaseLostReason,

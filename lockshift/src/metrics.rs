@@ -19,9 +19,14 @@
 //! | [`EFFECTIVE_MODE`] | gauge | `node`, `algorithm` | 1 for the algorithm new acquisitions use, 0 for the others |
 //! | [`STAGE_VERSION`] | gauge | `node` | the version of the stage the node last read (-1: none yet) |
 //! | [`STAGE_CONFIRMED`] | gauge | `node` | 1 while the node's stage view is confirmed, 0 while it acts as combined because it cannot confirm it |
+//! | [`CLOCK_OFFSET_SECONDS`] | gauge | `node` | the database's clock minus this process's, as last measured (docs/design.md §4b) |
+//! | [`CLOCK_ERROR_SECONDS`] | gauge | `node` | how far the true offset may be from it (+Inf until a measurement is answered) |
 //!
 //! Every counter and gauge is registered at zero when a node starts, so a
-//! dashboard sees a flat line rather than no series.
+//! dashboard sees a flat line rather than no series — but the clock's
+//! error, which starts at +Inf: an offset of 0 not measured yet is no
+//! offset of 0. A node warns (and acts as combined) while `|offset| +
+//! error` passes `rollout.clock_skew_margin`.
 //!
 //! **Tombstones.** A delete, and a lease cell once expired, stays a
 //! tombstone for the table's `gc_grace_seconds` (10 days by default) and
@@ -85,9 +90,16 @@ pub const EFFECTIVE_MODE: &str = "lockshift_effective_mode";
 pub const STAGE_VERSION: &str = "lockshift_stage_version";
 /// Gauge: 1 while the node's stage view is confirmed, else 0.
 pub const STAGE_CONFIRMED: &str = "lockshift_stage_confirmed";
+/// Gauge, seconds: the database's clock minus this process's, as last
+/// measured (positive: this process's clock is behind).
+pub const CLOCK_OFFSET_SECONDS: &str = "lockshift_clock_offset_seconds";
+/// Gauge, seconds: the error bound of that offset at the last measurement
+/// round (the bound measured plus the drift allowance since the reading
+/// kept); +Inf until a measurement is answered.
+pub const CLOCK_ERROR_SECONDS: &str = "lockshift_clock_error_seconds";
 
 /// Every metric lockshift records, for exporters and tests.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 16] = [
     ACQUIRE_WAIT_SECONDS,
     HOLD_SECONDS,
     ACQUISITIONS,
@@ -102,6 +114,8 @@ pub const ALL: [&str; 14] = [
     EFFECTIVE_MODE,
     STAGE_VERSION,
     STAGE_CONFIRMED,
+    CLOCK_OFFSET_SECONDS,
+    CLOCK_ERROR_SECONDS,
 ];
 
 /// Tells the installed recorder what each metric means (exporters show it
@@ -150,6 +164,16 @@ pub fn describe() {
         STAGE_CONFIRMED,
         "1 while the node's stage view is confirmed, 0 while it acts as combined"
     );
+    describe_gauge!(
+        CLOCK_OFFSET_SECONDS,
+        Unit::Seconds,
+        "The database's clock minus this process's, as last measured"
+    );
+    describe_gauge!(
+        CLOCK_ERROR_SECONDS,
+        Unit::Seconds,
+        "The error bound of the clock offset (+Inf until measured)"
+    );
 }
 
 // ===== Node metrics =====
@@ -172,6 +196,8 @@ pub(crate) struct NodeMetrics {
     per: [PerAlgorithm; 3],
     stage_version: Gauge,
     stage_confirmed: Gauge,
+    clock_offset: Gauge,
+    clock_error: Gauge,
 }
 
 impl fmt::Debug for NodeMetrics {
@@ -215,10 +241,16 @@ impl NodeMetrics {
         stage_version.set(-1.0);
         let stage_confirmed = gauge!(STAGE_CONFIRMED, "node" => node.to_string());
         stage_confirmed.set(0.0);
+        let clock_offset = gauge!(CLOCK_OFFSET_SECONDS, "node" => node.to_string());
+        clock_offset.set(0.0);
+        let clock_error = gauge!(CLOCK_ERROR_SECONDS, "node" => node.to_string());
+        clock_error.set(f64::INFINITY);
         NodeMetrics {
             per,
             stage_version,
             stage_confirmed,
+            clock_offset,
+            clock_error,
         }
     }
 
@@ -255,6 +287,24 @@ impl NodeMetrics {
         #[allow(clippy::cast_precision_loss)]
         self.stage_version.set(version.map_or(-1.0, |v| v as f64));
         self.stage_confirmed.set(if confirmed { 1.0 } else { 0.0 });
+    }
+
+    /// The clock's reading kept, at `now` on this process's clock.
+    pub(crate) fn clock(
+        &self,
+        reading: Option<&lockshift_decide::offset::ClockReading>,
+        now: lockshift_store::Timestamp,
+    ) {
+        let Some(r) = reading else {
+            return;
+        };
+        let seconds = |us: f64| us / 1e6;
+        // Offsets and errors are far below 2^53 µs: exact in an f64.
+        #[allow(clippy::cast_precision_loss)]
+        {
+            self.clock_offset.set(seconds(r.offset_us as f64));
+            self.clock_error.set(seconds(r.error_at(now) as f64));
+        }
     }
 }
 

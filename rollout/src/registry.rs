@@ -317,6 +317,7 @@ mod tests {
             stage_valid_for_ms: None,
             registry_ttl_ms: None,
             left: false,
+            clock: None,
         }
     }
 
@@ -410,6 +411,33 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// Issue 41: a row carries its process's clock reading under the
+    /// agreed names, and a row of a build that predates it (no `clock`
+    /// key) still decodes.
+    #[test]
+    fn a_row_carries_the_clock_reading_and_old_rows_still_decode() {
+        let mut with = info("a");
+        with.clock = Some(lockshift_decide::offset::ClockReading {
+            offset_us: 120_000_658,
+            error_us: 3_741,
+            at_us: 1_796_203_107_402_342,
+        });
+        let json: serde_json::Value = serde_json::to_value(&with).unwrap();
+        assert_eq!(
+            json["clock"],
+            serde_json::json!({"offset_us": 120_000_658, "error_us": 3_741, "at_us": 1_796_203_107_402_342_i64})
+        );
+        assert_eq!(
+            serde_json::from_value::<NodeInfo>(json.clone()).unwrap(),
+            with
+        );
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("clock");
+        let decoded: NodeInfo = serde_json::from_value(old).unwrap();
+        assert_eq!(decoded.clock, None);
+        assert_eq!(decoded.node, "a");
     }
 
     #[tokio::test]

@@ -34,6 +34,7 @@ fn info(name: &str, effective: Algorithm) -> NodeInfo {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     }
 }
 

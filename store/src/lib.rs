@@ -61,6 +61,9 @@
 //!   process's [`homes::HomesView`] and the [`homes::HomesRouter`] every
 //!   node's store goes through (docs/design.md §4a).
 //! - [`clock`]: injectable clocks.
+//! - [`offset`]: measuring this process's clock against a coordinator's
+//!   ([`offset::measure_offset`]; what the samples mean is
+//!   `lockshift_decide::offset`'s).
 //! - [`tombstones`]: what tombstones cost a read on Cassandra (measured),
 //!   the thresholds, Cassandra's warning text.
 //! - [`settings`]: how a store is chosen and connected.
@@ -75,6 +78,7 @@ pub mod fenced;
 pub mod homes;
 mod journal;
 mod memory;
+pub mod offset;
 mod request;
 mod route;
 pub mod settings;
@@ -101,6 +105,6 @@ pub use fenced::{FencedOutcome, FencedWriteError, FencedWriter};
 pub use journal::Journal;
 pub use lockshift_decide::{reconcile, schema};
 pub use memory::{DEFAULT_DATACENTER, DEFAULT_KEYSPACE, HintDelivery, MemoryStore};
-pub use route::{Datacenter, InvalidDatacenter, Route, Topology};
+pub use route::{Datacenter, Host, InvalidDatacenter, Route, Topology};
 pub use settings::{Consistency, CqlSettings, StoreBackend, StoreSettings};
 pub use tombstones::TombstoneThresholds;

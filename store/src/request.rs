@@ -186,6 +186,29 @@ impl<'a> Request<'a> {
         Request { route, ..self }
     }
 
+    /// Refuses a request pinned to one node ([`Route::Host`]) that is not
+    /// a reading of that node's clock: one node is no consistency level,
+    /// so nothing else may be sent to it alone. Every backend checks it
+    /// before anything else.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Invalid`], naming the node.
+    pub(crate) fn check_host_route(&self) -> Result<(), StoreError> {
+        if !matches!(self.route, Route::Host(_)) || matches!(self.op, Op::ServerTime) {
+            return Ok(());
+        }
+        Err(StoreError::new(
+            StoreErrorKind::Invalid,
+            self.kind(),
+            Some(self.table),
+            format!(
+                "{} only reads that node's clock; a {} needs a consistency level",
+                self.route,
+                self.kind()
+            ),
+        ))
+    }
+
     /// A copy that owns its arguments, to be sent later (a late landing).
     pub fn to_owned(&self) -> OwnedRequest {
         let op = match self.op {

@@ -2,4 +2,4 @@
 //! `lockshift_decide::datacenter` (pure data the homes rules share) and are
 //! re-exported at the crate root.
 
-pub use lockshift_decide::datacenter::{Datacenter, InvalidDatacenter, Route, Topology};
+pub use lockshift_decide::datacenter::{Datacenter, Host, InvalidDatacenter, Route, Topology};

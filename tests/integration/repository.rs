@@ -249,8 +249,15 @@ fn labels<'a>(files: impl IntoIterator<Item = (String, &'a str)>) -> Labels {
 /// lock's home is when it is sent, docs/design.md §5): the fenced-write
 /// rule held within one Paxos domain, and a writer pinned to a home it
 /// once saw wrote in the old one across a move; no rule tied a fenced
-/// write to the lock's home.
-const LABEL_CEILING: usize = 40;
+/// write to the lock's home. Issue 41: 41 with C1 (a process acts as
+/// legacy or queue only on a clock measured within the margin of the
+/// database's, docs/design.md §4b): every earlier rule assumed the hosts'
+/// clocks within `rollout.clock_skew_margin` of each other and none
+/// measured it — a process ten minutes off hid its registry rows and its
+/// promises from the guards and took locks as legacy beside queue holders
+/// (`tests/simulation/clocks.rs`); no earlier rule speaks of what a process
+/// must know of its own clock before it acts.
+const LABEL_CEILING: usize = 41;
 
 /// One label per rule, defined once, and every citation resolves — in
 /// every `.rs` and `.md` file but this one, whose samples are not labels.

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod attacks;
+mod clocks;
 mod datacenters;
 mod datacenters_partial;
 mod datacenters_waits;

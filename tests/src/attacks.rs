@@ -18,7 +18,7 @@ use lockshift::{LockGuard, Node};
 use lockshift_decide::algorithm::{Mode, Stage};
 use lockshift_lock::{AcquireError, AcquireOptions, LockId};
 use lockshift_rollout::{Rollout, TransitionRequest};
-use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedStore, Table, schema};
+use lockshift_store::{FaultPlan, FaultScope, OpKind, SharedClock, SharedStore, Table, schema};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
@@ -135,13 +135,33 @@ impl World {
         plan: FaultPlan,
         config_file: bool,
     ) -> Started {
+        let (store, clock) = (self.cluster.store.clone(), self.cluster.clock.clone());
+        self.start_on(id, mode, plan, config_file, store, clock)
+            .await
+    }
+
+    /// As [`start`](Self::start), the node on `store` (the cluster's,
+    /// perhaps behind a layer of the test's) with `clock` (perhaps off the
+    /// cluster's).
+    ///
+    /// # Panics
+    /// If the node does not start.
+    pub async fn start_on(
+        &mut self,
+        id: &str,
+        mode: Mode,
+        plan: FaultPlan,
+        config_file: bool,
+        store: SharedStore,
+        clock: SharedClock,
+    ) -> Started {
         self.started += 1;
         let settings = self.timings.settings_for(id, mode);
         let env = node_env(
             usize::try_from(self.started).unwrap_or(0),
             self.seed,
-            self.cluster.store.clone(),
-            self.cluster.clock.clone(),
+            store,
+            clock,
             plan,
             settings.lock.lease(),
         );

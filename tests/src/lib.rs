@@ -2,6 +2,7 @@
 //! conformance suite and (as the lock crates land) simulated fleets.
 
 pub mod attacks;
+pub mod clocks;
 pub mod datacenters;
 pub mod election;
 pub mod fleet;

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::clock::ClockState;
 use super::runtime::{Shared, State, every, refresh_homes, watch_expiry};
 use super::{Core, Node};
 use crate::binding::{Bindings, View};
@@ -279,9 +280,13 @@ impl Node {
                 homes_logged: BTreeMap::new(),
                 stage_error: None,
                 heartbeat_error: None,
+                clock: ClockState::default(),
             }),
             view_changed: Notify::new(),
         });
+        // The clock first (C1): the first heartbeat carries the reading,
+        // and the node acts on its mode from its first confirmed view.
+        shared.measure_clock_at_start().await;
         // The homes first (a refresh reads them before the stage): the stage
         // and the registry live at the fleet home.
         if let Err(e) = shared.refresh().await {
@@ -329,6 +334,7 @@ impl Node {
                 }
             })),
             tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
+            tokio::spawn(shared.clone().keep_measuring(stop.clone())),
         ];
         Ok(Node {
             core: Arc::new(Core {

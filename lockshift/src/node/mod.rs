@@ -5,7 +5,7 @@
 //!
 //! # The rules it keeps
 //!
-//! The node keeps the rollout rules R2–R8 of docs/design.md §4; why they
+//! The node keeps the rollout rules R2–R8 of docs/design.md §4 and C1 (§4b); why they
 //! keep legacy and queue acquisitions apart is argued there once ("Why no
 //! legacy and queue acquisitions overlap"). The decisions themselves are
 //! pure and live in [`lockshift_decide::binding`] (the facade's `binding`
@@ -24,6 +24,10 @@
 //!   when it is invalidated (R3), and hands a guard out only under the
 //!   binding's conditions (R4, R8). A held guard is released by its own
 //!   lease, whatever the node resolves by then (R7).
+//! - `clock` measures the process's clock against the database's when the
+//!   node starts and every minute, reports it in the heartbeat, and keeps
+//!   the node combined while it is not known within
+//!   `rollout.clock_skew_margin` (C1, docs/design.md §4b).
 //! - `builder` draws the incarnation that names the registry row, so a
 //!   second process under the same node id never hides this one (R5). The
 //!   lock cells name the same process.
@@ -48,6 +52,7 @@ use crate::error::StartError;
 
 mod acquire;
 mod builder;
+mod clock;
 mod runtime;
 mod status;
 

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::NodeStatus;
+use super::clock::ClockState;
 use crate::binding::{Bindings, View};
 use crate::metrics::NodeMetrics;
 use crate::settings::Settings;
@@ -49,16 +50,20 @@ pub(super) struct State {
     pub(super) stage_error: Option<String>,
     /// Why the last heartbeat failed, until one lands.
     pub(super) heartbeat_error: Option<String>,
+    /// The process's clock against the database's (C1).
+    pub(super) clock: ClockState,
 }
 
 impl State {
-    /// Why the view is not confirmed at `now`, in words (`None` when it
-    /// is): what a degraded mode is told, instead of a stage that forbids
-    /// nothing.
+    /// Why the view is not confirmed at `now` (`wall` on this process's
+    /// clock), in words (`None` when it is): what a degraded mode is told,
+    /// instead of a stage that forbids nothing — the stage's reason (R2),
+    /// the clock's (C1), or both.
     pub(super) fn unconfirmed_because(
         &self,
         now: std::time::Instant,
-        valid_for: Duration,
+        wall: Timestamp,
+        rollout: &RolloutSettings,
     ) -> Option<String> {
         if self.view.confirmed(now).is_some() {
             return None;
@@ -67,23 +72,29 @@ impl State {
             Some(e) => format!("{what}: {e}"),
             None => what.to_string(),
         };
-        Some(if self.view.record.is_none() {
-            why("no stage read has succeeded yet", &self.stage_error)
+        let stage = if self.view.record.is_none() {
+            Some(why("no stage read has succeeded yet", &self.stage_error))
         } else if !self.view.has_heartbeat() {
-            why("no heartbeat has landed yet", &self.heartbeat_error)
-        } else {
+            Some(why("no heartbeat has landed yet", &self.heartbeat_error))
+        } else if self.view.expired(now) {
             let error = self
                 .stage_error
                 .clone()
                 .or_else(|| self.heartbeat_error.clone());
-            why(
+            Some(why(
                 &format!(
                     "the stage has not been confirmed within rollout.stage_valid_for ({})",
-                    lockshift_decide::duration::fmt_duration(valid_for)
+                    lockshift_decide::duration::fmt_duration(rollout.stage_valid_for)
                 ),
                 &error,
-            )
-        })
+            ))
+        } else {
+            None
+        };
+        let clock = (!self.view.clock_bounded(now))
+            .then(|| self.clock.why_unbounded(rollout.clock_skew_margin, wall));
+        let reasons: Vec<String> = stage.into_iter().chain(clock).collect();
+        Some(reasons.join("; "))
     }
 }
 
@@ -231,9 +242,13 @@ impl Shared {
             incarnation: self.incarnation,
             other_processes: st.others.clone(),
             pending: pending(&st.view, st.configured, st.resolution, now.into_std()),
-            unconfirmed_because: st
-                .unconfirmed_because(now.into_std(), self.rollout.stage_valid_for),
+            unconfirmed_because: st.unconfirmed_because(
+                now.into_std(),
+                self.clock.now(),
+                &self.rollout,
+            ),
             homes: self.homes.states(),
+            clock: st.clock.reading,
         }
     }
 
@@ -264,10 +279,10 @@ impl Shared {
             }
             match (
                 resolution.degraded_from,
-                st.unconfirmed_because(now, self.rollout.stage_valid_for),
+                st.unconfirmed_because(now, self.clock.now(), &self.rollout),
             ) {
                 (Some(mode), Some(why)) => warn!(node = %self.id, configured = %mode,
-                    "mode {mode} waits for a confirmed stage ({why}); running combined until then"),
+                    "mode {mode} waits for a confirmed stage and a clock within the margin ({why}); running combined until then"),
                 (Some(mode), None) => warn!(node = %self.id, configured = %mode, %stage,
                     "mode {mode} is not allowed at stage {stage}; running combined"),
                 (None, _) => info!(node = %self.id, algorithm = %resolution.algorithm, %stage,
@@ -443,6 +458,7 @@ impl Shared {
                 u64::try_from(self.registry_ttl.as_duration().as_millis()).unwrap_or(u64::MAX),
             ),
             left: false,
+            clock: st.clock.reading,
         };
         (info, declared)
     }
@@ -458,8 +474,7 @@ impl Shared {
         // acquisition it lets the node hand out falls before
         // `promised` — recorded even if the node never reports again.
         let promised = self
-            .clock
-            .now()
+            .on_database_clock(self.clock.now())
             .saturating_add(self.rollout.stage_valid_for);
         let landed = async {
             for algorithm in declared
@@ -540,7 +555,7 @@ impl Shared {
                 .collect()
         };
         for (algorithm, at) in pending {
-            record_activity(self.store.as_ref(), algorithm, at).await?;
+            record_activity(self.store.as_ref(), algorithm, self.on_database_clock(at)).await?;
             self.state().reported.insert(algorithm, at);
         }
         Ok(())

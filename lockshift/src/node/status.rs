@@ -2,6 +2,7 @@
 
 use lockshift_decide::algorithm::Mode;
 use lockshift_decide::home::RuleState;
+use lockshift_decide::offset::ClockReading;
 use lockshift_decide::rollout::StageRecord;
 use lockshift_lock::{Algorithm, Incarnation, NodeId};
 
@@ -42,6 +43,13 @@ pub struct NodeStatus {
     /// The node's view of each home rule (docs/design.md §4a): its newest
     /// record and whether its home confirmed it lately. Empty without homes.
     pub homes: Vec<RuleState>,
+    /// The process's clock against the database's, as last measured (C1,
+    /// docs/design.md §4b): the database's clock minus this process's,
+    /// within its error. `None` until a measurement is answered. While it
+    /// is not known within `rollout.clock_skew_margin`, the node acts as
+    /// combined and [`unconfirmed_because`](Self::unconfirmed_because)
+    /// says so.
+    pub clock: Option<ClockReading>,
 }
 
 impl NodeStatus {
@@ -54,7 +62,9 @@ impl NodeStatus {
         let from = self.degraded_from?;
         Some(match (&self.unconfirmed_because, &self.stage) {
             (Some(why), _) => {
-                format!("mode {from} waits for a confirmed stage ({why}); using combined")
+                format!(
+                    "mode {from} waits for a confirmed stage and a clock within the margin ({why}); using combined"
+                )
             }
             (None, stage) => format!(
                 "mode {from} is not allowed at stage {}; using combined",

@@ -32,6 +32,7 @@ pub mod leader;
 mod leader_tests;
 pub mod lock;
 pub mod lock_session;
+pub mod node_clocks;
 pub mod rollback;
 pub mod run_with_lock;
 pub mod schema;

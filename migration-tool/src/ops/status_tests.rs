@@ -280,6 +280,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     };
     // A node that predates `acting_version`: the row shows its seen
     // version.
@@ -365,12 +366,13 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             assert_eq!(row.get(key), Some(value), "#{i}: key {key}: {row:#?}");
         }
         // Keys are only ever added (invariant 3 of `lib.rs`): issue 29's
-        // datacenter fields and issue 40's registry TTL, null for a row
-        // that says nothing of them.
+        // datacenter fields, issue 40's registry TTL and issue 41's clock
+        // reading, null for a row that says nothing of them.
         let added: Vec<&String> = row.keys().filter(|k| !old.contains_key(*k)).collect();
         assert_eq!(
             added,
             [
+                "clock",
                 "datacenter",
                 "homes",
                 "registry_ttl_ms",
@@ -439,6 +441,7 @@ async fn a_legacy_node_and_holder_block_dual() {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     };
     heartbeat(
         env.store.as_ref(),

@@ -16,6 +16,7 @@
 //! - `clean`: `migrate clean`;
 //! - `transition`: `migrate advance` and `migrate rollback`;
 //! - `lock`: `migrate lock` and `migrate run-with-lock`;
+//! - `node_clocks`: the Cassandra nodes' clocks, for `migrate status`;
 //! - `demo`: `migrate demo`'s live output ([`demo_observer`]) and verdict.
 //!
 //! `migrate bench` draws with the benchmark crate's own renderer.
@@ -33,6 +34,7 @@ mod demo;
 pub(crate) mod home;
 mod inspect;
 mod lock;
+mod node_clocks;
 mod status;
 mod transition;
 

@@ -431,5 +431,6 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     }
 }

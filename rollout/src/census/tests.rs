@@ -327,6 +327,7 @@ async fn cells_are_matched_to_their_own_process() {
             stage_valid_for_ms: None,
             registry_ttl_ms: None,
             left: false,
+            clock: None,
         },
         heartbeat_at: Timestamp::from_micros(now),
         ttl_left: None,

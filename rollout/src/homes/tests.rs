@@ -168,6 +168,7 @@ async fn register_other(router: &SharedStore, knows_homes: bool) {
         stage_valid_for_ms: None,
         registry_ttl_ms: None,
         left: false,
+        clock: None,
     };
     router
         .write_via(

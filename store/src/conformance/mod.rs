@@ -26,7 +26,8 @@
 //! - S4, order and limit, and key scans: [`column_order`],
 //!   [`limit_and_start_column`], [`scan_pages_through_keys`],
 //!   [`scan_cells_pages_through_token_ranges`],
-//!   [`server_time_reads_the_coordinators_clock`] (in `conformance/reads.rs`);
+//!   [`server_time_reads_the_coordinators_clock`],
+//!   [`each_host_answers_its_own_clock`] (in `conformance/reads.rs`);
 //! - S6, tombstones cost reads: [`tombstones_cost_reads`],
 //!   [`too_many_tombstones_fail_the_read`] (in `conformance/tombstones.rs`);
 //! - fenced writes (docs/design.md §5): [`fenced_writes_refuse_smaller_tokens`],
@@ -54,8 +55,9 @@ pub use fenced::{
     concurrent_fenced_writers_end_with_the_largest_token, fenced_writes_refuse_smaller_tokens,
 };
 pub use reads::{
-    column_order, limit_and_start_column, scan_cells_pages_through_token_ranges,
-    scan_pages_through_keys, server_time_reads_the_coordinators_clock,
+    column_order, each_host_answers_its_own_clock, limit_and_start_column,
+    scan_cells_pages_through_token_ranges, scan_pages_through_keys,
+    server_time_reads_the_coordinators_clock,
 };
 pub use reconcile::{
     concurrent_writers, delete_shadows_older_not_newer, last_write_wins, tie_goes_to_tombstone,
@@ -159,7 +161,7 @@ macro_rules! conformance_tests {
             last_write_wins, tie_goes_to_tombstone, delete_shadows_older_not_newer,
             ttl_expiry, ttl_counts_whole_seconds, column_order, limit_and_start_column, scan_pages_through_keys,
             scan_cells_pages_through_token_ranges, server_time_reads_the_coordinators_clock,
-            concurrent_writers, tombstones_cost_reads, too_many_tombstones_fail_the_read,
+            each_host_answers_its_own_clock, concurrent_writers, tombstones_cost_reads, too_many_tombstones_fail_the_read,
             fenced_writes_refuse_smaller_tokens, concurrent_fenced_writers_end_with_the_largest_token);
     };
     (@each $make:expr; $($name:ident),*) => {

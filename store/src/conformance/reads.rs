@@ -270,3 +270,35 @@ pub async fn server_time_reads_the_coordinators_clock(t: &dyn Target) {
         "the coordinator's clock {at:?} is {apart} µs from the client's {before:?}"
     );
 }
+
+/// Every node the store lists answers its own clock on a route to it
+/// alone ([`Route::Host`](crate::Route::Host)), close to the client's; a
+/// node that is not there is a connection error, and nothing but a clock
+/// reading may go to one node.
+pub async fn each_host_answers_its_own_clock(t: &dyn Target) {
+    let hosts = t.store().topology().hosts;
+    assert!(!hosts.is_empty(), "the store lists no node");
+    for host in &hosts {
+        let before = t.now();
+        let route = crate::Route::Host(host.address.clone());
+        let at = t
+            .store()
+            .server_time_via(&route)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", host.address));
+        let apart = (at.as_micros() - before.as_micros()).abs();
+        assert!(apart < 10_000_000, "{}: {at:?} vs {before:?}", host.address);
+        let e = t
+            .store()
+            .read_via(&route, crate::schema::SCRATCH, "x", &RowQuery::all())
+            .await
+            .expect_err("a read on one node's route");
+        assert_eq!(e.kind(), crate::StoreErrorKind::Invalid, "{e}");
+    }
+    let e = t
+        .store()
+        .server_time_via(&crate::Route::Host("192.0.2.1:9042".into()))
+        .await
+        .expect_err("no such node");
+    assert_eq!(e.kind(), crate::StoreErrorKind::Connection, "{e}");
+}

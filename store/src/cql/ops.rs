@@ -216,10 +216,13 @@ impl CqlStore {
 
     async fn apply_server_time(&self, route: &Route) -> Result<Timestamp, StoreError> {
         let (op, table) = (OpKind::Read, crate::schema::ROLLOUT);
-        let routed = self.statements_for(route, op, table)?;
+        let statement = match route {
+            Route::Host(address) => self.clock_of_host(address)?,
+            _ => self.statements_for(route, op, table)?.server_time.clone(),
+        };
         let result = self
             .session
-            .execute_unpaged(&routed.server_time, ())
+            .execute_unpaged(&statement, ())
             .await
             .map_err(|e| failed_on(route, e, op, table))?;
         let rows = decode_rows::<(i64,)>(result, op, Some(table))?;
@@ -320,6 +323,7 @@ impl CqlStore {
 #[async_trait]
 impl Store for CqlStore {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        request.check_host_route()?;
         let Request { route, table, op } = request;
         let route = &route;
         Ok(match op {
@@ -374,6 +378,7 @@ impl Store for CqlStore {
                 .into_iter()
                 .filter_map(|dc| Datacenter::new(dc).ok())
                 .collect(),
+            hosts: self.hosts(),
         }
     }
 }

@@ -169,6 +169,60 @@ impl CqlStore {
         &self.fenced
     }
 
+    /// The coordinator's clock statement sent to the node at `address`
+    /// alone ([`Route::Host`]): the driver's single-target policy, which
+    /// never falls back to another node. The node is named by the driver's
+    /// own record of it, so an address translator cannot mislead it.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Connection`] for an address no known node has.
+    pub(super) fn clock_of_host(
+        &self,
+        address: &str,
+    ) -> Result<scylla::statement::prepared::PreparedStatement, StoreError> {
+        use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
+        let state = self.session.get_cluster_state();
+        let nodes = state.get_nodes_info();
+        let address_of = |n: &scylla::cluster::Node| {
+            std::net::SocketAddr::new(n.address.ip(), n.address.port()).to_string()
+        };
+        let Some(node) = nodes.iter().find(|n| address_of(n) == address) else {
+            let known: Vec<String> = nodes.iter().map(|n| address_of(n)).collect();
+            return Err(StoreError::new(
+                StoreErrorKind::Connection,
+                OpKind::Read,
+                Some(crate::schema::ROLLOUT),
+                format!(
+                    "no node at {:?} is known to the driver (its nodes are {})",
+                    lockshift_decide::id::cut_short(address),
+                    known.join(", ")
+                ),
+            ));
+        };
+        let mut statement = self.statements.server_time.clone();
+        statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+            NodeIdentifier::Node(node.clone()),
+            None,
+        )));
+        Ok(statement)
+    }
+
+    /// The nodes the driver knows, each with its datacenter, sorted by
+    /// address: the topology's [`Host`](crate::Host)s.
+    pub(super) fn hosts(&self) -> Vec<crate::Host> {
+        let state = self.session.get_cluster_state();
+        let mut hosts: Vec<crate::Host> = state
+            .get_nodes_info()
+            .iter()
+            .map(|n| crate::Host {
+                address: std::net::SocketAddr::new(n.address.ip(), n.address.port()).to_string(),
+                datacenter: n.datacenter.clone().and_then(|dc| Datacenter::new(dc).ok()),
+            })
+            .collect();
+        hosts.sort();
+        hosts
+    }
+
     /// The statements for `route`: the default ones, or those pinned to
     /// its datacenter (made on first use).
     ///

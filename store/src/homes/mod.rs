@@ -277,7 +277,9 @@ impl HomesRouter {
             Route::Datacenter(dc) if op == OpKind::FencedWrite => {
                 return Err(pinned_fenced_write(table, row, dc));
             }
-            Route::Datacenter(_) => return Ok(route.clone()),
+            // A node alone is asked its clock and nothing else
+            // (`Request::check_host_route`): no home decides it.
+            Route::Datacenter(_) | Route::Host(_) => return Ok(route.clone()),
             // Routed as the lock's own rows are (a lock named like a fleet
             // row is the fleet's, `subject`).
             Route::HomeOf(lock) => subject(schema::MAIN, lock.as_str()),

@@ -116,6 +116,20 @@ impl MemoryStore {
         }
     }
 
+    /// Sets the clock of `datacenter`'s nodes `offset_micros` off the
+    /// store's (negative: behind), as a node whose NTP failed: what its
+    /// coordinator answers for `now()` ([`Store::server_time_via`](crate::Store::server_time_via)),
+    /// on any route it coordinates and on [`Route::Host`] (each
+    /// datacenter's one replica stands for all of its nodes, named by the
+    /// datacenter: [`Topology::hosts`](crate::Topology::hosts)). TTLs
+    /// still count on the store's own clock. Unknown names are ignored.
+    pub fn skew_node_clock(&self, datacenter: &Datacenter, offset_micros: i64) {
+        let mut st = self.lock();
+        if let Some(i) = st.network.index(datacenter) {
+            st.clock_offsets[i] = offset_micros;
+        }
+    }
+
     /// Replays every held hint whose target is reachable.
     pub fn deliver_hints(&self) {
         let mut st = self.lock();
@@ -249,6 +263,7 @@ impl State {
     pub(super) fn new(datacenters: Vec<(Datacenter, u32)>, seed: u64) -> Self {
         State {
             replicas: datacenters.iter().map(|_| Replica::default()).collect(),
+            clock_offsets: vec![0; datacenters.len()],
             network: Network::new(datacenters, seed),
             stats: HashMap::new(),
         }

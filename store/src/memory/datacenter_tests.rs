@@ -165,7 +165,11 @@ async fn routes_to_unknown_datacenters_are_refused_with_the_known_ones() {
         single.topology(),
         Topology {
             local: None,
-            datacenters: vec![dc(DEFAULT_DATACENTER)]
+            datacenters: vec![dc(DEFAULT_DATACENTER)],
+            hosts: vec![crate::Host {
+                address: DEFAULT_DATACENTER.to_string(),
+                datacenter: Some(dc(DEFAULT_DATACENTER)),
+            }],
         }
     );
     assert_eq!(a.topology().local, Some(dc("dc1")));

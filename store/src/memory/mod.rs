@@ -70,6 +70,9 @@ struct State {
     replicas: Vec<Replica>,
     network: Network,
     stats: HashMap<Table, TombstoneStats>,
+    /// How far each datacenter's nodes' clock reads off the store's, µs
+    /// ([`MemoryStore::skew_node_clock`]).
+    clock_offsets: Vec<i64>,
 }
 
 /// The name of the one datacenter of [`MemoryStore::new`]: Cassandra's

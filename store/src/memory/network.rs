@@ -246,6 +246,27 @@ impl Network {
                 }
                 Ok(Plan::Local { coordinator: k })
             }
+            // One node: here each datacenter's replica stands for all of
+            // its nodes, named by the datacenter (only a clock reading is
+            // sent to one, `Request::check_host_route`).
+            Route::Host(address) => {
+                let Some(k) = self
+                    .datacenters
+                    .iter()
+                    .position(|(n, _)| n.as_str() == address)
+                else {
+                    return Err(unreachable(format!(
+                        "no node at {address:?} in this cluster (its nodes are {})",
+                        self.list()
+                    )));
+                };
+                if !self.client_reaches(client, k) {
+                    return Err(unreachable(format!(
+                        "the node at {address:?} is not reachable from {from}"
+                    )));
+                }
+                Ok(Plan::Local { coordinator: k })
+            }
             // A store has no homes: a route named by a lock's home is the
             // default one here (a homes router resolves it before).
             Route::Default | Route::HomeOf(_) => {

@@ -17,7 +17,7 @@ use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
 use crate::reconcile::{CellVersion, ttl_deadline};
 use crate::request::{Op, Request, Response};
-use crate::route::{Route, Topology};
+use crate::route::{Host, Route, Topology};
 use crate::tombstones;
 
 impl MemoryStore {
@@ -215,15 +215,21 @@ impl MemoryStore {
         })
     }
 
-    /// The store's clock, in whole milliseconds as Cassandra's
-    /// `toUnixTimestamp(now())` gives it; one clock for every
-    /// datacenter's coordinators.
+    /// The coordinator's clock, in whole milliseconds as Cassandra's
+    /// `toUnixTimestamp(now())` gives it: the store's clock, off by the
+    /// coordinating datacenter's skew ([`MemoryStore::skew_node_clock`]).
     async fn apply_server_time(&self, route: &Route) -> Result<Timestamp, StoreError> {
         let now = self.clock.now();
         let mut st = self.lock();
-        self.plan(&mut st, route, OpKind::Read, crate::schema::ROLLOUT, now)?;
+        let plan = self.plan(&mut st, route, OpKind::Read, crate::schema::ROLLOUT, now)?;
+        let skew = st
+            .clock_offsets
+            .get(plan.coordinator())
+            .copied()
+            .unwrap_or(0);
+        let node = now.offset_micros(skew);
         Ok(Timestamp::from_micros(
-            now.as_micros().div_euclid(1000) * 1000,
+            node.as_micros().div_euclid(1000) * 1000,
         ))
     }
 
@@ -321,6 +327,7 @@ impl MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        request.check_host_route()?;
         let Request { route, table, op } = request;
         let route = &route;
         Ok(match op {
@@ -377,6 +384,15 @@ impl Store for MemoryStore {
                 .filter(|_| self.client.names_local)
                 .map(|i| st.network.name(i).clone()),
             datacenters: st.network.names(),
+            hosts: st
+                .network
+                .names()
+                .into_iter()
+                .map(|dc| Host {
+                    address: dc.to_string(),
+                    datacenter: Some(dc),
+                })
+                .collect(),
         }
     }
 }

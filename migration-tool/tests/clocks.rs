@@ -1,0 +1,129 @@
+//! Issue 41 end to end, on the harness's endpoint (a real cluster when
+//! `LOCKSHIFT_TEST_CONTACT_POINTS` is set): every node's clock read alone
+//! and judged, and a `migrate lock` whose clock is two minutes behind
+//! (`libfaketime`, `FAKETIME=-120s`) registering its measured offset and
+//! acting as combined (docs/design.md §4b, C1).
+
+// Integration tests: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Endpoint, eventually};
+use lockshift_lock::Algorithm;
+use lockshift_migration_tool::ops::node_clocks::node_clocks;
+use lockshift_rollout::registry::live_nodes;
+use lockshift_store::{Clock, SystemClock};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// Where Debian's `faketime` package puts the library `faketime(1)`
+/// preloads; `LOCKSHIFT_TEST_LIBFAKETIME` names another.
+fn libfaketime() -> Option<String> {
+    std::env::var("LOCKSHIFT_TEST_LIBFAKETIME")
+        .ok()
+        .into_iter()
+        .chain([
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".to_string(),
+            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1".to_string(),
+            "/usr/lib/faketime/libfaketime.so.1".to_string(),
+        ])
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+/// Every node the driver knows is read alone, in step with this machine's
+/// clock (the endpoint's is this machine's; a real cluster's nodes run
+/// NTP), and the verdict passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_is_read_alone_and_agrees() {
+    let e = Endpoint::with_schema().await;
+    let report = node_clocks(
+        e.store().as_ref(),
+        &SystemClock,
+        Duration::from_millis(1_000),
+    )
+    .await;
+    assert!(!report.nodes.is_empty(), "{report:?}");
+    for n in &report.nodes {
+        let r = n
+            .reading
+            .unwrap_or_else(|| panic!("{} not read: {:?}", n.address, n.error));
+        assert!(r.offset_us.unsigned_abs() < 500_000, "{}: {r:?}", n.address);
+        assert!(r.error_us < 100_000, "{}: {r:?}", n.address);
+    }
+    assert!(
+        !report.exit_unsafe && report.beyond.is_empty(),
+        "{report:?}"
+    );
+    eprintln!(
+        "{}",
+        lockshift_migration_tool::render::Human::human(&report)
+    );
+}
+
+/// The issue's reproduction: a process whose clock reads two minutes
+/// behind registers an offset of +120 s (within 2 s), takes its lock as
+/// combined though asked for legacy, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combined() {
+    let Some(lib) = libfaketime() else {
+        println!("skipped: libfaketime is not installed (apt-get install faketime)");
+        return;
+    };
+    let e = Endpoint::with_schema().await;
+    let mut cmd = e.command(
+        &["lock", "--mode", "legacy", "clock-check"],
+        &[
+            ("LD_PRELOAD", lib.as_str()),
+            ("FAKETIME", "-120s"),
+            ("RUST_LOG", "info"),
+        ],
+    );
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let store = e.store().clone();
+    eventually(Duration::from_secs(30), "the process registers", || {
+        let store = store.clone();
+        async move {
+            let (nodes, _) = live_nodes(store.as_ref(), SystemClock.now(), Duration::from_secs(5))
+                .await
+                .unwrap();
+            nodes.iter().any(|n| n.info.clock.is_some())
+        }
+    })
+    .await;
+    let (nodes, _) = live_nodes(
+        e.store().as_ref(),
+        SystemClock.now(),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    let row = nodes.iter().find(|n| n.info.clock.is_some()).unwrap();
+    let reading = row.info.clock.unwrap();
+    eprintln!("registered: {reading:?} ({})", reading.describe());
+    assert!(
+        (reading.offset_us - 120_000_000).unsigned_abs() < 2_000_000,
+        "{reading:?}"
+    );
+    assert_eq!(row.info.effective, Algorithm::Combined);
+    assert!(row.info.degraded);
+    // Judged by its own reading its heartbeat is fresh; by its stamp alone
+    // two minutes old.
+    let age = row.heartbeat_age(SystemClock.now(), None, Duration::from_secs(5));
+    assert!(age.surely_within(Duration::from_secs(10)), "{age:?}");
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGINT).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("migrate lock exits")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("beyond rollout.clock_skew_margin (5s)"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
