@@ -181,11 +181,36 @@ pub async fn live_nodes_via(
     now: Timestamp,
     margin: Duration,
 ) -> Result<(Vec<LiveNode>, Vec<String>), StoreError> {
+    live_nodes_patiently(store, route, now, margin, 1).await
+}
+
+/// [`live_nodes_via`], each row's read sent again after a transient
+/// failure (100 ms later), at most `attempts` times: one row's timeout
+/// costs that row's read again, not the whole registry's.
+///
+/// # Errors
+/// The store error of a row whose every attempt failed.
+pub(crate) async fn live_nodes_patiently(
+    store: &dyn Store,
+    route: &Route,
+    now: Timestamp,
+    margin: Duration,
+    attempts: usize,
+) -> Result<(Vec<LiveNode>, Vec<String>), StoreError> {
     let rows = registry_rows(now);
     let all = RowQuery::all();
-    let reads = rows
-        .iter()
-        .map(|row| store.read_via(route, schema::NODES, row, &all));
+    let reads = rows.iter().map(|row| async {
+        let mut attempt = 1;
+        loop {
+            match store.read_via(route, schema::NODES, row, &all).await {
+                Err(e) if e.is_retryable() && attempt < attempts => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                result => return result,
+            }
+        }
+    });
     let mut cells = Vec::new();
     for read in futures::future::join_all(reads).await {
         cells.extend(read?.into_iter().map(decode));

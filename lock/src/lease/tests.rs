@@ -32,8 +32,14 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// The clock starts on a whole second: TTLs count from the start of
+    /// the write's second (Cassandra's rule), so a clock started at the
+    /// system time's fraction would let a 10 ms wait cross a second
+    /// boundary about once in a hundred runs and read a 60 s TTL as 59 s.
     fn new() -> Self {
-        let clock: SharedClock = Arc::new(TokioClock::new());
+        let clock: SharedClock = Arc::new(TokioClock::starting_at(Timestamp::from_micros(
+            1_767_225_600_000_000,
+        )));
         let store = Arc::new(FaultyStore::new(MemoryStore::with_clock(clock.clone()), 1));
         Fixture { clock, store }
     }

@@ -18,7 +18,6 @@ use lockshift_store::{
 };
 
 use crate::error::RolloutError;
-use crate::registry::live_nodes_via;
 use crate::{LockerSettings, Lockers};
 
 /// Writes `record` to `column` of the homes row in `dc` at `stamp`
@@ -106,24 +105,18 @@ pub(super) async fn read_patiently(
     }
 }
 
-/// The live processes registered in the datacenter of `route`, again
-/// after a transient failure, at most [`READ_ATTEMPTS`] times.
+/// The live processes registered in the datacenter of `route`, each
+/// registry row's read again after a transient failure, at most
+/// [`READ_ATTEMPTS`] times.
 pub(super) async fn registry_patiently(
     store: &SharedStore,
     route: &Route,
     now: Timestamp,
     margin: Duration,
 ) -> Result<Vec<LiveNode>, StoreError> {
-    let mut attempt = 1;
-    loop {
-        match live_nodes_via(store.as_ref(), route, now, margin).await {
-            Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            result => return result.map(|(nodes, _)| nodes),
-        }
-    }
+    crate::registry::live_nodes_patiently(store.as_ref(), route, now, margin, READ_ATTEMPTS)
+        .await
+        .map(|(nodes, _)| nodes)
 }
 
 /// The rollout lock, taken with a combined locker on the local clock (as
