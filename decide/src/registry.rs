@@ -351,8 +351,11 @@ pub struct RegistryCell {
 /// whose declared registry TTL ended before `now − margin` (`margin`: how
 /// far the writer's clock may be behind the reader's) — and, when it
 /// reports its clock's reading, surely ended by that reading too
-/// ([`LiveNode::heartbeat_age`]) — is not live. Cells that do not decode
-/// come back in the second list by column.
+/// ([`LiveNode::heartbeat_age`]) — is not live. A process whose reading
+/// puts it beyond the margin of the database's clock when it wrote is
+/// judged by its reading alone: the margin's rule assumes what the
+/// reading disproves. Cells that do not decode come back in the second
+/// list by column.
 pub fn live_fleet(
     cells: impl IntoIterator<Item = RegistryCell>,
     now: Timestamp,
@@ -392,28 +395,56 @@ pub fn live_fleet(
         };
         let ttl = Duration::from_millis(ttl);
         let by_margin = end.duration_since(now);
-        // By the writer's own reading (C1), taking the reader's clock for
-        // the database's: a process far off the database's clock is still
-        // registered while its reading says so — never dropped earlier
-        // than by the margin alone.
-        let by_reading = node
-            .info
-            .clock
-            .map(|_| ttl.saturating_sub(node.heartbeat_age(now, None, margin).least));
         let over_by_margin = end.saturating_add(margin) < now;
-        let over_by_reading = node
-            .info
-            .clock
-            .is_none_or(|_| node.heartbeat_age(now, None, margin).surely_over(ttl));
-        if over_by_margin && over_by_reading {
+        let Some(reading) = node.info.clock else {
+            // No reading (a build that predates it): the writer is
+            // assumed within the margin, as before C1.
+            if !over_by_margin {
+                nodes.push(LiveNode {
+                    ttl_left: Some(by_margin),
+                    ..node
+                });
+            }
             continue;
+        };
+        // By the writer's own reading (C1), taking the reader's clock for
+        // the database's (the registry TTL's own margin covers the
+        // reader's skew): a process far off the database's clock is still
+        // registered while its reading says so.
+        let age = node.heartbeat_age(now, None, margin);
+        let by_reading = ttl.saturating_sub(age.least);
+        let over_by_reading = age.surely_over(ttl);
+        // The margin's rule assumes the writer within the margin of the
+        // database's clock. Its reading says whether it was when it
+        // wrote: if so, both rules hold and the later end counts (never
+        // dropped earlier than by the margin alone); if not, the margin's
+        // rule is known not to apply and only the reading judges. A
+        // process ahead of the database by more than its registration
+        // writes times that stay in the future for as long as it runs —
+        // by the margin alone its every cell, however old, would look
+        // fresh, and a reader would see it acting on a stage it left
+        // minutes ago (issue 41: the guards held `dual → legacy` back for
+        // as long as a process 154 s ahead, acting as combined, was ahead).
+        // Such a process acts as combined (C1), which the guards need not
+        // see (docs/design.md §4b).
+        let within = reading.bound_at(node.heartbeat_at) <= micros(margin);
+        let (over, left) = if within {
+            (over_by_margin && over_by_reading, by_margin.max(by_reading))
+        } else {
+            (over_by_reading, by_reading)
+        };
+        if !over {
+            nodes.push(LiveNode {
+                ttl_left: Some(left),
+                ..node
+            });
         }
-        nodes.push(LiveNode {
-            ttl_left: Some(by_margin.max(by_reading.unwrap_or_default())),
-            ..node
-        });
     }
     (nodes, unreadable)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -570,5 +601,56 @@ mod tests {
             margin,
         );
         assert_eq!(live.len(), 1);
+    }
+
+    /// Issue 41 (seed 120 of `clocks::processes_ten_minutes_apart`): a
+    /// process 154 s *ahead* of the database's clock stamps its heartbeats
+    /// 154 s in the future, so by the margin alone every cell it ever
+    /// wrote looks fresh: the one a reader finds (in the minute row the
+    /// reader reads, written 154 s ago on the database's clock, when it
+    /// saw stage legacy) kept the guards waiting for it to act on the
+    /// current stage. Its reading says it is beyond the margin and that
+    /// heartbeat long over: it is not live. A process within the margin
+    /// keeps the margin's rule: never dropped earlier than by it.
+    #[test]
+    fn a_process_ahead_beyond_the_margin_is_judged_by_its_reading_alone() {
+        let now = Timestamp::from_micros(1_000 * 1_000_000);
+        let margin = Duration::from_secs(5);
+        let reading = |offset_s: f64, at_s: i64| crate::offset::ClockReading {
+            offset_us: (offset_s * 1e6) as i64,
+            error_us: 3_000,
+            at_us: at_s * 1_000_000,
+        };
+        // Table: (heartbeat on its clock, its offset, live?).
+        let cases = [
+            // 154 s ahead, heartbeat 154 s ago on the database's clock
+            // (its clock read 1 000 s then): over by its reading.
+            (1_000, -154.0, false),
+            // The same process's fresh heartbeat (1 154 s on its clock).
+            (1_154, -154.0, true),
+            // 29 s ago on the database's clock: still within the TTL.
+            (1_125, -154.0, true),
+            // 31 s ago: over.
+            (1_123, -154.0, false),
+            // Behind by 120 s (its times look old): live by its reading.
+            (880, 120.0, true),
+            (845, 120.0, false),
+            // Within the margin, 2 s ahead: its reading says over (32 s
+            // ago), the margin's rule keeps it (ended 2 s ago, margin 5 s).
+            (970, -2.0, true),
+            (960, -2.0, false),
+        ];
+        for (at, offset, live) in cases {
+            let c = cell("a", at, |i| i.clock = Some(reading(offset, at)));
+            let (found, _) = live_fleet(vec![c], now, margin);
+            assert_eq!(
+                found.len() == 1,
+                live,
+                "heartbeat at {at} s, offset {offset} s"
+            );
+            if let Some(n) = found.first() {
+                assert!(n.ttl_left.unwrap() <= Duration::from_secs(30), "{n:?}");
+            }
+        }
     }
 }

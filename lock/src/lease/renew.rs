@@ -87,16 +87,25 @@ impl Shared {
     }
 
     /// Proven live cells due for renewal at `now` (no rewrite of theirs in
-    /// flight, their proof a renewal period of their term old), and with
+    /// flight, their proof a renewal period of its term old), and with
     /// any holding cell every other one (L8: a held lease's cells are
     /// renewed together, so none outlives the others by more than a
     /// renewal's own spread): (table, column).
+    ///
+    /// The period is the one of the TTL the cell's proven write carried
+    /// (`Proof::term`), not of the TTL its next write will carry: a cell
+    /// [`start_holding`](Lease::start_holding) moved to the lease TTL whose
+    /// promotion has not landed (it failed, or is still on its way) is
+    /// still proven only under the waiting TTL, and its watchdog deadline
+    /// (L3) counts against that TTL — so it is renewed at the waiting
+    /// period, before that deadline, not a lease period later (by when the
+    /// deadline has passed and the lease is lost).
     fn renewable(&self, now: Instant) -> Vec<(Table, String)> {
         let st = self.state();
         let ready = |c: &&LeaseCell| !c.in_flight && c.proof().is_some();
         let due = |c: &LeaseCell| {
             c.proof()
-                .is_some_and(|p| now >= p.lives_from + self.renew_every_of(c.term))
+                .is_some_and(|p| now >= p.lives_from + self.renew_every_of(p.term))
         };
         let holding_due = st
             .cells
@@ -112,14 +121,15 @@ impl Shared {
 
     /// When the next renewal is due: the earliest proof plus its term's
     /// period (cells with a rewrite in flight are looked at again a
-    /// period later).
+    /// period later) — the term of the proven write, as in
+    /// [`renewable`](Self::renewable).
     fn next_renewal(&self, now: Instant) -> Instant {
         let st = self.state();
         st.cells
             .values()
             .filter_map(|c| {
-                let period = self.renew_every_of(c.term);
                 let p = c.proof()?;
+                let period = self.renew_every_of(p.term);
                 Some(if c.in_flight {
                     now + period
                 } else {

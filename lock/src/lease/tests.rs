@@ -485,6 +485,60 @@ async fn a_waiting_lease_is_lost_before_its_short_cells_can_expire() {
     );
 }
 
+/// L6 with L2/L3: a waiter that starts holding while its promotion to the
+/// lease TTL fails (one write refused) is still proven only under the
+/// waiting TTL, so the renewal must come at the waiting period — before the
+/// waiting proof's deadline (2 s) — and carry the lease TTL. Before, the
+/// cell was renewed at the lease's period (10 s here), the watchdog fired
+/// first, and one failed write lost a lease the store would have kept: in
+/// the election simulation (seed 109 of `one_leader_at_a_time`), a leader
+/// lost its leadership 1.2 s after taking it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_promotion_is_renewed_before_the_waiting_deadline() {
+    use lockshift_store::FailPoint;
+    let f = Fixture::new();
+    let lease = f.waiting_lease();
+    lease.write(schema::MAIN, "m", b"reserved").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The promotion's one write is refused.
+    f.store.fail_next(1, FailPoint::Before);
+    lease.start_holding(&[(schema::MAIN, "m", b"holding")]);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        f.ttl_of(schema::MAIN, "m").await,
+        Some(Duration::from_secs(4)),
+        "the promotion failed: the cell still carries the waiting TTL"
+    );
+    assert!(!lease.is_waiting());
+    // Past the waiting proof's deadline (2 s after the write).
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(
+        !lease.lost_token().is_cancelled(),
+        "lost: {:?}",
+        lease.lost_reason()
+    );
+    lease.check_valid().unwrap();
+    let ttl = f
+        .ttl_of(schema::MAIN, "m")
+        .await
+        .expect("the cell is there");
+    assert!(
+        ttl > Duration::from_secs(50),
+        "renewed with the lease TTL: {ttl:?}"
+    );
+    // And on at the lease's period from then on.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    lease.check_valid().unwrap();
+    let main = f
+        .store
+        .inner()
+        .read(schema::MAIN, "L", &RowQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(main[0].value, b"holding", "re-marked");
+    lease.release().await.unwrap();
+}
+
 /// A refresh riding on the waiter's own read (L2 through the read): sent
 /// only once the cell is due (three quarters of the waiting period), only
 /// if the read followed the lease's last write or delete of the cell, and
