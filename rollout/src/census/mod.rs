@@ -29,7 +29,7 @@ use std::time::Duration;
 use std::sync::{Mutex, PoisonError};
 
 use lockshift_store::{
-    Clock, Route, RowQuery, Store, StoreError, StoreErrorKind, Table, TokenRange, schema,
+    Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, TokenRange, schema,
 };
 
 use classify::{Registry, classify_row};
@@ -190,9 +190,9 @@ pub async fn take_census(
     for (table, keys) in heavy {
         scan::look_again(&mut census, store, table, &keys).await?;
     }
-    // A token whose row a scan refused: read that table's row of every
-    // lock another table names there (a scan of that one token in each),
-    // so a refused row is named.
+    // A token whose row a scan refused: read that table's row of the lock
+    // another table names there (a one-cell page of that one token in
+    // each), so a refused row is named.
     for (table, token) in refused {
         let at = TokenRange {
             start: token.saturating_sub(1),
@@ -200,25 +200,9 @@ pub async fn take_census(
         };
         let mut locks = BTreeSet::new();
         for other in tables.into_iter().filter(|t| *t != table) {
-            let mut cursor = None;
-            loop {
-                let page = store
-                    .scan_cells_via(
-                        &Route::Default,
-                        other,
-                        at,
-                        cursor.as_ref(),
-                        options.page_size,
-                    )
-                    .await;
-                // The other table's row at the token may be refused too.
-                let Ok(page) = page else { break };
-                locks.extend(page.rows.into_iter().map(|r| r.key));
-                match page.next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
+            // A page of one cell: the other table's row at the token may
+            // be full of tombstones too, behind its first live cell.
+            locks.extend(scan::first_key(store, other, at).await);
         }
         for lock in &locks {
             read_row(

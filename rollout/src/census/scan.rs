@@ -206,7 +206,11 @@ pub(super) async fn scan_range(
 /// cell: it stops at the row's first live cell, before the tombstones
 /// that refused the scan. `None` when the row has no live cell ahead of
 /// them (or the page fails all the same).
-async fn first_key(store: &dyn Store, table: Table, range: TokenRange) -> Option<String> {
+pub(super) async fn first_key(
+    store: &dyn Store,
+    table: Table,
+    range: TokenRange,
+) -> Option<String> {
     let page = page(store, table, range, None, NonZeroU32::MIN)
         .await
         .ok()?;
