@@ -849,6 +849,10 @@ impl std::fmt::Debug for FenceReport {
 /// value of the last holder that wrote it — and never two holders.
 #[test]
 fn fenced_writes_across_planned_moves_keep_the_fence() {
+    // Whether a seed's schedule sends a write while a move waits is the
+    // schedule's (one seed in 300 did not); the run must show some.
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (seeds, not_sent) = (AtomicU64::new(0), AtomicU64::new(0));
     for_each_seed(
         "fenced_writes_across_planned_moves_keep_the_fence",
         0,
@@ -867,11 +871,18 @@ fn fenced_writes_across_planned_moves_keep_the_fence() {
                 assert!(report.problems.is_empty(), "seed {seed}: {report:?}");
                 assert_exclusive(&report.outcome, "fenced writes across moves");
                 assert!(
-                    report.acknowledged > 20 && report.not_sent > 0,
-                    "seed {seed}: writes landed, and some were refused unsent: {report:?}"
+                    report.acknowledged > 20,
+                    "seed {seed}: writes landed: {report:?}"
                 );
+                seeds.fetch_add(1, Ordering::Relaxed);
+                not_sent.fetch_add(report.not_sent, Ordering::Relaxed);
             });
         },
+    );
+    // (A replay of one seed shows what that seed does.)
+    assert!(
+        seeds.into_inner() < 3 || not_sent.into_inner() > 0,
+        "some writes were refused unsent while a move waited"
     );
 }
 
