@@ -141,9 +141,9 @@ pub async fn inspect_lock(
     Ok(out)
 }
 
-/// Takes a census of every lock: one paged scan of cells per table, read
-/// a few token ranges at a time ([`scan`]), calling `progress(table,
-/// rows_done)` as ranges end. A row the database refuses to read
+/// Takes a census of every lock: one paged scan of cells per table, its
+/// ring cut into [`RANGES`] ranges, [`IN_FLIGHT`] read at once, calling
+/// `progress(table, rows_done)` as ranges end. A row the database refuses to read
 /// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
 /// the census goes on with the others.
 ///
