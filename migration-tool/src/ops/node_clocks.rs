@@ -22,6 +22,11 @@ use super::ms;
 /// How many reads of each node's clock: the fastest is kept.
 pub const NODE_CLOCK_SAMPLES: usize = 5;
 
+/// How long a node's reads may take in all: a node out of reach (the far
+/// side of a split) is reported as not read, and `status` still answers
+/// within seconds.
+pub const NODE_CLOCK_DEADLINE: Duration = Duration::from_millis(1500);
+
 /// One node's clock against this client's.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct NodeClockView {
@@ -90,8 +95,9 @@ pub fn tolerance_of(settings: &lockshift::Settings) -> Duration {
 /// Reads every node's clock [`NODE_CLOCK_SAMPLES`] times against `clock`
 /// (the nodes at once, each node's reads one after another) and judges
 /// them against `tolerance` ([`tolerance_of`] the fleet's settings).
-/// `NODE_CLOCK_SAMPLES` single-row reads of `system.local` per node; a
-/// node that does not answer is reported, not retried.
+/// `NODE_CLOCK_SAMPLES` single-row reads of `system.local` per node,
+/// within [`NODE_CLOCK_DEADLINE`]; a node that does not answer is
+/// reported, not retried.
 ///
 /// # Cancel safety
 /// Cancel safe: nothing is written.
@@ -103,7 +109,24 @@ pub async fn node_clocks(
     let hosts = store.topology().hosts;
     let reads = hosts.iter().map(|host| async move {
         let route = Route::Host(host.address.clone());
-        let m = measure_offset(store, clock, &route, NODE_CLOCK_SAMPLES).await;
+        let measured = tokio::time::timeout(
+            NODE_CLOCK_DEADLINE,
+            measure_offset(store, clock, &route, NODE_CLOCK_SAMPLES),
+        )
+        .await;
+        let Ok(m) = measured else {
+            return NodeClockView {
+                address: host.address.clone(),
+                datacenter: host.datacenter.as_ref().map(ToString::to_string),
+                reading: None,
+                round_trip_us: None,
+                answered: 0,
+                error: Some(format!(
+                    "no answer within {}",
+                    crate::render::age(ms(NODE_CLOCK_DEADLINE))
+                )),
+            };
+        };
         let round_trip_us = m
             .samples
             .iter()

@@ -154,3 +154,30 @@ fn pairs_are_judged_by_their_difference_and_both_errors() {
     assert!(alone.widest.is_none() && !alone.exit_unsafe);
     assert_eq!(alone.client.map(|c| c.offset_us), Some(5 * S));
 }
+
+/// Issue 41 item 3, through `migrate status`: a node 3 s off is an
+/// UNSAFE warning (exit 5) and the report shows every node's clock; with
+/// the nodes within the tolerance, the same report is not unsafe.
+#[tokio::test(start_paused = true)]
+async fn status_shows_node_clocks_and_is_unsafe_beyond_the_tolerance() {
+    for (skews, unsafe_) in [([0, 2_000, 3 * S], true), ([0, 2_000, 0], false)] {
+        let (_, store, client) = cluster(skews, -120 * S);
+        let env = crate::ops::Env::new(settings(), store, client);
+        let r = crate::ops::status::status(&env, |_| {}).await.unwrap();
+        let clocks = r.node_clocks.as_ref().expect("three nodes listed");
+        assert_eq!(clocks.nodes.len(), 3);
+        assert_eq!(r.unsafe_state, unsafe_, "{:?}", r.warnings);
+        let warned = r
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("UNSAFE: Cassandra nodes"))
+            .count();
+        assert_eq!(warned, if unsafe_ { 2 } else { 0 }, "{:?}", r.warnings);
+        let human = r.human();
+        assert!(
+            human.contains("node clocks must agree within 1.0s"),
+            "{human}"
+        );
+        assert!(human.contains("dc3"), "{human}");
+    }
+}

@@ -79,6 +79,11 @@ pub struct StatusReport {
     /// fleet home moves, or from the far side of a split, they are refused
     /// at once and the report says so beside the homes.
     pub fleet_rows: FleetRows,
+    /// Each Cassandra node's clock against this client's and every pair
+    /// judged against `clocks.node_skew_tolerance_ms` (docs/operating.md
+    /// §12); `null` when the store lists no node (the embedded store).
+    /// Two nodes surely beyond the tolerance are an UNSAFE warning.
+    pub node_clocks: Option<super::node_clocks::NodeClocksReport>,
 }
 
 /// Gathers the report; `progress` hears about the census pages.
@@ -98,16 +103,18 @@ pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Re
     let rollout = env.rollout();
     // The very gatherer `advance` judges on (`Rollout::evidence`), so the
     // verdict printed here is the one a transition would reach.
-    let evidence = rollout
-        .evidence_with_progress(|table, done| {
-            progress(Progress {
-                phase: "scanning",
-                table: Some(table),
-                done,
-                total: None,
-            })
+    // The nodes' clocks are read meanwhile (within a deadline of their own).
+    let tolerance = super::node_clocks::tolerance_of(&env.settings);
+    let clocks = super::node_clocks::node_clocks(env.store.as_ref(), env.clock.as_ref(), tolerance);
+    let evidence = rollout.evidence_with_progress(|table, done| {
+        progress(Progress {
+            phase: "scanning",
+            table: Some(table),
+            done,
+            total: None,
         })
-        .await;
+    });
+    let (evidence, clocks) = tokio::join!(evidence, clocks);
     let mut report = match evidence {
         Ok(evidence) => match rollout.history().await {
             Ok(history) => build(env, evidence, history),
@@ -140,7 +147,31 @@ pub async fn status(env: &Env, mut progress: impl FnMut(Progress)) -> anyhow::Re
             "the homes could not be read from any datacenter: {e:#}"
         )),
     }
+    add_node_clocks(&mut report, clocks);
     Ok(report)
+}
+
+/// `clocks` into `report`, when the store listed a node; two nodes surely
+/// farther apart than the tolerance are an UNSAFE warning (exit 5): a
+/// lease can end for its readers before its owner is told.
+fn add_node_clocks(report: &mut StatusReport, clocks: super::node_clocks::NodeClocksReport) {
+    if clocks.nodes.is_empty() {
+        return;
+    }
+    for p in &clocks.beyond {
+        report.warnings.push(format!(
+            "UNSAFE: Cassandra nodes {} and {} are {} ± {} apart, beyond the {} the fleet's \
+             leases tolerate: a lease can end for its readers before its owner is told; set the \
+             nodes' clocks right (NTP; docs/operating.md §12)",
+            p.a,
+            p.b,
+            lockshift_decide::offset::fmt_micros(p.spread.difference_us.unsigned_abs()),
+            lockshift_decide::offset::fmt_micros(p.spread.error_us),
+            crate::render::age(clocks.tolerance_ms)
+        ));
+        report.unsafe_state = true;
+    }
+    report.node_clocks = Some(clocks);
 }
 
 /// The report when the fleet's rows were refused with `error` (never
@@ -186,6 +217,7 @@ fn unread(env: &Env, error: &lockshift_store::StoreError) -> StatusReport {
             why: Some(error.message().to_string()),
             serves_in_ms: error.retry_after().map(ms),
         },
+        node_clocks: None,
     }
 }
 
@@ -320,6 +352,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             why: None,
             serves_in_ms: None,
         },
+        node_clocks: None,
     }
 }
 

@@ -47,6 +47,9 @@ impl StatusReport {
             age(c.waiters_ms),
             age(c.holders_ms)
         );
+        if let Some(clocks) = &self.node_clocks {
+            s.push_str(&clocks.human());
+        }
         if let Some(view) = &self.datacenters {
             s.push_str(&super::home::datacenters(view));
         }
