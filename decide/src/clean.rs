@@ -60,10 +60,13 @@
 //!   the renewal's own round trips, as before. An understated row can then
 //!   cost a second look, never a renewing owner's cell. Overdue is still
 //!   judged by the promised period: it only picks candidates.
-//! - **Ages allow for skew.** A cell's age is this machine's clock minus
-//!   the owner's write stamp; an owner whose clock is slow by up to
-//!   `rollout.clock_skew_margin` makes its cells look that much older, so
-//!   every age is judged less the margin.
+//! - **Ages allow for skew.** A cell's age is judged on the database's
+//!   clock ([`CensusCell::least_age`]): the owner's write stamp taken there
+//!   by the clock reading in its registry row, this machine's clock by its
+//!   own, each at its error's worst. A side without a reading may be off by
+//!   up to `rollout.clock_skew_margin`, so its ages are judged less the
+//!   margin. An owner minutes behind whose reading says so keeps its cells
+//!   (design §4b, C1).
 //! - **Overdue**: not renewed for `--stale-multiple` × the promised renewal
 //!   period, or — for a cell without a TTL — for `--stale-after`. (A
 //!   promise read off a cell's TTL makes it overdue only after `multiple ×
@@ -225,9 +228,10 @@ pub fn judge(
     skew_margin: Duration,
     min_lease_ttl: Duration,
 ) -> Judged {
-    // The owner's clock may be slower than this one by the margin: its cells
-    // then look that much older than they are.
-    let age = cell.age.saturating_sub(skew_margin);
+    // The least the cell's age can be on the database's clock: its owner's
+    // clock and this one allowed for by their readings, or by the margin
+    // (a slower owner's cells look that much older than they are).
+    let age = cell.least_age;
     let promise = promise_of(cell, skew_margin, min_lease_ttl);
     let overdue_after = match promise {
         Some(p) => p.renew_every().saturating_mul(criteria.stale_multiple),

@@ -255,6 +255,10 @@ pub struct Age {
     pub least: Duration,
     /// The most it can be (zero when it surely lies ahead).
     pub most: Duration,
+    /// How old it is as a view shows it: each clock taken to the
+    /// database's at its reading's offset, or at its word without one
+    /// (zero when that puts it ahead).
+    pub shown: Duration,
 }
 
 impl Age {
@@ -268,6 +272,7 @@ impl Age {
     pub fn surely_within(&self, limit: Duration) -> bool {
         self.most <= limit
     }
+
 }
 
 /// How old, in the database's time, a time `written` on a writer's clock
@@ -298,9 +303,13 @@ pub fn age(
             u64::try_from(i128::from(to.as_micros()) - i128::from(from.as_micros())).unwrap_or(0),
         )
     };
+    let at_offset = |t: Timestamp, reading: Option<&ClockReading>| {
+        reading.map_or(t, |r| t.offset_micros(r.offset_us))
+    };
     Age {
         least: gap(r_early, w_late),
         most: gap(r_late, w_early),
+        shown: gap(at_offset(now, reader), at_offset(written, writer)),
     }
 }
 

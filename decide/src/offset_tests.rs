@@ -205,6 +205,7 @@ fn a_writers_time_is_judged_on_the_database_clock_by_its_own_reading() {
         Age {
             least: Duration::from_micros(2 * S as u64 - 18_000),
             most: Duration::from_micros(2 * S as u64 + 18_000),
+            shown: Duration::from_secs(2),
         }
     );
     let heartbeat_ttl = Duration::from_secs(30);

@@ -19,6 +19,7 @@ use crate::cell::Timestamp;
 use crate::census::{Census, UnreadableRow};
 use crate::duration::fmt_duration;
 use crate::id::cut_short;
+use crate::offset::Age;
 use crate::registry::LiveNode;
 use crate::remedy::Remedy;
 
@@ -252,6 +253,10 @@ pub struct GuardTimes {
     /// A node not heard from for longer is silent, as `migrate status`
     /// marks it (`rollout.heartbeat_ttl`); its registry row still counts.
     pub heartbeat_ttl: Duration,
+    /// How far a process that reports no clock reading may be from the
+    /// database's clock (`rollout.clock_skew_margin`): a heartbeat is aged
+    /// by its writer's reading, or allowing this much.
+    pub clock_skew_margin: Duration,
 }
 
 /// The guards of `from → to` evaluated on `evidence` with `times` (pure:
@@ -262,6 +267,7 @@ pub fn evaluate(evidence: &Evidence, to: Stage, times: GuardTimes) -> Verdict {
     let g = Guards {
         evidence,
         silent_after: times.heartbeat_ttl,
+        margin: times.clock_skew_margin,
     };
     let guards = match (from, to) {
         (Stage::Legacy, Stage::Dual) => vec![
@@ -306,6 +312,8 @@ struct Guards<'a> {
     /// A node not heard from for longer is silent (`rollout.heartbeat_ttl`,
     /// as `migrate status` marks it).
     silent_after: Duration,
+    /// `rollout.clock_skew_margin`, for a heartbeat without a reading.
+    margin: Duration,
 }
 
 impl Guards<'_> {
@@ -331,9 +339,16 @@ impl Guards<'_> {
     fn heard(&self, node: &LiveNode) -> String {
         format!(
             "heartbeat {} ago",
-            fmt_duration(round_secs(
-                self.evidence.now.duration_since(node.heartbeat_at)
-            ))
+            fmt_duration(round_secs(self.heartbeat_age(node).shown))
+        )
+    }
+
+    /// How long ago `node` last heartbeat, on the database's clock.
+    fn heartbeat_age(&self, node: &LiveNode) -> Age {
+        node.heartbeat_age(
+            self.evidence.now,
+            self.evidence.census.reader.as_ref(),
+            self.margin,
         )
     }
 
@@ -356,9 +371,11 @@ impl Guards<'_> {
     }
 
     /// No heartbeat for longer than a heartbeat TTL's worth (the registry
-    /// row still counts).
+    /// row still counts), on the database's clock by the process's reading
+    /// and the census taker's ([`LiveNode::heartbeat_age`]): a process
+    /// minutes off the database's clock that heartbeats is not silent.
     fn silent(&self, node: &LiveNode) -> bool {
-        self.evidence.now.duration_since(node.heartbeat_at) > self.silent_after
+        self.heartbeat_age(node).surely_over(self.silent_after)
     }
 
     fn no_node_runs(&self, algorithm: Algorithm) -> Guard {

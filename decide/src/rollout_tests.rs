@@ -56,11 +56,13 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
             registered: algorithm.is_some(),
             process_live: algorithm.is_some(),
             promise: None,
+            clock: None,
             algorithm,
             reserved: false,
         },
         writetime: Timestamp::from_micros(NOW),
         age: Duration::ZERO,
+        least_age: Duration::ZERO,
         ttl_left: Some(Duration::from_secs(60)),
         queue_position: None,
         queued_at: None,
@@ -92,6 +94,7 @@ fn settings() -> GuardTimes {
     GuardTimes {
         quiet_period: Duration::from_secs(120),
         heartbeat_ttl: Duration::from_secs(30),
+        clock_skew_margin: Duration::from_secs(5),
     }
 }
 
@@ -325,5 +328,43 @@ fn guards_on_the_census_refuse_while_a_lock_cannot_be_read() {
             );
             assert_eq!(g.actions, [UNREADABLE_ACTION]);
         }
+    }
+}
+
+/// Issue 41 item 2: a process minutes off the database's clock that
+/// heartbeats is not silent. Its heartbeat is stamped on its own clock
+/// (2 min 5 s before the reader's now, for a process 2 min behind that
+/// heartbeat 5 s ago); its reading puts it 5 s back on the database's
+/// clock. The same row without a reading (today's arithmetic) is silent,
+/// and so is a process whose reading says its heartbeat is old.
+#[test]
+fn a_heartbeating_process_minutes_behind_is_not_silent() {
+    use crate::offset::ClockReading;
+    let behind = |heartbeat_secs_ago: u64, reading: Option<i64>| {
+        let mut n = node("far", Algorithm::Legacy, None, heartbeat_secs_ago);
+        n.info.clock = reading.map(|offset_s| ClockReading {
+            offset_us: offset_s * 1_000_000,
+            error_us: 2_000,
+            at_us: NOW - 130_000_000,
+        });
+        n
+    };
+    let silent_action = Remedy::Silent.action().to_string();
+    // (node, silent, heartbeat shown)
+    let cases = [
+        (behind(125, Some(120)), false, "heartbeat 5s ago"),
+        (behind(125, None), true, "heartbeat 2m 5s ago"),
+        (behind(160, Some(120)), true, "heartbeat 40s ago"),
+        // Ahead by two minutes: stamped in the future on the reader's clock.
+        (behind(0, Some(-120)), true, "heartbeat 2m ago"),
+    ];
+    for (i, (n, silent, heard)) in cases.into_iter().enumerate() {
+        let mut e = evidence(Stage::Legacy, 0);
+        e.nodes.push(n);
+        let v = evaluate(&e, Stage::Dual, settings());
+        let g = &v.guards[0];
+        assert!(!g.passed, "case #{i}: {g:?}");
+        assert_eq!(g.actions.contains(&silent_action), silent, "case #{i}: {g:?}");
+        assert!(g.detail.contains(heard), "case #{i}: {g:?}");
     }
 }

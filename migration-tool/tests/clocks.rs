@@ -69,6 +69,11 @@ async fn every_node_is_read_alone_and_agrees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combined() {
     let Some(lib) = libfaketime() else {
+        assert!(
+            std::env::var_os("LOCKSHIFT_REQUIRE_FAKETIME").is_none(),
+            "LOCKSHIFT_REQUIRE_FAKETIME is set and libfaketime is not installed \
+             (apt-get install faketime)"
+        );
         println!("skipped: libfaketime is not installed (apt-get install faketime)");
         return;
     };
@@ -115,6 +120,7 @@ async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combi
     // two minutes old.
     let age = row.heartbeat_age(SystemClock.now(), None, Duration::from_secs(5));
     assert!(age.surely_within(Duration::from_secs(10)), "{age:?}");
+    operators_see_a_live_holder(&e, "clock-check").await;
     kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGINT).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
@@ -126,4 +132,36 @@ async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combi
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// Issue 41 item 2: the operators' views, at the true time, of a live
+/// holder of `lock` whose clock is two minutes behind: `inspect` names it
+/// and calls no cell's lease over, `status` shows its offset and does not
+/// call it silent, and `clean --apply` deletes nothing (each judged by the
+/// holder's reading; by its stamps alone its cells are two minutes old).
+async fn operators_see_a_live_holder(e: &Endpoint, lock: &str) {
+    let inspect = e.migrate(&["inspect", lock, "--json"]).await;
+    let j = inspect.expect_code(0).json();
+    assert!(j["holder"].is_string(), "{j:#}");
+    let cells = j["cells"].as_array().unwrap();
+    assert!(!cells.is_empty(), "{j:#}");
+    assert!(cells.iter().all(|c| c["lease_over"] == false), "{j:#}");
+    let status = e.migrate(&["status"]).await;
+    let text = &status.stdout;
+    assert!(!text.contains("(silent)"), "{text}");
+    assert!(text.contains("-120.0") || text.contains("-119.9"), "{text}");
+    let status = e.migrate(&["status", "--json"]).await.json();
+    let far = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| !n["clock"].is_null())
+        .unwrap_or_else(|| panic!("{status:#}"));
+    assert_eq!(far["silent"], false, "{far:#}");
+    assert!(far["heartbeat_age_ms"].as_u64().unwrap() < 15_000, "{far:#}");
+    let clean = e.migrate(&["clean", "--apply", "--json"]).await;
+    let j = clean.expect_code(0).json();
+    assert_eq!(j["summary"]["deleted"], 0, "{j:#}");
+    let again = e.migrate(&["inspect", lock, "--json"]).await.json();
+    assert_eq!(again["holder"], inspect.json()["holder"], "{again:#}");
 }

@@ -326,10 +326,14 @@ impl Rollout {
         let activity = retry_reads(deadline, async || last_activity(store).await)
             .await
             .map_err(step("reading the activity record"))?;
+        // Cells are aged on the database's clock: this process's own
+        // reading, beside each writer's (three reads, once).
+        let reader = crate::census::read_own_clock(store, self.clock.as_ref()).await;
         let options = CensusOptions {
             stale_after: self.stale_after,
             clock_skew_margin: self.settings.clock_skew_margin,
             page_size: NonZeroU32::new(CENSUS_PAGE_CELLS).unwrap_or(NonZeroU32::MIN),
+            reader,
         };
         let census = retry_reads(deadline, async || {
             take_census(

@@ -66,6 +66,7 @@ impl RolloutSettings {
         GuardTimes {
             quiet_period: self.quiet_period,
             heartbeat_ttl: self.heartbeat_ttl,
+            clock_skew_margin: self.clock_skew_margin,
         }
     }
 

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::algorithm::Algorithm;
 use crate::cell::{Table, Timestamp};
 use crate::id::cut_short;
+use crate::offset::ClockReading;
 use crate::registry::LeasePromise;
 use crate::schema;
 
@@ -44,6 +45,12 @@ pub struct CellOwner {
     /// build that predates incarnations (whose promise may be another
     /// process's).
     pub promise: Option<LeasePromise>,
+    /// The owner's own process's clock reading, from the same registry
+    /// row as `promise` (`None` when that process has no row or reports
+    /// none): the cell's write time is on the owner's clock, and this
+    /// says how that clock stood against the database's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockReading>,
     /// The algorithm the value names; `None` for a foreign value (an old
     /// binary).
     pub algorithm: Option<Algorithm>,
@@ -75,8 +82,16 @@ pub struct CensusCell {
     pub owner: CellOwner,
     /// Its write time.
     pub writetime: Timestamp,
-    /// Time since it was last written (renewed), by the observer's clock.
+    /// Time since it was last written (renewed), on the database's clock:
+    /// the writer's time and the observer's each taken to the database's
+    /// by its own clock reading (`offset::age`; a side without one is
+    /// taken at its word: [`Age::shown`](crate::offset::Age::shown)).
     pub age: Duration,
+    /// The least `age` can be: the writer's reading and the observer's
+    /// at their errors' worst, and the `rollout.clock_skew_margin` for a
+    /// side without a reading. Whatever deletes or writes a cell off
+    /// (stale, lease over, `migrate clean`) judges by this one.
+    pub least_age: Duration,
     /// TTL left, if any.
     pub ttl_left: Option<Duration>,
     /// Queue cells: the position among the lock's live queue cells (0 = head).
@@ -113,6 +128,10 @@ pub struct Census {
     pub cells: Vec<CensusCell>,
     /// When the census was taken.
     pub taken_at: Timestamp,
+    /// The census taker's clock against the database's, when it could be
+    /// read: what its `now` is turned into the database's time by.
+    #[serde(skip)]
+    pub reader: Option<ClockReading>,
     /// Rows the database refused to read, by table and lock: their cells
     /// are not in `cells`, so whatever a guard concludes from the census
     /// does not hold for these locks.
@@ -288,12 +307,16 @@ impl Staleness {
     }
 }
 
-/// Whether a cell not renewed for `age` (by the observer's clock), with
-/// `ttl_left`, has outlived the lease its owner promised: older than the
-/// cell's guaranteed life (`ttl − 1 s − skew allowance`, lock invariant
-/// L3, [`LeasePromise::guaranteed_life`]) even if the owner's clock is
-/// `clock_skew_margin` slower than the observer's. Its owner has then been told
-/// it lost the lock (lease invariant L3). `None` promise: unknown, `false`.
+/// Whether a cell not renewed for at least `least_age` in the database's
+/// time ([`CensusCell::least_age`]: the owner's clock and the observer's
+/// each allowed for by its reading, or by `rollout.clock_skew_margin`
+/// where it has none), with `ttl_left`, has outlived the lease its owner
+/// promised: older than the cell's guaranteed life (`ttl − 1 s − skew
+/// allowance`, lock invariant L3, [`LeasePromise::guaranteed_life`]).
+/// Its owner has then been told it lost the lock (lease invariant L3).
+/// `None` promise: unknown, `false`. An owner minutes off the database's
+/// clock whose reading says so is judged by its reading (design §4b, C1):
+/// a renewing holder at −120 s is not over.
 ///
 /// A cell with more TTL left than the promised TTL (in the whole seconds
 /// it was written as) was written with a longer TTL than the promise says:
@@ -305,10 +328,9 @@ impl Staleness {
 /// row's renewal period and the cell's own TTL, keeps that owner's cell:
 /// `lockshift_decide::clean`.)
 pub fn lease_over(
-    age: Duration,
+    least_age: Duration,
     ttl_left: Option<Duration>,
     promise: Option<LeasePromise>,
-    clock_skew_margin: Duration,
 ) -> bool {
     let Some(promise) = promise else {
         return false;
@@ -322,7 +344,7 @@ pub fn lease_over(
     }
     promise
         .guaranteed_life()
-        .is_some_and(|life| age.saturating_sub(clock_skew_margin) > life)
+        .is_some_and(|life| least_age > life)
 }
 
 /// The live queue cells among `cells` whose owner does not hold its lock:

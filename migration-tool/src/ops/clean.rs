@@ -59,7 +59,7 @@ use anyhow::Context;
 use lockshift_decide::census::{CensusCell, Staleness};
 use lockshift_decide::clean::{Action, Criteria, Judged, Promise, judge, second_look};
 use lockshift_lock::{Algorithm, MIN_LEASE_TTL};
-use lockshift_rollout::census::{CensusOptions, take_census};
+use lockshift_rollout::census::{CensusOptions, read_own_clock, take_census};
 use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 use serde::Serialize;
@@ -293,6 +293,7 @@ async fn scan(
             stale_after: Staleness::uniform(Duration::MAX),
             clock_skew_margin: skew_margin,
             page_size: options.page_size,
+            reader: read_own_clock(store, env.clock.as_ref()).await,
         },
         // Kept whole: the cells judged below other than fine — the rest
         // are only counted.

@@ -414,11 +414,14 @@ fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
             registered: false,
             process_live: false,
             promise: None,
+            clock: None,
             algorithm: Some(Algorithm::Queue),
             reserved: false,
         },
         writetime: Timestamp::from_micros(NOW),
         age: Duration::from_secs_f64(age_s),
+        // No reading on either side: the 5 s margin (the default).
+        least_age: Duration::from_secs_f64(age_s).saturating_sub(Duration::from_secs(5)),
         ttl_left: ttl_left_s.map(Duration::from_secs_f64),
         queue_position: None,
         queued_at: None,
@@ -443,7 +446,7 @@ fn the_first_look_judges_by_the_owners_own_promise() {
         let mut c = census_cell(age_s, Some(left_s));
         c.owner.process_live = true;
         c.owner.promise = Some(p);
-        c.lease_over = lease_over(c.age, c.ttl_left, Some(p), MARGIN);
+        c.lease_over = lease_over(c.least_age, c.ttl_left, Some(p));
         c
     };
     // … written with the promised TTL.

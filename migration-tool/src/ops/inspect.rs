@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 
 use lockshift_decide::census::{CensusCell, waiters};
 use lockshift_lock::{Algorithm, LockId};
-use lockshift_rollout::census::{CensusOptions, inspect_lock};
+use lockshift_rollout::census::{CensusOptions, inspect_lock, read_own_clock};
 use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{StoreErrorKind, schema};
 use serde::Serialize;
@@ -165,6 +165,7 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
             stale_after,
             clock_skew_margin: env.settings.rollout.clock_skew_margin,
             page_size: NonZeroU32::MIN,
+            reader: read_own_clock(store, env.clock.as_ref()).await,
         },
     )
     .await;

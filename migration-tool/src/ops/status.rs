@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
 use lockshift_decide::remedy::UNREADABLE_ACTION;
+use lockshift_decide::registry::LiveNode;
 use lockshift_decide::rollout::{Evidence, HistoryEntry};
 use lockshift_lock::Algorithm;
 use lockshift_rollout::rollout::evaluate;
@@ -225,6 +226,11 @@ fn unread(env: &Env, error: &lockshift_store::StoreError) -> StatusReport {
 pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> StatusReport {
     let now = evidence.now;
     let current = &evidence.current;
+    // A heartbeat's age on the database's clock, by the process's reading
+    // and this one's (a process minutes off that heartbeats is not silent).
+    let reader = evidence.census.reader;
+    let margin = env.settings.rollout.clock_skew_margin;
+    let heartbeat_age = |n: &LiveNode| n.heartbeat_age(now, reader.as_ref(), margin);
     let nodes: Vec<NodeRow> = evidence
         .nodes
         .iter()
@@ -241,9 +247,9 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
                     .iter()
                     .filter(|m| m.info.node == n.info.node)
                     .count(),
-                heartbeat_age_ms: ms(now.duration_since(n.heartbeat_at)),
+                heartbeat_age_ms: ms(heartbeat_age(n).shown),
                 ttl_left_ms: n.ttl_left.map(ms),
-                silent: now.duration_since(n.heartbeat_at) > env.settings.rollout.heartbeat_ttl,
+                silent: heartbeat_age(n).surely_over(env.settings.rollout.heartbeat_ttl),
             }
         })
         .collect();

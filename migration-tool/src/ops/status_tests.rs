@@ -319,7 +319,9 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
                 Duration::from_millis(2_500),
                 Some(Duration::from_millis(27_500)),
             ),
-            live(second, Duration::from_secs(31), None),
+            // Silent: surely older than the 30 s heartbeat TTL, the 5 s
+            // margin allowed for a process without a clock reading.
+            live(second, Duration::from_secs(36), None),
             live(third, Duration::ZERO, Some(Duration::from_secs(30))),
         ],
         unreadable_nodes: Vec::new(),
@@ -342,7 +344,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
             "node": "web-1", "incarnation": "77c2", "processes_under_id": 2,
             "version": "0.1.0", "configured_mode": "auto", "effective": "combined",
             "degraded": true, "seen_stage": "dual", "seen_version": 7,
-            "heartbeat_age_ms": 31000, "ttl_left_ms": null, "acting_version": 5,
+            "heartbeat_age_ms": 36000, "ttl_left_ms": null, "acting_version": 5,
             "bound": {}, "view_expired": false, "silent": true
         },
         {
@@ -390,10 +392,10 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
     use crate::render::Human;
     let text = report.human();
     let table = [
-        "  node                  configured  effective                            seen stage                          heartbeat           version",
-        "  web-1 (process 0f3a)  auto        combined (cannot confirm the stage)  dual v7                             2.5s ago            0.1.0",
-        "  web-1 (process 77c2)  auto        combined (degraded)                  dual v7 (acquisitions bound to v5)  31.0s ago (silent)  0.1.0",
-        "  batch-2               legacy      legacy                               -                                   0ms ago             0.1.0",
+        "  node                  configured  effective                            seen stage                          heartbeat           clock − database's  version",
+        "  web-1 (process 0f3a)  auto        combined (cannot confirm the stage)  dual v7                             2.5s ago            not reported        0.1.0",
+        "  web-1 (process 77c2)  auto        combined (degraded)                  dual v7 (acquisitions bound to v5)  36.0s ago (silent)  not reported        0.1.0",
+        "  batch-2               legacy      legacy                               -                                   0ms ago             not reported        0.1.0",
     ]
     .join("\n");
     assert!(text.contains(&format!("\n{table}\n")), "{text}");

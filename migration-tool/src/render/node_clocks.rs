@@ -8,7 +8,7 @@ use lockshift_decide::offset::fmt_micros;
 use super::{Human, Table, age};
 use crate::ops::node_clocks::{NodeClocksReport, PairView};
 
-fn signed(us: i64) -> String {
+pub(super) fn signed(us: i64) -> String {
     let sign = if us < 0 { "-" } else { "+" };
     format!("{sign}{}", fmt_micros(us.unsigned_abs()))
 }

@@ -3,6 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{Human, Table, age, when};
+use super::node_clocks::signed;
+use lockshift_decide::offset::fmt_micros;
 use crate::ops::status::StatusReport;
 
 /// `TLS (certificates verified, hostname checked, client certificate),
@@ -149,6 +151,7 @@ impl Human for StatusReport {
                 "effective",
                 "seen stage",
                 "heartbeat",
+                "clock − database's",
                 "version",
             ]);
             for n in &self.nodes {
@@ -183,6 +186,19 @@ impl Human for StatusReport {
                         "{} ago{}",
                         age(n.heartbeat_age_ms),
                         if n.silent { " (silent)" } else { "" }
+                    ),
+                    // The process's clock minus the database's, as its
+                    // own reading says (the reading is the other way
+                    // round: the database's minus the process's).
+                    info.clock.map_or_else(
+                        || "not reported".into(),
+                        |r| {
+                            format!(
+                                "{} ± {}",
+                                signed(r.offset_us.saturating_neg()),
+                                fmt_micros(r.error_us)
+                            )
+                        },
                     ),
                     info.version.clone(),
                 ]);

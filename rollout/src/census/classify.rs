@@ -3,6 +3,7 @@
 //! whether it outlived its owner's promise.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use lockshift_decide::cells::writer_of;
 use lockshift_decide::queue::parse_queue_cell;
@@ -10,6 +11,7 @@ use lockshift_lock::{Incarnation, OwnerId};
 use lockshift_store::{Cell, Table, Timestamp, schema};
 
 use super::{CellOwner, CensusCell, CensusOptions, lease_over};
+use lockshift_decide::offset::{self, ClockReading};
 use lockshift_decide::registry::{LeasePromise, LiveNode};
 
 /// The registry as cells are matched against it.
@@ -17,11 +19,19 @@ use lockshift_decide::registry::{LeasePromise, LiveNode};
 pub(super) struct Registry {
     /// Node ids with any row.
     nodes: BTreeSet<String>,
-    /// Each process with a row (node id, incarnation), and its promise.
-    processes: BTreeMap<(String, Incarnation), Option<LeasePromise>>,
+    /// Each process with a row (node id, incarnation): its promise and its
+    /// clock reading.
+    processes: BTreeMap<(String, Incarnation), Process>,
     /// Node ids with a row that names no process (a build that predates
     /// incarnations, or an incarnation that does not parse).
     unnamed: BTreeSet<String>,
+}
+
+/// What a process's registry row says about its cells.
+#[derive(Clone, Copy, Debug)]
+struct Process {
+    promise: Option<LeasePromise>,
+    clock: Option<ClockReading>,
 }
 
 impl Registry {
@@ -31,8 +41,13 @@ impl Registry {
             r.nodes.insert(n.info.node.clone());
             match n.info.incarnation.as_deref().map(str::parse::<Incarnation>) {
                 Some(Ok(incarnation)) => {
-                    r.processes
-                        .insert((n.info.node.clone(), incarnation), n.info.lease);
+                    r.processes.insert(
+                        (n.info.node.clone(), incarnation),
+                        Process {
+                            promise: n.info.lease,
+                            clock: n.info.clock,
+                        },
+                    );
                 }
                 _ => {
                     r.unnamed.insert(n.info.node.clone());
@@ -58,7 +73,8 @@ fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner 
                 owner: column_owner.to_string(),
                 registered: registry.nodes.contains(node),
                 process_live: process.is_some() || registry.unnamed.contains(node),
-                promise: process.copied().flatten(),
+                promise: process.and_then(|p| p.promise),
+                clock: process.and_then(|p| p.clock),
                 node: Some(node.to_string()),
                 algorithm: Some(algorithm),
                 reserved,
@@ -70,6 +86,7 @@ fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner 
             registered: false,
             process_live: false,
             promise: None,
+            clock: None,
             algorithm: None,
             reserved: false,
         },
@@ -103,10 +120,10 @@ pub(super) fn classify_row(
         });
     }
     for (queued_at, cell) in cells {
-        let age = now.duration_since(cell.writetime);
         // Queue cells are judged by the waiters' threshold whoever wrote
-        // them: it is the one waiters skip them by.
-        let stale = age > options.stale_after.waiting;
+        // them, on this clock against the writer's as the waiters judge
+        // them: it is the rule waiters skip them by.
+        let stale = now.duration_since(cell.writetime) > options.stale_after.waiting;
         let owner = if table == schema::QUEUE {
             let position = if stale {
                 None
@@ -129,12 +146,13 @@ pub(super) fn classify_row(
             (classify(&cell.column, &cell.value, registry), None)
         };
         let (owner, queue_position) = owner;
+        let (age, least_age) = ages(cell.writetime, owner.clock.as_ref(), now, options);
         let stale = if table == schema::QUEUE {
             stale
         } else {
-            age > options.stale_after.for_cell(table, &owner)
+            least_age > options.stale_after.for_cell(table, &owner)
         };
-        let lease_over = lease_over(age, cell.ttl, owner.promise, options.clock_skew_margin);
+        let lease_over = lease_over(least_age, cell.ttl, owner.promise);
         out.push(CensusCell {
             table,
             lock: lock.to_string(),
@@ -142,6 +160,7 @@ pub(super) fn classify_row(
             column: cell.column,
             writetime: cell.writetime,
             age,
+            least_age,
             ttl_left: cell.ttl,
             queue_position,
             queued_at,
@@ -150,4 +169,28 @@ pub(super) fn classify_row(
         });
     }
     out
+}
+
+/// A cell written at `written` on its owner's clock, seen at `now` on the
+/// census taker's: its age on the database's clock as a view shows it
+/// ([`offset::Age::shown`]) and the least it can be
+/// ([`CensusCell::least_age`]).
+/// Each side is taken to the database's time by its own reading; a side
+/// without one is allowed `clock_skew_margin` (an owner that reports none
+/// by [`offset::age`] itself, a taker that could not read its clock here:
+/// the owner's reading alone says nothing of how the taker's clock stands).
+fn ages(
+    written: Timestamp,
+    writer: Option<&ClockReading>,
+    now: Timestamp,
+    options: &CensusOptions,
+) -> (Duration, Duration) {
+    let margin = options.clock_skew_margin;
+    let age = offset::age(written, writer, now, options.reader.as_ref(), margin);
+    let least = if options.reader.is_none() && writer.is_some() {
+        age.least.saturating_sub(margin)
+    } else {
+        age.least
+    };
+    (age.shown, least)
 }

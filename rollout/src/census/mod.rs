@@ -28,11 +28,13 @@ use std::time::Duration;
 
 use std::sync::{Mutex, PoisonError};
 
+use lockshift_store::offset::measure_offset;
 use lockshift_store::{
-    Clock, RowQuery, Store, StoreError, StoreErrorKind, Table, TokenRange, schema,
+    Clock, Route, RowQuery, Store, StoreError, StoreErrorKind, Table, TokenRange, schema,
 };
 
 use classify::{Registry, classify_row};
+use lockshift_decide::offset::ClockReading;
 use lockshift_decide::registry::LiveNode;
 
 mod classify;
@@ -118,6 +120,25 @@ pub struct CensusOptions {
     pub clock_skew_margin: Duration,
     /// Cells per scan page.
     pub page_size: NonZeroU32,
+    /// The census taker's clock against the database's ([`read_own_clock`];
+    /// `None`: not read, and allowed `clock_skew_margin`).
+    pub reader: Option<ClockReading>,
+}
+
+/// How many readings of its own clock a census taker takes (the fastest
+/// kept): one round trip each, once per census, not per lock.
+pub const OWN_CLOCK_SAMPLES: usize = 3;
+
+/// The census taker's clock against the database's: [`OWN_CLOCK_SAMPLES`]
+/// reads of the coordinator's clock ([`measure_offset`]), the fastest kept;
+/// `None` when none was answered (the census then allows the margin).
+///
+/// # Cancel safety
+/// Cancel safe: nothing is written.
+pub async fn read_own_clock(store: &dyn Store, clock: &dyn Clock) -> Option<ClockReading> {
+    measure_offset(store, clock, &Route::Default, OWN_CLOCK_SAMPLES)
+        .await
+        .reading
 }
 
 /// Reads one lock's cells in all three tables.
@@ -169,6 +190,7 @@ pub async fn take_census(
     let registry = Registry::of(nodes);
     let census = Mutex::new(Census {
         taken_at: clock.now(),
+        reader: options.reader,
         ..Census::default()
     });
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
@@ -282,3 +304,5 @@ async fn read_row(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod skew_tests;
