@@ -13,7 +13,9 @@ impl Human for CleanReport {
         let _ = writeln!(
             s,
             "scanned {} main, {} shadow, {} queue rows ({} cells); overdue = not renewed for {} of \
-             the owner's promised renewal periods{}, ages less the {} clock skew margin",
+             the owner's promised renewal periods{}, ages on the database's clock by the \
+             owner's clock reading and this one's (less the {} clock skew margin for a side \
+             without one)",
             sc.main_rows,
             sc.shadow_rows,
             sc.queue_rows,
