@@ -27,6 +27,9 @@ pub struct Measurement {
     pub failures: usize,
     /// The last failure, if any.
     pub last_error: Option<StoreError>,
+    /// The deadline came with a request unanswered
+    /// ([`measure_offset_until`]).
+    pub timed_out: bool,
 }
 
 impl Measurement {
@@ -59,12 +62,42 @@ pub async fn measure_offset(
     route: &Route,
     samples: usize,
 ) -> Measurement {
+    measure_offset_until(store, clock, route, samples, None).await
+}
+
+/// [`measure_offset`], taking no sample after `deadline` and giving the
+/// one in flight at it up: what was answered by then gives the reading (a
+/// slow coordinator is read from fewer samples, with the error its round
+/// trips allow, rather than not at all).
+///
+/// # Cancel safety
+/// Cancel safe: nothing is written.
+pub async fn measure_offset_until(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    route: &Route,
+    samples: usize,
+    deadline: Option<tokio::time::Instant>,
+) -> Measurement {
     let mut answered = Vec::with_capacity(samples);
     let mut failures = 0;
     let mut last_error = None;
+    let mut timed_out = false;
     for _ in 0..samples {
         let sent = clock.now();
-        match store.server_time_via(route).await {
+        let read = store.server_time_via(route);
+        let result = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, read).await {
+                Ok(result) => result,
+                Err(_) => {
+                    failures += 1;
+                    timed_out = true;
+                    break;
+                }
+            },
+            None => read.await,
+        };
+        match result {
             Ok(server) => answered.push(OffsetSample {
                 sent,
                 received: clock.now(),
@@ -81,6 +114,7 @@ pub async fn measure_offset(
         samples: answered,
         failures,
         last_error,
+        timed_out,
     }
 }
 
@@ -183,5 +217,31 @@ mod tests {
             e.to_string().contains("only reads that node's clock"),
             "{e}"
         );
+    }
+
+    /// A slow coordinator (400–450 ms a read) is read from the samples it
+    /// answered by the deadline (1 s: two), not given up on; the read in
+    /// flight at the deadline is abandoned and counted.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_coordinator_is_read_from_what_it_answered_by_the_deadline() {
+        let clock = Arc::new(TokioClock::starting_at(Timestamp::from_micros(
+            1_767_225_600_000_000,
+        )));
+        let inner: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+        let store = FaultyStore::new(inner, 5).with_plan(FaultPlan::latency(
+            Duration::from_millis(400),
+            Duration::from_millis(450),
+        ));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let m =
+            measure_offset_until(&store, clock.as_ref(), &Route::Default, 5, Some(deadline)).await;
+        assert_eq!(
+            (m.samples.len(), m.failures, m.timed_out),
+            (2, 1, true),
+            "{m:?}"
+        );
+        let r = m.reading.expect("a reading from two samples");
+        assert!(r.offset_us.unsigned_abs() <= r.error_us, "{r:?}");
+        assert!(tokio::time::Instant::now() <= deadline + Duration::from_millis(1));
     }
 }

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use lockshift_decide::offset::{Apart, ClockReading, Spread};
-use lockshift_store::offset::measure_offset;
+use lockshift_store::offset::measure_offset_until;
 use lockshift_store::{Clock, Route, Store};
 use serde::Serialize;
 
@@ -96,8 +96,8 @@ pub fn tolerance_of(settings: &lockshift::Settings) -> Duration {
 /// (the nodes at once, each node's reads one after another) and judges
 /// them against `tolerance` ([`tolerance_of`] the fleet's settings).
 /// `NODE_CLOCK_SAMPLES` single-row reads of `system.local` per node,
-/// within [`NODE_CLOCK_DEADLINE`]; a node that does not answer is
-/// reported, not retried.
+/// within [`NODE_CLOCK_DEADLINE`]: a slow node is read from the reads it
+/// answered by then, a node that answered none is reported, not retried.
 ///
 /// # Cancel safety
 /// Cancel safe: nothing is written.
@@ -109,12 +109,15 @@ pub async fn node_clocks(
     let hosts = store.topology().hosts;
     let reads = hosts.iter().map(|host| async move {
         let route = Route::Host(host.address.clone());
-        let measured = tokio::time::timeout(
-            NODE_CLOCK_DEADLINE,
-            measure_offset(store, clock, &route, NODE_CLOCK_SAMPLES),
+        let m = measure_offset_until(
+            store,
+            clock,
+            &route,
+            NODE_CLOCK_SAMPLES,
+            Some(tokio::time::Instant::now() + NODE_CLOCK_DEADLINE),
         )
         .await;
-        let Ok(m) = measured else {
+        if m.samples.is_empty() && m.timed_out {
             return NodeClockView {
                 address: host.address.clone(),
                 datacenter: host.datacenter.as_ref().map(ToString::to_string),
