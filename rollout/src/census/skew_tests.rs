@@ -67,8 +67,10 @@ async fn holders_minutes_off_are_aged_by_their_readings() {
         error_us: 1_000,
         at_us: NOW - S,
     };
+    /// (lease over, stale, age in whole seconds)
+    type Said = (bool, bool, u64);
     #[rustfmt::skip]
-    let cases: [(i64, i64, bool, Option<ClockReading>, (bool, bool, u64)); 8] = [
+    let cases: [(i64, i64, bool, Option<ClockReading>, Said); 8] = [
         // A renewing holder two minutes behind: by its reading, 4 s old.
         (-120, 4, true, Some(taker), (false, false, 4)),
         // The same without its reading (today's arithmetic): the margin
