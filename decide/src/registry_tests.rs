@@ -24,7 +24,6 @@ fn info(node: &str) -> NodeInfo {
         registry_ttl_ms: Some(30_000),
         left: false,
         clock: None,
-        host_clock: None,
     }
 }
 

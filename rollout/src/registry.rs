@@ -318,7 +318,6 @@ mod tests {
             registry_ttl_ms: None,
             left: false,
             clock: None,
-            host_clock: None,
         }
     }
 

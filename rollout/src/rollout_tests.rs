@@ -35,7 +35,6 @@ fn info(name: &str, effective: Algorithm) -> NodeInfo {
         registry_ttl_ms: None,
         left: false,
         clock: None,
-        host_clock: None,
     }
 }
 
