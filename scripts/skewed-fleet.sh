@@ -10,7 +10,8 @@
 # faketime): `0 0 -120s +120s` is the issue's fleet, `0 0 0 0` its control.
 # Each critical section takes a directory lock (mkdir is atomic), so two
 # holders at once are counted whatever the processes' clocks say. Prints
-# each guarded move's wait, the critical sections and the overlaps. Give a
+# each guarded move's wait, the critical sections and the overlaps (STAGES
+# names the moves, "dual queue complete" by default). Give a
 # fresh KEYSPACE each run (`migrate schema --apply` makes it).
 set -euo pipefail
 
@@ -48,7 +49,7 @@ done
 
 sleep 15
 start=$(date +%s.%N)
-for stage in dual queue complete; do
+for stage in ${STAGES:-dual queue complete}; do
     t0=$(date +%s.%N)
     tries=0
     until "$migrate" advance --to "$stage" --by skewed-fleet >/dev/null 2>"$work/advance.err"; do
