@@ -272,7 +272,6 @@ impl Age {
     pub fn surely_within(&self, limit: Duration) -> bool {
         self.most <= limit
     }
-
 }
 
 /// How old, in the database's time, a time `written` on a writer's clock

@@ -364,7 +364,11 @@ fn a_heartbeating_process_minutes_behind_is_not_silent() {
         let v = evaluate(&e, Stage::Dual, settings());
         let g = &v.guards[0];
         assert!(!g.passed, "case #{i}: {g:?}");
-        assert_eq!(g.actions.contains(&silent_action), silent, "case #{i}: {g:?}");
+        assert_eq!(
+            g.actions.contains(&silent_action),
+            silent,
+            "case #{i}: {g:?}"
+        );
         assert!(g.detail.contains(heard), "case #{i}: {g:?}");
     }
 }

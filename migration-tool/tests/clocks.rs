@@ -158,7 +158,10 @@ async fn operators_see_a_live_holder(e: &Endpoint, lock: &str) {
         .find(|n| !n["clock"].is_null())
         .unwrap_or_else(|| panic!("{status:#}"));
     assert_eq!(far["silent"], false, "{far:#}");
-    assert!(far["heartbeat_age_ms"].as_u64().unwrap() < 15_000, "{far:#}");
+    assert!(
+        far["heartbeat_age_ms"].as_u64().unwrap() < 15_000,
+        "{far:#}"
+    );
     let clean = e.migrate(&["clean", "--apply", "--json"]).await;
     let j = clean.expect_code(0).json();
     assert_eq!(j["summary"]["deleted"], 0, "{j:#}");

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
-use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_decide::registry::LiveNode;
+use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_decide::rollout::{Evidence, HistoryEntry};
 use lockshift_lock::Algorithm;
 use lockshift_rollout::rollout::evaluate;

@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::{Human, Table, age, when};
 use super::node_clocks::signed;
-use lockshift_decide::offset::fmt_micros;
+use super::{Human, Table, age, when};
 use crate::ops::status::StatusReport;
+use lockshift_decide::offset::fmt_micros;
 
 /// `TLS (certificates verified, hostname checked, client certificate),
 /// authenticated as app` — or `not encrypted, not authenticated`.

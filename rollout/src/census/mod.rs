@@ -303,6 +303,6 @@ async fn read_row(
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod skew_tests;
+#[cfg(test)]
+mod tests;
