@@ -87,17 +87,34 @@ pub async fn deregister(
     write_cell(store, clock.now().offset_micros(1), &info).await
 }
 
-/// Writes `info` as its cell of the registry row of `now`'s minute.
+/// Writes `info` as its cell of the registry row of `now`'s minute on the
+/// database's clock, by the writer's own reading ([`filed_at`]), stamped
+/// `now` on the writer's clock.
 async fn write_cell(store: &dyn Store, now: Timestamp, info: &NodeInfo) -> Result<(), StoreError> {
     let value = serde_json::to_vec(info).map_err(|e| invalid(lockshift_store::OpKind::Write, e))?;
+    let filed = filed_at(now, info);
     store
         .write(
             schema::NODES,
-            &registry_row(now),
+            &registry_row(filed),
             &[CellWrite::new(info.column(), value)],
-            WriteOptions::at(now).with_ttl(registry_cell_ttl(now)),
+            WriteOptions::at(now).with_ttl(registry_cell_ttl(filed)),
         )
         .await
+}
+
+/// When a cell written at `now` on its writer's clock is filed: `now` on
+/// the database's clock by the reading the cell carries (C1), `now` itself
+/// without one. Readers read the minutes of their own clock, within the
+/// margin of the database's; a writer minutes off files where they look
+/// (filed by its own clock, a process two minutes ahead wrote into rows
+/// nobody would read for two minutes, and was not listed at all). The
+/// cell's TTL counts on the coordinators' clocks, the database's, from
+/// the same time.
+fn filed_at(now: Timestamp, info: &NodeInfo) -> Timestamp {
+    info.clock
+        .as_ref()
+        .map_or(now, |r| now.offset_micros(r.offset_us))
 }
 
 /// The live processes of `node` whose rows carry an incarnation, `mine`
@@ -318,6 +335,51 @@ mod tests {
             registry_ttl_ms: None,
             left: false,
             clock: None,
+        }
+    }
+
+    /// Issue 41: a process two minutes ahead of the database's clock, or
+    /// behind it, with its reading, files its heartbeat in the row of the
+    /// database's minute, where a reader at the database's time looks: both
+    /// are listed, and their ages read a few seconds. Filed by its own clock
+    /// (a row without the reading), the one ahead is not listed at all.
+    #[tokio::test]
+    async fn processes_minutes_off_file_their_heartbeats_where_readers_look() {
+        use lockshift_decide::offset::ClockReading;
+        use lockshift_store::SkewedClock;
+        let db = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000_000_000)));
+        let store = MemoryStore::with_clock(db.clone());
+        let ttl = Ttl::from_secs(60).unwrap();
+        let reading = |skew_s: i64| ClockReading {
+            offset_us: -skew_s * 1_000_000,
+            error_us: 2_000,
+            at_us: db.now().as_micros() + skew_s * 1_000_000,
+        };
+        for (node, skew_s) in [("ahead", 120), ("behind", -120)] {
+            let clock = SkewedClock::new(db.clone(), skew_s * 1_000_000);
+            let measured = NodeInfo {
+                clock: Some(reading(skew_s)),
+                ..info(node)
+            };
+            heartbeat(&store, &clock, &measured, ttl).await.unwrap();
+        }
+        let blind = SkewedClock::new(db.clone(), 120_000_000);
+        heartbeat(&store, &blind, &info("blind-ahead"), ttl)
+            .await
+            .unwrap();
+        db.advance(Duration::from_secs(3));
+        let (nodes, _) = live_nodes(&store, db.now(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let listed: Vec<&str> = nodes.iter().map(|n| n.info.node.as_str()).collect();
+        assert_eq!(listed, ["ahead", "behind"], "{nodes:#?}");
+        for n in &nodes {
+            let age = n.heartbeat_age(db.now(), None, Duration::from_secs(5));
+            assert!(
+                age.surely_within(Duration::from_secs(4)),
+                "{}: {age:?}",
+                n.info.node
+            );
         }
     }
 
