@@ -200,10 +200,11 @@ async fn old_process_meets_queue(seed: u64, offset: i64, offsets: Offsets) -> (b
 /// that takes its own clock for the database's writes its registry rows and
 /// activity promises ten minutes in the past — the guards read neither —
 /// and takes locks as legacy beside queue holders. Measuring its offset
-/// (C1) it acts as combined: the same schedule, the same seeds, keep
-/// exclusion, and the stage moves just as fast. In step, the same process
-/// holds the stage back (its row says it acts on `legacy` until it
-/// expires, R5): the registry's protection is what the clock defeated.
+/// (C1) it acts as combined, and files its rows in the database's minute,
+/// where the guards read: the same schedule, the same seeds, keep
+/// exclusion, and the guards hold the stage back for it as for the same
+/// process in step (its row says it acts on `legacy` until it expires,
+/// R5): the registry's protection is what the clock defeated.
 #[test]
 fn a_far_process_that_ignores_its_offset_breaks_exclusion_and_one_that_measures_it_does_not() {
     for seed in 0..2 {
@@ -246,7 +247,10 @@ fn a_far_process_that_ignores_its_offset_breaks_exclusion_and_one_that_measures_
             -10 * MINUTE,
             Offsets::Measured,
         ));
-        assert!(moved, "seed {seed}");
+        assert!(
+            !moved,
+            "seed {seed}: measured, the guards wait for the far process as for one in step"
+        );
         assert!(violations.is_empty(), "seed {seed}: {violations:?}");
     });
 }
