@@ -449,6 +449,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             } else {
                 connect::settings(connect, false)?
             };
+            if !args.census.is_empty() {
+                let report = ops::bench::census(&args, &settings, render::note).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             if args.datacenters {
                 let report = ops::bench::datacenters(&args, &settings).await?;
                 render::print(&report, json)?;

@@ -561,3 +561,69 @@ fn a_leader_term_shorter_than_two_observer_periods_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--leader-every 600ms"));
 }
+
+/// The census mode on the embedded store: the census counts every planted
+/// lock, and the requests of the census and of the raw scan are counted by
+/// table and datacenter (numbers, never timing).
+#[test]
+fn the_census_mode_counts_every_planted_lock_and_its_requests() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["bench", "--census", "2000", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{report}");
+    let run = &runs[0];
+    assert_eq!(run["locks"], 2000, "{run}");
+    assert_eq!(run["counted"], 2000, "{run}");
+    assert_eq!(run["census_rows"], 2000, "{run}");
+    assert_eq!(run["raw_rows"], 2000, "{run}");
+    for requests in [&run["census_requests"], &run["raw_requests"]] {
+        let total = requests["total"].as_u64().unwrap();
+        assert!(requests["by_table"]["main"].as_u64().unwrap() > 0, "{run}");
+        assert!(
+            requests["by_table"]["shadow"].as_u64().unwrap() > 0,
+            "{run}"
+        );
+        assert!(requests["by_table"]["queue"].as_u64().unwrap() > 0, "{run}");
+        let by_dc: u64 = requests["by_datacenter"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(by_dc, total, "every request has its datacenter: {run}");
+    }
+    assert!(run["census_s"].as_f64().unwrap() > 0.0, "{run}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["bench", "--census", "1500"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("embedded store"), "{text}");
+    assert!(text.contains("by datacenter"), "{text}");
+    assert!(!text.contains("issue"), "no internal references: {text}");
+}
+
+#[test]
+fn a_census_size_that_does_not_parse_is_a_usage_error() {
+    for bad in ["1e4,lots", "0", "1e9"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+            .args(["bench", "--census", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let named = bad.rsplit(',').next().unwrap();
+        assert!(stderr.contains(&format!("{named:?}")), "{bad}: {stderr}");
+        assert!(stderr.contains("--census"), "{bad}: {stderr}");
+    }
+}

@@ -11,8 +11,8 @@ use lockshift_lock::LockId;
 
 use super::{Checked, FencingTokenArg};
 use super::{
-    parse_bench_algorithm, parse_datacenter_name, parse_duration, parse_lock_id, parse_mode,
-    parse_prefix, parse_stage,
+    parse_bench_algorithm, parse_census_size, parse_datacenter_name, parse_duration, parse_lock_id,
+    parse_mode, parse_prefix, parse_stage,
 };
 
 /// `bench`.
@@ -104,6 +104,15 @@ pub struct BenchArgs {
     /// observer periods), e.g. 3s.
     #[arg(long, value_name = "DURATION", default_value = "2s", requires = "observers", value_parser = Checked(parse_duration))]
     pub leader_every: Duration,
+    /// Census mode: for each size N (e.g. 1e4,1e5,1e6 or 20000), plant N
+    /// held locks in a store of their own (a fresh embedded store; with
+    /// --cluster a keyspace lockshift_bench_census_N, created and dropped),
+    /// take the census as `migrate status` does, and beside it a raw paged
+    /// scan of main, shadow and queue. Prints per size the census's
+    /// seconds, rows a second and peak resident memory, the raw scan's
+    /// seconds, and each one's requests by table and by datacenter.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = Checked(parse_census_size), conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers"])]
+    pub census: Vec<u64>,
     /// Datacenter mode on a cluster: the lock's home.
     #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
     pub home: Option<lockshift_store::Datacenter>,

@@ -352,7 +352,8 @@ pub enum Command {
     /// worker processes each take one shared lock K times, for each
     /// algorithm and each P. With --hold-locks: one node holding N locks.
     /// With --soak N: one lock taken N times, its first waits against its
-    /// last, and the tombstones its reads passed.
+    /// last, and the tombstones its reads passed. With --census N,...: what
+    /// a census of N held locks costs, beside a raw scan of the tables.
     ///
     /// By default against a local endpoint started in-process with injected
     /// store latency (fixed + uniform jitter); with --cluster against the
@@ -362,7 +363,7 @@ pub enum Command {
     /// stands (met / not met), and writes one PNG per algorithm (acquisition
     /// number against time, one line per process).
     #[command(
-        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks\n  migrate bench --observers 4 --observe-for 30s --leader-every 3s   # what following a leader costs"
+        after_help = "Examples:\n  migrate bench\n  migrate bench --processes 1,3,5 --acquisitions 5000   # the thesis' sizes\n  migrate bench --algorithms queue,combined --hold 10ms --plots out/\n  migrate bench --cluster --contact-points 10.0.0.1:9042 --json > bench.json\n  migrate bench --hold-locks 100,1000,10000 --algorithms queue,lwt   # one node holding N locks\n  migrate bench --observers 4 --observe-for 30s --leader-every 3s   # what following a leader costs\n  migrate bench --census 1e4,1e5,1e6   # a census of N held locks beside a raw scan\n  migrate bench --cluster --census 1e5 --json   # the same on the cluster, own keyspace per size"
     )]
     Bench(BenchArgs),
 

@@ -258,6 +258,10 @@ fn parse_bench_algorithm(s: &str) -> Result<lockshift_bench::BenchAlgorithm, Str
     s.parse()
 }
 
+fn parse_census_size(s: &str) -> Result<u64, String> {
+    lockshift_bench::census::parse_size(s)
+}
+
 fn parse_stage(s: &str) -> Result<Stage, String> {
     s.parse()
 }

@@ -1,6 +1,7 @@
 //! `migrate bench`: the benchmark of `lockshift_bench`, with this binary as
 //! its worker process (`migrate bench-worker <spec>`) — contention (the
-//! default), the hold mode (`--hold-locks`) and the soak (`--soak`).
+//! default), the hold mode (`--hold-locks`) and the soak (`--soak`) — and
+//! the modes that run in this process (`--datacenters`, `--census`).
 
 use lockshift::Settings;
 use lockshift_bench::{
@@ -201,4 +202,27 @@ pub async fn datacenters(
     // Its own runtime, on a paused clock: the embedded cluster's round
     // trips are then exact.
     Ok(tokio::task::spawn_blocking(move || run_datacenters_embedded(&config)).await??)
+}
+
+/// The census mode (`--census N,...`): on a fresh embedded store per size,
+/// or with `--cluster` in a keyspace of its own per size on the connection
+/// settings' cluster (created as `migrate schema --apply` does, dropped
+/// after), with the fleet's rollout, lease and queue settings.
+///
+/// # Errors
+/// The benchmark's error.
+pub async fn census(
+    args: &BenchArgs,
+    settings: &Settings,
+    progress: impl FnMut(&str) + Send,
+) -> anyhow::Result<lockshift_bench::census::CensusBenchReport> {
+    let config = lockshift_bench::census::CensusBenchConfig {
+        sizes: args.census.clone(),
+        cluster: args.cluster.then(|| settings.store.cql.clone()),
+        rollout: settings.rollout.clone(),
+        lease: settings.lock.lease(),
+        queue: settings.lock.queue.clone(),
+    };
+    let mut progress = progress;
+    Ok(lockshift_bench::census::run_census(&config, &mut progress).await?)
 }
