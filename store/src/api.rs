@@ -124,6 +124,14 @@ pub trait Store: Send + Sync + Debug {
         Topology::default()
     }
 
+    /// The homes view this store routes by, when it is a homes router
+    /// ([`HomesRouter`](crate::homes::HomesRouter)): what a reader of many
+    /// rows (the census) plans its scans by, each at its rows' homes.
+    /// Layers over a router forward it; every other store has none.
+    fn homes(&self) -> Option<Arc<crate::homes::HomesView>> {
+        None
+    }
+
     /// Writes `cells` into `row` of `table`, all with the timestamp and TTL of
     /// `options`, coordinated as `route` says. An empty `cells` is a no-op.
     async fn write_via(
@@ -387,6 +395,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn topology(&self) -> Topology {
         (**self).topology()
+    }
+
+    fn homes(&self) -> Option<Arc<crate::homes::HomesView>> {
+        (**self).homes()
     }
 }
 

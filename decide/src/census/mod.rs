@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::algorithm::Algorithm;
 use crate::cell::{Table, Timestamp};
+use crate::datacenter::Datacenter;
 use crate::id::cut_short;
 use crate::offset::ClockReading;
 use crate::registry::LeasePromise;
@@ -140,6 +141,41 @@ pub struct Census {
     /// warning threshold), by table and lock: readable now, but heading for
     /// the refusal (docs/design.md §2a, "The bound").
     pub tombstone_heavy: Vec<TombstoneHeavyRow>,
+    /// The requests the census sent, by table and by the datacenter that
+    /// coordinated them, sorted: they grow with token ranges, pages and
+    /// home datacenters, never with locks (docs/design.md §6a).
+    pub requests: Vec<CensusRequests>,
+}
+
+/// How many requests a census sent to read one table, coordinated where.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CensusRequests {
+    /// The table.
+    #[serde(serialize_with = "serialize_table")]
+    pub table: Table,
+    /// The datacenter that coordinated them (`LOCAL_QUORUM` there);
+    /// `None`: the store's default route (no home names a datacenter).
+    pub datacenter: Option<Datacenter>,
+    /// Pages of scans and reads of single rows.
+    pub requests: u64,
+}
+
+impl Census {
+    /// Every request the census sent.
+    pub fn requests_total(&self) -> u64 {
+        self.requests.iter().map(|r| r.requests).sum()
+    }
+
+    /// The requests the census sent by datacenter (all tables), in the
+    /// order of [`Census::requests`]: the default route first, then by
+    /// name.
+    pub fn requests_by_datacenter(&self) -> Vec<(Option<Datacenter>, u64)> {
+        let mut by: BTreeMap<Option<Datacenter>, u64> = BTreeMap::new();
+        for r in &self.requests {
+            *by.entry(r.datacenter.clone()).or_default() += r.requests;
+        }
+        by.into_iter().collect()
+    }
 }
 
 /// A lock's row in one table whose read passed many tombstones: one per

@@ -439,6 +439,20 @@ async fn status_answers_at_once_during_a_move_wait_and_a_split() {
         report.datacenters.as_ref().unwrap().homes.rules[0].state,
         RuleStateName::Serving
     );
+    // Issue 40 item 2: the census read every lock at its home (dc2, the
+    // process's own here): one page a token range and table, by datacenter.
+    let pages = u64::from(lockshift_rollout::census::RANGES) * 3;
+    assert_eq!(
+        report.census.by_datacenter,
+        std::collections::BTreeMap::from([("dc2".to_string(), pages)])
+    );
+    let text = report.human();
+    assert!(
+        text.contains(&format!("census     {pages} requests — dc2 {pages}")),
+        "{text}"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["census"]["by_datacenter"]["dc2"], pages, "{json}");
 
     // A split: dc1 (now a datacenter without homes) side asks, the fleet
     // home dc2 is out of its reach.

@@ -14,8 +14,8 @@ use lockshift_store::{Timestamp, schema};
 use serde::Serialize;
 
 pub use super::status_views::{
-    ClockTolerance, ConnectionView, FleetRows, LegacyActivity, LockSummary, ModeCounts,
-    NextVerdict, NodeRow, OldestWait, StageView, StaleSummary,
+    CensusRequestsView, ClockTolerance, ConnectionView, FleetRows, LegacyActivity, LockSummary,
+    ModeCounts, NextVerdict, NodeRow, OldestWait, StageView, StaleSummary,
 };
 use super::{At, Env, Progress, ms};
 use crate::JSON_VERSION;
@@ -85,6 +85,9 @@ pub struct StatusReport {
     /// §12); `null` when the store lists no node (the embedded store).
     /// Two nodes surely beyond the tolerance are an UNSAFE warning.
     pub node_clocks: Option<super::node_clocks::NodeClocksReport>,
+    /// The requests the census of the lock tables sent, by datacenter
+    /// (docs/design.md §6a): `census: 312 requests — dc1 156, dc2 156`.
+    pub census: CensusRequestsView,
 }
 
 /// Gathers the report; `progress` hears about the census pages.
@@ -219,6 +222,7 @@ fn unread(env: &Env, error: &lockshift_store::StoreError) -> StatusReport {
             serves_in_ms: error.retry_after().map(ms),
         },
         node_clocks: None,
+        census: CensusRequestsView::default(),
     }
 }
 
@@ -359,6 +363,7 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
             serves_in_ms: None,
         },
         node_clocks: None,
+        census: CensusRequestsView::of(&evidence.census),
     }
 }
 

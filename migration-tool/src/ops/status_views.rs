@@ -246,3 +246,45 @@ pub struct NextVerdict {
     /// (e.g. no node is registered).
     pub caveats: Vec<String>,
 }
+
+/// What the census sent to read the lock tables (docs/design.md §6a):
+/// pages of scans, by the datacenter that coordinated them — they grow
+/// with token ranges and home datacenters, never with locks.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CensusRequestsView {
+    /// Every request.
+    pub requests: u64,
+    /// By datacenter (`default`: the store's default route).
+    pub by_datacenter: BTreeMap<String, u64>,
+    /// By table and datacenter.
+    pub by_table: Vec<lockshift_decide::census::CensusRequests>,
+}
+
+impl CensusRequestsView {
+    /// The view of `census`'s requests.
+    pub fn of(census: &lockshift_decide::census::Census) -> Self {
+        CensusRequestsView {
+            requests: census.requests_total(),
+            by_datacenter: census
+                .requests_by_datacenter()
+                .into_iter()
+                .map(|(dc, n)| (dc.map_or_else(|| "default".to_string(), String::from), n))
+                .collect(),
+            by_table: census.requests.clone(),
+        }
+    }
+
+    /// `312 requests — dc1 156, dc2 156`.
+    pub fn line(&self) -> String {
+        let by: Vec<String> = self
+            .by_datacenter
+            .iter()
+            .map(|(dc, n)| format!("{dc} {n}"))
+            .collect();
+        if by.is_empty() {
+            format!("{} requests", self.requests)
+        } else {
+            format!("{} requests — {}", self.requests, by.join(", "))
+        }
+    }
+}

@@ -265,6 +265,7 @@ impl Human for StatusReport {
             age(self.stale.holding_threshold_ms)
         );
         let la = &self.legacy_activity;
+        let _ = writeln!(s, "census     {}", self.census.line());
         let _ = writeln!(
             s,
             "legacy     last activity {}; {} legacy cell(s) now; quiet period {}",

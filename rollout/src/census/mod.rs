@@ -22,7 +22,7 @@
 //! delete it. Nobody holds or waits through such a cell; it only makes
 //! others wait until it expires.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -36,8 +36,10 @@ use lockshift_store::{
 use classify::{Registry, classify_row};
 use lockshift_decide::offset::ClockReading;
 use lockshift_decide::registry::LiveNode;
+use plan::{Meter, Pass, Plan};
 
 mod classify;
+mod plan;
 mod scan;
 
 pub use scan::{IN_FLIGHT, Keep, RANGES, SECOND_LOOKS};
@@ -162,19 +164,27 @@ pub async fn inspect_lock(
     Ok(out)
 }
 
-/// Takes a census of every lock: one paged scan of cells per table, its
-/// ring cut into [`RANGES`] ranges, [`IN_FLIGHT`] read at once, calling
-/// `progress(table, rows_done)` as ranges end. A row the database refuses to read
-/// ([`concerns_only_the_row`]) is recorded in [`Census::unreadable`] and
-/// the census goes on with the others.
+/// Takes a census of every lock: one paged scan of cells per table and
+/// home datacenter, its ring cut into [`RANGES`] ranges, [`IN_FLIGHT`]
+/// read at once, calling `progress(table, rows_done)` as ranges end. A
+/// row the database refuses to read ([`concerns_only_the_row`]) is
+/// recorded in [`Census::unreadable`] and the census goes on with the
+/// others.
 ///
 /// Every cell goes into the census's tally ([`Census::tally`]); the cells
 /// `keep` asks for are kept whole as well ([`Census::cells`]), so what a
 /// census holds grows with what its taker keeps, not with the locks.
 ///
-/// The scan reads each table as the client's own datacenter holds it (a
-/// scan spans every lock: through a homes router, `LOCAL_QUORUM` where the
-/// process runs, which every home replicates to; docs/design.md §6a).
+/// Through a homes router ([`Store::homes`]) each lock is read where its
+/// home rule says, as its writers read and write it: each table is
+/// scanned once at each datacenter that is some rule's home (and at the
+/// client's own), `LOCAL_QUORUM` there, and each row is classified only
+/// from the scan of its home (`plan.rs`; docs/design.md §6a). A lock
+/// whose home refuses it (out of reach, moving) is named unreadable; a
+/// datacenter that does not answer leaves its ranges unread — its locks
+/// named unreadable where the client's own scan saw them — and the census
+/// goes on. What it sent is counted by table and datacenter
+/// ([`Census::requests`]).
 ///
 /// # Errors
 /// The first store error that concerns the store, not one row, once each
@@ -188,56 +198,108 @@ pub async fn take_census(
     mut progress: impl FnMut(Table, usize),
 ) -> Result<Census, StoreError> {
     let registry = Registry::of(nodes);
+    let plan = Plan::of(store);
+    let meter = Meter::default();
+    let failed = Mutex::new(Vec::new());
     let census = Mutex::new(Census {
         taken_at: clock.now(),
         reader: options.reader,
         ..Census::default()
     });
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
-    let mut refused: Vec<(Table, i64)> = Vec::new();
-    let mut heavy: Vec<(Table, Vec<String>)> = Vec::new();
+    // Tokens whose row a scan refused, by table, token and route.
+    let mut refused: BTreeMap<(usize, i64), (Table, String, Vec<Route>)> = BTreeMap::new();
+    let mut heavy: Vec<(Table, &Route, Vec<String>)> = Vec::new();
     for table in tables {
-        let into = (&census, keep);
-        let scanned = scan::scan_table(store, clock, &registry, &options, into, table, |rows| {
-            progress(table, rows)
-        })
-        .await?;
-        let mut c = census.lock().unwrap_or_else(PoisonError::into_inner);
-        c.unreadable.extend(scanned.unreadable);
-        drop(c);
-        refused.extend(scanned.refused.into_iter().map(|token| (table, token)));
-        heavy.push((table, scanned.heavy_pages));
-    }
-    let mut census = census.into_inner().unwrap_or_else(PoisonError::into_inner);
-    for (table, keys) in heavy {
-        scan::look_again(&mut census, store, table, &keys).await?;
-    }
-    // A token whose row a scan refused: read that table's row of the lock
-    // another table names there (a one-cell page of that one token in
-    // each), so a refused row is named.
-    for (table, token) in refused {
-        let at = TokenRange {
-            start: token.saturating_sub(1),
-            end: token,
-        };
-        let mut locks = BTreeSet::new();
-        for other in tables.into_iter().filter(|t| *t != table) {
-            // A page of one cell: the other table's row at the token may
-            // be full of tombstones too, behind its first live cell.
-            locks.extend(scan::first_key(store, other, at).await);
-        }
-        for lock in &locks {
-            read_row(
-                &mut census,
+        let mut before = 0;
+        for route in plan.passes() {
+            let pass = Pass {
+                route,
+                plan: &plan,
+                failed: &failed,
+                meter: &meter,
+            };
+            let into = (&census, keep);
+            let scanned = scan::scan_table(
                 store,
                 clock,
                 &registry,
                 &options,
-                keep,
+                into,
                 table,
-                lock,
+                pass,
+                |rows| progress(table, before + rows),
             )
             .await?;
+            before += scanned.rows;
+            let mut c = census.lock().unwrap_or_else(PoisonError::into_inner);
+            c.unreadable.extend(scanned.unreadable);
+            drop(c);
+            for (token, reason) in scanned.refused {
+                refused
+                    .entry((table_order(table), token))
+                    .or_insert_with(|| (table, reason, Vec::new()))
+                    .2
+                    .push(route.clone());
+            }
+            heavy.push((table, route, scanned.heavy_pages));
+        }
+    }
+    let mut census = census.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut looked = 0;
+    for (table, route, keys) in heavy {
+        let pass = Pass {
+            route,
+            plan: &plan,
+            failed: &failed,
+            meter: &meter,
+        };
+        scan::look_again(&mut census, store, pass, table, &keys, &mut looked).await?;
+    }
+    // A token whose row a scan refused: named once, and read by key for
+    // the lock another table names there (a one-cell page of that one
+    // token in each, on the route that refused it), where that lock's
+    // home is the route.
+    for ((_, token), (table, reason, routes)) in refused {
+        census.unreadable.push(UnreadableRow {
+            table,
+            lock: None,
+            reason: format!("token {token}: {reason}"),
+        });
+        let at = TokenRange {
+            start: token.saturating_sub(1),
+            end: token,
+        };
+        for route in &routes {
+            let pass = Pass {
+                route,
+                plan: &plan,
+                failed: &failed,
+                meter: &meter,
+            };
+            let mut locks = BTreeSet::new();
+            for other in tables.into_iter().filter(|t| *t != table) {
+                // A page of one cell: the other table's row at the token
+                // may be full of tombstones too, behind its first live cell.
+                locks.extend(scan::first_key(store, pass, other, at).await);
+            }
+            for lock in locks
+                .iter()
+                .filter(|l| plan.home(table, l).as_ref() == Ok(route))
+            {
+                let row = (table, lock.as_str());
+                read_row(
+                    &mut census,
+                    store,
+                    clock,
+                    &registry,
+                    &options,
+                    keep,
+                    pass,
+                    row,
+                )
+                .await?;
+            }
         }
     }
     // Ranges end in any order: the kept cells by table and lock (a stable
@@ -245,6 +307,7 @@ pub async fn take_census(
     census
         .cells
         .sort_by(|a, b| (table_order(a.table), &a.lock).cmp(&(table_order(b.table), &b.lock)));
+    census.requests = meter.requests();
     Ok(census)
 }
 
@@ -263,9 +326,10 @@ fn table_order(table: Table) -> usize {
 /// tombstones a read passed only then; the embedded store always does).
 pub const MANY_TOMBSTONES: u64 = lockshift_store::tombstones::DEFAULT_WARN_THRESHOLD;
 
-/// Reads `lock`'s row of `table` into `census` — or, when the database
-/// refuses that row alone, records it as unreadable. A read that passed
-/// more than [`MANY_TOMBSTONES`] tombstones is recorded as well.
+/// Reads `lock`'s row of `table` into `census` on `pass`'s route (its
+/// home) — or, when the database refuses that row alone, records it as
+/// unreadable. A read that passed more than [`MANY_TOMBSTONES`]
+/// tombstones is recorded as well.
 #[allow(clippy::too_many_arguments)]
 async fn read_row(
     census: &mut Census,
@@ -274,10 +338,14 @@ async fn read_row(
     registry: &Registry,
     options: &CensusOptions,
     keep: Keep<'_>,
-    table: Table,
-    lock: &str,
+    pass: Pass<'_>,
+    (table, lock): (Table, &str),
 ) -> Result<(), StoreError> {
-    match store.read_observed(table, lock, &RowQuery::all()).await {
+    pass.meter.count(table, pass.route);
+    match store
+        .read_observed_via(pass.route, table, lock, &RowQuery::all())
+        .await
+    {
         Ok(outcome) => {
             if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
                 census.tombstone_heavy.push(TombstoneHeavyRow {
@@ -302,6 +370,8 @@ async fn read_row(
     }
 }
 
+#[cfg(test)]
+mod datacenter_tests;
 #[cfg(test)]
 mod skew_tests;
 #[cfg(test)]

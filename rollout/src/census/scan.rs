@@ -24,11 +24,12 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use lockshift_store::{
-    CellPage, Clock, PageCursor, Route, RowCells, RowQuery, Store, StoreError, Table, TokenRange,
+    CellPage, Clock, PageCursor, RowCells, RowQuery, Store, StoreError, Table, TokenRange,
 };
 use tokio::time::Instant;
 
 use super::classify::{Registry, classify_row};
+use super::plan::{Own, Pass};
 use super::{CensusOptions, MANY_TOMBSTONES, concerns_only_the_row, short_reason};
 use crate::rollout::retry_reads;
 use lockshift_decide::census::{Census, CensusCell, TombstoneHeavyRow, UnreadableRow};
@@ -57,13 +58,20 @@ const PAGE_RETRY: Duration = Duration::from_secs(10);
 pub(super) struct RangeScan {
     pub(super) rows: usize,
     pub(super) unreadable: Vec<UnreadableRow>,
-    /// Tokens whose row the database refused to scan.
-    pub(super) refused: Vec<i64>,
-    /// Keys of rows in pages that passed many tombstones.
+    /// Tokens whose row the database refused to scan, with why.
+    pub(super) refused: Vec<(i64, String)>,
+    /// Keys of this pass's rows in pages that passed many tombstones.
     pub(super) heavy_pages: Vec<String>,
+    /// What is left of ranges this pass's datacenter did not answer for
+    /// ([`Pass::may_fail`]), with why.
+    pub(super) failed: Vec<(TokenRange, String)>,
 }
 
-/// Scans every range of `table`, calling `progress(rows)` as ranges end.
+/// Scans every range of `table` on `pass`'s route, calling
+/// `progress(rows)` as ranges end. Once a range of a pass that may fail
+/// went unanswered, the pass's other ranges are not sent, in this table
+/// or the next: the datacenter is out of reach for this census.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn scan_table(
     store: &dyn Store,
     clock: &dyn Clock,
@@ -71,13 +79,33 @@ pub(super) async fn scan_table(
     options: &CensusOptions,
     into: (&Mutex<Census>, Keep<'_>),
     table: Table,
+    pass: Pass<'_>,
     mut progress: impl FnMut(usize),
 ) -> Result<RangeScan, StoreError> {
     let ranges = TokenRange::FULL.split(RANGES);
     let mut done: Vec<Option<RangeScan>> = (0..ranges.len()).map(|_| None).collect();
+    // A datacenter that did not answer for an earlier table is not asked
+    // again in this census.
+    let down: Mutex<Option<String>> = Mutex::new(pass.down());
+    let down = &down;
     let mut scans = stream::iter(ranges.into_iter().enumerate())
         .map(|(i, range)| async move {
-            let scan = scan_range(store, clock, registry, options, into, table, range).await;
+            let gone = down.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            if let Some(reason) = gone {
+                let skipped = RangeScan {
+                    failed: vec![(range, reason)],
+                    ..RangeScan::default()
+                };
+                return (i, Ok(skipped));
+            }
+            let ctx = (registry, options, into, pass);
+            let scan = scan_range(store, clock, ctx, table, range).await;
+            if let Ok(RangeScan { failed, .. }) = &scan
+                && let Some((_, reason)) = failed.first()
+            {
+                let mut down = down.lock().unwrap_or_else(PoisonError::into_inner);
+                down.get_or_insert_with(|| reason.clone());
+            }
             (i, scan)
         })
         .buffer_unordered(IN_FLIGHT);
@@ -88,6 +116,7 @@ pub(super) async fn scan_table(
         progress(rows);
         done[i] = Some(scan);
     }
+    drop(scans);
     // Put together in token order, as one scan of the ring would be.
     let mut whole = RangeScan::default();
     for scan in done.into_iter().flatten() {
@@ -95,18 +124,37 @@ pub(super) async fn scan_table(
         whole.unreadable.extend(scan.unreadable);
         whole.refused.extend(scan.refused);
         whole.heavy_pages.extend(scan.heavy_pages);
+        whole.failed.extend(scan.failed);
+    }
+    if let Some((_, reason)) = whole.failed.first() {
+        whole.unreadable.push(UnreadableRow {
+            table,
+            lock: None,
+            reason: format!(
+                "{}: {} token range(s) unread, the locks homed there are named where \
+                 another datacenter's scan saw them: {reason}",
+                pass.route,
+                whole.failed.len()
+            ),
+        });
+        pass.failed_over(table, whole.failed.clone());
     }
     Ok(whole)
 }
 
-/// Scans `range` of `table` page by page into the census; a refused page
-/// cuts what is left of the range in two.
+/// Scans `range` of `table` page by page into the census, classifying
+/// the rows `pass` owns ([`Pass::own`]); a refused page cuts what is left
+/// of the range in two. A pass that may fail records what it could not
+/// read ([`RangeScan::failed`]) instead of failing.
 pub(super) async fn scan_range(
     store: &dyn Store,
     clock: &dyn Clock,
-    registry: &Registry,
-    options: &CensusOptions,
-    (census, keep): (&Mutex<Census>, Keep<'_>),
+    (registry, options, (census, keep), pass): (
+        &Registry,
+        &CensusOptions,
+        (&Mutex<Census>, Keep<'_>),
+        Pass<'_>,
+    ),
     table: Table,
     range: TokenRange,
 ) -> Result<RangeScan, StoreError> {
@@ -120,7 +168,15 @@ pub(super) async fn scan_range(
         // Every row up to this token is classified.
         let mut done_up_to = range.start;
         loop {
-            let page = page(store, table, range, cursor.as_ref(), options.page_size).await;
+            let page = page(
+                store,
+                pass,
+                table,
+                range,
+                cursor.as_ref(),
+                options.page_size,
+            )
+            .await;
             let page = match page {
                 Ok(page) => page,
                 Err(e) if concerns_only_the_row(e.kind()) => {
@@ -139,30 +195,52 @@ pub(super) async fn scan_range(
                         // Nothing is left (a refusal past the range's last
                         // row, which passed its tombstones).
                         [] => {}
-                        [_] => match first_key(store, table, rest).await {
-                            // A live cell ahead of the tombstones names it.
-                            Some(lock) => out.unreadable.push(UnreadableRow {
-                                table,
-                                lock: Some(lock),
-                                reason: short_reason(&e),
-                            }),
-                            None => {
-                                out.unreadable.push(UnreadableRow {
+                        [_] => match first_key(store, pass, table, rest).await {
+                            // A live cell ahead of the tombstones names it
+                            // (the pass of its home says so; the keeper
+                            // names a row no pass reads).
+                            Some(lock) => match pass.own(table, &lock, rest.end) {
+                                Own::Classify => out.unreadable.push(UnreadableRow {
                                     table,
-                                    lock: None,
-                                    reason: format!("token {}: {}", rest.end, short_reason(&e)),
-                                });
-                                out.refused.push(rest.end);
-                            }
+                                    lock: Some(lock),
+                                    reason: short_reason(&e),
+                                }),
+                                Own::Skip => {}
+                                Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
+                                    table,
+                                    lock: Some(lock),
+                                    reason,
+                                }),
+                            },
+                            None => out.refused.push((rest.end, short_reason(&e))),
                         },
                     }
                     break;
                 }
+                Err(e) if pass.may_fail() && e.is_retryable() && e.was_sent() => {
+                    // This datacenter did not answer: what is left of the
+                    // range, and every range still to read, go unread.
+                    let reason = short_reason(&e);
+                    out.failed.push((
+                        TokenRange {
+                            start: done_up_to,
+                            end: range.end,
+                        },
+                        reason.clone(),
+                    ));
+                    out.failed
+                        .extend(todo.drain(..).map(|r| (r, reason.clone())));
+                    return Ok(out);
+                }
                 Err(e) => return Err(e),
             };
             if page.tombstones.is_some_and(|t| t > MANY_TOMBSTONES) {
-                out.heavy_pages
-                    .extend(page.rows.iter().map(|r| r.key.clone()));
+                out.heavy_pages.extend(
+                    page.rows
+                        .iter()
+                        .filter(|r| pass.own(table, &r.key, r.token) == Own::Classify)
+                        .map(|r| r.key.clone()),
+                );
             }
             let mut rows = page.rows.into_iter();
             let first = rows.next();
@@ -188,9 +266,20 @@ pub(super) async fn scan_range(
             let mut census = census.lock().unwrap_or_else(PoisonError::into_inner);
             for row in whole {
                 done_up_to = row.token;
-                out.rows += 1;
-                let cells = classify_row(table, &row.key, row.cells, registry, now, options);
-                census.add_row(table, cells, keep);
+                match pass.own(table, &row.key, row.token) {
+                    Own::Classify => {
+                        out.rows += 1;
+                        let cells =
+                            classify_row(table, &row.key, row.cells, registry, now, options);
+                        census.add_row(table, cells, keep);
+                    }
+                    Own::Skip => {}
+                    Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
+                        table,
+                        lock: Some(row.key),
+                        reason,
+                    }),
+                }
             }
             drop(census);
             if finished {
@@ -208,43 +297,59 @@ pub(super) async fn scan_range(
 /// them (or the page fails all the same).
 pub(super) async fn first_key(
     store: &dyn Store,
+    pass: Pass<'_>,
     table: Table,
     range: TokenRange,
 ) -> Option<String> {
-    let page = page(store, table, range, None, NonZeroU32::MIN)
+    let page = page(store, pass, table, range, None, NonZeroU32::MIN)
         .await
         .ok()?;
     page.rows.into_iter().next().map(|r| r.key)
 }
 
-/// One page, tried again for [`PAGE_RETRY`] after failures that may pass:
-/// a timeout costs a page, not the census.
+/// One page on `pass`'s route, tried again for [`PAGE_RETRY`] after
+/// failures that may pass: a timeout costs a page, not the census. Each
+/// try is counted.
 async fn page(
     store: &dyn Store,
+    pass: Pass<'_>,
     table: Table,
     range: TokenRange,
     cursor: Option<&PageCursor>,
     page_size: NonZeroU32,
 ) -> Result<CellPage, StoreError> {
     retry_reads(Instant::now() + PAGE_RETRY, async || {
+        pass.meter.count(table, pass.route);
         store
-            .scan_cells_via(&Route::Default, table, range, cursor, page_size)
+            .scan_cells_via(pass.route, table, range, cursor, page_size)
             .await
     })
     .await
 }
 
-/// The second looks: each row in `keys` (at most [`SECOND_LOOKS`] of them)
-/// read by key; rows that passed more than [`MANY_TOMBSTONES`] go into
-/// `census`. Rows the database refuses to read are named unreadable.
+/// The second looks: each row in `keys` (at most [`SECOND_LOOKS`] of them
+/// in all: `looked` counts them across passes) read by key at its home
+/// (the pass that named it); rows that passed more than
+/// [`MANY_TOMBSTONES`] go into `census`. Rows the database refuses to
+/// read are named unreadable.
 pub(super) async fn look_again(
     census: &mut Census,
     store: &dyn Store,
+    pass: Pass<'_>,
     table: Table,
     keys: &[String],
+    looked: &mut usize,
 ) -> Result<(), StoreError> {
-    for lock in keys.iter().take(SECOND_LOOKS) {
-        match store.read_observed(table, lock, &RowQuery::all()).await {
+    for lock in keys {
+        if *looked >= SECOND_LOOKS {
+            break;
+        }
+        *looked += 1;
+        pass.meter.count(table, pass.route);
+        match store
+            .read_observed_via(pass.route, table, lock, &RowQuery::all())
+            .await
+        {
             Ok(outcome) => {
                 if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
                     census.tombstone_heavy.push(TombstoneHeavyRow {

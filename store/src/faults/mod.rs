@@ -408,6 +408,10 @@ impl<S: Store + 'static> Store for FaultyStore<S> {
     fn topology(&self) -> Topology {
         self.inner.topology()
     }
+
+    fn homes(&self) -> Option<std::sync::Arc<crate::homes::HomesView>> {
+        self.inner.homes()
+    }
 }
 
 #[cfg(test)]

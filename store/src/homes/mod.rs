@@ -22,6 +22,7 @@
 //!   datacenter, then the view; [`records`], what such a read holds.
 
 mod read;
+mod snapshot;
 
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -36,6 +37,7 @@ use crate::{
 };
 
 pub use read::{Configured, RefreshReport, records, refresh};
+pub use snapshot::HomesSnapshot;
 
 /// A process's view of the homes, shared by its router and the task that
 /// refreshes it.
@@ -165,25 +167,13 @@ impl HomesView {
         subject: Subject<'_>,
     ) -> Result<Route, StoreError> {
         let homes = self.homes();
-        // A process whose settings name homes never falls back to the
-        // store's default route for a lock: until its homes are known it
-        // refuses, naming the home its settings expect.
-        if !homes.any()
-            && let Some((rule, home)) = self.configured.rule_of(subject)
-        {
-            let refusal = Refusal::Unconfirmed {
-                rule,
-                last_error: homes.failure_of(&home),
-                home,
-                since: None,
-            };
-            return Err(refused(op, table, subject, &refusal, self.local.as_ref()));
-        }
-        match homes.route(subject, read::now(), self.clock.now()) {
-            Ok(Some(home)) => Ok(Route::Datacenter(home)),
-            Ok(None) => Ok(Route::Default),
-            Err(refusal) => Err(refused(op, table, subject, &refusal, self.local.as_ref())),
-        }
+        snapshot::route_for(
+            &homes,
+            &self.configured,
+            self.local.as_ref(),
+            (read::now(), self.clock.now()),
+            (op, table, subject),
+        )
     }
 }
 
@@ -331,6 +321,10 @@ impl Store for HomesRouter {
 
     fn topology(&self) -> Topology {
         self.inner.topology()
+    }
+
+    fn homes(&self) -> Option<std::sync::Arc<HomesView>> {
+        Some(self.view.clone())
     }
 }
 
