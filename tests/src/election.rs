@@ -59,6 +59,10 @@ const CAMPAIGN_TIMEOUT: Duration = Duration::from_secs(120);
 /// period: one read's latency, with room to spare.
 const SLACK: Duration = Duration::from_millis(250);
 
+/// How many times a checkpoint is taken again when the terms change
+/// while it compares (a lease lost to a fault, the next leader in).
+const CHECKPOINT_ATTEMPTS: usize = 5;
+
 /// How long the fleet may take to hold still at a checkpoint at most (a
 /// leader paused past its lease, then its record's TTL, after a late
 /// landing).
@@ -450,24 +454,48 @@ impl World {
     /// observer's period and no record can outlive its leadership; then
     /// `node.leader` and every observer must name the leader the terms say
     /// leads (or nobody). The fleet carries on after.
+    ///
+    /// Holding still stops resignations and new stage moves, not faults: a
+    /// lease may still be lost (a renewal timed out) while the observers
+    /// are compared, and the next leader campaign in. What was compared
+    /// before such a change is compared against terms that no longer
+    /// hold, so the checkpoint is taken again once the fleet settles
+    /// (up to [`CHECKPOINT_ATTEMPTS`] times; one not completed is not
+    /// counted).
     pub async fn checkpoint(&mut self, what: &str) {
         self.shared.hold_still(true);
-        self.settle(what).await;
-        self.compare(what).await;
+        for _ in 0..CHECKPOINT_ATTEMPTS {
+            if !self.settle(what).await {
+                break;
+            }
+            let before = self.referee().last_change();
+            let found = self.compare(what).await;
+            if self.referee().last_change() != before {
+                continue;
+            }
+            for problem in found {
+                self.referee().problem(problem);
+            }
+            self.count_checkpoint();
+            break;
+        }
         self.shared.hold_still(false);
     }
 
-    async fn settle(&self, what: &str) {
+    /// Waits for the fleet to hold still; `false` (a problem recorded)
+    /// when it did not within [`SETTLE_WITHIN`].
+    async fn settle(&self, what: &str) -> bool {
         let deadline = Instant::now() + SETTLE_WITHIN;
         while !(self.shared.all_settled() && self.referee().settled_for(OBSERVE_EVERY + SLACK)) {
             if Instant::now() > deadline {
                 self.referee().problem(format!(
                     "{what}: the fleet did not hold still within {SETTLE_WITHIN:?}"
                 ));
-                return;
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        true
     }
 
     /// Who leads by `node.leader`, read through an observer's node (asked
@@ -489,28 +517,30 @@ impl World {
         Err(last)
     }
 
-    async fn compare(&self, what: &str) {
-        let referee = self.referee();
-        let expected = match referee.current() {
+    /// What the checkpoint finds: every way `node.leader` or an observer
+    /// differs from the leader the terms name.
+    async fn compare(&self, what: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let expected = match self.referee().current() {
             Ok(expected) => expected,
             Err(open) => {
-                referee.problem(format!(
+                found.push(format!(
                     "{what}: several leaderships are open at once: {}",
                     names(&open)
                 ));
-                return;
+                return found;
             }
         };
         let shown =
             |l: &Option<Leader>| l.as_ref().map_or("nobody".to_string(), ToString::to_string);
         match self.read_leader().await {
             Ok(read) if read == expected => {}
-            Ok(read) => referee.problem(format!(
+            Ok(read) => found.push(format!(
                 "{what}: node.leader says {} ({read:?}), the leaders say {} ({expected:?})",
                 shown(&read),
                 shown(&expected)
             )),
-            Err(e) => referee.problem(format!("{what}: who leads could not be read: {e}")),
+            Err(e) => found.push(format!("{what}: who leads could not be read: {e}")),
         }
         for o in &self.observers {
             // The last read must have succeeded (a failed one keeps the
@@ -523,7 +553,7 @@ impl World {
             }
             let seen = o.watch.current();
             if seen != expected {
-                referee.problem(format!(
+                found.push(format!(
                     "{what}: {} shows {} ({seen:?}) {:?} after the last change, the leaders say {} ({expected:?}){}",
                     o.what,
                     shown(&seen),
@@ -535,6 +565,12 @@ impl World {
                 ));
             }
         }
+        found
+    }
+
+    /// Counts a checkpoint taken whole.
+    fn count_checkpoint(&self) {
+        let expected = self.referee().current().ok().flatten();
         let mut stats = self.shared.stats();
         stats.checkpoints += 1;
         stats.checkpoints_led += usize::from(expected.is_some());
@@ -553,8 +589,13 @@ impl World {
                 self.shared.failure(format!("a candidate panicked: {e}"));
             }
         }
-        self.settle("after every candidate stopped").await;
-        self.compare("after every candidate stopped").await;
+        // Nothing campaigns any more: the terms cannot change under it.
+        if self.settle("after every candidate stopped").await {
+            for problem in self.compare("after every candidate stopped").await {
+                self.referee().problem(problem);
+            }
+            self.count_checkpoint();
+        }
         for node in self
             .candidates
             .iter()

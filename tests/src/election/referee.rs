@@ -243,6 +243,12 @@ impl Referee {
         self.log().problems.push(problem);
     }
 
+    /// When the terms last changed (a term begun, ended or let go, a
+    /// value proclaimed): a checkpoint compares only while it stays put.
+    pub fn last_change(&self) -> Option<Instant> {
+        self.log().last_change
+    }
+
     /// Whether every record can be trusted to match the terms: no change
     /// for `quiet`, and no record outliving its leadership any more.
     pub fn settled_for(&self, quiet: Duration) -> bool {
