@@ -213,9 +213,23 @@ pub struct NodeInfo {
     /// a build that predates the reading.
     #[serde(default)]
     pub clock: Option<ClockReading>,
+    /// Its host's clock against the database's, when the process stamps on
+    /// that clock corrected by the offset measured (C1, docs/design.md
+    /// §4b): `clock` is then the corrected clock's reading, and this one
+    /// says how far off the host itself is (what an operator sets right).
+    /// `None`: the process stamps on its host's clock as it is (`clock`
+    /// is the host's), or a build that predates the correction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_clock: Option<ClockReading>,
 }
 
 impl NodeInfo {
+    /// Its host's clock against the database's: [`host_clock`](Self::host_clock)
+    /// when the process corrects it, else [`clock`](Self::clock).
+    pub fn host_reading(&self) -> Option<ClockReading> {
+        self.host_clock.or(self.clock)
+    }
+
     /// The column of this process's registry row.
     pub fn column(&self) -> String {
         match &self.incarnation {

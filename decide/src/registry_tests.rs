@@ -24,6 +24,7 @@ fn info(node: &str) -> NodeInfo {
         registry_ttl_ms: Some(30_000),
         left: false,
         clock: None,
+        host_clock: None,
     }
 }
 

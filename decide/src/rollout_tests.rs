@@ -38,6 +38,7 @@ fn node(
             registry_ttl_ms: None,
             left: false,
             clock: None,
+            host_clock: None,
         },
         heartbeat_at: Timestamp::from_micros(NOW)
             .saturating_sub(Duration::from_secs(heartbeat_secs_ago)),

@@ -2,7 +2,8 @@
 //! `LOCKSHIFT_TEST_CONTACT_POINTS` is set): every node's clock read alone
 //! and judged, and a `migrate lock` whose clock is two minutes behind
 //! (`libfaketime`, `FAKETIME=-120s`) registering its measured offset and
-//! acting as combined (docs/design.md §4b, C1).
+//! running its mode on its clock corrected by it (docs/design.md §4b, C1),
+//! and the operators' views of it.
 
 // Integration tests: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -64,10 +65,11 @@ async fn every_node_is_read_alone_and_agrees() {
 }
 
 /// The reproduction: a process whose clock reads two minutes
-/// behind registers an offset of +120 s (within 2 s), takes its lock as
-/// combined though asked for legacy, and says why.
+/// behind registers its host's offset of +120 s (within 2 s), stamps on
+/// its clock corrected by it, takes its lock as the legacy it was asked for,
+/// and warns that the host's clock is off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combined() {
+async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_runs_its_mode() {
     let Some(lib) = libfaketime() else {
         assert!(
             std::env::var_os("LOCKSHIFT_REQUIRE_FAKETIME").is_none(),
@@ -96,7 +98,7 @@ async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combi
             let (nodes, _) = live_nodes(store.as_ref(), SystemClock.now(), Duration::from_secs(5))
                 .await
                 .unwrap();
-            nodes.iter().any(|n| n.info.clock.is_some())
+            nodes.iter().any(|n| n.info.host_clock.is_some())
         }
     })
     .await;
@@ -107,17 +109,25 @@ async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combi
     )
     .await
     .unwrap();
-    let row = nodes.iter().find(|n| n.info.clock.is_some()).unwrap();
-    let reading = row.info.clock.unwrap();
-    eprintln!("registered: {reading:?} ({})", reading.describe());
-    assert!(
-        (reading.offset_us - 120_000_000).unsigned_abs() < 2_000_000,
-        "{reading:?}"
+    let row = nodes.iter().find(|n| n.info.host_clock.is_some()).unwrap();
+    let host = row.info.host_clock.unwrap();
+    let stamping = row.info.clock.unwrap();
+    eprintln!(
+        "registered: host {host:?} ({}), stamping {}",
+        host.describe(),
+        stamping.describe()
     );
-    assert_eq!(row.info.effective, Algorithm::Combined);
-    assert!(row.info.degraded);
-    // Judged by its own reading its heartbeat is fresh; by its stamp alone
-    // two minutes old.
+    assert!(
+        (host.offset_us - 120_000_000).unsigned_abs() < 2_000_000,
+        "{host:?}"
+    );
+    assert!(
+        stamping.offset_us.unsigned_abs() < 2_000_000,
+        "{stamping:?}"
+    );
+    assert_eq!(row.info.effective, Algorithm::Legacy);
+    assert!(!row.info.degraded);
+    // Its heartbeat is stamped on the database's clock: fresh by anyone's.
     let age = row.heartbeat_age(SystemClock.now(), None, Duration::from_secs(5));
     assert!(age.surely_within(Duration::from_secs(10)), "{age:?}");
     operators_see_a_live_holder(&e, "clock-check").await;
@@ -128,7 +138,7 @@ async fn a_lock_holder_two_minutes_behind_registers_its_offset_and_acts_as_combi
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("beyond rollout.clock_skew_margin (5s)"),
+        stderr.contains("this host's clock is beyond rollout.clock_skew_margin"),
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -335,6 +335,7 @@ mod tests {
             registry_ttl_ms: None,
             left: false,
             clock: None,
+            host_clock: None,
         }
     }
 

@@ -35,6 +35,7 @@ fn info(name: &str, effective: Algorithm) -> NodeInfo {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     }
 }
 

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::clock::ClockState;
+use super::clock::{ClockState, CorrectedClock, measure_at_start};
 use super::runtime::{Shared, State, every, refresh_homes, watch_expiry};
 use super::{Core, Node};
 use crate::binding::{Bindings, View};
@@ -175,6 +175,11 @@ impl Node {
         if let Some(problem) = settings.problems().into_iter().next() {
             return Err(problem.into());
         }
+        // Everything the node stamps and times runs on its host's clock
+        // corrected by the offset it measures (C1, docs/design.md §4b).
+        let corrected = Arc::new(CorrectedClock::new(clock));
+        let first_reading = measure_at_start(store.as_ref(), &corrected).await;
+        let clock: SharedClock = corrected.clone();
         let id = settings.node.node_id()?;
         let lease = settings.lock.lease();
         let registry_ttl = settings.rollout.registry_ttl(&lease);
@@ -260,6 +265,7 @@ impl Node {
             id,
             store,
             clock,
+            corrected,
             config_path: options.config_path.clone(),
             env: options.env.clone(),
             rollout: settings.rollout.clone(),
@@ -286,7 +292,7 @@ impl Node {
         });
         // The clock first (C1): the first heartbeat carries the reading,
         // and the node acts on its mode from its first confirmed view.
-        shared.measure_clock_at_start().await;
+        shared.take_measurement(&first_reading);
         // The homes first (a refresh reads them before the stage): the stage
         // and the registry live at the fleet home.
         if let Err(e) = shared.refresh().await {

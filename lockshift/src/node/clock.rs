@@ -14,24 +14,85 @@
 //! reading, which ages by the drift allowance and counts for at most
 //! `READING_MAX_AGE`.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use lockshift_decide::duration::fmt_duration;
 use lockshift_decide::offset::{
     ClockReading, MEASURE_EVERY, SAMPLES_AT_START, SAMPLES_PER_ROUND, refine, to_database_time,
 };
-use lockshift_store::Route;
-use lockshift_store::Timestamp;
-use lockshift_store::offset::measure_offset;
+use lockshift_store::offset::{Measurement, measure_offset};
+use lockshift_store::{Clock, Route, SharedClock, Store, Timestamp};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::runtime::Shared;
 
+/// The clock a node stamps with and judges times by: its host's clock
+/// plus the correction its readings measured (C1, docs/design.md §4b), so
+/// a host minutes off the database's clock stamps on the database's time
+/// (within the reading's error) and acts as its mode says. Zero until the
+/// first reading. A lease's stamps still only increase when the
+/// correction moves back (L1); the correction moves only when a reading
+/// puts the stamping clock beyond its error.
+#[derive(Debug)]
+pub(super) struct CorrectedClock {
+    host: SharedClock,
+    correction_us: AtomicI64,
+}
+
+impl CorrectedClock {
+    pub(super) fn new(host: SharedClock) -> Self {
+        CorrectedClock {
+            host,
+            correction_us: AtomicI64::new(0),
+        }
+    }
+
+    /// The host's clock, uncorrected: what the offset is measured on.
+    pub(super) fn host(&self) -> &dyn Clock {
+        self.host.as_ref()
+    }
+
+    /// What is added to the host's clock, in µs.
+    pub(super) fn correction_us(&self) -> i64 {
+        self.correction_us.load(Ordering::Relaxed)
+    }
+
+    /// Corrects by `host`'s reading of the host's clock, when the clock
+    /// stamped with now is not within its error of the database's; returns
+    /// the reading of the clock stamped with from now on (the database's
+    /// minus it, within the same error).
+    fn correct_by(&self, host: &ClockReading) -> ClockReading {
+        let kept = self.correction_us();
+        let residual = host.offset_us.saturating_sub(kept);
+        let correction = if residual.unsigned_abs() > host.error_us {
+            self.correction_us.store(host.offset_us, Ordering::Relaxed);
+            host.offset_us
+        } else {
+            kept
+        };
+        ClockReading {
+            offset_us: host.offset_us.saturating_sub(correction),
+            error_us: host.error_us,
+            at_us: host.at_us.saturating_add(correction),
+        }
+    }
+}
+
+impl Clock for CorrectedClock {
+    fn now(&self) -> Timestamp {
+        self.host.now().offset_micros(self.correction_us())
+    }
+}
+
 /// What the node knows of its clock.
 #[derive(Debug, Default)]
 pub(super) struct ClockState {
-    /// The reading kept (the better of the last ones).
+    /// The host clock's reading kept (the better of the last ones).
+    pub(super) host: Option<ClockReading>,
+    /// The reading of the clock the node stamps with (the host's plus the
+    /// correction): what its registry row carries, and what C1 judges.
     pub(super) reading: Option<ClockReading>,
     /// Why the last measurement gave no reading, while it gave none.
     why_none: Option<String>,
@@ -79,19 +140,29 @@ impl Shared {
     pub(super) async fn measure_clock(&self, samples: usize) {
         let measured = measure_offset(
             self.store.as_ref(),
-            self.clock.as_ref(),
+            self.corrected.host(),
             &Route::Default,
             samples,
         )
         .await;
-        let (wall, now) = (self.clock.now(), Instant::now());
+        self.take_measurement(&measured);
+    }
+
+    /// [`measure_clock`](Self::measure_clock) after the reads: `measured`
+    /// is a measurement of the host's clock.
+    pub(super) fn take_measurement(&self, measured: &Measurement) {
+        let host_clock = self.corrected.host();
+        let (host_wall, now) = (host_clock.now(), Instant::now());
         let margin = self.rollout.clock_skew_margin;
         let mut st = self.state();
         match measured.reading {
             Some(fresh) => {
-                let reading = refine(st.clock.reading, fresh, wall);
+                let host = refine(st.clock.host, fresh, host_wall);
+                st.clock.host = Some(host);
+                let reading = self.corrected.correct_by(&host);
                 st.clock.reading = Some(reading);
                 st.clock.why_none = None;
+                let wall = self.clock.now();
                 // Until when it stays within, on the monotonic clock: the
                 // reading's own time on the wall clock is `wall − since`.
                 let since = Duration::from_micros(
@@ -110,12 +181,17 @@ impl Shared {
                 st.clock.why_none = measured.why_none();
             }
         }
-        self.metrics.clock(st.clock.reading.as_ref(), wall);
+        let wall = self.clock.now();
+        self.metrics.clock(st.clock.host.as_ref(), host_wall);
         let within = st.view.clock_bounded(now.into_std());
         if st.clock.logged_within != Some(within) {
             st.clock.logged_within = Some(within);
             let why = st.clock.why_unbounded(margin, wall);
-            match (within, st.clock.reading) {
+            match (within, st.clock.host) {
+                (true, Some(r)) if r.bound_at(host_wall) > micros(margin) => {
+                    warn!(node = %self.id, host = %r.describe(), margin = %fmt_duration(margin),
+                    "this host's clock is beyond rollout.clock_skew_margin of the database's; this process stamps and judges times on it corrected by the offset measured (set the host's clock right: docs/operating.md §12)");
+                }
                 (true, Some(r)) => info!(node = %self.id, offset = %r.describe(),
                     margin = %fmt_duration(margin),
                     "this process's clock is within rollout.clock_skew_margin of the database's"),
@@ -151,13 +227,20 @@ impl Shared {
         })
         .await;
     }
+}
 
-    /// The first measurement, before the node's first stage read and
-    /// heartbeat: the row it writes carries the reading, and the node may
-    /// act as its mode says from its first confirmed view.
-    pub(super) async fn measure_clock_at_start(&self) {
-        self.measure_clock(SAMPLES_AT_START).await;
+/// The first measurement of the host's clock ([`SAMPLES_AT_START`] reads),
+/// before the node reads or writes anything else: `clock` is corrected by
+/// it at once, so the homes, the stage, the first heartbeat and every
+/// stamp are on the corrected clock from the start, and the node may act
+/// as its mode says from its first confirmed view. The node takes it in
+/// (`Shared::take_measurement`) once it exists.
+pub(super) async fn measure_at_start(store: &dyn Store, clock: &CorrectedClock) -> Measurement {
+    let measured = measure_offset(store, clock.host(), &Route::Default, SAMPLES_AT_START).await;
+    if let Some(reading) = &measured.reading {
+        clock.correct_by(reading);
     }
+    measured
 }
 
 fn micros(d: Duration) -> u64 {

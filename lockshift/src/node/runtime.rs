@@ -104,7 +104,10 @@ pub(super) struct Shared {
     pub(super) version: String,
     pub(super) started_at: Timestamp,
     pub(super) store: SharedStore,
+    /// The clock stamps and times are on: the host's, corrected by the
+    /// offset measured (`corrected`, C1).
     pub(super) clock: SharedClock,
+    pub(super) corrected: Arc<super::clock::CorrectedClock>,
     pub(super) config_path: Option<PathBuf>,
     pub(super) env: Option<HashMap<String, String>>,
     pub(super) rollout: RolloutSettings,
@@ -248,7 +251,7 @@ impl Shared {
                 &self.rollout,
             ),
             homes: self.homes.states(),
-            clock: st.clock.reading,
+            clock: st.clock.host,
         }
     }
 
@@ -459,6 +462,10 @@ impl Shared {
             ),
             left: false,
             clock: st.clock.reading,
+            host_clock: st
+                .clock
+                .host
+                .filter(|_| self.corrected.correction_us() != 0),
         };
         (info, declared)
     }

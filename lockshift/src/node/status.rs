@@ -43,12 +43,14 @@ pub struct NodeStatus {
     /// The node's view of each home rule (docs/design.md §4a): its newest
     /// record and whether its home confirmed it lately. Empty without homes.
     pub homes: Vec<RuleState>,
-    /// The process's clock against the database's, as last measured (C1,
-    /// docs/design.md §4b): the database's clock minus this process's,
-    /// within its error. `None` until a measurement is answered. While it
-    /// is not known within `rollout.clock_skew_margin`, the node acts as
-    /// combined and [`unconfirmed_because`](Self::unconfirmed_because)
-    /// says so.
+    /// The host's clock against the database's, as last measured (C1,
+    /// docs/design.md §4b): the database's clock minus the host's, within
+    /// its error. `None` until a measurement is answered. The node stamps
+    /// and judges times on the host's clock corrected by this offset (C1);
+    /// while the corrected clock is not known within
+    /// `rollout.clock_skew_margin` (the error is too large, or the reading
+    /// too old), the node acts as combined and
+    /// [`unconfirmed_because`](Self::unconfirmed_because) says so.
     pub clock: Option<ClockReading>,
 }
 

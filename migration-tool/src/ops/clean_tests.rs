@@ -230,6 +230,7 @@ async fn live_owners_are_judged_by_their_promise_and_kept() {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     };
     let ttl = lockshift_store::Ttl::from_secs(300).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, ttl)
@@ -342,6 +343,7 @@ async fn an_understated_row_never_gets_a_renewing_holders_cell_deleted() {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     };
     let row_ttl = lockshift_store::Ttl::from_secs(600).unwrap();
     heartbeat(store.as_ref(), clock.as_ref(), &info, row_ttl)

@@ -281,6 +281,7 @@ fn a_node_row_keeps_every_key_and_value_of_the_copied_row() {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     };
     // A node that predates `acting_version`: the row shows its seen
     // version.
@@ -444,6 +445,7 @@ async fn a_legacy_node_and_holder_block_dual() {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     };
     heartbeat(
         env.store.as_ref(),

@@ -187,10 +187,10 @@ impl Human for StatusReport {
                         age(n.heartbeat_age_ms),
                         if n.silent { " (silent)" } else { "" }
                     ),
-                    // The process's clock minus the database's, as its
-                    // own reading says (the reading is the other way
-                    // round: the database's minus the process's).
-                    info.clock.map_or_else(
+                    // The host's clock minus the database's, as the
+                    // process's own reading says (the reading is the other
+                    // way round: the database's minus the host's).
+                    info.host_reading().map_or_else(
                         || "not reported".into(),
                         |r| {
                             format!(

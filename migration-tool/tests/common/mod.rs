@@ -432,5 +432,6 @@ pub fn node_info(node: &str, algorithm: lockshift_lock::Algorithm) -> NodeInfo {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     }
 }

@@ -49,6 +49,7 @@ fn process(node: &str, skew_s: i64, reports: bool) -> LiveNode {
                 error_us: 2_000,
                 at_us: NOW + skew_s * S - 30 * S,
             }),
+            host_clock: None,
         },
         heartbeat_at: Timestamp::from_micros(NOW + skew_s * S - 3 * S),
         ttl_left: None,

@@ -330,6 +330,7 @@ async fn cells_are_matched_to_their_own_process() {
             registry_ttl_ms: None,
             left: false,
             clock: None,
+            host_clock: None,
         },
         heartbeat_at: Timestamp::from_micros(now),
         ttl_left: None,

@@ -169,6 +169,7 @@ async fn register_other(router: &SharedStore, knows_homes: bool) {
         registry_ttl_ms: None,
         left: false,
         clock: None,
+        host_clock: None,
     };
     router
         .write_via(
