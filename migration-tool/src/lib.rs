@@ -44,8 +44,11 @@
 
 pub mod cli;
 pub mod connect;
+mod interrupt;
 pub mod ops;
 pub mod render;
+
+use interrupt::{INTERRUPTED, INTERRUPTED_CLEAN, INTERRUPTED_READ, until_interrupted};
 
 use std::fmt;
 
@@ -269,9 +272,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Status => {
             let env = ops::Env::open(connect).await?;
-            let mut line = render::ProgressLine::new();
-            let report = ops::status::status(&env, |p| line.update(p)).await?;
+            let mut line = render::ProgressLine::new(json);
+            let taken = until_interrupted(ops::status::status(&env, |p| line.update(p))).await;
             drop(line);
+            let Some(report) = taken? else {
+                render::note(INTERRUPTED_READ);
+                return Ok(Outcome::Child(INTERRUPTED));
+            };
             render::print(&report, json)?;
             Ok(if report.unsafe_state {
                 Outcome::Unsafe
@@ -295,9 +302,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let env = ops::Env::open(connect).await?;
             let options =
                 ops::clean::CleanOptions::new(stale_after, stale_multiple, force, page_size)?;
-            let mut line = render::ProgressLine::new();
-            let report = ops::clean::clean(&env, &options, apply, |p| line.update(p)).await?;
+            let mut line = render::ProgressLine::new(json);
+            let taken =
+                until_interrupted(ops::clean::clean(&env, &options, apply, |p| line.update(p)))
+                    .await;
             drop(line);
+            let Some(report) = taken? else {
+                render::note(if apply {
+                    INTERRUPTED_CLEAN
+                } else {
+                    INTERRUPTED_READ
+                });
+                return Ok(Outcome::Child(INTERRUPTED));
+            };
             render::print(&report, json)?;
             Ok(if report.summary.failed > 0 {
                 Outcome::Failed

@@ -168,8 +168,10 @@ pub fn note(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "migrate: {text}");
 }
 
-/// A progress line: redrawn in place on stderr when it is a terminal,
-/// nothing otherwise; cleared when dropped, before the report is printed.
+/// A progress line: redrawn in place on stderr when it is a terminal and
+/// the report is not JSON, nothing otherwise (a script reading the output
+/// sees only the report); cleared when dropped, before the report is
+/// printed.
 #[derive(Debug)]
 pub struct ProgressLine {
     tty: bool,
@@ -177,10 +179,11 @@ pub struct ProgressLine {
 }
 
 impl ProgressLine {
-    /// A line for this process's stderr.
-    pub fn new() -> ProgressLine {
+    /// A line for this process's stderr; `json`: the report is JSON, and
+    /// the line stays silent.
+    pub fn new(json: bool) -> ProgressLine {
         ProgressLine {
-            tty: std::io::stderr().is_terminal(),
+            tty: !json && std::io::stderr().is_terminal(),
             drawn: false,
         }
     }
@@ -212,12 +215,6 @@ impl ProgressLine {
         let _ = write!(err, "\r\x1b[2K{line}");
         let _ = err.flush();
         self.drawn = true;
-    }
-}
-
-impl Default for ProgressLine {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

@@ -1,0 +1,67 @@
+//! Long operator commands (`status`, `clean`) stop cleanly when the
+//! operator interrupts them: the work is dropped between two of its
+//! requests, the progress line is cleared, a note says what was and was
+//! not written, and the exit code is 130.
+
+/// The exit code of a command the operator interrupted (128 + SIGINT).
+pub(crate) const INTERRUPTED: i32 = 130;
+
+/// What an interrupted read-only command says.
+pub(crate) const INTERRUPTED_READ: &str = "interrupted: nothing was written";
+
+/// What an interrupted `clean --apply` says: each delete is one request,
+/// whole or not sent, so no lock is left half-cleaned.
+pub(crate) const INTERRUPTED_CLEAN: &str = "interrupted: each cell deleted so far is deleted whole, the others are as they were; `migrate clean` shows what is left";
+
+/// Runs `work` until it ends or the operator interrupts it (Ctrl-C or
+/// SIGTERM): `None` when interrupted. The work is dropped between two
+/// requests of its own; every write it makes is one request, so none is
+/// left half-written.
+pub(crate) async fn until_interrupted<T>(
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<Option<T>> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        done = work => done.map(Some),
+        _ = tokio::signal::ctrl_c() => Ok(None),
+        () = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending().await,
+            }
+        } => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nix::sys::signal::{Signal, raise};
+
+    use super::*;
+
+    /// Ctrl-C stops the work (here, work that never ends) and says so.
+    #[tokio::test]
+    async fn an_interrupt_stops_the_work() {
+        let waiting = tokio::spawn(until_interrupted(
+            std::future::pending::<anyhow::Result<()>>(),
+        ));
+        // Let the task install its handlers before the signal is raised.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        raise(Signal::SIGINT).expect("raise SIGINT");
+        let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("stopped within 10 s")
+            .expect("the task did not panic");
+        assert!(matches!(got, Ok(None)), "{got:?}");
+    }
+
+    /// Work that ends is returned as it ended.
+    #[tokio::test]
+    async fn work_that_ends_is_returned() {
+        assert_eq!(until_interrupted(async { Ok(7) }).await.unwrap(), Some(7));
+        let failed = until_interrupted(async { Err::<(), _>(anyhow::anyhow!("no")) }).await;
+        assert_eq!(failed.unwrap_err().to_string(), "no");
+    }
+}
