@@ -31,6 +31,7 @@ use futures::stream::{self, StreamExt};
 use lockshift_lock::LeaseSettings;
 use lockshift_queue_lock::QueueSettings;
 use lockshift_rollout::{Rollout, RolloutSettings};
+use lockshift_store::homes::HomesView;
 use lockshift_store::{
     CellWrite, CqlSettings, CqlStore, MemoryStore, PageCursor, Request, Response, Route,
     SharedClock, SharedStore, Store, StoreError, SystemClock, Table, Timestamp, TokenRange,
@@ -215,6 +216,11 @@ impl<S: Store> Store for Meter<S> {
 
     fn topology(&self) -> Topology {
         self.inner.topology()
+    }
+
+    // Over a homes router the census plans its scans by the homes.
+    fn homes(&self) -> Option<Arc<HomesView>> {
+        self.inner.homes()
     }
 }
 
