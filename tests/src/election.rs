@@ -460,7 +460,7 @@ impl World {
     /// are compared, and the next leader campaign in. What was compared
     /// before such a change is compared against terms that no longer
     /// hold, so the checkpoint is taken again once the fleet settles
-    /// (up to [`CHECKPOINT_ATTEMPTS`] times; one not completed is not
+    /// (up to `CHECKPOINT_ATTEMPTS` times; one not completed is not
     /// counted).
     pub async fn checkpoint(&mut self, what: &str) {
         self.shared.hold_still(true);
