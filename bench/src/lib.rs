@@ -25,6 +25,7 @@ pub mod datacenters;
 mod error;
 pub mod fenced;
 pub mod hold;
+pub mod idle;
 pub mod lwt;
 pub mod observe;
 pub mod plot;

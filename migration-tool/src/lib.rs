@@ -466,6 +466,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             } else {
                 connect::settings(connect, false)?
             };
+            if args.idle {
+                let report = ops::bench::idle(&args, &settings, render::note).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             if !args.census.is_empty() {
                 let report = ops::bench::census(&args, &settings, render::note).await?;
                 render::print(&report, json)?;
@@ -477,33 +482,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Ok);
             }
             if let Some(observers) = args.observers {
-                if args.leader_every < lockshift_bench::observe::MIN_LEADER_EVERY {
-                    return Err(UsageError(format!(
-                        "--leader-every {}: at least 1s, so every observer (reading every \
-                         500ms) reads each leader",
-                        lockshift_decide::duration::fmt_duration(args.leader_every)
-                    ))
-                    .into());
-                }
-                let config = lockshift_bench::observe::ObserveBenchConfig {
-                    observers,
-                    window: args.observe_for,
-                    leader_every: args.leader_every,
-                    latency: args.latency,
-                    fenced_writes: args.fenced_writes.unwrap_or(50),
-                    cluster: args.cluster.then(|| settings.store.cql.clone()),
-                };
-                let report = lockshift_bench::observe::run_observe(&config).await?;
+                let report = ops::bench::observe(&args, &settings, observers).await?;
                 render::print(&report, json)?;
                 return Ok(Outcome::Ok);
             }
             if let Some(writes) = args.fenced_writes {
-                let config = lockshift_bench::fenced::FencedBenchConfig {
-                    writes,
-                    latency: args.latency,
-                    cluster: args.cluster.then(|| settings.store.cql.clone()),
-                };
-                let report = lockshift_bench::fenced::run_fenced(&config).await?;
+                let report = ops::bench::fenced(&args, &settings, writes).await?;
                 render::print(&report, json)?;
                 return Ok(Outcome::Ok);
             }

@@ -627,3 +627,59 @@ fn a_census_size_that_does_not_parse_is_a_usage_error() {
         assert!(stderr.contains("--census"), "{bad}: {stderr}");
     }
 }
+
+/// The idle mode: each fleet's live processes are all listed by `status`
+/// beside them, one idle process sends the same alone and among others,
+/// and `status`'s requests do not grow with the fleet (counts, never
+/// timing).
+#[test]
+fn the_idle_mode_counts_what_one_idle_process_sends_at_each_fleet_size() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--idle",
+            "--processes",
+            "1,30",
+            "--idle-window",
+            "60s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report}");
+    assert_eq!(runs[0]["status_listed"], 1, "{report}");
+    assert_eq!(runs[1]["status_listed"], 30, "{report}");
+    assert_eq!(
+        runs[0]["status_requests"], runs[1]["status_requests"],
+        "status reads no row per process: {report}"
+    );
+    let nodes_reads = |run: &serde_json::Value| {
+        run["one_process"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["table"] == "nodes")
+            .map(|t| t["reads_per_s"].as_f64().unwrap())
+            .expect("an idle process reads the registry")
+    };
+    assert_eq!(nodes_reads(&runs[0]), nodes_reads(&runs[1]), "{report}");
+}
+
+#[test]
+fn more_than_64_workers_need_the_idle_mode() {
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["bench", "--processes", "100", "--no-plots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--processes 100"), "{stderr}");
+    assert!(stderr.contains("--idle"), "{stderr}");
+}

@@ -23,8 +23,10 @@ pub struct BenchArgs {
     /// legacy,queue,combined,lwt; with --soak: legacy,queue,combined].
     #[arg(long, value_delimiter = ',', value_name = "ALGORITHM,...", value_parser = Checked(parse_bench_algorithm))]
     pub algorithms: Vec<lockshift_bench::BenchAlgorithm>,
-    /// Worker process counts P, in order [default: 1,3,5; with --soak: 1].
-    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Worker process counts P, in order, at most 64 [default: 1,3,5;
+    /// with --soak: 1]; with --idle, fleet sizes, at most 10 000 [default:
+    /// 1,10,100,1000].
+    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub processes: Vec<u32>,
     /// Acquisitions per process K.
     #[arg(long, short = 'k', default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -113,6 +115,15 @@ pub struct BenchArgs {
     /// seconds, and each one's requests by table and by datacenter.
     #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = Checked(parse_census_size), conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers"])]
     pub census: Vec<u64>,
+    /// Idle mode: for each fleet size of --processes, that many nodes live
+    /// idle on one embedded store (paused clock: exact counts); prints the
+    /// requests a second one idle process sends, by table, alone and in
+    /// the fleet, and what `status` beside the fleet lists and costs.
+    #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census", "cluster"])]
+    pub idle: bool,
+    /// Idle mode: how long requests are counted (after a minute's warm-up).
+    #[arg(long, value_name = "DURATION", default_value = "5m", requires = "idle", value_parser = Checked(parse_duration))]
+    pub idle_window: Duration,
     /// Datacenter mode on a cluster: the lock's home.
     #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
     pub home: Option<lockshift_store::Datacenter>,

@@ -12,6 +12,9 @@ use tokio::process::Command;
 use crate::UsageError;
 use crate::cli::BenchArgs;
 
+/// The most worker processes the contention and soak modes start.
+const MAX_WORKERS: u32 = 64;
+
 /// The benchmark's configuration: the flags, and the lock tuning and
 /// connection of the settings (so it measures what the fleet would run).
 ///
@@ -37,6 +40,12 @@ pub fn config(args: &BenchArgs, settings: &Settings) -> anyhow::Result<BenchConf
     if soak && let Some(a) = algorithms.iter().find(|a| a.lock().is_none()) {
         return Err(UsageError(format!(
             "--soak measures lockshift's locks (legacy, queue, combined); --algorithms {a} is not one"
+        ))
+        .into());
+    }
+    if let Some(p) = args.processes.iter().find(|p| **p > MAX_WORKERS) {
+        return Err(UsageError(format!(
+            "--processes {p}: at most {MAX_WORKERS} worker processes (larger fleets with --idle)"
         ))
         .into());
     }
@@ -202,6 +211,82 @@ pub async fn datacenters(
     // Its own runtime, on a paused clock: the embedded cluster's round
     // trips are then exact.
     Ok(tokio::task::spawn_blocking(move || run_datacenters_embedded(&config)).await??)
+}
+
+/// The observers mode (`--observers N`).
+///
+/// # Errors
+/// A [`UsageError`] when `--leader-every` is under a second (an observer,
+/// reading every 500ms, would miss leaders); the benchmark's error.
+pub async fn observe(
+    args: &BenchArgs,
+    settings: &Settings,
+    observers: u32,
+) -> anyhow::Result<lockshift_bench::observe::ObserveBenchReport> {
+    if args.leader_every < lockshift_bench::observe::MIN_LEADER_EVERY {
+        return Err(UsageError(format!(
+            "--leader-every {}: at least 1s, so every observer (reading every \
+             500ms) reads each leader",
+            lockshift_decide::duration::fmt_duration(args.leader_every)
+        ))
+        .into());
+    }
+    let config = lockshift_bench::observe::ObserveBenchConfig {
+        observers,
+        window: args.observe_for,
+        leader_every: args.leader_every,
+        latency: args.latency,
+        fenced_writes: args.fenced_writes.unwrap_or(50),
+        cluster: args.cluster.then(|| settings.store.cql.clone()),
+    };
+    Ok(lockshift_bench::observe::run_observe(&config).await?)
+}
+
+/// The fenced-writes mode (`--fenced-writes N`).
+///
+/// # Errors
+/// The benchmark's error.
+pub async fn fenced(
+    args: &BenchArgs,
+    settings: &Settings,
+    writes: u32,
+) -> anyhow::Result<lockshift_bench::fenced::FencedBenchReport> {
+    let config = lockshift_bench::fenced::FencedBenchConfig {
+        writes,
+        latency: args.latency,
+        cluster: args.cluster.then(|| settings.store.cql.clone()),
+    };
+    Ok(lockshift_bench::fenced::run_fenced(&config).await?)
+}
+
+/// The idle mode (`--idle`): fleets of the sizes of `--processes`
+/// (1,10,100,1000 by default) live idle on an embedded store, with the
+/// fleet's settings.
+///
+/// # Errors
+/// The benchmark's error.
+pub async fn idle(
+    args: &BenchArgs,
+    settings: &Settings,
+    progress: impl FnMut(&str) + Send + 'static,
+) -> anyhow::Result<lockshift_bench::idle::IdleBenchReport> {
+    let config = lockshift_bench::idle::IdleBenchConfig {
+        fleets: if args.processes.is_empty() {
+            vec![1, 10, 100, 1000]
+        } else {
+            args.processes.clone()
+        },
+        warmup: std::time::Duration::from_secs(60),
+        window: args.idle_window,
+        settings: settings.clone(),
+    };
+    let mut progress = progress;
+    Ok(
+        tokio::task::spawn_blocking(move || {
+            lockshift_bench::idle::run_idle(&config, &mut progress)
+        })
+        .await??,
+    )
 }
 
 /// The census mode (`--census N,...`): on a fresh embedded store per size,

@@ -77,6 +77,12 @@ impl Human for lockshift_bench::observe::ObserveBenchReport {
     }
 }
 
+impl Human for lockshift_bench::idle::IdleBenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::idle::render_idle(self)
+    }
+}
+
 impl Human for lockshift_bench::census::CensusBenchReport {
     fn human(&self) -> String {
         lockshift_bench::census::render_census(self)

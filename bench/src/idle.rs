@@ -1,0 +1,337 @@
+//! What an idle process costs the cluster, and whether that grows with
+//! the fleet (`migrate bench --idle --processes 1,10,100,1000`).
+//!
+//! For each fleet size N, N nodes start on one embedded store and do
+//! nothing but live: they heartbeat into the registry, re-read the stage
+//! and the homes, and measure their clocks. After a warm-up, every request
+//! is counted for a window, by table and by kind (reads: row reads, scans,
+//! clock reads; writes: writes, deletes, fenced writes), by a counting
+//! layer around each node's store ([`Load`]). The report gives one
+//! process's requests a second by table and the fleet's divided by N:
+//! neither may grow with N, since no process reads everyone's rows on a
+//! timer. Then `migrate status`'s evidence is gathered once beside the
+//! fleet: the registry it lists (all N) and the requests it took.
+//!
+//! It runs on a paused clock of its own runtime (the store answers at
+//! once, the nodes' timers fire on time), so a thousand nodes and a
+//! window of minutes take seconds and the counts are exact. The requests
+//! an idle process sends do not depend on the store that answers them,
+//! with one exception: the nodes share one clock here, so of the time
+//! service's updaters (`global_time`) only the first finds the cell behind
+//! its clock and writes it; in a fleet of real clocks each updater whose
+//! clock leads writes too — at most as often as it reads.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lockshift::{Node, Settings};
+use lockshift_rollout::Rollout;
+use lockshift_store::homes::HomesView;
+use lockshift_store::{
+    MemoryStore, OpKind, Request, Response, SharedClock, SharedStore, Store, StoreError, Table,
+    TokioClock, Topology,
+};
+use serde::Serialize;
+
+use crate::error::BenchError;
+
+/// What the idle benchmark runs.
+#[derive(Clone, Debug)]
+pub struct IdleBenchConfig {
+    /// Fleet sizes, in order.
+    pub fleets: Vec<u32>,
+    /// How long the fleet lives before counting starts (its first stage
+    /// reads and clock measurements are not its steady state).
+    pub warmup: Duration,
+    /// How long requests are counted.
+    pub window: Duration,
+    /// The fleet's settings (node ids are given per node).
+    pub settings: Settings,
+}
+
+/// Requests a second to one table.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TableLoad {
+    /// The table.
+    pub table: String,
+    /// Reads (row reads, scans, clock reads) a second.
+    pub reads_per_s: f64,
+    /// Writes (writes, deletes, fenced writes) a second.
+    pub writes_per_s: f64,
+}
+
+/// One fleet size.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleRun {
+    /// Live processes.
+    pub processes: u32,
+    /// The counting window, in seconds.
+    pub window_s: f64,
+    /// The first process's requests a second, by table.
+    pub one_process: Vec<TableLoad>,
+    /// The whole fleet's requests a second by table, divided by the
+    /// number of processes.
+    pub per_process: Vec<TableLoad>,
+    /// Live processes `status`'s evidence listed beside the fleet.
+    pub status_listed: usize,
+    /// Requests `status`'s evidence took.
+    pub status_requests: u64,
+}
+
+/// The idle benchmark's report.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleBenchReport {
+    /// What answered.
+    pub store: String,
+    /// One run per fleet size.
+    pub runs: Vec<IdleRun>,
+}
+
+type Counts = BTreeMap<(Table, bool), u64>;
+
+/// A store layer that counts requests by table and by whether they write.
+#[derive(Debug)]
+pub struct Load {
+    inner: SharedStore,
+    counts: Mutex<Counts>,
+}
+
+impl Load {
+    /// Counts what `inner` is asked.
+    pub fn new(inner: SharedStore) -> Load {
+        Load {
+            inner,
+            counts: Mutex::default(),
+        }
+    }
+
+    /// The counts so far, reset.
+    fn take(&self) -> Counts {
+        std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn writes(kind: OpKind) -> bool {
+    match kind {
+        OpKind::Write | OpKind::Delete | OpKind::FencedWrite => true,
+        OpKind::Read | OpKind::Scan => false,
+    }
+}
+
+#[async_trait]
+impl Store for Load {
+    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
+        let key = (request.table, writes(request.op.kind()));
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_default() += 1;
+        self.inner.call(request).await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
+    }
+
+    fn homes(&self) -> Option<Arc<HomesView>> {
+        self.inner.homes()
+    }
+}
+
+/// Requests a second by table, from `counts` over `window`, each divided
+/// by `per`.
+fn rates(counts: &Counts, window: Duration, per: u32) -> Vec<TableLoad> {
+    let mut by_table: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for ((table, write), n) in counts {
+        let entry = by_table.entry(table.to_string()).or_default();
+        if *write {
+            entry.1 += n;
+        } else {
+            entry.0 += n;
+        }
+    }
+    let seconds = window.as_secs_f64() * f64::from(per.max(1));
+    by_table
+        .into_iter()
+        .map(|(table, (reads, writes))| TableLoad {
+            table,
+            reads_per_s: reads as f64 / seconds,
+            writes_per_s: writes as f64 / seconds,
+        })
+        .collect()
+}
+
+fn add(into: &mut Counts, from: Counts) {
+    for (key, n) in from {
+        *into.entry(key).or_default() += n;
+    }
+}
+
+/// One fleet of `n` idle nodes on a fresh embedded store.
+async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError> {
+    let clock: SharedClock = Arc::new(TokioClock::new());
+    let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let mut nodes = Vec::with_capacity(n as usize);
+    let mut loads = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let load = Arc::new(Load::new(store.clone()));
+        let mut settings = config.settings.clone();
+        settings.node.id = Some(format!("idle-{i}"));
+        let node = Node::builder()
+            .settings(settings)
+            .store(load.clone())
+            .clock(clock.clone())
+            .start()
+            .await
+            .map_err(|e| BenchError::Lock(format!("node idle-{i}: {e}")))?;
+        nodes.push(node);
+        loads.push(load);
+    }
+    tokio::time::sleep(config.warmup).await;
+    for load in &loads {
+        load.take();
+    }
+    tokio::time::sleep(config.window).await;
+    let one = loads.first().map(|l| l.take()).unwrap_or_default();
+    let mut fleet = one.clone();
+    for load in loads.iter().skip(1) {
+        add(&mut fleet, load.take());
+    }
+
+    let status = Arc::new(Load::new(store.clone()));
+    let lock = &config.settings.lock;
+    let rollout = Rollout::new(
+        status.clone(),
+        clock,
+        config.settings.rollout.clone(),
+        lock.lease(),
+        lock.queue.clone(),
+    );
+    let evidence = rollout
+        .evidence()
+        .await
+        .map_err(|e| BenchError::Store(e.error))?;
+    let status_requests = status.take().values().sum();
+    for node in &nodes {
+        node.shutdown().await;
+    }
+    Ok(IdleRun {
+        processes: n,
+        window_s: config.window.as_secs_f64(),
+        one_process: rates(&one, config.window, 1),
+        per_process: rates(&fleet, config.window, n),
+        status_listed: evidence.nodes.len(),
+        status_requests,
+    })
+}
+
+/// Runs the idle benchmark on a paused clock of its own runtime, calling
+/// `progress` before each fleet.
+///
+/// # Errors
+/// A node that does not start, or a store error of the status read.
+pub fn run_idle(
+    config: &IdleBenchConfig,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<IdleBenchReport, BenchError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(BenchError::Io)?;
+    let mut runs = Vec::with_capacity(config.fleets.len());
+    for &n in &config.fleets {
+        progress(&format!("idle: {n} processes"));
+        runs.push(runtime.block_on(measure(config, n))?);
+    }
+    Ok(IdleBenchReport {
+        store: "embedded (paused clock: exact counts)".to_string(),
+        runs,
+    })
+}
+
+/// The report as a table: per fleet size, one process's requests a second
+/// by table, the fleet's per process, and the status read beside it.
+pub fn render_idle(report: &IdleBenchReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!(
+        "idle processes — requests a second each puts on the cluster, by table ({})\n",
+        report.store
+    );
+    let _ = writeln!(
+        s,
+        "{:>9}  {:<12} {:>14} {:>15} {:>17} {:>18}",
+        "processes",
+        "table",
+        "one: reads/s",
+        "one: writes/s",
+        "fleet/N: reads/s",
+        "fleet/N: writes/s"
+    );
+    for run in &report.runs {
+        for (one, per) in run.one_process.iter().zip(&run.per_process) {
+            let _ = writeln!(
+                s,
+                "{:>9}  {:<12} {:>14.4} {:>15.4} {:>17.4} {:>18.4}",
+                run.processes,
+                one.table,
+                one.reads_per_s,
+                one.writes_per_s,
+                per.reads_per_s,
+                per.writes_per_s
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{:>9}  status beside them: {} live processes listed, {} requests ({}s window)",
+            run.processes, run.status_listed, run.status_requests, run.window_s
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fleet of 1 and one of 40: each process sends what it sends alone,
+    /// and status lists every one of them.
+    #[test]
+    fn an_idle_process_costs_the_same_in_a_fleet_of_forty() {
+        let config = IdleBenchConfig {
+            fleets: vec![1, 40],
+            warmup: Duration::from_secs(60),
+            window: Duration::from_secs(120),
+            settings: Settings::default(),
+        };
+        let report = run_idle(&config, &mut |_| {}).expect("the bench runs");
+        let [alone, fleet] = &report.runs[..] else {
+            panic!("two runs: {report:?}")
+        };
+        assert_eq!(alone.status_listed, 1);
+        assert_eq!(fleet.status_listed, 40);
+        let total = |loads: &[TableLoad]| {
+            loads
+                .iter()
+                .map(|l| l.reads_per_s + l.writes_per_s)
+                .sum::<f64>()
+        };
+        let alone_rate = total(&alone.one_process);
+        assert!(alone_rate > 0.0, "an idle process heartbeats: {alone:?}");
+        for rate in [total(&fleet.one_process), total(&fleet.per_process)] {
+            assert!(
+                rate <= alone_rate * 1.25,
+                "an idle process in a fleet of 40 sends {rate}/s, alone {alone_rate}/s"
+            );
+        }
+        assert!(render_idle(&report).contains("40 live processes listed"));
+    }
+}
