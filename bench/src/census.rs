@@ -33,7 +33,7 @@ use lockshift_queue_lock::QueueSettings;
 use lockshift_rollout::{Rollout, RolloutSettings};
 use lockshift_store::homes::HomesView;
 use lockshift_store::{
-    CellWrite, CqlSettings, CqlStore, MemoryStore, PageCursor, Request, Response, Route,
+    CellWrite, CqlSettings, CqlStore, MemoryStore, OpKind, PageCursor, Request, Response, Route,
     SharedClock, SharedStore, Store, StoreError, SystemClock, Table, Timestamp, TokenRange,
     Topology, Ttl, WriteOptions, schema,
 };
@@ -163,12 +163,14 @@ pub struct CensusBenchReport {
     pub runs: Vec<CensusRun>,
 }
 
-/// A store layer that counts every request by table and route, and hands
-/// it on unchanged.
+/// A store layer that counts every request by table, route and kind, and
+/// hands it on unchanged: the census's requests by table and datacenter
+/// ([`take`](Meter::take)), an idle process's by table and by reads and
+/// writes ([`take_by_kind`](Meter::take_by_kind)).
 #[derive(Debug)]
 pub struct Meter<S> {
     inner: S,
-    counts: Mutex<HashMap<(Table, Route), u64>>,
+    counts: Mutex<HashMap<(Table, Route, OpKind), u64>>,
 }
 
 impl<S: Store> Meter<S> {
@@ -183,11 +185,10 @@ impl<S: Store> Meter<S> {
     /// The requests counted since the last call, by table and by
     /// datacenter; the count starts again from zero.
     pub fn take(&self) -> Requests {
-        let counts =
-            std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner));
+        let counts = self.take_counts();
         let topology = self.inner.topology();
         let mut out = Requests::default();
-        for ((table, route), n) in counts {
+        for ((table, route, _), n) in counts {
             out.total += n;
             *out.by_table.entry(table.to_string()).or_default() += n;
             *out.by_datacenter
@@ -195,6 +196,25 @@ impl<S: Store> Meter<S> {
                 .or_default() += n;
         }
         out
+    }
+
+    /// The requests counted since the last call, by table and by whether
+    /// they write (writes, deletes, fenced writes) or read; the count
+    /// starts again from zero.
+    pub fn take_by_kind(&self) -> BTreeMap<(Table, bool), u64> {
+        let mut out = BTreeMap::new();
+        for ((table, _, kind), n) in self.take_counts() {
+            let writes = match kind {
+                OpKind::Write | OpKind::Delete | OpKind::FencedWrite => true,
+                OpKind::Read | OpKind::Scan => false,
+            };
+            *out.entry((table, writes)).or_default() += n;
+        }
+        out
+    }
+
+    fn take_counts(&self) -> HashMap<(Table, Route, OpKind), u64> {
+        std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -205,7 +225,7 @@ impl<S: Store> Store for Meter<S> {
             .counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry((request.table, request.route.clone()))
+            .entry((request.table, request.route.clone(), request.op.kind()))
             .or_default() += 1;
         self.inner.call(request).await
     }

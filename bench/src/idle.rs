@@ -6,7 +6,7 @@
 //! and the homes, and measure their clocks. After a warm-up, every request
 //! is counted for a window, by table and by kind (reads: row reads, scans,
 //! clock reads; writes: writes, deletes, fenced writes), by a counting
-//! layer around each node's store ([`Load`]). The report gives one
+//! layer around each node's store ([`Meter`]). The report gives one
 //! process's requests a second by table and the fleet's divided by N:
 //! neither may grow with N, since no process reads everyone's rows on a
 //! timer. Then `migrate status`'s evidence is gathered once beside the
@@ -22,19 +22,15 @@
 //! clock leads writes too — at most as often as it reads.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use lockshift::{Node, Settings};
 use lockshift_rollout::Rollout;
-use lockshift_store::homes::HomesView;
-use lockshift_store::{
-    MemoryStore, OpKind, Request, Response, SharedClock, SharedStore, Store, StoreError, Table,
-    TokioClock, Topology,
-};
+use lockshift_store::{MemoryStore, SharedClock, SharedStore, Table, TokioClock};
 use serde::Serialize;
 
+use crate::census::Meter;
 use crate::error::BenchError;
 
 /// What the idle benchmark runs.
@@ -91,61 +87,6 @@ pub struct IdleBenchReport {
 
 type Counts = BTreeMap<(Table, bool), u64>;
 
-/// A store layer that counts requests by table and by whether they write.
-#[derive(Debug)]
-pub struct Load {
-    inner: SharedStore,
-    counts: Mutex<Counts>,
-}
-
-impl Load {
-    /// Counts what `inner` is asked.
-    pub fn new(inner: SharedStore) -> Load {
-        Load {
-            inner,
-            counts: Mutex::default(),
-        }
-    }
-
-    /// The counts so far, reset.
-    fn take(&self) -> Counts {
-        std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-fn writes(kind: OpKind) -> bool {
-    match kind {
-        OpKind::Write | OpKind::Delete | OpKind::FencedWrite => true,
-        OpKind::Read | OpKind::Scan => false,
-    }
-}
-
-#[async_trait]
-impl Store for Load {
-    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
-        let key = (request.table, writes(request.op.kind()));
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key)
-            .or_default() += 1;
-        self.inner.call(request).await
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
-    }
-
-    fn homes(&self) -> Option<Arc<HomesView>> {
-        self.inner.homes()
-    }
-}
-
 /// Requests a second by table, from `counts` over `window`, each divided
 /// by `per`.
 fn rates(counts: &Counts, window: Duration, per: u32) -> Vec<TableLoad> {
@@ -182,7 +123,7 @@ async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError
     let mut nodes = Vec::with_capacity(n as usize);
     let mut loads = Vec::with_capacity(n as usize);
     for i in 0..n {
-        let load = Arc::new(Load::new(store.clone()));
+        let load = Arc::new(Meter::new(store.clone()));
         let mut settings = config.settings.clone();
         settings.node.id = Some(format!("idle-{i}"));
         let node = Node::builder()
@@ -197,16 +138,16 @@ async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError
     }
     tokio::time::sleep(config.warmup).await;
     for load in &loads {
-        load.take();
+        load.take_by_kind();
     }
     tokio::time::sleep(config.window).await;
-    let one = loads.first().map(|l| l.take()).unwrap_or_default();
+    let one = loads.first().map(|l| l.take_by_kind()).unwrap_or_default();
     let mut fleet = one.clone();
     for load in loads.iter().skip(1) {
-        add(&mut fleet, load.take());
+        add(&mut fleet, load.take_by_kind());
     }
 
-    let status = Arc::new(Load::new(store.clone()));
+    let status = Arc::new(Meter::new(store.clone()));
     let lock = &config.settings.lock;
     let rollout = Rollout::new(
         status.clone(),
@@ -219,7 +160,7 @@ async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError
         .evidence()
         .await
         .map_err(|e| BenchError::Store(e.error))?;
-    let status_requests = status.take().values().sum();
+    let status_requests = status.take().total;
     for node in &nodes {
         node.shutdown().await;
     }

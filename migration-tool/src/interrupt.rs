@@ -13,23 +13,32 @@ pub(crate) const INTERRUPTED_READ: &str = "interrupted: nothing was written";
 /// whole or not sent, so no lock is left half-cleaned.
 pub(crate) const INTERRUPTED_CLEAN: &str = "interrupted: each cell deleted so far is deleted whole, the others are as they were; `migrate clean` shows what is left";
 
-/// Runs `work` until it ends or the operator interrupts it (Ctrl-C or
-/// SIGTERM): `None` when interrupted. The work is dropped between two
-/// requests of its own; every write it makes is one request, so none is
-/// left half-written.
-pub(crate) async fn until_interrupted<T>(
-    work: impl Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<Option<T>> {
+/// Resolves when the operator interrupts this process: Ctrl-C (SIGINT) or
+/// SIGTERM. Both handlers are installed at its first poll; from then on
+/// neither signal ends the process by itself.
+pub(crate) async fn interrupted() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
-        done = work => done.map(Some),
-        _ = tokio::signal::ctrl_c() => Ok(None),
+        _ = tokio::signal::ctrl_c() => {}
         () = async {
             match term.as_mut() {
                 Some(t) => { t.recv().await; }
                 None => std::future::pending().await,
             }
-        } => Ok(None),
+        } => {}
+    }
+}
+
+/// Runs `work` until it ends or the operator interrupts it
+/// ([`interrupted`]): `None` when interrupted. The work is dropped between
+/// two requests of its own; every write it makes is one request, so none
+/// is left half-written.
+pub(crate) async fn until_interrupted<T>(
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<Option<T>> {
+    tokio::select! {
+        done = work => done.map(Some),
+        () = interrupted() => Ok(None),
     }
 }
 

@@ -346,20 +346,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Leader { election, watch } => {
             let env = ops::Env::open(connect).await?;
             if watch {
-                let stop = async {
-                    let mut term =
-                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                            .ok();
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        () = async {
-                            match term.as_mut() {
-                                Some(t) => { t.recv().await; }
-                                None => std::future::pending().await,
-                            }
-                        } => {}
-                    }
-                };
+                let stop = interrupt::interrupted();
                 ops::leader::watch(
                     &env,
                     &election,
