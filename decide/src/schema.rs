@@ -12,15 +12,19 @@
 //! (the store's `tombstones` module). Change a table's number here and
 //! every backend follows.
 //!
-//! The tables whose cells lockshift deletes — `main`, `shadow`, `queue`
-//! and the registry (`nodes`) — keep tombstones for
-//! [`LOCK_TABLES_GC_GRACE_SECONDS`] (10 minutes): every cell lockshift
-//! writes there carries a TTL far below it (a lease TTL, the registry's
-//! TTL), so by the time a tombstone may be purged every cell it deleted
-//! has expired anyway, and a replica that missed the delete cannot bring
-//! one back. Together with names reused per process (docs/design.md §2a)
-//! that bounds what a read of a lock passes. The other tables are only
-//! ever overwritten and keep Cassandra's default, 864 000 s (10 days).
+//! The tables whose cells lockshift deletes keep tombstones only as long
+//! as the cells they delete can live. The lock tables — `main`, `shadow`,
+//! `queue` — keep them for [`LOCK_TABLES_GC_GRACE_SECONDS`] (2 minutes):
+//! every cell written there carries a lease TTL (60 s by default) or a
+//! waiter's (4 s). The registry (`nodes`) keeps them for
+//! [`REGISTRY_GC_GRACE_SECONDS`] (10 minutes): its cells live up to the
+//! longest registry TTL, 5 minutes. So by the time a tombstone may be
+//! purged every cell it deleted has expired anyway, and a replica that
+//! missed the delete cannot bring one back live (docs/design.md §2a, the
+//! gc grace rule). Together with names reused per process that bounds
+//! what a read of a lock passes: about one tombstone per process that
+//! took the lock in the last gc grace and lease TTL. The other tables are
+//! only ever overwritten and keep Cassandra's default, 864 000 s (10 days).
 //!
 //! No `compaction` option is stated: the tombstone cost a read pays does not
 //! depend on it (Cassandra drops tombstones older than `gc_grace_seconds`
@@ -34,10 +38,37 @@ use crate::cell::Table;
 /// Cassandra's default `gc_grace_seconds`: 10 days.
 pub const CASSANDRA_DEFAULT_GC_GRACE_SECONDS: u32 = 864_000;
 
-/// `gc_grace_seconds` of the tables whose cells lockshift deletes (`main`,
-/// `shadow`, `queue`, `nodes`): 10 minutes, far above any TTL lockshift
-/// writes there (see the module docs).
-pub const LOCK_TABLES_GC_GRACE_SECONDS: u32 = 600;
+/// `gc_grace_seconds` of the lock tables (`main`, `shadow`, `queue`):
+/// 2 minutes, twice the default lease TTL (see the module docs). A lease
+/// TTL above [`LOCK_TABLES_GC_GRACE_SECONDS`] less [`GC_GRACE_SLACK`]
+/// costs liveness, never exclusion (docs/design.md §2a).
+pub const LOCK_TABLES_GC_GRACE_SECONDS: u32 = 120;
+
+/// `gc_grace_seconds` of the registry (`nodes`): 10 minutes, above the
+/// longest registry TTL (5 minutes).
+pub const REGISTRY_GC_GRACE_SECONDS: u32 = 600;
+
+/// How far below a table's gc grace the TTL of its cells must stay for a
+/// purged tombstone never to uncover a live cell: a second for TTLs and
+/// deletes counted in whole seconds, and the nodes' clocks up to a second
+/// apart on either side (the tolerance `migrate status` checks).
+pub const GC_GRACE_SLACK: Duration = Duration::from_secs(3);
+
+/// Whether cells written with `ttl` into a table kept at `gc_grace` are
+/// sure to have expired before any tombstone that deletes them may be
+/// purged: `ttl + GC_GRACE_SLACK ≤ gc_grace`.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use lockshift_decide::schema::{MAIN_OPTIONS, ttl_within_gc_grace};
+///
+/// assert!(ttl_within_gc_grace(Duration::from_secs(60), MAIN_OPTIONS.gc_grace()));
+/// assert!(!ttl_within_gc_grace(Duration::from_secs(118), MAIN_OPTIONS.gc_grace()));
+/// ```
+pub fn ttl_within_gc_grace(ttl: Duration, gc_grace: Duration) -> bool {
+    ttl.saturating_add(GC_GRACE_SLACK) <= gc_grace
+}
 
 /// Options of one table, stated in its `CREATE TABLE` and followed by the
 /// embedded store.
@@ -101,7 +132,7 @@ pub const ROLLOUT_OPTIONS: TableOptions = TableOptions {
 };
 /// Options of [`NODES`].
 pub const NODES_OPTIONS: TableOptions = TableOptions {
-    gc_grace_seconds: LOCK_TABLES_GC_GRACE_SECONDS,
+    gc_grace_seconds: REGISTRY_GC_GRACE_SECONDS,
 };
 /// Options of [`SCRATCH`].
 pub const SCRATCH_OPTIONS: TableOptions = TableOptions {
@@ -168,16 +199,47 @@ mod tests {
             options(Table::new("other")).gc_grace_seconds,
             CASSANDRA_DEFAULT_GC_GRACE_SECONDS
         );
-        assert_eq!(MAIN_OPTIONS.to_cql(), "gc_grace_seconds = 600");
-        assert_eq!(MAIN_OPTIONS.gc_grace(), Duration::from_secs(600));
+        assert_eq!(MAIN_OPTIONS.to_cql(), "gc_grace_seconds = 120");
+        assert_eq!(MAIN_OPTIONS.gc_grace(), Duration::from_secs(120));
+        assert_eq!(NODES_OPTIONS.to_cql(), "gc_grace_seconds = 600");
         assert_eq!(ROLLOUT_OPTIONS.to_cql(), "gc_grace_seconds = 864000");
         // Every table whose cells lockshift deletes keeps tombstones for a
         // short, TTL-safe time (docs/design.md §2a).
-        for table in [MAIN, SHADOW, QUEUE, NODES] {
+        for table in [MAIN, SHADOW, QUEUE] {
             assert_eq!(
                 options(table).gc_grace_seconds,
                 LOCK_TABLES_GC_GRACE_SECONDS,
                 "{table}"
+            );
+        }
+    }
+
+    /// The gc grace rule (docs/design.md §2a), as a table: the default
+    /// lease TTL, the waiters' TTL and the longest registry TTL fit their
+    /// tables' gc grace; a TTL within the slack of it, or above, does not.
+    #[test]
+    fn every_default_ttl_fits_its_tables_gc_grace() {
+        let s = Duration::from_secs;
+        let cases = [
+            // (what, ttl, table, fits)
+            ("default lease TTL", s(60), MAIN, true),
+            ("waiter's TTL", s(4), QUEUE, true),
+            (
+                "registry TTL",
+                crate::registry::MAX_REGISTRY_TTL,
+                NODES,
+                true,
+            ),
+            ("lease TTL at the slack", s(117), SHADOW, true),
+            ("lease TTL inside the slack", s(118), MAIN, false),
+            ("lease TTL of the old 10-minute grace", s(300), MAIN, false),
+            ("registry TTL inside the slack", s(598), NODES, false),
+        ];
+        for (what, ttl, table, fits) in cases {
+            assert_eq!(
+                ttl_within_gc_grace(ttl, options(table).gc_grace()),
+                fits,
+                "{what}: {ttl:?} in {table}"
             );
         }
     }

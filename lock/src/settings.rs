@@ -7,6 +7,7 @@ use lockshift_store::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
 
 use lockshift_decide::registry::{TTL_SKEW_ALLOWANCE, guaranteed_life};
+use lockshift_decide::schema;
 
 /// The shortest `lock.lease_ttl` accepted. Cassandra counts TTLs in whole
 /// seconds, so a cell may live a second less than its TTL: a 1 s TTL
@@ -134,6 +135,27 @@ impl LeaseSettings {
         })
     }
 
+    /// What these settings cost without breaking a rule, in words: a lease
+    /// TTL too long for the lock tables' gc grace, so that a replica that
+    /// missed a release can show the released cell again until its TTL
+    /// runs out — a lock that looks held that long, never two holders (the
+    /// gc grace rule, docs/design.md §2a). `None` for the defaults. A node
+    /// logs it as a warning when it starts.
+    pub fn gc_grace_caution(&self) -> Option<String> {
+        let gc_grace = schema::MAIN_OPTIONS.gc_grace();
+        let ttl = self.ttl().ok()?.as_duration();
+        (!schema::ttl_within_gc_grace(ttl, gc_grace)).then(|| {
+            format!(
+                "lock.lease_ttl ({}) is not {} below the lock tables' gc_grace_seconds ({}): \
+                 a replica that missed a release can bring the released cell back until its \
+                 TTL runs out, and the lock looks held that long (never by two holders)",
+                fmt_duration(ttl),
+                fmt_duration(schema::GC_GRACE_SLACK),
+                fmt_duration(gc_grace)
+            )
+        })
+    }
+
     /// Every rule these settings break; empty when valid.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let mut out = Vec::new();
@@ -229,6 +251,25 @@ use lockshift_decide::duration::fmt_duration;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_ttl_near_the_gc_grace_is_cautioned_not_refused() {
+        assert_eq!(LeaseSettings::default().gc_grace_caution(), None);
+        let long = LeaseSettings {
+            lease_ttl: Duration::from_secs(300),
+            renew_every: Duration::from_secs(30),
+            lost_after_fraction: 0.5,
+        };
+        assert!(long.problems().is_empty(), "{:?}", long.problems());
+        let caution = long.gc_grace_caution().unwrap();
+        assert!(caution.contains("lock.lease_ttl (5m)"), "{caution}");
+        assert!(caution.contains("gc_grace_seconds (2m)"), "{caution}");
+        let edge = LeaseSettings {
+            lease_ttl: Duration::from_secs(117),
+            ..long
+        };
+        assert_eq!(edge.gc_grace_caution(), None);
+    }
 
     #[test]
     fn defaults_are_valid() {

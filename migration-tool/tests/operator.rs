@@ -378,9 +378,9 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
              {{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}}"
         ))
         .stdout_has(&format!("CREATE TABLE IF NOT EXISTS {ks}.main"))
-        .stdout_has("AND gc_grace_seconds = 600")
+        .stdout_has("AND gc_grace_seconds = 120")
         .stdout_has(&format!(
-            "ALTER TABLE {ks}.main WITH gc_grace_seconds = 600"
+            "ALTER TABLE {ks}.main WITH gc_grace_seconds = 120"
         ))
         .stdout_has(&format!(
             "ALTER TABLE {ks}.rollout WITH gc_grace_seconds = 864000"
@@ -433,7 +433,7 @@ async fn schema_is_created_only_on_request_and_printed_on_demand() {
     applied
         .expect_code(0)
         .stdout_has(&format!("-- applied: CREATE KEYSPACE IF NOT EXISTS {ks}"));
-    let alter = format!("ALTER TABLE {ks}.main WITH gc_grace_seconds = 600");
+    let alter = format!("ALTER TABLE {ks}.main WITH gc_grace_seconds = 120");
     assert!(
         applied.stdout.contains(&format!("-- applied: {alter}"))
             || applied.stdout.contains(&format!(

@@ -201,3 +201,90 @@ fn the_bound_holds_across_stage_changes() {
         })
     });
 }
+
+/// Short-lived processes a second in [`churn`].
+const CHURN_RATE: u64 = 2;
+
+/// Short-lived processes (issue 40): one process after another takes the
+/// lock once and ends — a `migrate run-with-lock` per critical section —
+/// [`CHURN_RATE`] a second for six simulated minutes, with the combined
+/// lock (so `main`, `shadow` and `queue` all see every process). Each
+/// process names its cells anew (its incarnation), so a read of the lock
+/// passes about one tombstone per process of the last gc grace. Returns
+/// the most tombstones any read of the three tables passed, on a store
+/// whose lock tables keep tombstones for `gc_grace` (the schema's when
+/// `None`).
+async fn churn(seed: u64, gc_grace: Option<Duration>) -> u64 {
+    let clock = Arc::new(lockshift_store::TokioClock::starting_at(
+        lockshift_tests::sim::sim_epoch(seed),
+    ));
+    let mut store = MemoryStore::with_clock(clock.clone());
+    if let Some(grace) = gc_grace {
+        for table in [schema::MAIN, schema::SHADOW, schema::QUEUE] {
+            store = store.with_table_gc_grace(table, grace);
+        }
+    }
+    let store = Arc::new(store);
+    let lock = LockId::new("churn").expect("a valid lock id");
+    let processes = 6 * 60 * CHURN_RATE;
+    for i in 0..processes {
+        let env = lockshift_tests::sim::node_env(
+            usize::try_from(i).expect("few processes"),
+            seed,
+            store.clone(),
+            clock.clone(),
+            FaultPlan::latency(Duration::from_millis(1), Duration::from_millis(1)),
+            lockshift_lock::LeaseSettings::default(),
+        );
+        let locker = fleet::combined_at_full_speed(&env).locker;
+        let guard = locker
+            .acquire(&lock)
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: process {i}: {e}"));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        guard
+            .release()
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: process {i} releasing: {e}"));
+        tokio::time::sleep(Duration::from_millis(1_000 / CHURN_RATE)).await;
+    }
+    [schema::MAIN, schema::SHADOW, schema::QUEUE]
+        .into_iter()
+        .map(|t| store.max_tombstones_per_read(t))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The lock tables' gc grace bounds what process churn leaves: a read
+/// passes at most about one tombstone per process of the last gc grace
+/// (2 minutes; docs/design.md §2a, the gc grace rule), however long the
+/// churn goes on. The control keeps the 10 minutes these tables had
+/// before and passes the bound within the same six minutes.
+#[test]
+fn process_churn_leaves_a_lock_row_one_tombstone_per_process_of_the_last_gc_grace() {
+    let test = "process_churn_leaves_a_lock_row_one_tombstone_per_process_of_the_last_gc_grace";
+    for_one_seed(test, 0, |seed| {
+        paused(async move {
+            let grace = schema::MAIN_OPTIONS.gc_grace();
+            // A second more for whole-second rounding, and the slots a
+            // process holds at once (BOUND).
+            let bound = CHURN_RATE * (grace.as_secs() + 1) + BOUND;
+            let worst = churn(seed, None).await;
+            println!("gc grace {grace:?}: most tombstones one read passed: {worst}");
+            assert!(
+                worst <= bound,
+                "seed {seed}: a read passed {worst} tombstones (bound {bound})"
+            );
+            assert!(
+                worst >= CHURN_RATE * grace.as_secs() / 2,
+                "seed {seed}: the churn left tombstones ({worst})"
+            );
+            let control = churn(seed, Some(Duration::from_secs(600))).await;
+            println!("control, gc grace 600s: most tombstones one read passed: {control}");
+            assert!(
+                control > bound,
+                "seed {seed}: the control (10 minutes) stayed within {bound}: {control}"
+            );
+        });
+    });
+}

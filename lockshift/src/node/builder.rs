@@ -182,6 +182,9 @@ impl Node {
         let clock: SharedClock = corrected.clone();
         let id = settings.node.node_id()?;
         let lease = settings.lock.lease();
+        if let Some(caution) = lease.gc_grace_caution() {
+            warn!(node = %id, "{caution}");
+        }
         let registry_ttl = settings.rollout.registry_ttl(&lease);
         // Whole seconds, rounded up, plus one: Cassandra counts a TTL from
         // the whole second of the write, so a cell may die up to a second

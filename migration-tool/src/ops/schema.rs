@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 
 use lockshift_store::CqlStore;
-use lockshift_store::schema::LOCK_TABLES_GC_GRACE_SECONDS;
+use lockshift_store::schema::{LOCK_TABLES_GC_GRACE_SECONDS, REGISTRY_GC_GRACE_SECONDS};
 use lockshift_store::settings::{CqlSettings, Replication};
 use serde::Serialize;
 
@@ -149,18 +149,23 @@ pub fn schema(
 /// Cassandra's default ([`lockshift_store::schema`]).
 fn options_why() -> String {
     use lockshift_store::schema::{ALL, options};
-    let short: Vec<&str> = ALL
-        .iter()
-        .filter(|t| options(**t).gc_grace_seconds == LOCK_TABLES_GC_GRACE_SECONDS)
-        .map(|t| t.name())
-        .collect();
+    let at = |grace: u32| -> String {
+        ALL.iter()
+            .filter(|t| options(**t).gc_grace_seconds == grace)
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
-        "{} keep tombstones for gc_grace_seconds = {LOCK_TABLES_GC_GRACE_SECONDS}: every cell \
-         lockshift writes there has a TTL far below it, so purging a tombstone cannot bring a \
-         deleted cell back, and a read of a lock passes few tombstones (docs/design.md §2a); \
-         the other tables are only overwritten and keep Cassandra's default. Compaction is \
+        "{} keep tombstones for gc_grace_seconds = {LOCK_TABLES_GC_GRACE_SECONDS} and {} for \
+         {REGISTRY_GC_GRACE_SECONDS}: every cell lockshift writes there has a TTL below it (a \
+         lease TTL, 60s by default; the registry's, at most 5m), so purging a tombstone cannot \
+         bring a deleted cell back live, and a read of a lock passes about one tombstone per \
+         process that took it in the last gc grace and lease TTL (docs/design.md §2a); the \
+         other tables are only overwritten and keep Cassandra's default. Compaction is \
          Cassandra's default: what tombstones cost a read does not depend on it",
-        short.join(", ")
+        at(LOCK_TABLES_GC_GRACE_SECONDS),
+        at(REGISTRY_GC_GRACE_SECONDS),
     )
 }
 

@@ -52,7 +52,7 @@ fn schema_cql_creates_the_keyspace_then_every_table() {
         ddl[1],
         "CREATE TABLE IF NOT EXISTS lockshift.main (row_key text, column_name text, value blob, \
          fence bigint, PRIMARY KEY ((row_key), column_name)) WITH CLUSTERING ORDER BY \
-         (column_name ASC) AND gc_grace_seconds = 600"
+         (column_name ASC) AND gc_grace_seconds = 120"
     );
     for (i, table) in schema::ALL.iter().enumerate() {
         assert!(
