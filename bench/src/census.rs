@@ -1,11 +1,14 @@
 //! What a census of every lock costs (`migrate bench --census N,…`;
 //! docs/design.md §6a, "The census as a scan").
 //!
-//! For each size N, on a store of its own (a fresh embedded store, or a
-//! fresh keyspace of the cluster, dropped after): N held lock cells are
-//! planted in `main` (a live cell with a TTL, written by a
-//! lockshift-shaped owner, as a fleet with a lock per entity holds them;
-//! planting is not timed), then
+//! For each size N, on each target — a fresh embedded store, a fresh local
+//! endpoint (the CQL emulator in this process, with an injected latency
+//! per round trip, as [`crate::fenced`] and [`crate::observe`] start it),
+//! and with a cluster configured a fresh keyspace of it
+//! (`lockshift_bench_census_N`, created as `migrate schema --apply` creates
+//! one, dropped after) — N held lock cells are planted in `main` (a live
+//! cell with a TTL, written by a lockshift-shaped owner, as a fleet with a
+//! lock per entity holds them; planting is not timed), then
 //!
 //! - **the census** is taken as `migrate status` takes it
 //!   ([`Rollout::evidence_with_progress`]: the stage, the registry, the
@@ -21,25 +24,35 @@
 //! was coordinated by), counted by one metering layer ([`Meter`]), and the
 //! census's peak resident memory (Linux: `VmHWM`, reset before the census
 //! through `/proc/self/clear_refs`).
+//!
+//! The cluster's runs are taken first, every size, then size by size the
+//! embedded store's and the local endpoint's: those two keep their cells
+//! in this process, and memory freed is not always given back to the
+//! system, so a cluster's peak measured after them would count theirs.
+//! The report lists the runs size by size.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+mod meter;
+mod render;
 
-use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use futures::stream::{self, StreamExt};
 use lockshift_lock::LeaseSettings;
 use lockshift_queue_lock::QueueSettings;
 use lockshift_rollout::{Rollout, RolloutSettings};
-use lockshift_store::homes::HomesView;
 use lockshift_store::{
-    CellWrite, CqlSettings, CqlStore, MemoryStore, OpKind, PageCursor, Request, Response, Route,
-    SharedClock, SharedStore, Store, StoreError, SystemClock, Table, Timestamp, TokenRange,
-    Topology, Ttl, WriteOptions, schema,
+    CellWrite, CqlSettings, MemoryStore, PageCursor, Route, SharedClock, SharedStore, Store,
+    SystemClock, Table, Timestamp, TokenRange, Ttl, WriteOptions, schema,
 };
 use serde::Serialize;
 
+pub use meter::{Meter, Requests};
+pub use render::render_census;
+
 use crate::error::BenchError;
+use crate::targets::{EMBEDDED, LocalEndpoint, drop_after, own_keyspace};
 
 /// The largest size `--census` takes.
 pub const MAX_SIZE: u64 = 10_000_000;
@@ -84,11 +97,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// What to run.
 #[derive(Clone, Debug, Serialize)]
 pub struct CensusBenchConfig {
-    /// Held locks to plant, one census per size, in order.
+    /// Held locks to plant, one census per size and target, in order.
     pub sizes: Vec<u64>,
-    /// A real cluster instead of the embedded store: each size in a
-    /// keyspace of its own (`lockshift_bench_census_N`), created as
-    /// `migrate schema --apply` creates one and dropped after.
+    /// The local endpoint's injected latency per round trip.
+    #[serde(with = "humantime_serde")]
+    pub latency: Duration,
+    /// A real cluster to measure too: each size in a keyspace of its own
+    /// (`lockshift_bench_census_N`), created as `migrate schema --apply`
+    /// creates one and dropped after.
     #[serde(skip)]
     pub cluster: Option<CqlSettings>,
     /// The fleet's rollout settings (the census's clock margin).
@@ -102,22 +118,12 @@ pub struct CensusBenchConfig {
     pub queue: QueueSettings,
 }
 
-/// Requests counted by table and by datacenter.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Requests {
-    /// All of them.
-    pub total: u64,
-    /// By table.
-    pub by_table: BTreeMap<String, u64>,
-    /// By the datacenter that coordinated them (their route; `default`
-    /// where the store's own load balancing chose and the store knows no
-    /// single datacenter).
-    pub by_datacenter: BTreeMap<String, u64>,
-}
-
-/// One size's numbers.
+/// One size's numbers on one target.
 #[derive(Clone, Debug, Serialize)]
 pub struct CensusRun {
+    /// Where it ran: `embedded store (in-process)`, `local endpoint (2ms
+    /// per round trip)`, `cluster cql HOST:PORT/KEYSPACE (CONSISTENCY)`.
+    pub target: String,
     /// Held locks planted.
     pub locks: u64,
     /// Held locks the census counted (must be `locks`).
@@ -155,168 +161,51 @@ pub struct CensusRun {
 /// The report of [`run_census`].
 #[derive(Clone, Debug, Serialize)]
 pub struct CensusBenchReport {
-    /// Where it ran.
-    pub target: String,
     /// The configuration.
     pub config: CensusBenchConfig,
-    /// One run per size.
+    /// One run per size and target: size by size, in the order of
+    /// `config.sizes`, each on the embedded store, the local endpoint and
+    /// (when configured) the cluster.
     pub runs: Vec<CensusRun>,
 }
 
-/// A store layer that counts every request by table, route and kind, and
-/// hands it on unchanged: the census's requests by table and datacenter
-/// ([`take`](Meter::take)), an idle process's by table and by reads and
-/// writes ([`take_by_kind`](Meter::take_by_kind)).
-#[derive(Debug)]
-pub struct Meter<S> {
-    inner: S,
-    counts: Mutex<HashMap<(Table, Route, OpKind), u64>>,
-}
-
-impl<S: Store> Meter<S> {
-    /// Counts the requests to `inner`.
-    pub fn new(inner: S) -> Self {
-        Meter {
-            inner,
-            counts: Mutex::default(),
-        }
-    }
-
-    /// The requests counted since the last call, by table and by
-    /// datacenter; the count starts again from zero.
-    pub fn take(&self) -> Requests {
-        let counts = self.take_counts();
-        let topology = self.inner.topology();
-        let mut out = Requests::default();
-        for ((table, route, _), n) in counts {
-            out.total += n;
-            *out.by_table.entry(table.to_string()).or_default() += n;
-            *out.by_datacenter
-                .entry(datacenter_of(&route, &topology))
-                .or_default() += n;
-        }
-        out
-    }
-
-    /// The requests counted since the last call, by table and by whether
-    /// they write (writes, deletes, fenced writes) or read; the count
-    /// starts again from zero.
-    pub fn take_by_kind(&self) -> BTreeMap<(Table, bool), u64> {
-        let mut out = BTreeMap::new();
-        for ((table, _, kind), n) in self.take_counts() {
-            let writes = match kind {
-                OpKind::Write | OpKind::Delete | OpKind::FencedWrite => true,
-                OpKind::Read | OpKind::Scan => false,
-            };
-            *out.entry((table, writes)).or_default() += n;
-        }
-        out
-    }
-
-    fn take_counts(&self) -> HashMap<(Table, Route, OpKind), u64> {
-        std::mem::take(&mut *self.counts.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-#[async_trait]
-impl<S: Store> Store for Meter<S> {
-    async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((request.table, request.route.clone(), request.op.kind()))
-            .or_default() += 1;
-        self.inner.call(request).await
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
-    }
-
-    // Over a homes router the census plans its scans by the homes.
-    fn homes(&self) -> Option<Arc<HomesView>> {
-        self.inner.homes()
-    }
-}
-
-/// The datacenter a request on `route` is coordinated in: a pinned one's
-/// own; for the default route the client's named datacenter, or the
-/// cluster's only one.
-fn datacenter_of(route: &Route, topology: &Topology) -> String {
-    match route {
-        Route::Datacenter(dc) => dc.to_string(),
-        Route::Host(address) => topology
-            .hosts
-            .iter()
-            .find(|h| h.address == *address)
-            .and_then(|h| h.datacenter.as_ref())
-            .map_or_else(|| format!("host {address}"), ToString::to_string),
-        // A store without homes takes a home's route as its default.
-        _ => match (&topology.local, topology.datacenters.as_slice()) {
-            (Some(dc), _) => dc.to_string(),
-            (None, [only]) => only.to_string(),
-            _ => "default".to_string(),
-        },
-    }
-}
-
-/// Runs the census benchmark for every size of `config`, on a fresh
-/// embedded store per size or, with `config.cluster`, in a fresh keyspace
-/// of the cluster per size. `progress` hears what is being done.
+/// Runs the census benchmark for every size of `config` on each target:
+/// a fresh embedded store, a fresh local endpoint, and with
+/// `config.cluster` a fresh keyspace of the cluster. `progress` hears what
+/// is being done.
 ///
 /// # Errors
-/// The cluster cannot be reached or its keyspace made, a store request
-/// fails, or a census does not count every planted lock.
+/// The endpoint or the cluster cannot be reached or a keyspace made, a
+/// store request fails, or a census does not count every planted lock.
 pub async fn run_census(
     config: &CensusBenchConfig,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<CensusBenchReport, BenchError> {
-    let mut runs = Vec::new();
-    let mut target = "embedded store (in-process)".to_string();
-    for &n in &config.sizes {
-        let run = match &config.cluster {
-            None => {
-                let store: SharedStore = Arc::new(MemoryStore::new());
-                measure(config, store, n, progress).await?
-            }
-            Some(cluster) => {
-                let mut cql = cluster.clone();
-                cql.keyspace = format!("lockshift_bench_census_{n}");
-                cql.create_schema = false;
-                progress(&format!("census {n}: creating keyspace {}", cql.keyspace));
-                // As `migrate schema --apply` makes a keyspace.
-                for step in CqlStore::apply_schema(&cql).await? {
-                    if let Some(refused) = step.refused {
-                        progress(&format!("schema: `{}` refused: {refused}", step.statement));
-                    }
-                }
-                let store = Arc::new(CqlStore::connect(&cql).await?);
-                target = format!(
-                    "cluster {}",
-                    store
-                        .describe()
-                        .replace(&cql.keyspace, "lockshift_bench_census_N")
-                );
-                let shared: SharedStore = store.clone();
-                let run = measure(config, shared, n, progress).await;
-                progress(&format!("census {n}: dropping keyspace {}", cql.keyspace));
-                let dropped = store.drop_keyspace().await;
-                let run = run?;
-                dropped?;
-                run
-            }
-        };
-        runs.push(run);
+    // (position of the size, target: 0 embedded, 1 endpoint, 2 cluster)
+    let mut runs: Vec<(usize, u8, CensusRun)> = Vec::new();
+    if let Some(cluster) = &config.cluster {
+        for (i, &n) in config.sizes.iter().enumerate() {
+            let keyspace = format!("lockshift_bench_census_{n}");
+            let store = own_keyspace(cluster, &keyspace, progress).await?;
+            let target = format!("cluster {}", store.describe());
+            let run = measure(config, &target, store.clone(), n, progress).await;
+            progress(&format!("census {n}: dropping keyspace {keyspace}"));
+            runs.push((i, 2, drop_after(&store, run).await?));
+        }
     }
+    for (i, &n) in config.sizes.iter().enumerate() {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        runs.push((i, 0, measure(config, EMBEDDED, store, n, progress).await?));
+        let endpoint = LocalEndpoint::start(config.latency).await?;
+        let target = endpoint.target().to_string();
+        let run = measure(config, &target, endpoint.store(), n, progress).await;
+        endpoint.shutdown().await;
+        runs.push((i, 1, run?));
+    }
+    runs.sort_by_key(|(size, target, _)| (*size, *target));
     Ok(CensusBenchReport {
-        target,
         config: config.clone(),
-        runs,
+        runs: runs.into_iter().map(|(_, _, run)| run).collect(),
     })
 }
 
@@ -324,19 +213,20 @@ pub async fn run_census(
 /// scan.
 async fn measure(
     config: &CensusBenchConfig,
+    target: &str,
     store: SharedStore,
     n: u64,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<CensusRun, BenchError> {
     let meter = Arc::new(Meter::new(store));
     let metered: SharedStore = meter.clone();
-    progress(&format!("census {n}: planting {n} held locks"));
+    progress(&format!("census {n} on {target}: planting {n} held locks"));
     let started = Instant::now();
     plant(metered.as_ref(), n).await?;
     let plant_s = started.elapsed().as_secs_f64();
     meter.take();
 
-    progress(&format!("census {n}: taking the census"));
+    progress(&format!("census {n} on {target}: taking the census"));
     let clock: SharedClock = Arc::new(SystemClock);
     let rollout = Rollout::new(
         metered.clone(),
@@ -367,13 +257,16 @@ async fn measure(
     }
     let census_rows = rows_by_table.values().sum::<usize>() as u64;
 
-    progress(&format!("census {n}: raw scan of main, shadow and queue"));
+    progress(&format!(
+        "census {n} on {target}: raw scan of main, shadow and queue"
+    ));
     let started = Instant::now();
     let (raw_rows, raw_cells) = raw_scan(metered.as_ref()).await?;
     let raw_scan_s = started.elapsed().as_secs_f64();
     let raw_requests = meter.take();
     let per_s = |rows: u64, s: f64| if s > 0.0 { rows as f64 / s } else { 0.0 };
     Ok(CensusRun {
+        target: target.to_string(),
         locks: n,
         counted,
         plant_s,
@@ -465,94 +358,6 @@ fn memory(field: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// The report as a table.
-pub fn render_census(report: &CensusBenchReport) -> String {
-    let mut s = format!(
-        "census of N held locks against a raw paged scan of main, shadow and queue, same \
-         store, same run: {}\n\n",
-        report.target
-    );
-    s.push_str(&format!(
-        "{:>9} {:>9} {:>9} {:>11} {:>9} {:>11} {:>9} {:>10} {:>9}\n",
-        "locks",
-        "counted",
-        "census s",
-        "rows/s",
-        "raw s",
-        "raw rows/s",
-        "cens/raw",
-        "peak MiB",
-        "start MiB"
-    ));
-    let mib = |m: Option<f64>| m.map_or_else(|| "-".to_string(), |m| format!("{m:.0}"));
-    for r in &report.runs {
-        let ratio = if r.raw_scan_s > 0.0 {
-            format!("{:.2}", r.census_s / r.raw_scan_s)
-        } else {
-            "-".to_string()
-        };
-        s.push_str(&format!(
-            "{:>9} {:>9} {:>9.2} {:>11.0} {:>9.2} {:>11.0} {:>9} {:>10} {:>9}\n",
-            r.locks,
-            r.counted,
-            r.census_s,
-            r.census_rows_per_s,
-            r.raw_scan_s,
-            r.raw_rows_per_s,
-            ratio,
-            mib(r.peak_rss_mib),
-            mib(r.rss_before_mib),
-        ));
-    }
-    s.push_str("\nrequests (census | raw scan):\n");
-    for r in &report.runs {
-        let line = |what: &str, census: &BTreeMap<String, u64>, raw: &BTreeMap<String, u64>| {
-            let keys: std::collections::BTreeSet<&String> =
-                census.keys().chain(raw.keys()).collect();
-            let parts: Vec<String> = keys
-                .into_iter()
-                .map(|k| {
-                    let get = |m: &BTreeMap<String, u64>| m.get(k).copied().unwrap_or(0);
-                    format!("{k} {} | {}", get(census), get(raw))
-                })
-                .collect();
-            format!("  {:>9}  by {what:<10} {}\n", r.locks, parts.join(", "))
-        };
-        s.push_str(&format!(
-            "  {:>9}  total      {} | {}\n",
-            r.locks, r.census_requests.total, r.raw_requests.total
-        ));
-        s.push_str(&line(
-            "table",
-            &r.census_requests.by_table,
-            &r.raw_requests.by_table,
-        ));
-        s.push_str(&line(
-            "datacenter",
-            &r.census_requests.by_datacenter,
-            &r.raw_requests.by_datacenter,
-        ));
-    }
-    s.push_str(
-        "\ncensus: as `migrate status` takes it (stage, registry, activity, the taker's clock, \
-         then one paged scan per table, ranges read a few at once, folded as it goes); raw: one \
-         paged scan of cells per table with writetime and TTL, rows counted, nothing folded. \
-         rows/s counts rows of all three tables. peak: resident memory at its highest during \
-         the census (VmHWM); start: when it began",
-    );
-    if report.config.cluster.is_none() {
-        s.push_str(" (the embedded store's cells are in this process, so both include them)");
-    }
-    s.push_str(".\n");
-    if report.runs.iter().any(|r| !r.peak_reset) {
-        s.push_str(
-            "the peak could not be reset before the census (/proc/self/clear_refs): it is the \
-             process's peak so far, planting included.\n",
-        );
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,28 +374,56 @@ mod tests {
         }
     }
 
+    /// Two sizes, each on the embedded store and the local endpoint:
+    /// every lock counted on each, the runs size by size with their
+    /// targets, and the same requests on both stores (the endpoint serves
+    /// the pages a node serves, as the embedded store does).
     #[tokio::test]
-    async fn a_small_census_counts_every_lock_and_its_requests() {
+    async fn a_small_census_counts_every_lock_and_its_requests_on_each_target() {
         let config = CensusBenchConfig {
-            sizes: vec![300],
+            sizes: vec![300, 40],
+            latency: Duration::ZERO,
             cluster: None,
             rollout: RolloutSettings::default(),
             lease: LeaseSettings::default(),
             queue: QueueSettings::default(),
         };
         let report = run_census(&config, &mut |_| {}).await.unwrap();
-        let run = &report.runs[0];
+        let runs: Vec<(u64, &str)> = report
+            .runs
+            .iter()
+            .map(|r| (r.locks, r.target.as_str()))
+            .collect();
+        let endpoint = "local endpoint (0s per round trip)";
         assert_eq!(
-            (run.counted, run.census_rows, run.raw_rows),
-            (300, 300, 300)
+            runs,
+            [
+                (300, EMBEDDED),
+                (300, endpoint),
+                (40, EMBEDDED),
+                (40, endpoint)
+            ]
         );
-        assert_eq!(run.raw_cells, 300);
-        assert!(run.census_requests.by_table["main"] > 0, "{run:?}");
-        assert_eq!(run.raw_requests.by_table["main"], 1, "{run:?}");
+        for run in &report.runs {
+            let n = run.locks;
+            assert_eq!((run.counted, run.census_rows, run.raw_rows), (n, n, n));
+            assert_eq!(run.raw_cells, n);
+            assert!(run.census_requests.by_table["main"] > 0, "{run:?}");
+            assert_eq!(run.raw_requests.by_table["main"], 1, "{run:?}");
+            assert_eq!(
+                run.raw_requests.by_datacenter["datacenter1"],
+                run.raw_requests.total
+            );
+        }
+        let [embedded, local, ..] = &report.runs[..] else {
+            panic!("{report:?}")
+        };
         assert_eq!(
-            run.raw_requests.by_datacenter["datacenter1"],
-            run.raw_requests.total
+            embedded.census_requests.by_table, local.census_requests.by_table,
+            "{report:?}"
         );
-        assert!(render_census(&report).contains("datacenter1"));
+        let text = render_census(&report);
+        assert!(text.contains("datacenter1"), "{text}");
+        assert!(text.contains(endpoint), "{text}");
     }
 }

@@ -21,7 +21,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockshift_cql_emulator::{Emulator, Fault, FaultRule};
 use lockshift_store::{
     CellWrite, CqlSettings, CqlStore, FencedOutcome, MemoryStore, SharedStore, Timestamp,
     WriteOptions, schema,
@@ -29,6 +28,7 @@ use lockshift_store::{
 use serde::Serialize;
 
 use crate::error::BenchError;
+use crate::targets::{EMBEDDED, LocalEndpoint};
 use crate::worker::now_micros;
 
 /// What to run.
@@ -89,35 +89,10 @@ pub struct FencedBenchReport {
 pub async fn run_fenced(config: &FencedBenchConfig) -> Result<FencedBenchReport, BenchError> {
     let mut runs = Vec::new();
     let embedded: SharedStore = Arc::new(MemoryStore::new());
-    runs.push(
-        measure(
-            "embedded store (in-process)".into(),
-            &embedded,
-            config.writes,
-        )
-        .await?,
-    );
+    runs.push(measure(EMBEDDED.into(), &embedded, config.writes).await?);
 
-    let endpoint = Emulator::builder()
-        .start(([127, 0, 0, 1], 0).into())
-        .await?;
-    if !config.latency.is_zero() {
-        endpoint
-            .faults()
-            .add(FaultRule::new(Fault::Latency(config.latency)).on_table("lockshift.*"))?;
-    }
-    let local = CqlSettings {
-        contact_points: vec![endpoint.local_addr().to_string()],
-        create_schema: true,
-        ..CqlSettings::default()
-    };
-    let store: SharedStore = Arc::new(CqlStore::connect(&local).await?);
-    let target = format!(
-        "local endpoint ({} per round trip)",
-        lockshift_decide::duration::fmt_duration(config.latency)
-    );
-    runs.push(measure(target, &store, config.writes).await?);
-    drop(store);
+    let endpoint = LocalEndpoint::start(config.latency).await?;
+    runs.push(measure(endpoint.target().into(), &endpoint.store(), config.writes).await?);
     endpoint.shutdown().await;
 
     if let Some(cluster) = &config.cluster {

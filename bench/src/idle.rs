@@ -12,26 +12,56 @@
 //! timer. Then `migrate status`'s evidence is gathered once beside the
 //! fleet: the registry it lists (all N) and the requests it took.
 //!
-//! It runs on a paused clock of its own runtime (the store answers at
-//! once, the nodes' timers fire on time), so a thousand nodes and a
-//! window of minutes take seconds and the counts are exact. The requests
-//! an idle process sends do not depend on the store that answers them,
-//! with one exception: the nodes share one clock here, so of the time
-//! service's updaters (`global_time`) only the first finds the cell behind
-//! its clock and writes it; in a fleet of real clocks each updater whose
-//! clock leads writes too — at most as often as it reads.
+//! By default it runs on an embedded store, on a paused clock of its own
+//! runtime (the store answers at once, the nodes' timers fire on time), so
+//! a thousand nodes and a window of minutes take seconds and the counts
+//! are exact. The requests an idle process sends do not depend on the
+//! store that answers them, with one exception: the nodes share one clock
+//! here, so of the time service's updaters (`global_time`) only the first
+//! finds the cell behind its clock and writes it; in a fleet of real
+//! clocks each updater whose clock leads writes too — at most as often as
+//! it reads.
+//!
+//! With a cluster ([`run_idle_on_cluster`]) the same fleets — the same
+//! nodes, in this process — run against a real cluster, each fleet in a
+//! keyspace of its own (`lockshift_bench_idle_N`, created as `migrate
+//! schema --apply` creates one, dropped after), in real time: a shorter
+//! warm-up and window ([`CLUSTER_WARMUP`], [`CLUSTER_WINDOW`] by default),
+//! and the counts are rates over the window as measured, not exact.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::stream::{self, StreamExt, TryStreamExt};
 use lockshift::{Node, Settings};
 use lockshift_rollout::Rollout;
-use lockshift_store::{MemoryStore, SharedClock, SharedStore, Table, TokioClock};
+use lockshift_store::{
+    CqlSettings, MemoryStore, SharedClock, SharedStore, Store, SystemClock, Table, TokioClock,
+};
 use serde::Serialize;
 
 use crate::census::Meter;
 use crate::error::BenchError;
+use crate::targets::{EMBEDDED, drop_after, own_keyspace};
+
+/// The warm-up on the embedded store (paused clock: free).
+pub const EMBEDDED_WARMUP: Duration = Duration::from_secs(60);
+
+/// The counting window on the embedded store, by default.
+pub const EMBEDDED_WINDOW: Duration = Duration::from_secs(300);
+
+/// The warm-up on a cluster (real time): the nodes' first stage reads and
+/// clock measurements are behind them, the steady state begun.
+pub const CLUSTER_WARMUP: Duration = Duration::from_secs(15);
+
+/// The counting window on a cluster, by default (real time): some 60
+/// heartbeats of the time service and 7 of the stage per process.
+pub const CLUSTER_WINDOW: Duration = Duration::from_secs(30);
+
+/// Nodes started at once (each start is a few round trips: its registry
+/// row, the stage, its clock).
+const START_IN_FLIGHT: usize = 16;
 
 /// What the idle benchmark runs.
 #[derive(Clone, Debug)]
@@ -45,6 +75,9 @@ pub struct IdleBenchConfig {
     pub window: Duration,
     /// The fleet's settings (node ids are given per node).
     pub settings: Settings,
+    /// A real cluster instead of the embedded store
+    /// ([`run_idle_on_cluster`]).
+    pub cluster: Option<CqlSettings>,
 }
 
 /// Requests a second to one table.
@@ -63,7 +96,7 @@ pub struct TableLoad {
 pub struct IdleRun {
     /// Live processes.
     pub processes: u32,
-    /// The counting window, in seconds.
+    /// The counting window, in seconds (as measured, on a cluster).
     pub window_s: f64,
     /// The first process's requests a second, by table.
     pub one_process: Vec<TableLoad>,
@@ -79,8 +112,10 @@ pub struct IdleRun {
 /// The idle benchmark's report.
 #[derive(Clone, Debug, Serialize)]
 pub struct IdleBenchReport {
-    /// What answered.
+    /// What answered: the embedded store (paused clock) or the cluster.
     pub store: String,
+    /// Seconds the fleets lived before counting began.
+    pub warmup_s: f64,
     /// One run per fleet size.
     pub runs: Vec<IdleRun>,
 }
@@ -116,38 +151,50 @@ fn add(into: &mut Counts, from: Counts) {
     }
 }
 
-/// One fleet of `n` idle nodes on a fresh embedded store.
-async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError> {
-    let clock: SharedClock = Arc::new(TokioClock::new());
-    let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
-    let mut nodes = Vec::with_capacity(n as usize);
-    let mut loads = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let load = Arc::new(Meter::new(store.clone()));
-        let mut settings = config.settings.clone();
-        settings.node.id = Some(format!("idle-{i}"));
-        let node = Node::builder()
-            .settings(settings)
-            .store(load.clone())
-            .clock(clock.clone())
-            .start()
-            .await
-            .map_err(|e| BenchError::Lock(format!("node idle-{i}: {e}")))?;
-        nodes.push(node);
-        loads.push(load);
-    }
+/// One fleet of `n` idle nodes on `store`, on `clock`: warm-up, window,
+/// then `status`'s evidence beside them.
+async fn measure(
+    config: &IdleBenchConfig,
+    store: SharedStore,
+    clock: SharedClock,
+    n: u32,
+) -> Result<IdleRun, BenchError> {
+    let started: Vec<(Node, Arc<Meter<SharedStore>>)> = stream::iter(0..n)
+        .map(|i| {
+            let (store, clock) = (store.clone(), clock.clone());
+            async move {
+                let load = Arc::new(Meter::new(store));
+                let mut settings = config.settings.clone();
+                settings.node.id = Some(format!("idle-{i}"));
+                let node = Node::builder()
+                    .settings(settings)
+                    .store(load.clone())
+                    .clock(clock)
+                    .start()
+                    .await
+                    .map_err(|e| BenchError::Lock(format!("node idle-{i}: {e}")))?;
+                Ok::<_, BenchError>((node, load))
+            }
+        })
+        .buffered(START_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let (nodes, loads): (Vec<Node>, Vec<_>) = started.into_iter().unzip();
     tokio::time::sleep(config.warmup).await;
     for load in &loads {
         load.take_by_kind();
     }
+    let opened = tokio::time::Instant::now();
     tokio::time::sleep(config.window).await;
     let one = loads.first().map(|l| l.take_by_kind()).unwrap_or_default();
     let mut fleet = one.clone();
     for load in loads.iter().skip(1) {
         add(&mut fleet, load.take_by_kind());
     }
+    // On a paused clock exactly the window; in real time a little more.
+    let window = opened.elapsed();
 
-    let status = Arc::new(Meter::new(store.clone()));
+    let status = Arc::new(Meter::new(store));
     let lock = &config.settings.lock;
     let rollout = Rollout::new(
         status.clone(),
@@ -156,26 +203,24 @@ async fn measure(config: &IdleBenchConfig, n: u32) -> Result<IdleRun, BenchError
         lock.lease(),
         lock.queue.clone(),
     );
-    let evidence = rollout
-        .evidence()
-        .await
-        .map_err(|e| BenchError::Store(e.error))?;
+    let evidence = rollout.evidence().await;
     let status_requests = status.take().total;
     for node in &nodes {
         node.shutdown().await;
     }
+    let evidence = evidence.map_err(|e| BenchError::Store(e.error))?;
     Ok(IdleRun {
         processes: n,
-        window_s: config.window.as_secs_f64(),
-        one_process: rates(&one, config.window, 1),
-        per_process: rates(&fleet, config.window, n),
+        window_s: window.as_secs_f64(),
+        one_process: rates(&one, window, 1),
+        per_process: rates(&fleet, window, n),
         status_listed: evidence.nodes.len(),
         status_requests,
     })
 }
 
-/// Runs the idle benchmark on a paused clock of its own runtime, calling
-/// `progress` before each fleet.
+/// Runs the idle benchmark on a fresh embedded store per fleet, on a
+/// paused clock of its own runtime, calling `progress` before each fleet.
 ///
 /// # Errors
 /// A node that does not start, or a store error of the status read.
@@ -191,10 +236,55 @@ pub fn run_idle(
     let mut runs = Vec::with_capacity(config.fleets.len());
     for &n in &config.fleets {
         progress(&format!("idle: {n} processes"));
-        runs.push(runtime.block_on(measure(config, n))?);
+        let clock: SharedClock = Arc::new(TokioClock::new());
+        let store: SharedStore = Arc::new(MemoryStore::with_clock(clock.clone()));
+        runs.push(runtime.block_on(measure(config, store, clock, n))?);
     }
     Ok(IdleBenchReport {
-        store: "embedded (paused clock: exact counts)".to_string(),
+        store: format!("{EMBEDDED}, paused clock: exact counts"),
+        warmup_s: config.warmup.as_secs_f64(),
+        runs,
+    })
+}
+
+/// Runs the idle benchmark on `config.cluster`, in real time: each fleet
+/// in a keyspace of its own (`lockshift_bench_idle_N`), created as
+/// `migrate schema --apply` creates one and dropped after. Counts are
+/// rates over the measured window.
+///
+/// # Errors
+/// No cluster configured, the cluster cannot be reached or a keyspace
+/// made, a node does not start, or a store error of the status read.
+pub async fn run_idle_on_cluster(
+    config: &IdleBenchConfig,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<IdleBenchReport, BenchError> {
+    let Some(cluster) = &config.cluster else {
+        return Err(BenchError::Setting(
+            "no cluster to run the idle fleets on".into(),
+        ));
+    };
+    let mut runs = Vec::with_capacity(config.fleets.len());
+    let mut target = String::new();
+    for &n in &config.fleets {
+        let keyspace = format!("lockshift_bench_idle_{n}");
+        let store = own_keyspace(cluster, &keyspace, progress).await?;
+        target = store
+            .describe()
+            .replace(&keyspace, "lockshift_bench_idle_N");
+        progress(&format!(
+            "idle: {n} processes on {keyspace} ({}s warm-up, {}s window)",
+            config.warmup.as_secs_f64(),
+            config.window.as_secs_f64()
+        ));
+        let clock: SharedClock = Arc::new(SystemClock);
+        let run = measure(config, store.clone(), clock, n).await;
+        progress(&format!("idle: dropping keyspace {keyspace}"));
+        runs.push(drop_after(&store, run).await?);
+    }
+    Ok(IdleBenchReport {
+        store: format!("cluster {target}, real time: rates over the window"),
+        warmup_s: config.warmup.as_secs_f64(),
         runs,
     })
 }
@@ -232,8 +322,9 @@ pub fn render_idle(report: &IdleBenchReport) -> String {
         }
         let _ = writeln!(
             s,
-            "{:>9}  status beside them: {} live processes listed, {} requests ({}s window)",
-            run.processes, run.status_listed, run.status_requests, run.window_s
+            "{:>9}  status beside them: {} live processes listed, {} requests ({:.1}s window \
+             after {}s warm-up)",
+            run.processes, run.status_listed, run.status_requests, run.window_s, report.warmup_s
         );
     }
     s
@@ -252,6 +343,7 @@ mod tests {
             warmup: Duration::from_secs(60),
             window: Duration::from_secs(120),
             settings: Settings::default(),
+            cluster: None,
         };
         let report = run_idle(&config, &mut |_| {}).expect("the bench runs");
         let [alone, fleet] = &report.runs[..] else {

@@ -34,6 +34,7 @@ pub mod report;
 mod run;
 pub mod soak;
 pub mod stats;
+mod targets;
 mod worker;
 
 pub use algorithm::BenchAlgorithm;

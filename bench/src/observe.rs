@@ -32,7 +32,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use lockshift::{AcquireOptions, Node, OBSERVE_EVERY, Settings};
-use lockshift_cql_emulator::{Emulator, Fault, FaultRule};
 use lockshift_store::{
     CqlSettings, CqlStore, MemoryStore, OpKind, Request, Response, SharedStore, Store, StoreError,
     SystemClock, Table, Topology, schema,
@@ -42,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 use crate::fenced::FencedRun;
+use crate::targets::{EMBEDDED, LocalEndpoint};
 use crate::worker::now_micros;
 
 /// The shortest `leader_every`: a leader must outlast two observer
@@ -133,27 +133,10 @@ pub async fn run_observe(config: &ObserveBenchConfig) -> Result<ObserveBenchRepo
     }
     let mut runs = Vec::new();
     let embedded: SharedStore = Arc::new(MemoryStore::new());
-    runs.push(measure("embedded store (in-process)".into(), embedded, config).await?);
+    runs.push(measure(EMBEDDED.into(), embedded, config).await?);
 
-    let endpoint = Emulator::builder()
-        .start(([127, 0, 0, 1], 0).into())
-        .await?;
-    if !config.latency.is_zero() {
-        endpoint
-            .faults()
-            .add(FaultRule::new(Fault::Latency(config.latency)).on_table("lockshift.*"))?;
-    }
-    let local = CqlSettings {
-        contact_points: vec![endpoint.local_addr().to_string()],
-        create_schema: true,
-        ..CqlSettings::default()
-    };
-    let store: SharedStore = Arc::new(CqlStore::connect(&local).await?);
-    let target = format!(
-        "local endpoint ({} per round trip)",
-        lockshift_decide::duration::fmt_duration(config.latency)
-    );
-    runs.push(measure(target, store, config).await?);
+    let endpoint = LocalEndpoint::start(config.latency).await?;
+    runs.push(measure(endpoint.target().into(), endpoint.store(), config).await?);
     endpoint.shutdown().await;
 
     if let Some(cluster) = &config.cluster {

@@ -562,9 +562,10 @@ fn a_leader_term_shorter_than_two_observer_periods_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--leader-every 600ms"));
 }
 
-/// The census mode on the embedded store: the census counts every planted
-/// lock, and the requests of the census and of the raw scan are counted by
-/// table and datacenter (numbers, never timing).
+/// The census mode on the embedded store and the local endpoint, side by
+/// side: on each the census counts every planted lock, and the requests of
+/// the census and of the raw scan are counted by table and datacenter
+/// (numbers, never timing).
 #[test]
 fn the_census_mode_counts_every_planted_lock_and_its_requests() {
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
@@ -578,12 +579,41 @@ fn the_census_mode_counts_every_planted_lock_and_its_requests() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = report["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 1, "{report}");
-    let run = &runs[0];
-    assert_eq!(run["locks"], 2000, "{run}");
-    assert_eq!(run["counted"], 2000, "{run}");
-    assert_eq!(run["census_rows"], 2000, "{run}");
-    assert_eq!(run["raw_rows"], 2000, "{run}");
+    let targets: Vec<&str> = runs.iter().map(|r| r["target"].as_str().unwrap()).collect();
+    assert_eq!(
+        targets,
+        [
+            "embedded store (in-process)",
+            "local endpoint (2ms per round trip)"
+        ],
+        "{report}"
+    );
+    for run in runs {
+        check_census_run(run, 2000);
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args(["bench", "--census", "1500", "--latency", "0ms"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("embedded store"), "{text}");
+    assert!(
+        text.contains("local endpoint (0s per round trip)"),
+        "{text}"
+    );
+    assert!(text.contains("by datacenter"), "{text}");
+    assert!(!text.contains("issue"), "no internal references: {text}");
+}
+
+/// One census run of the JSON report: `n` locks planted, counted and
+/// scanned; each request counted by table and by datacenter.
+fn check_census_run(run: &serde_json::Value, n: u64) {
+    assert_eq!(run["locks"], n, "{run}");
+    assert_eq!(run["counted"], n, "{run}");
+    assert_eq!(run["census_rows"], n, "{run}");
+    assert_eq!(run["raw_rows"], n, "{run}");
     for requests in [&run["census_requests"], &run["raw_requests"]] {
         let total = requests["total"].as_u64().unwrap();
         assert!(requests["by_table"]["main"].as_u64().unwrap() > 0, "{run}");
@@ -601,16 +631,53 @@ fn the_census_mode_counts_every_planted_lock_and_its_requests() {
         assert_eq!(by_dc, total, "every request has its datacenter: {run}");
     }
     assert!(run["census_s"].as_f64().unwrap() > 0.0, "{run}");
+}
 
+/// The census mode with `--cluster`, against the real cluster
+/// `LOCKSHIFT_TEST_CONTACT_POINTS` names: two sizes, each on the embedded
+/// store, the local endpoint and the cluster (in a keyspace of its own,
+/// dropped after), every lock counted on each. Skipped, saying so,
+/// without one.
+#[test]
+fn the_census_mode_runs_on_a_real_cluster_beside_the_local_stores() {
+    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    else {
+        println!(
+            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
+             cluster to run migrate bench --census --cluster against it"
+        );
+        return;
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
-        .args(["bench", "--census", "1500"])
+        .args([
+            "bench",
+            "--census",
+            "700,300",
+            "--cluster",
+            "--contact-points",
+            points.trim(),
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("embedded store"), "{text}");
-    assert!(text.contains("by datacenter"), "{text}");
-    assert!(!text.contains("issue"), "no internal references: {text}");
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "{report:#}");
+    for (i, run) in runs.iter().enumerate() {
+        check_census_run(run, [700, 300][i / 3]);
+        let target = run["target"].as_str().unwrap();
+        let expected = ["embedded store", "local endpoint", "cluster "][i % 3];
+        assert!(target.starts_with(expected), "{i}: {target}");
+    }
+    let cluster = runs[2]["target"].as_str().unwrap();
+    assert!(cluster.contains("lockshift_bench_census_700"), "{cluster}");
 }
 
 #[test]
@@ -670,6 +737,72 @@ fn the_idle_mode_counts_what_one_idle_process_sends_at_each_fleet_size() {
             .expect("an idle process reads the registry")
     };
     assert_eq!(nodes_reads(&runs[0]), nodes_reads(&runs[1]), "{report}");
+}
+
+/// The idle mode with `--cluster`, against the real cluster
+/// `LOCKSHIFT_TEST_CONTACT_POINTS` names, in real time (a 15 s warm-up and
+/// a short window per fleet): every live process listed by `status`, an
+/// idle process heartbeats the registry, and one in a fleet of 12 sends
+/// about what one alone sends. Rates on real time: only loose bounds.
+/// Skipped, saying so, without one.
+#[test]
+fn the_idle_mode_runs_fleets_on_a_real_cluster() {
+    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    else {
+        println!(
+            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
+             cluster to run migrate bench --idle --cluster against it"
+        );
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
+        .args([
+            "bench",
+            "--idle",
+            "--cluster",
+            "--contact-points",
+            points.trim(),
+            "--processes",
+            "1,12",
+            "--idle-window",
+            "6s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["store"].as_str().unwrap().starts_with("cluster "),
+        "{report:#}"
+    );
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report:#}");
+    assert_eq!(runs[0]["status_listed"], 1, "{report:#}");
+    assert_eq!(runs[1]["status_listed"], 12, "{report:#}");
+    let total = |run: &serde_json::Value, which: &str| -> f64 {
+        run[which]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["reads_per_s"].as_f64().unwrap() + t["writes_per_s"].as_f64().unwrap())
+            .sum()
+    };
+    let alone = total(&runs[0], "one_process");
+    assert!(alone > 0.0, "an idle process heartbeats: {report:#}");
+    for which in ["one_process", "per_process"] {
+        let among = total(&runs[1], which);
+        assert!(
+            among <= alone * 2.0,
+            "{which}: {among}/s in a fleet of 12, {alone}/s alone: {report:#}"
+        );
+    }
 }
 
 #[test]

@@ -40,7 +40,9 @@ pub struct BenchArgs {
     /// Extra latency per request, uniform in [0, jitter), e.g. 1ms.
     #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = Checked(parse_duration), conflicts_with = "cluster")]
     pub jitter: Duration,
-    /// Measure the database of the connection settings instead of a local endpoint.
+    /// Measure the database of the connection settings: instead of a local
+    /// endpoint, or beside it and the embedded store (--fenced-writes,
+    /// --observers, --census).
     #[arg(long)]
     pub cluster: bool,
     /// Directory for the PNG plots.
@@ -107,23 +109,30 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s", requires = "observers", value_parser = Checked(parse_duration))]
     pub leader_every: Duration,
     /// Census mode: for each size N (e.g. 1e4,1e5,1e6 or 20000), plant N
-    /// held locks in a store of their own (a fresh embedded store; with
-    /// --cluster a keyspace lockshift_bench_census_N, created and dropped),
-    /// take the census as `migrate status` does, and beside it a raw paged
-    /// scan of main, shadow and queue. Prints per size the census's
-    /// seconds, rows a second and peak resident memory, the raw scan's
-    /// seconds, and each one's requests by table and by datacenter.
+    /// held locks in a store of their own — a fresh embedded store, a
+    /// fresh local endpoint (--latency per round trip), and with --cluster
+    /// also a keyspace lockshift_bench_census_N of the cluster, created and
+    /// dropped — take the census as `migrate status` does, and beside it a
+    /// raw paged scan of main, shadow and queue. Prints per size and store
+    /// the census's seconds, rows a second and peak resident memory, the
+    /// raw scan's seconds, and each one's requests by table and by
+    /// datacenter.
     #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = Checked(parse_census_size), conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers"])]
     pub census: Vec<u64>,
     /// Idle mode: for each fleet size of --processes, that many nodes live
-    /// idle on one embedded store (paused clock: exact counts); prints the
-    /// requests a second one idle process sends, by table, alone and in
-    /// the fleet, and what `status` beside the fleet lists and costs.
-    #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census", "cluster"])]
+    /// idle in this process on one embedded store (paused clock: exact
+    /// counts), or with --cluster on the cluster in real time, each fleet
+    /// in a keyspace lockshift_bench_idle_N, created and dropped (rates);
+    /// prints the requests a second one idle process sends, by table,
+    /// alone and in the fleet, and what `status` beside the fleet lists
+    /// and costs.
+    #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census"])]
     pub idle: bool,
-    /// Idle mode: how long requests are counted (after a minute's warm-up).
-    #[arg(long, value_name = "DURATION", default_value = "5m", requires = "idle", value_parser = Checked(parse_duration))]
-    pub idle_window: Duration,
+    /// Idle mode: how long requests are counted, after a warm-up of a
+    /// minute (embedded) or 15s (--cluster) [default: 5m; with --cluster:
+    /// 30s].
+    #[arg(long, value_name = "DURATION", requires = "idle", value_parser = Checked(parse_duration))]
+    pub idle_window: Option<Duration>,
     /// Datacenter mode on a cluster: the lock's home.
     #[arg(long, value_name = "DC", requires_all = ["datacenters", "cluster", "far"], value_parser = Checked(parse_datacenter_name))]
     pub home: Option<lockshift_store::Datacenter>,

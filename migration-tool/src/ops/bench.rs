@@ -1,7 +1,8 @@
 //! `migrate bench`: the benchmark of `lockshift_bench`, with this binary as
 //! its worker process (`migrate bench-worker <spec>`) — contention (the
 //! default), the hold mode (`--hold-locks`) and the soak (`--soak`) — and
-//! the modes that run in this process (`--datacenters`, `--census`).
+//! the modes that run in this process (`--datacenters`, `--fenced-writes`,
+//! `--observers`, `--census`, `--idle`).
 
 use lockshift::Settings;
 use lockshift_bench::{
@@ -260,8 +261,11 @@ pub async fn fenced(
 }
 
 /// The idle mode (`--idle`): fleets of the sizes of `--processes`
-/// (1,10,100,1000 by default) live idle on an embedded store, with the
-/// fleet's settings.
+/// (1,10,100,1000 by default) live idle, with the fleet's settings — on an
+/// embedded store on a paused clock (a minute's warm-up, `--idle-window`
+/// 5m by default), or with `--cluster` on the connection settings' cluster
+/// in real time, each fleet in a keyspace of its own (15 s warm-up,
+/// `--idle-window` 30s by default).
 ///
 /// # Errors
 /// The benchmark's error.
@@ -270,29 +274,38 @@ pub async fn idle(
     settings: &Settings,
     progress: impl FnMut(&str) + Send + 'static,
 ) -> anyhow::Result<lockshift_bench::idle::IdleBenchReport> {
-    let config = lockshift_bench::idle::IdleBenchConfig {
+    use lockshift_bench::idle::{
+        CLUSTER_WARMUP, CLUSTER_WINDOW, EMBEDDED_WARMUP, EMBEDDED_WINDOW, IdleBenchConfig,
+        run_idle, run_idle_on_cluster,
+    };
+    let (warmup, window) = if args.cluster {
+        (CLUSTER_WARMUP, CLUSTER_WINDOW)
+    } else {
+        (EMBEDDED_WARMUP, EMBEDDED_WINDOW)
+    };
+    let config = IdleBenchConfig {
         fleets: if args.processes.is_empty() {
             vec![1, 10, 100, 1000]
         } else {
             args.processes.clone()
         },
-        warmup: std::time::Duration::from_secs(60),
-        window: args.idle_window,
+        warmup,
+        window: args.idle_window.unwrap_or(window),
         settings: settings.clone(),
+        cluster: args.cluster.then(|| settings.store.cql.clone()),
     };
     let mut progress = progress;
-    Ok(
-        tokio::task::spawn_blocking(move || {
-            lockshift_bench::idle::run_idle(&config, &mut progress)
-        })
-        .await??,
-    )
+    if config.cluster.is_some() {
+        return Ok(run_idle_on_cluster(&config, &mut progress).await?);
+    }
+    Ok(tokio::task::spawn_blocking(move || run_idle(&config, &mut progress)).await??)
 }
 
-/// The census mode (`--census N,...`): on a fresh embedded store per size,
-/// or with `--cluster` in a keyspace of its own per size on the connection
-/// settings' cluster (created as `migrate schema --apply` does, dropped
-/// after), with the fleet's rollout, lease and queue settings.
+/// The census mode (`--census N,...`): per size on a fresh embedded store,
+/// on a fresh local endpoint (`--latency` per round trip), and with
+/// `--cluster` in a keyspace of its own on the connection settings'
+/// cluster (created as `migrate schema --apply` does, dropped after), with
+/// the fleet's rollout, lease and queue settings.
 ///
 /// # Errors
 /// The benchmark's error.
@@ -303,6 +316,7 @@ pub async fn census(
 ) -> anyhow::Result<lockshift_bench::census::CensusBenchReport> {
     let config = lockshift_bench::census::CensusBenchConfig {
         sizes: args.census.clone(),
+        latency: args.latency,
         cluster: args.cluster.then(|| settings.store.cql.clone()),
         rollout: settings.rollout.clone(),
         lease: settings.lock.lease(),
