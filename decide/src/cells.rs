@@ -57,8 +57,15 @@ pub fn writer_of(column: &str, value: &[u8]) -> Option<(Algorithm, bool)> {
     if let Some((algorithm, _)) = reserved_behind_of(value) {
         return Some((algorithm, true));
     }
-    let algorithm = std::str::from_utf8(value).ok()?.parse::<Algorithm>().ok()?;
-    Some((algorithm, false))
+    let value = std::str::from_utf8(value).ok()?;
+    if let Ok(algorithm) = value.parse::<Algorithm>() {
+        return Some((algorithm, false));
+    }
+    // A shared acquisition's holding: the algorithm, then how it shares
+    // (`queue:shared`, `queue:permits=3`; docs/design.md §3a).
+    let (algorithm, suffix) = value.split_once(':')?;
+    crate::sharing::Sharing::from_suffix(Some(suffix)).ok()?;
+    Some((algorithm.parse().ok()?, false))
 }
 
 /// Whether a `main` or `shadow` cell is evidence of the legacy algorithm:
@@ -100,6 +107,17 @@ mod tests {
         assert!(is_legacy_evidence("thread-17", b""));
         assert!(!is_legacy_evidence(ours, b"combined"));
         assert!(!is_legacy_evidence(ours, RESERVED_VALUE));
+        // Shared acquisitions' holdings (§3a) are the queue's.
+        assert_eq!(
+            writer_of(ours, b"queue:shared"),
+            Some((Algorithm::Queue, false))
+        );
+        assert_eq!(
+            writer_of(ours, b"queue:permits=3"),
+            Some((Algorithm::Queue, false))
+        );
+        assert_eq!(writer_of(ours, b"queue:permits=0"), None);
+        assert_eq!(writer_of(ours, b"queue:sharing"), None);
         let behind = reserved_behind(Algorithm::Combined, "web-2/00000000000000cd");
         assert_eq!(writer_of(ours, &behind), Some((Algorithm::Combined, true)));
         assert!(!is_legacy_evidence(ours, &behind));

@@ -24,6 +24,8 @@
 //! - [`reconcile`]: Cassandra's per-cell reconciliation rule (which version
 //!   of a cell wins), TTL deadlines and when a tombstone may be purged.
 //! - [`schema`]: every table lockshift uses and its options.
+//! - [`sharing`]: shared acquisitions on the queue — a semaphore's
+//!   permits, a read/write lock's two sides (P1–P4).
 //! - [`id`]: the identifiers — [`id::LockId`], [`id::NodeId`],
 //!   [`id::OwnerId`], [`id::Incarnation`] — their rules ([`id::InvalidId`])
 //!   and [`id::cut_short`]. What an id takes from the operating system or a
@@ -94,7 +96,7 @@
 //! |---|---|---|
 //! | S1–S3 | last write wins; a tombstone wins a tie; TTLs count from apply time in whole seconds (§1) | [`reconcile`], and every store backend |
 //! | S4, S5, S7 | order and limit; read-your-writes (Lemma 1); one row, one write (§1) | the store backends, checked by the store's conformance suite |
-//! | S6 | tombstones cost reads (§1) | [`schema`] (each table's gc grace), the store's tombstone accounting |
+//! | S6 | tombstones cost reads (§1); the gc grace rule (§2a) | [`schema`] (each table's gc grace, [`schema::ttl_within_gc_grace`]), the store's tombstone accounting |
 //! | L1–L6, L8 | a lease's stamps increase, it never resurrects a cell, tells its holder before the TTL, writes every cell, late writes hold nothing, waiting cells live briefly, a held lease's cells expire together (§5) | the lock crate's lease |
 //! | L7 | a slot is reused only once its cells are gone (§2a) | the lock crate's slots |
 //! | G1–G3 | the legacy shadow arbitration (§2) | the legacy crate's protocol; the combined lock's first step |
@@ -103,6 +105,8 @@
 //! | Q3 | waiting TTL, dead waiters skipped early (§2) | [`queue::Sightings`], [`waiter`], the queue lock's line |
 //! | Q4 | poll by the measured round trip (§2) | [`waiter::poll_policy`] |
 //! | Q6 | the reservation behind the waiter ahead (§3) | [`waiter`], [`waiter::handoff`] |
+//! | P1–P3 | shared acquisitions: counting in `main`, one name one kind, arrival order (§3a) | [`sharing::judge_main`], [`sharing::may_try`] |
+//! | P4 | only the queue and combined locks take shared acquisitions (§3a) | not yet built (issue 43) |
 //! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |
 //! | R5 | every process reported with its oldest binding (§4) | [`binding::Bindings::acting_version`], [`registry::NodeInfo`] |
@@ -138,4 +142,5 @@ pub mod registry;
 pub mod remedy;
 pub mod rollout;
 pub mod schema;
+pub mod sharing;
 pub mod waiter;
