@@ -16,11 +16,11 @@
 //! runtime (the store answers at once, the nodes' timers fire on time), so
 //! a thousand nodes and a window of minutes take seconds and the counts
 //! are exact. The requests an idle process sends do not depend on the
-//! store that answers them, with one exception: the nodes share one clock
-//! here, so of the time service's updaters (`global_time`) only the first
-//! finds the cell behind its clock and writes it; in a fleet of real
-//! clocks each updater whose clock leads writes too — at most as often as
-//! it reads.
+//! store that answers them. The time service's updater (`global_time`)
+//! rests once no queue time has been asked of it for 30 s, so a process
+//! that takes no queue lock sends it nothing after the warm-up; while it
+//! runs, only an updater whose clock leads the cell writes it (on the
+//! embedded store's one shared clock, only the first).
 //!
 //! With a cluster ([`run_idle_on_cluster`]) the same fleets — the same
 //! nodes, in this process — run against a real cluster, each fleet in a
@@ -52,11 +52,14 @@ pub const EMBEDDED_WARMUP: Duration = Duration::from_secs(60);
 pub const EMBEDDED_WINDOW: Duration = Duration::from_secs(300);
 
 /// The warm-up on a cluster (real time): the nodes' first stage reads and
-/// clock measurements are behind them, the steady state begun.
-pub const CLUSTER_WARMUP: Duration = Duration::from_secs(15);
+/// clock measurements are behind them, and the time service's updater,
+/// asked for no queue time, has come to rest (30 s at the default
+/// `time.update_every`; the queue lock's `time::IDLE_TICKS`): the steady
+/// state begun.
+pub const CLUSTER_WARMUP: Duration = Duration::from_secs(40);
 
-/// The counting window on a cluster, by default (real time): some 60
-/// heartbeats of the time service and 7 of the stage per process.
+/// The counting window on a cluster, by default (real time): some 7 reads
+/// of the stage per process.
 pub const CLUSTER_WINDOW: Duration = Duration::from_secs(30);
 
 /// Nodes started at once (each start is a few round trips: its registry

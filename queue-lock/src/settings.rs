@@ -282,7 +282,9 @@ pub struct TimeSettings {
     /// The time service. Default: `"hybrid"`.
     pub source: TimeSourceKind,
     /// How often this node pushes its clock into `GlobalTime`. Default:
-    /// `500ms`.
+    /// `500ms`. The hybrid source's updater rests after
+    /// [`IDLE_TICKS`](crate::time::IDLE_TICKS) of these with no queue time
+    /// asked, until the next ask.
     #[serde(with = "humantime_serde")]
     pub update_every: Duration,
 }

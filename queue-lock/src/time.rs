@@ -17,21 +17,33 @@
 //! - [`TimeSourceKind::Local`] — the node's clock, strictly increasing.
 //!
 //! Every node running a global or hybrid source is an updater: it runs
-//! listing 9 every `update_every`.
+//! listing 9 every `update_every`. A hybrid updater runs only while its
+//! source is in use: after [`IDLE_TICKS`] updates with no queue time asked
+//! of it, it waits for the next ask, which answers at once (from the cache
+//! as it stands) and wakes it. An idle process — one that takes no queue
+//! lock — then costs the `global_time` row nothing, where a thousand of
+//! them read it 2 000 times a second. The cache only pulls a lagging
+//! clock up to the fleet's; queue order is fairness, and exclusion never
+//! rests on it (docs/design.md §2, "Time").
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use lockshift_store::{
     CellWrite, RowQuery, SharedClock, SharedStore, StoreError, StoreErrorKind, Timestamp,
     WriteOptions, schema,
 };
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::settings::{TimeSettings, TimeSourceKind};
+
+/// Updates a hybrid updater runs with no queue time asked of its source
+/// before it waits for the next ask: 30 s at the default `update_every`.
+pub const IDLE_TICKS: u32 = 60;
 
 /// The row and column of the `GlobalTime` cell.
 pub const GLOBAL_TIME_ROW: &str = "global";
@@ -148,12 +160,13 @@ impl TimeService {
     /// Outside a tokio runtime, for sources with an updater.
     pub fn start(settings: &TimeSettings, store: SharedStore, clock: SharedClock) -> Self {
         let cached = Arc::new(AtomicI64::new(i64::MIN));
-        let updater = || {
+        let updater = |demand: Option<Arc<Demand>>| {
             Updater(spawn_updater(
                 settings.update_every,
                 store.clone(),
                 clock.clone(),
                 cached.clone(),
+                demand,
             ))
         };
         let source: Arc<dyn TimeSource> = match settings.source {
@@ -164,16 +177,22 @@ impl TimeService {
                     clock: clock.clone(),
                     last: AtomicI64::new(i64::MIN),
                 },
-                _updater: updater(),
+                // The thesis' source reads the cell per ask: kept moving
+                // always, as listing 9 does.
+                _updater: updater(None),
             }),
-            TimeSourceKind::Hybrid => Arc::new(Fed {
-                source: HybridTime {
-                    clock: clock.clone(),
-                    cached: cached.clone(),
-                    last: AtomicI64::new(i64::MIN),
-                },
-                _updater: updater(),
-            }),
+            TimeSourceKind::Hybrid => {
+                let demand = Arc::new(Demand::default());
+                Arc::new(Fed {
+                    source: HybridTime {
+                        clock: clock.clone(),
+                        cached: cached.clone(),
+                        last: AtomicI64::new(i64::MIN),
+                        demand: demand.clone(),
+                    },
+                    _updater: updater(Some(demand)),
+                })
+            }
         };
         TimeService { source }
     }
@@ -185,16 +204,41 @@ impl TimeService {
     }
 }
 
-/// Listing 9 every `every`, raising `cached` to each value it learns.
+/// Whether a hybrid source was asked for a time since its updater last
+/// looked, and the updater's wake-up once it waits for an ask.
+#[derive(Debug, Default)]
+struct Demand {
+    asked: AtomicBool,
+    wake: Notify,
+}
+
+impl Demand {
+    /// A queue time was asked for: the updater keeps running, or wakes.
+    fn ask(&self) {
+        if !self.asked.swap(true, Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether a time was asked for since the last call.
+    fn take(&self) -> bool {
+        self.asked.swap(false, Ordering::SeqCst)
+    }
+}
+
+/// Listing 9 every `every`, raising `cached` to each value it learns;
+/// with `demand`, only while times are asked for (see [`IDLE_TICKS`]).
 fn spawn_updater(
     every: std::time::Duration,
     store: SharedStore,
     clock: SharedClock,
     cached: Arc<AtomicI64>,
+    demand: Option<Arc<Demand>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut idle_ticks: u32 = 0;
         // The kind of the failures since the last update, if any: a run of
         // one kind is said once (an update runs twice a second), and a
         // moving home's refusal — which ends when the new home serves —
@@ -202,6 +246,26 @@ fn spawn_updater(
         let mut failing: Option<StoreErrorKind> = None;
         loop {
             ticker.tick().await;
+            if let Some(demand) = &demand {
+                if demand.take() {
+                    idle_ticks = 0;
+                } else if idle_ticks >= IDLE_TICKS {
+                    debug!("no queue time asked for a while: GlobalTime updates wait for the next");
+                    // A wake-up stored by an ask the updater has seen
+                    // already is not an ask: wait for one it has not.
+                    loop {
+                        demand.wake.notified().await;
+                        if demand.take() {
+                            break;
+                        }
+                    }
+                    idle_ticks = 0;
+                    ticker.reset_immediately();
+                    continue;
+                } else {
+                    idle_ticks += 1;
+                }
+            }
             match try_update_global_time(store.as_ref(), clock.as_ref()).await {
                 Ok(t) => {
                     raise(&cached, t.as_micros());
@@ -293,11 +357,13 @@ pub struct HybridTime {
     clock: SharedClock,
     cached: Arc<AtomicI64>,
     last: AtomicI64,
+    demand: Arc<Demand>,
 }
 
 #[async_trait]
 impl TimeSource for HybridTime {
     async fn now(&self) -> Result<Timestamp, StoreError> {
+        self.demand.ask();
         let candidate = self
             .clock
             .now()
@@ -348,6 +414,68 @@ mod tests {
         assert_eq!(
             read_global_time(&store).await.unwrap().unwrap().as_micros(),
             1_500
+        );
+    }
+
+    /// An idle hybrid source stops updating `GlobalTime` after
+    /// [`IDLE_TICKS`] ticks with no ask; an ask answers at once and
+    /// starts the updates again; the thesis' source never stops.
+    #[tokio::test(start_paused = true)]
+    async fn a_hybrid_updater_rests_while_no_queue_time_is_asked() {
+        use lockshift_store::{FaultyStore, OpKind};
+        let clock: SharedClock = Arc::new(lockshift_store::TokioClock::starting_at(
+            Timestamp::from_micros(1_000_000_000),
+        ));
+        let every = Duration::from_millis(500);
+        let counted = |source| {
+            let inner: SharedStore = Arc::new(MemoryStore::new());
+            let store = Arc::new(FaultyStore::new(inner, 1));
+            let shared: SharedStore = store.clone();
+            let settings = TimeSettings {
+                source,
+                update_every: every,
+            };
+            (store, TimeService::start(&settings, shared, clock.clone()))
+        };
+        let reads = |store: &FaultyStore<SharedStore>| {
+            store.op_counts().get(schema::GLOBAL_TIME, OpKind::Read)
+        };
+        let (hybrid_store, hybrid) = counted(TimeSourceKind::Hybrid);
+        let (global_store, _global) = counted(TimeSourceKind::Global);
+        // Asked once at the start, then idle for five minutes.
+        hybrid.source().now().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        let rested = reads(&hybrid_store);
+        assert!(
+            (u64::from(IDLE_TICKS)..=u64::from(IDLE_TICKS) + 3).contains(&rested),
+            "{rested} updates: the first {IDLE_TICKS} ticks after the ask, then none"
+        );
+        assert!(
+            reads(&global_store) >= 599,
+            "the thesis' updater never rests"
+        );
+        // Resting, an ask answers from the cache and wakes the updater.
+        let before = reads(&hybrid_store);
+        let asked = tokio::time::timeout(Duration::from_millis(1), hybrid.source().now())
+            .await
+            .expect("an ask never waits for the updater")
+            .unwrap();
+        assert!(asked.as_micros() >= 1_000_000_000);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let woken = reads(&hybrid_store) - before;
+        assert!(
+            (19..=22).contains(&woken),
+            "{woken} updates in 10 s after the ask"
+        );
+        // Asked twice a second, it never rests.
+        for _ in 0..240 {
+            hybrid.source().now().await.unwrap();
+            tokio::time::sleep(every).await;
+        }
+        let busy = reads(&hybrid_store) - before - woken;
+        assert!(
+            (238..=242).contains(&busy),
+            "{busy} updates in 120 s of asks"
         );
     }
 
