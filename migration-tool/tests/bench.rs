@@ -740,7 +740,7 @@ fn the_idle_mode_counts_what_one_idle_process_sends_at_each_fleet_size() {
 }
 
 /// The idle mode with `--cluster`, against the real cluster
-/// `LOCKSHIFT_TEST_CONTACT_POINTS` names, in real time (a 15 s warm-up and
+/// `LOCKSHIFT_TEST_CONTACT_POINTS` names, in real time (a 40 s warm-up and
 /// a short window per fleet): every live process listed by `status`, an
 /// idle process heartbeats the registry, and one in a fleet of 12 sends
 /// about what one alone sends. Rates on real time: only loose bounds.

@@ -129,7 +129,7 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census"])]
     pub idle: bool,
     /// Idle mode: how long requests are counted, after a warm-up of a
-    /// minute (embedded) or 15s (--cluster) [default: 5m; with --cluster:
+    /// minute (embedded) or 40s (--cluster) [default: 5m; with --cluster:
     /// 30s].
     #[arg(long, value_name = "DURATION", requires = "idle", value_parser = Checked(parse_duration))]
     pub idle_window: Option<Duration>,
