@@ -7,6 +7,24 @@
 
 use std::process::Command;
 
+/// The variable naming a real cluster to run on (`host:port`).
+const CONTACT_POINTS_VAR: &str = "LOCKSHIFT_TEST_CONTACT_POINTS";
+
+/// The real cluster's contact points, or `None` after saying that `what`
+/// (the command the test would run) is skipped without one.
+fn cluster_or_skip(what: &str) -> Option<String> {
+    let points = std::env::var(CONTACT_POINTS_VAR)
+        .ok()
+        .filter(|p| !p.trim().is_empty());
+    if points.is_none() {
+        println!(
+            "skipped: {CONTACT_POINTS_VAR} is not set; set it to host:port of a cluster to run \
+             {what} against it"
+        );
+    }
+    points
+}
+
 #[test]
 fn a_small_benchmark_runs_every_algorithm_in_processes() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,14 +103,7 @@ fn a_small_benchmark_runs_every_algorithm_in_processes() {
 /// acquisition done, none failed. Skipped, saying so, without one.
 #[test]
 fn a_small_benchmark_runs_on_a_real_cluster() {
-    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
-    else {
-        println!(
-            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
-             cluster to run migrate bench --cluster against it"
-        );
+    let Some(points) = cluster_or_skip("migrate bench --cluster") else {
         return;
     };
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
@@ -306,14 +317,7 @@ fn soak_usage_errors() {
 /// so, without one.
 #[test]
 fn a_small_soak_runs_on_a_real_cluster() {
-    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
-    else {
-        println!(
-            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
-             cluster to run migrate bench --cluster --soak against it"
-        );
+    let Some(points) = cluster_or_skip("migrate bench --cluster --soak") else {
         return;
     };
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
@@ -494,7 +498,7 @@ fn observers_read_about_twice_a_second_and_see_every_leader() {
         "5",
         "--json",
     ]);
-    let cluster = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
+    let cluster = std::env::var(CONTACT_POINTS_VAR)
         .ok()
         .filter(|p| !p.trim().is_empty());
     if let Some(points) = &cluster {
@@ -640,14 +644,7 @@ fn check_census_run(run: &serde_json::Value, n: u64) {
 /// without one.
 #[test]
 fn the_census_mode_runs_on_a_real_cluster_beside_the_local_stores() {
-    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
-    else {
-        println!(
-            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
-             cluster to run migrate bench --census --cluster against it"
-        );
+    let Some(points) = cluster_or_skip("migrate bench --census --cluster") else {
         return;
     };
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
@@ -747,14 +744,7 @@ fn the_idle_mode_counts_what_one_idle_process_sends_at_each_fleet_size() {
 /// Skipped, saying so, without one.
 #[test]
 fn the_idle_mode_runs_fleets_on_a_real_cluster() {
-    let Some(points) = std::env::var("LOCKSHIFT_TEST_CONTACT_POINTS")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
-    else {
-        println!(
-            "skipped: LOCKSHIFT_TEST_CONTACT_POINTS is not set; set it to host:port of a \
-             cluster to run migrate bench --idle --cluster against it"
-        );
+    let Some(points) = cluster_or_skip("migrate bench --idle --cluster") else {
         return;
     };
     let out = Command::new(env!("CARGO_BIN_EXE_migrate"))
