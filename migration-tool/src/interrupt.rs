@@ -50,9 +50,43 @@ mod tests {
 
     use super::*;
 
-    /// Ctrl-C stops the work (here, work that never ends) and says so.
-    #[tokio::test]
-    async fn an_interrupt_stops_the_work() {
+    /// Set in the process of its own [`an_interrupt_stops_the_work`] runs
+    /// its body in.
+    const ALONE: &str = "LOCKSHIFT_TEST_INTERRUPT_ALONE";
+
+    /// Ctrl-C stops the work (here, work that never ends) and says so. The
+    /// signal goes to the whole process, and would interrupt any other
+    /// test running beside it (a `run-with-lock` test's command ended
+    /// early), so the body runs in a process of its own: this test binary
+    /// again, this test alone.
+    #[test]
+    fn an_interrupt_stops_the_work() {
+        if std::env::var_os(ALONE).is_some() {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(interrupted_work());
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+            .args([
+                "--exact",
+                "interrupt::tests::an_interrupt_stops_the_work",
+                "--test-threads=1",
+            ])
+            .env(ALONE, "1")
+            .output()
+            .expect("the test binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    async fn interrupted_work() {
         let waiting = tokio::spawn(until_interrupted(
             std::future::pending::<anyhow::Result<()>>(),
         ));

@@ -66,7 +66,7 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
             fencing_token_required: true,
         },
         grace: Duration::from_secs(1),
-        command: vec!["sleep".into(), "5".into()],
+        command: vec!["sleep".into(), "2".into()],
         proclaim: Some("http://here:8080".into()),
         supervisor: None,
     };
@@ -74,8 +74,7 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
         let env = env_over(store.clone());
         async move { run_with_lock(&env, request, |_| {}).await }
     });
-    // The command runs for 5 s: it leads meanwhile, from when it started
-    // (2 s was too short once on CI, five nodes and the suite on 2 cores).
+    // The command runs for 2 s: it leads meanwhile, from when it started.
     let record = loop {
         if let Some(record) = leader(&env, &election).await.unwrap().leader {
             break record;
