@@ -32,6 +32,7 @@ pub mod plot;
 pub mod reads;
 pub mod report;
 mod run;
+pub mod sharing;
 pub mod soak;
 pub mod stats;
 mod targets;

@@ -9,7 +9,7 @@ use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
 use lockshift_decide::waiter::{Arrived, Entered, Policy};
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    Locker, TryAcquireError,
+    Locker, Sharing, TryAcquireError,
 };
 use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
@@ -365,6 +365,15 @@ impl Locker for CombinedLocker {
         binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
         self.line.try_acquire(lock, binding).await
+    }
+
+    async fn try_acquire_shared(
+        &self,
+        lock: &LockId,
+        sharing: Sharing,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.line.try_acquire_shared(lock, sharing, binding).await
     }
 }
 

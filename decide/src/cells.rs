@@ -62,10 +62,17 @@ pub fn writer_of(column: &str, value: &[u8]) -> Option<(Algorithm, bool)> {
         return Some((algorithm, false));
     }
     // A shared acquisition's holding: the algorithm, then how it shares
-    // (`queue:shared`, `queue:permits=3`; docs/design.md §3a).
+    // (`queue:shared`, `queue:permits=3`; docs/design.md §3a); a standing
+    // one (`queue:permits=3:standing`) is a waiter's, as a reservation.
     let (algorithm, suffix) = value.split_once(':')?;
+    let standing = crate::shared_waiter::is_standing(value.as_bytes());
+    let suffix = if standing {
+        suffix.strip_suffix(":standing")?
+    } else {
+        suffix
+    };
     crate::sharing::Sharing::from_suffix(Some(suffix)).ok()?;
-    Some((algorithm.parse().ok()?, false))
+    Some((algorithm.parse().ok()?, standing))
 }
 
 /// Whether a `main` or `shadow` cell is evidence of the legacy algorithm:
@@ -118,6 +125,12 @@ mod tests {
         );
         assert_eq!(writer_of(ours, b"queue:permits=0"), None);
         assert_eq!(writer_of(ours, b"queue:sharing"), None);
+        assert_eq!(
+            writer_of(ours, b"combined:permits=3:standing"),
+            Some((Algorithm::Combined, true)),
+            "a standing cell is a waiter's"
+        );
+        assert_eq!(writer_of(ours, b"queue:standing"), None);
         let behind = reserved_behind(Algorithm::Combined, "web-2/00000000000000cd");
         assert_eq!(writer_of(ours, &behind), Some((Algorithm::Combined, true)));
         assert!(!is_legacy_evidence(ours, &behind));

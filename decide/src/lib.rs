@@ -25,7 +25,8 @@
 //!   of a cell wins), TTL deadlines and when a tombstone may be purged.
 //! - [`schema`]: every table lockshift uses and its options.
 //! - [`sharing`]: shared acquisitions on the queue — a semaphore's
-//!   permits, a read/write lock's two sides (P1–P4).
+//!   permits, a read/write lock's two sides (P1–P4); [`shared_waiter`]:
+//!   what such an acquisition does on each read of the queue and `main`.
 //! - [`id`]: the identifiers — [`id::LockId`], [`id::NodeId`],
 //!   [`id::OwnerId`], [`id::Incarnation`] — their rules ([`id::InvalidId`])
 //!   and [`id::cut_short`]. What an id takes from the operating system or a
@@ -105,8 +106,8 @@
 //! | Q3 | waiting TTL, dead waiters skipped early (§2) | [`queue::Sightings`], [`waiter`], the queue lock's line |
 //! | Q4 | poll by the measured round trip (§2) | [`waiter::poll_policy`] |
 //! | Q6 | the reservation behind the waiter ahead (§3) | [`waiter`], [`waiter::handoff`] |
-//! | P1–P3 | shared acquisitions: counting in `main`, one name one kind, arrival order (§3a) | [`sharing::judge_main`], [`sharing::may_try`] |
-//! | P4 | only the queue and combined locks take shared acquisitions (§3a) | not yet built (issue 43) |
+//! | P1–P3 | shared acquisitions: counting in `main`, one name one kind, arrival order (§3a) | [`sharing::judge_main`], [`sharing::may_try`], [`shared_waiter`] |
+//! | P4 | only the queue and combined locks take shared acquisitions (§3a) | the legacy crate's locker (`SharingRefused`); the queue lock's line |
 //! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |
 //! | R5 | every process reported with its oldest binding (§4) | [`binding::Bindings::acting_version`], [`registry::NodeInfo`] |
@@ -142,5 +143,6 @@ pub mod registry;
 pub mod remedy;
 pub mod rollout;
 pub mod schema;
+pub mod shared_waiter;
 pub mod sharing;
 pub mod waiter;

@@ -60,6 +60,7 @@ fn held(lock: &str, owner: &str, algorithm: Option<Algorithm>) -> CensusCell {
             clock: None,
             algorithm,
             reserved: false,
+            sharing: crate::sharing::Sharing::Exclusive,
         },
         writetime: Timestamp::from_micros(NOW),
         age: Duration::ZERO,

@@ -14,9 +14,10 @@ use std::fmt;
 use std::num::NonZeroU32;
 
 /// How an acquisition shares its lock with other acquisitions of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Sharing {
     /// Alone: a plain lock, or a read/write lock's writer.
+    #[default]
     Exclusive,
     /// Beside other shared acquisitions and never beside an exclusive one:
     /// a read/write lock's reader.
@@ -97,6 +98,14 @@ impl fmt::Display for Sharing {
     }
 }
 
+/// How a cell's acquisition shares, in reports: `exclusive`, `shared`,
+/// `permits=3`.
+impl serde::Serialize for Sharing {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.suffix().unwrap_or_else(|| "exclusive".to_string()))
+    }
+}
+
 /// A sharing suffix no lockshift build writes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("a cell's value names an unknown way of sharing a lock: {0:?}")]
@@ -161,7 +170,9 @@ pub fn judge_main(
 /// live waiters `ahead` of it in arrival order, may try to enter `main`
 /// now. Exclusive: first in line. Shared: no exclusive waiter ahead, so a
 /// writer in line holds back every reader behind it. A permit: first in
-/// line, so permits pass in arrival order, one entrant at a time.
+/// line here, the least P3 asks; the waiting line lets up to `n` permits
+/// try together, each leaving a permit to those ahead of it
+/// ([`crate::shared_waiter::turn`]).
 ///
 /// # Errors
 /// [`KindConflict`] for a waiter ahead of a kind `mine` can never share
@@ -179,6 +190,24 @@ pub fn may_try(mine: Sharing, ahead: &[Sharing]) -> Result<bool, KindConflict> {
     })
 }
 
+/// Whether `holdings` — how the holders one read of `main` showed share
+/// the lock — are more than their kinds allow together (P1, P2): more
+/// than one exclusive, an exclusive beside anyone, permits past their
+/// number or of two numbers. A crowd `migrate status` warns of; readers
+/// together and up to `n` permits of `n` are not one.
+pub fn crowded(holdings: &[Sharing]) -> bool {
+    let Some(first) = holdings.first() else {
+        return false;
+    };
+    match first {
+        Sharing::Exclusive => holdings.len() > 1,
+        Sharing::Shared => holdings.iter().any(|h| *h != Sharing::Shared),
+        Sharing::Permit { permits } => {
+            holdings.len() > permits.get() as usize || holdings.iter().any(|h| h != first)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +217,19 @@ mod tests {
 
     fn p(n: u32) -> Sharing {
         Sharing::permit(n).unwrap()
+    }
+
+    #[test]
+    fn a_crowd_is_more_holders_than_their_kinds_allow() {
+        assert!(!crowded(&[]));
+        assert!(!crowded(&[X]));
+        assert!(crowded(&[X, X]));
+        assert!(!crowded(&[S, S, S]));
+        assert!(crowded(&[S, X]));
+        assert!(crowded(&[X, S]));
+        assert!(!crowded(&[p(3), p(3), p(3)]));
+        assert!(crowded(&[p(3), p(3), p(3), p(3)]));
+        assert!(crowded(&[p(3), p(2)]));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    Locker, OwnerId, Stop, TryAcquireError, Waiting,
+    Locker, OwnerId, Sharing, Stop, TryAcquireError, Waiting,
 };
 use lockshift_store::schema;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -179,6 +179,14 @@ impl Locker for LegacyLocker {
         options: AcquireOptions,
         binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
+        // P4: shared acquisitions run the queue algorithm only.
+        if options.sharing != Sharing::Exclusive {
+            return Err(AcquireError::SharingRefused {
+                lock: lock.clone(),
+                sharing: options.sharing,
+                algorithm: Algorithm::Legacy,
+            });
+        }
         // The legacy lock paces itself by its own settings: only its
         // deadline, cancellation and invalidation come from `binding`.
         let waiting = Waiting::new(&options, binding);

@@ -15,6 +15,10 @@ use crate::id::LockId;
 /// The lock algorithms (`lockshift_decide::algorithm`), which the lock API
 /// takes and returns.
 pub use lockshift_decide::algorithm::Algorithm;
+/// How an acquisition shares its lock (`lockshift_decide::sharing`): a
+/// plain lock is exclusive; a read/write lock's reader is shared; a
+/// semaphore's permit is one of its `n` (docs/design.md §3a).
+pub use lockshift_decide::sharing::{KindConflict, Sharing};
 
 /// What a waiting acquisition has in its way, as its own reads of the
 /// lock's rows showed it last — no read is made for it. Lockers update it
@@ -49,6 +53,11 @@ pub struct AcquireOptions {
     /// Told what the acquisition waits for whenever its own reads show a
     /// change (see [`WaitingFor`]).
     pub watch: Option<WaitWatch>,
+    /// How the acquisition shares the lock: exclusive (the default), a
+    /// reader's share, or one of a semaphore's permits. Only the queue and
+    /// combined lockers take a shared one (P4); the legacy locker refuses
+    /// it ([`AcquireError::SharingRefused`]).
+    pub sharing: Sharing,
 }
 
 impl AcquireOptions {
@@ -56,9 +65,14 @@ impl AcquireOptions {
     pub fn with_timeout(timeout: Duration) -> Self {
         AcquireOptions {
             timeout: Some(timeout),
-            cancel: None,
-            watch: None,
+            ..AcquireOptions::default()
         }
+    }
+
+    /// Share the lock as `sharing` says.
+    pub fn shared_as(mut self, sharing: Sharing) -> Self {
+        self.sharing = sharing;
+        self
     }
 
     /// Also stop when `cancel` fires.
@@ -130,4 +144,28 @@ pub trait Locker: Send + Sync + fmt::Debug {
         lock: &LockId,
         binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError>;
+
+    /// As [`try_acquire`](Locker::try_acquire), sharing the lock as
+    /// `sharing` says. A locker that takes no shared acquisitions (the
+    /// legacy one, P4) refuses every one but an exclusive.
+    ///
+    /// # Errors
+    /// As [`try_acquire`](Locker::try_acquire), and
+    /// [`AcquireError::SharingRefused`] (as a failure) for a shared one
+    /// this locker does not take.
+    async fn try_acquire_shared(
+        &self,
+        lock: &LockId,
+        sharing: Sharing,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        if sharing == Sharing::Exclusive {
+            return self.try_acquire(lock, binding).await;
+        }
+        Err(TryAcquireError::Failed(AcquireError::SharingRefused {
+            lock: lock.clone(),
+            sharing,
+            algorithm: self.algorithm(),
+        }))
+    }
 }

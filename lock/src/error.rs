@@ -147,6 +147,34 @@ pub enum AcquireError {
         /// the module docs).
         error: StoreError,
     },
+    /// Another acquisition of the lock shares it in a way this one cannot
+    /// share with (docs/design.md §3a, P2): a semaphore taken as a plain
+    /// lock or a read/write lock, or with another number of permits. One
+    /// name is one kind of lock; nothing was overcommitted, and everything
+    /// written was removed (best effort).
+    #[error("acquiring lock {lock} as {owner} failed: {conflict}")]
+    KindConflict {
+        /// The lock.
+        lock: LockId,
+        /// The would-be owner.
+        owner: OwnerId,
+        /// How this acquisition and the other share it.
+        conflict: lockshift_decide::sharing::KindConflict,
+    },
+    /// A shared acquisition (a reader, a permit) asked of a locker that
+    /// takes none: the legacy lock (docs/design.md §3a, P4). Nothing was
+    /// written.
+    #[error(
+        "cannot acquire lock {lock} as {sharing}: the {algorithm} lock takes only exclusive acquisitions (shared ones need the queue or combined lock)"
+    )]
+    SharingRefused {
+        /// The lock.
+        lock: LockId,
+        /// How the acquisition asked to share it.
+        sharing: lockshift_decide::sharing::Sharing,
+        /// The algorithm that refused.
+        algorithm: crate::Algorithm,
+    },
 }
 
 impl From<InvalidId> for AcquireError {
@@ -165,7 +193,9 @@ impl AcquireError {
             | AcquireError::Invalidated { lock, .. }
             | AcquireError::LeaseLost { lock, .. }
             | AcquireError::NodeStopped { lock, .. }
-            | AcquireError::Store { lock, .. } => Some(lock),
+            | AcquireError::Store { lock, .. }
+            | AcquireError::KindConflict { lock, .. }
+            | AcquireError::SharingRefused { lock, .. } => Some(lock),
             AcquireError::InvalidLockId(_) => None,
         }
     }
@@ -178,7 +208,10 @@ impl AcquireError {
             | AcquireError::Cancelled { .. }
             | AcquireError::Invalidated { .. }
             | AcquireError::LeaseLost { .. } => true,
-            AcquireError::NodeStopped { .. } | AcquireError::InvalidLockId(_) => false,
+            AcquireError::NodeStopped { .. }
+            | AcquireError::InvalidLockId(_)
+            | AcquireError::KindConflict { .. }
+            | AcquireError::SharingRefused { .. } => false,
             AcquireError::Store { error, .. } => error.is_retryable(),
         }
     }

@@ -107,7 +107,7 @@ pub mod pause;
 mod settings;
 mod slots;
 
-pub use api::{AcquireOptions, Algorithm, Locker, WaitWatch, WaitingFor};
+pub use api::{AcquireOptions, Algorithm, KindConflict, Locker, Sharing, WaitWatch, WaitingFor};
 pub use binding::Binding;
 pub use cells::LegacySightings;
 pub use context::{Interrupted, LockContext, Stop, Waiting};

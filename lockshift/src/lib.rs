@@ -114,6 +114,7 @@ mod error;
 pub mod metrics;
 mod node;
 pub mod settings;
+mod sharing;
 
 pub use election::{
     CampaignError, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
@@ -124,13 +125,17 @@ pub use lockshift_decide::algorithm::{Mode, Stage};
 /// docs/design.md §4b).
 pub use lockshift_decide::offset::ClockReading;
 pub use lockshift_decide::rollout::StageRecord;
+/// A sharing suffix no lockshift build writes ([`Sharing::from_suffix`]).
+pub use lockshift_decide::sharing::UnknownSharing;
 pub use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, FenceError, Incarnation, InvalidId, LeaseLostReason,
-    LockGuard, LockId, NodeId, OwnerId, ReleaseError, TryAcquireError, WaitWatch, WaitingFor,
+    AcquireError, AcquireOptions, Algorithm, FenceError, Incarnation, InvalidId, KindConflict,
+    LeaseLostReason, LockGuard, LockId, NodeId, OwnerId, ReleaseError, Sharing, TryAcquireError,
+    WaitWatch, WaitingFor,
 };
 pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};
+pub use sharing::{RwLock, Semaphore};
 /// The lost signal's type ([`LockGuard::lost`]).
 pub use tokio_util::sync::CancellationToken;
 

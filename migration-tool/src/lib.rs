@@ -185,6 +185,7 @@ async fn start_metrics(
 /// The acquisition flags as the operations take them.
 fn lock_request(args: cli::AcquireArgs) -> ops::lock_session::LockRequest {
     ops::lock_session::LockRequest {
+        sharing: args.sharing(),
         lock: args.lock,
         mode: args.mode,
         timeout: args.timeout,
@@ -342,7 +343,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             acquire,
             value,
             run,
-        } => run_with_lock(connect, json, acquire, run, Some(value)).await,
+        } => {
+            if acquire.sharing() != lockshift::Sharing::Exclusive {
+                anyhow::bail!(
+                    "elect takes its election's lock alone: --permits and --shared are for run-with-lock and lock"
+                );
+            }
+            run_with_lock(connect, json, acquire, run, Some(value)).await
+        }
         Command::Leader { election, watch } => {
             let env = ops::Env::open(connect).await?;
             if watch {
@@ -453,6 +461,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             } else {
                 connect::settings(connect, false)?
             };
+            if args.sharing {
+                let report = ops::bench::sharing(&args, render::note).await?;
+                render::print(&report, json)?;
+                return Ok(Outcome::Ok);
+            }
             if args.idle {
                 let report = ops::bench::idle(&args, &settings, render::note).await?;
                 render::print(&report, json)?;

@@ -24,14 +24,16 @@ mod contended;
 mod entry;
 mod perform;
 mod run;
+mod shared;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lockshift_decide::shared_waiter::shared_queue_value;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    OwnerId, Slot, TryAcquireError, Waiting,
+    OwnerId, Sharing, Slot, TryAcquireError, Waiting,
 };
 use lockshift_store::{Store, StoreError, schema};
 use tokio::time::Instant;
@@ -45,7 +47,7 @@ use crate::queue::position;
 use crate::settings::QueueSettings;
 use crate::time::TimeSource;
 use contended::Contended;
-use lockshift_decide::queue::{Position, Sightings, mark, queue_value};
+use lockshift_decide::queue::{Position, Sightings, mark};
 use lockshift_decide::waiter::poll_policy::{Average, Bounds};
 use lockshift_decide::waiter::{Context, Goal, Leaving, Observation, Policy, Waiter};
 use perform::report;
@@ -183,7 +185,7 @@ impl Line {
     /// A new place in line in `slot`: one time-service call (a store read
     /// with the thesis' global service), a lease marked with the arrival,
     /// the queue cell's name and value. Nothing is written yet.
-    async fn ticket(&self, slot: Slot) -> Result<Ticket, StoreError> {
+    async fn ticket(&self, slot: Slot, sharing: Sharing) -> Result<Ticket, StoreError> {
         let time = self.time.now().await?;
         let owner = slot.owner().clone();
         let arrival = u64::try_from(time.as_micros()).unwrap_or(0);
@@ -198,7 +200,7 @@ impl Line {
         };
         Ok(Ticket {
             column: owner.as_str().to_string(),
-            value: queue_value(time, self.algorithm()),
+            value: shared_queue_value(time, self.algorithm(), sharing),
             owner,
             lease,
             sightings: Mutex::new(Sightings::new(self.stale_after())),
@@ -279,6 +281,9 @@ impl Line {
         options: AcquireOptions,
         binding: &Binding,
     ) -> Result<LockGuard, AcquireError> {
+        if options.sharing != Sharing::Exclusive {
+            return self.acquire_shared(lock, options, binding).await;
+        }
         let waiting = Waiting::new(&options, binding);
         let mut run = Run::new(self, lock, &waiting, binding, self.ctx.take_slot(lock));
         let waiter = self.waiter(Goal::Wait, &run.owner);

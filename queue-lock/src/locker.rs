@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    Locker, TryAcquireError,
+    Locker, Sharing, TryAcquireError,
 };
 use lockshift_store::{Store, StoreError, schema};
 
@@ -141,5 +141,14 @@ impl Locker for QueueLocker {
         binding: &Binding,
     ) -> Result<LockGuard, TryAcquireError> {
         self.line.try_acquire(lock, binding).await
+    }
+
+    async fn try_acquire_shared(
+        &self,
+        lock: &LockId,
+        sharing: Sharing,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        self.line.try_acquire_shared(lock, sharing, binding).await
     }
 }

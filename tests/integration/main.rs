@@ -9,4 +9,5 @@ mod cut_off_node;
 mod locks_over_cql;
 mod repository;
 mod secure_cluster;
+mod sharing_over_cql;
 mod store_conformance;

@@ -21,4 +21,5 @@ mod leases;
 mod mixed;
 mod moves;
 mod rollout;
+mod sharing;
 mod tombstones;

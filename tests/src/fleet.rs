@@ -97,4 +97,14 @@ impl Locker for AtFullSpeed {
         let binding = binding.with_default_pacing(Pacing::FullSpeed);
         self.0.try_acquire(lock, &binding).await
     }
+
+    async fn try_acquire_shared(
+        &self,
+        lock: &LockId,
+        sharing: lockshift_lock::Sharing,
+        binding: &Binding,
+    ) -> Result<LockGuard, TryAcquireError> {
+        let binding = binding.with_default_pacing(Pacing::FullSpeed);
+        self.0.try_acquire_shared(lock, sharing, &binding).await
+    }
 }

@@ -20,6 +20,7 @@ use crate::id::cut_short;
 use crate::offset::ClockReading;
 use crate::registry::LeasePromise;
 use crate::schema;
+use crate::sharing::Sharing;
 
 mod tally;
 
@@ -57,8 +58,13 @@ pub struct CellOwner {
     pub algorithm: Option<Algorithm>,
     /// A waiter's reservation (waiting, not holding): a queue waiter's in
     /// `main`, or a queue or combined waiter's reserved behind the waiter
-    /// ahead (in `main`, and for combined also in `shadow`).
+    /// ahead (in `main`, and for combined also in `shadow`), or a shared
+    /// acquisition's standing cell (docs/design.md §3a).
     pub reserved: bool,
+    /// How the acquisition shares the lock (docs/design.md §3a): `exclusive`
+    /// for a plain lock (and every cell not lockshift's), `shared` for a
+    /// reader, `permits=N` for a semaphore's permit.
+    pub sharing: Sharing,
 }
 
 impl CellOwner {

@@ -55,8 +55,10 @@ pub struct Tally {
     /// Algorithms whose cells are in `main` or `shadow` of the fleet's
     /// locks now (the rollout's own lock left out).
     pub seen: BTreeSet<Algorithm>,
-    /// Locks with more than one holding in `main`, with the first
-    /// [`SAMPLE`] of them and their holdings.
+    /// Locks with more holdings in `main` than their kinds allow together
+    /// (more than one, but for readers and a semaphore's permits:
+    /// `sharing::crowded`), with the first [`SAMPLE`] of them and their
+    /// holdings.
     pub crowded: Sampled<(String, usize)>,
     holders: HashSet<u64>,
     stale_lock_hashes: HashSet<u64>,
@@ -113,6 +115,7 @@ impl Tally {
         *self.by_table.entry(table).or_default() += cells.len();
         self.cells += cells.len();
         let mut holdings = 0;
+        let mut kinds = Vec::new();
         let mut waiters = 0;
         let mut stale = 0;
         for c in cells {
@@ -132,6 +135,7 @@ impl Tally {
             }
             if table == schema::MAIN && !c.owner.reserved {
                 holdings += 1;
+                kinds.push(c.owner.sharing);
                 self.held += 1;
                 self.held_lease_over += usize::from(c.lease_over);
                 *self.held_by.entry(c.owner.algorithm).or_default() += 1;
@@ -166,7 +170,7 @@ impl Tally {
         }
         self.waiting += waiters;
         self.locks_with_waiters += usize::from(waiters > 0);
-        if holdings > 1 {
+        if crate::sharing::crowded(&kinds) {
             self.crowded
                 .add((lock.to_string(), holdings), |a, b| a.0.cmp(&b.0));
         }

@@ -18,6 +18,7 @@ fn cell(table: Table, lock: &str, owner: &str, algorithm: Option<Algorithm>) -> 
             clock: None,
             algorithm,
             reserved: false,
+            sharing: crate::sharing::Sharing::Exclusive,
         },
         writetime: Timestamp::from_micros(1),
         age: Duration::ZERO,

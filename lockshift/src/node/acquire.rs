@@ -6,7 +6,7 @@
 use std::sync::{Arc, PoisonError};
 
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Binding, LockGuard, LockId, Locker, Revoker,
+    AcquireError, AcquireOptions, Algorithm, Binding, LockGuard, LockId, Locker, Revoker, Sharing,
     TryAcquireError,
 };
 use tokio::time::Instant;
@@ -174,7 +174,7 @@ impl Node {
     ///
     /// # Cancel safety
     /// As every locker's; a dropped acquisition is unbound at once.
-    pub(super) async fn acquire_id(
+    pub(crate) async fn acquire_id(
         &self,
         lock: &LockId,
         options: AcquireOptions,
@@ -189,6 +189,7 @@ impl Node {
                 timeout: remaining,
                 cancel: options.cancel.clone(),
                 watch: options.watch.clone(),
+                sharing: options.sharing,
             };
             match shared
                 .locker(attempt.algorithm)
@@ -232,7 +233,11 @@ impl Node {
     }
 
     /// [`Node::try_acquire`] once the name is a [`LockId`].
-    pub(super) async fn try_acquire_id(&self, lock: &LockId) -> Result<LockGuard, TryAcquireError> {
+    pub(crate) async fn try_acquire_id(
+        &self,
+        lock: &LockId,
+        sharing: Sharing,
+    ) -> Result<LockGuard, TryAcquireError> {
         let shared = &self.core.shared;
         // A second try covers a stage change between resolving and handing
         // out; a third would only chase a flapping stage.
@@ -241,7 +246,7 @@ impl Node {
             let attempt = shared.begin(lock, None)?;
             let won = shared
                 .locker(attempt.algorithm)
-                .try_acquire(lock, &attempt.binding)
+                .try_acquire_shared(lock, sharing, &attempt.binding)
                 .await?;
             if let Some(guard) = self.hand_out(attempt, won, started).await {
                 return Ok(guard);

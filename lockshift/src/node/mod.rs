@@ -217,7 +217,8 @@ impl Node {
         lock: impl TryInto<LockId, Error: Into<AcquireError>>,
     ) -> Result<LockGuard, TryAcquireError> {
         let lock = lock.try_into().map_err(Into::into)?;
-        self.try_acquire_id(&lock).await
+        self.try_acquire_id(&lock, lockshift_lock::Sharing::Exclusive)
+            .await
     }
 
     /// A writer of fenced cells for `guard`'s lock, under the guard's

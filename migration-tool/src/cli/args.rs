@@ -128,6 +128,13 @@ pub struct BenchArgs {
     /// and costs.
     #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census"])]
     pub idle: bool,
+    /// Sharing mode: semaphores of 1, 4 and 16 permits and a
+    /// readers/writers mix beside the mutex, on an embedded store whose
+    /// every request takes --latency of virtual time (exact, replayable);
+    /// prints hand-off in round trips, throughput and requests per
+    /// acquisition.
+    #[arg(long, conflicts_with_all = ["hold_locks", "soak", "datacenters", "fenced_writes", "observers", "census", "idle", "cluster"])]
+    pub sharing: bool,
     /// Idle mode: how long requests are counted, after a warm-up of a
     /// minute (embedded) or 40s (--cluster) [default: 5m; with --cluster:
     /// 30s].
@@ -201,6 +208,29 @@ pub struct AcquireArgs {
     /// prints an empty line).
     #[arg(long, value_enum, default_value = "required")]
     pub fencing_token: FencingTokenArg,
+    /// Take one of N permits of the semaphore of this name: at most N
+    /// holders at once, in arrival order. Every user of the name gives the
+    /// same N; another N, or the name taken as a plain lock, is refused
+    /// (exit 1). Needs the queue or combined lock (not --mode legacy).
+    #[arg(long, value_name = "N", conflicts_with = "shared")]
+    pub permits: Option<std::num::NonZeroU32>,
+    /// Take the lock shared, as a reader: beside other readers, never
+    /// beside a writer (a plain acquisition of the name is its writer,
+    /// and a writer in line holds back readers that come after it). Needs
+    /// the queue or combined lock (not --mode legacy).
+    #[arg(long)]
+    pub shared: bool,
+}
+
+impl AcquireArgs {
+    /// How the flags say to share the lock.
+    pub fn sharing(&self) -> lockshift::Sharing {
+        match (self.permits, self.shared) {
+            (Some(permits), _) => lockshift::Sharing::Permit { permits },
+            (None, true) => lockshift::Sharing::Shared,
+            (None, false) => lockshift::Sharing::Exclusive,
+        }
+    }
 }
 
 /// How `run-with-lock` and `elect` run their command.

@@ -73,6 +73,7 @@ fn lock_takes_the_acquisition_flags_and_no_command() {
             mode,
             timeout,
             fencing_token,
+            ..
         }) => {
             assert_eq!(lock.as_str(), "nightly");
             assert_eq!(mode, Some(Mode::Combined));

@@ -301,6 +301,27 @@ pub async fn idle(
     Ok(tokio::task::spawn_blocking(move || run_idle(&config, &mut progress)).await??)
 }
 
+/// The sharing mode (`--sharing`): semaphores and a read/write mix
+/// beside the mutex, on an embedded store on a paused clock.
+///
+/// # Errors
+/// The benchmark's error.
+pub async fn sharing(
+    args: &BenchArgs,
+    progress: impl FnMut(&str) + Send + 'static,
+) -> anyhow::Result<lockshift_bench::sharing::SharingBenchReport> {
+    let config = lockshift_bench::sharing::SharingBenchConfig {
+        latency: args.latency,
+        acquisitions: args.acquisitions,
+        ..lockshift_bench::sharing::SharingBenchConfig::default()
+    };
+    let mut progress = progress;
+    Ok(tokio::task::spawn_blocking(move || {
+        lockshift_bench::sharing::run_sharing(&config, &mut progress)
+    })
+    .await??)
+}
+
 /// The census mode (`--census N,...`): per size on a fresh embedded store,
 /// on a fresh local endpoint (`--latency` per round trip), and with
 /// `--cluster` in a keyspace of its own on the connection settings'

@@ -419,6 +419,7 @@ fn census_cell(age_s: f64, ttl_left_s: Option<f64>) -> CensusCell {
             clock: None,
             algorithm: Some(Algorithm::Queue),
             reserved: false,
+            sharing: lockshift_decide::sharing::Sharing::Exclusive,
         },
         writetime: Timestamp::from_micros(NOW),
         age: Duration::from_secs_f64(age_s),

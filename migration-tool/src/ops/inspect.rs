@@ -38,6 +38,14 @@ pub struct InspectReport {
     /// Every holding in `main` (reservations of waiters not counted), as
     /// `status` counts them.
     pub holders: Vec<String>,
+    /// How the holdings share the lock (docs/design.md §3a): `exclusive`,
+    /// `shared` (readers) or `permits=N` (a semaphore's), as the first
+    /// holding says; `null` when nobody holds.
+    pub sharing: Option<lockshift_decide::sharing::Sharing>,
+    /// Whether the holdings are more than their kinds allow together (a
+    /// second exclusive, a writer beside readers, permits past their
+    /// number): contenders entering, or stale cells.
+    pub crowded: bool,
     /// Waiters: live queue cells of owners that do not hold the lock.
     pub waiting: usize,
     /// Every cell, `main` then `shadow` then `queue`, each in column order.
@@ -87,8 +95,12 @@ pub struct CellRow {
     pub registered: bool,
     /// The algorithm the cell's value names; `null`: not written by lockshift.
     pub algorithm: Option<Algorithm>,
-    /// A waiter's reservation (in `main` or `shadow`), not a holding.
+    /// A waiter's reservation (in `main` or `shadow`), or a shared
+    /// acquisition's standing cell: not a holding.
     pub reserved: bool,
+    /// How the acquisition shares the lock: `exclusive`, `shared`,
+    /// `permits=N`.
+    pub sharing: lockshift_decide::sharing::Sharing,
     /// Queue cells: position among live queue cells (0 = head); `null` when
     /// stale (skipped by waiters) or not a queue cell.
     pub queue_position: Option<usize>,
@@ -122,6 +134,7 @@ impl From<&CensusCell> for CellRow {
             registered: c.owner.registered,
             algorithm: c.owner.algorithm,
             reserved: c.owner.reserved,
+            sharing: c.owner.sharing,
             queue_position: c.queue_position,
             queued_at_us: c.queued_at.and_then(|t| i64::try_from(t).ok()),
             writetime_us: c.writetime.as_micros(),
@@ -188,11 +201,12 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
     let cells_read = !missing.iter().any(|m| m.part == "cells");
     // Holdings as `status` counts them (the census's rule): `main` cells
     // that are not a waiter's reservation — less those whose lease is over.
-    let holders: Vec<String> = cells
+    let holdings: Vec<&CensusCell> = cells
         .iter()
         .filter(|c| c.table == schema::MAIN && !c.owner.reserved && !c.lease_over)
-        .map(|c| c.owner.owner.clone())
         .collect();
+    let holders: Vec<String> = holdings.iter().map(|c| c.owner.owner.clone()).collect();
+    let kinds: Vec<_> = holdings.iter().map(|c| c.owner.sharing).collect();
     // Holders leave the queue once they hold (queue-lock Q2): waiters are
     // the queue cells of owners without a holding in main.
     let waiting = waiters(&cells).len();
@@ -205,6 +219,8 @@ pub async fn inspect(env: &Env, lock: &LockId) -> anyhow::Result<InspectReport> 
         free: cells_read && cells.is_empty(),
         holder: holders.first().cloned(),
         holders,
+        sharing: kinds.first().copied(),
+        crowded: lockshift_decide::sharing::crowded(&kinds),
         waiting,
         cells: cells.iter().map(CellRow::from).collect(),
         missing,

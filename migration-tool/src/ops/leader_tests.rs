@@ -60,6 +60,7 @@ async fn elect_leads_while_its_command_runs_and_leader_follows() {
     }
     let request = Request {
         take: LockRequest {
+            sharing: lockshift::Sharing::Exclusive,
             lock: election.clone(),
             mode: None,
             timeout: Some(Duration::from_secs(10)),
@@ -122,6 +123,7 @@ async fn elect_refuses_a_value_it_cannot_record() {
     let ran = marker.path().join("ran");
     let request = Request {
         take: LockRequest {
+            sharing: lockshift::Sharing::Exclusive,
             lock: LockId::new("scheduler").unwrap(),
             mode: None,
             timeout: Some(Duration::from_secs(10)),

@@ -246,6 +246,7 @@ mod tests {
 
     fn request(timeout: Duration) -> LockRequest {
         LockRequest {
+            sharing: lockshift::Sharing::Exclusive,
             lock: LockId::new("job").unwrap(),
             mode: Some(Mode::Combined),
             timeout: Some(timeout),

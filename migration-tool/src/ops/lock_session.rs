@@ -1,9 +1,9 @@
 //! What `migrate run-with-lock` and `migrate lock` share: taking a lock
 //! for an operator's process and giving it back.
 //!
-//! Both commands are one holder with one lock, and they differ only in
-//! what they do while they hold it (run a command; wait for a signal). So
-//! everything up to "held" and from "done" lives here, once:
+//! Both commands are one holder with one lock, differing only in what they
+//! do while they hold it (run a command; wait for a signal). So everything
+//! up to "held" and from "done" lives here, once:
 //!
 //! - [`LockSession::start`]: listen for signals first (INT, TERM, HUP,
 //!   QUIT — from then on they no longer kill the process, so it can
@@ -20,13 +20,10 @@
 //!
 //! # Why a registered [`Node`] rather than a bare locker
 //!
-//! A lock held by an operator can be held for hours, and while it is held
-//! its algorithm matters to the rollout exactly as a service's does: a
-//! holder through the legacy algorithm must keep `advance` to `dual` from
-//! passing. A [`Node`] registers (configured and effective mode,
-//! heartbeat), reports its activity and follows the stage — so the guards
-//! see it — and deregisters when done. Its cost is one stage read and one
-//! heartbeat at start.
+//! An operator's lock may be held for hours, and its algorithm matters to
+//! the rollout as a service's (a legacy holder keeps `advance` to `dual`
+//! from passing). A [`Node`] registers, reports, follows the stage — so the
+//! guards see it — and deregisters: one stage read, one heartbeat.
 
 use std::time::Duration;
 
@@ -60,6 +57,8 @@ pub struct LockRequest {
     pub timeout: Option<Duration>,
     /// Whether holding needs a fencing token (no token: release, exit 1).
     pub fencing_token_required: bool,
+    /// Exclusive, a reader's share, or a semaphore's permit.
+    pub sharing: lockshift::Sharing,
 }
 
 /// The part of a report both commands fill in: who took which lock, how,
@@ -240,6 +239,7 @@ impl LockSession {
             timeout: request.timeout,
             cancel: Some(self.interrupts.token.clone()),
             watch: Some(std::sync::Arc::new(watch)),
+            sharing: request.sharing,
         };
         // While it waits: a line whenever whom it waits for changes, as the
         // waiter's own reads show it (no read is made for it), at most one

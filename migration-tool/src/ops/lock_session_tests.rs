@@ -95,6 +95,7 @@ mod outcomes {
     fn request(mode: Mode, timeout: Duration, marker: &std::path::Path) -> Request {
         Request {
             take: LockRequest {
+                sharing: lockshift::Sharing::Exclusive,
                 lock: LockId::new("job").unwrap(),
                 mode: Some(mode),
                 timeout: Some(timeout),

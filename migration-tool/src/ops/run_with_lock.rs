@@ -438,6 +438,7 @@ mod tests {
     fn request(command: &[&str]) -> Request {
         Request {
             take: LockRequest {
+                sharing: lockshift::Sharing::Exclusive,
                 lock: LockId::new("job").unwrap(),
                 mode: Some(Mode::Queue),
                 timeout: Some(Duration::from_secs(10)),

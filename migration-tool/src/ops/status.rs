@@ -425,7 +425,7 @@ fn warnings(evidence: &Evidence) -> Vec<String> {
     let crowded = &evidence.census.tally.crowded;
     if crowded.count > crowded.first.len() {
         out.push(format!(
-            "…and {} more lock(s) with more than one cell in main",
+            "…and {} more lock(s) with more holdings in main than their kind allows",
             crowded.count - crowded.first.len()
         ));
     }

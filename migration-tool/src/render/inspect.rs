@@ -34,14 +34,22 @@ impl Human for InspectReport {
             );
             return s;
         }
-        let holder = match self.holders.as_slice() {
-            [] => "none".to_string(),
-            [one] => one.clone(),
-            many => format!(
-                "{} ({} holdings in main: contenders entering, or stale cells)",
+        use lockshift_decide::sharing::Sharing;
+        let holder = match (self.holders.as_slice(), self.sharing) {
+            ([], _) => "none".to_string(),
+            ([one], Some(Sharing::Exclusive) | None) => one.clone(),
+            (many, _) if self.crowded => format!(
+                "{} ({} holdings in main, more than their kind allows: contenders \
+                 entering, or stale cells)",
                 many.join(", "),
                 many.len()
             ),
+            (many, Some(Sharing::Permit { permits })) => format!(
+                "{} ({} of a semaphore of {permits} permits)",
+                many.join(", "),
+                many.len()
+            ),
+            (many, _) => format!("{} ({} reading)", many.join(", "), many.len()),
         };
         let _ = writeln!(
             s,
@@ -66,10 +74,14 @@ impl Human for InspectReport {
             t.row(vec![
                 c.table.clone(),
                 c.owner.clone(),
-                match (c.algorithm, c.reserved) {
-                    (None, _) => "foreign".to_string(),
-                    (Some(a), true) => format!("{a} (reserved)"),
-                    (Some(a), false) => a.to_string(),
+                match (c.algorithm, c.reserved, c.sharing.suffix()) {
+                    (None, _, _) => "foreign".to_string(),
+                    (Some(a), true, None) => format!("{a} (reserved)"),
+                    (Some(a), true, Some(how)) if c.table == "main" => {
+                        format!("{a} {how} (standing)")
+                    }
+                    (Some(a), _, Some(how)) => format!("{a} {how}"),
+                    (Some(a), false, None) => a.to_string(),
                 },
                 opt(c.queue_position),
                 when(c.writetime_us),

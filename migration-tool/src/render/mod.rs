@@ -77,6 +77,12 @@ impl Human for lockshift_bench::observe::ObserveBenchReport {
     }
 }
 
+impl Human for lockshift_bench::sharing::SharingBenchReport {
+    fn human(&self) -> String {
+        lockshift_bench::sharing::render_sharing(self)
+    }
+}
+
 impl Human for lockshift_bench::idle::IdleBenchReport {
     fn human(&self) -> String {
         lockshift_bench::idle::render_idle(self)

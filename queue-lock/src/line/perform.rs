@@ -152,6 +152,16 @@ impl Line {
     }
 }
 
+/// The cells of `main` an observation read, if it read `main`.
+pub(super) fn main_of(observation: &Observation) -> Option<&[lockshift_store::Cell]> {
+    match observation {
+        Observation::Main { cells, .. } => Some(cells),
+        Observation::Entered(Entered::Read { main, .. }) => Some(main),
+        Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
+        _ => None,
+    }
+}
+
 /// Tells the acquisition's watcher what `observation` shows in the way of
 /// `ticket`: the first waiter ahead and how far, from a read of the queue;
 /// the holder, from a read of `main`. Returns whether it showed anyone in
@@ -162,12 +172,7 @@ pub(super) fn report(waiting: &Waiting, observation: &Observation, ticket: &Tick
         Observation::Arrived(a) => Some(&a.position),
         _ => None,
     };
-    let main = match observation {
-        Observation::Main { cells, .. } => Some(cells),
-        Observation::Entered(Entered::Read { main, .. }) => Some(main),
-        Observation::Arrived(Arrived { main: Some(m), .. }) => Some(m),
-        _ => None,
-    };
+    let main = main_of(observation);
     let holder = main.and_then(|main| {
         holder_in_my_way(ticket.owner.as_str(), ticket.lease.mark(), main)
             .map(|h| h.as_str().to_string())

@@ -14,7 +14,10 @@ use lockshift_store::{StoreError, StoreErrorKind, schema};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::perform::main_of;
 use super::{Line, Seen, Ticket, abandon, reads_the_lock, report};
+use lockshift_decide::shared_waiter::exclusive_conflict;
+use lockshift_decide::sharing::KindConflict;
 
 /// The driver of one acquisition and what it recorded on the way, for the
 /// caller's error.
@@ -141,6 +144,12 @@ impl<'a> Run<'a> {
             Ok(observation) => observation,
             Err(e) => return (self.failed(e), took),
         };
+        // P2: a semaphore's permit in `main` is never an exclusive
+        // acquisition's to wait out; it stops, naming both.
+        if let Some(conflict) = main_of(&observation).and_then(exclusive_conflict) {
+            self.cause = Some(Cause::Conflict(conflict));
+            return (Observation::Fatal, took);
+        }
         self.seen.lock_read |= reads_the_lock(&observation);
         if let Some(current) = &self.ticket {
             self.seen.in_the_way |= report(self.waiting, &observation, current);
@@ -218,7 +227,9 @@ impl<'a> Run<'a> {
             .unwrap_or_else(|| line.ctx.take_slot(self.lock));
         tracing::Span::current().record("owner", tracing::field::display(slot.owner()));
         self.owner = slot.owner().clone();
-        let ticket = line.ticket(slot).await?;
+        let ticket = line
+            .ticket(slot, lockshift_lock::Sharing::Exclusive)
+            .await?;
         let arrived = line.arrive(self.lock, &ticket, fast, self.binding).await;
         self.ticket = Some(ticket);
         Ok(Observation::Arrived(arrived?))
@@ -274,6 +285,11 @@ impl<'a> Run<'a> {
                 owner,
                 reason,
             },
+            Cause::Conflict(conflict) => AcquireError::KindConflict {
+                lock,
+                owner,
+                conflict,
+            },
         }
     }
 }
@@ -282,4 +298,6 @@ impl<'a> Run<'a> {
 enum Cause {
     Stop(Stop),
     Lost(LeaseLostReason),
+    /// P2: another acquisition shares the lock as a semaphore.
+    Conflict(KindConflict),
 }

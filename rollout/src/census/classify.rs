@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use lockshift_decide::cells::writer_of;
 use lockshift_decide::queue::parse_queue_cell;
+use lockshift_decide::shared_waiter::{main_sharing, queue_algorithm, queue_sharing};
+use lockshift_decide::sharing::Sharing;
 use lockshift_lock::{Incarnation, OwnerId};
 use lockshift_store::{Cell, Table, Timestamp, schema};
 
@@ -78,6 +80,7 @@ fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner 
                 node: Some(node.to_string()),
                 algorithm: Some(algorithm),
                 reserved,
+                sharing: main_sharing(value),
             }
         }
         _ => CellOwner {
@@ -89,6 +92,7 @@ fn classify(column_owner: &str, value: &[u8], registry: &Registry) -> CellOwner 
             clock: None,
             algorithm: None,
             reserved: false,
+            sharing: Sharing::Exclusive,
         },
     }
 }
@@ -132,13 +136,19 @@ pub(super) fn classify_row(
                 Some(live_position - 1)
             };
             let owner = match parse_queue_cell(&cell.column, &cell.value) {
-                // A queue cell says its algorithm in its own way; classify
-                // it as the same owner's `main` cell would be.
-                Some(entry) => classify(
-                    entry.owner.as_str(),
-                    entry.algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
-                    registry,
-                ),
+                // A queue cell says its algorithm (and how it shares) in
+                // its own way; classify it as the same owner's `main` cell
+                // would be.
+                Some(entry) => {
+                    let algorithm = entry.algorithm.or_else(|| queue_algorithm(&cell.value));
+                    let mut owner = classify(
+                        entry.owner.as_str(),
+                        algorithm.map_or(&b""[..], |a| a.as_str().as_bytes()),
+                        registry,
+                    );
+                    owner.sharing = queue_sharing(&cell.value);
+                    owner
+                }
                 None => classify(&cell.column, &cell.value, registry),
             };
             (owner, position)
