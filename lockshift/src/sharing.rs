@@ -46,7 +46,6 @@ use crate::Node;
 pub struct Semaphore {
     node: Node,
     lock: LockId,
-    sharing: Sharing,
     permits: NonZeroU32,
 }
 
@@ -59,6 +58,12 @@ impl Semaphore {
     /// How many permits it has.
     pub fn permits(&self) -> NonZeroU32 {
         self.permits
+    }
+
+    fn sharing(&self) -> Sharing {
+        Sharing::Permit {
+            permits: self.permits,
+        }
     }
 
     /// Waits for a permit, then hands out its guard.
@@ -82,7 +87,7 @@ impl Semaphore {
     /// As [`Node::acquire_with`] and [`acquire`](Self::acquire).
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, AcquireError> {
         self.node
-            .acquire_id(&self.lock, options.shared_as(self.sharing))
+            .acquire_id(&self.lock, options.shared_as(self.sharing()))
             .await
     }
 
@@ -92,7 +97,7 @@ impl Semaphore {
     /// [`TryAcquireError::Held`] when every permit is held or someone
     /// waits ahead; [`TryAcquireError::Failed`] otherwise.
     pub async fn try_acquire(&self) -> Result<LockGuard, TryAcquireError> {
-        self.node.try_acquire_id(&self.lock, self.sharing).await
+        self.node.try_acquire_id(&self.lock, self.sharing()).await
     }
 }
 
@@ -206,7 +211,6 @@ impl Node {
         Ok(Semaphore {
             node: self.clone(),
             lock: name.try_into().map_err(Into::into)?,
-            sharing: Sharing::Permit { permits },
             permits,
         })
     }

@@ -5,10 +5,11 @@
 //!
 //! Its cells are the exclusive waiter's, with a suffix: the queue cell
 //! (named by the owner id, the arrival and how it shares in the value),
-//! and a `main` cell written only when a read showed room, under the
-//! lease TTL, and deleted at once if the read after it showed none (so
-//! it is a holding or gone within a round trip, never a reservation).
-//! Holding, it leaves the queue (Q2), as every holder does.
+//! and a `main` cell — written as the holding when a read showed room
+//! (deleted at once if the read after it shows none), or, when its turn
+//! has come without room, marked *standing* under the waiting TTL and kept
+//! while the reads after it show no room (design §3a, "Standing"). Holding,
+//! it leaves the queue (Q2), as every holder does.
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use std::sync::PoisonError;
 use lockshift_decide::shared_waiter::{
     Step, after_main, after_queue, ahead_of, next_in_line, shared_main_value, standing_main_value,
 };
-use lockshift_decide::waiter::poll_policy::{Average, sleep_before_next};
+use lockshift_decide::waiter::poll_policy::sleep_before_next;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Binding, LockGuard, LockId, OwnerId, Sharing, Stop,
     TryAcquireError, Waiting,
@@ -78,8 +79,6 @@ struct SharedRun<'a> {
     written: bool,
     /// Whether it was written marked standing.
     standing: bool,
-    /// The store's round trip as this run's reads measured it.
-    round_trip: Average,
     /// How long the last look's I/O took.
     took: Duration,
 }
@@ -137,14 +136,14 @@ impl Line {
     }
 
     /// How long a shared waiter pauses before it looks again, `distance`
-    /// hand-offs from its turn (1: its turn has come, or is next): its
-    /// measured round trip (a head poll before it measured one) times the
+    /// hand-offs from its turn (1: its turn has come, or is next): the
+    /// line's measured round trip (a head poll before one was measured) times the
     /// distance, between the line's least and longest polls, counted from
     /// the start of the look that just took `took` — so the waiter whose
     /// turn it is looks back to back, about once a round trip, as an
     /// exclusive one (Q4, the waiter's `poll_policy`).
-    fn shared_pause(&self, distance: usize, round_trip: Average, took: Duration) -> Duration {
-        let base = round_trip.get().unwrap_or(self.settings.head_poll);
+    fn shared_pause(&self, distance: usize, took: Duration) -> Duration {
+        let base = self.measured().0.get().unwrap_or(self.settings.head_poll);
         let factor = u32::try_from(distance.max(1)).unwrap_or(u32::MAX);
         let ceiling = if distance <= 1 {
             self.settings.head_poll
@@ -178,7 +177,6 @@ impl<'a> SharedRun<'a> {
             ahead: Vec::new(),
             written: false,
             standing: false,
-            round_trip: line.measured().0,
             took: Duration::ZERO,
         }
     }
@@ -218,7 +216,7 @@ impl<'a> SharedRun<'a> {
                 }
                 Err(other) => return Err(other),
             };
-            let head = self.line.shared_pause(1, self.round_trip, self.took);
+            let head = self.line.shared_pause(1, self.took);
             next = match step {
                 Step::Hold => return self.hold(),
                 Step::Enter => Next::Enter { standing: false },
@@ -240,11 +238,9 @@ impl<'a> SharedRun<'a> {
                 }
                 Step::Wait => {
                     self.withdraw().await;
-                    let far = self.line.shared_pause(
-                        self.ahead.len().saturating_add(1),
-                        self.round_trip,
-                        self.took,
-                    );
+                    let far = self
+                        .line
+                        .shared_pause(self.ahead.len().saturating_add(1), self.took);
                     self.pause(far).await?;
                     Next::Queue
                 }
@@ -366,7 +362,6 @@ impl<'a> SharedRun<'a> {
             sightings.observe(cells, now);
             ahead_of(cells, &ticket.column, |c| sightings.is_dead(c, now))
         };
-        self.round_trip = self.line.measured().0;
         self.seen.lock_read = true;
         let count = ahead.as_ref().map_or(0, Vec::len);
         self.seen.in_the_way |= count > 0;
