@@ -45,7 +45,11 @@ pub struct SharingBenchConfig {
     pub latency: Duration,
     /// Acquisitions per worker.
     pub acquisitions: u32,
-    /// The longest hold, in round trips (each hold is drawn up to it).
+    /// The longest hold, in round trips: each hold is drawn uniformly
+    /// from one round trip to it, in continuous time — not in whole round
+    /// trips, which on the paused clock would put every release at the
+    /// same phase of a waiter's once-a-round-trip reads and measure that
+    /// phase instead of the hand-off.
     pub hold_round_trips: u32,
     /// The seed of the holds and the lockers.
     pub seed: u64,
@@ -253,7 +257,8 @@ async fn measure(config: &SharingBenchConfig, kind: &Kind) -> Result<SharingRun,
                     .await
                     .map_err(|e| e.to_string())?;
                 let acquired = micros();
-                tokio::time::sleep(round_trip * rng.random_range(1..=longest)).await;
+                let hold = rng.random_range(1.0..=f64::from(longest));
+                tokio::time::sleep(round_trip.mul_f64(hold)).await;
                 let released = micros();
                 guard.release().await.map_err(|e| e.to_string())?;
                 samples

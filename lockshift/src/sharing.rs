@@ -21,6 +21,13 @@ use crate::Node;
 /// earlier takes a permit first). Each permit is a [`LockGuard`]: release
 /// it, watch its `lost()` signal, take its fencing token, as for a lock.
 ///
+/// A permit's fencing token is larger than every token of the semaphore
+/// asked for before its own ask began — a permit that took the place of
+/// one whose lease was lost fences that one out — but two permits held
+/// together that ask at the same time may get the same token (they share
+/// the semaphore by design; a fenced write accepts an equal token). Tell
+/// permits apart by their [`owner`](LockGuard::owner).
+///
 /// # Examples
 /// ```
 /// use std::num::NonZeroU32;

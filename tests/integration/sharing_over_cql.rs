@@ -3,10 +3,11 @@
 //! `LOCKSHIFT_TEST_CONTACT_POINTS` when it is set, else on a local
 //! endpoint with a little latency on the lock tables — and on the embedded
 //! store beside them, so the three targets run one test. Real time; the
-//! bounds are about who was inside together, never about how long.
+//! bounds are about who was inside together and in what order their
+//! fencing tokens came, never about how long.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lockshift_cql_emulator::{EmulatorHandle, Fault, FaultRule};
 use lockshift_lock::{AcquireOptions, Binding, LeaseSettings, LockId, Sharing};
@@ -23,6 +24,38 @@ struct Inside {
     now: Vec<Sharing>,
     most: usize,
     broken: Vec<String>,
+    /// Every holding's fencing token, when it was asked for, and when the
+    /// holding's release returned.
+    tokens: Vec<Fenced>,
+}
+
+/// One holding's fencing token (design §3a, "Fencing").
+#[derive(Clone, Copy, Debug)]
+struct Fenced {
+    kind: Sharing,
+    token: u64,
+    asked: Instant,
+    released: Instant,
+}
+
+impl Inside {
+    /// The pairs of holdings that break §3a's rule: a token asked for
+    /// after another holding's release returned is larger than that
+    /// holding's token.
+    fn tokens_out_of_order(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for earlier in &self.tokens {
+            for later in &self.tokens {
+                if later.asked > earlier.released && later.token <= earlier.token {
+                    out.push(format!(
+                        "{} took token {} after a {} with token {} released",
+                        later.kind, later.token, earlier.kind, earlier.token
+                    ));
+                }
+            }
+        }
+        out
+    }
 }
 
 impl Inside {
@@ -88,6 +121,8 @@ async fn contend(stores: Vec<SharedStore>, lock: &LockId, kinds: fn(usize) -> Sh
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .enter(kind);
+                let asked = Instant::now();
+                let token = guard.fencing_token().await.unwrap();
                 let hold = 20 + (i as u64 * 7 + round * 13) % 40;
                 tokio::time::sleep(Duration::from_millis(hold)).await;
                 assert!(!guard.is_lost(), "{kind}: the lease was lost inside");
@@ -96,6 +131,16 @@ async fn contend(stores: Vec<SharedStore>, lock: &LockId, kinds: fn(usize) -> Sh
                     .unwrap_or_else(PoisonError::into_inner)
                     .exit(kind);
                 guard.release().await.unwrap();
+                inside
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .tokens
+                    .push(Fenced {
+                        kind,
+                        token,
+                        asked,
+                        released: Instant::now(),
+                    });
             }
         }));
     }
@@ -178,6 +223,12 @@ async fn on_every_target(name: &str, kinds: fn(usize) -> Sharing, reaches: usize
             "{name} on {target}: at most {} inside at once",
             inside.most
         );
+        assert_eq!(inside.tokens.len(), 24, "{name} on {target}: a token per holding");
+        let out_of_order = inside.tokens_out_of_order();
+        assert!(
+            out_of_order.is_empty(),
+            "{name} on {target}: fencing tokens out of order: {out_of_order:?}"
+        );
         if let Some(handle) = handle {
             handle.shutdown().await;
         }
@@ -192,4 +243,25 @@ async fn a_semaphore_of_three_admits_three_and_no_more_on_every_target() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_writers_hold_alone_on_every_target() {
     on_every_target("rwlock", two_writers, 2).await;
+}
+
+/// The token check's control: a holding whose token was asked for after
+/// another's release, and is no larger, is caught.
+#[test]
+fn a_token_no_larger_than_an_earlier_holdings_is_caught() {
+    let start = Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    let permit = permits3(0);
+    let fenced = |token, asked, released| Fenced {
+        kind: permit,
+        token,
+        asked: at(asked),
+        released: at(released),
+    };
+    let mut inside = Inside::default();
+    // Overlapping holdings may tie; one after the other may not.
+    inside.tokens = vec![fenced(7, 0, 10), fenced(7, 5, 20)];
+    assert!(inside.tokens_out_of_order().is_empty());
+    inside.tokens.push(fenced(7, 30, 40));
+    assert_eq!(inside.tokens_out_of_order().len(), 2);
 }

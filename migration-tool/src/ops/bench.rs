@@ -313,6 +313,7 @@ pub async fn sharing(
     let config = lockshift_bench::sharing::SharingBenchConfig {
         latency: args.latency,
         acquisitions: args.acquisitions,
+        seed: args.seed,
         ..lockshift_bench::sharing::SharingBenchConfig::default()
     };
     let mut progress = progress;
