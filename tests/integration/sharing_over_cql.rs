@@ -223,7 +223,11 @@ async fn on_every_target(name: &str, kinds: fn(usize) -> Sharing, reaches: usize
             "{name} on {target}: at most {} inside at once",
             inside.most
         );
-        assert_eq!(inside.tokens.len(), 24, "{name} on {target}: a token per holding");
+        assert_eq!(
+            inside.tokens.len(),
+            24,
+            "{name} on {target}: a token per holding"
+        );
         let out_of_order = inside.tokens_out_of_order();
         assert!(
             out_of_order.is_empty(),
@@ -258,9 +262,11 @@ fn a_token_no_larger_than_an_earlier_holdings_is_caught() {
         asked: at(asked),
         released: at(released),
     };
-    let mut inside = Inside::default();
     // Overlapping holdings may tie; one after the other may not.
-    inside.tokens = vec![fenced(7, 0, 10), fenced(7, 5, 20)];
+    let mut inside = Inside {
+        tokens: vec![fenced(7, 0, 10), fenced(7, 5, 20)],
+        ..Inside::default()
+    };
     assert!(inside.tokens_out_of_order().is_empty());
     inside.tokens.push(fenced(7, 30, 40));
     assert_eq!(inside.tokens_out_of_order().len(), 2);

@@ -22,4 +22,5 @@ mod mixed;
 mod moves;
 mod rollout;
 mod sharing;
+mod sharing_moves;
 mod tombstones;
