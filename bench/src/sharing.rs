@@ -202,47 +202,14 @@ async fn measure(config: &SharingBenchConfig, kind: &Kind) -> Result<SharingRun,
         .with_plan(FaultPlan::latency(config.latency, Duration::ZERO)),
     );
     let lock = LockId::new("bench-sharing").map_err(|e| BenchError::Setting(e.to_string()))?;
-    // The round trip as a waiter measures it: a one-cell read, the
-    // runtime's timer granularity included.
-    let probe = Instant::now();
-    for _ in 0..ROUND_TRIP_PROBES {
-        store
-            .read(
-                lockshift_store::schema::MAIN,
-                "bench-round-trip",
-                &lockshift_store::RowQuery::first(1),
-            )
-            .await
-            .map_err(|e| BenchError::Setting(e.to_string()))?;
-    }
-    let round_trip = probe.elapsed() / ROUND_TRIP_PROBES;
+    let round_trip = probe_round_trip(store.as_ref()).await?;
     let samples = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let micros = move || i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
     let mut tasks = Vec::new();
     let mut services = Vec::new();
     for (worker, sharing) in workers.iter().copied().enumerate() {
-        let shared: SharedStore = store.clone();
-        let ctx = Arc::new(
-            LockContext::new(
-                shared.clone(),
-                clock.clone(),
-                NodeId::new(format!("bench-{worker}"))
-                    .map_err(|e| BenchError::Setting(e.to_string()))?,
-                LeaseSettings::default(),
-                Some(config.seed.wrapping_add(worker as u64)),
-            )
-            .map_err(|e| BenchError::Setting(e.to_string()))?,
-        );
-        let time = TimeService::start(
-            &TimeSettings {
-                source: TimeSourceKind::Local,
-                ..TimeSettings::default()
-            },
-            shared,
-            clock.clone(),
-        );
-        let locker = QueueLocker::new(ctx, time.source(), QueueSettings::default());
+        let (locker, time) = worker_node(config, &(store.clone() as SharedStore), &clock, worker)?;
         services.push(time);
         let (lock, samples) = (lock.clone(), samples.clone());
         let mut rng = StdRng::seed_from_u64(config.seed ^ ((worker as u64 + 1) * 0x9e37_79b9));
@@ -283,8 +250,67 @@ async fn measure(config: &SharingBenchConfig, kind: &Kind) -> Result<SharingRun,
     let requests = store.op_counts().total();
     drop(services);
     let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(PoisonError::into_inner));
+    Ok(summarize(kind, &samples, round_trip, elapsed, requests))
+}
+
+/// The round trip as a waiter measures it: a one-cell read, the
+/// runtime's timer granularity included.
+async fn probe_round_trip(store: &dyn Store) -> Result<Duration, BenchError> {
+    let probe = Instant::now();
+    for _ in 0..ROUND_TRIP_PROBES {
+        store
+            .read(
+                lockshift_store::schema::MAIN,
+                "bench-round-trip",
+                &lockshift_store::RowQuery::first(1),
+            )
+            .await
+            .map_err(|e| BenchError::Setting(e.to_string()))?;
+    }
+    Ok(probe.elapsed() / ROUND_TRIP_PROBES)
+}
+
+/// Worker `worker`'s node: its own lock context, time service and locker
+/// on the shared store.
+fn worker_node(
+    config: &SharingBenchConfig,
+    store: &SharedStore,
+    clock: &SharedClock,
+    worker: usize,
+) -> Result<(QueueLocker, TimeService), BenchError> {
+    let ctx = Arc::new(
+        LockContext::new(
+            store.clone(),
+            clock.clone(),
+            NodeId::new(format!("bench-{worker}"))
+                .map_err(|e| BenchError::Setting(e.to_string()))?,
+            LeaseSettings::default(),
+            Some(config.seed.wrapping_add(worker as u64)),
+        )
+        .map_err(|e| BenchError::Setting(e.to_string()))?,
+    );
+    let time = TimeService::start(
+        &TimeSettings {
+            source: TimeSourceKind::Local,
+            ..TimeSettings::default()
+        },
+        store.clone(),
+        clock.clone(),
+    );
+    let locker = QueueLocker::new(ctx, time.source(), QueueSettings::default());
+    Ok((locker, time))
+}
+
+/// A kind's run from its samples.
+fn summarize(
+    kind: &Kind,
+    samples: &[Sample],
+    round_trip: Duration,
+    elapsed: Duration,
+    requests: u64,
+) -> SharingRun {
     let paired = !kind.workers.contains(&Sharing::Shared);
-    let mut handoffs = handoffs(&samples, paired);
+    let mut handoffs = handoffs(samples, paired);
     handoffs.sort_unstable();
     let rt = round_trip.as_micros() as f64;
     let at = |p: f64| -> f64 {
@@ -294,9 +320,9 @@ async fn measure(config: &SharingBenchConfig, kind: &Kind) -> Result<SharingRun,
         let i = ((handoffs.len() - 1) as f64 * p).round() as usize;
         handoffs[i] as f64 / rt
     };
-    Ok(SharingRun {
+    SharingRun {
         kind: kind.name.clone(),
-        workers: workers.len(),
+        workers: kind.workers.len(),
         acquisitions: samples.len(),
         round_trip_ms: round_trip.as_secs_f64() * 1e3,
         handoff_mean_rt: if handoffs.is_empty() {
@@ -308,8 +334,8 @@ async fn measure(config: &SharingBenchConfig, kind: &Kind) -> Result<SharingRun,
         handoff_p90_rt: at(0.9),
         per_100_rt: samples.len() as f64 / (elapsed.as_micros() as f64 / rt) * 100.0,
         requests_per_acquisition: requests as f64 / samples.len().max(1) as f64,
-        most_inside: most_inside(&samples),
-    })
+        most_inside: most_inside(samples),
+    }
 }
 
 /// Hand-offs (µs), as the module docs define them: `paired` for a mutex

@@ -43,12 +43,11 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+mod commands;
 pub mod connect;
 mod interrupt;
 pub mod ops;
 pub mod render;
-
-use interrupt::{INTERRUPTED, INTERRUPTED_CLEAN, INTERRUPTED_READ, until_interrupted};
 
 use std::fmt;
 
@@ -182,117 +181,21 @@ async fn start_metrics(
     Ok(Some(server))
 }
 
-/// The acquisition flags as the operations take them.
-fn lock_request(args: cli::AcquireArgs) -> ops::lock_session::LockRequest {
-    ops::lock_session::LockRequest {
-        sharing: args.sharing(),
-        lock: args.lock,
-        mode: args.mode,
-        timeout: args.timeout,
-        fencing_token_required: args.fencing_token == cli::FencingTokenArg::Required,
-    }
-}
-
-/// `run-with-lock`, and `elect` (which proclaims `proclaim` once held).
-async fn run_with_lock(
-    connect: &cli::ConnectOpts,
-    json: bool,
-    acquire: cli::AcquireArgs,
-    run: cli::RunArgs,
-    proclaim: Option<String>,
-) -> anyhow::Result<Outcome> {
-    let env = ops::Env::open(connect).await?;
-    let cli::RunArgs {
-        grace,
-        report,
-        command,
-    } = run;
-    let request = ops::run_with_lock::Request {
-        take: lock_request(acquire),
-        grace,
-        command,
-        proclaim,
-        supervisor: Some(
-            std::env::current_exe()
-                .context("finding the migrate binary to supervise the command")?,
-        ),
-    };
-    let result = ops::run_with_lock::run_with_lock(&env, request, |note| {
-        render::note(&note);
-    })
-    .await?;
-    // stdout belongs to the command: reports go elsewhere.
-    if let Some(path) = &report {
-        render::write_json(&result, path)?;
-    }
-    if json {
-        render::print_json_stderr(&result)?;
-    } else {
-        render::print_stderr(&result)?;
-    }
-    Ok(result.outcome())
-}
-
-/// Runs one parsed command to its outcome, printing its report.
+/// Runs one parsed command to its outcome, printing its report: the table
+/// of commands, each a function of [`commands`].
 ///
 /// # Errors
 /// Anything that stopped the command; see [`is_usage_error`].
 pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    let json = cli.output.json;
-    let connect = &cli.connect;
+    use commands::{CleanFlags, SchemaFlags, ServeFlags};
+    let ctx = commands::Ctx {
+        connect: &cli.connect,
+        json: cli.output.json,
+    };
     match cli.command {
-        Command::Home { action } => {
-            let env = ops::Env::open(connect).await?;
-            match action {
-                None => {
-                    let report = ops::home::show(&env).await?;
-                    render::print(&report, json)?;
-                    Ok(Outcome::Ok)
-                }
-                Some(cli::HomeAction::Move(args)) => {
-                    let (report, outcome) = ops::home::move_(
-                        &env,
-                        ops::home::MoveArgs {
-                            prefix: args.prefix,
-                            to: args.to,
-                            force: args.force,
-                            dry_run: args.dry_run,
-                            by: args.by.unwrap_or_else(ops::advance::default_operator),
-                        },
-                    )
-                    .await?;
-                    render::print(&report, json)?;
-                    Ok(outcome)
-                }
-                Some(cli::HomeAction::Forget(args)) => {
-                    let report = ops::home_forget::forget(&env, &args.column, args.apply).await;
-                    render::print(&report, json)?;
-                    Ok(report.outcome())
-                }
-            }
-        }
-        Command::Status => {
-            let env = ops::Env::open(connect).await?;
-            let mut line = render::ProgressLine::new(json);
-            let taken = until_interrupted(ops::status::status(&env, |p| line.update(p))).await;
-            drop(line);
-            let Some(report) = taken? else {
-                render::note(INTERRUPTED_READ);
-                return Ok(Outcome::Child(INTERRUPTED));
-            };
-            render::print(&report, json)?;
-            Ok(if report.unsafe_state {
-                Outcome::Unsafe
-            } else {
-                Outcome::Ok
-            })
-        }
-        Command::Inspect { lock } => {
-            let env = ops::Env::open(connect).await?;
-            let report = ops::inspect::inspect(&env, &lock).await?;
-            render::print(&report, json)?;
-            Ok(report.outcome())
-        }
+        Command::Home { action } => commands::home(ctx, action).await,
+        Command::Status => commands::status(ctx).await,
+        Command::Inspect { lock } => commands::inspect(ctx, &lock).await,
         Command::Clean {
             apply,
             stale_after,
@@ -300,142 +203,41 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             force,
             page_size,
         } => {
-            let env = ops::Env::open(connect).await?;
-            let options =
-                ops::clean::CleanOptions::new(stale_after, stale_multiple, force, page_size)?;
-            let mut line = render::ProgressLine::new(json);
-            let taken =
-                until_interrupted(ops::clean::clean(&env, &options, apply, |p| line.update(p)))
-                    .await;
-            drop(line);
-            let Some(report) = taken? else {
-                render::note(if apply {
-                    INTERRUPTED_CLEAN
-                } else {
-                    INTERRUPTED_READ
-                });
-                return Ok(Outcome::Child(INTERRUPTED));
+            let flags = CleanFlags {
+                apply,
+                stale_after,
+                stale_multiple,
+                force,
+                page_size,
             };
-            render::print(&report, json)?;
-            Ok(if report.summary.failed > 0 {
-                Outcome::Failed
-            } else {
-                Outcome::Ok
-            })
+            commands::clean(ctx, flags).await
         }
-        Command::Advance(args) => {
-            let env = ops::Env::open(connect).await?;
-            let report =
-                ops::advance::transition(&env, ops::advance::Direction::Forward, &args).await?;
-            render::print(&report, json)?;
-            Ok(report.outcome())
-        }
-        Command::Rollback(args) => {
-            let env = ops::Env::open(connect).await?;
-            let report = ops::rollback::rollback(&env, &args).await?;
-            render::print(&report, json)?;
-            Ok(report.outcome())
-        }
+        Command::Advance(args) => commands::advance(ctx, &args).await,
+        Command::Rollback(args) => commands::rollback(ctx, &args).await,
         Command::RunWithLock { acquire, run } => {
-            run_with_lock(connect, json, acquire, run, None).await
+            commands::run_with_lock(ctx, acquire, run, None).await
         }
         Command::Elect {
             acquire,
             value,
             run,
-        } => {
-            if acquire.sharing() != lockshift::Sharing::Exclusive {
-                anyhow::bail!(
-                    "elect takes its election's lock alone: --permits and --shared are for run-with-lock and lock"
-                );
-            }
-            run_with_lock(connect, json, acquire, run, Some(value)).await
-        }
-        Command::Leader { election, watch } => {
-            let env = ops::Env::open(connect).await?;
-            if watch {
-                let stop = interrupt::interrupted();
-                ops::leader::watch(
-                    &env,
-                    &election,
-                    stop,
-                    |r| render::print_line(r, json),
-                    |note| render::note(&note),
-                )
-                .await?;
-            } else {
-                render::print_line(&ops::leader::leader(&env, &election).await?, json)?;
-            }
-            Ok(Outcome::Ok)
-        }
-        Command::Lock(acquire) => {
-            let env = ops::Env::open(connect).await?;
-            let result = ops::lock::lock(
-                &env,
-                lock_request(acquire),
-                // The one line on stdout, once held.
-                |held| render::print_line(held, json),
-                |note| render::note(&note),
-            )
-            .await?;
-            // How it ended goes to stderr, as run-with-lock's report: stdout
-            // has had its one line.
-            if json {
-                render::print_json_stderr(&result)?;
-            } else {
-                render::print_stderr(&result)?;
-            }
-            Ok(result.outcome())
-        }
-        Command::RunWithLockChild { .. } => Err(UsageError(format!(
-            "`{}` is started by `migrate run-with-lock`, not by hand",
-            ops::child::SUBCOMMAND
-        ))
-        .into()),
+        } => commands::elect(ctx, acquire, value, run).await,
+        Command::Leader { election, watch } => commands::leader(ctx, &election, watch).await,
+        Command::Lock(acquire) => commands::lock(ctx, acquire).await,
+        Command::RunWithLockChild { .. } => commands::run_with_lock_child(),
         Command::Schema {
             datacenters,
             replication_factor,
             apply,
             home,
         } => {
-            let mut settings = connect::settings(connect, false)?;
-            let mut report =
-                ops::schema::schema(&settings.store.cql, &datacenters, replication_factor)?;
-            if apply {
-                let cql = ops::schema::with_replication(
-                    &settings.store.cql,
-                    &datacenters,
-                    replication_factor,
-                )?;
-                ops::schema::apply(&cql, &mut report).await?;
-                settings.store.cql = cql;
-            }
-            let failed = report.applied.as_ref().is_some_and(|steps| {
-                steps
-                    .iter()
-                    .any(|s| s.outcome == ops::schema::StepOutcome::Refused)
-            });
-            if let Some(home) = home.filter(|_| !failed) {
-                let store = connect::open(&settings).await?;
-                let by = ops::advance::default_operator();
-                report.home = Some(
-                    ops::schema_home::record_home(
-                        &store,
-                        &lockshift_store::SystemClock,
-                        &home,
-                        &by,
-                        settings.rollout.clock_skew_margin,
-                    )
-                    .await,
-                );
-            }
-            render::print(&report, json)?;
-            Ok(match report.home.as_ref().map(|h| h.outcome) {
-                _ if failed => Outcome::Failed,
-                Some("refused") => Outcome::NotSafe,
-                Some("incomplete") => Outcome::Failed,
-                _ => Outcome::Ok,
-            })
+            let flags = SchemaFlags {
+                datacenters,
+                replication_factor,
+                apply,
+                home,
+            };
+            commands::schema(ctx, flags).await
         }
         Command::Serve {
             listen,
@@ -443,108 +245,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
             jitter,
             metrics,
         } => {
-            let settings = connect::settings(connect, true)?;
-            let metrics = start_metrics(metrics).await?;
-            let options = ops::serve::ServeOptions {
-                addr: listen,
+            let flags = ServeFlags {
+                listen,
                 latency,
                 jitter,
-                metrics: metrics.as_ref(),
+                metrics,
             };
-            ops::serve::serve(&settings, options, |ready| render::print(&ready, json)).await?;
-            Ok(Outcome::Ok)
+            commands::serve(ctx, flags).await
         }
-        Command::Bench(args) => {
-            // A cluster to measure must be named; the local endpoint needs none.
-            let settings = if args.cluster {
-                connect::store_settings(connect, true)?
-            } else {
-                connect::settings(connect, false)?
-            };
-            if args.sharing {
-                let report = ops::bench::sharing(&args, render::note).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if args.idle {
-                let report = ops::bench::idle(&args, &settings, render::note).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if !args.census.is_empty() {
-                let report = ops::bench::census(&args, &settings, render::note).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if args.datacenters {
-                let report = ops::bench::datacenters(&args, &settings).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if let Some(observers) = args.observers {
-                let report = ops::bench::observe(&args, &settings, observers).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if let Some(writes) = args.fenced_writes {
-                let report = ops::bench::fenced(&args, &settings, writes).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            let config = ops::bench::config(&args, &settings)?;
-            if config.soak.is_some() {
-                let report = ops::bench::soak(&config, render::note).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            if !config.hold_locks.is_empty() {
-                let report = ops::bench::hold(&config, render::note).await?;
-                render::print(&report, json)?;
-                return Ok(Outcome::Ok);
-            }
-            ops::bench::check_plots_dir(&config)?;
-            let report = ops::bench::bench(&config, render::note).await?;
-            render::print(&report, json)?;
-            if report.plot_errors.is_empty() {
-                Ok(Outcome::Ok)
-            } else {
-                // The table is out; now say what is missing, and fail.
-                Err(anyhow::anyhow!(
-                    "plots not written: {}",
-                    report.plot_errors.join("; ")
-                ))
-            }
-        }
-        Command::BenchWorker { spec } => {
-            let mut spec = serde_json::from_str(&spec)
-                .map_err(|e| UsageError(format!("invalid worker spec: {e}")))?;
-            ops::bench::restore_password(&mut spec);
-            lockshift_bench::run_worker(spec).await?;
-            Ok(Outcome::Ok)
-        }
-        Command::Demo(args) => {
-            // Before any node starts: handles made earlier record nothing.
-            let _metrics = start_metrics(args.metrics).await?;
-            // Connection settings given (flag, environment or file): the
-            // demo runs there, in a keyspace of its own; else in-process.
-            let report = match connect::cluster_settings(connect)? {
-                Some(settings) => {
-                    ops::demo::demo_on_cluster(
-                        &args,
-                        &settings.store.cql,
-                        render::demo_observer(json),
-                    )
-                    .await?
-                }
-                None => ops::demo::demo(&args, render::demo_observer(json)).await?,
-            };
-            render::print(&report, json)?;
-            Ok(if report.passed {
-                Outcome::Ok
-            } else {
-                Outcome::Failed
-            })
-        }
+        Command::Bench(args) => commands::bench(ctx, args).await,
+        Command::BenchWorker { spec } => commands::bench_worker(&spec).await,
+        Command::Demo(args) => commands::demo(ctx, args).await,
     }
 }
 

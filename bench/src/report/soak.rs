@@ -76,6 +76,15 @@ pub fn render_soak(report: &SoakReport) -> String {
         load(report.load_average_start),
         load(report.load_average_end)
     );
+    soak_table(&mut out, report);
+    soak_details(&mut out, report);
+    soak_verdicts(&mut out, report);
+    let _ = writeln!(out, "took {:.1}s", report.duration_s);
+    out
+}
+
+/// The table of runs, one line each, and what its columns mean.
+fn soak_table(out: &mut String, report: &SoakReport) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -120,6 +129,10 @@ pub fn render_soak(report: &SoakReport) -> String {
         out,
         "1st / last: the first and the last tenth of the acquisitions, in acquisition order (waits in ms); max tomb: the most tombstones one read passed — counted for every read on the local endpoint, on a cluster known only from its warnings (\"≤ 1000\": none warned); warnings: warnings the database added to read answers"
     );
+}
+
+/// Each run's waits by tenth, its tombstones by table, its failures.
+fn soak_details(out: &mut String, report: &SoakReport) {
     let _ = writeln!(out);
     for r in &report.runs {
         let tenths = r
@@ -171,6 +184,10 @@ pub fn render_soak(report: &SoakReport) -> String {
             let _ = writeln!(out, "{} P={}: failed: {f}", r.algorithm, r.processes);
         }
     }
+}
+
+/// Each run's verdict: waits flat, tombstones bounded, nothing failed.
+fn soak_verdicts(out: &mut String, report: &SoakReport) {
     let _ = writeln!(out);
     for r in &report.runs {
         let v = &r.verdict;
@@ -209,6 +226,4 @@ pub fn render_soak(report: &SoakReport) -> String {
             if v.passed { "PASS" } else { "FAIL" }
         );
     }
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
-    out
 }

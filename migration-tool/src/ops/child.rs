@@ -90,49 +90,13 @@ pub fn supervise(parent: i32, grace: Duration, command: &[String]) -> u8 {
 
 async fn run(parent: i32, grace: Duration, command: &[String]) -> u8 {
     let parent = Pid::from_raw(parent);
-    // A blocked signal mask survives fork and exec: whatever launched
-    // `migrate` with signals blocked (some launchers and test harnesses
-    // do) would pass them on to the command, which then ignores SIGTERM.
-    // The command starts from a clean mask (this thread spawns it).
-    if let Err(e) = SigSet::all().thread_unblock() {
-        eprintln!("migrate: cannot clear the signal mask for the command: {e}");
-        return 126;
-    }
-    // Handlers first: from here on neither a forwarded signal nor the death
-    // signal can end this process before it has acted on it.
-    let mut streams = Vec::new();
-    for s in FORWARDED {
-        match signal(SignalKind::from_raw(s as i32)) {
-            Ok(stream) => streams.push(stream),
-            Err(e) => {
-                eprintln!("migrate: cannot catch {s} in the command's supervisor: {e}");
-                return 126;
-            }
-        }
-    }
-    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
-        eprintln!("migrate: cannot ask for a parent-death signal: {e}");
-        return 126;
-    }
-    // Asked for only now: had `migrate` died before, no signal would come.
-    if getppid() != parent {
-        eprintln!("migrate: run-with-lock ended before its command could start");
-        return 126;
-    }
-    let Some((program, args)) = command.split_first() else {
-        eprintln!("migrate: no command to run");
-        return 126;
+    let mut streams = match prepare(parent) {
+        Ok(streams) => streams,
+        Err(code) => return code,
     };
-    let mut child = match tokio::process::Command::new(program).args(args).spawn() {
+    let mut child = match spawn(command) {
         Ok(child) => child,
-        Err(e) => {
-            eprintln!("migrate: cannot run {program:?}: {e}");
-            return if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-        }
+        Err(code) => return code,
     };
     let group = getpgrp();
     // Step 3: leave G, so that G is the command's alone. Should this fail
@@ -208,6 +172,62 @@ async fn run(parent: i32, grace: Duration, command: &[String]) -> u8 {
     match status {
         Some(status) => end_like(status),
         None => 126,
+    }
+}
+
+/// Readies the supervisor before the command starts: a clean signal mask
+/// for the command, handlers for the forwarded signals, the parent-death
+/// signal — and `migrate` (`parent`) still there. Else the exit code.
+fn prepare(parent: Pid) -> Result<Vec<tokio::signal::unix::Signal>, u8> {
+    // A blocked signal mask survives fork and exec: whatever launched
+    // `migrate` with signals blocked (some launchers and test harnesses
+    // do) would pass them on to the command, which then ignores SIGTERM.
+    // The command starts from a clean mask (this thread spawns it).
+    if let Err(e) = SigSet::all().thread_unblock() {
+        eprintln!("migrate: cannot clear the signal mask for the command: {e}");
+        return Err(126);
+    }
+    // Handlers first: from here on neither a forwarded signal nor the death
+    // signal can end this process before it has acted on it.
+    let mut streams = Vec::new();
+    for s in FORWARDED {
+        match signal(SignalKind::from_raw(s as i32)) {
+            Ok(stream) => streams.push(stream),
+            Err(e) => {
+                eprintln!("migrate: cannot catch {s} in the command's supervisor: {e}");
+                return Err(126);
+            }
+        }
+    }
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
+        eprintln!("migrate: cannot ask for a parent-death signal: {e}");
+        return Err(126);
+    }
+    // Asked for only now: had `migrate` died before, no signal would come.
+    if getppid() != parent {
+        eprintln!("migrate: run-with-lock ended before its command could start");
+        return Err(126);
+    }
+    Ok(streams)
+}
+
+/// Starts `command` (program and arguments); else the exit code: 127 for
+/// a program not found, 126 otherwise.
+fn spawn(command: &[String]) -> Result<tokio::process::Child, u8> {
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("migrate: no command to run");
+        return Err(126);
+    };
+    match tokio::process::Command::new(program).args(args).spawn() {
+        Ok(child) => Ok(child),
+        Err(e) => {
+            eprintln!("migrate: cannot run {program:?}: {e}");
+            Err(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            })
+        }
     }
 }
 

@@ -97,75 +97,10 @@ pub async fn record_home(
     let mut ours: Option<Cell> = None;
     let mut lacking = Vec::new();
     for dc in &order {
-        let route = Route::Datacenter(dc.clone());
-        let read = async |table, row| store.read_via(&route, table, row, &RowQuery::all()).await;
-        let (cells, registered) = match (
-            read(schema::ROLLOUT, HOMES_ROW).await,
-            lockshift_rollout::registry::live_nodes_via(
-                store.as_ref(),
-                &route,
-                clock.now(),
-                margin,
-            )
-            .await,
-        ) {
-            (Ok(cells), Ok((nodes, undecoded))) => (
-                cells,
-                nodes
-                    .into_iter()
-                    .map(|n| n.column)
-                    .chain(undecoded)
-                    .collect::<Vec<_>>(),
-            ),
-            (Err(e), _) | (_, Err(e)) => {
-                return HomeRecorded::refused(
-                    home,
-                    format!(
-                        "datacenter {dc} does not answer ({e}): the first home is recorded in \
-                         every datacenter before any process starts, or not at all"
-                    ),
-                );
-            }
-        };
-        if let Some(process) = registered.first() {
-            return HomeRecorded::refused(
-                home,
-                format!(
-                    "process {} is registered in {dc}: the fleet has started, and a home \
-                     recorded now could serve while views and leases taken without it last. \
-                     Start the processes with lock.home_datacenter = {home:?}: they record \
-                     it, serving after the move wait (docs/operating.md, \"Several \
-                     datacenters\")",
-                    lockshift_decide::id::cut_short(process)
-                ),
-            );
-        }
-        let (found, undecoded) = records(dc, cells.clone());
-        if let Some(cell) = undecoded.first() {
-            return HomeRecorded::refused(
-                home,
-                format!(
-                    "{dc} shows a homes cell that does not decode ({:?}: {}): remove it first \
-                     (`migrate home forget`)",
-                    cell.column, cell.error
-                ),
-            );
-        }
-        match found.as_slice() {
-            [] => lacking.push(dc.clone()),
-            [(Rule::Default, record)] if first_home(record, home) => {
-                ours = cells.into_iter().find(|c| c.column == Rule::Default.key());
-            }
-            [(rule, record), ..] => {
-                return HomeRecorded::refused(
-                    home,
-                    format!(
-                        "{dc} shows a home recorded already ({rule} in {}, version {}): \
-                         change it with `migrate home move`",
-                        record.datacenter, record.version
-                    ),
-                );
-            }
+        match survey(store, clock, home, dc, margin).await {
+            Ok(Shows::Nothing) => lacking.push(dc.clone()),
+            Ok(Shows::Ours(cell)) => ours = cell,
+            Err(why) => return HomeRecorded::refused(home, why),
         }
     }
     // A cell an earlier run wrote is copied as it is; else a new one.
@@ -189,6 +124,90 @@ pub async fn record_home(
             }
         }
     };
+    write_where_lacking(store, home, &order, lacking, &value, stamp).await
+}
+
+/// What one datacenter shows of the first home.
+enum Shows {
+    /// No homes record.
+    Nothing,
+    /// This very record, written by an earlier run (its cell).
+    Ours(Option<Cell>),
+}
+
+/// Reads `dc`'s homes row and registry: what it shows, or why the first
+/// home must not be recorded (it does not answer, a process registered,
+/// a cell that does not decode, another home recorded).
+async fn survey(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    home: &Datacenter,
+    dc: &Datacenter,
+    margin: std::time::Duration,
+) -> Result<Shows, String> {
+    let route = Route::Datacenter(dc.clone());
+    let read = async |table, row| store.read_via(&route, table, row, &RowQuery::all()).await;
+    let (cells, registered) = match (
+        read(schema::ROLLOUT, HOMES_ROW).await,
+        lockshift_rollout::registry::live_nodes_via(store.as_ref(), &route, clock.now(), margin)
+            .await,
+    ) {
+        (Ok(cells), Ok((nodes, undecoded))) => (
+            cells,
+            nodes
+                .into_iter()
+                .map(|n| n.column)
+                .chain(undecoded)
+                .collect::<Vec<_>>(),
+        ),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(format!(
+                "datacenter {dc} does not answer ({e}): the first home is recorded in \
+                         every datacenter before any process starts, or not at all"
+            ));
+        }
+    };
+    if let Some(process) = registered.first() {
+        return Err(format!(
+            "process {} is registered in {dc}: the fleet has started, and a home \
+                     recorded now could serve while views and leases taken without it last. \
+                     Start the processes with lock.home_datacenter = {home:?}: they record \
+                     it, serving after the move wait (docs/operating.md, \"Several \
+                     datacenters\")",
+            lockshift_decide::id::cut_short(process)
+        ));
+    }
+    let (found, undecoded) = records(dc, cells.clone());
+    if let Some(cell) = undecoded.first() {
+        return Err(format!(
+            "{dc} shows a homes cell that does not decode ({:?}: {}): remove it first \
+                     (`migrate home forget`)",
+            cell.column, cell.error
+        ));
+    }
+    match found.as_slice() {
+        [] => Ok(Shows::Nothing),
+        [(Rule::Default, record)] if first_home(record, home) => Ok(Shows::Ours(
+            cells.into_iter().find(|c| c.column == Rule::Default.key()),
+        )),
+        [(rule, record), ..] => Err(format!(
+            "{dc} shows a home recorded already ({rule} in {}, version {}): \
+                 change it with `migrate home move`",
+            record.datacenter, record.version
+        )),
+    }
+}
+
+/// Writes the record (`value` at `stamp`) where it lacks, the home last;
+/// after a failure nothing more is written.
+async fn write_where_lacking(
+    store: &SharedStore,
+    home: &Datacenter,
+    order: &[Datacenter],
+    lacking: Vec<Datacenter>,
+    value: &[u8],
+    stamp: lockshift_store::Timestamp,
+) -> HomeRecorded {
     let mut report = HomeRecorded {
         home: home.to_string(),
         outcome: if lacking.is_empty() {
@@ -211,7 +230,7 @@ pub async fn record_home(
                     &Route::Datacenter(dc.clone()),
                     schema::ROLLOUT,
                     HOMES_ROW,
-                    &[CellWrite::new(Rule::Default.key(), value.clone())],
+                    &[CellWrite::new(Rule::Default.key(), value.to_vec())],
                     WriteOptions::at(stamp),
                 )
                 .await

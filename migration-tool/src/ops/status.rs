@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use lockshift_decide::census::{TombstoneHeavyRow, UnreadableRow};
+use lockshift_decide::census::{Tally, TombstoneHeavyRow, UnreadableRow};
 use lockshift_decide::registry::LiveNode;
 use lockshift_decide::remedy::UNREADABLE_ACTION;
 use lockshift_decide::rollout::{Evidence, HistoryEntry};
@@ -230,76 +230,10 @@ fn unread(env: &Env, error: &lockshift_store::StoreError) -> StatusReport {
 pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> StatusReport {
     let now = evidence.now;
     let current = &evidence.current;
-    // A heartbeat's age on the database's clock, by the process's reading
-    // and this one's (a process minutes off that heartbeats is not silent).
-    let reader = evidence.census.reader;
-    let margin = env.settings.rollout.clock_skew_margin;
-    let heartbeat_age = |n: &LiveNode| n.heartbeat_age(now, reader.as_ref(), margin);
-    let nodes: Vec<NodeRow> = evidence
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut info = n.info.clone();
-            // The row shows the version the guards compare, not the raw
-            // field: from a node that predates `acting_version`, the one
-            // it has seen.
-            info.acting_version = info.acting();
-            NodeRow {
-                info,
-                processes_under_id: evidence
-                    .nodes
-                    .iter()
-                    .filter(|m| m.info.node == n.info.node)
-                    .count(),
-                heartbeat_age_ms: ms(heartbeat_age(n).shown),
-                ttl_left_ms: n.ttl_left.map(ms),
-                silent: heartbeat_age(n).surely_over(env.settings.rollout.heartbeat_ttl),
-            }
-        })
-        .collect();
-    let mut modes = ModeCounts::default();
-    for n in &nodes {
-        *modes
-            .configured
-            .entry(n.info.configured_mode.to_string())
-            .or_default() += 1;
-        *modes
-            .effective
-            .entry(n.info.effective.to_string())
-            .or_default() += 1;
-    }
-
+    let (nodes, modes) = node_rows(env, &evidence);
     let tally = &evidence.census.tally;
-    let mut locks = LockSummary {
-        held: tally.held,
-        lease_over: tally.held_lease_over,
-        waiting: tally.waiting,
-        locks_with_waiters: tally.locks_with_waiters,
-        ..LockSummary::default()
-    };
-    for (algorithm, count) in &tally.held_by {
-        let by = algorithm.map_or("foreign".to_string(), |a| a.to_string());
-        *locks.held_by.entry(by).or_default() += count;
-    }
-    locks.oldest_wait = tally.oldest_waiter.as_ref().and_then(|c| {
-        let queued_at = Timestamp::from_micros(i64::try_from(c.queued_at?).ok()?);
-        Some(OldestWait {
-            lock: c.lock.clone(),
-            owner: c.owner.owner.clone(),
-            waiting_ms: ms(now.duration_since(queued_at)),
-        })
-    });
-
-    let mut stale = StaleSummary {
-        threshold_ms: ms(env.stale_after().waiting),
-        holding_threshold_ms: ms(env.stale_after().holding),
-        cells: tally.stale,
-        locks: tally.stale_locks,
-        ..StaleSummary::default()
-    };
-    for (table, count) in &tally.stale_by_table {
-        *stale.by_table.entry(table.to_string()).or_default() += count;
-    }
+    let locks = lock_summary(tally, now);
+    let stale = stale_summary(env, tally);
 
     let legacy_activity = LegacyActivity {
         last_seen: evidence
@@ -365,6 +299,90 @@ pub fn build(env: &Env, evidence: Evidence, history: Vec<HistoryEntry>) -> Statu
         node_clocks: None,
         census: CensusRequestsView::of(&evidence.census),
     }
+}
+
+/// Each live process's row, and how many run in each mode.
+fn node_rows(env: &Env, evidence: &Evidence) -> (Vec<NodeRow>, ModeCounts) {
+    let now = evidence.now;
+    // A heartbeat's age on the database's clock, by the process's reading
+    // and this one's (a process minutes off that heartbeats is not silent).
+    let reader = evidence.census.reader;
+    let margin = env.settings.rollout.clock_skew_margin;
+    let heartbeat_age = |n: &LiveNode| n.heartbeat_age(now, reader.as_ref(), margin);
+    let nodes: Vec<NodeRow> = evidence
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut info = n.info.clone();
+            // The row shows the version the guards compare, not the raw
+            // field: from a node that predates `acting_version`, the one
+            // it has seen.
+            info.acting_version = info.acting();
+            NodeRow {
+                info,
+                processes_under_id: evidence
+                    .nodes
+                    .iter()
+                    .filter(|m| m.info.node == n.info.node)
+                    .count(),
+                heartbeat_age_ms: ms(heartbeat_age(n).shown),
+                ttl_left_ms: n.ttl_left.map(ms),
+                silent: heartbeat_age(n).surely_over(env.settings.rollout.heartbeat_ttl),
+            }
+        })
+        .collect();
+    let mut modes = ModeCounts::default();
+    for n in &nodes {
+        *modes
+            .configured
+            .entry(n.info.configured_mode.to_string())
+            .or_default() += 1;
+        *modes
+            .effective
+            .entry(n.info.effective.to_string())
+            .or_default() += 1;
+    }
+
+    (nodes, modes)
+}
+
+/// What the census says of the locks: held, by whom, waited on.
+fn lock_summary(tally: &Tally, now: Timestamp) -> LockSummary {
+    let mut locks = LockSummary {
+        held: tally.held,
+        lease_over: tally.held_lease_over,
+        waiting: tally.waiting,
+        locks_with_waiters: tally.locks_with_waiters,
+        ..LockSummary::default()
+    };
+    for (algorithm, count) in &tally.held_by {
+        let by = algorithm.map_or("foreign".to_string(), |a| a.to_string());
+        *locks.held_by.entry(by).or_default() += count;
+    }
+    locks.oldest_wait = tally.oldest_waiter.as_ref().and_then(|c| {
+        let queued_at = Timestamp::from_micros(i64::try_from(c.queued_at?).ok()?);
+        Some(OldestWait {
+            lock: c.lock.clone(),
+            owner: c.owner.owner.clone(),
+            waiting_ms: ms(now.duration_since(queued_at)),
+        })
+    });
+    locks
+}
+
+/// The stale cells the census found, and the thresholds it used.
+fn stale_summary(env: &Env, tally: &Tally) -> StaleSummary {
+    let mut stale = StaleSummary {
+        threshold_ms: ms(env.stale_after().waiting),
+        holding_threshold_ms: ms(env.stale_after().holding),
+        cells: tally.stale,
+        locks: tally.stale_locks,
+        ..StaleSummary::default()
+    };
+    for (table, count) in &tally.stale_by_table {
+        *stale.by_table.entry(table.to_string()).or_default() += count;
+    }
+    stale
 }
 
 /// Conditions the safety table forbids or the stage does not expect.

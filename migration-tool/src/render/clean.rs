@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Human, Table, age};
-use crate::ops::clean::CleanReport;
+use crate::ops::clean::{CleanCell, CleanReport};
 use lockshift_decide::clean::{Action, PromiseSource};
 
 impl Human for CleanReport {
@@ -33,48 +33,13 @@ impl Human for CleanReport {
             ]);
             for c in &self.cells {
                 t.row(vec![
-                    match c.action {
-                        Action::WouldDelete if c.second_look_after_ms > 0 => format!(
-                            "would delete{} (after a second look {} on)",
-                            if c.lease_over { ", lease over" } else { "" },
-                            age(c.second_look_after_ms)
-                        ),
-                        Action::WouldDelete => "would delete".into(),
-                        Action::Deleted => "deleted".into(),
-                        Action::KeptOwnerLive => "KEPT (owner's process is live)".into(),
-                        Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
-                        Action::SkippedRenewed => "skipped (renewed since the scan)".into(),
-                        Action::SkippedGone => "skipped (gone)".into(),
-                        Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
-                    },
+                    action(c),
                     c.table.clone(),
                     c.lock.clone(),
                     c.owner.clone(),
-                    format!("{:?}", c.reason)
-                        .chars()
-                        .flat_map(|ch| {
-                            if ch.is_uppercase() {
-                                vec![' ', ch.to_ascii_lowercase()]
-                            } else {
-                                vec![ch]
-                            }
-                        })
-                        .collect::<String>()
-                        .trim()
-                        .to_string(),
+                    reason(c),
                     age(c.age_ms),
-                    match c.promise {
-                        Some(p) => format!(
-                            "ttl {}, renews every {} ({})",
-                            age(p.ttl_ms),
-                            age(p.renew_every_ms),
-                            match p.source {
-                                PromiseSource::Registry => "registry",
-                                PromiseSource::Cell => "cell's TTL",
-                            }
-                        ),
-                        None => "none (no TTL)".into(),
-                    },
+                    promise(c),
                 ]);
             }
             s.push_str(&t.render(""));
@@ -109,5 +74,55 @@ impl Human for CleanReport {
             );
         }
         s
+    }
+}
+
+/// What was done to the cell, or would be.
+fn action(c: &CleanCell) -> String {
+    match c.action {
+        Action::WouldDelete if c.second_look_after_ms > 0 => format!(
+            "would delete{} (after a second look {} on)",
+            if c.lease_over { ", lease over" } else { "" },
+            age(c.second_look_after_ms)
+        ),
+        Action::WouldDelete => "would delete".into(),
+        Action::Deleted => "deleted".into(),
+        Action::KeptOwnerLive => "KEPT (owner's process is live)".into(),
+        Action::KeptOwnerMayHold => "KEPT (owner may not be told yet)".into(),
+        Action::SkippedRenewed => "skipped (renewed since the scan)".into(),
+        Action::SkippedGone => "skipped (gone)".into(),
+        Action::Failed => format!("FAILED: {}", c.error.as_deref().unwrap_or("")),
+    }
+}
+
+/// Why the cell is stale, in words (`StaleHolder` → `stale holder`).
+fn reason(c: &CleanCell) -> String {
+    format!("{:?}", c.reason)
+        .chars()
+        .flat_map(|ch| {
+            if ch.is_uppercase() {
+                vec![' ', ch.to_ascii_lowercase()]
+            } else {
+                vec![ch]
+            }
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// What the owner promised of the cell, and where the promise was read.
+fn promise(c: &CleanCell) -> String {
+    match c.promise {
+        Some(p) => format!(
+            "ttl {}, renews every {} ({})",
+            age(p.ttl_ms),
+            age(p.renew_every_ms),
+            match p.source {
+                PromiseSource::Registry => "registry",
+                PromiseSource::Cell => "cell's TTL",
+            }
+        ),
+        None => "none (no TTL)".into(),
     }
 }

@@ -104,6 +104,20 @@ impl Human for StatusReport {
             }
         );
         self.context(&mut s);
+        self.history_table(&mut s);
+        self.nodes_table(&mut s);
+        self.unreadable(&mut s);
+        self.locks_and_cells(&mut s);
+        s.push('\n');
+        self.verdict(&mut s, st.stage);
+        s
+    }
+}
+
+/// The sections of the human report, in order.
+impl StatusReport {
+    /// The last transitions of the stage.
+    fn history_table(&self, s: &mut String) {
         let transitions: Vec<_> = self.history.iter().collect();
         if !transitions.is_empty() {
             let _ = writeln!(
@@ -137,6 +151,10 @@ impl Human for StatusReport {
             }
             s.push_str(&t.render("  "));
         }
+    }
+
+    /// Every live process: modes, stage seen, heartbeat, clock.
+    fn nodes_table(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "\nnodes      {} live; configured: {}; effective: {}",
@@ -205,6 +223,10 @@ impl Human for StatusReport {
             }
             s.push_str(&t.render("  "));
         }
+    }
+
+    /// Registry entries and lock rows that could not be read.
+    fn unreadable(&self, s: &mut String) {
         if !self.unreadable_nodes.is_empty() {
             let _ = writeln!(
                 s,
@@ -224,6 +246,10 @@ impl Human for StatusReport {
             }
             let _ = writeln!(s, "  do: {action}");
         }
+    }
+
+    /// Locks held and waited on, stale cells, the census, legacy activity.
+    fn locks_and_cells(&self, s: &mut String) {
         let l = &self.locks;
         let _ = writeln!(
             s,
@@ -276,13 +302,16 @@ impl Human for StatusReport {
             la.cells_now,
             age(la.quiet_period_ms)
         );
-        s.push('\n');
+    }
+
+    /// Whether the next stage is safe, and why not.
+    fn verdict(&self, s: &mut String, stage: impl std::fmt::Display) {
         match &self.next {
             None => {
                 let _ = writeln!(
                     s,
                     "stage {} is the last stage: nothing to advance to",
-                    st.stage
+                    stage
                 );
             }
             Some(n) if n.safe => {
@@ -303,7 +332,6 @@ impl Human for StatusReport {
                 let _ = writeln!(s, "  but: {c}");
             }
         }
-        s
     }
 }
 

@@ -319,25 +319,7 @@ pub async fn run(
         open_account(operator.as_ref(), a, args.balance).await?;
     }
     let balance_before = total_balance(operator.as_ref(), &accounts).await?;
-    let shared = Arc::new(Shared {
-        accounts,
-        stage: Mutex::new(Stage::Legacy),
-        oracle: Oracle::default(),
-        waits: Mutex::new(BTreeMap::new()),
-        by_algorithm: Mutex::new(BTreeMap::new()),
-        transfers: AtomicU64::new(0),
-        aborted: AtomicU64::new(0),
-        fenced_refusals: AtomicU64::new(0),
-        // After the fleet has run a while; longer than a lease TTL and a
-        // second, so the paused holder's cells expire.
-        pause: PauseFault::new(args.pause_holder.then(|| {
-            let settings = demo_settings(None, Mode::Auto).map(|s| s.lock.lease_ttl);
-            let ttl = settings.unwrap_or(Duration::from_secs(4));
-            (Instant::now() + args.settle, ttl + Duration::from_secs(1))
-        })),
-        errors: Mutex::new(Vec::new()),
-        clock: clock.clone(),
-    });
+    let shared = shared_state(args, accounts, clock.clone());
     let mut fleet = NodeFleet::new(
         Transfers {
             args: args.clone(),
@@ -347,52 +329,11 @@ pub async fn run(
         usize::from(args.nodes),
     );
     let ticker = spawn_ticker(shared.clone(), observer.clone());
-    let mut stages = vec![Stage::Legacy.to_string()];
-    let mut refusals = Vec::new();
-
-    emit(
-        &observer,
-        DemoEvent::Phase("stage legacy: every node runs the legacy lock".into()),
-    );
-    fleet.start_all(Mode::Legacy).await?;
-    tokio::time::sleep(args.settle).await;
-    show_status(&env, &observer).await;
-
-    emit(
-        &observer,
-        DemoEvent::Phase(
-            "rolling restart into mode auto (combined while the stage is legacy)".into(),
-        ),
-    );
-    restart_all(&mut fleet, Mode::Auto, &observer).await?;
-    show_status(&env, &observer).await;
-
-    let mut reached_complete = false;
-    let steps: [(Stage, Option<Mode>); 3] = [
-        (Stage::Dual, None),
-        (Stage::Queue, Some(Mode::Queue)),
-        (Stage::Complete, None),
-    ];
-    for (to, restart_into) in steps {
-        emit(&observer, DemoEvent::Phase(format!("advance to {to}")));
-        if !advance(&env, to, &observer, &mut refusals).await? {
-            break;
-        }
-        *shared.stage.lock().unwrap_or_else(PoisonError::into_inner) = to;
-        stages.push(to.to_string());
-        reached_complete = to == Stage::Complete;
-        tokio::time::sleep(args.settle).await;
-        show_status(&env, &observer).await;
-        if let Some(mode) = restart_into {
-            emit(
-                &observer,
-                DemoEvent::Phase(format!("rolling restart into mode {mode}")),
-            );
-            restart_all(&mut fleet, mode, &observer).await?;
-            show_status(&env, &observer).await;
-        }
-    }
-
+    let Rolled {
+        stages,
+        refusals,
+        reached_complete,
+    } = roll(&env, &mut fleet, &shared, args, &observer).await?;
     emit(
         &observer,
         DemoEvent::Phase("stopping the fleet and checking the books".into()),
@@ -400,35 +341,12 @@ pub async fn run(
     fleet.stop_all().await;
     ticker.abort();
     let balance_after = total_balance(operator.as_ref(), &shared.accounts).await?;
-    let mut violations: Vec<String> = shared
-        .oracle
-        .violations()
-        .iter()
-        .map(Violation::held_at_once)
-        .collect();
-    violations.extend(
-        shared
-            .errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned(),
-    );
     let waits = wait_stats(&shared);
     let balance_conserved = balance_before == balance_after;
     let transfers = shared.transfers.load(Ordering::SeqCst);
     let fenced_refusals = shared.fenced_refusals.load(Ordering::SeqCst);
     let pause_holder = shared.pause.notes();
-    if args.pause_holder && fenced_refusals == 0 {
-        violations.push(format!(
-            "--pause-holder: no late write was refused ({})",
-            if pause_holder.is_empty() {
-                "no holder was paused".to_string()
-            } else {
-                pause_holder.join("; ")
-            }
-        ));
-    }
+    let violations = violations(&shared, args, fenced_refusals, &pause_holder);
     Ok(DemoReport {
         version: JSON_VERSION,
         passed: balance_conserved && violations.is_empty() && reached_complete && transfers > 0,
@@ -457,6 +375,133 @@ pub async fn run(
         duration_ms: super::ms(started.elapsed()),
         database: operator.describe(),
     })
+}
+
+/// The demo's shared state, its accounts opened.
+fn shared_state(args: &DemoArgs, accounts: Vec<String>, clock: SharedClock) -> Arc<Shared> {
+    Arc::new(Shared {
+        accounts,
+        stage: Mutex::new(Stage::Legacy),
+        oracle: Oracle::default(),
+        waits: Mutex::new(BTreeMap::new()),
+        by_algorithm: Mutex::new(BTreeMap::new()),
+        transfers: AtomicU64::new(0),
+        aborted: AtomicU64::new(0),
+        fenced_refusals: AtomicU64::new(0),
+        // After the fleet has run a while; longer than a lease TTL and a
+        // second, so the paused holder's cells expire.
+        pause: PauseFault::new(args.pause_holder.then(|| {
+            let settings = demo_settings(None, Mode::Auto).map(|s| s.lock.lease_ttl);
+            let ttl = settings.unwrap_or(Duration::from_secs(4));
+            (Instant::now() + args.settle, ttl + Duration::from_secs(1))
+        })),
+        errors: Mutex::new(Vec::new()),
+        clock: clock.clone(),
+    })
+}
+
+/// Where the rollout got: the stages it passed, the advances refused,
+/// whether it reached `complete`.
+struct Rolled {
+    stages: Vec<String>,
+    refusals: Vec<String>,
+    reached_complete: bool,
+}
+
+/// The rollout, as an operator runs it: legacy, a rolling restart into
+/// `auto`, then each advance (with its restart) while they are safe.
+async fn roll(
+    env: &Env,
+    fleet: &mut NodeFleet<Transfers<'_>>,
+    shared: &Shared,
+    args: &DemoArgs,
+    observer: &Observer,
+) -> anyhow::Result<Rolled> {
+    let observer = observer.clone();
+    let mut stages = vec![Stage::Legacy.to_string()];
+    let mut refusals = Vec::new();
+    emit(
+        &observer,
+        DemoEvent::Phase("stage legacy: every node runs the legacy lock".into()),
+    );
+    fleet.start_all(Mode::Legacy).await?;
+    tokio::time::sleep(args.settle).await;
+    show_status(env, &observer).await;
+
+    emit(
+        &observer,
+        DemoEvent::Phase(
+            "rolling restart into mode auto (combined while the stage is legacy)".into(),
+        ),
+    );
+    restart_all(fleet, Mode::Auto, &observer).await?;
+    show_status(env, &observer).await;
+
+    let mut reached_complete = false;
+    let steps: [(Stage, Option<Mode>); 3] = [
+        (Stage::Dual, None),
+        (Stage::Queue, Some(Mode::Queue)),
+        (Stage::Complete, None),
+    ];
+    for (to, restart_into) in steps {
+        emit(&observer, DemoEvent::Phase(format!("advance to {to}")));
+        if !advance(env, to, &observer, &mut refusals).await? {
+            break;
+        }
+        *shared.stage.lock().unwrap_or_else(PoisonError::into_inner) = to;
+        stages.push(to.to_string());
+        reached_complete = to == Stage::Complete;
+        tokio::time::sleep(args.settle).await;
+        show_status(env, &observer).await;
+        if let Some(mode) = restart_into {
+            emit(
+                &observer,
+                DemoEvent::Phase(format!("rolling restart into mode {mode}")),
+            );
+            restart_all(fleet, mode, &observer).await?;
+            show_status(env, &observer).await;
+        }
+    }
+    Ok(Rolled {
+        stages,
+        refusals,
+        reached_complete,
+    })
+}
+
+/// Everything that went wrong: two holders at once, a worker's errors,
+/// and with `--pause-holder` a late write that was not refused.
+fn violations(
+    shared: &Shared,
+    args: &DemoArgs,
+    fenced_refusals: u64,
+    pause_holder: &[String],
+) -> Vec<String> {
+    let mut violations: Vec<String> = shared
+        .oracle
+        .violations()
+        .iter()
+        .map(Violation::held_at_once)
+        .collect();
+    violations.extend(
+        shared
+            .errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned(),
+    );
+    if args.pause_holder && fenced_refusals == 0 {
+        violations.push(format!(
+            "--pause-holder: no late write was refused ({})",
+            if pause_holder.is_empty() {
+                "no holder was paused".to_string()
+            } else {
+                pause_holder.join("; ")
+            }
+        ));
+    }
+    violations
 }
 
 /// Asks for `to` until the guards allow it (at most a minute), showing each
