@@ -160,56 +160,10 @@ async fn read_loop(
     conn: &CancellationToken,
 ) -> bool {
     loop {
-        // Versions 1 and 2 have an 8-byte header: read that much first, so
-        // an old client is answered rather than left waiting for a 9th byte.
-        let mut header = [0u8; HEADER_LEN];
-        let read = tokio::select! {
-            r = rd.read_exact(&mut header[..frame::OLD_HEADER_LEN]) => r,
-            _ = conn.cancelled() => return false,
+        let (h, mut body) = match read_frame(rd, shared, tx, conn).await {
+            Frame::Request(h, body) => (h, body),
+            Frame::End(fatal) => return fatal,
         };
-        if read.is_err() {
-            return false;
-        }
-        if let Some((version, stream)) = frame::old_version(&header) {
-            trace!(version, "refusing protocol version");
-            let e = messages::error(&frame::unsupported_version(version));
-            let _ = tx
-                .send(frame::old_response(version, stream, e.opcode, &e.body))
-                .await;
-            return true;
-        }
-        let read = tokio::select! {
-            r = rd.read_exact(&mut header[frame::OLD_HEADER_LEN..]) => r,
-            _ = conn.cancelled() => return false,
-        };
-        if read.is_err() {
-            return false;
-        }
-        let h = match frame::check_header(&header, shared.max_frame_bytes) {
-            HeaderCheck::Request(h) => h,
-            HeaderCheck::WrongVersion { version, stream } => {
-                trace!(version, "refusing protocol version");
-                let e = messages::error(&frame::unsupported_version(version));
-                let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
-                return true;
-            }
-            HeaderCheck::Fatal {
-                stream,
-                error_message,
-            } => {
-                let e = messages::error(&CqlError::protocol(error_message));
-                let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
-                return true;
-            }
-        };
-        let mut body = vec![0u8; h.length];
-        let read = tokio::select! {
-            r = rd.read_exact(&mut body) => r,
-            _ = conn.cancelled() => return false,
-        };
-        if read.is_err() {
-            return false;
-        }
         let stream = h.stream;
         // Drop the custom payload (if flagged) so the body is the message.
         match frame::request_body(&h, &body) {
@@ -273,6 +227,75 @@ async fn read_loop(
             deliver(reply, stream, &tx, &conn).await;
         });
     }
+}
+
+/// What reading the next frame gave.
+enum Frame {
+    /// A request: its header and its body.
+    Request(frame::Header, Vec<u8>),
+    /// The connection ends: `true` after a fatal protocol error, answered.
+    End(bool),
+}
+
+/// Reads the next frame's header and body; a frame of another protocol
+/// version, or one the connection cannot continue after, is answered here.
+async fn read_frame(
+    rd: &mut BufReader<OwnedReadHalf>,
+    shared: &Arc<Shared>,
+    tx: &mpsc::Sender<Vec<u8>>,
+    conn: &CancellationToken,
+) -> Frame {
+    // Versions 1 and 2 have an 8-byte header: read that much first, so
+    // an old client is answered rather than left waiting for a 9th byte.
+    let mut header = [0u8; HEADER_LEN];
+    let read = tokio::select! {
+        r = rd.read_exact(&mut header[..frame::OLD_HEADER_LEN]) => r,
+        _ = conn.cancelled() => return Frame::End(false),
+    };
+    if read.is_err() {
+        return Frame::End(false);
+    }
+    if let Some((version, stream)) = frame::old_version(&header) {
+        trace!(version, "refusing protocol version");
+        let e = messages::error(&frame::unsupported_version(version));
+        let _ = tx
+            .send(frame::old_response(version, stream, e.opcode, &e.body))
+            .await;
+        return Frame::End(true);
+    }
+    let read = tokio::select! {
+        r = rd.read_exact(&mut header[frame::OLD_HEADER_LEN..]) => r,
+        _ = conn.cancelled() => return Frame::End(false),
+    };
+    if read.is_err() {
+        return Frame::End(false);
+    }
+    let h = match frame::check_header(&header, shared.max_frame_bytes) {
+        HeaderCheck::Request(h) => h,
+        HeaderCheck::WrongVersion { version, stream } => {
+            trace!(version, "refusing protocol version");
+            let e = messages::error(&frame::unsupported_version(version));
+            let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
+            return Frame::End(true);
+        }
+        HeaderCheck::Fatal {
+            stream,
+            error_message,
+        } => {
+            let e = messages::error(&CqlError::protocol(error_message));
+            let _ = tx.send(frame::response(stream, e.opcode, &e.body)).await;
+            return Frame::End(true);
+        }
+    };
+    let mut body = vec![0u8; h.length];
+    let read = tokio::select! {
+        r = rd.read_exact(&mut body) => r,
+        _ = conn.cancelled() => return Frame::End(false),
+    };
+    if read.is_err() {
+        return Frame::End(false);
+    }
+    Frame::Request(h, body)
 }
 
 /// Queues a reply (or drops the connection); false if the connection is gone.

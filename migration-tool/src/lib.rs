@@ -182,7 +182,7 @@ async fn start_metrics(
 }
 
 /// Runs one parsed command to its outcome, printing its report: the table
-/// of commands, each a function of [`commands`].
+/// of commands, each a function of the `commands` module.
 ///
 /// # Errors
 /// Anything that stopped the command; see [`is_usage_error`].

@@ -92,125 +92,14 @@ fn text(s: &str) -> Vec<u8> {
 impl Engine {
     pub(super) fn ddl(&mut self, d: &Ddl) -> Result<Outcome, CqlError> {
         match d {
-            Ddl::CreateKeyspace(c) => {
-                let def = KeyspaceDef::from_properties(&c.name, &c.properties)?;
-                if self.keyspaces.contains_key(&c.name) {
-                    if c.if_not_exists {
-                        return Ok(Outcome::Void);
-                    }
-                    return Err(CqlError::new(
-                        ErrorKind::AlreadyExists {
-                            keyspace: c.name.clone(),
-                            table: String::new(),
-                        },
-                        format!("Keyspace {} already exists", c.name),
-                    ));
-                }
-                self.put_system_row("system_schema", "keyspaces", system::keyspace_row(&def));
-                self.keyspaces.insert(
-                    c.name.clone(),
-                    KeyspaceData {
-                        def,
-                        tables: BTreeMap::new(),
-                    },
-                );
-                self.bump_schema_version();
-                Ok(Outcome::SchemaChange(SchemaChange {
-                    change: "CREATED",
-                    keyspace: c.name.clone(),
-                    table: None,
-                }))
-            }
-            Ddl::CreateTable { keyspace, stmt } => {
-                let name = &stmt.table.name;
-                let Some(ks) = self.keyspaces.get(keyspace) else {
-                    return Err(CqlError::invalid(format!(
-                        "Keyspace {keyspace} does not exist"
-                    )));
-                };
-                if ks.tables.contains_key(name) {
-                    if stmt.if_not_exists {
-                        return Ok(Outcome::Void);
-                    }
-                    return Err(CqlError::new(
-                        ErrorKind::AlreadyExists {
-                            keyspace: keyspace.clone(),
-                            table: name.clone(),
-                        },
-                        format!(
-                            "Cannot add already existing table \"{name}\" to keyspace \"{keyspace}\""
-                        ),
-                    ));
-                }
-                let schema = TableSchema::from_create(keyspace, stmt, self.default_gc_grace)?;
-                self.write_table_schema(&schema);
-                if let Some(ks) = self.keyspaces.get_mut(keyspace) {
-                    ks.tables
-                        .insert(name.clone(), TableData::new(Arc::new(schema)));
-                }
-                self.bump_schema_version();
-                Ok(Outcome::SchemaChange(SchemaChange {
-                    change: "CREATED",
-                    keyspace: keyspace.clone(),
-                    table: Some(name.clone()),
-                }))
-            }
-            Ddl::DropKeyspace { name, if_exists } => {
-                if self.keyspaces.remove(name).is_none() {
-                    if *if_exists {
-                        return Ok(Outcome::Void);
-                    }
-                    return Err(CqlError::invalid(format!(
-                        "Cannot drop non existing keyspace '{name}'."
-                    )));
-                }
-                for table in [
-                    "keyspaces",
-                    "tables",
-                    "columns",
-                    "types",
-                    "functions",
-                    "aggregates",
-                    "triggers",
-                    "indexes",
-                    "views",
-                ] {
-                    self.delete_system(table, name, None);
-                }
-                self.bump_schema_version();
-                Ok(Outcome::SchemaChange(SchemaChange {
-                    change: "DROPPED",
-                    keyspace: name.clone(),
-                    table: None,
-                }))
-            }
+            Ddl::CreateKeyspace(c) => self.create_keyspace(c),
+            Ddl::CreateTable { keyspace, stmt } => self.create_table(keyspace, stmt),
+            Ddl::DropKeyspace { name, if_exists } => self.drop_keyspace(name, *if_exists),
             Ddl::DropTable {
                 keyspace,
                 name,
                 if_exists,
-            } => {
-                let removed = self
-                    .keyspaces
-                    .get_mut(keyspace)
-                    .and_then(|k| k.tables.remove(name));
-                if removed.is_none() {
-                    if *if_exists {
-                        return Ok(Outcome::Void);
-                    }
-                    return Err(CqlError::invalid(format!(
-                        "Table '{keyspace}.{name}' doesn't exist"
-                    )));
-                }
-                for table in ["tables", "columns", "triggers", "indexes"] {
-                    self.delete_system(table, keyspace, Some(name));
-                }
-                self.bump_schema_version();
-                Ok(Outcome::SchemaChange(SchemaChange {
-                    change: "DROPPED",
-                    keyspace: keyspace.clone(),
-                    table: Some(name.clone()),
-                }))
-            }
+            } => self.drop_table(keyspace, name, *if_exists),
             Ddl::Truncate { keyspace, name } => {
                 if keyspace == FAULTS_KEYSPACE {
                     self.faults.clear();
@@ -220,6 +109,128 @@ impl Engine {
                 Ok(Outcome::Void)
             }
         }
+    }
+
+    fn create_keyspace(&mut self, c: &CreateKeyspace) -> Result<Outcome, CqlError> {
+        let def = KeyspaceDef::from_properties(&c.name, &c.properties)?;
+        if self.keyspaces.contains_key(&c.name) {
+            if c.if_not_exists {
+                return Ok(Outcome::Void);
+            }
+            return Err(CqlError::new(
+                ErrorKind::AlreadyExists {
+                    keyspace: c.name.clone(),
+                    table: String::new(),
+                },
+                format!("Keyspace {} already exists", c.name),
+            ));
+        }
+        self.put_system_row("system_schema", "keyspaces", system::keyspace_row(&def));
+        self.keyspaces.insert(
+            c.name.clone(),
+            KeyspaceData {
+                def,
+                tables: BTreeMap::new(),
+            },
+        );
+        self.bump_schema_version();
+        Ok(Outcome::SchemaChange(SchemaChange {
+            change: "CREATED",
+            keyspace: c.name.clone(),
+            table: None,
+        }))
+    }
+
+    fn create_table(&mut self, keyspace: &str, stmt: &CreateTable) -> Result<Outcome, CqlError> {
+        let name = &stmt.table.name;
+        let Some(ks) = self.keyspaces.get(keyspace) else {
+            return Err(CqlError::invalid(format!(
+                "Keyspace {keyspace} does not exist"
+            )));
+        };
+        if ks.tables.contains_key(name) {
+            if stmt.if_not_exists {
+                return Ok(Outcome::Void);
+            }
+            return Err(CqlError::new(
+                ErrorKind::AlreadyExists {
+                    keyspace: keyspace.to_string(),
+                    table: name.to_string(),
+                },
+                format!("Cannot add already existing table \"{name}\" to keyspace \"{keyspace}\""),
+            ));
+        }
+        let schema = TableSchema::from_create(keyspace, stmt, self.default_gc_grace)?;
+        self.write_table_schema(&schema);
+        if let Some(ks) = self.keyspaces.get_mut(keyspace) {
+            ks.tables
+                .insert(name.clone(), TableData::new(Arc::new(schema)));
+        }
+        self.bump_schema_version();
+        Ok(Outcome::SchemaChange(SchemaChange {
+            change: "CREATED",
+            keyspace: keyspace.to_string(),
+            table: Some(name.to_string()),
+        }))
+    }
+
+    fn drop_keyspace(&mut self, name: &str, if_exists: bool) -> Result<Outcome, CqlError> {
+        if self.keyspaces.remove(name).is_none() {
+            if if_exists {
+                return Ok(Outcome::Void);
+            }
+            return Err(CqlError::invalid(format!(
+                "Cannot drop non existing keyspace '{name}'."
+            )));
+        }
+        for table in [
+            "keyspaces",
+            "tables",
+            "columns",
+            "types",
+            "functions",
+            "aggregates",
+            "triggers",
+            "indexes",
+            "views",
+        ] {
+            self.delete_system(table, name, None);
+        }
+        self.bump_schema_version();
+        Ok(Outcome::SchemaChange(SchemaChange {
+            change: "DROPPED",
+            keyspace: name.to_string(),
+            table: None,
+        }))
+    }
+
+    fn drop_table(
+        &mut self,
+        keyspace: &str,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<Outcome, CqlError> {
+        let removed = self
+            .keyspaces
+            .get_mut(keyspace)
+            .and_then(|k| k.tables.remove(name));
+        if removed.is_none() {
+            if if_exists {
+                return Ok(Outcome::Void);
+            }
+            return Err(CqlError::invalid(format!(
+                "Table '{keyspace}.{name}' doesn't exist"
+            )));
+        }
+        for table in ["tables", "columns", "triggers", "indexes"] {
+            self.delete_system(table, keyspace, Some(name));
+        }
+        self.bump_schema_version();
+        Ok(Outcome::SchemaChange(SchemaChange {
+            change: "DROPPED",
+            keyspace: keyspace.to_string(),
+            table: Some(name.to_string()),
+        }))
     }
 
     /// Deletes a keyspace's partition of a `system_schema` table, or the

@@ -253,40 +253,8 @@ impl Engine {
         stmt: &Statement,
     ) -> Result<Prepared, CqlError> {
         let mut b = Binder::new(stmt.marker_count());
-        let prepared =
-            |kind, b: Binder, pk: Vec<u16>, result, tables: Vec<&SharedSchema>, op, wt| {
-                Ok(Prepared {
-                    kind,
-                    binds: b.finish()?,
-                    pk_indexes: pk,
-                    result,
-                    tables: tables
-                        .into_iter()
-                        .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))
-                        .collect(),
-                    op,
-                    conditional: false,
-                    write_type: wt,
-                })
-            };
         match stmt {
-            Statement::Select(s) => {
-                let schema = self.schema(self.keyspace_of(session, &s.table)?, &s.table.name)?;
-                let (plan, cols) = compile::select(schema.clone(), s, &mut b)?;
-                let pk = match &plan.partition {
-                    compile::PartitionSel::Keys(k) => compile::pk_indexes(k),
-                    compile::PartitionSel::Scan { .. } => Vec::new(),
-                };
-                prepared(
-                    PreparedKind::Select(plan),
-                    b,
-                    pk,
-                    cols,
-                    vec![&schema],
-                    RequestOp::Read,
-                    "SIMPLE",
-                )
-            }
+            Statement::Select(s) => self.compile_select(session, s, b),
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let plan = self.compile_modify(session, stmt, &mut b)?;
                 let pk = compile::pk_indexes(&plan.keys);
@@ -304,38 +272,7 @@ impl Engine {
                 .map(|p| Prepared { conditional, ..p })
             }
             Statement::Batch(batch) => {
-                if batch.counter {
-                    return Err(CqlError::invalid(
-                        "counter batches are not supported by the lockshift CQL emulator",
-                    ));
-                }
-                let mut plans = Vec::new();
-                for s in &batch.statements {
-                    plans.push(Self::unconditional(
-                        self.compile_modify(session, s, &mut b)?,
-                    )?);
-                }
-                let timestamp = match &batch.timestamp {
-                    Some(t) => {
-                        if plans.iter().any(|p| p.timestamp.is_some()) {
-                            return Err(CqlError::invalid(
-                                "Timestamp must be set either on BATCH or individual statements",
-                            ));
-                        }
-                        let schema = plans.first().map(|p| p.schema.clone()).ok_or_else(|| {
-                            CqlError::invalid(
-                                "a batch with USING TIMESTAMP needs at least one statement",
-                            )
-                        })?;
-                        Some(b.operand(
-                            t,
-                            &schema,
-                            "[timestamp]",
-                            &crate::types::CqlType::Bigint,
-                        )?)
-                    }
-                    None => None,
-                };
+                let (plans, timestamp) = self.compile_batch(session, batch, &mut b)?;
                 let schemas: Vec<SharedSchema> = plans.iter().map(|p| p.schema.clone()).collect();
                 let mut unique: Vec<&SharedSchema> = Vec::new();
                 for s in &schemas {
@@ -362,23 +299,7 @@ impl Engine {
                 RequestOp::Schema,
                 "SIMPLE",
             ),
-            Statement::Truncate(t) => {
-                let schema = self.schema(self.keyspace_of(session, t)?, &t.name)?;
-                Self::writable(&schema)?;
-                let d = ddl::Ddl::Truncate {
-                    keyspace: schema.keyspace.clone(),
-                    name: schema.name.clone(),
-                };
-                prepared(
-                    PreparedKind::Ddl(d),
-                    b,
-                    Vec::new(),
-                    Vec::new(),
-                    vec![&schema],
-                    RequestOp::Write,
-                    "SIMPLE",
-                )
-            }
+            Statement::Truncate(t) => self.compile_truncate(session, t, b),
             Statement::Describe(d) => {
                 let (target, cols) = describe::resolve(d, session)?;
                 prepared(
@@ -407,6 +328,79 @@ impl Engine {
                 )
             }
         }
+    }
+
+    fn compile_select(
+        &self,
+        session: Option<&str>,
+        s: &crate::parse::ast::Select,
+        mut b: Binder,
+    ) -> Result<Prepared, CqlError> {
+        let schema = self.schema(self.keyspace_of(session, &s.table)?, &s.table.name)?;
+        let (plan, cols) = compile::select(schema.clone(), s, &mut b)?;
+        let pk = match &plan.partition {
+            compile::PartitionSel::Keys(k) => compile::pk_indexes(k),
+            compile::PartitionSel::Scan { .. } => Vec::new(),
+        };
+        let kind = PreparedKind::Select(plan);
+        prepared(kind, b, pk, cols, vec![&schema], RequestOp::Read, "SIMPLE")
+    }
+
+    fn compile_truncate(
+        &self,
+        session: Option<&str>,
+        t: &TableName,
+        b: Binder,
+    ) -> Result<Prepared, CqlError> {
+        let schema = self.schema(self.keyspace_of(session, t)?, &t.name)?;
+        Self::writable(&schema)?;
+        let d = ddl::Ddl::Truncate {
+            keyspace: schema.keyspace.clone(),
+            name: schema.name.clone(),
+        };
+        let kind = PreparedKind::Ddl(d);
+        prepared(
+            kind,
+            b,
+            Vec::new(),
+            Vec::new(),
+            vec![&schema],
+            RequestOp::Write,
+            "SIMPLE",
+        )
+    }
+
+    /// A batch's statements (none conditional) and its `USING TIMESTAMP`.
+    fn compile_batch(
+        &self,
+        session: Option<&str>,
+        batch: &crate::parse::ast::Batch,
+        b: &mut Binder,
+    ) -> Result<(Vec<ModifyPlan>, Option<Operand>), CqlError> {
+        if batch.counter {
+            return Err(CqlError::invalid(
+                "counter batches are not supported by the lockshift CQL emulator",
+            ));
+        }
+        let mut plans = Vec::new();
+        for s in &batch.statements {
+            plans.push(Self::unconditional(self.compile_modify(session, s, b)?)?);
+        }
+        let timestamp = match &batch.timestamp {
+            Some(t) => {
+                if plans.iter().any(|p| p.timestamp.is_some()) {
+                    return Err(CqlError::invalid(
+                        "Timestamp must be set either on BATCH or individual statements",
+                    ));
+                }
+                let schema = plans.first().map(|p| p.schema.clone()).ok_or_else(|| {
+                    CqlError::invalid("a batch with USING TIMESTAMP needs at least one statement")
+                })?;
+                Some(b.operand(t, &schema, "[timestamp]", &crate::types::CqlType::Bigint)?)
+            }
+            None => None,
+        };
+        Ok((plans, timestamp))
     }
 
     fn compile_modify(
@@ -458,6 +452,33 @@ impl Engine {
                 .is_some_and(|t| t.schema.id == *id)
         })
     }
+}
+
+/// A compiled statement: `kind`, its binds from `b`, its partition key's
+/// bind indexes `pk`, its `result` columns, the `tables` it touches, the
+/// request kind `op` and the write type `wt` a timeout names.
+fn prepared(
+    kind: PreparedKind,
+    b: Binder,
+    pk: Vec<u16>,
+    result: Vec<ResultColumn>,
+    tables: Vec<&SharedSchema>,
+    op: RequestOp,
+    wt: &'static str,
+) -> Result<Prepared, CqlError> {
+    Ok(Prepared {
+        kind,
+        binds: b.finish()?,
+        pk_indexes: pk,
+        result,
+        tables: tables
+            .into_iter()
+            .map(|s| (s.keyspace.clone(), s.name.clone(), s.id))
+            .collect(),
+        op,
+        conditional: false,
+        write_type: wt,
+    })
 }
 
 #[cfg(test)]

@@ -109,19 +109,8 @@ pub(crate) fn changes(
     let ts = timestamp(plan, values, default_ts)?;
     let full_key =
         plan.clustering.slice.is_none() && plan.clustering.prefix.len() == schema.clustering.len();
-    let rows: Vec<Clustering> = if full_key {
-        let mut lists = Vec::new();
-        for (pos, op) in plan.clustering.prefix.iter().enumerate() {
-            let list = values.list(op, &schema.columns[schema.clustering[pos]].name)?;
-            for v in &list {
-                bind::check_key_component(v, false)?;
-            }
-            lists.push(list);
-        }
-        bind::cartesian(lists)?
-            .into_iter()
-            .map(|raw| schema.clustering_key(raw))
-            .collect()
+    let rows = if full_key {
+        named_rows(plan, values)?
     } else {
         Vec::new()
     };
@@ -206,4 +195,22 @@ pub(crate) fn changes(
         }
     }
     Ok(out)
+}
+
+/// The rows a statement restricting every clustering column names (the
+/// product of its `=` and `IN` values).
+fn named_rows(plan: &ModifyPlan, values: &Values) -> Result<Vec<Clustering>, CqlError> {
+    let schema = &plan.schema;
+    let mut lists = Vec::new();
+    for (pos, op) in plan.clustering.prefix.iter().enumerate() {
+        let list = values.list(op, &schema.columns[schema.clustering[pos]].name)?;
+        for v in &list {
+            bind::check_key_component(v, false)?;
+        }
+        lists.push(list);
+    }
+    Ok(bind::cartesian(lists)?
+        .into_iter()
+        .map(|raw| schema.clustering_key(raw))
+        .collect())
 }

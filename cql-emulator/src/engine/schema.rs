@@ -115,85 +115,8 @@ impl TableSchema {
                 "\"{table}\" is not a valid table name (letters, digits and _, at most 48 characters)"
             )));
         }
-        let mut defs: Vec<(&str, &CqlType)> = Vec::new();
-        let mut inline_pk = Vec::new();
-        for c in &ct.columns {
-            if defs.iter().any(|(n, _)| *n == c.name) {
-                return Err(CqlError::invalid(format!(
-                    "Multiple definition of identifier {}",
-                    c.name
-                )));
-            }
-            if c.is_static {
-                return Err(CqlError::invalid(
-                    "static columns are not supported by the lockshift CQL emulator",
-                ));
-            }
-            if matches!(c.ty.unfrozen(), CqlType::Counter) {
-                return Err(CqlError::invalid(
-                    "counter columns are not supported by the lockshift CQL emulator",
-                ));
-            }
-            if c.primary_key {
-                inline_pk.push(c.name.clone());
-            }
-            defs.push((&c.name, &c.ty));
-        }
-        let (partition, clustering) = match (&ct.primary_key, inline_pk.len()) {
-            (Some(_), n) if n > 0 => {
-                return Err(CqlError::invalid(
-                    "Multiple PRIMARY KEYs specified (exactly one required)",
-                ));
-            }
-            (Some((p, c)), _) => (p.clone(), c.clone()),
-            (None, 1) => (inline_pk, Vec::new()),
-            (None, 0) => {
-                return Err(CqlError::invalid(
-                    "No PRIMARY KEY specified for table (exactly one required)",
-                ));
-            }
-            (None, _) => {
-                return Err(CqlError::invalid(
-                    "Multiple PRIMARY KEYs specified (exactly one required)",
-                ));
-            }
-        };
-        let mut key_names: Vec<&String> = partition.iter().chain(&clustering).collect();
-        for name in &key_names {
-            let Some((_, ty)) = defs.iter().find(|(n, _)| n == name) else {
-                return Err(CqlError::invalid(format!(
-                    "Unknown definition {name} referenced in PRIMARY KEY"
-                )));
-            };
-            if ty.is_multi_cell() {
-                return Err(CqlError::invalid(format!(
-                    "Invalid non-frozen collection type {ty} for PRIMARY KEY component {name}"
-                )));
-            }
-            if matches!(ty.unfrozen(), CqlType::Duration) {
-                return Err(CqlError::invalid(format!(
-                    "duration type is not supported for PRIMARY KEY column '{name}'"
-                )));
-            }
-        }
-        key_names.sort();
-        if key_names.windows(2).any(|w| w[0] == w[1]) {
-            return Err(CqlError::invalid(
-                "A column appears more than once in the PRIMARY KEY",
-            ));
-        }
-        // Clustering order must list clustering columns in key order.
-        if ct.clustering_order.len() > clustering.len()
-            || ct
-                .clustering_order
-                .iter()
-                .zip(&clustering)
-                .any(|((n, _), c)| n != c)
-        {
-            return Err(CqlError::invalid(
-                "CLUSTERING ORDER BY must list the clustering columns in the order of the PRIMARY KEY",
-            ));
-        }
+        let (defs, inline_pk) = column_defs(ct)?;
+        let (partition, clustering) = primary_key(ct, inline_pk, &defs)?;
         let order_of = |name: &str| {
             ct.clustering_order
                 .iter()
@@ -234,23 +157,29 @@ impl TableSchema {
         let mut schema = TableSchema::new(keyspace, table, columns);
         schema.id = fresh_table_id();
         schema.gc_grace_seconds = default_gc_grace;
-        for (name, lit) in &ct.options {
+        schema.apply_options(&ct.options)?;
+        Ok(schema)
+    }
+
+    /// The table options of `CREATE TABLE … WITH`, applied.
+    fn apply_options(&mut self, options: &[(String, Literal)]) -> Result<(), CqlError> {
+        for (name, lit) in options {
             match name.as_str() {
                 "default_time_to_live" => {
-                    schema.default_ttl = int_option(name, lit, MAX_TTL_SECS)?;
+                    self.default_ttl = int_option(name, lit, MAX_TTL_SECS)?;
                 }
                 "gc_grace_seconds" => {
-                    schema.gc_grace_seconds = int_option(name, lit, i64::from(i32::MAX))?;
+                    self.gc_grace_seconds = int_option(name, lit, i64::from(i32::MAX))?;
                 }
                 "comment" => match lit {
-                    Literal::Str(s) => schema.comment = s.clone(),
+                    Literal::Str(s) => self.comment = s.clone(),
                     _ => return Err(CqlError::invalid("comment must be a string")),
                 },
                 n if IGNORED_TABLE_OPTIONS.contains(&n) => {}
                 other => return Err(CqlError::syntax(format!("Unknown property '{other}'"))),
             }
         }
-        Ok(schema)
+        Ok(())
     }
 
     /// A schema from already-ordered columns (system tables use this).
@@ -445,3 +374,101 @@ impl KeyspaceDef {
 
 /// A table schema shared by the catalog and compiled statements.
 pub(crate) type SharedSchema = Arc<TableSchema>;
+
+/// A column's name and type, as `CREATE TABLE` defines it.
+type ColumnDecl<'a> = (&'a str, &'a CqlType);
+
+/// The columns of `CREATE TABLE` (name and type, in order), and those
+/// marked `PRIMARY KEY` inline.
+fn column_defs(ct: &CreateTable) -> Result<(Vec<ColumnDecl<'_>>, Vec<String>), CqlError> {
+    let mut defs: Vec<(&str, &CqlType)> = Vec::new();
+    let mut inline_pk = Vec::new();
+    for c in &ct.columns {
+        if defs.iter().any(|(n, _)| *n == c.name) {
+            return Err(CqlError::invalid(format!(
+                "Multiple definition of identifier {}",
+                c.name
+            )));
+        }
+        if c.is_static {
+            return Err(CqlError::invalid(
+                "static columns are not supported by the lockshift CQL emulator",
+            ));
+        }
+        if matches!(c.ty.unfrozen(), CqlType::Counter) {
+            return Err(CqlError::invalid(
+                "counter columns are not supported by the lockshift CQL emulator",
+            ));
+        }
+        if c.primary_key {
+            inline_pk.push(c.name.clone());
+        }
+        defs.push((&c.name, &c.ty));
+    }
+    Ok((defs, inline_pk))
+}
+
+/// The partition and clustering columns, checked: one PRIMARY KEY, every
+/// column defined once and of a key type, CLUSTERING ORDER in key order.
+fn primary_key(
+    ct: &CreateTable,
+    inline_pk: Vec<String>,
+    defs: &[ColumnDecl<'_>],
+) -> Result<(Vec<String>, Vec<String>), CqlError> {
+    let (partition, clustering) = match (&ct.primary_key, inline_pk.len()) {
+        (Some(_), n) if n > 0 => {
+            return Err(CqlError::invalid(
+                "Multiple PRIMARY KEYs specified (exactly one required)",
+            ));
+        }
+        (Some((p, c)), _) => (p.clone(), c.clone()),
+        (None, 1) => (inline_pk, Vec::new()),
+        (None, 0) => {
+            return Err(CqlError::invalid(
+                "No PRIMARY KEY specified for table (exactly one required)",
+            ));
+        }
+        (None, _) => {
+            return Err(CqlError::invalid(
+                "Multiple PRIMARY KEYs specified (exactly one required)",
+            ));
+        }
+    };
+    let mut key_names: Vec<&String> = partition.iter().chain(&clustering).collect();
+    for name in &key_names {
+        let Some((_, ty)) = defs.iter().find(|(n, _)| n == name) else {
+            return Err(CqlError::invalid(format!(
+                "Unknown definition {name} referenced in PRIMARY KEY"
+            )));
+        };
+        if ty.is_multi_cell() {
+            return Err(CqlError::invalid(format!(
+                "Invalid non-frozen collection type {ty} for PRIMARY KEY component {name}"
+            )));
+        }
+        if matches!(ty.unfrozen(), CqlType::Duration) {
+            return Err(CqlError::invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{name}'"
+            )));
+        }
+    }
+    key_names.sort();
+    if key_names.windows(2).any(|w| w[0] == w[1]) {
+        return Err(CqlError::invalid(
+            "A column appears more than once in the PRIMARY KEY",
+        ));
+    }
+    // Clustering order must list clustering columns in key order.
+    if ct.clustering_order.len() > clustering.len()
+        || ct
+            .clustering_order
+            .iter()
+            .zip(&clustering)
+            .any(|((n, _), c)| n != c)
+    {
+        return Err(CqlError::invalid(
+            "CLUSTERING ORDER BY must list the clustering columns in the order of the PRIMARY KEY",
+        ));
+    }
+    Ok((partition, clustering))
+}

@@ -17,11 +17,9 @@ use std::ops::Bound;
 
 use lockshift_store::Timestamp;
 
-use crate::engine::bind::{self, Bound as Values};
-use crate::engine::compile::{OutputKind, PartitionSel, SelectPlan};
-use crate::engine::data::{Clustering, Partition, PartitionKey, Row, TableData};
+use crate::engine::compile::{OutputKind, SelectPlan};
+use crate::engine::data::{Clustering, Partition, PartitionKey, Row};
 use crate::engine::schema::{ColumnKind, TableSchema};
-use crate::error::CqlError;
 use crate::parse::ast::Op;
 
 /// One page of a SELECT.
@@ -178,30 +176,41 @@ impl Walk<'_> {
                     break;
                 }
             }
-            let (from, to) = match (stop, self.plan.reversed) {
-                (Some(at), false) => (start, at),
-                (Some(at), true) => (at, end),
-                (None, _) => (start, end),
-            };
-            let markers = cost::range_markers(
-                &part.ranges,
-                from,
-                to,
-                stop.is_none(),
-                self.plan.reversed,
-                self.now,
-                self.grace,
-            );
-            self.charge(cost::Count {
-                live_rows: 0,
-                tombstones: markers,
-            });
+            self.charge_markers(part, (start, end), stop);
             if stop.is_some() {
                 break;
             }
         }
         self.ranges = ranges;
         !done
+    }
+
+    /// Charges the range tombstones of `part` the walk of the range
+    /// `start..=end` passed: up to where it `stop`ped, if it did.
+    fn charge_markers(
+        &mut self,
+        part: &Partition,
+        (start, end): (&Clustering, &Clustering),
+        stop: Option<&Clustering>,
+    ) {
+        let (from, to) = match (stop, self.plan.reversed) {
+            (Some(at), false) => (start, at),
+            (Some(at), true) => (at, end),
+            (None, _) => (start, end),
+        };
+        let markers = cost::range_markers(
+            &part.ranges,
+            from,
+            to,
+            stop.is_none(),
+            self.plan.reversed,
+            self.now,
+            self.grace,
+        );
+        self.charge(cost::Count {
+            live_rows: 0,
+            tombstones: markers,
+        });
     }
 
     fn passes(&self, schema: &TableSchema, key: &PartitionKey, ck: &Clustering, row: &Row) -> bool {
@@ -312,257 +321,11 @@ fn output(
     }
 }
 
-/// Runs `plan` on `table`, charging its tombstones when `charging` says how
-/// (invariants 1–5 of `cost`; `None` for tables Cassandra exempts).
-pub(crate) fn run(
-    table: &mut TableData,
-    plan: &SelectPlan,
-    values: &Values,
-    page_size: Option<usize>,
-    paging_state: Option<&[u8]>,
-    charging: Option<&cost::Charging>,
-) -> Result<Page, CqlError> {
-    let schema = table.schema.clone();
-    let now = values.now;
-    let positive = |v: Option<i32>, what: &str| -> Result<Option<u32>, CqlError> {
-        match v {
-            None => Ok(None),
-            Some(n) if n > 0 => Ok(Some(n as u32)),
-            Some(_) => Err(CqlError::invalid(format!(
-                "{what} must be strictly positive"
-            ))),
-        }
-    };
-    let limit = positive(values.int(plan.limit.as_ref(), "limit")?, "LIMIT")?;
-    let per_partition = positive(
-        values.int(plan.per_partition_limit.as_ref(), "per partition limit")?,
-        "PER PARTITION LIMIT",
-    )?;
-    let count_only = plan.outputs.contains(&OutputKind::Count);
-    if plan.sort_across_partitions && page_size.is_some() {
-        return Err(CqlError::invalid(
-            "Cannot page queries with both ORDER BY and a IN restriction on the partition key; \
-             you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query",
-        ));
-    }
-    let page_size = if count_only { None } else { page_size };
-    let state = match paging_state {
-        Some(b) if !count_only => Some(PagingState::decode(b, &schema)?),
-        _ => None,
-    };
-    let resume = state.as_ref().map(|s| {
-        let key = PartitionKey::from_bytes(s.partition.clone());
-        let ck = s
-            .clustering
-            .as_ref()
-            .map(|c| Clustering::exact(schema.key_parts(c.clone())));
-        (key, ck, s.partition_remaining)
-    });
-    let limit = state.as_ref().map_or(limit, |s| s.remaining.or(limit));
-    let mut walk = Walk {
-        plan,
-        now,
-        ranges: clustering_ranges(&schema, &plan.clustering, values)?,
-        filters: plan
-            .filters
-            .iter()
-            .map(|f| {
-                let name = &schema.columns[f.column].name;
-                Ok(RowFilter {
-                    column: f.column,
-                    op: f.op,
-                    values: values.list(&f.value, name)?,
-                })
-            })
-            .collect::<Result<_, CqlError>>()?,
-        // Sorting across partitions needs every row before the LIMIT cut.
-        limit: if plan.sort_across_partitions {
-            None
-        } else {
-            limit.map(u64::from)
-        },
-        per_partition,
-        cap: page_size.map(|p| p.saturating_add(1)),
-        page_size,
-        count: cost::Count::default(),
-        resume,
-        out: Vec::new(),
-        counted: 0,
-        count_only,
-        grace: schema.gc_grace(),
-        dead: Vec::new(),
-    };
-
-    // How Cassandra would print the command's limits: the statement's
-    // LIMIT (what is left of it on a later page), or the page size when
-    // smaller; DISTINCT reads one row per partition.
-    let shown_limit = match (limit.map(u64::from), page_size.map(|p| p as u64)) {
-        (Some(l), Some(p)) => Some(l.min(p)),
-        (l, p) => l.or(p),
-    };
-    let shown_per_partition = if plan.distinct {
-        Some(1)
-    } else {
-        per_partition
-    };
-    let mut warnings = Vec::new();
-    let mut most_tombstones: Option<u64> = None;
-    match &plan.partition {
-        PartitionSel::Keys(ops) => {
-            let mut lists = Vec::new();
-            for (op, &i) in ops.iter().zip(&schema.partition_key) {
-                lists.push(values.list(op, &schema.columns[i].name)?);
-            }
-            let keys = bind::partition_keys(lists)?;
-            for key in keys {
-                if walk.resume.as_ref().is_some_and(|(rk, _, _)| &key < rk) {
-                    continue;
-                }
-                let Some(part) = table.partitions.get(&key) else {
-                    continue;
-                };
-                // Invariant 4 of `cost`: one command per partition key.
-                walk.count = cost::Count::default();
-                let more = walk.partition(&key, part, &schema);
-                let dead = std::mem::take(&mut walk.dead);
-                table.purge_rows(&key, &dead, now);
-                if let Some(c) = charging {
-                    most_tombstones = most_tombstones.max(Some(walk.count.tombstones));
-                    if let Some(e) = cost::failure(c, walk.count) {
-                        return Err(e);
-                    }
-                    let command = || {
-                        cost::command_cql(
-                            plan,
-                            values,
-                            Some(&key),
-                            shown_limit,
-                            shown_per_partition,
-                        )
-                    };
-                    if walk.count.tombstones > c.thresholds.warn {
-                        warnings.extend(cost::warning(c, walk.count, &command(), key.token));
-                    }
-                }
-                if !more {
-                    break;
-                }
-            }
-        }
-        PartitionSel::Scan { start, end } => {
-            let mut lo = token_bound(values, start, true)?;
-            let hi = token_bound(values, end, false)?;
-            if let Some((rk, ck, _)) = &walk.resume {
-                let from = if ck.is_some() {
-                    Bound::Included(rk.clone())
-                } else {
-                    Bound::Excluded(rk.clone())
-                };
-                lo = later_lower(lo, from);
-            }
-            if valid_range(&lo, &hi) {
-                let grace = schema.gc_grace();
-                let mut emptied = Vec::new();
-                // Invariant 4 of `cost`: one command for the page, across partitions.
-                let mut last_token = None;
-                for (key, part) in table.partitions.range_mut((lo, hi)) {
-                    part.purge(now, grace);
-                    if part.is_empty() {
-                        emptied.push(key.clone());
-                        continue;
-                    }
-                    if walk.counting() {
-                        last_token = Some(key.token);
-                    }
-                    let more = walk.partition(key, part, &schema);
-                    // The partition was purged whole above.
-                    walk.dead.clear();
-                    if !more {
-                        break;
-                    }
-                }
-                for k in emptied {
-                    table.partitions.remove(&k);
-                }
-                if let Some(c) = charging {
-                    most_tombstones = most_tombstones.max(Some(walk.count.tombstones));
-                    if let Some(e) = cost::failure(c, walk.count) {
-                        return Err(e);
-                    }
-                    if walk.count.tombstones > c.thresholds.warn {
-                        let command =
-                            cost::command_cql(plan, values, None, shown_limit, shown_per_partition);
-                        warnings.extend(cost::warning(
-                            c,
-                            walk.count,
-                            &command,
-                            last_token.unwrap_or_default(),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    if count_only {
-        return Ok(Page {
-            rows: vec![
-                plan.outputs
-                    .iter()
-                    .map(|_| Some((walk.counted as i64).to_be_bytes().to_vec()))
-                    .collect(),
-            ],
-            paging_state: None,
-            warnings,
-            tombstones: most_tombstones,
-        });
-    }
-    let mut out = walk.out;
-    if plan.sort_across_partitions {
-        out.sort_by(|a, b| match (&a.clustering, &b.clustering) {
-            (Some(x), Some(y)) => {
-                if plan.reversed {
-                    y.cmp(x)
-                } else {
-                    x.cmp(y)
-                }
-            }
-            _ => Ordering::Equal,
-        });
-        if let Some(l) = limit {
-            out.truncate(l as usize);
-        }
-    }
-    let mut paging_state = None;
-    if let Some(p) = page_size
-        && out.len() > p
-    {
-        out.truncate(p);
-        if let Some(last) = out.last() {
-            paging_state = Some(
-                PagingState {
-                    partition: last.key.bytes.clone(),
-                    clustering: last.clustering.as_ref().map(Clustering::raw_parts),
-                    remaining: limit.map(|l| l.saturating_sub(out.len() as u32)),
-                    partition_remaining: per_partition
-                        .map(|ppl| ppl.saturating_sub(last.in_partition)),
-                }
-                .encode(),
-            );
-        }
-    }
-    Ok(Page {
-        rows: out.into_iter().map(|e| e.values).collect(),
-        paging_state,
-        warnings,
-        tombstones: most_tombstones,
-    })
-}
-
 pub(crate) mod cost;
+mod page;
 mod paging;
 mod ranges;
 
-use paging::PagingState;
+pub(crate) use page::run;
+
 pub(crate) use ranges::clustering_ranges;
-use ranges::{later_lower, token_bound, valid_range};
