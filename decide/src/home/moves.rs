@@ -131,18 +131,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
                 .join(", ")
         ));
     }
-    let existing = scene.newest(&ask.rule).cloned();
-    let (from_rule, from) = match existing {
-        Some(rec) => (ask.rule.clone(), Some(rec)),
-        None => match &ask.rule {
-            Rule::Default => (Rule::Default, None),
-            Rule::Prefix(p) => {
-                let covering = covering_rule(scene.rules().iter(), p);
-                let rec = scene.newest(&covering).cloned();
-                (covering, rec)
-            }
-        },
-    };
+    let (from_rule, from) = source(ask, scene);
     let Some(from) = from else {
         refusals.push(
             "no home is recorded for these locks yet: a fleet takes its first homes from \
@@ -156,19 +145,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
     // same move again; nothing else moves the rule until it is.
     let completes = from.pending && from_rule == ask.rule;
     if completes && (from.datacenter != ask.to || from.moved_from.is_none()) {
-        refusals.push(match &from.moved_from {
-            Some(old) => format!(
-                "a move of {from_rule} from {old} to {} (version {}) is pending: its first \
-                 write was never acknowledged, so it serves nowhere yet; complete it first \
-                 (the same move again, to {}), then move it elsewhere",
-                from.datacenter, from.version, from.datacenter
-            ),
-            None => format!(
-                "the home of {from_rule} in {} (version {}) was seeded and not confirmed: the \
-                 fleet's processes complete it when they start; move it once it serves",
-                from.datacenter, from.version
-            ),
-        });
+        refusals.push(unfinished(&from_rule, &from));
     }
     // The move is made (its record names the new home and serves, or
     // waits to): asked again, it copies the record to every datacenter
@@ -215,6 +192,50 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
         completes,
         spreads_to: Vec::new(),
     };
+    refusals.extend(consent(ask, scene, &plan));
+    (Some(plan), refusals)
+}
+
+/// The rule a move of `ask.rule` moves from, and its newest record: the
+/// rule itself, or for a prefix with no record yet the rule covering it.
+fn source(ask: &MoveAsk, scene: &MoveScene) -> (Rule, Option<HomeRecord>) {
+    match scene.newest(&ask.rule).cloned() {
+        Some(rec) => (ask.rule.clone(), Some(rec)),
+        None => match &ask.rule {
+            Rule::Default => (Rule::Default, None),
+            Rule::Prefix(p) => {
+                let covering = covering_rule(scene.rules().iter(), p);
+                let rec = scene.newest(&covering).cloned();
+                (covering, rec)
+            }
+        },
+    }
+}
+
+/// Why `from`, a pending record of `from_rule`, must be completed before
+/// its rule moves anywhere else.
+fn unfinished(from_rule: &Rule, from: &HomeRecord) -> String {
+    match &from.moved_from {
+        Some(old) => format!(
+            "a move of {from_rule} from {old} to {} (version {}) is pending: its first \
+                 write was never acknowledged, so it serves nowhere yet; complete it first \
+                 (the same move again, to {}), then move it elsewhere",
+            from.datacenter, from.version, from.datacenter
+        ),
+        None => format!(
+            "the home of {from_rule} in {} (version {}) was seeded and not confirmed: the \
+                 fleet's processes complete it when they start; move it once it serves",
+            from.datacenter, from.version
+        ),
+    }
+}
+
+/// Whether the homes `plan` moves between consent: the current home
+/// reached and current (or, with `--force`, not answering), the new home
+/// reached.
+fn consent(ask: &MoveAsk, scene: &MoveScene, plan: &MovePlan) -> Vec<String> {
+    let mut refusals = Vec::new();
+    let (from_rule, from, completes) = (&plan.from_rule, &plan.from, plan.completes);
     let old_home = plan.old_home().clone();
     let home_read = scene.read.get(&old_home);
     // A move that completes a pending one writes that one again first.
@@ -222,7 +243,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
         || home_read.is_some_and(|records| {
             records
                 .iter()
-                .any(|(r, rec)| *r == from_rule && rec.version == from.version)
+                .any(|(r, rec)| r == from_rule && rec.version == from.version)
         });
     match (ask.force, home_read) {
         (false, None) => refusals.push(format!(
@@ -250,7 +271,7 @@ pub fn move_refusals(ask: &MoveAsk, scene: &MoveScene) -> (Option<MovePlan>, Vec
             ask.to
         ));
     }
-    (Some(plan), refusals)
+    refusals
 }
 
 /// A time in µs since the epoch as an operator reads it (RFC 3339, UTC).

@@ -173,51 +173,19 @@ impl Refusal {
                 home,
                 from,
                 version,
-            } => {
-                let it = if is == "is" { "it" } else { "them" };
-                let prefix = match rule {
-                    Rule::Default => String::new(),
-                    Rule::Prefix(p) => format!(" --prefix {p:?}"),
-                };
-                match from {
-                    Some(from) => format!(
-                        "{what} ({rule}) {is} moving from {from} to datacenter {home}, but the \
-                         move (version {version}) was never confirmed — its first write was not \
-                         acknowledged, or its writer stopped — so no datacenter serves {it}: \
-                         complete it with `migrate home move{prefix} --to {home}`"
-                    ),
-                    None => format!(
-                        "{what} ({rule}) {is} being homed in datacenter {home}, but the record \
-                         (version {version}) was never confirmed — a write of it was not \
-                         acknowledged, or its writer stopped — so no datacenter serves {it} \
-                         until a process of the fleet starts and completes it"
-                    ),
-                }
-            }
+            } => pending_text(
+                Said { what: &what, is },
+                rule,
+                home,
+                from.as_ref(),
+                *version,
+            ),
             Refusal::Behind {
                 rule,
                 home,
                 version,
                 shows,
-            } => {
-                let it = if is == "is" { "it" } else { "they" };
-                let shows = match shows {
-                    Some((v, true)) => format!("version {v}, pending"),
-                    Some((v, false)) => format!("version {v}"),
-                    None => "no record of it".to_string(),
-                };
-                let prefix = match rule {
-                    Rule::Default => String::new(),
-                    Rule::Prefix(p) => format!(" --prefix {p:?}"),
-                };
-                format!(
-                    "{what} ({rule}) {is} homed in datacenter {home} by version {version} of \
-                     its record, which {home} does not show yet (it shows {shows}): {it} \
-                     {is} served once {home} has it. Replication brings it; if it never \
-                     comes (a hint lost), `migrate home move{prefix} --to {home}` copies it \
-                     there"
-                )
-            }
+            } => behind_text(Said { what: &what, is }, rule, home, *version, *shows),
             Refusal::Unsurveyed {
                 datacenters,
                 last_error,
@@ -251,4 +219,72 @@ impl Refusal {
             ),
         }
     }
+}
+
+/// What a refusal is about, as its sentence starts: `lock "a"` and `is`,
+/// or `the fleet's rows (…)` and `are`.
+#[derive(Clone, Copy)]
+struct Said<'a> {
+    what: &'a str,
+    is: &'a str,
+}
+
+/// The `--prefix` flag that names `rule` to `migrate home move`.
+fn prefix_flag(rule: &Rule) -> String {
+    match rule {
+        Rule::Default => String::new(),
+        Rule::Prefix(p) => format!(" --prefix {p:?}"),
+    }
+}
+
+/// [`Refusal::Pending`] in words.
+fn pending_text(
+    said: Said<'_>,
+    rule: &Rule,
+    home: &Datacenter,
+    from: Option<&Datacenter>,
+    version: u64,
+) -> String {
+    let Said { what, is } = said;
+    let it = if is == "is" { "it" } else { "them" };
+    let prefix = prefix_flag(rule);
+    match from {
+        Some(from) => format!(
+            "{what} ({rule}) {is} moving from {from} to datacenter {home}, but the \
+             move (version {version}) was never confirmed — its first write was not \
+             acknowledged, or its writer stopped — so no datacenter serves {it}: \
+             complete it with `migrate home move{prefix} --to {home}`"
+        ),
+        None => format!(
+            "{what} ({rule}) {is} being homed in datacenter {home}, but the record \
+             (version {version}) was never confirmed — a write of it was not \
+             acknowledged, or its writer stopped — so no datacenter serves {it} \
+             until a process of the fleet starts and completes it"
+        ),
+    }
+}
+
+/// [`Refusal::Behind`] in words.
+fn behind_text(
+    said: Said<'_>,
+    rule: &Rule,
+    home: &Datacenter,
+    version: u64,
+    shows: Option<(u64, bool)>,
+) -> String {
+    let Said { what, is } = said;
+    let it = if is == "is" { "it" } else { "they" };
+    let shows = match shows {
+        Some((v, true)) => format!("version {v}, pending"),
+        Some((v, false)) => format!("version {v}"),
+        None => "no record of it".to_string(),
+    };
+    let prefix = prefix_flag(rule);
+    format!(
+        "{what} ({rule}) {is} homed in datacenter {home} by version {version} of \
+         its record, which {home} does not show yet (it shows {shows}): {it} \
+         {is} served once {home} has it. Replication brings it; if it never \
+         comes (a hint lost), `migrate home move{prefix} --to {home}` copies it \
+         there"
+    )
 }

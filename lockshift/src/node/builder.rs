@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockshift_decide::registry::{LeasePromise, registry_column};
-use lockshift_lock::{Algorithm, LockContext};
+use lockshift_lock::{Algorithm, LeaseSettings, LockContext, NodeId};
 use lockshift_rollout::registry::LeaseRules;
 use lockshift_rollout::{LockerSettings, Lockers};
 use lockshift_store::homes::{Configured, HomesRouter, HomesView};
@@ -17,6 +17,7 @@ use lockshift_store::{
     SharedClock, SharedStore, StoreError, StoreErrorKind, SystemClock, Topology, Ttl,
 };
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -24,6 +25,7 @@ use tracing::{info, warn};
 use super::clock::{ClockState, CorrectedClock, measure_at_start};
 use super::runtime::{Shared, State, every, refresh_homes, watch_expiry};
 use super::{Core, Node};
+use crate::Mode;
 use crate::binding::{Bindings, View};
 use crate::error::StartError;
 use crate::metrics::{MeteredStore, NodeMetrics};
@@ -182,33 +184,8 @@ impl Node {
         let clock: SharedClock = corrected.clone();
         let id = settings.node.node_id()?;
         let lease = settings.lock.lease();
-        if let Some(caution) = lease.gc_grace_caution() {
-            warn!(node = %id, "{caution}");
-        }
-        let registry_ttl = settings.rollout.registry_ttl(&lease);
-        // Whole seconds, rounded up, plus one: Cassandra counts a TTL from
-        // the whole second of the write, so a cell may die up to a second
-        // early, and the row must outlive the bound (R5).
-        let registry_ttl = Ttl::from_duration(registry_ttl.saturating_add(Duration::from_secs(1)))
-            .map_err(|e| {
-                lockshift_store::settings::InvalidSetting::new(
-                    "rollout.heartbeat_ttl",
-                    format!(
-                        "the registry row's TTL ({}) is invalid: {e}",
-                        lockshift_decide::duration::fmt_duration(registry_ttl)
-                    ),
-                )
-            })?;
-        if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
-            info!(node = %id, "embedded store: locks exclude only within this process");
-        }
-        // What the clocks of the cluster's nodes may differ by (the runbook's
-        // clock discipline, docs/operating.md "Clocks").
-        info!(node = %id,
-            holders = %lockshift_decide::duration::fmt_duration(lease.node_skew_tolerance()),
-            waiters = %lockshift_decide::duration::fmt_duration(
-                settings.lock.queue.waiting_node_skew_tolerance(&lease)),
-            "Cassandra node clocks may differ by less than this before a lease could end unannounced");
+        let registry_ttl = registry_ttl(settings, &lease)?;
+        announce(&id, settings, &lease);
         let topology = store.topology();
         let configured = settings.lock.configured_homes();
         check_homes(&configured, &topology)?;
@@ -236,26 +213,17 @@ impl Node {
         )
         .await;
         // Lock cells name the same process as the registry row (R5).
-        let ctx = Arc::new(
-            LockContext::new(
-                store.clone(),
-                clock.clone(),
-                id.clone(),
-                lease.clone(),
-                options.seed,
-            )?
-            .with_incarnation(incarnation),
-        );
+        let ctx = LockContext::new(
+            store.clone(),
+            clock.clone(),
+            id.clone(),
+            lease.clone(),
+            options.seed,
+        )?
+        .with_incarnation(incarnation);
+        let lockers = lockers(ctx, settings);
         let configured = settings.node.mode;
         let view = View::new(settings.rollout.stage_valid_for);
-        let lockers = Lockers::new(
-            ctx,
-            LockerSettings {
-                legacy: settings.lock.legacy.clone(),
-                queue: settings.lock.queue.clone(),
-                time: settings.time.clone(),
-            },
-        );
         let shared = Arc::new(Shared {
             incarnation,
             version: options.version.clone(),
@@ -275,22 +243,7 @@ impl Node {
             homes,
             registry_ttl,
             lease_promise: LeasePromise::of(&lease),
-            state: Mutex::new(State {
-                configured,
-                resolution: view.resolve(configured, Instant::now().into_std()),
-                view,
-                bindings: Bindings::new(settings.lock.legacy.owner_wait_max),
-                expired: false,
-                closed: false,
-                left: false,
-                last_used: BTreeMap::new(),
-                reported: BTreeMap::new(),
-                others: Vec::new(),
-                homes_logged: BTreeMap::new(),
-                stage_error: None,
-                heartbeat_error: None,
-                clock: ClockState::default(),
-            }),
+            state: Mutex::new(first_state(configured, view, settings)),
             view_changed: Notify::new(),
         });
         // The clock first (C1): the first heartbeat carries the reading,
@@ -305,46 +258,7 @@ impl Node {
             warn!(node = %shared.id, error = %e, "first heartbeat failed; running combined until one succeeds");
         }
         let stop = CancellationToken::new();
-        let tasks = vec![
-            tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
-                let (shared, moving) = (shared.clone(), Quiet::default());
-                move || {
-                    let (shared, moving) = (shared.clone(), moving.clone());
-                    async move {
-                        let result = shared.refresh().await;
-                        match (moving.after(&result), result) {
-                            (Said::First, Err(e)) => {
-                                info!(node = %shared.id, error = %e, "stage re-read refused while the fleet's rows move; keeping the last stage until it expires, and reading again quietly until the new home serves")
-                            }
-                            (Said::Warn, Err(e)) => {
-                                warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires")
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            })),
-            tokio::spawn(every(shared.rollout.heartbeat_every, stop.clone(), {
-                let (shared, moving) = (shared.clone(), Quiet::default());
-                move || {
-                    let (shared, moving) = (shared.clone(), moving.clone());
-                    async move {
-                        let result = shared.heartbeat().await;
-                        match (moving.after(&result), result) {
-                            (Said::First, Err(e)) => {
-                                info!(node = %shared.id, error = %e, "heartbeat refused while the fleet's rows move; sending it again quietly until the new home serves")
-                            }
-                            (Said::Warn, Err(e)) => {
-                                warn!(node = %shared.id, error = %e, "heartbeat failed")
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            })),
-            tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
-            tokio::spawn(shared.clone().keep_measuring(stop.clone())),
-        ];
+        let tasks = spawn_tasks(&shared, &stop);
         Ok(Node {
             core: Arc::new(Core {
                 shared,
@@ -353,6 +267,119 @@ impl Node {
             }),
         })
     }
+}
+
+/// The node's background tasks: the stage re-read and the heartbeat,
+/// each every period of its own, the watch on the view's expiry, and the
+/// clock's measurements, until `stop`.
+fn spawn_tasks(shared: &Arc<Shared>, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
+    vec![
+        tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
+            let (shared, moving) = (shared.clone(), Quiet::default());
+            move || {
+                let (shared, moving) = (shared.clone(), moving.clone());
+                async move {
+                    let result = shared.refresh().await;
+                    match (moving.after(&result), result) {
+                        (Said::First, Err(e)) => {
+                            info!(node = %shared.id, error = %e, "stage re-read refused while the fleet's rows move; keeping the last stage until it expires, and reading again quietly until the new home serves")
+                        }
+                        (Said::Warn, Err(e)) => {
+                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires")
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        })),
+        tokio::spawn(every(shared.rollout.heartbeat_every, stop.clone(), {
+            let (shared, moving) = (shared.clone(), Quiet::default());
+            move || {
+                let (shared, moving) = (shared.clone(), moving.clone());
+                async move {
+                    let result = shared.heartbeat().await;
+                    match (moving.after(&result), result) {
+                        (Said::First, Err(e)) => {
+                            info!(node = %shared.id, error = %e, "heartbeat refused while the fleet's rows move; sending it again quietly until the new home serves")
+                        }
+                        (Said::Warn, Err(e)) => {
+                            warn!(node = %shared.id, error = %e, "heartbeat failed")
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        })),
+        tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
+        tokio::spawn(shared.clone().keep_measuring(stop.clone())),
+    ]
+}
+
+/// The registry row's TTL: the bound the rollout settings give, in whole
+/// seconds rounded up, plus one — Cassandra counts a TTL from the whole
+/// second of the write, so a cell may die up to a second early, and the
+/// row must outlive the bound (R5).
+fn registry_ttl(settings: &Settings, lease: &LeaseSettings) -> Result<Ttl, InvalidSetting> {
+    let ttl = settings.rollout.registry_ttl(lease);
+    Ttl::from_duration(ttl.saturating_add(Duration::from_secs(1))).map_err(|e| {
+        InvalidSetting::new(
+            "rollout.heartbeat_ttl",
+            format!(
+                "the registry row's TTL ({}) is invalid: {e}",
+                lockshift_decide::duration::fmt_duration(ttl)
+            ),
+        )
+    })
+}
+
+/// What a starting node says of its lease against the tables'
+/// `gc_grace_seconds`, of its store and of the clock skew its leases allow (the runbook's clock discipline, docs/operating.md
+/// "Clocks").
+fn announce(id: &NodeId, settings: &Settings, lease: &LeaseSettings) {
+    if let Some(caution) = lease.gc_grace_caution() {
+        warn!(node = %id, "{caution}");
+    }
+    if settings.store.backend == Some(lockshift_store::StoreBackend::Embedded) {
+        info!(node = %id, "embedded store: locks exclude only within this process");
+    }
+    info!(node = %id,
+        holders = %lockshift_decide::duration::fmt_duration(lease.node_skew_tolerance()),
+        waiters = %lockshift_decide::duration::fmt_duration(
+            settings.lock.queue.waiting_node_skew_tolerance(lease)),
+        "Cassandra node clocks may differ by less than this before a lease could end unannounced");
+}
+
+/// The node's state as it starts: in its configured mode, with no
+/// confirmed view of the stage yet, nothing bound, nothing said.
+fn first_state(configured: Mode, view: View, settings: &Settings) -> State {
+    State {
+        configured,
+        resolution: view.resolve(configured, Instant::now().into_std()),
+        view,
+        bindings: Bindings::new(settings.lock.legacy.owner_wait_max),
+        expired: false,
+        closed: false,
+        left: false,
+        last_used: BTreeMap::new(),
+        reported: BTreeMap::new(),
+        others: Vec::new(),
+        homes_logged: BTreeMap::new(),
+        stage_error: None,
+        heartbeat_error: None,
+        clock: ClockState::default(),
+    }
+}
+
+/// The node's lockers, one per algorithm, on `ctx`.
+fn lockers(ctx: LockContext, settings: &Settings) -> Lockers {
+    Lockers::new(
+        Arc::new(ctx),
+        LockerSettings {
+            legacy: settings.lock.legacy.clone(),
+            queue: settings.lock.queue.clone(),
+            time: settings.time.clone(),
+        },
+    )
 }
 
 /// What a periodic task says of a refusal whose end is known — a moving

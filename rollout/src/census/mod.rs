@@ -36,7 +36,7 @@ use lockshift_store::{
 use classify::{Registry, classify_row};
 use lockshift_decide::offset::ClockReading;
 use lockshift_decide::registry::LiveNode;
-use plan::{Meter, Pass, Plan};
+use plan::{FailedRange, Meter, Pass, Plan};
 
 mod classify;
 mod plan;
@@ -201,6 +201,11 @@ pub async fn take_census(
     let plan = Plan::of(store);
     let meter = Meter::default();
     let failed = Mutex::new(Vec::new());
+    let passes = Passes {
+        plan: &plan,
+        failed: &failed,
+        meter: &meter,
+    };
     let census = Mutex::new(Census {
         taken_at: clock.now(),
         reader: options.reader,
@@ -208,17 +213,12 @@ pub async fn take_census(
     });
     let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
     // Tokens whose row a scan refused, by table, token and route.
-    let mut refused: BTreeMap<(usize, i64), (Table, String, Vec<Route>)> = BTreeMap::new();
+    let mut refused = Refused::new();
     let mut heavy: Vec<(Table, &Route, Vec<String>)> = Vec::new();
     for table in tables {
         let mut before = 0;
         for route in plan.passes() {
-            let pass = Pass {
-                route,
-                plan: &plan,
-                failed: &failed,
-                meter: &meter,
-            };
+            let pass = passes.on(route);
             let into = (&census, keep);
             let scanned = scan::scan_table(
                 store,
@@ -248,18 +248,65 @@ pub async fn take_census(
     let mut census = census.into_inner().unwrap_or_else(PoisonError::into_inner);
     let mut looked = 0;
     for (table, route, keys) in heavy {
-        let pass = Pass {
-            route,
-            plan: &plan,
-            failed: &failed,
-            meter: &meter,
-        };
+        let pass = passes.on(route);
         scan::look_again(&mut census, store, pass, table, &keys, &mut looked).await?;
     }
-    // A token whose row a scan refused: named once, and read by key for
-    // the lock another table names there (a one-cell page of that one
-    // token in each, on the route that refused it), where that lock's
-    // home is the route.
+    read_refused(
+        &mut census,
+        store,
+        clock,
+        (&registry, &options, keep),
+        passes,
+        refused,
+    )
+    .await?;
+    // Ranges end in any order: the kept cells by table and lock (a stable
+    // sort, each row's cells in the order classified).
+    census
+        .cells
+        .sort_by(|a, b| (table_order(a.table), &a.lock).cmp(&(table_order(b.table), &b.lock)));
+    census.requests = meter.requests();
+    Ok(census)
+}
+
+/// Tokens whose row a scan refused, by table (in [`table_order`]) and
+/// token: the table, why, and the routes whose scans refused it.
+type Refused = BTreeMap<(usize, i64), (Table, String, Vec<Route>)>;
+
+/// What a census's passes share: its plan, the ranges they could not
+/// read, the count of what they sent.
+#[derive(Clone, Copy)]
+struct Passes<'a> {
+    plan: &'a Plan,
+    failed: &'a Mutex<Vec<FailedRange>>,
+    meter: &'a Meter,
+}
+
+impl<'a> Passes<'a> {
+    /// The pass on `route`.
+    fn on(self, route: &'a Route) -> Pass<'a> {
+        Pass {
+            route,
+            plan: self.plan,
+            failed: self.failed,
+            meter: self.meter,
+        }
+    }
+}
+
+/// Each token whose row a scan refused: named once in `census`, and read
+/// by key for the lock another table names there (a one-cell page of that
+/// one token in each, on the route that refused it), where that lock's
+/// home is the route.
+async fn read_refused(
+    census: &mut Census,
+    store: &dyn Store,
+    clock: &dyn Clock,
+    (registry, options, keep): (&Registry, &CensusOptions, Keep<'_>),
+    passes: Passes<'_>,
+    refused: Refused,
+) -> Result<(), StoreError> {
+    let tables = [schema::MAIN, schema::SHADOW, schema::QUEUE];
     for ((_, token), (table, reason, routes)) in refused {
         census.unreadable.push(UnreadableRow {
             table,
@@ -271,12 +318,7 @@ pub async fn take_census(
             end: token,
         };
         for route in &routes {
-            let pass = Pass {
-                route,
-                plan: &plan,
-                failed: &failed,
-                meter: &meter,
-            };
+            let pass = passes.on(route);
             let mut locks = BTreeSet::new();
             for other in tables.into_iter().filter(|t| *t != table) {
                 // A page of one cell: the other table's row at the token
@@ -285,30 +327,14 @@ pub async fn take_census(
             }
             for lock in locks
                 .iter()
-                .filter(|l| plan.home(table, l).as_ref() == Ok(route))
+                .filter(|l| passes.plan.home(table, l).as_ref() == Ok(route))
             {
                 let row = (table, lock.as_str());
-                read_row(
-                    &mut census,
-                    store,
-                    clock,
-                    &registry,
-                    &options,
-                    keep,
-                    pass,
-                    row,
-                )
-                .await?;
+                read_row(census, store, clock, registry, options, keep, pass, row).await?;
             }
         }
     }
-    // Ranges end in any order: the kept cells by table and lock (a stable
-    // sort, each row's cells in the order classified).
-    census
-        .cells
-        .sort_by(|a, b| (table_order(a.table), &a.lock).cmp(&(table_order(b.table), &b.lock)));
-    census.requests = meter.requests();
-    Ok(census)
+    Ok(())
 }
 
 /// `main`, `shadow`, `queue`: the order a census reads them in.

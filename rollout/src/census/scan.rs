@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use lockshift_store::{
-    CellPage, Clock, PageCursor, RowCells, RowQuery, Store, StoreError, Table, TokenRange,
+    CellPage, Clock, PageCursor, RowCells, RowQuery, Store, StoreError, Table, Timestamp,
+    TokenRange,
 };
 use tokio::time::Instant;
 
@@ -149,15 +150,11 @@ pub(super) async fn scan_table(
 pub(super) async fn scan_range(
     store: &dyn Store,
     clock: &dyn Clock,
-    (registry, options, (census, keep), pass): (
-        &Registry,
-        &CensusOptions,
-        (&Mutex<Census>, Keep<'_>),
-        Pass<'_>,
-    ),
+    ctx: RangeCtx<'_>,
     table: Table,
     range: TokenRange,
 ) -> Result<RangeScan, StoreError> {
+    let (_, options, _, pass) = ctx;
     let mut out = RangeScan::default();
     // Ranges still to read, the next first.
     let mut todo = vec![range];
@@ -177,57 +174,22 @@ pub(super) async fn scan_range(
                 options.page_size,
             )
             .await;
+            // What is left of the range after the last whole row.
+            let rest = TokenRange {
+                start: done_up_to,
+                end: range.end,
+            };
             let page = match page {
                 Ok(page) => page,
                 Err(e) if concerns_only_the_row(e.kind()) => {
-                    // What is left after the last whole row, in two halves
-                    // (the lower read first), or one refused token.
-                    let rest = TokenRange {
-                        start: done_up_to,
-                        end: range.end,
-                    };
-                    match rest.split(2).as_slice() {
-                        // (`split(2)` gives at most two.)
-                        [lower, upper, ..] => {
-                            todo.push(*upper);
-                            todo.push(*lower);
-                        }
-                        // Nothing is left (a refusal past the range's last
-                        // row, which passed its tombstones).
-                        [] => {}
-                        [_] => match first_key(store, pass, table, rest).await {
-                            // A live cell ahead of the tombstones names it
-                            // (the pass of its home says so; the keeper
-                            // names a row no pass reads).
-                            Some(lock) => match pass.own(table, &lock, rest.end) {
-                                Own::Classify => out.unreadable.push(UnreadableRow {
-                                    table,
-                                    lock: Some(lock),
-                                    reason: short_reason(&e),
-                                }),
-                                Own::Skip => {}
-                                Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
-                                    table,
-                                    lock: Some(lock),
-                                    reason,
-                                }),
-                            },
-                            None => out.refused.push((rest.end, short_reason(&e))),
-                        },
-                    }
+                    cut_refused(store, pass, table, (rest, &e), &mut todo, &mut out).await;
                     break;
                 }
                 Err(e) if pass.may_fail() && e.is_retryable() && e.was_sent() => {
                     // This datacenter did not answer: what is left of the
                     // range, and every range still to read, go unread.
                     let reason = short_reason(&e);
-                    out.failed.push((
-                        TokenRange {
-                            start: done_up_to,
-                            end: range.end,
-                        },
-                        reason.clone(),
-                    ));
+                    out.failed.push((rest, reason.clone()));
                     out.failed
                         .extend(todo.drain(..).map(|r| (r, reason.clone())));
                     return Ok(out);
@@ -242,46 +204,12 @@ pub(super) async fn scan_range(
                         .map(|r| r.key.clone()),
                 );
             }
-            let mut rows = page.rows.into_iter();
-            let first = rows.next();
-            let mut whole: Vec<RowCells> = Vec::new();
-            match (open.take(), first) {
-                (Some(mut row), Some(next)) if row.key == next.key => {
-                    row.cells.extend(next.cells);
-                    open = Some(row);
-                }
-                (previous, first) => {
-                    whole.extend(previous);
-                    open = first;
-                }
-            }
-            for row in rows {
-                whole.extend(open.replace(row));
-            }
             let finished = page.next.is_none();
-            if finished {
-                whole.extend(open.take());
+            let whole = whole_rows(&mut open, page.rows, finished);
+            if let Some(last) = whole.last() {
+                done_up_to = last.token;
             }
-            let now = clock.now();
-            let mut census = census.lock().unwrap_or_else(PoisonError::into_inner);
-            for row in whole {
-                done_up_to = row.token;
-                match pass.own(table, &row.key, row.token) {
-                    Own::Classify => {
-                        out.rows += 1;
-                        let cells =
-                            classify_row(table, &row.key, row.cells, registry, now, options);
-                        census.add_row(table, cells, keep);
-                    }
-                    Own::Skip => {}
-                    Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
-                        table,
-                        lock: Some(row.key),
-                        reason,
-                    }),
-                }
-            }
-            drop(census);
+            add_rows(ctx, (table, clock.now()), whole, &mut out);
             if finished {
                 break;
             }
@@ -289,6 +217,108 @@ pub(super) async fn scan_range(
         }
     }
     Ok(out)
+}
+
+/// What a range's scan puts its rows into: the registry and options that
+/// classify them, the census (and which cells it keeps whole), the pass.
+pub(super) type RangeCtx<'a> = (
+    &'a Registry,
+    &'a CensusOptions,
+    (&'a Mutex<Census>, Keep<'a>),
+    Pass<'a>,
+);
+
+/// A refused page: what is left of its range (`rest`, after the last
+/// whole row) is cut in two halves, the lower read first; one refused
+/// token is named by its first live cell, or counted refused.
+async fn cut_refused(
+    store: &dyn Store,
+    pass: Pass<'_>,
+    table: Table,
+    (rest, e): (TokenRange, &StoreError),
+    todo: &mut Vec<TokenRange>,
+    out: &mut RangeScan,
+) {
+    match rest.split(2).as_slice() {
+        // (`split(2)` gives at most two.)
+        [lower, upper, ..] => {
+            todo.push(*upper);
+            todo.push(*lower);
+        }
+        // Nothing is left (a refusal past the range's last row, which
+        // passed its tombstones).
+        [] => {}
+        [_] => match first_key(store, pass, table, rest).await {
+            // A live cell ahead of the tombstones names it (the pass of
+            // its home says so; the keeper names a row no pass reads).
+            Some(lock) => match pass.own(table, &lock, rest.end) {
+                Own::Classify => out.unreadable.push(UnreadableRow {
+                    table,
+                    lock: Some(lock),
+                    reason: short_reason(e),
+                }),
+                Own::Skip => {}
+                Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
+                    table,
+                    lock: Some(lock),
+                    reason,
+                }),
+            },
+            None => out.refused.push((rest.end, short_reason(e))),
+        },
+    }
+}
+
+/// The rows a page completes, in order: `open` (the last row of the page
+/// before) joined with the page's first row when they are one row, every
+/// row but the page's last, and that one too when the range is
+/// `finished`; else it is left `open` for the next page.
+fn whole_rows(open: &mut Option<RowCells>, rows: Vec<RowCells>, finished: bool) -> Vec<RowCells> {
+    let mut rows = rows.into_iter();
+    let mut whole: Vec<RowCells> = Vec::new();
+    match (open.take(), rows.next()) {
+        (Some(mut row), Some(next)) if row.key == next.key => {
+            row.cells.extend(next.cells);
+            *open = Some(row);
+        }
+        (previous, first) => {
+            whole.extend(previous);
+            *open = first;
+        }
+    }
+    for row in rows {
+        whole.extend(open.replace(row));
+    }
+    if finished {
+        whole.extend(open.take());
+    }
+    whole
+}
+
+/// Classifies the rows of `whole` that `pass` owns into the census, as
+/// of `now`; rows it names unreadable go into `out`.
+fn add_rows(
+    (registry, options, (census, keep), pass): RangeCtx<'_>,
+    (table, now): (Table, Timestamp),
+    whole: Vec<RowCells>,
+    out: &mut RangeScan,
+) {
+    let mut census = census.lock().unwrap_or_else(PoisonError::into_inner);
+    for row in whole {
+        match pass.own(table, &row.key, row.token) {
+            Own::Classify => {
+                out.rows += 1;
+                let cells = classify_row(table, &row.key, row.cells, registry, now, options);
+                census.add_row(table, cells, keep);
+            }
+            Own::Skip => {}
+            Own::Unreadable(reason) => out.unreadable.push(UnreadableRow {
+                table,
+                lock: Some(row.key),
+                reason,
+            }),
+        }
+    }
 }
 
 /// The key of the row at the one token of `range`, read by a page of one

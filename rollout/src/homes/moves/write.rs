@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use lockshift_decide::algorithm::Algorithm;
-use lockshift_decide::home::{HomeRecord, Rule, fmt_micros};
+use lockshift_decide::home::{HomeRecord, MovePlan, Rule, fmt_micros};
 use lockshift_store::{Clock, Datacenter, Route, SharedStore, StoreError, Timestamp, WriteOptions};
 use tracing::info;
 
-use super::gather::{Judged, moved};
+use super::gather::{Gathered, Judged, moved};
 use super::{DatacenterRecord, Holds, MoveReport, MoveRequest};
 use crate::homes::patient::{READ_ATTEMPTS, write_patiently, write_record};
 use crate::registry::record_activity_via;
@@ -22,8 +22,6 @@ use crate::settings::RolloutSettings;
 /// else that answered. A move made already ([`MovePlan::spreads_to`]) is
 /// copied instead. Whatever could not be written is said in
 /// [`MoveReport::incomplete`], with what each datacenter holds.
-///
-/// [`MovePlan::spreads_to`]: lockshift_decide::home::MovePlan::spreads_to
 pub(super) async fn write(
     store: &SharedStore,
     clock: &dyn Clock,
@@ -46,20 +44,7 @@ pub(super) async fn write(
         // Made already: the newest cell as it is, at its own stamp — what
         // replication would have brought (a copy never overrides a newer
         // record, S2).
-        if let Some(cell) = &gathered.newest {
-            for dc in &plan.spreads_to {
-                let copied = write_patiently(
-                    store,
-                    &Route::Datacenter(dc.clone()),
-                    &key,
-                    &cell.value,
-                    WriteOptions::at(cell.writetime),
-                )
-                .await;
-                note(&mut report, dc, &copied, Holds::Serving);
-            }
-            report.applied = true;
-        }
+        spread(store, &gathered, &plan.spreads_to, &key, &mut report).await;
         finish(store, settings, request, &record, &mut report).await;
         return report;
     }
@@ -77,63 +62,22 @@ pub(super) async fn write(
         .filter(|dc| **dc != first)
         .cloned()
         .collect();
-    // The new home shows every rule the moved one covers before it shows
-    // the move: a process that confirms the move there learns of them in
-    // the same read (H5). Each cell is copied as it was, at its own
-    // stamp, so a copy never overrides a newer record.
-    let to = Route::Datacenter(request.ask.to.clone());
-    for (_, cell) in gathered.nested.values() {
-        let copied = write_patiently(
-            store,
-            &to,
-            &cell.column,
-            &cell.value,
-            WriteOptions::at(cell.writetime),
-        )
-        .await;
-        if let Err(e) = copied {
-            report.incomplete = Some(format!(
-                "nothing of the move was written: copying the record {:?} to {} failed ({e}); \
-                 try again once {} answers",
-                cell.column, request.ask.to, request.ask.to
-            ));
-            return report;
-        }
+    if let Err(why) = copy_nested(store, request, &gathered).await {
+        report.incomplete = Some(why);
+        return report;
     }
     // Above every stamp the rule's cell had, whatever this clock says.
     let stamp = clock.now().max(gathered.stamp.offset_micros(1));
-    // A move that completes a pending one whose record `first` already
-    // showed has its acknowledgement: that read, at LOCAL_QUORUM there.
-    // Writing the pending record again would stamp it above a serving one
-    // of an earlier attempt that may still land, and bury it.
-    let shown_at = plan
-        .completes
-        .then(|| {
-            let shows = gathered.scene.read.get(&first)?.iter().any(|(rule, r)| {
-                *rule == request.ask.rule && r.version == plan.version && r.pending
-            });
-            shows
-                .then(|| gathered.read_at.get(&first).copied())
-                .flatten()
-        })
-        .flatten();
-    let acked = match shown_at {
-        Some(read) => read,
-        None => {
-            let pending = write_record(store, &first, &key, &record.as_pending(), stamp).await;
-            if let Err(e) = &pending {
-                // Not acknowledged: it may still land (and then serves nowhere).
-                set(
-                    &mut report,
-                    &first,
-                    Some(Holds::Unknown),
-                    Some(format!("{e}; it may still land")),
-                );
-                report.incomplete = Some(incomplete(request, &report, &[]));
-                return report;
-            }
-            clock.now()
-        }
+    let Some(acked) = acknowledged(
+        store,
+        clock,
+        (request, &plan, &record),
+        (&gathered, &first, stamp),
+        &mut report,
+    )
+    .await
+    else {
+        return report;
     };
     set(&mut report, &first, Some(Holds::Pending), None);
     // H6: the wait counts from this acknowledgement, a moment the pending
@@ -158,6 +102,108 @@ pub(super) async fn write(
         version = record.version, forced = request.ask.force, "home moved");
     finish(store, settings, request, &record, &mut report).await;
     report
+}
+
+/// A move made already: its newest cell copied as it is, at its own stamp,
+/// to each datacenter in `to` — what replication would have brought (a
+/// copy never overrides a newer record, S2).
+async fn spread(
+    store: &SharedStore,
+    gathered: &Gathered,
+    to: &[Datacenter],
+    key: &str,
+    report: &mut MoveReport,
+) {
+    let Some(cell) = &gathered.newest else {
+        return;
+    };
+    for dc in to {
+        let copied = write_patiently(
+            store,
+            &Route::Datacenter(dc.clone()),
+            key,
+            &cell.value,
+            WriteOptions::at(cell.writetime),
+        )
+        .await;
+        note(report, dc, &copied, Holds::Serving);
+    }
+    report.applied = true;
+}
+
+/// The rules the moved one covers, copied to the new home before it shows
+/// the move: a process that confirms the move there learns of them in the
+/// same read (H5). Each cell is copied as it was, at its own stamp, so a
+/// copy never overrides a newer record. `Err` says what failed: nothing
+/// of the move is written then.
+async fn copy_nested(
+    store: &SharedStore,
+    request: &MoveRequest,
+    gathered: &Gathered,
+) -> Result<(), String> {
+    let to = Route::Datacenter(request.ask.to.clone());
+    for (_, cell) in gathered.nested.values() {
+        let copied = write_patiently(
+            store,
+            &to,
+            &cell.column,
+            &cell.value,
+            WriteOptions::at(cell.writetime),
+        )
+        .await;
+        if let Err(e) = copied {
+            return Err(format!(
+                "nothing of the move was written: copying the record {:?} to {} failed ({e}); \
+                 try again once {} answers",
+                cell.column, request.ask.to, request.ask.to
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The moment the record is known pending in `first` at LOCAL_QUORUM,
+/// from which the move's wait counts (H6): a move that completes a
+/// pending one whose record `first` already showed has it — that read
+/// (writing the pending record again would stamp it above a serving one
+/// of an earlier attempt that may still land, and bury it); any other
+/// writes the pending record at `stamp` and takes the acknowledgement.
+/// `None` when that write was not acknowledged (`report` says so).
+async fn acknowledged(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    (request, plan, record): (&MoveRequest, &MovePlan, &HomeRecord),
+    (gathered, first, stamp): (&Gathered, &Datacenter, Timestamp),
+    report: &mut MoveReport,
+) -> Option<Timestamp> {
+    let shown_at = plan
+        .completes
+        .then(|| {
+            let shows = gathered.scene.read.get(first)?.iter().any(|(rule, r)| {
+                *rule == request.ask.rule && r.version == plan.version && r.pending
+            });
+            shows
+                .then(|| gathered.read_at.get(first).copied())
+                .flatten()
+        })
+        .flatten();
+    if shown_at.is_some() {
+        return shown_at;
+    }
+    let key = request.ask.rule.key();
+    let pending = write_record(store, first, &key, &record.as_pending(), stamp).await;
+    if let Err(e) = &pending {
+        // Not acknowledged: it may still land (and then serves nowhere).
+        set(
+            report,
+            first,
+            Some(Holds::Unknown),
+            Some(format!("{e}; it may still land")),
+        );
+        report.incomplete = Some(incomplete(request, report, &[]));
+        return None;
+    }
+    Some(clock.now())
 }
 
 /// After the record is written (or copied): the fleet's activity at the
