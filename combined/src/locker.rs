@@ -1,17 +1,12 @@
 //! [`CombinedLocker`]: thesis §7.2 — queue order, entry into `main` through
 //! the legacy shadow arbitration, then a re-read of `main`.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use lockshift_decide::binding::Pacing;
 use lockshift_decide::waiter::handoff::{Standing, others_in, standing};
 use lockshift_decide::waiter::{Arrived, Entered, Policy};
-use lockshift_lock::{
-    AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    Locker, Sharing, TryAcquireError,
-};
-use lockshift_queue_lock::{Arrival, Line, MainEntry, QueueSettings, TimeSource, read_main};
+use lockshift_lock::{Algorithm, Lease};
+use lockshift_queue_lock::{Arrival, LineLocker, MainEntry, read_main};
 use lockshift_store::{RowQuery, Store, StoreError, schema};
 
 /// The combined lock's entry: shadow arbitration (so legacy contenders see
@@ -58,8 +53,8 @@ use lockshift_store::{RowQuery, Store, StoreError, schema};
 /// # Pacing
 ///
 /// How it paces itself is the acquisition's [`Pacing`], read from its
-/// [`Binding`] at each step (see [`Pacing`] for why; unbound, as beside
-/// legacy contenders): beside legacy contenders it prepares nothing and its
+/// [`Binding`](lockshift_lock::Binding) at each step (see [`Pacing`] for
+/// why; unbound, as beside legacy contenders): beside legacy contenders it prepares nothing and its
 /// first waiter pauses like a legacy contender while `main` is taken; at
 /// full speed it prepares hand-offs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -139,6 +134,10 @@ impl CombinedEntry {
 impl MainEntry for CombinedEntry {
     fn algorithm(&self) -> Algorithm {
         Algorithm::Combined
+    }
+
+    fn policy(&self) -> Policy {
+        Policy::COMBINED
     }
 
     /// The fast path (see the type's docs for the round trips).
@@ -300,6 +299,13 @@ impl MainEntry for CombinedEntry {
 
 /// The combined lock: safe beside legacy holders, queue holders and itself.
 ///
+/// Each acquisition paces itself as its
+/// [`Binding`](lockshift_lock::Binding) says; an unbound one paces for
+/// legacy contenders with the legacy lock's default settings
+/// ([`Pacing::default`]): it cannot know there are none. Its `new` takes a
+/// [`TimeService`](lockshift_queue_lock::TimeService)'s source, held (with
+/// the service's updater) for as long as the locker lives.
+///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
@@ -319,70 +325,18 @@ impl MainEntry for CombinedEntry {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Clone)]
-pub struct CombinedLocker {
-    line: Line,
-}
-
-impl CombinedLocker {
-    /// A combined locker over `ctx`, naming queue cells with `time`. Each
-    /// acquisition paces itself as its [`Binding`] says; an unbound one
-    /// paces for legacy contenders with the legacy lock's default settings
-    /// ([`Pacing::default`]): it cannot know there are none. `time` is a
-    /// [`TimeService`](lockshift_queue_lock::TimeService)'s source, held
-    /// (with the service's updater) for as long as the locker lives.
-    pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
-        CombinedLocker {
-            line: Line::new(
-                ctx,
-                time,
-                settings,
-                Arc::new(CombinedEntry),
-                Policy::COMBINED,
-            ),
-        }
-    }
-}
-
-#[async_trait]
-impl Locker for CombinedLocker {
-    fn algorithm(&self) -> Algorithm {
-        Algorithm::Combined
-    }
-
-    async fn acquire_with(
-        &self,
-        lock: &LockId,
-        options: AcquireOptions,
-        binding: &Binding,
-    ) -> Result<LockGuard, AcquireError> {
-        self.line.acquire(lock, options, binding).await
-    }
-
-    async fn try_acquire(
-        &self,
-        lock: &LockId,
-        binding: &Binding,
-    ) -> Result<LockGuard, TryAcquireError> {
-        self.line.try_acquire(lock, binding).await
-    }
-
-    async fn try_acquire_shared(
-        &self,
-        lock: &LockId,
-        sharing: Sharing,
-        binding: &Binding,
-    ) -> Result<LockGuard, TryAcquireError> {
-        self.line.try_acquire_shared(lock, sharing, binding).await
-    }
-}
+pub type CombinedLocker = LineLocker<CombinedEntry>;
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use lockshift_lock::{LeaseSettings, NodeId};
-    use lockshift_queue_lock::{TimeService, TimeSettings, TimeSourceKind};
+    use std::sync::Arc;
+
+    use lockshift_lock::{
+        AcquireOptions, Binding, LeaseSettings, LockContext, LockId, Locker, NodeId,
+    };
+    use lockshift_queue_lock::{QueueSettings, TimeService, TimeSettings, TimeSourceKind};
     use lockshift_store::{FaultPlan, FaultyStore, MemoryStore, OpKind, SharedClock, TokioClock};
 
     use super::*;

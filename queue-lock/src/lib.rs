@@ -67,7 +67,7 @@ pub mod time;
 /// The waiting line and what a [`MainEntry`] is built from, for the
 /// combined lock.
 pub use line::{Arrival, Line, MainEntry, StoreFuture, read_main};
-pub use locker::QueueLocker;
+pub use locker::{LineLocker, QueueEntry, QueueLocker};
 pub use settings::{QueueSettings, TimeSettings, TimeSourceKind};
 /// The time service: started by the locker factory
 /// (`lockshift_rollout::Lockers`); each locker holds a source of it, which

@@ -49,7 +49,7 @@ use crate::time::TimeSource;
 use contended::Contended;
 use lockshift_decide::queue::{Position, Sightings, mark};
 use lockshift_decide::waiter::poll_policy::{Average, Bounds};
-use lockshift_decide::waiter::{Context, Goal, Leaving, Observation, Policy, Waiter};
+use lockshift_decide::waiter::{Context, Goal, Leaving, Observation, Waiter};
 use perform::report;
 use run::Run;
 
@@ -81,7 +81,6 @@ pub struct Line {
     time: Arc<dyn TimeSource>,
     settings: QueueSettings,
     entry: Arc<dyn MainEntry>,
-    policy: Policy,
     contended: Arc<Contended>,
     /// The store's round trip and the line's pace as this line's waiters
     /// measured them: a new waiter starts from them (see the waiter's
@@ -102,20 +101,18 @@ impl fmt::Debug for Line {
 
 impl Line {
     /// A line over `ctx` naming queue cells with `time` and entering `main`
-    /// with `entry`, which behaves as `policy` says.
+    /// with `entry`, which behaves as its [`MainEntry::policy`] says.
     pub fn new(
         ctx: Arc<LockContext>,
         time: Arc<dyn TimeSource>,
         settings: QueueSettings,
         entry: Arc<dyn MainEntry>,
-        policy: Policy,
     ) -> Self {
         Line {
             ctx,
             time,
             settings,
             entry,
-            policy,
             contended: Arc::default(),
             measured: Arc::default(),
         }
@@ -130,7 +127,8 @@ impl Line {
         self.ctx.store().as_ref()
     }
 
-    fn algorithm(&self) -> Algorithm {
+    /// The algorithm of the entry this line enters `main` with.
+    pub(crate) fn algorithm(&self) -> Algorithm {
         self.entry.algorithm()
     }
 
@@ -340,7 +338,7 @@ impl Line {
             owner.as_str(),
             Instant::now().into_std(),
         )
-        .with(self.policy, goal)
+        .with(self.entry.policy(), goal)
         .knowing(round_trip, pace)
     }
 

@@ -1,6 +1,8 @@
 //! [`QueueLocker`]: the fair queue lock — a `Line` whose first waiter
-//! writes `main` and re-reads it (listing 7 lines 3–8).
+//! writes `main` and re-reads it (listing 7 lines 3–8); [`LineLocker`],
+//! the locker around any line.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,12 +20,16 @@ use lockshift_decide::waiter::{Arrived, Entered, Policy};
 
 /// The queue lock's entry: write my `main` cell, read `main` after it.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct QueueEntry;
+pub struct QueueEntry;
 
 #[async_trait]
 impl MainEntry for QueueEntry {
     fn algorithm(&self) -> Algorithm {
         Algorithm::Queue
+    }
+
+    fn policy(&self) -> Policy {
+        Policy::QUEUE
     }
 
     /// The fast path (Lemma 1's minimum: one write round, one read round).
@@ -83,6 +89,9 @@ impl MainEntry for QueueEntry {
 
 /// The fair queue lock.
 ///
+/// Services get lockers from a node; other code (tests, the benchmark)
+/// builds them with `lockshift_rollout::Lockers`, or as here.
+///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
@@ -102,28 +111,33 @@ impl MainEntry for QueueEntry {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
+pub type QueueLocker = LineLocker<QueueEntry>;
+
+/// A locker that waits in a [`Line`] and enters `main` with the entry `E`:
+/// the queue lock ([`QueueLocker`]) and the combined lock
+/// (`lockshift_combined::CombinedLocker`) are this, each with its entry.
 #[derive(Debug, Clone)]
-pub struct QueueLocker {
+pub struct LineLocker<E> {
     line: Line,
+    entry: PhantomData<fn() -> E>,
 }
 
-impl QueueLocker {
-    /// A queue locker over `ctx`, naming queue cells with `time`, a
+impl<E: MainEntry + Default + 'static> LineLocker<E> {
+    /// A locker over `ctx`, naming queue cells with `time`, a
     /// [`TimeService`](crate::TimeService)'s source: the locker holds it,
     /// and with it the service's updater, for as long as it lives.
-    /// Services get lockers from a node; other code (tests, the benchmark)
-    /// builds them with `lockshift_rollout::Lockers`.
     pub fn new(ctx: Arc<LockContext>, time: Arc<dyn TimeSource>, settings: QueueSettings) -> Self {
-        QueueLocker {
-            line: Line::new(ctx, time, settings, Arc::new(QueueEntry), Policy::QUEUE),
+        LineLocker {
+            line: Line::new(ctx, time, settings, Arc::new(E::default())),
+            entry: PhantomData,
         }
     }
 }
 
 #[async_trait]
-impl Locker for QueueLocker {
+impl<E: MainEntry + Default + 'static> Locker for LineLocker<E> {
     fn algorithm(&self) -> Algorithm {
-        Algorithm::Queue
+        self.line.algorithm()
     }
 
     async fn acquire_with(

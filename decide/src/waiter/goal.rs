@@ -24,9 +24,6 @@ pub enum Goal {
 /// know it: a value, not a question put to the entry at every step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
-    /// The second in line reserves behind the first (Q6) while the entry
-    /// prepares.
-    pub reserves_behind: bool,
     /// Beside legacy contenders ([`Pacing::BesideLegacy`]) the entry
     /// prepares no hand-off and, while `main` is taken, pauses a random
     /// time below their `owner_wait_max` (the combined lock: legacy
@@ -38,12 +35,10 @@ pub struct Policy {
 impl Policy {
     /// The queue lock's entry.
     pub const QUEUE: Policy = Policy {
-        reserves_behind: true,
         yields_to_legacy: false,
     };
     /// The combined lock's entry.
     pub const COMBINED: Policy = Policy {
-        reserves_behind: true,
         yields_to_legacy: true,
     };
 

@@ -97,7 +97,6 @@ impl Waiter {
                 // (a node beside legacy contenders prepares nothing).
                 let still_second = ahead == 1
                     && cx.prepares(self.policy)
-                    && self.policy.reserves_behind
                     && !head.is_empty()
                     && reservation.as_ref().map(|r| r.behind.as_str()) == Some(head.as_str());
                 if still_second && self.reserved_behind_too_long(cx.now) {
@@ -172,7 +171,6 @@ impl Waiter {
         cx: &Context,
     ) -> Option<Action> {
         if ahead != 1
-            || !self.policy.reserves_behind
             || !cx.prepares(self.policy)
             || self.cleanup_pending
             || !matches!(head_algorithm, Some(Algorithm::Queue | Algorithm::Combined))

@@ -43,6 +43,16 @@ fn in_line(ahead: u32) -> Position {
     in_line_with_head(ahead, "h/01@00000000000000000001", Algorithm::Queue)
 }
 
+/// In line after `ahead` live cells, the head's queue cell not
+/// lockshift's (no algorithm in its value): nobody reserves behind it.
+fn in_line_behind_foreign(ahead: u32) -> Position {
+    Position::Queued {
+        ahead,
+        head: "h/01@00000000000000000001".into(),
+        head_algorithm: None,
+    }
+}
+
 fn in_line_with_head(ahead: u32, head: &str, algorithm: Algorithm) -> Position {
     Position::Queued {
         ahead,
@@ -66,13 +76,9 @@ fn cx(now: Instant) -> Context {
     }
 }
 
-/// The tables' entry: it yields to legacy contenders when paced beside
-/// them (the combined lock's), and reserves behind no one unless a case
-/// says so.
-const POLICY: Policy = Policy {
-    reserves_behind: false,
-    yields_to_legacy: true,
-};
+/// The tables' entry: the combined lock's, which yields to legacy
+/// contenders when paced beside them.
+const POLICY: Policy = Policy::COMBINED;
 
 /// A waiter for the tables, entering as `policy` says.
 fn waiter(policy: Policy, start: Instant) -> Waiter {
@@ -92,12 +98,12 @@ struct Case {
     cleanup_pending: bool,
     observation: Observation,
     /// Changes to the context.
-    tweak: fn(&mut Policy, &mut Context),
+    tweak: fn(&mut Context),
     action: Action,
     after: State,
 }
 
-fn no_tweak(_: &mut Policy, _: &mut Context) {}
+fn no_tweak(_: &mut Context) {}
 
 fn case(state: State, observation: Observation, action: Action, after: State) -> Case {
     Case {
@@ -238,10 +244,13 @@ fn decisions() {
         // Fast path, first and alone: Q1 holds — the lock is mine, no re-mark.
         case(State::Arriving, arrived(Position::First, Some(vec![cell(ME, b"queue", 99)]), true),
              Acquired { marked_reservation: false }, State::Holding),
-        // Alone in `main` but not first: a waiter is overtaken otherwise (Q2).
-        // The arrival (2 ms, two store rounds) measured a 1 ms round trip:
-        // one place back, the next look comes one round trip later.
-        case(State::Arriving, arrived(in_line(1), Some(vec![cell(ME, b"queue", 99)]), true),
+        // Alone in `main` but not first, behind a head that would not
+        // disregard a reservation (its queue cell is not lockshift's): a
+        // waiter is overtaken otherwise (Q2). The arrival (2 ms, two store
+        // rounds) measured a 1 ms round trip: one place back, the next look
+        // comes one round trip later. (Behind a lockshift head it reserves
+        // over the cell instead: the Q6 table below.)
+        case(State::Arriving, arrived(in_line_behind_foreign(1), Some(vec![cell(ME, b"queue", 99)]), true),
              Withdraw, withdrawing(Then::Poll(MS))),
         // First, but someone in `main`: withdraw the fast-path cell, then enter properly.
         case(State::Arriving, arrived(Position::First, Some(vec![holder(), cell(ME, b"queue", 99)]), true),
@@ -253,8 +262,9 @@ fn decisions() {
         // ===== queued =====
         // One round trip per place: 2 places × 2 ms, minus the 2 ms the read took.
         case(queued(3), Observation::Position(in_line(2)), poll(2), queued(2)),
-        // Next after the head (it is taking the lock): once per round trip, back to back.
-        case(queued(2), Observation::Position(in_line(1)), Poll { after: zero }, queued(1)),
+        // Next after the head (it is taking the lock), which would not
+        // disregard a reservation: once per round trip, back to back.
+        case(queued(2), Observation::Position(in_line_behind_foreign(1)), Poll { after: zero }, queued(1)),
         case(queued(1), Observation::Position(Position::First), Enter { shadow_checked: false, after: Duration::ZERO }, State::First),
         case(queued(1), Observation::Position(Position::Missing), Arrive { after: Duration::ZERO, fast: false }, State::Arriving),
         // ===== entering =====
@@ -320,9 +330,9 @@ fn decisions() {
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
-        let (mut policy, mut context) = (POLICY, cx(start));
-        (c.tweak)(&mut policy, &mut context);
-        let mut w = waiter(policy, start);
+        let mut context = cx(start);
+        (c.tweak)(&mut context);
+        let mut w = waiter(POLICY, start);
         w.state = c.state;
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);
@@ -333,7 +343,7 @@ fn decisions() {
 #[test]
 fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
     let start = Instant::now();
-    let legacy_pace = |_: &mut Policy, c: &mut Context| beside_legacy_pace(c);
+    let legacy_pace = |c: &mut Context| beside_legacy_pace(c);
     #[rustfmt::skip]
     let cases = vec![
         Case { tweak: legacy_pace, ..case(State::First, read(vec![holder(), mine()], false),
@@ -349,9 +359,9 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
                Action::Withdraw, withdrawing(Then::Poll(MS * 2))) },
     ];
     for (i, c) in cases.into_iter().enumerate() {
-        let (mut policy, mut context) = (POLICY, cx(start));
-        (c.tweak)(&mut policy, &mut context);
-        let mut w = waiter(policy, start);
+        let mut context = cx(start);
+        (c.tweak)(&mut context);
+        let mut w = waiter(POLICY, start);
         w.state = c.state;
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);
@@ -448,19 +458,14 @@ fn the_second_in_line_reserves_behind_the_first() {
     let reserve = |owner: &str| ReserveBehind {
         ahead: owner.into(),
     };
-    let reserves = |p: &mut Policy, _: &mut Context| p.reserves_behind = true;
     let place = |position: Position, ready: bool| Observation::PlaceBehind { position, ready };
-    let beside_legacy = |p: &mut Policy, c: &mut Context| {
-        p.reserves_behind = true;
-        beside_legacy_pace(c);
-    };
-    let reserves_no_prepare = beside_legacy;
+    let beside_legacy = beside_legacy_pace;
     struct Q6 {
         state: State,
         behind: Option<String>,
         cleanup_pending: bool,
         observation: Observation,
-        tweak: fn(&mut Policy, &mut Context),
+        tweak: fn(&mut Context),
         action: Action,
         after: State,
         behind_after: Option<String>,
@@ -471,7 +476,7 @@ fn the_second_in_line_reserves_behind_the_first() {
         behind,
         cleanup_pending: false,
         observation,
-        tweak: reserves,
+        tweak: no_tweak,
         action,
         after,
         behind_after,
@@ -537,7 +542,7 @@ fn the_second_in_line_reserves_behind_the_first() {
         q(withdrawing(Then::Poll(MS * 2)), h01(), Observation::Withdrawn,
           poll(2), unsure(), None),
         // An entry that does not prepare never reserves.
-        Q6 { tweak: reserves_no_prepare, ..q(queued(2), None, Observation::Position(in_line(1)),
+        Q6 { tweak: beside_legacy, ..q(queued(2), None, Observation::Position(in_line(1)),
           Poll { after: zero }, queued(1), None) },
         // Leftovers go first.
         Q6 { cleanup_pending: true, ..q(unsure(), None, Observation::Position(in_line(1)),
@@ -545,9 +550,9 @@ fn the_second_in_line_reserves_behind_the_first() {
     ];
     let start = Instant::now();
     for (i, c) in cases.into_iter().enumerate() {
-        let (mut policy, mut context) = (POLICY, cx(start));
-        (c.tweak)(&mut policy, &mut context);
-        let mut w = waiter(policy, start);
+        let mut context = cx(start);
+        (c.tweak)(&mut context);
+        let mut w = waiter(POLICY, start);
         w.state = reserved_behind_in(c.state, c.behind, start);
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);

@@ -16,7 +16,7 @@ use lockshift_store::{Cell, Store, StoreError, schema};
 
 use lockshift_decide::queue::Position;
 
-use lockshift_decide::waiter::{Arrived, Entered};
+use lockshift_decide::waiter::{Arrived, Entered, Policy};
 
 /// A boxed store operation (what [`Arrival`] carries).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -59,13 +59,16 @@ impl fmt::Debug for Arrival<'_> {
 ///
 /// Every write goes through the lease (TTL, renewal, cleanup). Each method
 /// does only I/O and says what it read; the waiter decides, by what it
-/// read and by the entry's `Policy` (a value the line hands the waiter).
+/// read and by the entry's [`Policy`] (a value the line hands the waiter).
 /// Methods whose I/O depends on how the acquisition paces itself take its
 /// [`Pacing`] as it stands at that step (only the combined lock reads it).
 #[async_trait]
 pub trait MainEntry: Send + Sync + fmt::Debug {
     /// The algorithm this entry belongs to.
     fn algorithm(&self) -> Algorithm;
+
+    /// How this entry behaves, as the waiter needs to know it.
+    fn policy(&self) -> Policy;
 
     /// The value of a holding `main` cell.
     fn holding_value(&self) -> &'static [u8] {
