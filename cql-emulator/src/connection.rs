@@ -42,14 +42,14 @@ const MAX_PREPARED: usize = 50_000;
 
 /// State shared by every connection of an endpoint.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct EndpointState {
     pub(crate) engine: Mutex<Engine>,
     pub(crate) prepared: Mutex<std::collections::HashMap<Vec<u8>, Arc<Prepared>>>,
     pub(crate) faults: FaultController,
     pub(crate) max_frame_bytes: usize,
 }
 
-impl Shared {
+impl EndpointState {
     fn engine(&self) -> MutexGuard<'_, Engine> {
         // Invariant 1: a panic under the lock is caught by `guarded`; the engine's
         // maps stay structurally valid, so keep serving.
@@ -99,7 +99,11 @@ enum Reply {
 
 /// Serves one accepted connection until the client leaves, a fault drops
 /// it, or `shutdown` fires.
-pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: CancellationToken) {
+pub(crate) async fn serve(
+    stream: TcpStream,
+    shared: Arc<EndpointState>,
+    shutdown: CancellationToken,
+) {
     let peer = stream.peer_addr().ok();
     debug!(?peer, "CQL connection opened");
     let _ = stream.set_nodelay(true);
@@ -154,7 +158,7 @@ async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, conn: C
 /// error (after queueing the answer).
 async fn read_loop(
     rd: &mut BufReader<OwnedReadHalf>,
-    shared: &Arc<Shared>,
+    shared: &Arc<EndpointState>,
     session: &Arc<Session>,
     tx: &mpsc::Sender<Vec<u8>>,
     conn: &CancellationToken,
@@ -241,7 +245,7 @@ enum Frame {
 /// version, or one the connection cannot continue after, is answered here.
 async fn read_frame(
     rd: &mut BufReader<OwnedReadHalf>,
-    shared: &Arc<Shared>,
+    shared: &Arc<EndpointState>,
     tx: &mpsc::Sender<Vec<u8>>,
     conn: &CancellationToken,
 ) -> Frame {

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::connection::{self, Shared};
+use crate::connection::{self, EndpointState};
 use crate::engine::Engine;
 use crate::engine::system::NodeInfo;
 use crate::error::EmulatorError;
@@ -153,7 +153,7 @@ impl EmulatorBuilder {
             self.tombstone_thresholds,
         );
         let read_costs = engine.read_costs().clone();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(EndpointState {
             engine: Mutex::new(engine),
             prepared: Mutex::new(HashMap::new()),
             faults: self.faults.clone(),
@@ -181,7 +181,7 @@ impl EmulatorBuilder {
 
 async fn accept_loop(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<EndpointState>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {

@@ -18,20 +18,20 @@
 //!   mode against the confirmed stage, and gives combined
 //!   ([`resolve`]`(mode, None)`) while the view is unconfirmed (R2) or the
 //!   result is an algorithm the last landed heartbeat did not declare (R8).
-//! - [`Bindings`] holds every acquisition in flight or held, with the
-//!   algorithm it resolved and its stage version. [`Bindings::follow`]
+//! - [`Ledger`] holds every acquisition in flight or held, with the
+//!   algorithm it resolved and its stage version. [`Ledger::follow`]
 //!   invalidates or re-binds them when the resolution or the confirmed stage
-//!   changes (R3). [`Bindings::hand_out`] decides whether a guard just taken
+//!   changes (R3). [`Ledger::hand_out`] decides whether a guard just taken
 //!   may be handed out; a refused one is released by the caller, which
-//!   re-enters (R4, R8). [`Bindings::acting_version`] is the oldest version
+//!   re-enters (R4, R8). [`Ledger::acting_version`] is the oldest version
 //!   the heartbeat reports (R5); guards that need "every node acts on stage
 //!   ≥ N" read that, not only the node's view (R6).
 //!
 //! An invalidated acquisition must leave its line, which only the runtime
-//! can make it do: [`Bindings::follow`] and [`Bindings::invalidate_waiting`]
+//! can make it do: [`Ledger::follow`] and [`Ledger::invalidate_waiting`]
 //! return the ids they invalidated, and the runtime wakes those waiters.
 //! When a waiter leaves for a reason of its own (its caller gave up), the
-//! runtime says so with [`Bindings::invalidate`].
+//! runtime says so with [`Ledger::invalidate`].
 //!
 //! - [`Pacing`] is how a combined acquisition paces itself: beside legacy
 //!   contenders, or at full speed. [`Pacing::of`] derives it from the stage
@@ -232,7 +232,7 @@ impl Default for Pacing {
 
 /// One acquisition in flight or held (R3).
 #[derive(Debug)]
-struct Binding {
+struct BoundAcquisition {
     algorithm: Algorithm,
     /// The stage version it acts consistently with; `None`: no stage was
     /// ever read (only combined resolves then).
@@ -258,12 +258,12 @@ pub enum Refusal {
 
 /// Every acquisition of a node, by id.
 #[derive(Debug, Default)]
-pub struct Bindings {
+pub struct Ledger {
     next: u64,
-    map: BTreeMap<u64, Binding>,
+    map: BTreeMap<u64, BoundAcquisition>,
 }
 
-impl Bindings {
+impl Ledger {
     /// Binds a new acquisition resolved to `algorithm` under `view`'s last
     /// record, and gives its id.
     pub fn bind(&mut self, algorithm: Algorithm, view: &View) -> u64 {
@@ -271,7 +271,7 @@ impl Bindings {
         self.next += 1;
         self.map.insert(
             id,
-            Binding {
+            BoundAcquisition {
                 algorithm,
                 version: view.record.as_ref().map(|r| r.version),
                 held: false,

@@ -86,7 +86,7 @@ fn a_view_confirms_nothing_while_the_clock_is_not_known_within_the_margin() {
     assert!(v.clock_bounded(t0));
     assert_eq!(v.resolve(Mode::Legacy, t0).algorithm, Algorithm::Legacy);
     assert_eq!(v.valid_until(), Some(t0 + Duration::from_secs(10)));
-    let mut b = Bindings::default();
+    let mut b = Ledger::default();
     let held = b.bind(Algorithm::Legacy, &v);
     assert_eq!(b.hand_out(held, &v, t0), Ok(()));
     // The reading runs out before the stage does.
@@ -204,7 +204,7 @@ fn waiting_acquisitions_follow_or_leave() {
     let t0 = Instant::now();
     for (i, (bound, now_algorithm, stage, invalidated, version)) in cases.into_iter().enumerate() {
         let view = view_at(t0, Stage::Legacy, 2);
-        let mut b = Bindings::default();
+        let mut b = Ledger::default();
         let id = b.bind(bound, &view);
         let confirmed = stage.map(|(s, v)| record(s, v));
         let left = b.follow(now_algorithm, confirmed.as_ref());
@@ -222,7 +222,7 @@ fn waiting_acquisitions_follow_or_leave() {
 fn held_guards_rebind_only_to_stages_that_allow_them() {
     let t0 = Instant::now();
     let view = view_at(t0, Stage::Legacy, 0);
-    let mut b = Bindings::default();
+    let mut b = Ledger::default();
     let legacy = b.bind(Algorithm::Legacy, &view);
     let combined = b.bind(Algorithm::Combined, &view);
     b.hand_out(legacy, &view, t0).unwrap();
@@ -253,7 +253,7 @@ fn held_guards_rebind_only_to_stages_that_allow_them() {
 fn hand_out_refuses_what_the_stage_moved_past() {
     let t0 = Instant::now();
     let view = view_at(t0, Stage::Legacy, 0);
-    let mut b = Bindings::default();
+    let mut b = Ledger::default();
     // Invalidated while waiting.
     let id = b.bind(Algorithm::Legacy, &view);
     b.follow(Algorithm::Combined, view.confirmed(t0));
@@ -276,7 +276,7 @@ fn hand_out_refuses_what_the_stage_moved_past() {
 
 #[test]
 fn acting_version_is_unknown_until_a_stage_was_read() {
-    let b = Bindings::default();
+    let b = Ledger::default();
     assert_eq!(b.acting_version(&View::new(VALID)), None);
     let t0 = Instant::now();
     assert_eq!(b.acting_version(&view_at(t0, Stage::Queue, 5)), Some(5));

@@ -38,7 +38,7 @@
 //!   [`algorithm::Mode`], the rollout [`algorithm::Stage`] and how a mode
 //!   resolves against a stage ([`algorithm::resolve`]).
 //! - [`binding`]: a node's view of the stage ([`binding::View`]) and the
-//!   binding of each of its acquisitions ([`binding::Bindings`]): which
+//!   binding of each of its acquisitions ([`binding::Ledger`]): which
 //!   acquisitions a new view invalidates, whether a guard may be handed
 //!   out, and the oldest version the node still acts on.
 //! - [`queue`]: the queue row — what a waiter's queue cell says
@@ -110,7 +110,7 @@
 //! | P4 | only the queue and combined locks take shared acquisitions (§3a) | the legacy crate's locker (`SharingRefused`); the queue lock's line |
 //! | R1 | no stage lets legacy and queue run together; one step at a time (§4) | [`rollout::edge_refusal`], [`rollout::evaluate`], the rollout crate |
 //! | R2–R4 | a view expires; every acquisition is bound; hand-out (§4) | [`binding`] |
-//! | R5 | every process reported with its oldest binding (§4) | [`binding::Bindings::acting_version`], [`registry::NodeInfo`] |
+//! | R5 | every process reported with its oldest binding (§4) | [`binding::Ledger::acting_version`], [`registry::NodeInfo`] |
 //! | R6 | the guards read bindings (§4) | [`rollout::evaluate`] |
 //! | R7 | a handle or guard keeps its node alive (§4) | the node runtime (the facade) |
 //! | R8 | act only on what the rollout's rows already say (§4) | [`binding::View`] (what the last heartbeat that landed declared), the rollout crate's activity promises |

@@ -60,7 +60,7 @@ pub fn mark(owner: &str, arrival: u64) -> String {
 
 /// One waiter's queue cell, read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueEntry {
+pub struct QueueCell {
     /// When it arrived (µs, by the time service).
     pub arrival: u64,
     /// Its owner id.
@@ -69,7 +69,7 @@ pub struct QueueEntry {
     pub algorithm: Option<Algorithm>,
 }
 
-impl QueueEntry {
+impl QueueCell {
     /// Its mark: what a reservation behind it names.
     pub fn mark(&self) -> String {
         mark(self.owner.as_str(), self.arrival)
@@ -79,13 +79,13 @@ impl QueueEntry {
 /// Reads a queue cell of either layout: owner-id column with the arrival in
 /// the value, or the thesis' time-and-owner column with the algorithm in
 /// the value. `None` if it is neither (written by something else).
-pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
+pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueCell> {
     let value = std::str::from_utf8(value).ok();
     if let Some((arrival, algorithm)) = value.and_then(|v| v.split_once(':'))
         && arrival.len() == TIME_DIGITS
         && arrival.bytes().all(|b| b.is_ascii_digit())
     {
-        return Some(QueueEntry {
+        return Some(QueueCell {
             arrival: arrival.parse().ok()?,
             owner: OwnerId::from_stored(column),
             algorithm: algorithm.parse().ok(),
@@ -95,7 +95,7 @@ pub fn parse_queue_cell(column: &str, value: &[u8]) -> Option<QueueEntry> {
     if !prefix.bytes().all(|b| b.is_ascii_digit()) || column.len() == TIME_DIGITS {
         return None;
     }
-    Some(QueueEntry {
+    Some(QueueCell {
         arrival: prefix.parse().ok()?,
         owner: OwnerId::from_stored(&column[TIME_DIGITS..]),
         algorithm: value.and_then(|v| v.parse().ok()),
@@ -142,10 +142,10 @@ impl Position {
 /// never is. A cell of neither layout counts as arrived at time 0.
 pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32) -> Position {
     let window = window.max(1);
-    let mut line: Vec<(QueueEntry, &Cell)> = cells
+    let mut line: Vec<(QueueCell, &Cell)> = cells
         .iter()
         .map(|c| {
-            let entry = parse_queue_cell(&c.column, &c.value).unwrap_or(QueueEntry {
+            let entry = parse_queue_cell(&c.column, &c.value).unwrap_or(QueueCell {
                 arrival: 0,
                 owner: OwnerId::from_stored(&c.column),
                 algorithm: None,
@@ -155,7 +155,7 @@ pub fn place(cells: &[Cell], me: &str, dead: impl Fn(&Cell) -> bool, window: u32
         .collect();
     line.sort_by(|(a, ca), (b, cb)| (a.arrival, &ca.column).cmp(&(b.arrival, &cb.column)));
     let mut ahead: u32 = 0;
-    let mut head: Option<&QueueEntry> = None;
+    let mut head: Option<&QueueCell> = None;
     let mut past_dead = false;
     for (entry, cell) in &line {
         if cell.column == me {
@@ -246,7 +246,7 @@ mod tests {
         assert_eq!(value, b"00000000000000000999:combined");
         assert_eq!(
             parse_queue_cell(owner.as_str(), &value),
-            Some(QueueEntry {
+            Some(QueueCell {
                 arrival: 999,
                 owner: owner.clone(),
                 algorithm: Some(Algorithm::Combined),
@@ -255,7 +255,7 @@ mod tests {
         // The thesis' shape, as lockshift builds before slots wrote it.
         assert_eq!(
             parse_queue_cell("00000000000000001000n/0000000000000002", b"queue"),
-            Some(QueueEntry {
+            Some(QueueCell {
                 arrival: 1_000,
                 owner: owner.clone(),
                 algorithm: Some(Algorithm::Queue),

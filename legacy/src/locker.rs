@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lockshift_lock::{
     AcquireError, AcquireOptions, Algorithm, Binding, Lease, LockContext, LockGuard, LockId,
-    Locker, OwnerId, Sharing, Stop, TryAcquireError, Waiting,
+    Locker, OwnerId, Seen, Sharing, Stop, TryAcquireError, Waiting,
 };
 use lockshift_store::schema;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -136,28 +136,6 @@ impl LegacyLocker {
             };
             waiting.pause(pause).await.map_err(Stop::Interrupted)?;
         }
-    }
-}
-
-/// What one acquisition saw of its lock, to tell a timeout the store
-/// caused from one another owner caused
-/// ([`AcquireError::after_store_failures`]).
-#[derive(Debug, Default)]
-struct Seen {
-    /// A read of the lock's rows succeeded.
-    lock_read: bool,
-    /// TryLock found another owner, or another contender arbitrating.
-    in_the_way: bool,
-    /// The last store error retried.
-    last_error: Option<lockshift_store::StoreError>,
-}
-
-impl Seen {
-    /// `error`, told apart by what was seen: "not free" only once someone
-    /// was seen in the way.
-    fn explain(self, error: AcquireError) -> AcquireError {
-        let last_error = self.last_error.filter(|_| !self.in_the_way);
-        error.after_store_failures(self.lock_read, last_error)
     }
 }
 

@@ -217,6 +217,29 @@ impl AcquireError {
     }
 }
 
+/// What one acquisition saw of its lock while it waited, to tell a
+/// timeout the store caused from one another owner caused: a locker notes
+/// its reads in it and [`explain`](Seen::explain)s its error with it.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// A read of the lock's rows succeeded.
+    pub lock_read: bool,
+    /// A read showed someone in the way: a holder, waiters ahead, a
+    /// contender arbitrating, an entry blocked by another.
+    pub in_the_way: bool,
+    /// The last store error retried.
+    pub last_error: Option<StoreError>,
+}
+
+impl Seen {
+    /// `error`, told apart by what was seen: "not free" only once someone
+    /// was seen in the way.
+    pub fn explain(self, error: AcquireError) -> AcquireError {
+        let last_error = self.last_error.filter(|_| !self.in_the_way);
+        error.after_store_failures(self.lock_read, last_error)
+    }
+}
+
 impl AcquireError {
     /// This error, told apart by what the acquisition saw while it waited:
     /// a [`Timeout`](AcquireError::Timeout) after store failures, of an
@@ -227,7 +250,11 @@ impl AcquireError {
     /// read showed a holder or waiters ahead (then a timeout is one), and
     /// `lock_read` = whether any read of the lock's rows succeeded. Every
     /// other error is returned as it is.
-    pub fn after_store_failures(self, lock_read: bool, last_error: Option<StoreError>) -> Self {
+    pub(crate) fn after_store_failures(
+        self,
+        lock_read: bool,
+        last_error: Option<StoreError>,
+    ) -> Self {
         match (self, last_error) {
             (
                 AcquireError::Timeout {

@@ -39,7 +39,7 @@ use crate::lease::{FenceFailure, Lease};
 /// ```
 #[must_use = "the lock is held only while the guard lives: keep it for as long as you use the resource, then `release().await` it"]
 pub struct LockGuard {
-    core: Arc<Core>,
+    core: Arc<Hold>,
     lock: LockId,
     owner: OwnerId,
     algorithm: Algorithm,
@@ -51,7 +51,7 @@ pub struct LockGuard {
 }
 
 /// What a guard shares with its [`Revoker`]s.
-struct Core {
+struct Hold {
     lock: LockId,
     owner: OwnerId,
     algorithm: Algorithm,
@@ -92,7 +92,7 @@ impl Lease {
         let lost = lease_lost.child_token();
         let (lock, owner) = (self.lock().clone(), self.owner().clone());
         LockGuard {
-            core: Arc::new(Core {
+            core: Arc::new(Hold {
                 lock: lock.clone(),
                 owner: owner.clone(),
                 algorithm,
@@ -302,7 +302,7 @@ impl LockGuard {
     }
 }
 
-impl Core {
+impl Hold {
     /// `read` of the lease, or `None` when it was released. Only a release
     /// write-locks it, so a guard that cannot read its lease at once holds
     /// nothing.
@@ -340,7 +340,7 @@ impl Core {
     }
 }
 
-impl Drop for Core {
+impl Drop for Hold {
     fn drop(&mut self) {
         if self.lease.get_mut().is_some() {
             info!(lock = %self.lock, owner = %self.owner, algorithm = %self.algorithm,
@@ -359,7 +359,7 @@ impl Drop for Core {
 /// guard alive.
 #[derive(Clone)]
 pub struct Revoker {
-    core: Weak<Core>,
+    core: Weak<Hold>,
 }
 
 impl fmt::Debug for Revoker {

@@ -111,7 +111,7 @@ pub use api::{AcquireOptions, Algorithm, KindConflict, Locker, Sharing, WaitWatc
 pub use binding::Binding;
 pub use cells::LegacySightings;
 pub use context::{Interrupted, LockContext, Stop, Waiting};
-pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, TryAcquireError};
+pub use error::{AcquireError, FenceError, LeaseLostReason, ReleaseError, Seen, TryAcquireError};
 pub use guard::{LockGuard, Revoker};
 /// The ids: pure data (`lockshift_decide::id`), which the lock API takes
 /// and returns.

@@ -98,7 +98,7 @@ pub async fn sleep(d: Duration) {
     sleep_until(Instant::now() + d).await;
 }
 
-type Request = (std::time::Instant, oneshot::Sender<()>);
+type PauseRequest = (std::time::Instant, oneshot::Sender<()>);
 
 /// The timer thread drops rings nobody waits for once it holds more (and
 /// then once it holds twice what was left, so pruning stays linear).
@@ -107,7 +107,7 @@ const PRUNE_ABOVE: usize = 1024;
 /// Asks the timer thread to ring at `at`; `None` if the thread could not
 /// be started (the caller falls back to tokio's timer).
 fn fine_wake(at: std::time::Instant) -> Option<oneshot::Receiver<()>> {
-    static TIMER: OnceLock<Option<Sender<Request>>> = OnceLock::new();
+    static TIMER: OnceLock<Option<Sender<PauseRequest>>> = OnceLock::new();
     let sender = TIMER.get_or_init(|| {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -144,7 +144,7 @@ impl Ord for Due {
 /// The timer thread: rings every due request, then sleeps until the next
 /// one or a new request. Ends when every sender is gone (never, in
 /// practice: the sender is process-wide).
-fn run(requests: &Receiver<Request>) {
+fn run(requests: &Receiver<PauseRequest>) {
     let mut pending: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
     let mut prune_above = PRUNE_ABOVE;
     loop {

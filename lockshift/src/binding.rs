@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use lockshift_decide::algorithm::Algorithm;
 pub(crate) use lockshift_decide::binding::View;
-use lockshift_decide::binding::{Bindings as Core, LEGACY_OWNER_WAIT_MAX, Pacing, Refusal};
+use lockshift_decide::binding::{LEGACY_OWNER_WAIT_MAX, Ledger, Pacing, Refusal};
 use lockshift_decide::rollout::StageRecord;
 use lockshift_lock::{Binding, LegacySightings};
 use lockshift_store::Timestamp;
@@ -48,7 +48,7 @@ impl Signals {
 /// every one of them reads; and the legacy holders they saw.
 #[derive(Debug)]
 pub(crate) struct Bindings {
-    core: Core,
+    ledger: Ledger,
     signals: BTreeMap<u64, Signals>,
     /// The pacing the node's confirmed stage calls for ([`Pacing::of`]):
     /// every acquisition reads it at each step, through its own receiver.
@@ -71,7 +71,7 @@ impl Bindings {
     /// and until a stage is confirmed the pacing is beside them.
     pub(crate) fn new(owner_wait_max: Duration) -> Self {
         Bindings {
-            core: Core::default(),
+            ledger: Ledger::default(),
             signals: BTreeMap::new(),
             pacing: watch::Sender::new(Pacing::BesideLegacy { owner_wait_max }),
             owner_wait_max,
@@ -109,7 +109,7 @@ impl Bindings {
         view: &View,
         cancel: Option<&CancellationToken>,
     ) -> (u64, Binding) {
-        let id = self.core.bind(algorithm, view);
+        let id = self.ledger.bind(algorithm, view);
         let invalidated = CancellationToken::new();
         self.signals.insert(
             id,
@@ -125,14 +125,14 @@ impl Bindings {
     /// Forgets an acquisition (it ended without a guard, or its guard was
     /// released).
     pub(crate) fn unbind(&mut self, id: u64) {
-        self.core.unbind(id);
+        self.ledger.unbind(id);
         self.signals.remove(&id);
     }
 
     /// Whether acquisition `id` was invalidated.
     #[cfg(test)]
     pub(crate) fn is_invalidated(&self, id: u64) -> bool {
-        self.core.is_invalidated(id)
+        self.ledger.is_invalidated(id)
     }
 
     /// Tells the bindings of the acquisitions whose callers cancelled them:
@@ -140,7 +140,7 @@ impl Bindings {
     fn note_cancelled(&mut self) {
         for (id, signals) in &self.signals {
             if signals.cancelled() {
-                self.core.invalidate(*id);
+                self.ledger.invalidate(*id);
             }
         }
     }
@@ -159,13 +159,13 @@ impl Bindings {
     /// Idempotent: call it whenever either may have changed.
     pub(crate) fn follow(&mut self, algorithm: Algorithm, confirmed: Option<&StageRecord>) {
         self.note_cancelled();
-        let invalidated = self.core.follow(algorithm, confirmed);
+        let invalidated = self.ledger.follow(algorithm, confirmed);
         self.cancel(invalidated);
     }
 
     /// Invalidates every waiting acquisition (the node is shutting down).
     pub(crate) fn invalidate_waiting(&mut self) {
-        let invalidated = self.core.invalidate_waiting();
+        let invalidated = self.ledger.invalidate_waiting();
         self.cancel(invalidated);
     }
 
@@ -177,24 +177,24 @@ impl Bindings {
             .get(&id)
             .is_some_and(|s| s.invalidated.is_cancelled() || s.cancelled())
         {
-            self.core.invalidate(id);
+            self.ledger.invalidate(id);
         }
-        self.core.hand_out(id, view, now)
+        self.ledger.hand_out(id, view, now)
     }
 
     /// The oldest stage version the node may still act on (R5).
     pub(crate) fn acting_version(&self, view: &View) -> Option<u64> {
-        self.core.acting_version(view)
+        self.ledger.acting_version(view)
     }
 
     /// Acquisitions waiting or held, by algorithm.
     pub(crate) fn counts(&self) -> BTreeMap<Algorithm, u32> {
-        self.core.counts()
+        self.ledger.counts()
     }
 
     /// Whether any acquisition is waiting.
     pub(crate) fn any_waiting(&self) -> bool {
-        self.core.any_waiting()
+        self.ledger.any_waiting()
     }
 }
 

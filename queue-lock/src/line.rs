@@ -365,29 +365,6 @@ impl Line {
     }
 }
 
-/// What one acquisition saw of its lock, to tell a timeout the store
-/// caused from one another owner caused
-/// ([`AcquireError::after_store_failures`]).
-#[derive(Debug, Default)]
-struct Seen {
-    /// A read of the lock's rows succeeded.
-    lock_read: bool,
-    /// A read showed someone in the way: a holder, waiters ahead, an entry
-    /// blocked by another.
-    in_the_way: bool,
-    /// The last store error retried.
-    last_error: Option<StoreError>,
-}
-
-impl Seen {
-    /// `error`, told apart by what was seen: "not free" only once someone
-    /// was seen in the way.
-    fn explain(self, error: AcquireError) -> AcquireError {
-        let last_error = self.last_error.filter(|_| !self.in_the_way);
-        error.after_store_failures(self.lock_read, last_error)
-    }
-}
-
 /// Whether `observation` came from a read of the lock's rows (a
 /// withdrawal or a reservation behind another is a write alone).
 fn reads_the_lock(observation: &Observation) -> bool {

@@ -103,7 +103,7 @@ enum Place {
 
 /// What the candidates share with the driver.
 #[derive(Debug)]
-struct Shared {
+struct Campaigns {
     seed: u64,
     /// When the run began: the zero of its timeline.
     began: Instant,
@@ -126,7 +126,7 @@ struct Shared {
     failures: Mutex<Vec<String>>,
 }
 
-impl Shared {
+impl Campaigns {
     fn stats(&self) -> MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -186,7 +186,7 @@ pub struct World {
     seed: u64,
     rng: StdRng,
     rollout: Rollout,
-    shared: Arc<Shared>,
+    shared: Arc<Campaigns>,
     candidates: Vec<Candidate>,
     observers: Vec<Observer>,
     /// Nodes that only observe.
@@ -246,7 +246,7 @@ impl World {
             s.lock.lease(),
             s.lock.queue.clone(),
         );
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Campaigns {
             seed,
             began: Instant::now(),
             ttl: timings.lease_ttl,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tracing::trace;
 
-use super::{MAX_PREPARED, Reply, Session, Shared, guarded};
+use super::{EndpointState, MAX_PREPARED, Reply, Session, guarded};
 use crate::engine::{ExecOptions, Outcome, Prepared};
 use crate::error::{CqlError, ErrorKind};
 use crate::faults::Fault;
@@ -14,7 +14,12 @@ use crate::murmur3;
 use crate::wire::Value;
 
 /// Handles one QUERY, PREPARE, EXECUTE or BATCH.
-pub(super) async fn handle(shared: &Shared, session: &Session, op: u8, body: &[u8]) -> Reply {
+pub(super) async fn handle(
+    shared: &EndpointState,
+    session: &Session,
+    op: u8,
+    body: &[u8],
+) -> Reply {
     let request = match messages::decode(op, body) {
         Ok(r) => r,
         Err(e) => return Reply::Send(messages::error(&e)),
@@ -44,7 +49,7 @@ fn statement_id(keyspace: Option<&str>, text: &str) -> Vec<u8> {
     id
 }
 
-fn prepare(shared: &Shared, session: &Session, text: &str) -> Result<Response, CqlError> {
+fn prepare(shared: &EndpointState, session: &Session, text: &str) -> Result<Response, CqlError> {
     let ks = session.keyspace();
     let prepared = guarded(|| {
         let stmt = crate::parse::parse(text)?;
@@ -106,7 +111,7 @@ fn fault_reply(fault: Fault, consistency: u16, write_type: &'static str) -> Repl
 
 /// Runs a compiled statement with the fault rules around it.
 async fn run(
-    shared: &Shared,
+    shared: &EndpointState,
     session: &Session,
     prepared: &Prepared,
     params: &QueryParams,
@@ -175,7 +180,7 @@ async fn run(
 }
 
 async fn query(
-    shared: &Shared,
+    shared: &EndpointState,
     session: &Session,
     text: &str,
     params: &QueryParams,
@@ -202,7 +207,7 @@ fn hex(b: &[u8]) -> String {
 
 /// Looks up a prepared statement. Whether its tables still exist is
 /// checked under the engine lock when it runs.
-fn lookup(shared: &Shared, id: &[u8]) -> Result<Arc<Prepared>, CqlError> {
+fn lookup(shared: &EndpointState, id: &[u8]) -> Result<Arc<Prepared>, CqlError> {
     shared
         .prepared()
         .get(id)
@@ -211,7 +216,7 @@ fn lookup(shared: &Shared, id: &[u8]) -> Result<Arc<Prepared>, CqlError> {
 }
 
 async fn execute(
-    shared: &Shared,
+    shared: &EndpointState,
     session: &Session,
     id: &[u8],
     params: &QueryParams,
@@ -247,7 +252,7 @@ fn by_name(p: &Prepared, params: &QueryParams) -> Result<Vec<Value>, CqlError> {
 }
 
 async fn batch(
-    shared: &Shared,
+    shared: &EndpointState,
     session: &Session,
     b: &messages::BatchRequest<'_>,
 ) -> Result<Reply, CqlError> {

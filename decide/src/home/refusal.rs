@@ -174,7 +174,7 @@ impl Refusal {
                 from,
                 version,
             } => pending_text(
-                Said { what: &what, is },
+                Wording { what: &what, is },
                 rule,
                 home,
                 from.as_ref(),
@@ -185,7 +185,7 @@ impl Refusal {
                 home,
                 version,
                 shows,
-            } => behind_text(Said { what: &what, is }, rule, home, *version, *shows),
+            } => behind_text(Wording { what: &what, is }, rule, home, *version, *shows),
             Refusal::Unsurveyed {
                 datacenters,
                 last_error,
@@ -224,7 +224,7 @@ impl Refusal {
 /// What a refusal is about, as its sentence starts: `lock "a"` and `is`,
 /// or `the fleet's rows (…)` and `are`.
 #[derive(Clone, Copy)]
-struct Said<'a> {
+struct Wording<'a> {
     what: &'a str,
     is: &'a str,
 }
@@ -239,13 +239,13 @@ fn prefix_flag(rule: &Rule) -> String {
 
 /// [`Refusal::Pending`] in words.
 fn pending_text(
-    said: Said<'_>,
+    said: Wording<'_>,
     rule: &Rule,
     home: &Datacenter,
     from: Option<&Datacenter>,
     version: u64,
 ) -> String {
-    let Said { what, is } = said;
+    let Wording { what, is } = said;
     let it = if is == "is" { "it" } else { "them" };
     let prefix = prefix_flag(rule);
     match from {
@@ -266,13 +266,13 @@ fn pending_text(
 
 /// [`Refusal::Behind`] in words.
 fn behind_text(
-    said: Said<'_>,
+    said: Wording<'_>,
     rule: &Rule,
     home: &Datacenter,
     version: u64,
     shows: Option<(u64, bool)>,
 ) -> String {
-    let Said { what, is } = said;
+    let Wording { what, is } = said;
     let it = if is == "is" { "it" } else { "they" };
     let shows = match shows {
         Some((v, true)) => format!("version {v}, pending"),

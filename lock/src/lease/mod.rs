@@ -162,7 +162,7 @@ pub struct ReadMark {
 }
 
 #[derive(Debug)]
-struct State {
+struct LeaseState {
     cells: BTreeMap<(Table, String), LeaseCell>,
     last_stamp: i64,
     lost: Option<LeaseLostReason>,
@@ -171,7 +171,7 @@ struct State {
 }
 
 #[derive(Debug)]
-struct Shared {
+struct LeaseParts {
     store: SharedStore,
     clock: SharedClock,
     ttl: Ttl,
@@ -183,7 +183,7 @@ struct Shared {
     /// This acquisition among those of its slot (see [`Lease::mark`]).
     mark: Option<String>,
     algorithm: &'static str,
-    state: Mutex<State>,
+    state: Mutex<LeaseState>,
     lost: CancellationToken,
     /// The slot the cells are written under, given back once they are gone.
     slot: Mutex<Option<Slot>>,
@@ -195,7 +195,7 @@ struct Shared {
 ///
 /// Created by a locker at the start of an acquisition; see the module docs.
 pub struct Lease {
-    shared: Arc<Shared>,
+    shared: Arc<LeaseParts>,
     stop: CancellationToken,
     renewer: Option<JoinHandle<()>>,
 }
@@ -226,7 +226,7 @@ impl Lease {
         owner: OwnerId,
         algorithm: &'static str,
     ) -> Lease {
-        Self::spawn(Shared {
+        Self::spawn(LeaseParts {
             store,
             clock,
             ttl,
@@ -236,7 +236,7 @@ impl Lease {
             owner,
             mark: None,
             algorithm,
-            state: Mutex::new(State {
+            state: Mutex::new(LeaseState {
                 cells: BTreeMap::new(),
                 last_stamp: i64::MIN,
                 lost: None,
@@ -267,7 +267,7 @@ impl Lease {
         stamps: Arc<AtomicI64>,
         waiting: Option<WaitingTerms>,
     ) -> Lease {
-        Self::spawn(Shared {
+        Self::spawn(LeaseParts {
             store,
             clock,
             ttl,
@@ -277,7 +277,7 @@ impl Lease {
             owner: slot.owner().clone(),
             mark,
             algorithm,
-            state: Mutex::new(State {
+            state: Mutex::new(LeaseState {
                 cells: BTreeMap::new(),
                 last_stamp: i64::MIN,
                 lost: None,
@@ -289,7 +289,7 @@ impl Lease {
         })
     }
 
-    fn spawn(shared: Shared) -> Lease {
+    fn spawn(shared: LeaseParts) -> Lease {
         let shared = Arc::new(shared);
         let stop = CancellationToken::new();
         let span = info_span!("lease", lock = %shared.lock, owner = %shared.owner, algorithm = shared.algorithm);
@@ -357,7 +357,7 @@ impl Lease {
     }
 }
 
-impl Shared {
+impl LeaseParts {
     /// The TTL a write of `term` carries.
     fn ttl_of(&self, term: Term) -> Ttl {
         match (term, self.waiting) {
@@ -385,12 +385,12 @@ impl Shared {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, LeaseState> {
         // Every critical section is a few field updates; none can panic midway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn stamp(&self, st: &mut State) -> Timestamp {
+    fn stamp(&self, st: &mut LeaseState) -> Timestamp {
         // L1: above this lease's last stamp and every earlier lease's of the
         // context (the slot's previous acquisition among them).
         let floor = st
@@ -419,7 +419,7 @@ impl Shared {
     /// L8: when a held lease's holding cells expire first — the send of
     /// the earliest holding proof among its live cells other than `key` —
     /// or `None` while the lease waits or holds no other proven cell.
-    fn holding_horizon(&self, st: &State, key: &(Table, String)) -> Option<Instant> {
+    fn holding_horizon(&self, st: &LeaseState, key: &(Table, String)) -> Option<Instant> {
         if st.waiting {
             return None;
         }

@@ -8,7 +8,7 @@ use lockshift_store::{CellWrite, Table, Timestamp, WriteOptions};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{CellState, Lease, Proof, ReadMark, Shared, State, Term};
+use super::{CellState, Lease, LeaseParts, LeaseState, Proof, ReadMark, Term};
 
 impl Lease {
     /// Changes the value of a cell this lease holds, without waiting: the
@@ -135,10 +135,10 @@ impl Lease {
     }
 }
 
-impl Shared {
+impl LeaseParts {
     /// Stamps a background rewrite of the live cell `column` of `table`
     /// with its registered value and term; `None` if it is not live.
-    fn rewrite_job(&self, st: &mut State, table: Table, column: &str) -> Option<Rewrite> {
+    fn rewrite_job(&self, st: &mut LeaseState, table: Table, column: &str) -> Option<Rewrite> {
         let cell = st.cells.get_mut(&(table, column.to_string()))?;
         if !matches!(cell.state, CellState::Live { .. }) {
             return None;

@@ -10,7 +10,7 @@ use lockshift_store::{StoreError, Table};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{CellState, Lease, Shared};
+use super::{CellState, Lease, LeaseParts};
 use lockshift_decide::registry::TTL_SKEW_ALLOWANCE;
 
 /// How many times `release` retries a transient delete failure before
@@ -80,7 +80,7 @@ impl Drop for Lease {
     }
 }
 
-impl Shared {
+impl LeaseParts {
     /// Deletes `cells` — one delete per table, all at once, so a release
     /// costs one round trip — retrying transient failures a few times.
     async fn delete_with_retries(

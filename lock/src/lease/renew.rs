@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{CellState, Lease, LeaseCell, Proof, Shared, State, Term};
+use super::{CellState, Lease, LeaseCell, LeaseParts, LeaseState, Proof, Term};
 use crate::error::LeaseLostReason;
 
 impl Lease {
@@ -46,11 +46,11 @@ impl Lease {
     }
 }
 
-impl Shared {
+impl LeaseParts {
     /// The live cell whose proof runs out first: when it does (its last
     /// successful write's send + `lost_after` for that write's TTL, L3),
     /// when it was sent and its limit.
-    fn earliest_deadline(&self, st: &State) -> Option<(Instant, Instant, Duration)> {
+    fn earliest_deadline(&self, st: &LeaseState) -> Option<(Instant, Instant, Duration)> {
         st.cells
             .values()
             .filter_map(LeaseCell::proof)
@@ -62,7 +62,7 @@ impl Shared {
     }
 
     /// The proof that ran out, if one has.
-    fn overdue(&self, st: &State, now: Instant) -> Option<LeaseLostReason> {
+    fn overdue(&self, st: &LeaseState, now: Instant) -> Option<LeaseLostReason> {
         self.earliest_deadline(st)
             .filter(|(deadline, _, _)| now >= *deadline)
             .map(|(_, sent, limit)| LeaseLostReason::RenewalOverdue {
@@ -72,7 +72,7 @@ impl Shared {
     }
 
     /// When the watchdog must look next: the earliest proof's deadline.
-    fn next_deadline(&self, st: &State) -> Option<Instant> {
+    fn next_deadline(&self, st: &LeaseState) -> Option<Instant> {
         self.earliest_deadline(st).map(|(deadline, _, _)| deadline)
     }
 
@@ -196,7 +196,7 @@ enum RenewFailure {
 
 /// The background task: renew every `renew_every` (sooner after a failure),
 /// and fire the lost signal at the watchdog deadline (L3).
-pub(super) async fn renew_loop(shared: Arc<Shared>, stop: CancellationToken) {
+pub(super) async fn renew_loop(shared: Arc<LeaseParts>, stop: CancellationToken) {
     // Retries after a failure come at a quarter of the shortest period.
     let shortest = shared.waiting.map_or(shared.settings.renew_every, |w| {
         w.renew_every.min(shared.settings.renew_every)

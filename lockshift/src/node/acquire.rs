@@ -13,10 +13,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use super::runtime::Shared;
-use super::{Core, Node};
+use super::runtime::NodeParts;
+use super::{Node, NodeInner};
 
-impl Shared {
+impl NodeParts {
     fn locker(&self, algorithm: Algorithm) -> &dyn Locker {
         match algorithm {
             Algorithm::Legacy => self.legacy.as_ref(),
@@ -60,7 +60,7 @@ impl Shared {
 /// One bound acquisition (R3): unbound when dropped, unless its guard was
 /// handed out — then the guard carries a [`Held`] instead.
 struct Attempt {
-    shared: Arc<Shared>,
+    shared: Arc<NodeParts>,
     id: u64,
     algorithm: Algorithm,
     /// What its locker reads: how it paces itself (a combined
@@ -84,7 +84,7 @@ impl Drop for Attempt {
 /// the lock is held (R7), unbound when the guard goes — released, dropped,
 /// or revoked by a shutdown.
 struct Held {
-    core: Arc<Core>,
+    core: Arc<NodeInner>,
     id: u64,
     algorithm: Algorithm,
     since: Instant,

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::clock::{ClockState, CorrectedClock, measure_at_start};
-use super::runtime::{Shared, State, every, refresh_homes, watch_expiry};
-use super::{Core, Node};
+use super::runtime::{NodeParts, NodeState, every, refresh_homes, watch_expiry};
+use super::{Node, NodeInner};
 use crate::Mode;
 use crate::binding::{Bindings, View};
 use crate::error::StartError;
@@ -224,7 +224,7 @@ impl Node {
         let lockers = lockers(ctx, settings);
         let configured = settings.node.mode;
         let view = View::new(settings.rollout.stage_valid_for);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(NodeParts {
             incarnation,
             version: options.version.clone(),
             started_at: clock.now(),
@@ -260,7 +260,7 @@ impl Node {
         let stop = CancellationToken::new();
         let tasks = spawn_tasks(&shared, &stop);
         Ok(Node {
-            core: Arc::new(Core {
+            core: Arc::new(NodeInner {
                 shared,
                 stop,
                 tasks: Mutex::new(tasks),
@@ -272,7 +272,7 @@ impl Node {
 /// The node's background tasks: the stage re-read and the heartbeat,
 /// each every period of its own, the watch on the view's expiry, and the
 /// clock's measurements, until `stop`.
-fn spawn_tasks(shared: &Arc<Shared>, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
+fn spawn_tasks(shared: &Arc<NodeParts>, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
             let (shared, moving) = (shared.clone(), Quiet::default());
@@ -351,8 +351,8 @@ fn announce(id: &NodeId, settings: &Settings, lease: &LeaseSettings) {
 
 /// The node's state as it starts: in its configured mode, with no
 /// confirmed view of the stage yet, nothing bound, nothing said.
-fn first_state(configured: Mode, view: View, settings: &Settings) -> State {
-    State {
+fn first_state(configured: Mode, view: View, settings: &Settings) -> NodeState {
+    NodeState {
         configured,
         resolution: view.resolve(configured, Instant::now().into_std()),
         view,

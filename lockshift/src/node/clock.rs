@@ -26,7 +26,7 @@ use lockshift_store::{Clock, Route, SharedClock, Store, Timestamp};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::runtime::Shared;
+use super::runtime::NodeParts;
 
 /// The clock a node stamps with and judges times by: its host's clock
 /// plus the correction its readings measured (C1, docs/design.md §4b), so
@@ -132,7 +132,7 @@ impl ClockState {
     }
 }
 
-impl Shared {
+impl NodeParts {
     /// Measures the clock with `samples` reads of the coordinator's, keeps
     /// the better reading, tells the view until when the clock is within
     /// the margin (C1) and re-evaluates, logging a change and recording the
@@ -234,7 +234,7 @@ impl Shared {
 /// it at once, so the homes, the stage, the first heartbeat and every
 /// stamp are on the corrected clock from the start, and the node may act
 /// as its mode says from its first confirmed view. The node takes it in
-/// (`Shared::take_measurement`) once it exists.
+/// (`NodeParts::take_measurement`) once it exists.
 pub(super) async fn measure_at_start(store: &dyn Store, clock: &CorrectedClock) -> Measurement {
     let measured = measure_offset(store, clock.host(), &Route::Default, SAMPLES_AT_START).await;
     if let Some(reading) = &measured.reading {

@@ -60,18 +60,18 @@ mod status;
 pub use builder::NodeBuilder;
 pub use status::NodeStatus;
 
-use runtime::Shared;
+use runtime::NodeParts;
 
 /// The running node: shared state plus the background tasks. It lives as
 /// long as any [`Node`] or guard it handed out (R7).
 #[derive(Debug)]
-struct Core {
-    shared: Arc<Shared>,
+struct NodeInner {
+    shared: Arc<NodeParts>,
     stop: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Core {
+impl NodeInner {
     fn stop_tasks(&self) {
         self.stop.cancel();
         for t in self
@@ -85,7 +85,7 @@ impl Core {
     }
 }
 
-impl Drop for Core {
+impl Drop for NodeInner {
     fn drop(&mut self) {
         self.stop_tasks();
         // Nothing can act for this node any more (R7): leave the registry
@@ -129,7 +129,7 @@ impl Drop for Core {
 #[derive(Debug, Clone)]
 #[must_use = "the node runs only while a handle or a guard lives; end it with `shutdown().await`"]
 pub struct Node {
-    core: Arc<Core>,
+    core: Arc<NodeInner>,
 }
 
 impl Node {

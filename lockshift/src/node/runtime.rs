@@ -28,7 +28,7 @@ use crate::metrics::NodeMetrics;
 use crate::settings::Settings;
 
 #[derive(Debug)]
-pub(super) struct State {
+pub(super) struct NodeState {
     pub(super) configured: Mode,
     pub(super) view: View,
     pub(super) resolution: Resolution,
@@ -54,7 +54,7 @@ pub(super) struct State {
     pub(super) clock: ClockState,
 }
 
-impl State {
+impl NodeState {
     /// Why the view is not confirmed at `now` (`wall` on this process's
     /// clock), in words (`None` when it is): what a degraded mode is told,
     /// instead of a stage that forbids nothing — the stage's reason (R2),
@@ -98,7 +98,7 @@ impl State {
     }
 }
 
-pub(super) struct Shared {
+pub(super) struct NodeParts {
     pub(super) id: NodeId,
     pub(super) incarnation: Incarnation,
     pub(super) version: String,
@@ -124,12 +124,12 @@ pub(super) struct Shared {
     /// Every guard handed out and not yet released, by binding id, so that
     /// a shutdown can release what is still held.
     pub(super) held: Mutex<HashMap<u64, Revoker>>,
-    pub(super) state: Mutex<State>,
+    pub(super) state: Mutex<NodeState>,
     /// Wakes the expiry watch when the view's deadline moved.
     pub(super) view_changed: Notify,
 }
 
-impl fmt::Debug for Shared {
+impl fmt::Debug for NodeParts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
             .field("id", &self.id)
@@ -200,7 +200,7 @@ where
 /// Re-evaluates the node the moment its stage view expires (R2), even while
 /// a stage read or heartbeat hangs in a slow store: waiting acquisitions of
 /// other algorithms leave the line then, not a re-read period later.
-pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
+pub(super) async fn watch_expiry(shared: Arc<NodeParts>, stop: CancellationToken) {
     loop {
         // Past the deadline there is nothing to wake for until the view
         // changes (a spin here would also stop a paused clock for good).
@@ -225,8 +225,8 @@ pub(super) async fn watch_expiry(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-impl Shared {
-    pub(super) fn state(&self) -> MutexGuard<'_, State> {
+impl NodeParts {
+    pub(super) fn state(&self) -> MutexGuard<'_, NodeState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -258,7 +258,7 @@ impl Shared {
     /// Resolves the configured mode against the view at `now` and applies
     /// the result to every acquisition (R2, R3). Idempotent and cheap: every
     /// path that may see a change calls it.
-    pub(super) fn reevaluate(&self, st: &mut State, now: Instant) {
+    pub(super) fn reevaluate(&self, st: &mut NodeState, now: Instant) {
         let now = now.into_std();
         let resolution = st.view.resolve(st.configured, now);
         let expired = st.view.expired(now);

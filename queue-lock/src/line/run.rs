@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use lockshift_decide::waiter::{Action, Leaving, Observation, Waiter};
 use lockshift_lock::{
-    AcquireError, Binding, Interrupted, LeaseLostReason, LockGuard, LockId, OwnerId, Slot, Stop,
-    Waiting,
+    AcquireError, Binding, Interrupted, LeaseLostReason, LockGuard, LockId, OwnerId, Seen, Slot,
+    Stop, Waiting,
 };
 use lockshift_store::{StoreError, StoreErrorKind, schema};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::perform::main_of;
-use super::{Line, Seen, Ticket, abandon, reads_the_lock, report};
+use super::{Line, Ticket, abandon, reads_the_lock, report};
 use lockshift_decide::shared_waiter::exclusive_conflict;
 use lockshift_decide::sharing::KindConflict;
 

@@ -20,14 +20,14 @@ use lockshift_decide::shared_waiter::{
 };
 use lockshift_decide::waiter::poll_policy::sleep_before_next;
 use lockshift_lock::{
-    AcquireError, AcquireOptions, Binding, LockGuard, LockId, OwnerId, Sharing, Stop,
+    AcquireError, AcquireOptions, Binding, LockGuard, LockId, OwnerId, Seen, Sharing, Stop,
     TryAcquireError, Waiting,
 };
 use lockshift_store::{Cell, RowQuery, StoreError, schema};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span};
 
-use super::{Line, Seen, Ticket, abandon};
+use super::{Line, Ticket, abandon};
 use lockshift_decide::sharing::KindConflict;
 
 /// How a shared run ended without the lock.
@@ -45,7 +45,7 @@ enum Ending {
 
 /// What a shared run does next: the I/O before its next decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Next {
+enum Io {
     /// A new place in line, then a read of the queue.
     Arrive,
     /// A read of the queue.
@@ -194,7 +194,7 @@ impl<'a> SharedRun<'a> {
     }
 
     async fn steps(&mut self, once: bool) -> Result<LockGuard, Ending> {
-        let mut next = Next::Arrive;
+        let mut next = Io::Arrive;
         loop {
             self.check()?;
             let started = Instant::now();
@@ -208,9 +208,9 @@ impl<'a> SharedRun<'a> {
                     self.withdraw().await;
                     self.failed(e, once).await?;
                     next = if self.ticket.is_some() {
-                        Next::Queue
+                        Io::Queue
                     } else {
-                        Next::Arrive
+                        Io::Arrive
                     };
                     continue;
                 }
@@ -219,22 +219,22 @@ impl<'a> SharedRun<'a> {
             let head = self.line.shared_pause(1, self.took);
             next = match step {
                 Step::Hold => return self.hold(),
-                Step::Enter => Next::Enter { standing: false },
+                Step::Enter => Io::Enter { standing: false },
                 // Its turn came on a read of the queue alone: `main` now.
-                Step::LookAtMain if next == Next::Queue || next == Next::Arrive => Next::Main,
+                Step::LookAtMain if next == Io::Queue || next == Io::Arrive => Io::Main,
                 _ if once => {
                     self.withdraw().await;
                     return Err(Ending::Busy(self.holder()));
                 }
-                Step::TakeStand => Next::Enter { standing: true },
+                Step::TakeStand => Io::Enter { standing: true },
                 Step::Arrive => {
                     self.withdraw().await;
-                    Next::Arrive
+                    Io::Arrive
                 }
                 Step::Wait if next_in_line(self.sharing, &self.ahead) => {
                     self.withdraw().await;
                     self.pause(head).await?;
-                    Next::Both
+                    Io::Both
                 }
                 Step::Wait => {
                     self.withdraw().await;
@@ -242,16 +242,16 @@ impl<'a> SharedRun<'a> {
                         .line
                         .shared_pause(self.ahead.len().saturating_add(1), self.took);
                     self.pause(far).await?;
-                    Next::Queue
+                    Io::Queue
                 }
                 Step::LookAtMain | Step::Stand => {
                     self.pause(head).await?;
-                    Next::Both
+                    Io::Both
                 }
                 Step::Withdraw => {
                     self.withdraw().await;
                     self.pause(head).await?;
-                    Next::Both
+                    Io::Both
                 }
             };
         }
@@ -259,25 +259,25 @@ impl<'a> SharedRun<'a> {
 
     /// Performs `next` — reads, or the entry's write and the read after
     /// it — and decides the step on what it showed.
-    async fn look(&mut self, next: Next) -> Result<Step, Ending> {
+    async fn look(&mut self, next: Io) -> Result<Step, Ending> {
         let main = match next {
-            Next::Arrive | Next::Queue => {
-                if next == Next::Arrive {
+            Io::Arrive | Io::Queue => {
+                if next == Io::Arrive {
                     self.arrive().await?;
                 }
                 let cells = self.read(schema::QUEUE).await?;
                 let ahead = self.place(&cells);
                 return after_queue(self.sharing, ahead.as_deref()).map_err(Ending::Conflict);
             }
-            Next::Main => self.read(schema::MAIN).await?,
-            Next::Both => {
+            Io::Main => self.read(schema::MAIN).await?,
+            Io::Both => {
                 let (queue, main) = tokio::join!(self.read(schema::QUEUE), self.read(schema::MAIN));
                 if self.place(&queue?).is_none() {
                     return Ok(Step::Arrive);
                 }
                 main?
             }
-            Next::Enter { standing } => {
+            Io::Enter { standing } => {
                 self.write_main(standing).await?;
                 self.read(schema::MAIN).await?
             }

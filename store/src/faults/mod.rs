@@ -36,7 +36,7 @@ pub use counts::OpCounts;
 pub use plan::{FailPoint, FaultPlan, FaultScope};
 
 #[derive(Debug)]
-struct State {
+struct FaultState {
     plan: FaultPlan,
     rng: StdRng,
     forced: Vec<FailPoint>,
@@ -109,7 +109,7 @@ fn fail_of(
 pub struct FaultyStore<S> {
     inner: Arc<S>,
     seed: u64,
-    state: Mutex<State>,
+    state: Mutex<FaultState>,
     journal: Option<Arc<Journal>>,
 }
 
@@ -119,7 +119,7 @@ impl<S: Store + 'static> FaultyStore<S> {
         FaultyStore {
             inner: Arc::new(inner),
             seed,
-            state: Mutex::new(State {
+            state: Mutex::new(FaultState {
                 plan: FaultPlan::default(),
                 rng: StdRng::seed_from_u64(seed),
                 forced: Vec::new(),
@@ -217,7 +217,7 @@ impl<S: Store + 'static> FaultyStore<S> {
         out
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, FaultState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -233,7 +233,7 @@ impl<S: Store + 'static> FaultyStore<S> {
             .datacenter()
             .map_or_else(|| "default".to_string(), |dc| dc.to_string());
         *st.by_datacenter.entry((where_, table)).or_insert(0) += 1;
-        let State {
+        let FaultState {
             plan,
             rng,
             forced,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::network::{Client, Hint, HintDelivery, Network, Plan};
 use super::replica::Replica;
 use super::row::Part;
-use super::{MemoryStore, State, one_datacenter};
+use super::{MemoryState, MemoryStore, one_datacenter};
 use crate::cell::{OpKind, Table, Timestamp};
 use crate::error::StoreError;
 use crate::reconcile::CellVersion;
@@ -35,7 +35,7 @@ impl MemoryStore {
                 .map(|(name, rf)| (name, rf.max(1)))
                 .collect()
         };
-        self.state = Arc::new(Mutex::new(State::new(datacenters, seed)));
+        self.state = Arc::new(Mutex::new(MemoryState::new(datacenters, seed)));
         self
     }
 
@@ -146,7 +146,7 @@ impl MemoryStore {
     }
 
     /// Replays the hints whose targets are reachable again.
-    pub(super) fn replay_hints(&self, st: &mut State, now: Timestamp) {
+    pub(super) fn replay_hints(&self, st: &mut MemoryState, now: Timestamp) {
         for hint in st.network.due_hints() {
             let grace = self.gc_grace(hint.table);
             let replica = &mut st.replicas[hint.to];
@@ -159,7 +159,7 @@ impl MemoryStore {
     /// coordinates it and which replicas it reaches.
     pub(super) fn plan(
         &self,
-        st: &mut State,
+        st: &mut MemoryState,
         route: &Route,
         op: OpKind,
         table: Table,
@@ -194,7 +194,7 @@ impl MemoryStore {
     /// reaches, hinted for the others.
     pub(super) fn apply_planned(
         &self,
-        st: &mut State,
+        st: &mut MemoryState,
         plan: Plan,
         table: Table,
         row: &str,
@@ -227,7 +227,7 @@ impl MemoryStore {
     /// Read repair among `replicas` for `row`: each gets every version the
     /// others hold, so they agree before a quorum read answers.
     pub(super) fn repair(
-        st: &mut State,
+        st: &mut MemoryState,
         replicas: &[usize],
         table: Table,
         row: &str,
@@ -249,7 +249,7 @@ impl MemoryStore {
         }
     }
 
-    pub(super) fn record(st: &mut State, table: Table, op: OpKind, tombstones: u64) {
+    pub(super) fn record(st: &mut MemoryState, table: Table, op: OpKind, tombstones: u64) {
         let stats = st.stats.entry(table).or_default();
         let slot = match op {
             OpKind::Scan => &mut stats.max_per_scan,
@@ -259,9 +259,9 @@ impl MemoryStore {
     }
 }
 
-impl State {
+impl MemoryState {
     pub(super) fn new(datacenters: Vec<(Datacenter, u32)>, seed: u64) -> Self {
-        State {
+        MemoryState {
             replicas: datacenters.iter().map(|_| Replica::default()).collect(),
             clock_offsets: vec![0; datacenters.len()],
             network: Network::new(datacenters, seed),

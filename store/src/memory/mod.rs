@@ -66,7 +66,7 @@ struct TombstoneStats {
 /// Everything behind the store's one mutex: every datacenter's replica,
 /// the network between them, and the statistics.
 #[derive(Debug)]
-struct State {
+struct MemoryState {
     replicas: Vec<Replica>,
     network: Network,
     stats: HashMap<Table, TombstoneStats>,
@@ -152,7 +152,7 @@ pub struct MemoryStore {
     thresholds: TombstoneThresholds,
     keyspace: String,
     /// The data, shared by every handle of one cluster.
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<MemoryState>>,
     /// Where this handle's requests come from.
     client: Client,
 }
@@ -187,7 +187,7 @@ impl MemoryStore {
             gc_grace_table: HashMap::new(),
             thresholds: TombstoneThresholds::default(),
             keyspace: DEFAULT_KEYSPACE.to_string(),
-            state: Arc::new(Mutex::new(State::new(one_datacenter(), 0))),
+            state: Arc::new(Mutex::new(MemoryState::new(one_datacenter(), 0))),
             client: Client {
                 datacenter: None,
                 names_local: false,
@@ -293,7 +293,7 @@ impl MemoryStore {
         self.lock().replicas.iter().any(Replica::sweeps_pending)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, MemoryState> {
         // No code path panics while holding the lock, but if one ever did the
         // maps are still consistent (every mutation is a single insert), so
         // carry on rather than poison every later operation.

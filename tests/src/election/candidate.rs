@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::referee::Ended;
-use super::{CAMPAIGN_TIMEOUT, ELECTION, LATE_BY, Place, Shared, plan};
+use super::{CAMPAIGN_TIMEOUT, Campaigns, ELECTION, LATE_BY, Place, plan};
 use crate::sim::NodeEnv;
 
 /// How a leadership ends, drawn when it begins.
@@ -39,7 +39,7 @@ fn step(rng: &mut StdRng) -> Duration {
 }
 
 /// Candidate `i` on `node`: campaigns until the run stops.
-pub(super) async fn run(shared: std::sync::Arc<Shared>, i: usize, node: Node, env: NodeEnv) {
+pub(super) async fn run(shared: std::sync::Arc<Campaigns>, i: usize, node: Node, env: NodeEnv) {
     let mut rng = StdRng::seed_from_u64(shared.seed ^ ((i as u64 + 1) << 32));
     let id = node.id().as_str().to_string();
     let mut holding = shared.holding.subscribe();
@@ -91,7 +91,7 @@ pub(super) async fn run(shared: std::sync::Arc<Shared>, i: usize, node: Node, en
 /// Leads until the hold is over (longer while the fleet holds still), then
 /// meets the fate drawn for this leadership.
 async fn lead(
-    shared: &Shared,
+    shared: &Campaigns,
     i: usize,
     node: &Node,
     env: &NodeEnv,
@@ -259,7 +259,7 @@ async fn lead(
 /// — its record's renewal among them (L8 renews every holding cell
 /// together, within a period of the last proof) — and says how many were
 /// sent.
-async fn record_renewal_lands_late(shared: &Shared, env: &NodeEnv) -> String {
+async fn record_renewal_lands_late(shared: &Campaigns, env: &NodeEnv) -> String {
     let written = || {
         env.store
             .op_counts()

@@ -25,7 +25,7 @@ use super::pause::{Pausable, PauseFault};
 use super::transfers::worker;
 use super::{Connector, DemoEvent, Observer, StageWaits, demo_settings, emit};
 
-pub(super) struct Shared {
+pub(super) struct DemoWorld {
     pub(super) accounts: Vec<String>,
     pub(super) stage: Mutex<Stage>,
     pub(super) oracle: Oracle,
@@ -40,9 +40,9 @@ pub(super) struct Shared {
     pub(super) clock: SharedClock,
 }
 
-impl fmt::Debug for Shared {
+impl fmt::Debug for DemoWorld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
+        f.debug_struct("DemoWorld").finish_non_exhaustive()
     }
 }
 
@@ -50,7 +50,7 @@ impl fmt::Debug for Shared {
 /// workers moving money.
 pub(super) struct Transfers<'a> {
     pub(super) args: DemoArgs,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<DemoWorld>,
     pub(super) connector: &'a dyn Connector,
 }
 
@@ -121,7 +121,7 @@ pub(super) async fn restart_all(
         .await
 }
 
-pub(super) fn wait_stats(shared: &Shared) -> Vec<StageWaits> {
+pub(super) fn wait_stats(shared: &DemoWorld) -> Vec<StageWaits> {
     let waits = shared.waits.lock().unwrap_or_else(PoisonError::into_inner);
     waits
         .iter()
@@ -148,7 +148,7 @@ pub(super) fn wait_stats(shared: &Shared) -> Vec<StageWaits> {
         .collect()
 }
 
-pub(super) fn spawn_ticker(shared: Arc<Shared>, observer: Observer) -> JoinHandle<()> {
+pub(super) fn spawn_ticker(shared: Arc<DemoWorld>, observer: Observer) -> JoinHandle<()> {
     tokio::spawn(async move {
         let started = Instant::now();
         let mut last = 0;

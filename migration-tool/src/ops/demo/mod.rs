@@ -68,7 +68,7 @@ use super::Env;
 use super::status::{StatusReport, status};
 use crate::JSON_VERSION;
 use crate::cli::DemoArgs;
-use fleet::{Shared, Transfers, restart_all, spawn_ticker, wait_stats};
+use fleet::{DemoWorld, Transfers, restart_all, spawn_ticker, wait_stats};
 use pause::PauseFault;
 use transfers::{open_account, total_balance};
 
@@ -378,8 +378,8 @@ pub async fn run(
 }
 
 /// The demo's shared state, its accounts opened.
-fn shared_state(args: &DemoArgs, accounts: Vec<String>, clock: SharedClock) -> Arc<Shared> {
-    Arc::new(Shared {
+fn shared_state(args: &DemoArgs, accounts: Vec<String>, clock: SharedClock) -> Arc<DemoWorld> {
+    Arc::new(DemoWorld {
         accounts,
         stage: Mutex::new(Stage::Legacy),
         oracle: Oracle::default(),
@@ -413,7 +413,7 @@ struct Rolled {
 async fn roll(
     env: &Env,
     fleet: &mut NodeFleet<Transfers<'_>>,
-    shared: &Shared,
+    shared: &DemoWorld,
     args: &DemoArgs,
     observer: &Observer,
 ) -> anyhow::Result<Rolled> {
@@ -472,7 +472,7 @@ async fn roll(
 /// Everything that went wrong: two holders at once, a worker's errors,
 /// and with `--pause-holder` a late write that was not refused.
 fn violations(
-    shared: &Shared,
+    shared: &DemoWorld,
     args: &DemoArgs,
     fenced_refusals: u64,
     pause_holder: &[String],

@@ -19,14 +19,14 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::Shared;
+use super::fleet::DemoWorld;
 use super::pause::{PAUSE_LIMIT, Pausable};
 
 /// One transfer loop.
 pub(super) async fn worker(
     node: Node,
     store: Arc<Pausable>,
-    shared: Arc<Shared>,
+    shared: Arc<DemoWorld>,
     stop: CancellationToken,
     seed: u64,
 ) {
@@ -67,7 +67,7 @@ pub(super) async fn worker(
 async fn transfer(
     node: &Node,
     store: &Pausable,
-    shared: &Shared,
+    shared: &DemoWorld,
     stop: &CancellationToken,
     from: usize,
     to: usize,
@@ -148,7 +148,7 @@ async fn transfer(
 /// What a transfer's guards let it do, read before it writes.
 async fn move_money(
     store: &Pausable,
-    shared: &Shared,
+    shared: &DemoWorld,
     guards: &[LockGuard; 2],
     from: usize,
     to: usize,
@@ -200,7 +200,7 @@ async fn move_money(
 /// `--pause-holder`: pauses this worker's node (see `pause.rs`) until a
 /// later holder has written `plan`'s first account, for at least a lease
 /// TTL and a second.
-async fn pause_here(store: &Pausable, shared: &Shared, plan: &Transfer, tokens: [u64; 2]) {
+async fn pause_here(store: &Pausable, shared: &DemoWorld, plan: &Transfer, tokens: [u64; 2]) {
     let started = Instant::now();
     let at_least = shared.pause.at_least;
     let observer = store.inner().clone();
