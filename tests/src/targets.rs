@@ -78,6 +78,7 @@ pub enum TimeAdvance {
 #[derive(Debug)]
 pub struct CqlTarget {
     store: CqlStore,
+    settings: CqlSettings,
     time: TimeAdvance,
     prefix: String,
 }
@@ -92,6 +93,7 @@ impl CqlTarget {
         let store = CqlStore::connect(settings).await?;
         Ok(CqlTarget {
             store,
+            settings: settings.clone(),
             time,
             prefix: run_prefix(),
         })
@@ -129,6 +131,29 @@ impl Target for CqlTarget {
 
     fn keyspace(&self) -> String {
         self.store.keyspace().to_string()
+    }
+
+    /// On a real cluster, the keyspace `{keyspace}_tombstones`: rows of
+    /// tombstones there outlive the run by `gc_grace_seconds`, and no test
+    /// scans it whole. The local endpoint is new with each target.
+    ///
+    /// # Panics
+    /// If that keyspace cannot be reached: the test cannot run then.
+    async fn apart(&self) -> Option<Box<dyn Target>> {
+        let TimeAdvance::Sleep = self.time else {
+            return None;
+        };
+        let settings = CqlSettings {
+            keyspace: format!("{}_tombstones", self.settings.keyspace),
+            ..self.settings.clone()
+        };
+        match CqlTarget::connect(&settings, TimeAdvance::Sleep).await {
+            Ok(target) => Some(Box::new(target)),
+            Err(e) => panic!(
+                "connecting to keyspace {} for a test that leaves tombstones failed: {e}",
+                settings.keyspace
+            ),
+        }
     }
 }
 

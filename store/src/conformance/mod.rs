@@ -82,6 +82,15 @@ pub trait Target: Send + Sync + Debug {
     fn keyspace(&self) -> String {
         crate::memory::DEFAULT_KEYSPACE.to_string()
     }
+    /// A target beside this one, for a test that leaves a row of
+    /// tombstones behind, whose tables no other test of the suite scans: a
+    /// real cluster keeps tombstones for `gc_grace_seconds` (10 days on
+    /// `scratch`), and a later run's scan of the whole ring would pass them
+    /// and be refused. `None` (the default): this target will do, its
+    /// tables being new with each target.
+    async fn apart(&self) -> Option<Box<dyn Target>> {
+        None
+    }
 }
 
 /// The embedded store on a manual clock: time passes instantly.

@@ -38,6 +38,8 @@ const AFTER_STOPPER: &str = "b";
 /// passes none. A backend that does not know the count below the warning
 /// (a cluster) may answer `None` there, never a wrong number.
 pub async fn tombstones_cost_reads(t: &dyn Target) {
+    let apart = t.apart().await;
+    let t = apart.as_deref().unwrap_or(t);
     let s = t.store();
     let row = t.unique("tombstones");
     let base = t.now();
@@ -148,6 +150,8 @@ pub async fn tombstones_cost_reads(t: &dyn Target) {
 /// (not retryable), exactly 100 000 only warns, and a slice starting after
 /// them still reads. The tombstones are written 5 000 per call.
 pub async fn too_many_tombstones_fail_the_read(t: &dyn Target) {
+    let apart = t.apart().await;
+    let t = apart.as_deref().unwrap_or(t);
     let s = t.store();
     let row = t.unique("tombstones-fail");
     let base = t.now();
