@@ -24,7 +24,7 @@ impl Waiter {
             Observation::LeaseLost => self.leave(Leaving::LeaseLost),
             // Listing 8 line 1: someone in `main` — busy, without touching
             // the queue.
-            Observation::Main { cells, .. } if self.state == State::Peeking => {
+            Observation::Main { cells, .. } if *self.state == State::Peeking => {
                 self.saw_main(&cells);
                 if cells.is_empty() {
                     self.arrive(Duration::ZERO, true)

@@ -52,7 +52,7 @@ impl Waiter {
     }
 
     pub(super) fn main(&mut self, cells: &[Cell], can_claim: bool, cx: &Context) -> Action {
-        let shadow_checked = match self.state {
+        let shadow_checked = match *self.state {
             State::Prepared { cell } => return self.main_beside_others(cell, cells, can_claim, cx),
             State::Blocked { shadow_checked } | State::Checking { shadow_checked } => {
                 shadow_checked
@@ -105,7 +105,7 @@ impl Waiter {
     /// My `main` cells are withdrawn: what the withdrawal was for follows.
     pub(super) fn withdrawn(&mut self) -> Action {
         self.cleanup_pending = false;
-        let State::Withdrawing { then, .. } = self.state else {
+        let State::Withdrawing { then, .. } = *self.state else {
             // Not expected; the queue will say where we stand.
             return self.withdrawn_unsure(Duration::ZERO);
         };

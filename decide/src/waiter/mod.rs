@@ -65,6 +65,7 @@ use crate::binding::Pacing;
 use crate::cell::{Cell, Timestamp};
 use crate::queue::Position;
 use poll_policy::{Average, Bounds};
+use transitions::Phase;
 
 mod attempt;
 mod entry;
@@ -356,7 +357,7 @@ pub struct Waiter {
     me: String,
     /// My mark: what a reservation behind me names (Q6).
     mark: String,
-    state: State,
+    state: Phase,
     /// A write failed in an unknown way and may have left `main` (or
     /// `shadow`) cells: remove them before anything else. Set on the way
     /// to `Withdrawing` or `Unsure` and cleared once withdrawn.
@@ -399,7 +400,7 @@ impl Waiter {
             holder_stale_after,
             me: me.to_string(),
             mark: me.to_string(),
-            state: State::Arriving,
+            state: Phase::START,
             cleanup_pending: false,
             declined: None,
             polling: Polling {
@@ -535,7 +536,7 @@ impl Waiter {
 
     /// After a store error: what failed is tried again after `after`.
     fn failed(&mut self, after: Duration) -> Action {
-        match self.state {
+        match *self.state {
             // The arrival may have left cells: the driver gives the place
             // up (its lease removes them) and arrives again, slowly.
             State::Arriving => self.arrive(after, false),
@@ -555,7 +556,7 @@ impl Waiter {
     /// The reservation my cells hold (or may hold) behind the waiter
     /// ahead, in the states that carry one.
     fn reservation(&self) -> Option<&Reservation> {
-        match &self.state {
+        match &*self.state {
             State::Reserving { reservation } => Some(reservation),
             State::Queued { reservation, .. }
             | State::Withdrawing { reservation, .. }

@@ -126,7 +126,7 @@ impl Waiter {
         position: Position,
         cx: &Context,
     ) -> Result<Action, Position> {
-        match self.state {
+        match *self.state {
             State::Deciding { cell } => Ok(match position {
                 Position::Missing => self.reenqueue(cx.now),
                 // The first in line keeps its reservation.

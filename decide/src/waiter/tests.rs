@@ -333,10 +333,14 @@ fn decisions() {
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let mut w = waiter(POLICY, start);
-        w.state = c.state;
+        w.put(c.state);
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);
-        assert_eq!((action, w.state), (c.action, c.after), "case #{i}");
+        assert_eq!(
+            (action, w.state().clone()),
+            (c.action, c.after),
+            "case #{i}"
+        );
     }
 }
 
@@ -362,10 +366,14 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let mut w = waiter(POLICY, start);
-        w.state = c.state;
+        w.put(c.state);
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);
-        assert_eq!((action, w.state), (c.action, c.after), "case #{i}");
+        assert_eq!(
+            (action, w.state().clone()),
+            (c.action, c.after),
+            "case #{i}"
+        );
     }
 }
 
@@ -376,7 +384,7 @@ fn entries_that_do_not_prepare_withdraw_and_pace_themselves() {
 fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
     let start = Instant::now();
     let mut w = waiter(POLICY, start);
-    w.state = prepared(false);
+    w.put(prepared(false));
     let mut at = |secs: f64, cells: Vec<Cell>| {
         let now = start + Duration::from_secs_f64(secs);
         w.on(main_obs(cells, true), &cx(now))
@@ -409,7 +417,7 @@ fn the_next_waiter_backs_off_during_a_hold_and_recovers_when_the_line_moves() {
 fn waiters_further_back_poll_by_the_pace_of_the_line() {
     let start = Instant::now();
     let mut w = waiter(POLICY, start);
-    w.state = queued(4);
+    w.put(queued(4));
     let at = |w: &mut Waiter, ms: u32, ahead: u32| {
         w.on(Observation::Position(in_line(ahead)), &cx(start + MS * ms))
     };
@@ -427,7 +435,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     let mut known = Average::default();
     known.note(MS * 3);
     let mut w = waiter(POLICY, start).knowing(known, Average::default());
-    w.state = State::First;
+    w.put(State::First);
     // Someone holds: the next waiter polls `main` once per round trip —
     // the line's 3 ms, less the 2 ms the entry took — not after head_poll
     // (10 ms, the decisions table's case for a line that measured nothing).
@@ -440,7 +448,7 @@ fn a_new_waiter_starts_from_what_its_line_measured() {
     let mut pace = Average::default();
     pace.note(MS * 40);
     let mut w = waiter(POLICY, start).knowing(known, pace);
-    w.state = queued(4);
+    w.put(queued(4));
     let action = w.on(Observation::Position(in_line(4)), &cx(start));
     assert_eq!(action, poll(58));
     assert_eq!(w.pace().get(), Some(MS * 40));
@@ -553,16 +561,16 @@ fn the_second_in_line_reserves_behind_the_first() {
         let mut context = cx(start);
         (c.tweak)(&mut context);
         let mut w = waiter(POLICY, start);
-        w.state = reserved_behind_in(c.state, c.behind, start);
+        w.put(reserved_behind_in(c.state, c.behind, start));
         w.cleanup_pending = c.cleanup_pending;
         let action = w.on(c.observation, &context);
         let after = reserved_behind_in(c.after, c.behind_after.clone(), start);
         assert_eq!(
             (
                 action,
-                w.state.clone(),
+                w.state().clone(),
                 w.reservation().map(|r| r.behind.clone()),
-                marked_reservation(&w.state)
+                marked_reservation(w.state())
             ),
             (c.action, after, c.behind_after, c.reserved_after),
             "case #{i}"
@@ -578,7 +586,7 @@ fn a_reservation_behind_claims_only_after_the_one_ahead_left_the_queue() {
     let start = Instant::now();
     let context = cx(start);
     let mut w = waiter(Policy::QUEUE, start);
-    w.state = queued(2);
+    w.put(queued(2));
     let mine_behind = || {
         cell(
             ME,
@@ -631,7 +639,7 @@ fn reaching_first_counts_in_the_pace_of_the_line() {
     let mut slow = Average::default();
     slow.note(MS * 80);
     let mut w = waiter(POLICY, start).knowing(Average::default(), slow);
-    w.state = queued(4);
+    w.put(queued(4));
     w.on(Observation::Position(in_line(4)), &cx(start));
     // Four places in 40 ms: 10 ms per place, weighed into the average.
     w.on(Observation::Position(Position::First), &cx(start + MS * 40));
@@ -653,7 +661,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         ready: true,
     };
     let mut w = waiter(Policy::QUEUE, start);
-    w.state = queued(2);
+    w.put(queued(2));
     assert!(matches!(
         w.on(Observation::Position(in_line(1)), &context),
         Action::ReserveBehind { .. }
@@ -678,7 +686,7 @@ fn a_reservation_behind_is_given_up_after_its_bound() {
         w.on(Observation::Position(in_line(1)), &at(45)),
         Action::Poll { .. }
     ));
-    assert!(matches!(w.state, State::Queued { ahead: 1, .. }));
+    assert!(matches!(w.state(), State::Queued { ahead: 1, .. }));
     // After someone new: reserve again.
     assert!(matches!(
         w.on(
@@ -710,10 +718,10 @@ fn a_waiter_ends_or_arrives_again_through_its_transitions() {
         State::Holding,
     ] {
         let mut w = waiter(POLICY, start);
-        w.state = state.clone();
+        w.put(state.clone());
         let action = w.on(Observation::LeaseLost, &cx(start));
         assert_eq!(
-            (action, w.state.clone(), w.contended()),
+            (action, w.state().clone(), w.contended()),
             (
                 Arrive {
                     after: zero,
@@ -729,9 +737,13 @@ fn a_waiter_ends_or_arrives_again_through_its_transitions() {
             (Observation::Interrupted, Leaving::Interrupted),
         ] {
             let mut w = waiter(POLICY, start);
-            w.state = state.clone();
+            w.put(state.clone());
             let action = w.on(observation, &cx(start));
-            assert_eq!((action, w.state), (Leave(why), State::Left), "{state:?}");
+            assert_eq!(
+                (action, w.state().clone()),
+                (Leave(why), State::Left),
+                "{state:?}"
+            );
         }
     }
 }
@@ -788,10 +800,10 @@ fn a_try_takes_the_lock_only_if_it_is_free_now() {
     for (i, (state, tries_left, observation, action, after)) in cases.into_iter().enumerate() {
         let mut w = Waiter::new(bounds(), Duration::from_secs(30), ME, start)
             .with(POLICY, Goal::Try { attempts: 3 });
-        w.state = state;
+        w.put(state);
         w.tries_left = tries_left;
         let got = w.on(observation, &cx(start));
-        assert_eq!((got, w.state), (action, after), "case #{i}");
+        assert_eq!((got, w.state().clone()), (action, after), "case #{i}");
     }
 }
 
@@ -826,4 +838,18 @@ fn a_try_enters_at_most_its_attempts_and_names_the_holder() {
             holder: Some("h/01".into())
         })
     );
+}
+
+/// The transitions check the state they leave: a reservation behind the
+/// waiter itself is refused (a debug assertion), whatever led to it.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "reserved behind")]
+fn a_transition_never_reserves_behind_the_waiter_itself() {
+    let start = Instant::now();
+    let mut w = waiter(POLICY, start);
+    let _ = w.reserve(Reservation {
+        behind: ME.to_string(),
+        since: start,
+    });
 }

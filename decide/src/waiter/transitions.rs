@@ -1,5 +1,5 @@
 //! Every state change of a waiter, each a named transition: the only code
-//! that assigns [`Waiter::state`]. A transition moves to its state and
+//! that assigns [`Waiter::state`] — its [`Phase`] can be made nowhere else. A transition moves to its state and
 //! returns the action that state starts with; the handlers (`queue.rs`,
 //! `main.rs`, `attempt.rs`, the dispatch in `mod.rs`) only choose which
 //! transition follows an observation.
@@ -8,17 +8,66 @@ use std::time::{Duration, Instant};
 
 use super::{Action, Leaving, MainCell, Polling, Reservation, State, Then, Waiter};
 
+/// A waiter's state, which only the transitions below assign: its field is
+/// private to this module, so the handlers read it and never write it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Phase(State);
+
+impl Phase {
+    /// Where a new waiter starts: arriving.
+    pub(super) const START: Phase = Phase(State::Arriving);
+}
+
+impl std::ops::Deref for Phase {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl Waiter {
+    /// Moves to `to`, which must be a state a transition may leave: a
+    /// reservation names another waiter than this one, and a waiter in
+    /// line has someone ahead of it.
+    fn go(&mut self, to: State) {
+        match &to {
+            State::Reserving { reservation }
+            | State::Queued {
+                reservation: Some(reservation),
+                ..
+            } => debug_assert!(
+                reservation.behind != self.mark && !reservation.behind.is_empty(),
+                "{} reserved behind {:?}",
+                self.mark,
+                reservation.behind
+            ),
+            _ => {}
+        }
+        if let State::Queued { ahead, .. } = &to {
+            debug_assert!(*ahead >= 1, "{} queued with nobody ahead", self.mark);
+        }
+        self.state = Phase(to);
+    }
+
+    /// Puts the waiter in `state` as it stands, for the decision tables.
+    #[cfg(test)]
+    pub(super) fn put(&mut self, state: State) {
+        self.state = Phase(state);
+    }
+}
+
 impl Waiter {
     /// Writes the queue cell (and on the fast path the entry's own cells)
     /// after `after`.
     pub(super) fn arrive(&mut self, after: Duration, fast: bool) -> Action {
-        self.state = State::Arriving;
+        self.go(State::Arriving);
         Action::Arrive { after, fast }
     }
 
     /// A try looks at `main` before it arrives.
     pub(super) fn peek(&mut self) -> Action {
-        self.state = State::Peeking;
+        self.go(State::Peeking);
         Action::Peek
     }
 
@@ -47,7 +96,7 @@ impl Waiter {
     /// hold, and looks again after `after`.
     pub(super) fn queued(&mut self, ahead: u32, after: Duration) -> Action {
         let reservation = self.reservation().cloned();
-        self.state = State::Queued { ahead, reservation };
+        self.go(State::Queued { ahead, reservation });
         self.poll(after)
     }
 
@@ -55,14 +104,14 @@ impl Waiter {
     /// (Q6).
     pub(super) fn reserve(&mut self, reservation: Reservation) -> Action {
         let ahead = reservation.behind.clone();
-        self.state = State::Reserving { reservation };
+        self.go(State::Reserving { reservation });
         Action::ReserveBehind { ahead }
     }
 
     /// First in line: writes my `main` cell after `after`, building on the
     /// checked `shadow` cell if `shadow_checked`.
     pub(super) fn enter(&mut self, shadow_checked: bool, after: Duration) -> Action {
-        self.state = State::First;
+        self.go(State::First);
         Action::Enter {
             shadow_checked,
             after,
@@ -72,13 +121,13 @@ impl Waiter {
     /// My cell waits in `main` beside someone else's; `main` is read again
     /// after `after`.
     pub(super) fn prepare(&mut self, cell: MainCell, after: Duration) -> Action {
-        self.state = State::Prepared { cell };
+        self.go(State::Prepared { cell });
         Action::PollMain { after }
     }
 
     /// Only reservations beside my cell: asks the queue who stays (Q5).
     pub(super) fn decide_who_stays(&mut self, cell: MainCell) -> Action {
-        self.state = State::Deciding { cell };
+        self.go(State::Deciding { cell });
         Action::AskQueue {
             after: Duration::ZERO,
         }
@@ -87,21 +136,21 @@ impl Waiter {
     /// First, not preparing: watches `main` until it empties, first after
     /// `after`.
     pub(super) fn block(&mut self, shadow_checked: bool, after: Duration) -> Action {
-        self.state = State::Blocked { shadow_checked };
+        self.go(State::Blocked { shadow_checked });
         Action::PollMain { after }
     }
 
     /// Blocked by reservations only: asks the queue whether I still am
     /// first, after `after` (Q5).
     pub(super) fn check_first(&mut self, shadow_checked: bool, after: Duration) -> Action {
-        self.state = State::Checking { shadow_checked };
+        self.go(State::Checking { shadow_checked });
         Action::AskQueue { after }
     }
 
     /// Removes my `main` cells, then `then`.
     pub(super) fn withdraw(&mut self, then: Then) -> Action {
         let reservation = self.reservation().cloned();
-        self.state = State::Withdrawing { then, reservation };
+        self.go(State::Withdrawing { then, reservation });
         Action::Withdraw
     }
 
@@ -109,7 +158,7 @@ impl Waiter {
     /// queue says where I stand after `after`.
     pub(super) fn withdrawn_unsure(&mut self, after: Duration) -> Action {
         self.cleanup_pending = false;
-        self.state = State::Unsure { reservation: None };
+        self.go(State::Unsure { reservation: None });
         Action::Poll { after }
     }
 
@@ -119,19 +168,19 @@ impl Waiter {
     pub(super) fn unsure(&mut self, after: Duration) -> Action {
         self.cleanup_pending = true;
         let reservation = self.reservation().cloned();
-        self.state = State::Unsure { reservation };
+        self.go(State::Unsure { reservation });
         Action::Poll { after }
     }
 
     /// The lock is mine.
     pub(super) fn acquired(&mut self, marked_reservation: bool) -> Action {
-        self.state = State::Holding;
+        self.go(State::Holding);
         Action::Acquired { marked_reservation }
     }
 
     /// Ends without the lock.
     pub(super) fn leave(&mut self, why: Leaving) -> Action {
-        self.state = State::Left;
+        self.go(State::Left);
         Action::Leave(why)
     }
 }
