@@ -19,7 +19,10 @@
 
 mod common;
 
+use common::fleet::{Fleet, Held, Process, lease, millis, secs};
+
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -30,39 +33,22 @@ use lockshift_decide::clean::Action;
 use lockshift_decide::registry::LeasePromise;
 use lockshift_legacy::LegacySettings;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, Binding, LeaseSettings, LockContext, LockGuard, LockId, Locker,
-    NodeId,
+    AcquireOptions, Algorithm, Binding, LeaseSettings, LockGuard, LockId, Locker,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, clean};
-use lockshift_rollout::registry::{LeaseRules, heartbeat};
-use lockshift_rollout::{LockerSettings, Lockers};
+use lockshift_rollout::LockerSettings;
+use lockshift_rollout::registry::LeaseRules;
 use lockshift_store::{
-    Cell, FaultPlan, FaultyStore, MemoryStore, OpKind, Request, Response, RowQuery, SharedClock,
-    SharedStore, SkewedClock, Store, StoreError, StoreErrorKind, Table, TokioClock, Ttl, schema,
+    Cell, OpKind, Request, Response, RowQuery, SharedStore, Store, StoreError, StoreErrorKind,
+    Table, schema,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{sleep, sleep_until};
 
 const LOCK: &str = "acct";
 const ALGORITHMS: [Algorithm; 3] = [Algorithm::Legacy, Algorithm::Queue, Algorithm::Combined];
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn millis(ms: u64) -> Duration {
-    Duration::from_millis(ms)
-}
-
-fn lease(ttl_s: u64, renew_s: u64) -> LeaseSettings {
-    LeaseSettings {
-        lease_ttl: secs(ttl_s),
-        renew_every: secs(renew_s),
-        lost_after_fraction: 0.5,
-    }
-}
 
 /// Who is inside which lock, and every time two were.
 #[derive(Debug, Default)]
@@ -101,60 +87,32 @@ impl Oracle {
     }
 }
 
-/// One store and its clock (also the operator's), and the oracle.
+/// The fleet (one store and its clock, also the operator's), and the
+/// oracle.
 struct World {
-    clock: Arc<TokioClock>,
-    store: Arc<MemoryStore>,
+    fleet: Fleet,
     oracle: Arc<Oracle>,
-    started: Instant,
 }
 
-/// A process of the fleet: its lock context (node id, incarnation, lease
-/// settings), over its own fault wrapper and clock.
-struct Process {
-    node: String,
-    ctx: Arc<LockContext>,
-    lockers: Lockers,
-}
+impl Deref for World {
+    type Target = Fleet;
 
-impl Process {
-    fn locker(&self, algorithm: Algorithm) -> Arc<dyn Locker> {
-        self.lockers.build(algorithm)
+    fn deref(&self) -> &Fleet {
+        &self.fleet
     }
-}
-
-/// What a holder saw.
-#[derive(Debug, Clone)]
-struct Held {
-    /// When its lost signal fired (it learned it had lost the lock).
-    learned_lost_at: Option<Duration>,
 }
 
 impl World {
     fn new() -> World {
-        let clock = Arc::new(TokioClock::new());
         World {
-            store: Arc::new(MemoryStore::with_clock(clock.clone())),
-            clock,
+            fleet: Fleet::new(),
             oracle: Arc::default(),
-            started: Instant::now(),
         }
     }
 
-    fn now(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    /// The store as a process sees it: a millisecond or two per operation.
-    fn faulty(&self, seed: u64) -> SharedStore {
-        Arc::new(
-            FaultyStore::new(self.store.clone() as SharedStore, seed)
-                .with_plan(FaultPlan::latency(millis(1), millis(2))),
-        )
-    }
-
     /// Process `seed` of `node`, its clock `offset_s` seconds off, writing
-    /// through `store` (default: [`World::faulty`]).
+    /// through `store` (default: [`Fleet::faulty`]); its legacy contenders
+    /// pause 100 ms.
     fn process(
         &self,
         node: &str,
@@ -163,18 +121,6 @@ impl World {
         lease: LeaseSettings,
         store: Option<SharedStore>,
     ) -> Process {
-        let clock: SharedClock =
-            Arc::new(SkewedClock::new(self.clock.clone(), offset_s * 1_000_000));
-        let ctx = Arc::new(
-            LockContext::new(
-                store.unwrap_or_else(|| self.faulty(seed)),
-                clock,
-                NodeId::new(node).unwrap(),
-                lease,
-                Some(seed),
-            )
-            .unwrap(),
-        );
         let settings = LockerSettings {
             legacy: LegacySettings {
                 owner_wait_max: millis(100),
@@ -182,29 +128,8 @@ impl World {
             },
             ..LockerSettings::default()
         };
-        Process {
-            node: node.to_string(),
-            lockers: Lockers::new(ctx.clone(), settings),
-            ctx,
-        }
-    }
-
-    /// A registry row for `p`'s process announcing `promise` (live for
-    /// the whole test; written by the test, whatever `p`'s store does).
-    async fn register(&self, p: &Process, promise: Option<LeasePromise>) {
-        let info = lockshift_decide::registry::NodeInfo {
-            incarnation: Some(p.ctx.incarnation().to_string()),
-            lease: promise,
-            ..common::node_info(&p.node, Algorithm::Combined)
-        };
-        heartbeat(
-            self.store.as_ref(),
-            self.clock.as_ref(),
-            &info,
-            Ttl::from_secs(600).unwrap(),
-        )
-        .await
-        .unwrap();
+        self.fleet
+            .process((node, seed, offset_s), lease, store, settings)
     }
 
     /// Takes the lock with `locker` and holds it for `hold` in a task — or

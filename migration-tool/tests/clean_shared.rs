@@ -27,7 +27,10 @@
 
 mod common;
 
+use common::fleet::{Fleet, Held, Process, lease, millis, secs};
+
 use std::collections::BTreeSet;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -37,39 +40,22 @@ use lockshift::Settings;
 use lockshift_decide::clean::{Action, PromiseSource};
 use lockshift_decide::registry::LeasePromise;
 use lockshift_lock::{
-    AcquireOptions, Algorithm, Binding, LeaseSettings, LockContext, LockGuard, LockId, Locker,
-    NodeId, Sharing,
+    AcquireOptions, Algorithm, Binding, LeaseSettings, LockGuard, LockId, Locker, Sharing,
 };
 use lockshift_migration_tool::ops::Env;
 use lockshift_migration_tool::ops::clean::{CleanOptions, CleanReport, Reason, clean};
-use lockshift_rollout::registry::{LeaseRules, heartbeat};
-use lockshift_rollout::{LockerSettings, Lockers};
+use lockshift_rollout::LockerSettings;
+use lockshift_rollout::registry::LeaseRules;
 use lockshift_store::{
-    Cell, FaultPlan, FaultyStore, MemoryStore, Request, Response, RowQuery, SharedClock,
-    SharedStore, Store, StoreError, StoreErrorKind, Table, TokioClock, Ttl, schema,
+    Cell, Request, Response, RowQuery, SharedStore, Store, StoreError, StoreErrorKind, Table,
+    schema,
 };
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{sleep, sleep_until};
 
 const LOCK: &str = "pool";
 /// The lockers that take shared acquisitions (P4: legacy refuses them).
 const ALGORITHMS: [Algorithm; 2] = [Algorithm::Queue, Algorithm::Combined];
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn millis(ms: u64) -> Duration {
-    Duration::from_millis(ms)
-}
-
-fn lease(ttl_s: u64, renew_s: u64) -> LeaseSettings {
-    LeaseSettings {
-        lease_ttl: secs(ttl_s),
-        renew_every: secs(renew_s),
-        lost_after_fraction: 0.5,
-    }
-}
 
 fn three() -> Sharing {
     Sharing::permit(3).unwrap()
@@ -145,60 +131,31 @@ impl Store for CutStore {
     }
 }
 
-/// One store and its clock (also the operator's), and the observer.
+/// The fleet (one store and its clock, also the operator's), and the
+/// observer.
 struct World {
-    clock: Arc<TokioClock>,
-    store: Arc<MemoryStore>,
+    fleet: Fleet,
     inside: Arc<Inside>,
-    started: Instant,
 }
 
-/// A process of the fleet: its lock context over its own store and clock.
-struct Process {
-    node: String,
-    ctx: Arc<LockContext>,
-    lockers: Lockers,
-}
+impl Deref for World {
+    type Target = Fleet;
 
-impl Process {
-    fn locker(&self, algorithm: Algorithm) -> Arc<dyn Locker> {
-        self.lockers.build(algorithm)
+    fn deref(&self) -> &Fleet {
+        &self.fleet
     }
-}
-
-/// What a holder saw.
-#[derive(Debug, Clone)]
-struct Held {
-    /// When its lost signal fired (it learned it had lost the lock).
-    learned_lost_at: Option<Duration>,
 }
 
 impl World {
     fn new() -> World {
-        let clock = Arc::new(TokioClock::new());
         World {
-            store: Arc::new(MemoryStore::with_clock(clock.clone())),
-            clock,
+            fleet: Fleet::new(),
             inside: Arc::default(),
-            started: Instant::now(),
         }
     }
 
-    fn now(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    /// The store as a process sees it: a millisecond or two per operation.
-    fn faulty(&self, seed: u64) -> SharedStore {
-        Arc::new(
-            FaultyStore::new(self.store.clone() as SharedStore, seed)
-                .with_plan(FaultPlan::latency(millis(1), millis(2))),
-        )
-    }
-
     /// Process `seed` of `node`, writing through `store` (default:
-    /// [`World::faulty`]), registered with its lease promise (a row live
-    /// for the whole test, written by the test whatever `store` does).
+    /// [`Fleet::faulty`]), registered with its lease promise.
     async fn process(
         &self,
         node: &str,
@@ -206,35 +163,11 @@ impl World {
         lease: LeaseSettings,
         store: Option<SharedStore>,
     ) -> Process {
-        let clock: SharedClock = self.clock.clone();
-        let ctx = Arc::new(
-            LockContext::new(
-                store.unwrap_or_else(|| self.faulty(seed)),
-                clock,
-                NodeId::new(node).unwrap(),
-                lease.clone(),
-                Some(seed),
-            )
-            .unwrap(),
-        );
-        let p = Process {
-            node: node.to_string(),
-            lockers: Lockers::new(ctx.clone(), LockerSettings::default()),
-            ctx,
-        };
-        let info = lockshift_decide::registry::NodeInfo {
-            incarnation: Some(p.ctx.incarnation().to_string()),
-            lease: Some(LeasePromise::of(&lease)),
-            ..common::node_info(&p.node, Algorithm::Combined)
-        };
-        heartbeat(
-            self.store.as_ref(),
-            self.clock.as_ref(),
-            &info,
-            Ttl::from_secs(600).unwrap(),
-        )
-        .await
-        .unwrap();
+        let promise = LeasePromise::of(&lease);
+        let p = self
+            .fleet
+            .process((node, seed, 0), lease, store, LockerSettings::default());
+        self.register(&p, Some(promise)).await;
         p
     }
 

@@ -8,6 +8,8 @@
 //! seeding and checking cells. Tests that inject server-side faults always
 //! use a local endpoint ([`Endpoint::local_with_schema`]).
 
+pub mod fleet;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
