@@ -3,6 +3,9 @@
 //! and (possibly skewed) clock, registered with the lease it promises; and
 //! what its holders saw.
 
+// Test harness: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
