@@ -274,42 +274,8 @@ impl Node {
 /// clock's measurements, until `stop`.
 fn spawn_tasks(shared: &Arc<NodeParts>, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
     vec![
-        tokio::spawn(every(shared.rollout.stage_reread_every, stop.clone(), {
-            let (shared, moving) = (shared.clone(), Quiet::default());
-            move || {
-                let (shared, moving) = (shared.clone(), moving.clone());
-                async move {
-                    let result = shared.refresh().await;
-                    match (moving.after(&result), result) {
-                        (Said::First, Err(e)) => {
-                            info!(node = %shared.id, error = %e, "stage re-read refused while the fleet's rows move; keeping the last stage until it expires, and reading again quietly until the new home serves")
-                        }
-                        (Said::Warn, Err(e)) => {
-                            warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires")
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        })),
-        tokio::spawn(every(shared.rollout.heartbeat_every, stop.clone(), {
-            let (shared, moving) = (shared.clone(), Quiet::default());
-            move || {
-                let (shared, moving) = (shared.clone(), moving.clone());
-                async move {
-                    let result = shared.heartbeat().await;
-                    match (moving.after(&result), result) {
-                        (Said::First, Err(e)) => {
-                            info!(node = %shared.id, error = %e, "heartbeat refused while the fleet's rows move; sending it again quietly until the new home serves")
-                        }
-                        (Said::Warn, Err(e)) => {
-                            warn!(node = %shared.id, error = %e, "heartbeat failed")
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        })),
+        Chore::StageReread.spawn(shared, shared.rollout.stage_reread_every, stop),
+        Chore::Heartbeat.spawn(shared, shared.rollout.heartbeat_every, stop),
         tokio::spawn(watch_expiry(shared.clone(), stop.clone())),
         tokio::spawn(shared.clone().keep_measuring(stop.clone())),
     ]
@@ -380,6 +346,62 @@ fn lockers(ctx: LockContext, settings: &Settings) -> Lockers {
             time: settings.time.clone(),
         },
     )
+}
+
+/// A periodic task of the node's that reaches the store.
+#[derive(Clone, Copy, Debug)]
+enum Chore {
+    /// Reads the stage (and the homes before it).
+    StageReread,
+    /// Writes the node's registry row.
+    Heartbeat,
+}
+
+impl Chore {
+    /// Runs every `period` until `stop`, saying of its failures what
+    /// [`Quiet`] says.
+    fn spawn(
+        self,
+        shared: &Arc<NodeParts>,
+        period: Duration,
+        stop: &CancellationToken,
+    ) -> JoinHandle<()> {
+        tokio::spawn(every(period, stop.clone(), {
+            let (shared, moving) = (shared.clone(), Quiet::default());
+            move || {
+                let (shared, moving) = (shared.clone(), moving.clone());
+                async move {
+                    let result = match self {
+                        Chore::StageReread => shared.refresh().await,
+                        Chore::Heartbeat => shared.heartbeat().await,
+                    };
+                    let said = moving.after(&result);
+                    if let Err(e) = result {
+                        self.say(said, &shared, &e);
+                    }
+                }
+            }
+        }))
+    }
+
+    /// Says `said` of the failure `e`.
+    fn say(self, said: Said, shared: &NodeParts, e: &StoreError) {
+        match (self, said) {
+            (Chore::StageReread, Said::First) => {
+                info!(node = %shared.id, error = %e, "stage re-read refused while the fleet's rows move; keeping the last stage until it expires, and reading again quietly until the new home serves")
+            }
+            (Chore::StageReread, Said::Warn) => {
+                warn!(node = %shared.id, error = %e, "stage re-read failed; keeping the last stage until it expires")
+            }
+            (Chore::Heartbeat, Said::First) => {
+                info!(node = %shared.id, error = %e, "heartbeat refused while the fleet's rows move; sending it again quietly until the new home serves")
+            }
+            (Chore::Heartbeat, Said::Warn) => {
+                warn!(node = %shared.id, error = %e, "heartbeat failed")
+            }
+            (_, Said::Nothing) => {}
+        }
+    }
 }
 
 /// What a periodic task says of a refusal whose end is known — a moving
