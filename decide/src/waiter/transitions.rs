@@ -1,8 +1,9 @@
 //! Every state change of a waiter, each a named transition: the only code
-//! that assigns [`Waiter::state`] — its [`Phase`] can be made nowhere else. A transition moves to its state and
-//! returns the action that state starts with; the handlers (`queue.rs`,
-//! `main.rs`, `attempt.rs`, the dispatch in `mod.rs`) only choose which
-//! transition follows an observation.
+//! that assigns [`Waiter::state`] — its [`Phase`] can be made nowhere
+//! else. A transition moves to its state and returns the action that
+//! state starts with; the handlers (`queue.rs`, `main.rs`, `attempt.rs`,
+//! the dispatch in `mod.rs`) only choose which transition follows an
+//! observation.
 
 use std::time::{Duration, Instant};
 

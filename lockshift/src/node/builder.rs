@@ -299,8 +299,8 @@ fn registry_ttl(settings: &Settings, lease: &LeaseSettings) -> Result<Ttl, Inval
 }
 
 /// What a starting node says of its lease against the tables'
-/// `gc_grace_seconds`, of its store and of the clock skew its leases allow (the runbook's clock discipline, docs/operating.md
-/// "Clocks").
+/// `gc_grace_seconds`, of its store and of the clock skew its leases
+/// allow (the runbook's clock discipline, docs/operating.md "Clocks").
 fn announce(id: &NodeId, settings: &Settings, lease: &LeaseSettings) {
     if let Some(caution) = lease.gc_grace_caution() {
         warn!(node = %id, "{caution}");

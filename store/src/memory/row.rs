@@ -11,7 +11,8 @@ use crate::reconcile::CellVersion;
 #[derive(Debug, Default)]
 pub(super) struct Row {
     pub(super) cells: BTreeMap<String, Column>,
-    /// The time this row is queued under in [`MemoryState::sweeps`](super::MemoryState::sweeps), if it is.
+    /// The time this row is queued under in
+    /// [`MemoryState::sweeps`](super::MemoryState::sweeps), if it is.
     pub(super) sweep_at: Option<Timestamp>,
 }
 
