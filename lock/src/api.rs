@@ -111,8 +111,8 @@ pub trait Locker: Send + Sync + fmt::Debug {
     /// to the binding's sightings.
     ///
     /// # Errors
-    /// [`AcquireError::Timeout`], [`AcquireError::Cancelled`],
-    /// [`AcquireError::Invalidated`] (only for a bound acquisition), or
+    /// [`AcquireError::Timeout`], [`AcquireError::Cancelled`] (by the
+    /// caller's token, or for a bound acquisition by its invalidation), or
     /// [`AcquireError::Store`] for a store failure retrying cannot fix.
     /// Transient store failures are retried until the deadline.
     async fn acquire_with(

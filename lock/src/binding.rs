@@ -11,10 +11,11 @@
 //!   each step ([`Binding::pacing`]);
 //! - **invalidation**, down: the node's resolution moved away from the
 //!   acquisition's algorithm (R3) or the node shuts down. A locker that
-//!   sees it stops waiting and ends with its own outcome,
-//!   [`AcquireError::Invalidated`](crate::AcquireError::Invalidated) — not
-//!   the caller's [`Cancelled`](crate::AcquireError::Cancelled), which
-//!   stays the caller's token's alone;
+//!   sees it stops waiting, cleans up and ends as
+//!   [`Cancelled`](crate::AcquireError::Cancelled): the binder cancelled
+//!   it. The binder tells that from its caller's cancel by the caller's
+//!   token, which has not fired, and by [`Binding::is_invalidated`]; no
+//!   error variant exists that a service would never see;
 //! - **legacy sightings**, into shared state: legacy holders the
 //!   acquisition's reads of `main` show are written into the
 //!   [`LegacySightings`] the node reads when it reports activity (§4, "The
@@ -123,7 +124,7 @@ impl Binding {
     }
 
     /// Whether the acquisition was invalidated: it must stop waiting and
-    /// end with [`AcquireError::Invalidated`](crate::AcquireError::Invalidated).
+    /// end as [`AcquireError::Cancelled`](crate::AcquireError::Cancelled).
     pub fn is_invalidated(&self) -> bool {
         self.invalidated.is_cancelled()
     }

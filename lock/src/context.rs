@@ -259,7 +259,10 @@ impl Waiting {
         }
     }
 
-    /// The error for an interruption of the acquisition of `lock` by `owner`.
+    /// The error for an interruption of the acquisition of `lock` by
+    /// `owner`. An invalidation ends as [`AcquireError::Cancelled`] too: the
+    /// binder cancelled it, and tells it from its caller's cancel by the
+    /// caller's token, which has not fired ([`Binding`]).
     pub fn error(&self, why: Interrupted, lock: &LockId, owner: &OwnerId) -> AcquireError {
         match why {
             Interrupted::Timeout => AcquireError::Timeout {
@@ -267,11 +270,7 @@ impl Waiting {
                 owner: owner.clone(),
                 waited: self.elapsed(),
             },
-            Interrupted::Cancelled => AcquireError::Cancelled {
-                lock: lock.clone(),
-                owner: owner.clone(),
-            },
-            Interrupted::Invalidated => AcquireError::Invalidated {
+            Interrupted::Cancelled | Interrupted::Invalidated => AcquireError::Cancelled {
                 lock: lock.clone(),
                 owner: owner.clone(),
             },

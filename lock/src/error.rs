@@ -73,18 +73,6 @@ pub enum AcquireError {
         /// The would-be owner.
         owner: OwnerId,
     },
-    /// The acquisition's [`Binding`](crate::Binding) was invalidated while
-    /// it waited (docs/design.md §4, R3): it left the line, and whoever
-    /// bound it re-enters. Only a bound acquisition ends so — a
-    /// `lockshift::Node` re-enters and never returns it; one through
-    /// [`Binding::unbound`](crate::Binding::unbound) never sees it.
-    #[error("acquiring lock {lock} as {owner} was invalidated: its node re-enters")]
-    Invalidated {
-        /// The lock.
-        lock: LockId,
-        /// The would-be owner.
-        owner: OwnerId,
-    },
     /// The lock was entered, but by then its lease could no longer be proven
     /// (the store was too slow); the cells were removed and nothing is held.
     #[error("lock {lock} was entered as {owner} but its lease could not be proven: {reason}")]
@@ -190,7 +178,6 @@ impl AcquireError {
             AcquireError::Timeout { lock, .. }
             | AcquireError::Unreachable { lock, .. }
             | AcquireError::Cancelled { lock, .. }
-            | AcquireError::Invalidated { lock, .. }
             | AcquireError::LeaseLost { lock, .. }
             | AcquireError::NodeStopped { lock, .. }
             | AcquireError::Store { lock, .. }
@@ -206,7 +193,6 @@ impl AcquireError {
             AcquireError::Timeout { .. }
             | AcquireError::Unreachable { .. }
             | AcquireError::Cancelled { .. }
-            | AcquireError::Invalidated { .. }
             | AcquireError::LeaseLost { .. } => true,
             AcquireError::NodeStopped { .. }
             | AcquireError::InvalidLockId(_)

@@ -19,7 +19,8 @@
 //!   [`AcquireOptions`]. Each acquisition also takes a [`Binding`] from
 //!   whoever runs it (a node; [`Binding::unbound`] for a locker run alone):
 //!   the one contract between the two — its pacing, its invalidation
-//!   ([`AcquireError::Invalidated`], which a node never returns), and the
+//!   (the binder's cancel: the acquisition ends as
+//!   [`AcquireError::Cancelled`]), and the
 //!   [`LegacySightings`] its reads of `main` write into.
 //! - [`LockId`], [`NodeId`], [`OwnerId`]: a lock is a row key; every
 //!   acquisition writes under an owner id `node/IIIIIIIISSSSSSSS` — its

@@ -8,9 +8,10 @@
 //! bindings when a caller's cancel ended one.
 //!
 //! Nothing comes back up from an acquisition but its outcome: an
-//! invalidated one ends with `AcquireError::Invalidated` (the node
-//! re-enters), a cancelled one with the caller's `Cancelled`, and legacy
-//! holders it saw are already in the sightings the node reports.
+//! invalidated one ends as `AcquireError::Cancelled` while the caller's
+//! token has not fired (the node re-enters), one the caller cancelled as
+//! the same `Cancelled` after the caller's token fired, and legacy holders
+//! it saw are already in the sightings the node reports.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -98,12 +98,14 @@
 //!
 //! [`Node`], [`NodeBuilder`] (the runtime); [`LockGuard`]; [`settings`]
 //! (every key); [`metrics`] (what is measured); [`homes`] (where each lock
-//! lives, with several datacenters); [`prelude`]. The lock algorithms, the
-//! rollout and the storage layer live in sibling crates
+//! lives, with several datacenters); [`fenced`] (writes under a fencing
+//! token); [`store`] (what a node is started on); [`prelude`]. The lock
+//! algorithms, the rollout and the storage layer live in sibling crates
 //! (`lockshift-legacy`, `-queue-lock`, `-combined`, `-rollout`, `-store`)
 //! that a service does not need to name: every type this crate's API names
-//! is exported here (`tests/layout/facade_api.rs` checks it), the storage
-//! layer whole as [`store`], like [`tokio`].
+//! is exported here by name, none of those crates whole. The API is
+//! `lockshift/public-api.txt`, rendered from rustdoc by the `public-api`
+//! crate; `tests/layout/public_api.rs` checks both.
 
 // Every public item is documented; CI denies warnings (`.ci/run`).
 #![warn(missing_docs)]
@@ -132,7 +134,6 @@ pub use lockshift_lock::{
     LeaseLostReason, LockGuard, LockId, NodeId, OwnerId, ReleaseError, Sharing, TryAcquireError,
     WaitWatch, WaitingFor,
 };
-pub use lockshift_store::fenced;
 pub use node::{Node, NodeBuilder, NodeStatus};
 pub use settings::{Settings, SettingsError};
 pub use sharing::{RwLock, Semaphore};
@@ -147,12 +148,32 @@ pub mod homes {
     pub use lockshift_store::homes::Configured;
 }
 
-/// The storage layer lockshift runs on (`lockshift-store`), for a service
-/// with no other dependency: the store and clock [`NodeBuilder::store`] and
-/// [`NodeBuilder::clock`] take (the in-process `store::MemoryStore`, a
-/// `store::ManualClock`, a store of your own), and the
-/// [`StoreError`](store::StoreError) the lock errors carry.
-pub use lockshift_store as store;
+/// Fenced writes (docs/design.md §5, "Fenced writes"): a service's own
+/// cell, written under its lock's fencing token with one conditional
+/// update, and refused by the database once a later holder has written.
+/// [`Node::fenced_writer`] hands a writer out for a held guard.
+pub mod fenced {
+    pub use lockshift_decide::schema::SCRATCH;
+    pub use lockshift_store::{CellWrite, FencedOutcome, FencedWriteError, FencedWriter, Table};
+}
+
+/// The storage a node runs on, for a service with no other dependency:
+/// what [`NodeBuilder::store`] and [`NodeBuilder::clock`] take (the
+/// in-process [`MemoryStore`](store::MemoryStore) and a
+/// [`ManualClock`](store::ManualClock) for tests), the
+/// [`StoreError`](store::StoreError) the lock errors carry (with the
+/// [`OpKind`](store::OpKind) that failed), and the
+/// [`Timestamp`](store::Timestamp) of a [`ClockReading`]. The methods of
+/// [`Store`](store::Store) and [`Clock`](store::Clock) — implementing a
+/// store of one's own, reading cells through one (a `CqlStore`), the
+/// embedded store's simulation knobs — are `lockshift-store`'s API: a
+/// service that needs them depends on that crate.
+pub mod store {
+    pub use lockshift_store::{
+        Clock, ManualClock, MemoryStore, OpKind, SharedClock, SharedStore, Store, StoreError,
+        StoreErrorKind, SystemClock, Timestamp,
+    };
+}
 
 /// The tokio lockshift runs on, for a service with no other dependency:
 /// `#[lockshift::tokio::main(crate = "lockshift::tokio")]`.

@@ -32,7 +32,7 @@
 //! tombstone for the table's `gc_grace_seconds` (10 days by default) and
 //! every read passing it pays for it; above 1 000 Cassandra warns, above
 //! 100 000 it fails the read (`lockshift_store::tombstones`). The
-//! [`MeteredStore`] a node wraps its store in counts each warning in
+//! metered store a node wraps its store in counts each warning in
 //! [`STORE_WARNINGS`], records [`READ_TOMBSTONES`], and logs the warning at
 //! `warn` with the table and the lock id — at most once a minute per lock,
 //! with how many were left unlogged — and likewise a read that failed for
@@ -316,7 +316,7 @@ impl NodeMetrics {
 /// table and lock id, at most once per [`WARNING_LOG_EVERY`] per lock) and
 /// the tombstones passed ([`READ_TOMBSTONES`]). A node wraps its store in
 /// one.
-pub struct MeteredStore {
+pub(crate) struct MeteredStore {
     inner: SharedStore,
     node: String,
     /// (operations, errors) handles per kind for each of lockshift's
@@ -353,7 +353,7 @@ impl fmt::Debug for MeteredStore {
 
 impl MeteredStore {
     /// Counts the operations `node` sends to `inner`.
-    pub fn new(inner: SharedStore, node: impl Into<String>) -> Self {
+    pub(crate) fn new(inner: SharedStore, node: impl Into<String>) -> Self {
         let node = node.into();
         let handles = lockshift_store::schema::ALL
             .into_iter()

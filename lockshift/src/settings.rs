@@ -67,13 +67,13 @@ pub use lockshift_legacy::{Backoff, LegacySettings};
 pub use lockshift_lock::{LeaseSettings, WaitingTerms};
 pub use lockshift_queue_lock::{QueueSettings, TimeSettings, TimeSourceKind};
 pub use lockshift_rollout::RolloutSettings;
-/// The values the settings hold (a datacenter's name, a keyspace's
-/// replication, the embedded store's settings).
-pub use lockshift_store::Datacenter;
 pub use lockshift_store::settings::InvalidSetting;
 pub use lockshift_store::settings::{ConnectionSecurity, Secret, TlsSettings};
 pub use lockshift_store::settings::{EmbeddedSettings, Replication};
 pub use lockshift_store::{Consistency, CqlSettings, StoreBackend, StoreSettings};
+/// The values the settings hold (a datacenter's name, a keyspace's
+/// replication, the embedded store's settings).
+pub use lockshift_store::{Datacenter, InvalidArgument, InvalidDatacenter, Ttl};
 /// The prefix of environment overrides.
 pub const ENV_PREFIX: &str = "LOCKSHIFT";
 

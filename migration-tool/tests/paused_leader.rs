@@ -31,8 +31,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::Endpoint;
-use lockshift::fenced::{CellWrite, CqlSettings, CqlStore, FencedWriter, SharedStore, schema};
 use lockshift::{AcquireOptions, Node, Settings};
+use lockshift_store::fenced::{
+    CellWrite, CqlSettings, CqlStore, FencedWriter, SharedStore, schema,
+};
 use lockshift_store::{RowQuery, SystemClock};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -509,9 +511,7 @@ async fn candidate() {
     let answered_in = sent.elapsed();
     let lost_when_answered = lost.is_cancelled();
     let (refused, recorded) = match &answer {
-        Err(lockshift::fenced::FencedWriteError::Refused { recorded, .. }) => {
-            (true, Some(*recorded))
-        }
+        Err(lockshift_store::FencedWriteError::Refused { recorded, .. }) => (true, Some(*recorded)),
         _ => (false, None),
     };
     say(json!({

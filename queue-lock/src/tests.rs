@@ -342,10 +342,11 @@ async fn timeout_and_cancellation_leave_the_line() {
     holder.release().await.unwrap();
 }
 
-/// R3: an invalidated waiter ends with its own outcome — not the caller's
-/// `Cancelled` — and leaves the line as a cancelled one does.
+/// R3: an invalidated waiter ends as `Cancelled` by its binder — the
+/// caller's token has not fired, the binding is invalidated — and leaves
+/// the line as a cancelled one does.
 #[tokio::test(start_paused = true)]
-async fn an_invalidated_waiter_leaves_the_line_with_its_own_outcome() {
+async fn an_invalidated_waiter_leaves_the_line_cancelled_by_its_binder() {
     let f = Fixture::new();
     let holder = f.locker("h").acquire(&lock()).await.unwrap();
     let (_pace, pacing) = tokio::sync::watch::channel(lockshift_decide::binding::Pacing::default());
@@ -359,6 +360,7 @@ async fn an_invalidated_waiter_leaves_the_line_with_its_own_outcome() {
     let waiter = {
         let locker = f.locker("i");
         let caller = caller.clone();
+        let binding = binding.clone();
         tokio::spawn(async move {
             locker
                 .acquire_with(
@@ -372,7 +374,8 @@ async fn an_invalidated_waiter_leaves_the_line_with_its_own_outcome() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     invalidate.cancel();
     let err = waiter.await.unwrap().unwrap_err();
-    assert!(matches!(err, AcquireError::Invalidated { .. }), "{err}");
+    assert!(matches!(err, AcquireError::Cancelled { .. }), "{err}");
+    assert!(binding.is_invalidated(), "cancelled by its binder");
     assert!(!caller.is_cancelled(), "the caller's token is its own");
     assert!(f.columns(schema::QUEUE).await.is_empty(), "left the line");
     holder.release().await.unwrap();

@@ -200,7 +200,7 @@ impl StoreError {
     /// arguments is one the cell model cannot represent ([`InvalidArgument`]):
     /// kind [`StoreErrorKind::Invalid`], for `op` on `table`, whose message is
     /// the argument error's.
-    pub fn invalid_argument(err: InvalidArgument, op: OpKind, table: Table) -> Self {
+    pub(crate) fn invalid_argument(err: InvalidArgument, op: OpKind, table: Table) -> Self {
         StoreError::new(StoreErrorKind::Invalid, op, Some(table), err.message())
     }
 

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::facade_api::{blank, closing, ident_at, top_level_parts};
 use super::root;
+use super::scan::{blank, closing, ident_at, top_level_parts};
 
 /// A state diagram and what it draws.
 struct Diagram {

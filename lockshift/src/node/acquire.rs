@@ -201,7 +201,9 @@ impl Node {
                         return Ok(guard);
                     }
                 }
-                Err(AcquireError::Invalidated { lock, owner }) => {
+                Err(AcquireError::Cancelled { lock, owner })
+                    if invalidated(&attempt.binding, options.cancel.as_ref()) =>
+                {
                     // R3: leave the line and re-enter with whatever the
                     // node resolves now.
                     drop(attempt);
@@ -257,4 +259,12 @@ impl Node {
             holder: None,
         })
     }
+}
+
+/// Whether a `Cancelled` acquisition was cut short by its invalidation
+/// (R3), not by its caller: the binding was invalidated and the caller's
+/// token has not fired. A locker checks the caller's token first, so a
+/// cancel by both is the caller's.
+fn invalidated(binding: &Binding, caller: Option<&CancellationToken>) -> bool {
+    binding.is_invalidated() && !caller.is_some_and(CancellationToken::is_cancelled)
 }

@@ -240,14 +240,14 @@ impl Node {
     /// ```
     /// use std::sync::Arc;
     /// use lockshift::Node;
-    /// use lockshift::fenced::{CellWrite, schema};
+    /// use lockshift::fenced::{CellWrite, SCRATCH};
     /// use lockshift::store::MemoryStore;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let node = Node::builder().store(Arc::new(MemoryStore::new())).start().await?;
     /// let guard = node.acquire("accounts").await?;
     /// let writer = node.fenced_writer(&guard).await?;
-    /// writer.write(schema::SCRATCH, "acct-3", &CellWrite::new("balance", "90")).await?;
+    /// writer.write(SCRATCH, "acct-3", &CellWrite::new("balance", "90")).await?;
     /// guard.release().await?;
     /// node.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
