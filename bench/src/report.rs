@@ -61,6 +61,17 @@ pub struct Machine {
     pub os: String,
 }
 
+/// `2 CPUs (model)`: what a report's first line says of the machine.
+impl std::fmt::Display for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} CPUs", self.cpus)?;
+        match &self.cpu_model {
+            Some(model) => write!(f, " ({model})"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Machine {
     /// This machine.
     pub fn this() -> Self {
@@ -290,16 +301,11 @@ pub fn render(report: &BenchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "lockshift bench — K = {} acquisitions per process, hold {}, {}; {} CPUs{}",
+        "lockshift bench — K = {} acquisitions per process, hold {}, {}; {}",
         report.config.acquisitions,
         lockshift_decide::duration::fmt_duration(report.config.hold),
         report.store,
-        report.machine.cpus,
-        report
-            .machine
-            .cpu_model
-            .as_ref()
-            .map_or(String::new(), |m| format!(" ({m})"))
+        report.machine,
     );
     runs_table(&mut out, report);
     legend(&mut out, report);
@@ -415,5 +421,22 @@ fn legend(out: &mut String, report: &BenchReport) {
             out,
             "lwt: {unknown} conditional statements ended with an unknown outcome (timeouts) and were resolved by retrying"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Machine;
+
+    #[test]
+    fn a_machine_is_drawn_with_its_model_when_known() {
+        let mut machine = Machine {
+            cpus: 2,
+            cpu_model: Some("AMD EPYC".into()),
+            os: "linux".into(),
+        };
+        assert_eq!(machine.to_string(), "2 CPUs (AMD EPYC)");
+        machine.cpu_model = None;
+        assert_eq!(machine.to_string(), "2 CPUs");
     }
 }

@@ -62,16 +62,11 @@ pub fn render_hold(report: &HoldBenchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}; {} CPUs{}",
+        "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}; {}",
         report.periods,
         lockshift_decide::duration::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
         report.store,
-        report.machine.cpus,
-        report
-            .machine
-            .cpu_model
-            .as_ref()
-            .map_or(String::new(), |m| format!(" ({m})"))
+        report.machine,
     );
     let _ = writeln!(out);
     let _ = writeln!(

@@ -59,16 +59,11 @@ pub fn render_soak(report: &SoakReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}; {} CPUs{}",
+        "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}; {}",
         report.soak,
         lockshift_decide::duration::fmt_duration(report.hold),
         report.store,
-        report.machine.cpus,
-        report
-            .machine
-            .cpu_model
-            .as_ref()
-            .map_or(String::new(), |m| format!(" ({m})"))
+        report.machine,
     );
     let _ = writeln!(
         out,

@@ -24,6 +24,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use lockshift_bench as bench;
 use serde::Serialize;
 
 use crate::ops::Progress;
@@ -47,58 +48,28 @@ pub trait Human {
     fn human(&self) -> String;
 }
 
-impl Human for lockshift_bench::BenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::render(self)
-    }
+/// `Human` for each benchmark report, drawn by the benchmark crate's own
+/// renderer for it.
+macro_rules! drawn_by {
+    ($($report:ty => $render:path),* $(,)?) => {
+        $(impl Human for $report {
+            fn human(&self) -> String {
+                $render(self)
+            }
+        })*
+    };
 }
 
-impl Human for lockshift_bench::SoakReport {
-    fn human(&self) -> String {
-        lockshift_bench::render_soak(self)
-    }
-}
-
-impl Human for lockshift_bench::datacenters::DatacenterBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::datacenters::render_datacenters(self)
-    }
-}
-
-impl Human for lockshift_bench::fenced::FencedBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::fenced::render_fenced(self)
-    }
-}
-
-impl Human for lockshift_bench::observe::ObserveBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::observe::render_observe(self)
-    }
-}
-
-impl Human for lockshift_bench::sharing::SharingBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::sharing::render_sharing(self)
-    }
-}
-
-impl Human for lockshift_bench::idle::IdleBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::idle::render_idle(self)
-    }
-}
-
-impl Human for lockshift_bench::census::CensusBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::census::render_census(self)
-    }
-}
-
-impl Human for lockshift_bench::HoldBenchReport {
-    fn human(&self) -> String {
-        lockshift_bench::render_hold(self)
-    }
+drawn_by! {
+    bench::BenchReport => bench::render,
+    bench::SoakReport => bench::render_soak,
+    bench::HoldBenchReport => bench::render_hold,
+    bench::datacenters::DatacenterBenchReport => bench::datacenters::render_datacenters,
+    bench::fenced::FencedBenchReport => bench::fenced::render_fenced,
+    bench::observe::ObserveBenchReport => bench::observe::render_observe,
+    bench::sharing::SharingBenchReport => bench::sharing::render_sharing,
+    bench::idle::IdleBenchReport => bench::idle::render_idle,
+    bench::census::CensusBenchReport => bench::census::render_census,
 }
 
 /// Prints `report` on stdout, as JSON or as text.
@@ -107,16 +78,11 @@ impl Human for lockshift_bench::HoldBenchReport {
 /// Writing to stdout failed (e.g. a closed pipe), or serialisation failed.
 pub fn print<R: Serialize + Human>(report: &R, json: bool) -> anyhow::Result<()> {
     let text = if json {
-        let mut s = serde_json::to_string_pretty(report)?;
-        s.push('\n');
-        s
+        serde_json::to_string_pretty(report)? + "\n"
     } else {
         report.human()
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
+    write_out(&text)
 }
 
 /// Prints `report` on stdout as one line — compact JSON, or its text (one
@@ -127,12 +93,15 @@ pub fn print<R: Serialize + Human>(report: &R, json: bool) -> anyhow::Result<()>
 /// Writing to stdout failed (e.g. a closed pipe), or serialisation failed.
 pub fn print_line<R: Serialize + Human>(report: &R, json: bool) -> anyhow::Result<()> {
     let text = if json {
-        let mut s = serde_json::to_string(report)?;
-        s.push('\n');
-        s
+        serde_json::to_string(report)? + "\n"
     } else {
         report.human()
     };
+    write_out(&text)
+}
+
+/// Writes `text` to stdout and flushes it.
+fn write_out(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()?;
