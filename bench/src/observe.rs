@@ -2,7 +2,7 @@
 //! docs/design.md §5b, "Observers").
 //!
 //! N observers — each a node of its own, each following the election with
-//! `Node::observe` — watch it for a window while two candidates take turns
+//! `Election::observe` — watch it for a window while two candidates take turns
 //! leading, a new leader every `leader_every` plus a random part of an
 //! observer period (one resigns, the other campaigns): without that part a
 //! `leader_every` that is a multiple of the period would elect every
@@ -184,8 +184,9 @@ async fn measure(
     let mut following = Vec::new();
     for (node, _) in &observers {
         let mut watch = node
-            .observe(election.as_str())
-            .map_err(|e| BenchError::Lock(e.to_string()))?;
+            .election(election.as_str())
+            .map_err(|e| BenchError::Lock(e.to_string()))?
+            .observe();
         watch.changed().await;
         let stop = stop.clone();
         following.push(tokio::spawn(async move {
@@ -298,7 +299,9 @@ async fn take_turns(
             break;
         }
         let leading = candidates[turn % 2]
-            .campaign(election.as_str(), "", AcquireOptions::default())
+            .election(election.as_str())
+            .map_err(|e| BenchError::Lock(e.to_string()))?
+            .campaign("", AcquireOptions::default())
             .await
             .map_err(|e| BenchError::Lock(e.to_string()))?;
         terms.push(Term {

@@ -1,7 +1,7 @@
-//! Leader election on a lock (docs/design.md §5b): [`Node::campaign`]
+//! Leader election on a lock (docs/design.md §5b): [`Election::campaign`]
 //! waits its turn for the election's lock — first come, first served where
-//! the queue lock runs — and records the leader; [`Node::leader`] reads who
-//! leads; [`Node::observe`] follows it. Every stage of the rollout takes
+//! the queue lock runs — and records the leader; [`Election::leader`] reads
+//! who leads; [`Election::observe`] follows it. Every stage of the rollout takes
 //! the lock with its own algorithm, and the record is read the same way
 //! whichever took it, so leadership works across a stage change: there is
 //! one leader at a time because there is one holder at a time.
@@ -84,6 +84,14 @@ pub enum CampaignError {
         /// Why.
         reason: String,
     },
+    /// A guard of another lock was handed to [`Election::proclaim`].
+    #[error("election {election}: the guard holds {held}, not the election's lock")]
+    OtherLock {
+        /// The election.
+        election: LockId,
+        /// The lock the guard holds.
+        held: LockId,
+    },
     /// Taking the election's lock failed (timeout, store, node stopped…).
     #[error("{0}")]
     Acquire(AcquireError),
@@ -110,14 +118,15 @@ impl From<AcquireError> for CampaignError {
 #[must_use = "leadership lasts only while this lives: `resign().await` it when done"]
 #[derive(Debug)]
 pub struct Leadership {
+    election: Election,
     guard: LockGuard,
     leader: Leader,
 }
 
 impl Leadership {
-    /// The election (its lock).
-    pub fn election(&self) -> &LockId {
-        self.guard.lock_id()
+    /// The election led.
+    pub fn election(&self) -> &Election {
+        &self.election
     }
 
     /// This leader as observers read it.
@@ -151,6 +160,17 @@ impl Leadership {
         self.guard.is_lost()
     }
 
+    /// Proclaims a new value: the leader record is replaced, and
+    /// [`leader`](Self::leader) shows it once this returns.
+    ///
+    /// # Errors
+    /// As [`Election::proclaim`]; the leadership stays, with the record as
+    /// it was.
+    pub async fn proclaim(&mut self, value: impl Into<String>) -> Result<&Leader, CampaignError> {
+        self.leader = self.election.proclaim(&self.guard, value).await?;
+        Ok(&self.leader)
+    }
+
     /// Steps down: releases the lock (the record goes with it), so the next
     /// candidate in line leads.
     ///
@@ -161,43 +181,65 @@ impl Leadership {
     }
 }
 
-impl Node {
-    /// Campaigns in `election` proclaiming `value`: waits its turn for the
-    /// election's lock (first come, first served where the queue lock
-    /// runs), then records itself as leader — its node id, `value`, the
-    /// time and the lock's fencing token — where [`leader`](Self::leader)
-    /// and [`observe`](Self::observe) read it. The record lives as long as
-    /// the lock is held.
+/// An election: a lock whose holder leads and says so in a leader record
+/// that anyone can read. [`Node::election`] hands one out, as
+/// [`Node::semaphore`] hands out a semaphore; it is cheap to clone, and
+/// like a [`Node`] clone it keeps the node running while it lives.
+///
+/// [`campaign`](Self::campaign) waits its turn for the election's lock,
+/// first come, first served where the queue lock runs, then records the
+/// leader. [`leader`](Self::leader) reads who leads, and
+/// [`observe`](Self::observe) follows it.
+#[derive(Clone, Debug)]
+pub struct Election {
+    node: Node,
+    id: LockId,
+}
+
+impl Election {
+    pub(crate) fn new(node: Node, id: LockId) -> Election {
+        Election { node, id }
+    }
+
+    /// The election's name: the name of its lock.
+    pub fn name(&self) -> &LockId {
+        &self.id
+    }
+
+    /// Campaigns proclaiming `value`: waits its turn for the election's
+    /// lock (first come, first served where the queue lock runs), then
+    /// records this node as leader: its node id, `value`, the time and the
+    /// lock's fencing token, where [`leader`](Self::leader) and
+    /// [`observe`](Self::observe) read it. The record lives as long as the
+    /// lock is held.
     ///
     /// # Errors
     /// [`CampaignError::InvalidValue`] for a value longer than 4 KiB or
     /// holding a control character; [`CampaignError::Acquire`] as
-    /// [`acquire_with`](Self::acquire_with); [`CampaignError::Record`]
-    /// when the record could not be written (the lock is released).
+    /// [`Node::acquire_with`]; [`CampaignError::Record`] when the record
+    /// could not be written (the lock is released).
     ///
     /// # Cancel safety
     /// Cancel safe while waiting (as `acquire`); dropped after the lock was
     /// taken, the lock is released in the background.
     pub async fn campaign(
         &self,
-        election: impl TryInto<LockId, Error: Into<AcquireError>>,
         value: impl Into<String>,
         options: AcquireOptions,
     ) -> Result<Leadership, CampaignError> {
-        let election = election.try_into().map_err(Into::into)?;
-        let value = value.into();
-        check_value(&value).map_err(|reason| CampaignError::InvalidValue {
-            election: election.clone(),
-            reason,
-        })?;
-        let span = info_span!("campaign", election = %election, node = %self.id());
+        let value = self.checked(value.into())?;
+        let span = info_span!("campaign", election = %self.id, node = %self.node.id());
         async {
-            let guard = self.acquire_with(&election, options).await?;
-            match self.record_leader(&guard, value).await {
-                Ok(leader) => Ok(Leadership { guard, leader }),
-                Err(why) => {
+            let guard = self.node.acquire_id(&self.id, options).await?;
+            match self.record(&guard, value).await {
+                Ok(leader) => Ok(Leadership {
+                    election: self.clone(),
+                    guard,
+                    leader,
+                }),
+                Err(e) => {
                     let _ = guard.release().await;
-                    Err(CampaignError::Record { election, why })
+                    Err(e)
                 }
             }
         }
@@ -205,44 +247,63 @@ impl Node {
         .await
     }
 
-    /// Records the holder of `guard` as the leader of the election its lock
-    /// names, proclaiming `value` — what [`campaign`](Self::campaign) does
-    /// once it holds; again, to proclaim a new value (the record is
-    /// replaced). The record lives as long as the lock is held.
+    /// Records the holder of `guard`, a guard of this election's lock taken
+    /// some other way than [`campaign`](Self::campaign) (with
+    /// [`Node::acquire_with`], say), as the leader, proclaiming `value`.
+    /// Called again, it proclaims a new value (the record is replaced); a
+    /// [`Leadership`] does the same with [`Leadership::proclaim`].
     ///
     /// # Errors
-    /// [`CampaignError::InvalidValue`], or [`CampaignError::Record`] when
-    /// the fencing token or the record could not be written (the lock
-    /// stays held: release it or try again).
+    /// [`CampaignError::InvalidValue`]; [`CampaignError::OtherLock`] when
+    /// `guard` holds another lock; [`CampaignError::Record`] when the
+    /// fencing token or the record could not be written (the lock stays
+    /// held: release it or try again).
     pub async fn proclaim(
         &self,
         guard: &LockGuard,
         value: impl Into<String>,
     ) -> Result<Leader, CampaignError> {
-        let value = value.into();
-        let election = guard.lock_id().clone();
-        check_value(&value).map_err(|reason| CampaignError::InvalidValue {
-            election: election.clone(),
-            reason,
-        })?;
-        self.record_leader(guard, value)
-            .await
-            .map_err(|why| CampaignError::Record { election, why })
+        if guard.lock_id() != &self.id {
+            return Err(CampaignError::OtherLock {
+                election: self.id.clone(),
+                held: guard.lock_id().clone(),
+            });
+        }
+        let value = self.checked(value.into())?;
+        self.record(guard, value).await
     }
 
-    async fn record_leader(&self, guard: &LockGuard, value: String) -> Result<Leader, String> {
-        let token = guard.fencing_token().await.map_err(|e| match e {
-            FenceError::Store { error, .. } => format!("its fencing token: {error}"),
-            other => other.to_string(),
+    fn checked(&self, value: String) -> Result<String, CampaignError> {
+        match check_value(&value) {
+            Ok(()) => Ok(value),
+            Err(reason) => Err(CampaignError::InvalidValue {
+                election: self.id.clone(),
+                reason,
+            }),
+        }
+    }
+
+    /// Writes the leader record of the holder of `guard`, a guard of this
+    /// election's lock.
+    async fn record(&self, guard: &LockGuard, value: String) -> Result<Leader, CampaignError> {
+        let failed = |why: String| CampaignError::Record {
+            election: self.id.clone(),
+            why,
+        };
+        let token = guard.fencing_token().await.map_err(|e| {
+            failed(match e {
+                FenceError::Store { error, .. } => format!("its fencing token: {error}"),
+                other => other.to_string(),
+            })
         })?;
         let record = LeaderRecord {
-            node: self.id().to_string(),
+            node: self.node.id().to_string(),
             owner: guard.owner().to_string(),
             value,
-            since: self.clock().now().as_micros(),
+            since: self.node.clock().now().as_micros(),
             token,
         };
-        let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&record).map_err(|e| failed(e.to_string()))?;
         let column = leader_column(guard.owner().as_str());
         // Written again after a transient failure, while the lease holds
         // (the fencing token is taken the same way): the same cell, so a
@@ -252,48 +313,38 @@ impl Node {
             match write_leader(guard, &column, &bytes).await {
                 Some(Ok(())) => return Ok(Leader::of(record)),
                 Some(Err(e)) if e.is_retryable() && !guard.is_lost() => {
-                    debug!(election = %guard.lock_id(), error = %e, "writing the leader record: again");
+                    debug!(election = %self.id, error = %e, "writing the leader record: again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(RECORD_RETRY_MAX);
                 }
-                Some(Err(e)) => return Err(e.to_string()),
-                None => return Err("the lock was revoked".to_string()),
+                Some(Err(e)) => return Err(failed(e.to_string())),
+                None => return Err(failed("the lock was revoked".to_string())),
             }
         }
     }
 
-    /// Who leads `election` now, read at the lock's home (`None`: nobody).
+    /// Who leads now, read at the lock's home (`None`: nobody).
     ///
     /// # Errors
-    /// An invalid election name, or the store error.
-    pub async fn leader(
-        &self,
-        election: impl TryInto<LockId, Error: Into<AcquireError>>,
-    ) -> Result<Option<Leader>, ElectionReadError> {
-        let election = election
-            .try_into()
-            .map_err(|e| ElectionReadError::Name(e.into()))?;
-        read_leader(self.store(), &election)
+    /// The store error.
+    pub async fn leader(&self) -> Result<Option<Leader>, ElectionReadError> {
+        read_leader(self.node.store(), &self.id)
             .await
-            .map_err(|error| ElectionReadError::Store { election, error })
+            .map_err(|error| ElectionReadError::Store {
+                election: self.id.clone(),
+                error,
+            })
     }
 
-    /// Follows who leads `election`: a [`LeaderWatch`] whose value changes
-    /// within [`OBSERVE_EVERY`] plus one read of a change, at a cost of one
-    /// read every [`OBSERVE_EVERY`] for as long as it lives.
-    ///
-    /// # Errors
-    /// An invalid election name.
-    pub fn observe(
-        &self,
-        election: impl TryInto<LockId, Error: Into<AcquireError>>,
-    ) -> Result<LeaderWatch, ElectionReadError> {
-        let election = election
-            .try_into()
-            .map_err(|e| ElectionReadError::Name(e.into()))?;
+    /// Follows who leads: a [`LeaderWatch`] whose value changes within
+    /// [`OBSERVE_EVERY`] plus one read of a change, at a cost of one read
+    /// every [`OBSERVE_EVERY`] for as long as it lives (or until the node
+    /// stops).
+    pub fn observe(&self) -> LeaderWatch {
         let (tx, rx) = watch::channel(Observed::default());
-        let store = self.store().clone();
-        let stop = self.stopped();
+        let store = self.node.store().clone();
+        let stop = self.node.stopped();
+        let election = self.id.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(OBSERVE_EVERY);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -321,7 +372,7 @@ impl Node {
                 });
             }
         });
-        Ok(LeaderWatch { rx })
+        LeaderWatch { rx }
     }
 }
 
@@ -329,9 +380,6 @@ impl Node {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ElectionReadError {
-    /// The election's name is not a valid lock id.
-    #[error("{0}")]
-    Name(AcquireError),
     /// The store failed.
     #[error("reading the leader of {election}: {error}")]
     Store {

@@ -119,7 +119,7 @@ pub mod settings;
 mod sharing;
 
 pub use election::{
-    CampaignError, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
+    CampaignError, Election, ElectionReadError, Leader, LeaderWatch, Leadership, OBSERVE_EVERY,
 };
 pub use error::StartError;
 pub use lockshift_decide::algorithm::{Mode, Stage};

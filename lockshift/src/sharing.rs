@@ -57,6 +57,14 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
+    pub(crate) fn new(node: Node, lock: LockId, permits: NonZeroU32) -> Semaphore {
+        Semaphore {
+            node,
+            lock,
+            permits,
+        }
+    }
+
     /// The semaphore's name.
     pub fn name(&self) -> &LockId {
         &self.lock
@@ -141,6 +149,10 @@ pub struct RwLock {
 }
 
 impl RwLock {
+    pub(crate) fn new(node: Node, lock: LockId) -> RwLock {
+        RwLock { node, lock }
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &LockId {
         &self.lock
@@ -199,41 +211,5 @@ impl RwLock {
         self.node
             .try_acquire_id(&self.lock, Sharing::Exclusive)
             .await
-    }
-}
-
-impl Node {
-    /// The semaphore of `permits` permits named `name` (docs/design.md
-    /// §3a). Every process that uses the name must give the same number:
-    /// one that does not gets [`AcquireError::KindConflict`] on acquiring.
-    ///
-    /// # Errors
-    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
-    /// id.
-    pub fn semaphore(
-        &self,
-        name: impl TryInto<LockId, Error: Into<AcquireError>>,
-        permits: NonZeroU32,
-    ) -> Result<Semaphore, AcquireError> {
-        Ok(Semaphore {
-            node: self.clone(),
-            lock: name.try_into().map_err(Into::into)?,
-            permits,
-        })
-    }
-
-    /// The read/write lock named `name` (docs/design.md §3a).
-    ///
-    /// # Errors
-    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
-    /// id.
-    pub fn rw_lock(
-        &self,
-        name: impl TryInto<LockId, Error: Into<AcquireError>>,
-    ) -> Result<RwLock, AcquireError> {
-        Ok(RwLock {
-            node: self.clone(),
-            lock: name.try_into().map_err(Into::into)?,
-        })
     }
 }

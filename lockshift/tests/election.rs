@@ -1,5 +1,5 @@
-//! Leader election on the facade: campaign, leader, observe, resign — on
-//! the embedded store and the paused clock.
+//! Leader election on the facade: campaign, proclaim, leader, observe,
+//! resign — on the embedded store and the paused clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,15 +21,19 @@ async fn candidates_lead_in_turn_and_everyone_sees_who_leads() {
         node(&w, "b").await,
         node(&w, "o").await,
     );
-    assert_eq!(o.leader("scheduler").await.unwrap(), None);
-    let mut watch = o.observe("scheduler").unwrap();
+    let seen_by_o = o.election("scheduler").unwrap();
+    assert_eq!(seen_by_o.leader().await.unwrap(), None);
+    let mut watch = seen_by_o.observe();
     assert_eq!(watch.changed().await, Some(None), "first read: nobody");
 
     let first = a
-        .campaign("scheduler", "http://a:8080", AcquireOptions::default())
+        .election("scheduler")
+        .unwrap()
+        .campaign("http://a:8080", AcquireOptions::default())
         .await
         .unwrap();
-    let seen = o.leader("scheduler").await.unwrap().expect("a leads");
+    assert_eq!(first.election().name().as_str(), "scheduler");
+    let seen = seen_by_o.leader().await.unwrap().expect("a leads");
     assert_eq!(
         (seen.node.as_str(), seen.value.as_str()),
         ("a", "http://a:8080")
@@ -47,9 +51,10 @@ async fn candidates_lead_in_turn_and_everyone_sees_who_leads() {
 
     // b waits its turn while a leads.
     let b_campaign = tokio::spawn({
-        let b = b.clone();
+        let election = b.election("scheduler").unwrap();
         async move {
-            b.campaign("scheduler", "http://b:8080", AcquireOptions::default())
+            election
+                .campaign("http://b:8080", AcquireOptions::default())
                 .await
         }
     });
@@ -74,7 +79,7 @@ async fn candidates_lead_in_turn_and_everyone_sees_who_leads() {
     );
     assert_eq!(next.token, second.token());
     second.resign().await.unwrap();
-    assert_eq!(o.leader("scheduler").await.unwrap(), None, "nobody leads");
+    assert_eq!(seen_by_o.leader().await.unwrap(), None, "nobody leads");
     for n in [a, b, o] {
         n.shutdown().await;
     }
@@ -87,27 +92,28 @@ async fn candidates_lead_in_turn_and_everyone_sees_who_leads() {
 async fn a_leader_is_told_when_it_stops_leading_and_bad_values_are_refused() {
     let w = world();
     let a = node(&w, "a").await;
-    let err = a
-        .campaign("scheduler", "a\u{7}b", AcquireOptions::default())
+    let election = a.election("scheduler").unwrap();
+    let err = election
+        .campaign("a\u{7}b", AcquireOptions::default())
         .await
         .unwrap_err();
     assert!(matches!(err, CampaignError::InvalidValue { .. }), "{err}");
     assert!(err.to_string().contains("control character"), "{err}");
-    let err = a
-        .campaign("sched uler ", "", AcquireOptions::default())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, CampaignError::Acquire(_)), "{err}");
+    let err = a.election("sched uler ").unwrap_err();
+    assert!(matches!(err, AcquireError::InvalidLockId(_)), "{err}");
 
-    let leading = a
-        .campaign("scheduler", "", AcquireOptions::default())
+    let leading = election
+        .campaign("", AcquireOptions::default())
         .await
         .unwrap();
     assert!(!leading.is_lost());
     a.shutdown().await;
     assert!(leading.is_lost(), "shutdown revokes the leadership");
     let o = node(&w, "o").await;
-    assert_eq!(o.leader("scheduler").await.unwrap(), None);
+    assert_eq!(
+        o.election("scheduler").unwrap().leader().await.unwrap(),
+        None
+    );
     o.shutdown().await;
 }
 
@@ -131,13 +137,15 @@ async fn a_leader_that_stops_renewing_is_replaced_and_observers_follow() {
         .await
         .unwrap();
     let first = a
-        .campaign("scheduler", "", AcquireOptions::default())
+        .election("scheduler")
+        .unwrap()
+        .campaign("", AcquireOptions::default())
         .await
         .unwrap();
-    let mut watch = o.observe("scheduler").unwrap();
+    let mut watch = o.election("scheduler").unwrap().observe();
     let b_campaign = tokio::spawn({
-        let b = b.clone();
-        async move { b.campaign("scheduler", "", AcquireOptions::default()).await }
+        let election = b.election("scheduler").unwrap();
+        async move { election.campaign("", AcquireOptions::default()).await }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     dark.set_plan(lockshift_store::FaultPlan {
@@ -183,7 +191,9 @@ async fn who_leads_costs_the_same_after_many_terms() {
     let mut after = Vec::new();
     for term in 0..400 {
         let leading = nodes[term % 2]
-            .campaign("scheduler", "", AcquireOptions::default())
+            .election("scheduler")
+            .unwrap()
+            .campaign("", AcquireOptions::default())
             .await
             .unwrap();
         leading.resign().await.unwrap();
@@ -196,6 +206,49 @@ async fn who_leads_costs_the_same_after_many_terms() {
         "tombstones after 10 and 400 terms: {after:?}"
     );
     for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+/// A leader proclaims a new value and readers see it; a guard of another
+/// lock cannot proclaim in the election, and a guard of the election's lock
+/// taken as a plain lock can.
+#[tokio::test(start_paused = true)]
+async fn a_leader_proclaims_and_only_the_election_lock_can() {
+    let w = world();
+    let (a, o) = (node(&w, "a").await, node(&w, "o").await);
+    let election = a.election("scheduler").unwrap();
+    let mut leading = election
+        .campaign("v1", AcquireOptions::default())
+        .await
+        .unwrap();
+    let now = leading.proclaim("v2").await.unwrap().clone();
+    assert_eq!(now.value, "v2");
+    assert_eq!(leading.leader(), &now);
+    let read = o.election("scheduler").unwrap().leader().await.unwrap();
+    assert_eq!(read.map(|l| l.value), Some("v2".to_string()));
+    let err = leading.proclaim("bad\u{0}").await.unwrap_err();
+    assert!(matches!(err, CampaignError::InvalidValue { .. }), "{err}");
+    assert_eq!(
+        leading.leader().value,
+        "v2",
+        "a refused value changes nothing"
+    );
+    leading.resign().await.unwrap();
+
+    let other = a.acquire("reports").await.unwrap();
+    let err = election.proclaim(&other, "x").await.unwrap_err();
+    assert!(matches!(err, CampaignError::OtherLock { .. }), "{err}");
+    assert!(err.to_string().contains("reports"), "{err}");
+    other.release().await.unwrap();
+
+    let plain = a.acquire("scheduler").await.unwrap();
+    let leader = election.proclaim(&plain, "by hand").await.unwrap();
+    assert_eq!(leader.token, plain.fencing_token().await.unwrap());
+    let read = o.election("scheduler").unwrap().leader().await.unwrap();
+    assert_eq!(read, Some(leader));
+    plain.release().await.unwrap();
+    for n in [a, o] {
         n.shutdown().await;
     }
 }

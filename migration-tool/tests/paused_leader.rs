@@ -478,7 +478,9 @@ async fn candidate() {
         .await
         .unwrap();
     let leading = node
-        .campaign(ELECTION, spec.node.clone(), AcquireOptions::default())
+        .election(ELECTION)
+        .unwrap()
+        .campaign(spec.node.clone(), AcquireOptions::default())
         .await
         .unwrap();
     let token = leading.token();

@@ -6,7 +6,7 @@
 //! oracle of the lock simulations, told by the leaders when they act)
 //! checks that no two leaders ever act at once and that tokens grow from
 //! leader to leader; at checkpoints where nothing changed for longer than
-//! an observer's period, `node.leader` and every observer must name the
+//! an observer's period, `Election::leader` and every observer must name the
 //! leader the terms say leads. `LOCKSHIFT_SEEDS=300` for the full search.
 
 use std::sync::{Mutex, PoisonError};
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 /// across every stage change; each leader's token greater than every
 /// earlier one's; a leader cut off or paused is told before anyone else
 /// leads; and at every checkpoint (after every stage, at random, at the
-/// end, and once every candidate stopped) `node.leader` and every observer
+/// end, and once every candidate stopped) `Election::leader` and every observer
 /// name exactly the leader the terms say leads — node, value, time, token
 /// — or nobody; and no observer ever names a leader older than one it
 /// named before (E1, issue 45).
@@ -222,7 +222,7 @@ fn the_referee_catches_fabricated_overlaps_and_tokens() {
 /// second later. The former leader here proclaimed a new value 9 s after
 /// it took the lock, just before its first renewal, and was then cut off
 /// from the store. Before L8 the record took a whole TTL from that write
-/// and showed the former leader again, to `node.leader` and every
+/// and showed the former leader again, to `Election::leader` and every
 /// observer, up to `renew_every` (10 s here) after its successor resigned.
 #[test]
 fn a_proclaimed_record_does_not_outlive_the_lease() {
@@ -252,18 +252,20 @@ fn a_proclaimed_record_does_not_outlive_the_lease() {
         let a = start("a", dark.clone()).await.unwrap();
         let b = start("b", store.clone()).await.unwrap();
         let o = start("o", store.clone()).await.unwrap();
-        let leading = a
-            .campaign("scheduler", "first", AcquireOptions::default())
+        let mut leading = a
+            .election("scheduler")
+            .unwrap()
+            .campaign("first", AcquireOptions::default())
             .await
             .unwrap();
         let b_campaign = tokio::spawn({
-            let b = b.clone();
-            async move { b.campaign("scheduler", "", AcquireOptions::default()).await }
+            let election = b.election("scheduler").unwrap();
+            async move { election.campaign("", AcquireOptions::default()).await }
         });
         // 9 s after it took the lock, just before its first renewal
         // (`lock.renew_every`: 10 s), a proclaims and is cut off.
         tokio::time::sleep(Duration::from_secs(9)).await;
-        a.proclaim(leading.guard(), "late").await.unwrap();
+        leading.proclaim("late").await.unwrap();
         dark.set_plan(FaultPlan {
             fail_before: 1.0,
             ..FaultPlan::default()
@@ -272,9 +274,10 @@ fn a_proclaimed_record_does_not_outlive_the_lease() {
         let took_over = Instant::now();
         second.resign().await.unwrap();
         tokio::time::sleep(Duration::from_secs(1) + Duration::from_millis(100)).await;
-        let shown = o.leader("scheduler").await.unwrap();
+        let seen_by_o = o.election("scheduler").unwrap();
+        let shown = seen_by_o.leader().await.unwrap();
         let mut gone = Instant::now();
-        while o.leader("scheduler").await.unwrap().is_some() {
+        while seen_by_o.leader().await.unwrap().is_some() {
             tokio::time::sleep(Duration::from_millis(100)).await;
             gone = Instant::now();
         }
@@ -298,7 +301,7 @@ fn a_proclaimed_record_does_not_outlive_the_lease() {
 /// lands. a's lease ended before b took the lock, and a was told long
 /// before. b took the lock's fencing token after a, so from then on the
 /// fencing cell is above a's token and a's record names nobody: while b
-/// leads, `node.leader` and an observer name b (the observer within its
+/// leads, `Election::leader` and an observer name b (the observer within its
 /// period), and after b resigned, nobody — never a, though its record
 /// lives a TTL after it landed. Before E1 the reader took the greatest
 /// token alone and named a for a whole TTL after b resigned.
@@ -350,15 +353,18 @@ fn a_lost_leaders_late_record_is_not_named_after_its_successor() {
         let a = start("a", cut.clone()).await.unwrap();
         let b = start("b", store.clone()).await.unwrap();
         let o = start("o", store.clone()).await.unwrap();
-        let watch = o.observe(election).unwrap();
+        let seen_by_o = o.election(election).unwrap();
+        let watch = seen_by_o.observe();
         let leading = a
-            .campaign(election, "a", AcquireOptions::default())
+            .election(election)
+            .unwrap()
+            .campaign("a", AcquireOptions::default())
             .await
             .unwrap();
         let a_leader = leading.leader().clone();
         let b_campaign = tokio::spawn({
-            let b = b.clone();
-            async move { b.campaign(election, "b", AcquireOptions::default()).await }
+            let election = b.election(election).unwrap();
+            async move { election.campaign("b", AcquireOptions::default()).await }
         });
         // 5 s in, before a's first renewal (`lock.renew_every`: 10 s): a is
         // cut off from every table but the fencing row's, and the next
@@ -415,7 +421,7 @@ fn a_lost_leaders_late_record_is_not_named_after_its_successor() {
             "the schedule: b took the lock {:?} before a's record lands, too late to lead before it",
             lands.saturating_duration_since(took_over)
         );
-        // Named at each look: by `node.leader`, by the observer (which may
+        // Named at each look: by `Election::leader`, by the observer (which may
         // show what it read before, for one period after a change).
         let mut named: Vec<(Duration, &str, String)> = Vec::new();
         let since = |at: Instant| at.saturating_duration_since(took_over);
@@ -424,9 +430,9 @@ fn a_lost_leaders_late_record_is_not_named_after_its_successor() {
         };
         while Instant::now() < resign_at {
             let now = Instant::now();
-            let read = o.leader(election).await.unwrap();
+            let read = seen_by_o.leader().await.unwrap();
             if read.as_ref() != Some(&b_leader) {
-                named.push((since(now), "node.leader while b led", shown(&read)));
+                named.push((since(now), "Election::leader while b led", shown(&read)));
             }
             let seen = watch.current();
             if now >= took_over + OBSERVE_EVERY * 2 && seen.as_ref() != Some(&b_leader) {
@@ -442,9 +448,13 @@ fn a_lost_leaders_late_record_is_not_named_after_its_successor() {
         let mut landed = false;
         while Instant::now() < until {
             let now = Instant::now();
-            let read = o.leader(election).await.unwrap();
+            let read = seen_by_o.leader().await.unwrap();
             if read.is_some() {
-                named.push((since(now), "node.leader after b resigned", shown(&read)));
+                named.push((
+                    since(now),
+                    "Election::leader after b resigned",
+                    shown(&read),
+                ));
             }
             let seen = watch.current();
             let stale_b = seen.as_ref() == Some(&b_leader) && now < resigned + OBSERVE_EVERY * 2;

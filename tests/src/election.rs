@@ -14,7 +14,7 @@
 //! record can outlive its leadership any more — a record of a leader whose
 //! successor has begun never counts, its token being below the fencing
 //! cell (E1), while the last leader's may live a TTL past a late landing;
-//! then [`Node::leader`] and every observer must name the leader the terms
+//! then [`Election::leader`](lockshift::Election::leader) and every observer must name the leader the terms
 //! say leads — node, value, time and token — or nobody. Between
 //! checkpoints, an observer must never name a leader older than one it
 //! named before (E1).
@@ -342,7 +342,10 @@ impl World {
     pub async fn observer(&mut self) {
         let id = format!("o{}", self.watchers.len());
         let (node, _) = self.start_node(&id, Mode::Auto, None).await;
-        let watch = node.observe(ELECTION).expect("a valid election name");
+        let watch = node
+            .election(ELECTION)
+            .expect("a valid election name")
+            .observe();
         self.follow(format!("observer {id}"), watch);
         self.watchers.push(node);
     }
@@ -391,8 +394,9 @@ impl World {
     pub fn candidate_observes(&mut self, i: usize) {
         let watch = self.candidates[i]
             .node
-            .observe(ELECTION)
-            .expect("a valid election name");
+            .election(ELECTION)
+            .expect("a valid election name")
+            .observe();
         self.follow(format!("candidate c{i}'s observer"), watch);
     }
 
@@ -444,7 +448,7 @@ impl World {
     }
 
     /// Ends the run: a last checkpoint, then every candidate stops (a
-    /// leader resigns), then nobody must lead — by `node.leader` and by
+    /// leader resigns), then nobody must lead — by `Election::leader` and by
     /// every observer. Returns what the run saw.
     pub async fn finish(mut self) -> Report {
         self.checkpoint("at the end").await;

@@ -165,9 +165,7 @@ impl Node {
             }
         }
     }
-}
 
-impl Node {
     /// [`Node::acquire_with`] once the name is a [`LockId`]. Each attempt
     /// is bound (its [`Binding`] paces it by the stage the node confirmed);
     /// one invalidated while it waits re-enters.

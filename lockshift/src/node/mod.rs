@@ -31,9 +31,15 @@
 //! - `builder` draws the incarnation that names the registry row, so a
 //!   second process under the same node id never hides this one (R5). The
 //!   lock cells name the same process.
-//! - [`Node`] and every guard it handed out keep the runtime alive; shutting down releases the held locks before the
-//!   node leaves the registry (R7).
+//! - [`Node`] and every guard it handed out keep the runtime alive; shutting
+//!   down releases the held locks before the node leaves the registry (R7).
+//!
+//! Every public method of [`Node`] is in this file, the handles it gives
+//! out ([`Semaphore`], [`RwLock`], [`Election`]) among them. Its private
+//! methods are in the part of their role: `acquire` (the acquire path) and
+//! `builder` (starting).
 
+use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -49,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::error::StartError;
+use crate::{Election, RwLock, Semaphore};
 
 mod acquire;
 mod builder;
@@ -219,6 +226,50 @@ impl Node {
         let lock = lock.try_into().map_err(Into::into)?;
         self.try_acquire_id(&lock, lockshift_lock::Sharing::Exclusive)
             .await
+    }
+
+    /// The semaphore of `permits` permits named `name` (docs/design.md
+    /// §3a). Every process that uses the name must give the same number:
+    /// one that does not gets [`AcquireError::KindConflict`] on acquiring.
+    ///
+    /// # Errors
+    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
+    /// id.
+    pub fn semaphore(
+        &self,
+        name: impl TryInto<LockId, Error: Into<AcquireError>>,
+        permits: NonZeroU32,
+    ) -> Result<Semaphore, AcquireError> {
+        let lock = name.try_into().map_err(Into::into)?;
+        Ok(Semaphore::new(self.clone(), lock, permits))
+    }
+
+    /// The read/write lock named `name` (docs/design.md §3a).
+    ///
+    /// # Errors
+    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
+    /// id.
+    pub fn rw_lock(
+        &self,
+        name: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<RwLock, AcquireError> {
+        let lock = name.try_into().map_err(Into::into)?;
+        Ok(RwLock::new(self.clone(), lock))
+    }
+
+    /// The election named `name` (docs/design.md §5b): its lock's holder
+    /// leads. [`Election::campaign`] to lead, [`Election::leader`] or
+    /// [`Election::observe`] to learn who does.
+    ///
+    /// # Errors
+    /// [`AcquireError::InvalidLockId`] for a name that is not a valid lock
+    /// id.
+    pub fn election(
+        &self,
+        name: impl TryInto<LockId, Error: Into<AcquireError>>,
+    ) -> Result<Election, AcquireError> {
+        let lock = name.try_into().map_err(Into::into)?;
+        Ok(Election::new(self.clone(), lock))
     }
 
     /// A writer of fenced cells for `guard`'s lock, under the guard's

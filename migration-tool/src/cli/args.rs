@@ -92,7 +92,7 @@ pub struct BenchArgs {
     pub fenced_writes: Option<u32>,
     /// Observer mode: what following an election's leader costs (docs/
     /// design.md §5b). N observers, each a node of its own following the
-    /// election (`Node::observe`), for --observe-for while two candidates
+    /// election (`Election::observe`), for --observe-for while two candidates
     /// take turns leading, a new leader every --leader-every. Prints per
     /// observer the reads of the election's row a second (counted at its
     /// store) and the delay from each leader's election to the observer

@@ -140,11 +140,9 @@ async fn elect_refuses_a_value_it_cannot_record() {
     assert!(!ran.exists(), "the command did not run");
     let node = Node::builder().store(store).start().await.unwrap();
     let again = node
-        .campaign(
-            "scheduler",
-            "",
-            AcquireOptions::with_timeout(Duration::from_secs(1)),
-        )
+        .election("scheduler")
+        .unwrap()
+        .campaign("", AcquireOptions::with_timeout(Duration::from_secs(1)))
         .await
         .expect("the lock was released");
     again.resign().await.unwrap();

@@ -197,7 +197,8 @@ async fn hold_and_run(
     };
     let held_since = Instant::now();
     if let Some(value) = &request.proclaim {
-        match session.node().proclaim(&guard, value.clone()).await {
+        let election = session.node().election(guard.lock_id())?;
+        match election.proclaim(&guard, value.clone()).await {
             Ok(leader) => {
                 note(format!("leading {} as {leader}", guard.lock_id()));
                 report.proclaimed = Some(value.clone());

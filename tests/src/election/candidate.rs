@@ -67,7 +67,11 @@ pub(super) async fn run(shared: std::sync::Arc<Campaigns>, i: usize, node: Node,
         let value = format!("http://{id}:{}/{campaigns}", rng.random_range(1000..10_000));
         let options =
             AcquireOptions::with_timeout(CAMPAIGN_TIMEOUT).cancelled_by(shared.stop.clone());
-        let campaign = node.campaign(ELECTION, value.clone(), options).await;
+        let campaign = node
+            .election(ELECTION)
+            .expect("a valid election name")
+            .campaign(value.clone(), options)
+            .await;
         shared.place(i, Place::Busy);
         match campaign {
             Ok(leading) => lead(&shared, i, &node, &env, leading, &value, &mut rng).await,
@@ -95,7 +99,7 @@ async fn lead(
     i: usize,
     node: &Node,
     env: &NodeEnv,
-    leading: Leadership,
+    mut leading: Leadership,
     value: &str,
     rng: &mut StdRng,
 ) {
@@ -155,7 +159,7 @@ async fn lead(
             // The record changes before the proclaim returns: a checkpoint
             // must wait for it.
             shared.place(i, Place::Busy);
-            let proclaimed = node.proclaim(leading.guard(), value.clone()).await;
+            let proclaimed = leading.proclaim(value.clone()).await.cloned();
             shared.place(i, Place::Leading);
             match proclaimed {
                 Ok(now) if now.value == value => {

@@ -1,5 +1,5 @@
 //! Checkpoints of the election runs: the fleet holds still, then
-//! `node.leader` and every observer must name the leader the terms say
+//! `Election::leader` and every observer must name the leader the terms say
 //! leads.
 
 use std::time::Duration;
@@ -21,7 +21,7 @@ impl World {
 
     /// The fleet holds still until nothing changed for longer than an
     /// observer's period and no record can outlive its leadership; then
-    /// `node.leader` and every observer must name the leader the terms say
+    /// `Election::leader` and every observer must name the leader the terms say
     /// leads (or nobody). The fleet carries on after.
     ///
     /// Holding still stops resignations and new stage moves, not faults: a
@@ -67,17 +67,18 @@ impl World {
         true
     }
 
-    /// Who leads by `node.leader`, read through an observer's node (asked
-    /// again while the read fails).
+    /// Who leads by `Election::leader`, read through an observer's node
+    /// (asked again while the read fails).
     async fn read_leader(&self) -> Result<Option<Leader>, String> {
         let node = self
             .watchers
             .first()
             .or_else(|| self.candidates.first().map(|c| &c.node))
             .expect("a node to read through");
+        let election = node.election(ELECTION).map_err(|e| e.to_string())?;
         let mut last = String::new();
         for _ in 0..20 {
-            match node.leader(ELECTION).await {
+            match election.leader().await {
                 Ok(leader) => return Ok(leader),
                 Err(e) => last = e.to_string(),
             }
@@ -86,7 +87,7 @@ impl World {
         Err(last)
     }
 
-    /// What the checkpoint finds: every way `node.leader` or an observer
+    /// What the checkpoint finds: every way `Election::leader` or an observer
     /// differs from the leader the terms name.
     pub(super) async fn compare(&self, what: &str) -> Vec<String> {
         let mut found = Vec::new();
@@ -105,7 +106,7 @@ impl World {
         match self.read_leader().await {
             Ok(read) if read == expected => {}
             Ok(read) => found.push(format!(
-                "{what}: node.leader says {} ({read:?}), the leaders say {} ({expected:?})",
+                "{what}: Election::leader says {} ({read:?}), the leaders say {} ({expected:?})",
                 shown(&read),
                 shown(&expected)
             )),

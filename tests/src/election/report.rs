@@ -25,7 +25,7 @@ pub struct Stats {
     pub long_holds: usize,
     /// New values proclaimed by a leader.
     pub proclaims: usize,
-    /// Checkpoints (each compares `node.leader` and every observer with
+    /// Checkpoints (each compares `Election::leader` and every observer with
     /// the terms).
     pub checkpoints: usize,
     /// Checkpoints at which somebody led.
@@ -132,7 +132,7 @@ pub struct Report {
     /// Two leaders acting at once.
     pub overlaps: Vec<Violation>,
     /// Every other broken promise: a token not greater than the one
-    /// before, an observer or `node.leader` naming another leader than
+    /// before, an observer or `Election::leader` naming another leader than
     /// the terms, a leader not told it lost its lease.
     pub problems: Vec<String>,
     /// Campaigns or proclaims that failed unexpectedly.

@@ -139,7 +139,8 @@ impl Workload for Counters {
                 if w == 1 && rng.random_bool(0.3) {
                     let options = AcquireOptions::with_timeout(Duration::from_secs(60))
                         .cancelled_by(stop.clone());
-                    match node.campaign(ELECTION, "", options).await {
+                    let election = node.election(ELECTION).expect("a valid election name");
+                    match election.campaign("", options).await {
                         Ok(leading) => {
                             let hold = Duration::from_millis(rng.random_range(1..15));
                             if critical_section(&oracle, &counters, leading.guard(), hold).await {
