@@ -588,7 +588,7 @@ impl Store for GatedStore {
         &self,
         request: lockshift_store::Request<'_>,
     ) -> Result<lockshift_store::Response, lockshift_store::StoreError> {
-        if let (schema::MAIN, lockshift_store::Op::Write { cells, .. }) =
+        if let (schema::MAIN, lockshift_store::Op::Write(lockshift_store::WriteOp { cells, .. })) =
             (request.table, request.op)
         {
             self.main_writes
@@ -881,7 +881,7 @@ impl Store for NodeTap {
         request: lockshift_store::Request<'_>,
     ) -> Result<lockshift_store::Response, lockshift_store::StoreError> {
         let point = match request.op {
-            lockshift_store::Op::Read { query, .. } => {
+            lockshift_store::Op::Read(lockshift_store::ReadOp { query, .. }) => {
                 query.start_column.is_some() && query.limit.is_some_and(|n| n.get() == 1)
             }
             _ => false,

@@ -12,7 +12,9 @@ use crate::cell::{
 };
 use crate::error::StoreError;
 use crate::fenced::FencedOutcome;
-use crate::request::{Op, Request, Response};
+use crate::request::{
+    DeleteOp, Op, ReadOp, Request, Response, ScanCellsOp, ScanKeysOp, WriteFencedOp, WriteOp,
+};
 use crate::route::{Route, Topology};
 
 /// What a read returned, and what it cost the database: the answer of
@@ -142,11 +144,11 @@ pub trait Store: Send + Sync + Debug {
         cells: &[CellWrite],
         options: WriteOptions,
     ) -> Result<(), StoreError> {
-        let op = Op::Write {
+        let op = Op::Write(WriteOp {
             row,
             cells,
             options,
-        };
+        });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Done => Ok(()),
             other => Err(other.unexpected(OpKind::Write, table)),
@@ -164,11 +166,11 @@ pub trait Store: Send + Sync + Debug {
         columns: &[String],
         timestamp: crate::Timestamp,
     ) -> Result<(), StoreError> {
-        let op = Op::Delete {
+        let op = Op::Delete(DeleteOp {
             row,
             columns,
             timestamp,
-        };
+        });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Done => Ok(()),
             other => Err(other.unexpected(OpKind::Delete, table)),
@@ -185,7 +187,7 @@ pub trait Store: Send + Sync + Debug {
         row: &str,
         query: &RowQuery,
     ) -> Result<ReadOutcome, StoreError> {
-        let op = Op::Read { row, query };
+        let op = Op::Read(ReadOp { row, query });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Read(outcome) => Ok(outcome),
             other => Err(other.unexpected(OpKind::Read, table)),
@@ -204,7 +206,7 @@ pub trait Store: Send + Sync + Debug {
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<KeyPage, StoreError> {
-        let op = Op::ScanKeys { cursor, page_size };
+        let op = Op::ScanKeys(ScanKeysOp { cursor, page_size });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Keys(page) => Ok(page),
             other => Err(other.unexpected(OpKind::Scan, table)),
@@ -228,11 +230,11 @@ pub trait Store: Send + Sync + Debug {
         cursor: Option<&PageCursor>,
         page_size: NonZeroU32,
     ) -> Result<CellPage, StoreError> {
-        let op = Op::ScanCells {
+        let op = Op::ScanCells(ScanCellsOp {
             range,
             cursor,
             page_size,
-        };
+        });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Cells(page) => Ok(page),
             other => Err(other.unexpected(OpKind::Scan, table)),
@@ -266,7 +268,7 @@ pub trait Store: Send + Sync + Debug {
         cell: &CellWrite,
         token: u64,
     ) -> Result<FencedOutcome, StoreError> {
-        let op = Op::WriteFenced { row, cell, token };
+        let op = Op::WriteFenced(WriteFencedOp { row, cell, token });
         match self.call(Request::new(route.clone(), table, op)).await? {
             Response::Fenced(outcome) => Ok(outcome),
             other => Err(other.unexpected(OpKind::FencedWrite, table)),

@@ -17,7 +17,9 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::cell::{Cell, Timestamp};
 use crate::error::StoreError;
-use crate::request::{Op, Request, Response};
+use crate::request::{
+    DeleteOp, Op, ReadOp, Request, Response, ScanCellsOp, ScanKeysOp, WriteFencedOp, WriteOp,
+};
 
 /// The operations of one simulated run, in the order they took effect.
 ///
@@ -85,28 +87,30 @@ impl Journal {
             let _ = write!(line, " via {dc}");
         }
         let _ = match request.op {
-            Op::Write {
+            Op::Write(WriteOp {
                 row,
                 cells,
                 options,
-            } => {
+            }) => {
                 let columns: Vec<&str> = cells.iter().map(|c| c.column.as_str()).collect();
                 let at = self.relative(options.timestamp);
                 write!(line, " {row} {columns:?} at {at} ttl {:?}", options.ttl)
             }
-            Op::Delete {
+            Op::Delete(DeleteOp {
                 row,
                 columns,
                 timestamp,
-            } => write!(line, " {row} {columns:?} at {}", self.relative(timestamp)),
-            Op::Read { row, query } => write!(line, " {row} {query:?}"),
-            Op::ScanKeys { cursor, page_size } => write!(line, " after {cursor:?} {page_size}"),
-            Op::ScanCells {
+            }) => write!(line, " {row} {columns:?} at {}", self.relative(timestamp)),
+            Op::Read(ReadOp { row, query }) => write!(line, " {row} {query:?}"),
+            Op::ScanKeys(ScanKeysOp { cursor, page_size }) => {
+                write!(line, " after {cursor:?} {page_size}")
+            }
+            Op::ScanCells(ScanCellsOp {
                 range,
                 cursor,
                 page_size,
-            } => write!(line, " {range} after {cursor:?} {page_size}"),
-            Op::WriteFenced { row, cell, token } => {
+            }) => write!(line, " {range} after {cursor:?} {page_size}"),
+            Op::WriteFenced(WriteFencedOp { row, cell, token }) => {
                 write!(line, " {row} {} token {token}", cell.column)
             }
             Op::ServerTime => Ok(()),

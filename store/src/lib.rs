@@ -69,6 +69,7 @@
 //! - [`settings`]: how a store is chosen and connected.
 
 mod api;
+mod backend;
 mod cell;
 pub mod clock;
 mod cql;
@@ -88,7 +89,10 @@ pub mod tombstones;
 pub mod conformance;
 
 pub use api::{ReadOutcome, SharedStore, Store};
-pub use request::{Op, OwnedRequest, Request, Response};
+pub use request::{
+    DeleteOp, Op, OwnedRequest, ReadOp, Request, Response, ScanCellsOp, ScanKeysOp, WriteFencedOp,
+    WriteOp,
+};
 // The cell model, from `lockshift_decide` (see "Modules" above); the same
 // names and paths as when it was defined here.
 pub use cell::{

@@ -8,8 +8,10 @@
 //! hand it on. The typed operations (`write`, `read`, `scan_keys`, …) are
 //! provided methods of [`Store`] that build a request and take its
 //! [`Response`] apart; no layer implements them. A new operation is a new
-//! [`Op`] variant: every backend answers it, every layer passes it on
-//! unchanged.
+//! [`Op`] variant with its arguments' struct: every backend answers it
+//! (one more method of the crate's backend trait, which checks each
+//! request once, `Request::check`, before its backend sees it), and
+//! every layer passes it on unchanged.
 //!
 //! # Examples
 //!
@@ -57,7 +59,7 @@ use std::num::NonZeroU32;
 use crate::api::ReadOutcome;
 use crate::cell::{
     CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
-    WriteOptions,
+    WriteOptions, check_request,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
@@ -77,67 +79,94 @@ pub struct Request<'a> {
     pub op: Op<'a>,
 }
 
-/// What a request does, with its arguments borrowed from the caller.
+/// What a request does, with its arguments borrowed from the caller: one
+/// variant per operation, each carrying its arguments as one value, which
+/// is what a backend's operation takes.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub enum Op<'a> {
-    /// Writes `cells` into `row`, all with the timestamp and TTL of
-    /// `options`; no cells is a no-op.
-    Write {
-        /// The row key.
-        row: &'a str,
-        /// The cells.
-        cells: &'a [CellWrite],
-        /// Their timestamp and TTL.
-        options: WriteOptions,
-    },
-    /// Deletes `columns` of `row` with tombstones at `timestamp`.
-    Delete {
-        /// The row key.
-        row: &'a str,
-        /// The columns.
-        columns: &'a [String],
-        /// The tombstones' timestamp.
-        timestamp: Timestamp,
-    },
-    /// Reads live cells of `row` in column order, with what the read cost.
-    Read {
-        /// The row key.
-        row: &'a str,
-        /// Which cells.
-        query: &'a RowQuery,
-    },
-    /// One page of the keys of rows holding live cells.
-    ScanKeys {
-        /// Where the last page ended; `None` for the first.
-        cursor: Option<&'a PageCursor>,
-        /// At most this many keys.
-        page_size: NonZeroU32,
-    },
-    /// One page of the live cells of the rows whose tokens fall in
-    /// `range`, with their write times and TTLs, in token order.
-    ScanCells {
-        /// The token range.
-        range: TokenRange,
-        /// Where the last page ended; `None` for the first.
-        cursor: Option<&'a PageCursor>,
-        /// At most this many cells.
-        page_size: NonZeroU32,
-    },
+    /// A write ([`WriteOp`]).
+    Write(WriteOp<'a>),
+    /// A delete ([`DeleteOp`]).
+    Delete(DeleteOp<'a>),
+    /// A read of one row ([`ReadOp`]).
+    Read(ReadOp<'a>),
+    /// A page of row keys ([`ScanKeysOp`]).
+    ScanKeys(ScanKeysOp<'a>),
+    /// A page of cells in a token range ([`ScanCellsOp`]).
+    ScanCells(ScanCellsOp<'a>),
     /// The coordinator's clock: what a client measures its clock's
     /// offset from the database by (`toUnixTimestamp(now())`, whole
     /// milliseconds).
     ServerTime,
-    /// Writes `cell` into `row` only if it records no larger fencing
-    /// token than `token`, and records `token` beside it.
-    WriteFenced {
-        /// The row key.
-        row: &'a str,
-        /// The cell.
-        cell: &'a CellWrite,
-        /// The writer's fencing token.
-        token: u64,
-    },
+    /// A fenced write ([`WriteFencedOp`]).
+    WriteFenced(WriteFencedOp<'a>),
+}
+
+/// Writes `cells` into `row`, all with the timestamp and TTL of
+/// `options`; no cells is a no-op.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteOp<'a> {
+    /// The row key.
+    pub row: &'a str,
+    /// The cells.
+    pub cells: &'a [CellWrite],
+    /// Their timestamp and TTL.
+    pub options: WriteOptions,
+}
+
+/// Deletes `columns` of `row` with tombstones at `timestamp`; no columns
+/// is a no-op.
+#[derive(Clone, Copy, Debug)]
+pub struct DeleteOp<'a> {
+    /// The row key.
+    pub row: &'a str,
+    /// The columns.
+    pub columns: &'a [String],
+    /// The tombstones' timestamp.
+    pub timestamp: Timestamp,
+}
+
+/// Reads live cells of `row` in column order, with what the read cost.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadOp<'a> {
+    /// The row key.
+    pub row: &'a str,
+    /// Which cells.
+    pub query: &'a RowQuery,
+}
+
+/// One page of the keys of rows holding live cells.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanKeysOp<'a> {
+    /// Where the last page ended; `None` for the first.
+    pub cursor: Option<&'a PageCursor>,
+    /// At most this many keys.
+    pub page_size: NonZeroU32,
+}
+
+/// One page of the live cells of the rows whose tokens fall in `range`,
+/// with their write times and TTLs, in token order.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanCellsOp<'a> {
+    /// The token range.
+    pub range: TokenRange,
+    /// Where the last page ended; `None` for the first.
+    pub cursor: Option<&'a PageCursor>,
+    /// At most this many cells.
+    pub page_size: NonZeroU32,
+}
+
+/// Writes `cell` into `row` only if it records no larger fencing token
+/// than `token`, and records `token` beside it.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteFencedOp<'a> {
+    /// The row key.
+    pub row: &'a str,
+    /// The cell.
+    pub cell: &'a CellWrite,
+    /// The writer's fencing token.
+    pub token: u64,
 }
 
 /// What a store answered to a [`Request`]: one variant per kind of
@@ -173,11 +202,11 @@ impl<'a> Request<'a> {
     /// The row it concerns; `None` for a scan.
     pub fn row(&self) -> Option<&'a str> {
         match self.op {
-            Op::Write { row, .. }
-            | Op::Delete { row, .. }
-            | Op::Read { row, .. }
-            | Op::WriteFenced { row, .. } => Some(row),
-            Op::ScanKeys { .. } | Op::ScanCells { .. } | Op::ServerTime => None,
+            Op::Write(WriteOp { row, .. })
+            | Op::Delete(DeleteOp { row, .. })
+            | Op::Read(ReadOp { row, .. })
+            | Op::WriteFenced(WriteFencedOp { row, .. }) => Some(row),
+            Op::ScanKeys(_) | Op::ScanCells(_) | Op::ServerTime => None,
         }
     }
 
@@ -186,68 +215,87 @@ impl<'a> Request<'a> {
         Request { route, ..self }
     }
 
-    /// Refuses a request pinned to one node ([`Route::Host`]) that is not
-    /// a reading of that node's clock: one node is no consistency level,
-    /// so nothing else may be sent to it alone. Every backend checks it
-    /// before anything else.
+    /// Checks what every backend refuses before sending anything, so
+    /// that no backend checks it again:
+    ///
+    /// - a request pinned to one node ([`Route::Host`]) that is not a
+    ///   reading of that node's clock: one node is no consistency level,
+    ///   so nothing else may be sent to it alone;
+    /// - a row key, a column or a start column that is empty or too long
+    ///   (as Cassandra refuses it).
     ///
     /// # Errors
-    /// [`StoreErrorKind::Invalid`], naming the node.
-    pub(crate) fn check_host_route(&self) -> Result<(), StoreError> {
-        if !matches!(self.route, Route::Host(_)) || matches!(self.op, Op::ServerTime) {
-            return Ok(());
+    /// [`StoreErrorKind::Invalid`], naming the node or the argument.
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
+        let (kind, table) = (self.kind(), self.table);
+        if matches!(self.route, Route::Host(_)) && !matches!(self.op, Op::ServerTime) {
+            return Err(StoreError::new(
+                StoreErrorKind::Invalid,
+                kind,
+                Some(table),
+                format!(
+                    "{} only reads that node's clock; a {kind} needs a consistency level",
+                    self.route
+                ),
+            ));
         }
-        Err(StoreError::new(
-            StoreErrorKind::Invalid,
-            self.kind(),
-            Some(self.table),
-            format!(
-                "{} only reads that node's clock; a {} needs a consistency level",
-                self.route,
-                self.kind()
-            ),
-        ))
+        match self.op {
+            Op::Write(WriteOp { row, cells, .. }) => {
+                let columns = cells.iter().map(|c| c.column.as_str());
+                check_request(kind, table, row, columns, None)
+            }
+            Op::Delete(DeleteOp { row, columns, .. }) => {
+                check_request(kind, table, row, columns.iter().map(String::as_str), None)
+            }
+            Op::Read(ReadOp { row, query }) => {
+                check_request(kind, table, row, [], query.start_column.as_deref())
+            }
+            Op::WriteFenced(WriteFencedOp { row, cell, .. }) => {
+                check_request(kind, table, row, [cell.column.as_str()], None)
+            }
+            Op::ScanKeys(_) | Op::ScanCells(_) | Op::ServerTime => Ok(()),
+        }
     }
 
     /// A copy that owns its arguments, to be sent later (a late landing).
     pub fn to_owned(&self) -> OwnedRequest {
         let op = match self.op {
-            Op::Write {
+            Op::Write(WriteOp {
                 row,
                 cells,
                 options,
-            } => OwnedOp::Write {
+            }) => OwnedOp::Write {
                 row: row.to_string(),
                 cells: cells.to_vec(),
                 options,
             },
-            Op::Delete {
+            Op::Delete(DeleteOp {
                 row,
                 columns,
                 timestamp,
-            } => OwnedOp::Delete {
+            }) => OwnedOp::Delete {
                 row: row.to_string(),
                 columns: columns.to_vec(),
                 timestamp,
             },
-            Op::Read { row, query } => OwnedOp::Read {
+            Op::Read(ReadOp { row, query }) => OwnedOp::Read {
                 row: row.to_string(),
                 query: query.clone(),
             },
-            Op::ScanKeys { cursor, page_size } => OwnedOp::ScanKeys {
+            Op::ScanKeys(ScanKeysOp { cursor, page_size }) => OwnedOp::ScanKeys {
                 cursor: cursor.cloned(),
                 page_size,
             },
-            Op::ScanCells {
+            Op::ScanCells(ScanCellsOp {
                 range,
                 cursor,
                 page_size,
-            } => OwnedOp::ScanCells {
+            }) => OwnedOp::ScanCells {
                 range,
                 cursor: cursor.cloned(),
                 page_size,
             },
-            Op::WriteFenced { row, cell, token } => OwnedOp::WriteFenced {
+            Op::WriteFenced(WriteFencedOp { row, cell, token }) => OwnedOp::WriteFenced {
                 row: row.to_string(),
                 cell: cell.clone(),
                 token,
@@ -266,12 +314,11 @@ impl Op<'_> {
     /// The kind of operation.
     pub fn kind(&self) -> OpKind {
         match self {
-            Op::Write { .. } => OpKind::Write,
-            Op::Delete { .. } => OpKind::Delete,
-            Op::Read { .. } => OpKind::Read,
-            Op::ScanKeys { .. } | Op::ScanCells { .. } => OpKind::Scan,
-            Op::ServerTime => OpKind::Read,
-            Op::WriteFenced { .. } => OpKind::FencedWrite,
+            Op::Write(_) => OpKind::Write,
+            Op::Delete(_) => OpKind::Delete,
+            Op::Read(_) | Op::ServerTime => OpKind::Read,
+            Op::ScanKeys(_) | Op::ScanCells(_) => OpKind::Scan,
+            Op::WriteFenced(_) => OpKind::FencedWrite,
         }
     }
 }
@@ -325,39 +372,39 @@ impl OwnedRequest {
                 row,
                 cells,
                 options,
-            } => Op::Write {
+            } => Op::Write(WriteOp {
                 row,
                 cells,
                 options: *options,
-            },
+            }),
             OwnedOp::Delete {
                 row,
                 columns,
                 timestamp,
-            } => Op::Delete {
+            } => Op::Delete(DeleteOp {
                 row,
                 columns,
                 timestamp: *timestamp,
-            },
-            OwnedOp::Read { row, query } => Op::Read { row, query },
-            OwnedOp::ScanKeys { cursor, page_size } => Op::ScanKeys {
+            }),
+            OwnedOp::Read { row, query } => Op::Read(ReadOp { row, query }),
+            OwnedOp::ScanKeys { cursor, page_size } => Op::ScanKeys(ScanKeysOp {
                 cursor: cursor.as_ref(),
                 page_size: *page_size,
-            },
+            }),
             OwnedOp::ScanCells {
                 range,
                 cursor,
                 page_size,
-            } => Op::ScanCells {
+            } => Op::ScanCells(ScanCellsOp {
                 range: *range,
                 cursor: cursor.as_ref(),
                 page_size: *page_size,
-            },
-            OwnedOp::WriteFenced { row, cell, token } => Op::WriteFenced {
+            }),
+            OwnedOp::WriteFenced { row, cell, token } => Op::WriteFenced(WriteFencedOp {
                 row,
                 cell,
                 token: *token,
-            },
+            }),
             OwnedOp::ServerTime => Op::ServerTime,
         };
         Request {

@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use lockshift_decide::clean::{Criteria, PromiseSource, promise_of};
 use lockshift_store::{
-    CellWrite, ManualClock, MemoryStore, Op, Request, Response, SharedStore, Table, Timestamp,
-    WriteOptions,
+    CellWrite, DeleteOp, ManualClock, MemoryStore, Op, Request, Response, SharedStore, Table,
+    Timestamp, WriteOptions,
 };
 
 use lockshift::Settings;
@@ -25,7 +25,7 @@ struct RacingStore {
 #[async_trait]
 impl Store for RacingStore {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
-        if let Op::Delete { row, columns, .. } = request.op
+        if let Op::Delete(DeleteOp { row, columns, .. }) = request.op
             && row == "acct-race"
             && !self.raced.swap(true, Ordering::SeqCst)
         {

@@ -37,9 +37,10 @@ use scylla::value::{CqlValue, Row};
 
 use super::errors::classify_prepare;
 use super::store::CqlStore;
-use crate::cell::{CellWrite, OpKind, Table, check_request};
+use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::{Condition, FencedOutcome, MAX_ROUNDS, Next, check_token, next_round};
+use crate::request::WriteFencedOp;
 use crate::route::Route;
 
 /// Binds: value blob, fence bigint, row_key text, column_name text, token
@@ -107,12 +108,10 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
+        write: WriteFencedOp<'_>,
     ) -> Result<FencedOutcome, StoreError> {
+        let WriteFencedOp { row, cell, token } = write;
         let op = OpKind::FencedWrite;
-        check_request(op, table, row, [cell.column.as_str()], None)?;
         let bound = check_token(token, table)?;
         let routed = self.statements_for(route, op, table)?;
         let prepared = self.fenced_statements(table).await?;

@@ -1,8 +1,6 @@
-//! [`CqlStore`]'s operations, one per [`Op`], and its [`Store`] impl:
-//! each checks its arguments as the embedded store does, then sends one
-//! request.
-
-use std::num::NonZeroU32;
+//! [`CqlStore`]'s operations, one per [`Op`](crate::Op) (its
+//! [`Backend`]), and its [`Store`] impl: each sends one request, with its
+//! arguments checked as every backend's are ([`backend::answer`]).
 
 use async_trait::async_trait;
 use scylla::response::{PagingState, PagingStateResponse};
@@ -15,34 +13,29 @@ use super::rows::{
 };
 use super::store::{CqlStore, failed_on, read_failed};
 use crate::api::{ReadOutcome, Store};
-use crate::cell::{
-    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowCells, RowQuery, Table, Timestamp,
-    TokenRange, WriteOptions, check_request,
-};
+use crate::backend::{self, Backend};
+use crate::cell::{CellPage, KeyPage, OpKind, PageCursor, RowCells, Table, Timestamp};
 use crate::error::{StoreError, StoreErrorKind};
-use crate::request::{Op, Request, Response};
+use crate::fenced::FencedOutcome;
+use crate::request::{
+    DeleteOp, ReadOp, Request, Response, ScanCellsOp, ScanKeysOp, WriteFencedOp, WriteOp,
+};
 use crate::route::{Datacenter, Route, Topology};
 use crate::tombstones;
 
-impl CqlStore {
-    // The store's operations, one per `Op`; `call` dispatches to them.
-
+impl Backend for CqlStore {
     async fn apply_write(
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
+        write: WriteOp<'_>,
     ) -> Result<(), StoreError> {
-        let op = OpKind::Write;
-        check_request(
-            op,
-            table,
+        let WriteOp {
             row,
-            cells.iter().map(|c| c.column.as_str()),
-            None,
-        )?;
+            cells,
+            options,
+        } = write;
+        let op = OpKind::Write;
         if cells.is_empty() {
             return Ok(());
         }
@@ -77,12 +70,14 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
+        delete: DeleteOp<'_>,
     ) -> Result<(), StoreError> {
+        let DeleteOp {
+            row,
+            columns,
+            timestamp,
+        } = delete;
         let op = OpKind::Delete;
-        check_request(op, table, row, columns.iter().map(String::as_str), None)?;
         if columns.is_empty() {
             return Ok(());
         }
@@ -115,11 +110,10 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        query: &RowQuery,
+        read: ReadOp<'_>,
     ) -> Result<ReadOutcome, StoreError> {
+        let ReadOp { row, query } = read;
         let op = OpKind::Read;
-        check_request(op, table, row, [], query.start_column.as_deref())?;
         let routed = self.statements_for(route, op, table)?;
         let statements = routed.get(table, op)?;
         let limit = limit_bind(query.limit);
@@ -169,9 +163,9 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
+        scan: ScanKeysOp<'_>,
     ) -> Result<KeyPage, StoreError> {
+        let ScanKeysOp { cursor, page_size } = scan;
         let op = OpKind::Scan;
         let routed = self.statements_for(route, op, table)?;
         let statements = routed.get(table, op)?;
@@ -241,10 +235,13 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        range: TokenRange,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
+        scan: ScanCellsOp<'_>,
     ) -> Result<CellPage, StoreError> {
+        let ScanCellsOp {
+            range,
+            cursor,
+            page_size,
+        } = scan;
         let op = OpKind::Scan;
         let routed = self.statements_for(route, op, table)?;
         let statements = routed.get(table, op)?;
@@ -312,59 +309,16 @@ impl CqlStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
-    ) -> Result<crate::fenced::FencedOutcome, StoreError> {
-        self.fenced_write(route, table, row, cell, token).await
+        write: WriteFencedOp<'_>,
+    ) -> Result<FencedOutcome, StoreError> {
+        self.fenced_write(route, table, write).await
     }
 }
 
 #[async_trait]
 impl Store for CqlStore {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
-        request.check_host_route()?;
-        let Request { route, table, op } = request;
-        let route = &route;
-        Ok(match op {
-            Op::Write {
-                row,
-                cells,
-                options,
-            } => {
-                self.apply_write(route, table, row, cells, options).await?;
-                Response::Done
-            }
-            Op::Delete {
-                row,
-                columns,
-                timestamp,
-            } => {
-                self.apply_delete(route, table, row, columns, timestamp)
-                    .await?;
-                Response::Done
-            }
-            Op::Read { row, query } => {
-                Response::Read(self.apply_read(route, table, row, query).await?)
-            }
-            Op::ScanKeys { cursor, page_size } => Response::Keys(
-                self.apply_scan_keys(route, table, cursor, page_size)
-                    .await?,
-            ),
-            Op::ScanCells {
-                range,
-                cursor,
-                page_size,
-            } => Response::Cells(
-                self.apply_scan_cells(route, table, range, cursor, page_size)
-                    .await?,
-            ),
-            Op::ServerTime => Response::Time(self.apply_server_time(route).await?),
-            Op::WriteFenced { row, cell, token } => Response::Fenced(
-                self.apply_write_fenced(route, table, row, cell, token)
-                    .await?,
-            ),
-        })
+        backend::answer(self, request).await
     }
 
     fn describe(&self) -> String {

@@ -26,7 +26,7 @@ use crate::api::Store;
 use crate::cell::{OpKind, Table, duration_micros};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::journal::{Answer, Journal};
-use crate::request::{Op, Request, Response};
+use crate::request::{DeleteOp, Op, Request, Response, WriteOp};
 use crate::route::{Route, Topology};
 
 mod counts;
@@ -370,10 +370,12 @@ impl<S: Store + 'static> FaultyStore<S> {
 fn restamped(mut request: Request<'_>, skew_micros: i64) -> Request<'_> {
     if skew_micros != 0 {
         match &mut request.op {
-            Op::Write { options, .. } => {
+            Op::Write(WriteOp { options, .. }) => {
                 options.timestamp = options.timestamp.offset_micros(skew_micros);
             }
-            Op::Delete { timestamp, .. } => *timestamp = timestamp.offset_micros(skew_micros),
+            Op::Delete(DeleteOp { timestamp, .. }) => {
+                *timestamp = timestamp.offset_micros(skew_micros);
+            }
             _ => {}
         }
     }

@@ -268,7 +268,7 @@ impl HomesRouter {
                 return Err(pinned_fenced_write(table, row, dc));
             }
             // A node alone is asked its clock and nothing else
-            // (`Request::check_host_route`): no home decides it.
+            // (`Request::check`): no home decides it.
             Route::Datacenter(_) | Route::Host(_) => return Ok(route.clone()),
             // Routed as the lock's own rows are (a lock named like a fleet
             // row is the fleet's, `subject`).

@@ -18,10 +18,11 @@
 use super::MemoryStore;
 use super::network::Plan;
 use super::row::Part;
-use crate::cell::{CellWrite, OpKind, Table, check_request};
+use crate::cell::{OpKind, Table};
 use crate::error::StoreError;
 use crate::fenced::{Decision, FencedOutcome, check_token, decide};
 use crate::reconcile::CellVersion;
+use crate::request::WriteFencedOp;
 use crate::route::Route;
 
 impl MemoryStore {
@@ -30,17 +31,9 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
+        write: WriteFencedOp<'_>,
     ) -> Result<FencedOutcome, StoreError> {
-        check_request(
-            OpKind::FencedWrite,
-            table,
-            row,
-            [cell.column.as_str()],
-            None,
-        )?;
+        let WriteFencedOp { row, cell, token } = write;
         check_token(token, table)?;
         let now = self.clock.now();
         let grace = self.gc_grace(table);

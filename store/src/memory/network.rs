@@ -248,7 +248,7 @@ impl Network {
             }
             // One node: here each datacenter's replica stands for all of
             // its nodes, named by the datacenter (only a clock reading is
-            // sent to one, `Request::check_host_route`).
+            // sent to one, `Request::check`).
             Route::Host(address) => {
                 let Some(k) = self
                     .datacenters

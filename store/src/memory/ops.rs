@@ -1,43 +1,36 @@
-//! [`MemoryStore`]'s operations, one per [`Op`], and its [`Store`] impl:
-//! each checks its arguments as every backend does, plans the request on
-//! the cluster's network, and applies it to the replicas it reaches.
-
-use std::num::NonZeroU32;
+//! [`MemoryStore`]'s operations, one per [`Op`](crate::Op) (its
+//! [`Backend`]), and its [`Store`] impl: each plans the request on the
+//! cluster's network and applies it to the replicas it reaches, with its
+//! arguments checked as every backend's are ([`backend::answer`]).
 
 use async_trait::async_trait;
 
 use super::MemoryStore;
 use super::network::Plan;
 use crate::api::{ReadOutcome, Store};
-use crate::cell::{
-    CellPage, CellWrite, KeyPage, OpKind, PageCursor, RowQuery, Table, Timestamp, TokenRange,
-    WriteOptions, check_request,
-};
+use crate::backend::{self, Backend};
+use crate::cell::{CellPage, KeyPage, OpKind, PageCursor, Table, Timestamp};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fenced::FencedOutcome;
 use crate::reconcile::{CellVersion, ttl_deadline};
-use crate::request::{Op, Request, Response};
+use crate::request::{
+    DeleteOp, ReadOp, Request, Response, ScanCellsOp, ScanKeysOp, WriteFencedOp, WriteOp,
+};
 use crate::route::{Host, Route, Topology};
 use crate::tombstones;
 
-impl MemoryStore {
-    // The store's operations, one per `Op`; `call` dispatches to them.
-
+impl Backend for MemoryStore {
     async fn apply_write(
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cells: &[CellWrite],
-        options: WriteOptions,
+        write: WriteOp<'_>,
     ) -> Result<(), StoreError> {
-        check_request(
-            OpKind::Write,
-            table,
+        let WriteOp {
             row,
-            cells.iter().map(|c| c.column.as_str()),
-            None,
-        )?;
+            cells,
+            options,
+        } = write;
         if cells.is_empty() {
             return Ok(());
         }
@@ -65,17 +58,13 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        columns: &[String],
-        timestamp: Timestamp,
+        delete: DeleteOp<'_>,
     ) -> Result<(), StoreError> {
-        check_request(
-            OpKind::Delete,
-            table,
+        let DeleteOp {
             row,
-            columns.iter().map(String::as_str),
-            None,
-        )?;
+            columns,
+            timestamp,
+        } = delete;
         if columns.is_empty() {
             return Ok(());
         }
@@ -99,10 +88,9 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        query: &RowQuery,
+        read: ReadOp<'_>,
     ) -> Result<ReadOutcome, StoreError> {
-        check_request(OpKind::Read, table, row, [], query.start_column.as_deref())?;
+        let ReadOp { row, query } = read;
         let now = self.clock.now();
         let grace = self.gc_grace(table);
         let limits = self.thresholds;
@@ -151,9 +139,9 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
+        scan: ScanKeysOp<'_>,
     ) -> Result<KeyPage, StoreError> {
+        let ScanKeysOp { cursor, page_size } = scan;
         let after = match cursor {
             Some(c) => Some(String::from_utf8(c.as_bytes().to_vec()).map_err(|_| {
                 StoreError::new(
@@ -237,10 +225,13 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        range: TokenRange,
-        cursor: Option<&PageCursor>,
-        page_size: NonZeroU32,
+        scan: ScanCellsOp<'_>,
     ) -> Result<CellPage, StoreError> {
+        let ScanCellsOp {
+            range,
+            cursor,
+            page_size,
+        } = scan;
         let after = cursor
             .map(|c| cell_cursor(c.as_bytes()))
             .transpose()
@@ -316,59 +307,16 @@ impl MemoryStore {
         &self,
         route: &Route,
         table: Table,
-        row: &str,
-        cell: &CellWrite,
-        token: u64,
+        write: WriteFencedOp<'_>,
     ) -> Result<FencedOutcome, StoreError> {
-        self.fenced_write(route, table, row, cell, token)
+        self.fenced_write(route, table, write)
     }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
-        request.check_host_route()?;
-        let Request { route, table, op } = request;
-        let route = &route;
-        Ok(match op {
-            Op::Write {
-                row,
-                cells,
-                options,
-            } => {
-                self.apply_write(route, table, row, cells, options).await?;
-                Response::Done
-            }
-            Op::Delete {
-                row,
-                columns,
-                timestamp,
-            } => {
-                self.apply_delete(route, table, row, columns, timestamp)
-                    .await?;
-                Response::Done
-            }
-            Op::Read { row, query } => {
-                Response::Read(self.apply_read(route, table, row, query).await?)
-            }
-            Op::ScanKeys { cursor, page_size } => Response::Keys(
-                self.apply_scan_keys(route, table, cursor, page_size)
-                    .await?,
-            ),
-            Op::ScanCells {
-                range,
-                cursor,
-                page_size,
-            } => Response::Cells(
-                self.apply_scan_cells(route, table, range, cursor, page_size)
-                    .await?,
-            ),
-            Op::ServerTime => Response::Time(self.apply_server_time(route).await?),
-            Op::WriteFenced { row, cell, token } => Response::Fenced(
-                self.apply_write_fenced(route, table, row, cell, token)
-                    .await?,
-            ),
-        })
+        backend::answer(self, request).await
     }
 
     fn describe(&self) -> String {
