@@ -45,7 +45,7 @@ mod scan;
 pub use scan::{IN_FLIGHT, Keep, RANGES, SECOND_LOOKS};
 
 use lockshift_decide::census::{
-    CellOwner, Census, CensusCell, Staleness, TombstoneHeavyRow, UnreadableRow, lease_over,
+    CellOwner, Census, CensusCell, Staleness, UnreadableRow, lease_over,
 };
 
 /// The fleet's [`Staleness`] thresholds, from the queue lock's and the
@@ -367,33 +367,11 @@ async fn read_row(
     pass: Pass<'_>,
     (table, lock): (Table, &str),
 ) -> Result<(), StoreError> {
-    pass.meter.count(table, pass.route);
-    match store
-        .read_observed_via(pass.route, table, lock, &RowQuery::all())
-        .await
-    {
-        Ok(outcome) => {
-            if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
-                census.tombstone_heavy.push(TombstoneHeavyRow {
-                    table,
-                    lock: lock.to_string(),
-                    tombstones,
-                });
-            }
-            let cells = classify_row(table, lock, outcome.cells, registry, clock.now(), options);
-            census.add_row(table, cells, keep);
-            Ok(())
-        }
-        Err(e) if concerns_only_the_row(e.kind()) => {
-            census.unreadable.push(UnreadableRow {
-                table,
-                lock: Some(lock.to_string()),
-                reason: short_reason(&e),
-            });
-            Ok(())
-        }
-        Err(e) => Err(e),
+    if let Some(cells) = scan::read_noting_cost(census, store, pass, table, lock).await? {
+        let cells = classify_row(table, lock, cells, registry, clock.now(), options);
+        census.add_row(table, cells, keep);
     }
+    Ok(())
 }
 
 #[cfg(test)]

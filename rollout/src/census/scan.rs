@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use lockshift_store::{
-    CellPage, Clock, PageCursor, RowCells, RowQuery, Store, StoreError, Table, Timestamp,
+    Cell, CellPage, Clock, PageCursor, RowCells, RowQuery, Store, StoreError, Table, Timestamp,
     TokenRange,
 };
 use tokio::time::Instant;
@@ -375,29 +375,48 @@ pub(super) async fn look_again(
             break;
         }
         *looked += 1;
-        pass.meter.count(table, pass.route);
-        match store
-            .read_observed_via(pass.route, table, lock, &RowQuery::all())
-            .await
-        {
-            Ok(outcome) => {
-                if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
-                    census.tombstone_heavy.push(TombstoneHeavyRow {
-                        table,
-                        lock: lock.clone(),
-                        tombstones,
-                    });
-                }
-            }
-            Err(e) if concerns_only_the_row(e.kind()) => {
-                census.unreadable.push(UnreadableRow {
-                    table,
-                    lock: Some(lock.clone()),
-                    reason: short_reason(&e),
-                });
-            }
-            Err(e) => return Err(e),
-        }
+        read_noting_cost(census, store, pass, table, lock).await?;
     }
     Ok(())
+}
+
+/// Reads `lock`'s row of `table` on `pass`'s route (its home), counted,
+/// and notes in `census` what the read tells beside the cells: more than
+/// [`MANY_TOMBSTONES`] tombstones passed, or a row the database refuses
+/// to read alone (then `None`).
+///
+/// # Errors
+/// A store error that concerns more than the row.
+pub(super) async fn read_noting_cost(
+    census: &mut Census,
+    store: &dyn Store,
+    pass: Pass<'_>,
+    table: Table,
+    lock: &str,
+) -> Result<Option<Vec<Cell>>, StoreError> {
+    pass.meter.count(table, pass.route);
+    match store
+        .read_observed_via(pass.route, table, lock, &RowQuery::all())
+        .await
+    {
+        Ok(outcome) => {
+            if let Some(tombstones) = outcome.tombstones.filter(|&t| t > MANY_TOMBSTONES) {
+                census.tombstone_heavy.push(TombstoneHeavyRow {
+                    table,
+                    lock: lock.to_string(),
+                    tombstones,
+                });
+            }
+            Ok(Some(outcome.cells))
+        }
+        Err(e) if concerns_only_the_row(e.kind()) => {
+            census.unreadable.push(UnreadableRow {
+                table,
+                lock: Some(lock.to_string()),
+                reason: short_reason(&e),
+            });
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }

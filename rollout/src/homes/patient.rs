@@ -29,14 +29,7 @@ pub(super) async fn write_record(
     record: &HomeRecord,
     stamp: Timestamp,
 ) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(record).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Invalid,
-            lockshift_store::OpKind::Write,
-            Some(schema::ROLLOUT),
-            e.to_string(),
-        )
-    })?;
+    let value = record_value(record)?;
     write_patiently(
         store,
         &Route::Datacenter(dc.clone()),
@@ -45,6 +38,21 @@ pub(super) async fn write_record(
         WriteOptions::at(stamp),
     )
     .await
+}
+
+/// `record` as the value of its cell in the homes row.
+///
+/// # Errors
+/// [`StoreErrorKind::Invalid`] if it cannot be serialized.
+pub(super) fn record_value(record: &HomeRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(record).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Invalid,
+            lockshift_store::OpKind::Write,
+            Some(schema::ROLLOUT),
+            e.to_string(),
+        )
+    })
 }
 
 /// Writes `value` to `column` of the homes row on `route`, again after a

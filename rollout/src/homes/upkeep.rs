@@ -7,10 +7,11 @@ use std::time::Duration;
 use lockshift_decide::home::{HOMES_ROW, HomeRecord, Rule, seed_stamp};
 use lockshift_store::homes::{HomesView, RefreshReport, refresh};
 use lockshift_store::{
-    CellWrite, Datacenter, OpKind, Route, SharedStore, StoreError, StoreErrorKind, Timestamp,
-    WriteOptions, schema,
+    CellWrite, Datacenter, Route, SharedStore, StoreError, Timestamp, WriteOptions, schema,
 };
 use tracing::{info, warn};
+
+use super::patient::record_value;
 
 /// How far a registered process's clock may be behind this one's when
 /// the seed counts the processes that may be running (the default
@@ -221,14 +222,7 @@ async fn write_record(
     record: &HomeRecord,
     stamp: Timestamp,
 ) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(record).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Invalid,
-            OpKind::Write,
-            Some(schema::ROLLOUT),
-            e.to_string(),
-        )
-    })?;
+    let value = record_value(record)?;
     store
         .write_via(
             &Route::Datacenter(dc.clone()),

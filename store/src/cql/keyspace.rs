@@ -8,7 +8,7 @@ use scylla::statement::Consistency as DriverConsistency;
 
 use super::connect::CONNECT_OP;
 use super::errors::{self, at_connect, classify_execution};
-use super::rows::decode_rows;
+use super::rows::{ResultRow, decode_rows};
 use super::statements;
 use crate::cell::{OpKind, Table};
 use crate::error::{StoreError, StoreErrorKind};
@@ -118,17 +118,22 @@ pub(super) async fn add_fence_columns(
     Ok(steps)
 }
 
-/// The tables of the keyspace without the `fence` column a fenced write
-/// needs: created before fenced writes existed.
-async fn unfenced_tables(
+/// The rows `text`, a query of `system_schema` about the configured
+/// keyspace, answers. `system_schema` is node-local (LocalStrategy): ONE is
+/// all there is to ask for; agreement between nodes is the driver's
+/// schema-agreement business.
+async fn read_system_schema<R>(
     session: &Session,
     settings: &CqlSettings,
-) -> Result<Vec<Table>, StoreError> {
-    let text = statements::LIST_COLUMNS;
+    text: &str,
+) -> Result<Vec<R>, StoreError>
+where
+    R: for<'frame, 'metadata> scylla::deserialize::row::DeserializeRow<'frame, 'metadata>
+        + ResultRow,
+{
     let mut list = statements::prepare_within(session, text, settings.request_timeout)
         .await
         .map_err(|(kind, why)| StoreError::new(kind, CONNECT_OP, None, why))?;
-    // system_schema is node-local, as in `check_schema`.
     list.set_consistency(DriverConsistency::One);
     list.set_request_timeout(Some(settings.request_timeout));
     list.set_is_idempotent(true);
@@ -136,7 +141,17 @@ async fn unfenced_tables(
         .execute_unpaged(&list, (settings.keyspace.as_str(),))
         .await
         .map_err(|e| connect_error(&e, CONNECT_OP, None, text))?;
-    let columns = decode_rows::<(String, String)>(result, CONNECT_OP, None)?;
+    decode_rows::<R>(result, CONNECT_OP, None)
+}
+
+/// The tables of the keyspace without the `fence` column a fenced write
+/// needs: created before fenced writes existed.
+async fn unfenced_tables(
+    session: &Session,
+    settings: &CqlSettings,
+) -> Result<Vec<Table>, StoreError> {
+    let columns: Vec<(String, String)> =
+        read_system_schema(session, settings, statements::LIST_COLUMNS).await?;
     Ok(schema::ALL
         .iter()
         .copied()
@@ -154,20 +169,8 @@ pub(super) async fn check_schema(
     settings: &CqlSettings,
 ) -> Result<(), StoreError> {
     let ks = settings.keyspace.as_str();
-    let text = statements::LIST_TABLES;
-    let mut list = statements::prepare_within(session, text, settings.request_timeout)
-        .await
-        .map_err(|(kind, why)| StoreError::new(kind, CONNECT_OP, None, why))?;
-    // system_schema is node-local (LocalStrategy): ONE is all there is to ask
-    // for; agreement between nodes is the driver's schema-agreement business.
-    list.set_consistency(DriverConsistency::One);
-    list.set_request_timeout(Some(settings.request_timeout));
-    list.set_is_idempotent(true);
-    let result = session
-        .execute_unpaged(&list, (ks,))
-        .await
-        .map_err(|e| connect_error(&e, CONNECT_OP, None, text))?;
-    let found = decode_rows::<(String,)>(result, CONNECT_OP, None)?;
+    let found: Vec<(String,)> =
+        read_system_schema(session, settings, statements::LIST_TABLES).await?;
     let missing: Vec<Table> = schema::ALL
         .iter()
         .copied()

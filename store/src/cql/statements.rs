@@ -393,21 +393,23 @@ struct StatementConfig {
 impl StatementConfig {
     /// The default route: the configured consistency and local datacenter.
     fn new(settings: &CqlSettings) -> Self {
-        let policy = load_balancing(settings, None);
         let consistency = driver_consistency(settings.consistency);
-        StatementConfig {
-            consistency,
-            request_timeout: settings.request_timeout,
-            writes: write_profile(settings, consistency, policy.clone()).into_handle(),
-            mutation_retry: Arc::new(MutationRetryPolicy::default()),
-            reads: read_profile(settings, consistency, policy).into_handle(),
-        }
+        Self::at(settings, None, consistency)
     }
 
     /// A route pinned to `datacenter`, at `LOCAL_QUORUM`.
     fn pinned(settings: &CqlSettings, datacenter: &Datacenter) -> Self {
-        let policy = load_balancing(settings, Some(datacenter));
-        let consistency = DriverConsistency::LocalQuorum;
+        Self::at(settings, Some(datacenter), DriverConsistency::LocalQuorum)
+    }
+
+    /// Coordinated in `datacenter` (`None`: the configured local one), at
+    /// `consistency`.
+    fn at(
+        settings: &CqlSettings,
+        datacenter: Option<&Datacenter>,
+        consistency: DriverConsistency,
+    ) -> Self {
+        let policy = load_balancing(settings, datacenter);
         StatementConfig {
             consistency,
             request_timeout: settings.request_timeout,

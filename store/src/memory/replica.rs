@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::row::{Part, Row};
 use crate::cell::{Cell, RowCells, RowQuery, Table, Timestamp, TokenRange};
-use crate::reconcile::{CellVersion, ttl_seconds_left};
+use crate::reconcile::CellVersion;
 
 /// A table's rows in token order, as Cassandra's partitioner places them:
 /// scans of keys and of cells walk them so.
@@ -232,16 +232,8 @@ impl Replica {
                 if out.len() >= limit {
                     break;
                 }
-                if let Some(version) = col.live(now)
-                    && let Some((value, expires_at)) = version.live_value(now)
-                {
-                    out.push(Cell {
-                        column: column.clone(),
-                        value: value.to_vec(),
-                        writetime: version.timestamp(),
-                        ttl: expires_at
-                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
-                    });
+                if let Some(cell) = col.live_cell(column, now) {
+                    out.push(cell);
                     continue;
                 }
                 // Invariant 1 of `tombstones`: past gc grace it costs nothing, and goes.
@@ -431,17 +423,9 @@ impl Replica {
                         .and_then(|r| r.cells.last().map(|c| (r.key.clone(), c.column.clone())));
                     return page;
                 }
-                if let Some(version) = col.live(now)
-                    && let Some((value, expires_at)) = version.live_value(now)
-                {
+                if let Some(cell) = col.live_cell(column, now) {
                     taken += 1;
-                    cells.push(Cell {
-                        column: column.clone(),
-                        value: value.to_vec(),
-                        writetime: version.timestamp(),
-                        ttl: expires_at
-                            .map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
-                    });
+                    cells.push(cell);
                     continue;
                 }
                 page.tombstones += col.tombstones(now, grace);

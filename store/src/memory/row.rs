@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::cell::Timestamp;
-use crate::reconcile::CellVersion;
+use crate::cell::{Cell, Timestamp};
+use crate::reconcile::{CellVersion, ttl_seconds_left};
 
 /// One row: its columns, and when it is next swept for purgeable versions.
 #[derive(Debug, Default)]
@@ -140,6 +140,19 @@ impl Column {
     /// The visible version, if any.
     pub(super) fn live(&self, now: Timestamp) -> Option<&CellVersion> {
         self.value.as_ref().filter(|v| v.is_live(now))
+    }
+
+    /// The visible version as the cell a read returns, named `column`:
+    /// its value, write time and the whole seconds its TTL has left.
+    pub(super) fn live_cell(&self, column: &str, now: Timestamp) -> Option<Cell> {
+        let version = self.live(now)?;
+        let (value, expires_at) = version.live_value(now)?;
+        Some(Cell {
+            column: column.to_string(),
+            value: value.to_vec(),
+            writetime: version.timestamp(),
+            ttl: expires_at.map(|at| Duration::from_secs(u64::from(ttl_seconds_left(at, now)))),
+        })
     }
 
     /// Invariant 2 of `tombstones`: the tombstones this column costs a read passing it: one while
