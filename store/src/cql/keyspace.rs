@@ -76,12 +76,7 @@ pub(super) async fn apply_schema(
         .collect();
     for table in schema::ALL {
         let statement = statements::alter_table(&settings.keyspace, table);
-        let refused = session
-            .query_unpaged(statement.as_str(), ())
-            .await
-            .err()
-            .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
-        steps.push(SchemaStep { statement, refused });
+        steps.push(run_step(session, table, statement).await);
     }
     steps.extend(add_fence_columns(session, settings).await?);
     session.await_schema_agreement().await.map_err(|e| {
@@ -108,14 +103,20 @@ pub(super) async fn add_fence_columns(
     let mut steps = Vec::new();
     for table in unfenced_tables(session, settings).await? {
         let statement = statements::add_fence(&settings.keyspace, table);
-        let refused = session
-            .query_unpaged(statement.as_str(), ())
-            .await
-            .err()
-            .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
-        steps.push(SchemaStep { statement, refused });
+        steps.push(run_step(session, table, statement).await);
     }
     Ok(steps)
+}
+
+/// Runs `statement`, a schema change of `table`: a refusal is recorded in
+/// the step, not returned, so that the next step runs.
+async fn run_step(session: &Session, table: Table, statement: String) -> SchemaStep {
+    let refused = session
+        .query_unpaged(statement.as_str(), ())
+        .await
+        .err()
+        .map(|e| connect_error(&e, OpKind::Write, Some(table), &statement));
+    SchemaStep { statement, refused }
 }
 
 /// The rows `text`, a query of `system_schema` about the configured
