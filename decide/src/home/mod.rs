@@ -131,6 +131,22 @@ pub struct HomeRecord {
 }
 
 impl HomeRecord {
+    /// A seed: the first record of a rule, version 1, homed at
+    /// `datacenter` and serving at once (the fleet had no other home),
+    /// written at `at` by `by`.
+    pub fn seed(datacenter: Datacenter, by: &str, at: Timestamp) -> HomeRecord {
+        HomeRecord {
+            version: 1,
+            datacenter,
+            serves_from: 0,
+            moved_from: None,
+            forced: false,
+            at: at.as_micros(),
+            by: by.to_string(),
+            pending: false,
+        }
+    }
+
     /// Whether the home serves at `now` (the reader's clock): never while
     /// the record is pending (H6).
     pub fn serves_at(&self, now: Timestamp) -> bool {

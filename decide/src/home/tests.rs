@@ -764,3 +764,17 @@ fn a_later_seed_wins_over_an_earlier_one_and_every_move_over_both() {
     }
     assert_eq!(seed_stamp(Timestamp::from_micros(-5), 0), SEED_STAMP);
 }
+
+#[test]
+fn a_seed_is_version_one_and_serves_at_once() {
+    let seed = HomeRecord::seed(dc("dc1"), "node-a", wall(7));
+    let expected = HomeRecord {
+        at: wall(7).as_micros(),
+        by: "node-a".into(),
+        ..record(1, "dc1", 0)
+    };
+    assert_eq!(seed, expected);
+    assert!(seed.serves_at(wall(0)));
+    assert_eq!(seed.rank(), (1, true));
+    assert!(!seed.as_pending().serves_at(wall(1_000_000)));
+}

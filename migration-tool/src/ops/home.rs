@@ -15,10 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use lockshift_decide::home::{HOMES_ROW, HomeRecord, MoveAsk, Rule, fmt_micros};
+use lockshift_decide::home::{HomeRecord, MoveAsk, Rule, fmt_micros};
 use lockshift_rollout::homes::{MoveRequest, move_home};
-use lockshift_store::homes::records;
-use lockshift_store::{Datacenter, Route, RowQuery, schema};
+use lockshift_store::Datacenter;
+use lockshift_store::homes::{read_row_at, records};
 use serde::Serialize;
 
 use super::{Env, ms};
@@ -147,16 +147,12 @@ pub async fn show(env: &Env) -> anyhow::Result<HomesReport> {
     let mut unreadable = Vec::new();
     // Every datacenter at once: one that does not answer costs a request
     // timeout, not one per datacenter after it.
-    let reads = futures::future::join_all(topology.datacenters.iter().map(|dc| async move {
-        env.store
-            .read_via(
-                &Route::Datacenter(dc.clone()),
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &RowQuery::all(),
-            )
-            .await
-    }))
+    let reads = futures::future::join_all(
+        topology
+            .datacenters
+            .iter()
+            .map(|dc| read_row_at(env.store.as_ref(), dc)),
+    )
     .await;
     for (dc, read) in topology.datacenters.iter().zip(reads) {
         match read {

@@ -14,8 +14,8 @@
 //! it only says what would go (invariant 1).
 
 use lockshift_decide::home::{HOMES_ROW, Rule};
-use lockshift_store::homes::records;
-use lockshift_store::{Route, RowQuery, Timestamp, schema};
+use lockshift_store::homes::{read_row_at, records};
+use lockshift_store::{Route, Timestamp, schema};
 use serde::Serialize;
 
 use super::Env;
@@ -91,15 +91,7 @@ pub async fn forget(env: &Env, column: &str, apply: bool) -> ForgetReport {
     let datacenters = env.store.topology().datacenters;
     let mut found: Vec<(lockshift_store::Datacenter, Timestamp)> = Vec::new();
     for dc in &datacenters {
-        let read = env
-            .store
-            .read_via(
-                &Route::Datacenter(dc.clone()),
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &RowQuery::all(),
-            )
-            .await;
+        let read = read_row_at(env.store.as_ref(), dc).await;
         let mut site = ForgetSite {
             datacenter: dc.to_string(),
             answered: read.is_ok(),

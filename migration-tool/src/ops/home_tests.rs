@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift::Settings;
-use lockshift_store::{Datacenter, MemoryStore, SharedClock, SharedStore, TokioClock};
+use lockshift_decide::home::HOMES_ROW;
+use lockshift_store::{
+    Datacenter, MemoryStore, Route, SharedClock, SharedStore, TokioClock, schema,
+};
 
 use super::*;
 use crate::Outcome;

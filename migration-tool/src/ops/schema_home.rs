@@ -108,16 +108,7 @@ pub async fn record_home(
         Some(cell) => (cell.value, cell.writetime),
         None => {
             let now = clock.now();
-            let record = HomeRecord {
-                version: 1,
-                datacenter: home.clone(),
-                serves_from: 0,
-                moved_from: None,
-                forced: false,
-                at: now.as_micros(),
-                by: by.to_string(),
-                pending: false,
-            };
+            let record = HomeRecord::seed(home.clone(), by, now);
             match serde_json::to_vec(&record) {
                 Ok(value) => (value, seed_stamp(now, 0)),
                 Err(e) => return HomeRecorded::refused(home, e.to_string()),

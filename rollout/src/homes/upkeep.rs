@@ -180,16 +180,7 @@ async fn write_seed(
     me: &str,
 ) -> Result<HomeRecord, StoreError> {
     let now = view.clock().now();
-    let mut record = HomeRecord {
-        version: 1,
-        datacenter: home.clone(),
-        serves_from: 0,
-        moved_from: None,
-        forced: false,
-        at: now.as_micros(),
-        by: me.to_string(),
-        pending: false,
-    };
+    let mut record = HomeRecord::seed(home.clone(), me, now);
     let mut stamp = seed_stamp(now, 0);
     if let Some(wait) = wait_for {
         let bound = if order.len() > 1 {

@@ -36,7 +36,7 @@ use crate::{
     Topology, schema,
 };
 
-pub use read::{Configured, RefreshReport, records, refresh};
+pub use read::{Configured, RefreshReport, read_row_at, records, refresh};
 pub use snapshot::HomesSnapshot;
 
 /// A process's view of the homes, shared by its router and the task that

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use tracing::warn;
 
 use super::HomesView;
-use crate::{Cell, Datacenter, Route, RowQuery, SharedStore, StoreError, schema};
+use crate::{Cell, Datacenter, Route, RowQuery, SharedStore, Store, StoreError, schema};
 
 /// Now, on tokio's clock (paused in simulations), as the home decisions
 /// take it.
@@ -136,20 +136,26 @@ type Answer = (Datacenter, Instant, Result<Vec<Cell>, StoreError>);
 /// restarting) must not let a home view lapse.
 const READ_ATTEMPTS: u32 = 2;
 
+/// The homes row as `dc` holds it: its cells, read once, coordinated in
+/// `dc` at `LOCAL_QUORUM` (each datacenter holds its own copy, H1). What
+/// every reader of the row sends; [`records`] decodes the cells.
+///
+/// # Errors
+/// The store error.
+pub async fn read_row_at(store: &dyn Store, dc: &Datacenter) -> Result<Vec<Cell>, StoreError> {
+    let route = Route::Datacenter(dc.clone());
+    store
+        .read_via(&route, schema::ROLLOUT, HOMES_ROW, &RowQuery::all())
+        .await
+}
+
 /// A read of the homes row from `dc` (again after a transient failure),
 /// with when the read that answered was sent.
 async fn read_from(store: SharedStore, dc: Datacenter) -> Answer {
     let mut attempt = 1;
     loop {
         let sent = now();
-        let result = store
-            .read_via(
-                &Route::Datacenter(dc.clone()),
-                schema::ROLLOUT,
-                HOMES_ROW,
-                &RowQuery::all(),
-            )
-            .await;
+        let result = read_row_at(store.as_ref(), &dc).await;
         match result {
             Err(e) if e.is_retryable() && attempt < READ_ATTEMPTS => {
                 tracing::debug!(%dc, error = %e, "homes read failed; once more");
