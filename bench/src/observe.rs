@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use lockshift::{AcquireOptions, Node, OBSERVE_EVERY, Settings};
 use lockshift_store::{
     CqlSettings, CqlStore, MemoryStore, OpKind, Request, Response, SharedStore, Store, StoreError,
-    SystemClock, Table, Topology, schema,
+    SystemClock, Table, schema,
 };
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -387,12 +387,8 @@ impl Store for RowReads {
         self.inner.call(request).await
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

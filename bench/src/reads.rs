@@ -205,12 +205,8 @@ impl Store for ObservingStore {
         result
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> lockshift_store::Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

@@ -522,12 +522,8 @@ impl Store for MeteredStore {
         result
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> lockshift_store::Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

@@ -115,23 +115,36 @@ pub trait Store: Send + Sync + Debug {
     /// [`Response`] variant.
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError>;
 
+    /// The store this one wraps, when it is a layer: what
+    /// [`describe`](Store::describe), [`topology`](Store::topology) and
+    /// [`homes`](Store::homes) ask unless the layer answers them itself.
+    /// A backend wraps nothing (`None`, the default).
+    fn wraps(&self) -> Option<&dyn Store> {
+        None
+    }
+
     /// A short description of the backend for logs and `migrate status`
-    /// ("embedded", "cql 127.0.0.1:9042/lockshift").
-    fn describe(&self) -> String;
+    /// ("embedded", "cql 127.0.0.1:9042/lockshift"). A backend says what
+    /// it is; a layer, by default, what it wraps is.
+    fn describe(&self) -> String {
+        self.wraps()
+            .map_or_else(|| "a store".to_string(), Store::describe)
+    }
 
     /// What the store knows of the cluster's datacenters: the client's own
-    /// and every one seen. Layers forward it; a backend without
-    /// datacenters keeps the default (none known).
+    /// and every one seen. A layer, by default, what it wraps knows; a
+    /// backend without datacenters knows none.
     fn topology(&self) -> Topology {
-        Topology::default()
+        self.wraps().map(Store::topology).unwrap_or_default()
     }
 
     /// The homes view this store routes by, when it is a homes router
     /// ([`HomesRouter`](crate::homes::HomesRouter)): what a reader of many
-    /// rows (the census) plans its scans by, each at its rows' homes.
-    /// Layers over a router forward it; every other store has none.
+    /// rows (the census) plans its scans by, each at its rows' homes. A
+    /// layer over a router has the router's, by default; every other store
+    /// has none.
     fn homes(&self) -> Option<Arc<crate::homes::HomesView>> {
-        None
+        self.wraps().and_then(Store::homes)
     }
 
     /// Writes `cells` into `row` of `table`, all with the timestamp and TTL of
@@ -389,6 +402,10 @@ pub trait Store: Send + Sync + Debug {
 impl<S: Store + ?Sized> Store for Arc<S> {
     async fn call(&self, request: Request<'_>) -> Result<Response, StoreError> {
         (**self).call(request).await
+    }
+
+    fn wraps(&self) -> Option<&dyn Store> {
+        (**self).wraps()
     }
 
     fn describe(&self) -> String {

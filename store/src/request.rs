@@ -3,9 +3,9 @@
 //! ([`Store::call`]).
 //!
 //! A layer that wraps a store implements one method, `call`, over a
-//! [`Request`]: it may look at the request (its route, table, kind, row),
-//! rewrite its route (the homes router), delay it, fail it, count it, and
-//! hand it on. The typed operations (`write`, `read`, `scan_keys`, …) are
+//! [`Request`], and names the store it wraps ([`Store::wraps`]). It may
+//! look at the request (its route, table, kind, row), rewrite its route
+//! (the homes router), delay it, fail it, count it, and hand it on. The typed operations (`write`, `read`, `scan_keys`, …) are
 //! provided methods of [`Store`] that build a request and take its
 //! [`Response`] apart; no layer implements them. A new operation is a new
 //! [`Op`] variant with its arguments' struct: every backend answers it
@@ -22,7 +22,7 @@
 //! use std::sync::Mutex;
 //!
 //! use async_trait::async_trait;
-//! use lockshift_store::{Request, Response, Store, StoreError, Table, Topology};
+//! use lockshift_store::{Request, Response, Store, StoreError, Table};
 //!
 //! #[derive(Debug)]
 //! struct PerTable<S> {
@@ -36,11 +36,9 @@
 //!         *self.counts.lock().unwrap().entry(request.table).or_default() += 1;
 //!         self.inner.call(request).await
 //!     }
-//!     fn describe(&self) -> String {
-//!         self.inner.describe()
-//!     }
-//!     fn topology(&self) -> Topology {
-//!         self.inner.topology()
+//!     // What it describes, its datacenters and its homes are the inner store's.
+//!     fn wraps(&self) -> Option<&dyn Store> {
+//!         Some(&self.inner)
 //!     }
 //! }
 //!
@@ -49,6 +47,7 @@
 //! let store = PerTable { inner: MemoryStore::new(), counts: Mutex::default() };
 //! store.read(schema::MAIN, "lock-1", &RowQuery::all()).await?;
 //! assert_eq!(store.counts.lock().unwrap()[&schema::MAIN], 1);
+//! assert_eq!(store.describe(), "embedded");
 //! # Ok::<(), StoreError>(())
 //! # }).unwrap();
 //! ```

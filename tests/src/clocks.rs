@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lockshift_store::{
     Clock, Op, Request, Response, SharedClock, SharedStore, SkewedClock, Store, StoreError,
-    Timestamp, Topology,
+    Timestamp,
 };
 
 use crate::sim::Cluster;
@@ -45,12 +45,8 @@ impl Store for OwnClock {
         self.inner.call(request).await
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

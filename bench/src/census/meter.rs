@@ -2,10 +2,9 @@
 //! counts every request by table, route and kind and hands it on.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
-use lockshift_store::homes::HomesView;
 use lockshift_store::{OpKind, Request, Response, Route, Store, StoreError, Table, Topology};
 use serde::Serialize;
 
@@ -89,17 +88,8 @@ impl<S: Store> Store for Meter<S> {
         self.inner.call(request).await
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
-    }
-
-    // Over a homes router the census plans its scans by the homes.
-    fn homes(&self) -> Option<Arc<HomesView>> {
-        self.inner.homes()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

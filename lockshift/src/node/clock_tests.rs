@@ -13,7 +13,7 @@ use lockshift_lock::{Algorithm, LockId};
 use lockshift_rollout::registry::live_nodes;
 use lockshift_store::{
     Clock, MemoryStore, Op, OpKind, Request, Response, SharedClock, SharedStore, Store, StoreError,
-    StoreErrorKind, Timestamp, TokioClock, Topology, schema,
+    StoreErrorKind, Timestamp, TokioClock, schema,
 };
 
 use crate::node::Node;
@@ -70,11 +70,8 @@ impl Store for ClockReads {
         }
         self.inner.call(request).await
     }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn topology(&self) -> Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

@@ -27,7 +27,7 @@ use crate::cell::{OpKind, Table, duration_micros};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::journal::{Answer, Journal};
 use crate::request::{DeleteOp, Op, Request, Response, WriteOp};
-use crate::route::{Route, Topology};
+use crate::route::Route;
 
 mod counts;
 mod plan;
@@ -407,12 +407,8 @@ impl<S: Store + 'static> Store for FaultyStore<S> {
         )
     }
 
-    fn topology(&self) -> Topology {
-        self.inner.topology()
-    }
-
-    fn homes(&self) -> Option<std::sync::Arc<crate::homes::HomesView>> {
-        self.inner.homes()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 

@@ -33,7 +33,7 @@ use lockshift_decide::home::{Homes, Refusal, RuleState, Subject, subject};
 use crate::request::{Request, Response};
 use crate::{
     Datacenter, OpKind, Route, SharedClock, SharedStore, Store, StoreError, StoreErrorKind, Table,
-    Topology, schema,
+    schema,
 };
 
 pub use read::{Configured, RefreshReport, read_row_at, records, refresh};
@@ -315,12 +315,8 @@ impl Store for HomesRouter {
         self.inner.call(request.via(route)).await
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(self.inner.as_ref())
     }
 
     fn homes(&self) -> Option<std::sync::Arc<HomesView>> {

@@ -271,3 +271,20 @@ async fn without_homes_a_locks_route_is_the_default() {
     assert!(late.is_refused(), "{late}");
     assert_eq!(fenced_at(&store, "default"), 2);
 }
+
+/// A layer that names only what it wraps answers as that store does: its
+/// description and datacenters are the client's, and over a router it has
+/// the router's homes view, which the census plans its scans by.
+#[tokio::test(start_paused = true)]
+async fn a_layer_over_a_router_has_its_homes_and_its_clients_topology() {
+    let (cluster, clock) = cluster().await;
+    let (client, router) = process(&cluster, &clock, "dc1").await;
+    let layer = FaultyStore::new(router.clone(), 1);
+    let view = layer.homes().expect("the router's view, through the layer");
+    assert!(Arc::ptr_eq(&view, router.view()));
+    assert_eq!(layer.topology(), client.topology());
+    assert_eq!(layer.topology().datacenters, vec![dc("dc1"), dc("dc2")]);
+    assert!(layer.describe().starts_with("embedded"), "{}", layer.describe());
+    assert!(client.homes().is_none(), "a client under no router has no homes");
+    assert!(cluster.wraps().is_none(), "a backend wraps nothing");
+}

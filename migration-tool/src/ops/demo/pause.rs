@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lockshift_store::{Request, Response, SharedStore, Store, StoreError, Topology};
+use lockshift_store::{Request, Response, SharedStore, Store, StoreError};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock, watch};
 use tokio::time::Instant;
 
@@ -135,12 +135,8 @@ impl Store for Pausable {
         self.inner.call(request).await
     }
 
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn topology(&self) -> Topology {
-        self.inner.topology()
+    fn wraps(&self) -> Option<&dyn Store> {
+        Some(&self.inner)
     }
 }
 
