@@ -18,17 +18,15 @@
 //! as a cluster does), and a real cluster with `--cluster`. The ratio
 //! fenced / plain is of the means.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockshift_store::{
-    CellWrite, CqlSettings, CqlStore, FencedOutcome, MemoryStore, SharedStore, Timestamp,
-    WriteOptions, schema,
+    CellWrite, CqlSettings, FencedOutcome, SharedStore, Timestamp, WriteOptions, schema,
 };
 use serde::Serialize;
 
 use crate::error::BenchError;
-use crate::targets::{EMBEDDED, LocalEndpoint};
+use crate::targets::on_each_store;
 use crate::worker::now_micros;
 
 /// What to run.
@@ -87,21 +85,13 @@ pub struct FencedBenchReport {
 /// The endpoint or the cluster cannot be reached, a write fails, or a
 /// fenced write the benchmark expects to apply is refused.
 pub async fn run_fenced(config: &FencedBenchConfig) -> Result<FencedBenchReport, BenchError> {
-    let mut runs = Vec::new();
-    let embedded: SharedStore = Arc::new(MemoryStore::new());
-    runs.push(measure(EMBEDDED.into(), &embedded, config.writes).await?);
-
-    let endpoint = LocalEndpoint::start(config.latency).await?;
-    runs.push(measure(endpoint.target().into(), &endpoint.store(), config.writes).await?);
-    endpoint.shutdown().await;
-
-    if let Some(cluster) = &config.cluster {
-        let mut create = cluster.clone();
-        create.create_schema = true;
-        let store: SharedStore = Arc::new(CqlStore::connect(&create).await?);
-        let target = format!("cluster {}", store.describe());
-        runs.push(measure(target, &store, config.writes).await?);
-    }
+    let writes = config.writes;
+    let runs = on_each_store(
+        config.latency,
+        config.cluster.as_ref(),
+        |target, store| async move { measure(target, &store, writes).await },
+    )
+    .await?;
     Ok(FencedBenchReport {
         config: config.clone(),
         runs,

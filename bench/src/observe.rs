@@ -33,15 +33,15 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 use lockshift::{AcquireOptions, Node, OBSERVE_EVERY, Settings};
 use lockshift_store::{
-    CqlSettings, CqlStore, MemoryStore, OpKind, Request, Response, SharedStore, Store, StoreError,
-    SystemClock, Table, schema,
+    CqlSettings, OpKind, Request, Response, SharedStore, Store, StoreError, SystemClock, Table,
+    schema,
 };
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 use crate::fenced::FencedRun;
-use crate::targets::{EMBEDDED, LocalEndpoint};
+use crate::targets::on_each_store;
 use crate::worker::now_micros;
 
 /// The shortest `leader_every`: a leader must outlast two observer
@@ -131,21 +131,10 @@ pub async fn run_observe(config: &ObserveBenchConfig) -> Result<ObserveBenchRepo
             "leader_every: at least {MIN_LEADER_EVERY:?}, two observer periods"
         )));
     }
-    let mut runs = Vec::new();
-    let embedded: SharedStore = Arc::new(MemoryStore::new());
-    runs.push(measure(EMBEDDED.into(), embedded, config).await?);
-
-    let endpoint = LocalEndpoint::start(config.latency).await?;
-    runs.push(measure(endpoint.target().into(), endpoint.store(), config).await?);
-    endpoint.shutdown().await;
-
-    if let Some(cluster) = &config.cluster {
-        let mut create = cluster.clone();
-        create.create_schema = true;
-        let store: SharedStore = Arc::new(CqlStore::connect(&create).await?);
-        let target = format!("cluster {}", store.describe());
-        runs.push(measure(target, store, config).await?);
-    }
+    let runs = on_each_store(config.latency, config.cluster.as_ref(), |target, store| {
+        measure(target, store, config)
+    })
+    .await?;
     Ok(ObserveBenchReport {
         config: config.clone(),
         observe_every_ms: OBSERVE_EVERY.as_secs_f64() * 1e3,

@@ -192,10 +192,10 @@ pub fn check_targets(runs: &[RunStats], hold: Duration) -> Vec<TargetCheck> {
 /// The queue lock's own targets at P = 5.
 fn queue_at_five(queue: Option<&RunStats>, hold: Duration) -> Vec<TargetCheck> {
     vec![
-        check(
+        at_five(
             "queue throughput on one lock ≥ 1 / (hold + 3 RT)",
-            "queue at P = 5",
-            queue.map(|q| {
+            queue,
+            |q| {
                 let floor = 1.0 / (hold.as_secs_f64() + 3.0 * q.round_trip_ms / 1000.0);
                 (
                     format!(
@@ -207,34 +207,36 @@ fn queue_at_five(queue: Option<&RunStats>, hold: Duration) -> Vec<TargetCheck> {
                     ),
                     q.acquisitions_per_sec >= floor,
                 )
-            }),
+            },
         ),
-        check(
-            "queue max wait ≤ 2 × mean wait",
-            "queue at P = 5",
-            queue.map(|q| {
-                (
-                    format!("max/mean = {:.2}", q.max_over_mean),
-                    q.max_over_mean <= 2.0,
-                )
-            }),
-        ),
-        check(
+        at_five("queue max wait ≤ 2 × mean wait", queue, |q| {
+            let r = q.max_over_mean;
+            (format!("max/mean = {r:.2}"), r <= 2.0)
+        }),
+        at_five(
             "queue ≤ 12 store operations per acquisition",
-            "queue at P = 5",
-            queue.map(|q| {
-                (
-                    format!("{:.1} ops/acq", q.ops_per_acquisition),
-                    q.ops_per_acquisition <= 12.0,
-                )
-            }),
+            queue,
+            |q| {
+                let ops = q.ops_per_acquisition;
+                (format!("{ops:.1} ops/acq"), ops <= 12.0)
+            },
         ),
-        check(
+        at_five(
             "queue longest same-process run ≤ 2 (the queue takes turns)",
-            "queue at P = 5",
-            queue.map(|q| (format!("longest run {}", q.longest_run), q.longest_run <= 2)),
+            queue,
+            |q| (format!("longest run {}", q.longest_run), q.longest_run <= 2),
         ),
     ]
+}
+
+/// A target of the queue lock, measured on its run at P = 5 when there
+/// was one (else "not measured").
+fn at_five(
+    target: &str,
+    queue: Option<&RunStats>,
+    measure: impl FnOnce(&RunStats) -> (String, bool),
+) -> TargetCheck {
+    check(target, "queue at P = 5", queue.map(measure))
 }
 
 /// The queue lock beside the combined lock and the LWT lease.
@@ -298,26 +300,31 @@ fn opt(v: Option<f64>) -> String {
 
 /// The report as a terminal table.
 pub fn render(report: &BenchReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "lockshift bench — K = {} acquisitions per process, hold {}, {}; {}",
-        report.config.acquisitions,
-        lockshift_decide::duration::fmt_duration(report.config.hold),
-        report.store,
-        report.machine,
-    );
-    runs_table(&mut out, report);
-    legend(&mut out, report);
+    report_text(
+        format_args!(
+            "lockshift bench — K = {} acquisitions per process, hold {}, {}",
+            report.config.acquisitions,
+            lockshift_decide::duration::fmt_duration(report.config.hold),
+            report.store,
+        ),
+        &report.machine,
+        report.duration_s,
+        |out| runs_and_targets(out, report),
+    )
+}
+
+/// The table of runs, what its columns mean, where each target stands, and
+/// what failed or was not drawn.
+fn runs_and_targets(out: &mut String, report: &BenchReport) {
+    runs_table(out, report);
+    legend(out, report);
     let _ = writeln!(out);
     let _ = writeln!(
         out,
         "targets (P = 5, hold {}; uncontended: P = 1):",
         lockshift_decide::duration::fmt_duration(report.config.hold)
     );
-    for t in &report.targets {
-        let _ = writeln!(out, "  [{}] {:<78} {}", mark(t.met), t.target, t.measured);
-    }
+    write_targets(out, &report.targets);
     let failures: u64 = report.runs.iter().map(|r| r.failures).sum();
     if failures > 0 {
         let _ = writeln!(out, "\nwarning: {failures} acquisitions failed");
@@ -328,7 +335,28 @@ pub fn render(report: &BenchReport) -> String {
     for e in &report.plot_errors {
         let _ = writeln!(out, "plot NOT written: {e}");
     }
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
+}
+
+/// Each target, one line: whether it is met, the target, what was measured.
+fn write_targets(out: &mut String, targets: &[TargetCheck]) {
+    for t in targets {
+        let _ = writeln!(out, "  [{}] {:<78} {}", mark(t.met), t.target, t.measured);
+    }
+}
+
+/// A report as text: its first line (`title`, what ran and on which
+/// store, then the machine), what `body` writes, and the wall time last.
+/// The runs', the hold mode's and the soak's reports all begin and end so.
+fn report_text(
+    title: std::fmt::Arguments<'_>,
+    machine: &Machine,
+    duration_s: f64,
+    body: impl FnOnce(&mut String),
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{title}; {machine}");
+    body(&mut out);
+    let _ = writeln!(out, "took {duration_s:.1}s");
     out
 }
 

@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::reads::{EndpointReads, ReadCosts};
-use crate::stats::{Sample, WorkerReport};
+use crate::stats::{Sample, WorkerReport, median_round_trip_micros, samples_in_order, wall_time_s};
 
 /// The longest a last tenth's mean wait may be against the first tenth's.
 pub const MAX_WAIT_RATIO: f64 = 1.2;
@@ -213,11 +213,7 @@ pub fn soak_stats(
     reports: &[WorkerReport],
     endpoint: Option<&[EndpointReads]>,
 ) -> SoakStats {
-    let mut samples: Vec<Sample> = reports
-        .iter()
-        .flat_map(|r| r.samples.iter().copied())
-        .collect();
-    samples.sort_by_key(|s| (s.acquired_at, s.worker));
+    let samples = samples_in_order(reports);
     let n = samples.len();
     let tenth = (n / 10).max(1).min(n);
     let first_tenth = waits(&samples[..tenth]);
@@ -230,20 +226,8 @@ pub fn soak_stats(
         Vec::new()
     };
     let all = waits(&samples);
-    let start = samples.iter().map(|s| s.requested_at).min().unwrap_or(0);
-    let end = samples.iter().map(|s| s.released_at).max().unwrap_or(start);
-    let duration_s = (end - start).max(1) as f64 / 1e6;
-    let mut rts: Vec<i64> = reports
-        .iter()
-        .map(|r| r.round_trip_micros)
-        .filter(|r| *r > 0)
-        .collect();
-    rts.sort_unstable();
-    let round_trip_ms = rts
-        .get(rts.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0) as f64
-        / 1000.0;
+    let duration_s = wall_time_s(&samples);
+    let round_trip_ms = median_round_trip_micros(reports) as f64 / 1000.0;
     let mut reads = ReadCosts::default();
     for r in reports {
         reads.merge(&r.reads);

@@ -140,13 +140,40 @@ fn ms(micros: f64) -> f64 {
     micros / 1000.0
 }
 
-/// Computes the statistics of one run.
-pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> RunStats {
+/// Every worker's samples in acquisition order (ties by worker): what the
+/// statistics of a run and of a soak both start from.
+pub(crate) fn samples_in_order(reports: &[WorkerReport]) -> Vec<Sample> {
     let mut samples: Vec<Sample> = reports
         .iter()
         .flat_map(|r| r.samples.iter().copied())
         .collect();
     samples.sort_by_key(|s| (s.acquired_at, s.worker));
+    samples
+}
+
+/// The run's wall time, s: from the first request to the last release
+/// (at least 1 µs, so that rates stay finite).
+pub(crate) fn wall_time_s(samples: &[Sample]) -> f64 {
+    let start = samples.iter().map(|s| s.requested_at).min().unwrap_or(0);
+    let end = samples.iter().map(|s| s.released_at).max().unwrap_or(start);
+    (end - start).max(1) as f64 / 1e6
+}
+
+/// The median of the round trips the workers measured before the run, µs
+/// (nearest rank; 0 when none measured one).
+pub(crate) fn median_round_trip_micros(reports: &[WorkerReport]) -> i64 {
+    let mut rts: Vec<i64> = reports
+        .iter()
+        .map(|r| r.round_trip_micros)
+        .filter(|r| *r > 0)
+        .collect();
+    rts.sort_unstable();
+    percentile(&rts, 50.0).unwrap_or(0)
+}
+
+/// Computes the statistics of one run.
+pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> RunStats {
+    let samples = samples_in_order(reports);
     let n = samples.len();
     let mut waits: Vec<i64> = samples.iter().map(Sample::wait_micros).collect();
     waits.sort_unstable();
@@ -156,21 +183,13 @@ pub fn compute(algorithm: &str, processes: u32, reports: &[WorkerReport]) -> Run
         waits.iter().sum::<i64>() as f64 / n as f64
     };
     let max = waits.last().copied().unwrap_or(0) as f64;
-    let start = samples.iter().map(|s| s.requested_at).min().unwrap_or(0);
-    let end = samples.iter().map(|s| s.released_at).max().unwrap_or(start);
-    let duration_s = (end - start).max(1) as f64 / 1e6;
+    let duration_s = wall_time_s(&samples);
     let ops = reports.iter().fold(OpTotals::default(), |acc, r| OpTotals {
         reads: acc.reads + r.ops.reads,
         writes: acc.writes + r.ops.writes,
     });
     let per = |x: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
-    let mut rts: Vec<i64> = reports
-        .iter()
-        .map(|r| r.round_trip_micros)
-        .filter(|r| *r > 0)
-        .collect();
-    rts.sort_unstable();
-    let round_trip = percentile(&rts, 50.0).unwrap_or(0) as f64;
+    let round_trip = median_round_trip_micros(reports) as f64;
     let mut handoffs = handoffs(&samples);
     handoffs.sort_unstable();
     let in_round_trips = |h: Option<i64>| {

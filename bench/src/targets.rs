@@ -4,11 +4,12 @@
 //! cluster. Shared by [`crate::fenced`], [`crate::observe`],
 //! [`crate::census`] and [`crate::idle`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lockshift_cql_emulator::{Emulator, EmulatorHandle, Fault, FaultRule};
-use lockshift_store::{CqlSettings, CqlStore, SharedStore};
+use lockshift_store::{CqlSettings, CqlStore, MemoryStore, SharedStore};
 
 use crate::error::BenchError;
 
@@ -72,6 +73,42 @@ impl LocalEndpoint {
         drop(self.store);
         self.endpoint.shutdown().await;
     }
+}
+
+/// Runs `measure` on each store a comparison covers, in turn, and gives
+/// its runs in that order: the embedded store, the local endpoint with
+/// `latency` per round trip (stopped once its run ends), and `cluster`
+/// when given (its keyspace created if missing). Each run is handed the
+/// store and the name a report gives it.
+///
+/// # Errors
+/// The first of: the endpoint or the cluster cannot be reached, or a run
+/// fails.
+pub(crate) async fn on_each_store<R, F, Fut>(
+    latency: Duration,
+    cluster: Option<&CqlSettings>,
+    mut measure: F,
+) -> Result<Vec<R>, BenchError>
+where
+    F: FnMut(String, SharedStore) -> Fut,
+    Fut: Future<Output = Result<R, BenchError>>,
+{
+    let mut runs = Vec::new();
+    let embedded: SharedStore = Arc::new(MemoryStore::new());
+    runs.push(measure(EMBEDDED.into(), embedded).await?);
+
+    let endpoint = LocalEndpoint::start(latency).await?;
+    runs.push(measure(endpoint.target().into(), endpoint.store()).await?);
+    endpoint.shutdown().await;
+
+    if let Some(cluster) = cluster {
+        let mut create = cluster.clone();
+        create.create_schema = true;
+        let store: SharedStore = Arc::new(CqlStore::connect(&create).await?);
+        let target = format!("cluster {}", store.describe());
+        runs.push(measure(target, store).await?);
+    }
+    Ok(runs)
 }
 
 /// A keyspace of its own on `cluster`, `keyspace`, created the way

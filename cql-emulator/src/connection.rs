@@ -169,46 +169,18 @@ async fn read_loop(
             Frame::End(fatal) => return fatal,
         };
         let stream = h.stream;
-        // Drop the custom payload (if flagged) so the body is the message.
-        match frame::request_body(&h, &body) {
+        // Drop the custom payload (if flagged) so the body is the message;
+        // a body without one is answered with the error, inline.
+        let inline = match frame::request_body(&h, &body) {
             Ok(message) => {
                 let skip = body.len() - message.len();
                 body.drain(..skip);
+                inline_answer(h.opcode, &body, session)
             }
-            Err(e) => {
-                let r = messages::error(&e);
-                if tx
-                    .send(frame::response(stream, r.opcode, &r.body))
-                    .await
-                    .is_err()
-                {
-                    return false;
-                }
-                continue;
-            }
-        }
-        // Invariant 3: connection-level requests inline; statements in their own
-        // task, which decodes the body (once).
-        let inline = match h.opcode {
-            opcode::OPTIONS | opcode::STARTUP | opcode::REGISTER | opcode::AUTH_RESPONSE => {
-                Some(match messages::decode(h.opcode, &body) {
-                    Ok(Request::Startup(opts)) => startup(&opts, session),
-                    Ok(Request::Options) => messages::supported(),
-                    Ok(_) => messages::ready(),
-                    Err(e) => messages::error(&e),
-                })
-            }
-            _ if !session.started.load(Ordering::Acquire) => Some(messages::error(
-                &CqlError::protocol("the connection has not been started: send STARTUP first"),
-            )),
-            _ => None,
+            Err(e) => Some(messages::error(&e)),
         };
         if let Some(r) = inline {
-            if tx
-                .send(frame::response(stream, r.opcode, &r.body))
-                .await
-                .is_err()
-            {
+            if !deliver(Reply::Send(r), stream, tx, conn).await {
                 return false;
             }
             continue;
@@ -230,6 +202,26 @@ async fn read_loop(
             let reply = handle(&shared, &session, h.opcode, &body).await;
             deliver(reply, stream, &tx, &conn).await;
         });
+    }
+}
+
+/// The answer to a request the reader answers itself, in order, or `None`
+/// for a statement. Invariant 3: connection-level requests are answered
+/// inline; statements run in their own task, which decodes the body (once).
+fn inline_answer(op: u8, body: &[u8], session: &Session) -> Option<Response> {
+    match op {
+        opcode::OPTIONS | opcode::STARTUP | opcode::REGISTER | opcode::AUTH_RESPONSE => {
+            Some(match messages::decode(op, body) {
+                Ok(Request::Startup(opts)) => startup(&opts, session),
+                Ok(Request::Options) => messages::supported(),
+                Ok(_) => messages::ready(),
+                Err(e) => messages::error(&e),
+            })
+        }
+        _ if !session.started.load(Ordering::Acquire) => Some(messages::error(
+            &CqlError::protocol("the connection has not been started: send STARTUP first"),
+        )),
+        _ => None,
     }
 }
 

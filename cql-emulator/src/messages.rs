@@ -7,7 +7,7 @@
 //! keeps the dependency tree lean — the reader in [`crate::wire`] is the
 //! single place where untrusted lengths are checked.
 
-use crate::engine::compile::{BindSpec, ResultColumn};
+use crate::engine::compile::{ColumnSpec, ResultColumn};
 use crate::engine::select::Page;
 use crate::engine::{Prepared, SchemaChange};
 use crate::error::CqlError;
@@ -263,20 +263,19 @@ pub(crate) fn schema_change(c: &SchemaChange) -> Response {
 }
 
 /// Column specs with the global-table-spec flag when all share one table.
-fn specs<'a>(
+fn specs(
     w: &mut Writer,
     flags: i32,
-    cols: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a crate::types::CqlType)> + Clone,
+    cols: &[ColumnSpec],
     paging_state: Option<&[u8]>,
     pk: Option<&[u16]>,
 ) {
-    let first = cols.clone().next().map(|(k, t, _, _)| (k, t));
-    let global = first.is_some_and(|(k, t)| cols.clone().all(|(k2, t2, _, _)| k2 == k && t2 == t));
-    let count = cols.clone().count();
+    let first = cols.first().map(|c| (&c.keyspace, &c.table));
+    let global = first.is_some_and(|(k, t)| cols.iter().all(|c| &c.keyspace == k && &c.table == t));
     w.int(
         flags | if global { 0x0001 } else { 0 } | if paging_state.is_some() { 0x0002 } else { 0 },
     );
-    w.len_int(count);
+    w.len_int(cols.len());
     if let Some(pk) = pk {
         w.len_int(pk.len());
         for i in pk {
@@ -290,40 +289,14 @@ fn specs<'a>(
         w.string(k);
         w.string(t);
     }
-    for (k, t, name, ty) in cols {
+    for c in cols {
         if !global {
-            w.string(k);
-            w.string(t);
+            w.string(&c.keyspace);
+            w.string(&c.table);
         }
-        w.string(name);
-        ty.encode_option(w);
+        w.string(&c.name);
+        c.ty.encode_option(w);
     }
-}
-
-fn result_cols(
-    cols: &[ResultColumn],
-) -> impl Iterator<Item = (&str, &str, &str, &crate::types::CqlType)> + Clone {
-    cols.iter().map(|c| {
-        (
-            c.keyspace.as_str(),
-            c.table.as_str(),
-            c.name.as_str(),
-            &c.ty,
-        )
-    })
-}
-
-fn bind_cols(
-    cols: &[BindSpec],
-) -> impl Iterator<Item = (&str, &str, &str, &crate::types::CqlType)> + Clone {
-    cols.iter().map(|c| {
-        (
-            c.keyspace.as_str(),
-            c.table.as_str(),
-            c.name.as_str(),
-            &c.ty,
-        )
-    })
 }
 
 /// RESULT Prepared: id, bind metadata (with `pk_indexes`), result metadata
@@ -331,12 +304,12 @@ fn bind_cols(
 pub(crate) fn prepared(id: &[u8], p: &Prepared) -> Response {
     result(4, |w| {
         w.short_bytes(id);
-        specs(w, 0, bind_cols(&p.binds), None, Some(&p.pk_indexes));
+        specs(w, 0, &p.binds, None, Some(&p.pk_indexes));
         if p.result.is_empty() {
             w.int(0x0004);
             w.int(0);
         } else {
-            specs(w, 0, result_cols(&p.result), None, None);
+            specs(w, 0, &p.result, None, None);
         }
     })
 }
@@ -344,13 +317,7 @@ pub(crate) fn prepared(id: &[u8], p: &Prepared) -> Response {
 /// RESULT Rows, always with full metadata.
 pub(crate) fn rows(columns: &[ResultColumn], page: &Page) -> Response {
     result(2, |w| {
-        specs(
-            w,
-            0,
-            result_cols(columns),
-            page.paging_state.as_deref(),
-            None,
-        );
+        specs(w, 0, columns, page.paging_state.as_deref(), None);
         w.len_int(page.rows.len());
         for row in &page.rows {
             for cell in row {

@@ -2,9 +2,6 @@
 //! ([`crate::ops`]), print its report ([`crate::render`]) and say how it
 //! ended. [`crate::run`] is the table that picks one.
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use anyhow::Context;
 use lockshift::LockId;
 
@@ -82,18 +79,8 @@ pub(crate) async fn inspect(ctx: Ctx<'_>, lock: &LockId) -> anyhow::Result<Outco
     ctx.done(&report, report.outcome())
 }
 
-/// `clean`'s flags.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CleanFlags {
-    pub(crate) apply: bool,
-    pub(crate) stale_after: Option<Duration>,
-    pub(crate) stale_multiple: u32,
-    pub(crate) force: bool,
-    pub(crate) page_size: u32,
-}
-
 /// `clean`: stops on an interrupt, saying what was written.
-pub(crate) async fn clean(ctx: Ctx<'_>, flags: CleanFlags) -> anyhow::Result<Outcome> {
+pub(crate) async fn clean(ctx: Ctx<'_>, flags: cli::CleanArgs) -> anyhow::Result<Outcome> {
     let env = ops::Env::open(ctx.connect).await?;
     let options = ops::clean::CleanOptions::new(
         flags.stale_after,
@@ -237,19 +224,10 @@ pub(crate) fn run_with_lock_child() -> anyhow::Result<Outcome> {
     .into())
 }
 
-/// `schema`'s flags.
-#[derive(Debug)]
-pub(crate) struct SchemaFlags {
-    pub(crate) datacenters: Vec<(String, u32)>,
-    pub(crate) replication_factor: Option<u32>,
-    pub(crate) apply: bool,
-    pub(crate) home: Option<lockshift_store::Datacenter>,
-}
-
 /// `schema`: prints (or `--apply`s) the statements, and with `--home`
 /// records the fleet's first home once they applied.
-pub(crate) async fn schema(ctx: Ctx<'_>, flags: SchemaFlags) -> anyhow::Result<Outcome> {
-    let SchemaFlags {
+pub(crate) async fn schema(ctx: Ctx<'_>, flags: cli::SchemaArgs) -> anyhow::Result<Outcome> {
+    let cli::SchemaArgs {
         datacenters,
         replication_factor,
         apply,
@@ -291,17 +269,8 @@ pub(crate) async fn schema(ctx: Ctx<'_>, flags: SchemaFlags) -> anyhow::Result<O
     ctx.done(&report, outcome)
 }
 
-/// `serve`'s flags.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ServeFlags {
-    pub(crate) listen: SocketAddr,
-    pub(crate) latency: Option<Duration>,
-    pub(crate) jitter: Option<Duration>,
-    pub(crate) metrics: Option<SocketAddr>,
-}
-
 /// `serve`: a local CQL endpoint until interrupted.
-pub(crate) async fn serve(ctx: Ctx<'_>, flags: ServeFlags) -> anyhow::Result<Outcome> {
+pub(crate) async fn serve(ctx: Ctx<'_>, flags: cli::ServeArgs) -> anyhow::Result<Outcome> {
     let settings = connect::settings(ctx.connect, true)?;
     let metrics = crate::start_metrics(flags.metrics).await?;
     let options = ops::serve::ServeOptions {

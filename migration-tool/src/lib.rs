@@ -187,7 +187,6 @@ async fn start_metrics(
 /// # Errors
 /// Anything that stopped the command; see [`is_usage_error`].
 pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    use commands::{CleanFlags, SchemaFlags, ServeFlags};
     let ctx = commands::Ctx {
         connect: &cli.connect,
         json: cli.output.json,
@@ -196,22 +195,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Home { action } => commands::home(ctx, action).await,
         Command::Status => commands::status(ctx).await,
         Command::Inspect { lock } => commands::inspect(ctx, &lock).await,
-        Command::Clean {
-            apply,
-            stale_after,
-            stale_multiple,
-            force,
-            page_size,
-        } => {
-            let flags = CleanFlags {
-                apply,
-                stale_after,
-                stale_multiple,
-                force,
-                page_size,
-            };
-            commands::clean(ctx, flags).await
-        }
+        Command::Clean(args) => commands::clean(ctx, args).await,
         Command::Advance(args) => commands::advance(ctx, &args).await,
         Command::Rollback(args) => commands::rollback(ctx, &args).await,
         Command::RunWithLock { acquire, run } => {
@@ -225,34 +209,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Leader { election, watch } => commands::leader(ctx, &election, watch).await,
         Command::Lock(acquire) => commands::lock(ctx, acquire).await,
         Command::RunWithLockChild { .. } => commands::run_with_lock_child(),
-        Command::Schema {
-            datacenters,
-            replication_factor,
-            apply,
-            home,
-        } => {
-            let flags = SchemaFlags {
-                datacenters,
-                replication_factor,
-                apply,
-                home,
-            };
-            commands::schema(ctx, flags).await
-        }
-        Command::Serve {
-            listen,
-            latency,
-            jitter,
-            metrics,
-        } => {
-            let flags = ServeFlags {
-                listen,
-                latency,
-                jitter,
-                metrics,
-            };
-            commands::serve(ctx, flags).await
-        }
+        Command::Schema(args) => commands::schema(ctx, args).await,
+        Command::Serve(args) => commands::serve(ctx, args).await,
         Command::Bench(args) => commands::bench(ctx, args).await,
         Command::BenchWorker { spec } => commands::bench_worker(&spec).await,
         Command::Demo(args) => commands::demo(ctx, args).await,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::algorithm::BenchAlgorithm;
 use crate::hold::HoldStats;
-use crate::report::{Machine, TargetCheck, mark};
+use crate::report::{Machine, TargetCheck, report_text, write_targets};
 
 /// The hold mode's report (`--json` prints it).
 #[derive(Clone, Debug, Serialize)]
@@ -59,15 +59,21 @@ pub fn check_hold_targets(runs: &[HoldStats]) -> Vec<TargetCheck> {
 
 /// The hold mode's report as a terminal table.
 pub fn render_hold(report: &HoldBenchReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}; {}",
-        report.periods,
-        lockshift_decide::duration::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
-        report.store,
-        report.machine,
-    );
+    report_text(
+        format_args!(
+            "lockshift bench, hold mode — one node holds N locks for {} renew periods of {}; {}",
+            report.periods,
+            lockshift_decide::duration::fmt_duration(Duration::from_secs_f64(report.renew_every_s)),
+            report.store,
+        ),
+        &report.machine,
+        report.duration_s,
+        |out| hold_table(out, report),
+    )
+}
+
+/// The table of runs, what its columns mean, and the targets.
+fn hold_table(out: &mut String, report: &HoldBenchReport) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -106,13 +112,9 @@ pub fn render_hold(report: &HoldBenchReport) -> String {
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "targets:");
-    for t in &report.targets {
-        let _ = writeln!(out, "  [{}] {:<78} {}", mark(t.met), t.target, t.measured);
-    }
+    write_targets(out, &report.targets);
     let failures: u64 = report.runs.iter().map(|r| r.failures).sum();
     if failures > 0 {
         let _ = writeln!(out, "\nwarning: {failures} acquisitions or releases failed");
     }
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
-    out
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::report::Machine;
+use crate::report::{Machine, report_text};
 use crate::soak::{MAX_TOMBSTONES, MAX_WAIT_RATIO, SoakStats, SoakTombstones};
 
 /// The soak's report (`--json` prints it): one entry per algorithm and
@@ -56,26 +56,27 @@ fn most_tombstones(t: &SoakTombstones) -> String {
 
 /// The soak's report as a terminal table.
 pub fn render_soak(report: &SoakReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}; {}",
-        report.soak,
-        lockshift_decide::duration::fmt_duration(report.hold),
-        report.store,
-        report.machine,
-    );
-    let _ = writeln!(
-        out,
-        "load average (1/5/15 min): {} at the start, {} at the end",
-        load(report.load_average_start),
-        load(report.load_average_end)
-    );
-    soak_table(&mut out, report);
-    soak_details(&mut out, report);
-    soak_verdicts(&mut out, report);
-    let _ = writeln!(out, "took {:.1}s", report.duration_s);
-    out
+    report_text(
+        format_args!(
+            "lockshift bench, soak — one lock taken N = {} times per algorithm and P, hold {}; {}",
+            report.soak,
+            lockshift_decide::duration::fmt_duration(report.hold),
+            report.store,
+        ),
+        &report.machine,
+        report.duration_s,
+        |out| {
+            let _ = writeln!(
+                out,
+                "load average (1/5/15 min): {} at the start, {} at the end",
+                load(report.load_average_start),
+                load(report.load_average_end)
+            );
+            soak_table(out, report);
+            soak_details(out, report);
+            soak_verdicts(out, report);
+        },
+    )
 }
 
 /// The table of runs, one line each, and what its columns mean.

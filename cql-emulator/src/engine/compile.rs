@@ -17,14 +17,22 @@ mod select;
 use restrict::{clustering_sel, group_relations, partition_keys};
 pub(crate) use select::select;
 
-/// What one bind marker expects: the prepared statement's variable metadata.
+/// A column's metadata as the protocol sends it (a `col_spec`): its
+/// keyspace, table, name and type. A bind marker's and a result column's
+/// are the same four things, so one type serves both.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct BindSpec {
+pub(crate) struct ColumnSpec {
     pub(crate) keyspace: String,
     pub(crate) table: String,
     pub(crate) name: String,
     pub(crate) ty: CqlType,
 }
+
+/// What one bind marker expects: the prepared statement's variable metadata.
+pub(crate) type BindSpec = ColumnSpec;
+
+/// A result column's metadata.
+pub(crate) type ResultColumn = ColumnSpec;
 
 /// A value in a plan, resolved when the statement runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,15 +100,6 @@ pub(crate) enum OutputKind {
     UnixNow,
     Token,
     Count,
-}
-
-/// A result column's metadata.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ResultColumn {
-    pub(crate) keyspace: String,
-    pub(crate) table: String,
-    pub(crate) name: String,
-    pub(crate) ty: CqlType,
 }
 
 /// A compiled SELECT.
@@ -469,7 +468,7 @@ pub(crate) fn update(
     s: &ast::Update,
     b: &mut Binder,
 ) -> Result<ModifyPlan, CqlError> {
-    let (ttl, timestamp) = using(&schema, &s.using, b)?;
+    let using = using(&schema, &s.using, b)?;
     let mut cells = Vec::new();
     for (name, term) in &s.assignments {
         let i = schema.require(name)?;
@@ -486,23 +485,8 @@ pub(crate) fn update(
         }
         cells.push((i, b.operand(term, &schema, &c.name, &c.ty)?));
     }
-    let (keys, clustering) = modify_where(&schema, &s.relations, b, false)?;
-    let condition = s
-        .condition
-        .as_ref()
-        .map(|c| compile_condition(&schema, c, b))
-        .transpose()?;
-    let plan = ModifyPlan {
-        schema: schema.clone(),
-        keys,
-        clustering,
-        action: Action::Update(cells),
-        ttl,
-        timestamp,
-        condition,
-    };
-    check_conditional(&plan, false)?;
-    Ok(plan)
+    let action = Action::Update(cells);
+    modify_plan(schema, &s.relations, s.condition.as_ref(), action, using, b)
 }
 
 /// Compiles a DELETE.
@@ -526,22 +510,40 @@ pub(crate) fn delete(
         }
         columns.push(i);
     }
-    let (keys, clustering) = modify_where(&schema, &s.relations, b, columns.is_empty())?;
-    let condition = s
-        .condition
-        .as_ref()
+    let action = Action::Delete(columns);
+    let using = (None, timestamp);
+    modify_plan(schema, &s.relations, s.condition.as_ref(), action, using, b)
+}
+
+/// The plan of an UPDATE or DELETE from its `action` and its `USING` ttl
+/// and timestamp: both statements address rows by their WHERE and may be
+/// conditional, so one function compiles those and checks the result. A
+/// DELETE of whole rows (no columns named) may address a range of
+/// clustering keys; anything else needs the full primary key.
+fn modify_plan(
+    schema: SharedSchema,
+    relations: &[Relation],
+    condition: Option<&ast::Condition>,
+    action: Action,
+    (ttl, timestamp): (Option<Operand>, Option<Operand>),
+    b: &mut Binder,
+) -> Result<ModifyPlan, CqlError> {
+    let is_delete = matches!(action, Action::Delete(_));
+    let allow_range = matches!(&action, Action::Delete(columns) if columns.is_empty());
+    let (keys, clustering) = modify_where(&schema, relations, b, allow_range)?;
+    let condition = condition
         .map(|c| compile_condition(&schema, c, b))
         .transpose()?;
     let plan = ModifyPlan {
-        schema: schema.clone(),
+        schema,
         keys,
         clustering,
-        action: Action::Delete(columns),
-        ttl: None,
+        action,
+        ttl,
         timestamp,
         condition,
     };
-    check_conditional(&plan, true)?;
+    check_conditional(&plan, is_delete)?;
     Ok(plan)
 }
 

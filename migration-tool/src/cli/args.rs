@@ -1,6 +1,7 @@
-//! The arguments of the larger subcommands (`bench`, `demo`), and the groups
+//! The arguments of the larger subcommands (`bench`, `demo`), the groups
 //! two subcommands share (`run-with-lock` and `lock`; `advance` and
-//! `rollback`).
+//! `rollback`), and the flags a command takes as one value (`clean`,
+//! `schema`, `serve`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,8 +12,8 @@ use lockshift_lock::LockId;
 
 use super::{Checked, FencingTokenArg};
 use super::{
-    parse_bench_algorithm, parse_census_size, parse_datacenter_name, parse_duration, parse_lock_id,
-    parse_mode, parse_prefix, parse_stage,
+    parse_bench_algorithm, parse_census_size, parse_datacenter, parse_datacenter_name,
+    parse_duration, parse_lock_id, parse_mode, parse_prefix, parse_stage,
 };
 
 /// `bench`.
@@ -308,4 +309,89 @@ pub struct DemoArgs {
     /// and money still conserved.
     #[arg(long)]
     pub pause_holder: bool,
+}
+
+/// `clean`'s flags, as the command takes them.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct CleanArgs {
+    /// Delete the cells (default: dry run).
+    #[arg(long)]
+    pub apply: bool,
+    /// For cells without a TTL, which never expire and promise nothing
+    /// (written by binaries that predate leases): overdue when not
+    /// renewed for this long, e.g. 30m. Never applies to a cell with a
+    /// TTL or an owner's announced promise: it cannot shorten either.
+    /// Without it, cells without a TTL are counted, never deleted.
+    #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+    pub stale_after: Option<Duration>,
+    /// Overdue after this many of the owner's promised renewal periods.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
+    pub stale_multiple: u32,
+    /// Also delete overdue cells whose owner may still hold the lock
+    /// (its process is live, or it may not have been told yet) — still
+    /// only after the second look finds them not renewed: an owner
+    /// renewing within its promise keeps its cells, whatever the
+    /// clocks. RISK: an owner that is alive but not renewing within its
+    /// promise — paused (GC, SIGSTOP, a frozen VM), cut off from the
+    /// database, or with renewals slow or stuck in flight — may still
+    /// run its critical section: it is told it lost the lock only
+    /// lost_after_fraction x TTL after its last renewal that landed,
+    /// and another process can take the lock before then. And a
+    /// renewal of such an owner still in flight when its cell is
+    /// deleted lands afterwards and survives (it is stamped after the
+    /// delete): the owner then keeps holding, never told, beside
+    /// whoever took the lock meanwhile. Use only when you know the
+    /// owner is dead (fencing tokens protect a resource that checks
+    /// them).
+    #[arg(long)]
+    pub force: bool,
+    /// Row keys per scan page.
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub page_size: u32,
+}
+
+/// `schema`'s flags, as the command takes them.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// NetworkTopologyStrategy: this many replicas in this datacenter,
+    /// e.g. dc1:3; repeat for each datacenter.
+    #[arg(long = "datacenter", value_name = "DC:RF", value_parser = Checked(parse_datacenter))]
+    pub datacenters: Vec<(String, u32)>,
+    /// SimpleStrategy with this many replicas (one datacenter only).
+    #[arg(long, value_name = "N", conflicts_with = "datacenters")]
+    pub replication_factor: Option<u32>,
+    /// Run the statements against the connected cluster instead of
+    /// printing them: creates what is missing and sets every table's
+    /// options (gc grace, compaction). Brings back a lock the database
+    /// refuses to read (docs/operating.md).
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply, before any process of the fleet starts: record DC
+    /// as the home of every lock (and of the fleet's rows) in every
+    /// datacenter, serving at once — where the fleet's first start
+    /// would record it from lock.home_datacenter and wait the move
+    /// wait (about 2 min) before serving. Refused (exit 3) once a
+    /// process is registered, or a home is recorded, in any datacenter,
+    /// or while one does not answer.
+    #[arg(long, value_name = "DC", requires = "apply", value_parser = Checked(parse_datacenter_name))]
+    pub home: Option<lockshift_store::Datacenter>,
+}
+
+/// `serve`'s flags, as the command takes them.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:9042")]
+    pub listen: SocketAddr,
+    /// Serve metrics in the Prometheus text format on this address
+    /// (any path; port 0 picks a free port): the store operations the
+    /// endpoint answered, by table and kind.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// Delay every read and write by this much, e.g. 2ms.
+    #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+    pub latency: Option<Duration>,
+    /// Add up to this much random delay on top of --latency.
+    #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
+    pub jitter: Option<Duration>,
 }

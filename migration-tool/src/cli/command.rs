@@ -1,17 +1,16 @@
 //! The subcommands of `migrate`: one variant each, whose doc comments are
 //! its `--help`.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Subcommand;
 use lockshift_lock::LockId;
 
 use super::{
-    AcquireArgs, BenchArgs, Checked, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs,
-    TransitionArgs,
+    AcquireArgs, BenchArgs, Checked, CleanArgs, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs,
+    SchemaArgs, ServeArgs, TransitionArgs,
 };
-use super::{parse_datacenter, parse_datacenter_name, parse_duration, parse_lock_id};
+use super::{parse_duration, parse_lock_id};
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -72,42 +71,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  migrate clean                        # dry run: what is overdue, what would go\n  migrate clean --apply\n  migrate clean --stale-after 30m --apply   # also cells written without a TTL"
     )]
-    Clean {
-        /// Delete the cells (default: dry run).
-        #[arg(long)]
-        apply: bool,
-        /// For cells without a TTL, which never expire and promise nothing
-        /// (written by binaries that predate leases): overdue when not
-        /// renewed for this long, e.g. 30m. Never applies to a cell with a
-        /// TTL or an owner's announced promise: it cannot shorten either.
-        /// Without it, cells without a TTL are counted, never deleted.
-        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
-        stale_after: Option<Duration>,
-        /// Overdue after this many of the owner's promised renewal periods.
-        #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
-        stale_multiple: u32,
-        /// Also delete overdue cells whose owner may still hold the lock
-        /// (its process is live, or it may not have been told yet) — still
-        /// only after the second look finds them not renewed: an owner
-        /// renewing within its promise keeps its cells, whatever the
-        /// clocks. RISK: an owner that is alive but not renewing within its
-        /// promise — paused (GC, SIGSTOP, a frozen VM), cut off from the
-        /// database, or with renewals slow or stuck in flight — may still
-        /// run its critical section: it is told it lost the lock only
-        /// lost_after_fraction x TTL after its last renewal that landed,
-        /// and another process can take the lock before then. And a
-        /// renewal of such an owner still in flight when its cell is
-        /// deleted lands afterwards and survives (it is stamped after the
-        /// delete): the owner then keeps holding, never told, beside
-        /// whoever took the lock meanwhile. Use only when you know the
-        /// owner is dead (fencing tokens protect a resource that checks
-        /// them).
-        #[arg(long)]
-        force: bool,
-        /// Row keys per scan page.
-        #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
-        page_size: u32,
-    },
+    Clean(CleanArgs),
 
     /// Move the rollout one stage forward (legacy -> dual -> queue -> complete)
     /// if every guard holds.
@@ -282,30 +246,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 | cqlsh 10.0.0.1\n  migrate schema --datacenter dc1:3 --datacenter dc2:3 --home dc1 --apply   # a fleet's first set-up across datacenters\n  migrate schema --keyspace locks --replication-factor 3"
     )]
-    Schema {
-        /// NetworkTopologyStrategy: this many replicas in this datacenter,
-        /// e.g. dc1:3; repeat for each datacenter.
-        #[arg(long = "datacenter", value_name = "DC:RF", value_parser = Checked(parse_datacenter))]
-        datacenters: Vec<(String, u32)>,
-        /// SimpleStrategy with this many replicas (one datacenter only).
-        #[arg(long, value_name = "N", conflicts_with = "datacenters")]
-        replication_factor: Option<u32>,
-        /// Run the statements against the connected cluster instead of
-        /// printing them: creates what is missing and sets every table's
-        /// options (gc grace, compaction). Brings back a lock the database
-        /// refuses to read (docs/operating.md).
-        #[arg(long)]
-        apply: bool,
-        /// With --apply, before any process of the fleet starts: record DC
-        /// as the home of every lock (and of the fleet's rows) in every
-        /// datacenter, serving at once — where the fleet's first start
-        /// would record it from lock.home_datacenter and wait the move
-        /// wait (about 2 min) before serving. Refused (exit 3) once a
-        /// process is registered, or a home is recorded, in any datacenter,
-        /// or while one does not answer.
-        #[arg(long, value_name = "DC", requires = "apply", value_parser = Checked(parse_datacenter_name))]
-        home: Option<lockshift_store::Datacenter>,
-    },
+    Schema(SchemaArgs),
 
     /// Run the local CQL endpoint (an in-memory store served over the CQL
     /// protocol) so several processes and migrate itself can share it.
@@ -315,22 +256,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  migrate serve\n  migrate serve --listen 127.0.0.1:0 --latency 2ms --jitter 1ms\n  migrate serve --metrics 127.0.0.1:9100   # curl 127.0.0.1:9100/metrics"
     )]
-    Serve {
-        /// Address to listen on; port 0 picks a free port.
-        #[arg(long, default_value = "127.0.0.1:9042")]
-        listen: SocketAddr,
-        /// Serve metrics in the Prometheus text format on this address
-        /// (any path; port 0 picks a free port): the store operations the
-        /// endpoint answered, by table and kind.
-        #[arg(long, value_name = "ADDR")]
-        metrics: Option<SocketAddr>,
-        /// Delay every read and write by this much, e.g. 2ms.
-        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
-        latency: Option<Duration>,
-        /// Add up to this much random delay on top of --latency.
-        #[arg(long, value_name = "DURATION", value_parser = Checked(parse_duration))]
-        jitter: Option<Duration>,
-    },
+    Serve(ServeArgs),
 
     /// Roll a simulated fleet from the legacy lock to the queue lock, with
     /// restarts, while it moves money between accounts; then check that no

@@ -22,7 +22,8 @@ mod command;
 /// The arguments of the larger subcommands and the groups two share, in
 /// `args`.
 pub use args::{
-    AcquireArgs, BenchArgs, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs, TransitionArgs,
+    AcquireArgs, BenchArgs, CleanArgs, DemoArgs, HomeForgetArgs, HomeMoveArgs, RunArgs, SchemaArgs,
+    ServeArgs, TransitionArgs,
 };
 /// The subcommands, in `command`.
 pub use command::{Command, HomeAction};
