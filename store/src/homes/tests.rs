@@ -284,7 +284,14 @@ async fn a_layer_over_a_router_has_its_homes_and_its_clients_topology() {
     assert!(Arc::ptr_eq(&view, router.view()));
     assert_eq!(layer.topology(), client.topology());
     assert_eq!(layer.topology().datacenters, vec![dc("dc1"), dc("dc2")]);
-    assert!(layer.describe().starts_with("embedded"), "{}", layer.describe());
-    assert!(client.homes().is_none(), "a client under no router has no homes");
+    assert!(
+        layer.describe().starts_with("embedded"),
+        "{}",
+        layer.describe()
+    );
+    assert!(
+        client.homes().is_none(),
+        "a client under no router has no homes"
+    );
     assert!(cluster.wraps().is_none(), "a backend wraps nothing");
 }
