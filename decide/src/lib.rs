@@ -74,6 +74,9 @@
 //!   [`datacenter::Route`] a store request takes (which datacenter
 //!   coordinates it, at which consistency) and what a store knows of the
 //!   cluster's datacenters ([`datacenter::Topology`]).
+//! - [`fenced`]: a fenced write's rules — which token wins a cell
+//!   ([`fenced::decide`]) and what a round that did not apply leads to
+//!   ([`fenced::next_round`]).
 //! - [`home`]: which datacenter decides each lock — the home rules
 //!   ([`home::Rule`]), their records ([`home::HomeRecord`]), what a row
 //!   belongs to ([`home::subject`]), and a process's view of every home
@@ -134,6 +137,7 @@ pub mod clean;
 pub mod datacenter;
 pub mod duration;
 pub mod election;
+pub mod fenced;
 pub mod home;
 pub mod id;
 pub mod offset;
