@@ -275,7 +275,10 @@ impl LockSession {
                 if state.holder.is_none() && state.ahead.is_none() {
                     state.holder = self.holder_at_start.clone();
                 }
-                note(not_free_line(&self.lock, waited, &state));
+                // The line names the `--timeout` asked for, as operators'
+                // scripts read it; the report keeps the wait measured.
+                let within = request.timeout.unwrap_or(waited);
+                note(not_free_line(&self.lock, within, &state));
                 holding.waited_ms = ms(waited);
                 return Ok(Err(NotHeld::Timeout));
             }
@@ -484,12 +487,12 @@ impl WaitLines {
 
 /// "lock L was not free within 20s: held by O (exit 3)" — naming whom the
 /// waiter's own reads last showed in its way, when they showed anyone.
-fn not_free_line(lock: &LockId, waited: Duration, state: &WaitingFor) -> String {
+fn not_free_line(lock: &LockId, within: Duration, state: &WaitingFor) -> String {
     let lock = cut_short(lock.as_str());
-    let waited = fmt_duration_rounded(waited);
+    let within = fmt_duration_rounded(within);
     match in_the_way(state, false) {
-        Some(who) => format!("lock {lock} was not free within {waited}: {who} (exit 3)"),
-        None => format!("lock {lock} was not free within {waited} (exit 3)"),
+        Some(who) => format!("lock {lock} was not free within {within}: {who} (exit 3)"),
+        None => format!("lock {lock} was not free within {within} (exit 3)"),
     }
 }
 
