@@ -164,8 +164,9 @@ impl Leadership {
     /// [`leader`](Self::leader) shows it once this returns.
     ///
     /// # Errors
-    /// As [`Election::proclaim`]; the leadership stays, with the record as
-    /// it was.
+    /// As [`Election::proclaim`]. The leadership stays, and
+    /// [`leader`](Self::leader) keeps the last value known written; after
+    /// a write that timed out the record may hold either value.
     pub async fn proclaim(&mut self, value: impl Into<String>) -> Result<&Leader, CampaignError> {
         self.leader = self.election.proclaim(&self.guard, value).await?;
         Ok(&self.leader)
