@@ -275,9 +275,7 @@ impl LockSession {
                 if state.holder.is_none() && state.ahead.is_none() {
                     state.holder = self.holder_at_start.clone();
                 }
-                // The line names the `--timeout` asked for, as operators'
-                // scripts read it; the report keeps the wait measured.
-                let within = request.timeout.unwrap_or(waited);
+                let within = request.timeout.unwrap_or(waited); // as asked: scripts read it
                 note(not_free_line(&self.lock, within, &state));
                 holding.waited_ms = ms(waited);
                 return Ok(Err(NotHeld::Timeout));
@@ -485,8 +483,7 @@ impl WaitLines {
     }
 }
 
-/// "lock L was not free within 20s: held by O (exit 3)" — naming whom the
-/// waiter's own reads last showed in its way, when they showed anyone.
+/// "lock L was not free within 20s: held by O (exit 3)": whom its reads saw in the way.
 fn not_free_line(lock: &LockId, within: Duration, state: &WaitingFor) -> String {
     let lock = cut_short(lock.as_str());
     let within = fmt_duration_rounded(within);
